@@ -259,7 +259,11 @@ impl Fields {
     }
 
     /// A byte string of at most `max` bytes.
-    pub(crate) fn bytes(&mut self, field: &'static str, max: usize) -> Result<Vec<u8>, DecodeError> {
+    pub(crate) fn bytes(
+        &mut self,
+        field: &'static str,
+        max: usize,
+    ) -> Result<Vec<u8>, DecodeError> {
         let v = self.next(field)?;
         self.bytes_of(field, v, max)
     }
@@ -276,15 +280,23 @@ impl Fields {
     }
 
     /// A byte string of exactly `N` bytes.
-    pub(crate) fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], DecodeError> {
+    pub(crate) fn array<const N: usize>(
+        &mut self,
+        field: &'static str,
+    ) -> Result<[u8; N], DecodeError> {
         let v = self.next(field)?;
         self.array_of(field, v)
     }
 
-    fn array_of<const N: usize>(&self, field: &'static str, v: Value) -> Result<[u8; N], DecodeError> {
+    fn array_of<const N: usize>(
+        &self,
+        field: &'static str,
+        v: Value,
+    ) -> Result<[u8; N], DecodeError> {
         match v {
-            Value::Bytes(b) => <[u8; N]>::try_from(b.as_slice())
-                .map_err(|_| self.error(field, format!("must be exactly {N} bytes, not {}", b.len()))),
+            Value::Bytes(b) => <[u8; N]>::try_from(b.as_slice()).map_err(|_| {
+                self.error(field, format!("must be exactly {N} bytes, not {}", b.len()))
+            }),
             _ => Err(self.error(field, format!("must be a byte string of {N} bytes"))),
         }
     }
@@ -318,7 +330,11 @@ impl Fields {
     }
 
     /// Null, or a text string of at most `max` bytes.
-    pub(crate) fn opt_text(&mut self, field: &'static str, max: usize) -> Result<Option<String>, DecodeError> {
+    pub(crate) fn opt_text(
+        &mut self,
+        field: &'static str,
+        max: usize,
+    ) -> Result<Option<String>, DecodeError> {
         match self.next(field)? {
             Value::Null => Ok(None),
             v => self.text_of(field, v, max).map(Some),
@@ -326,7 +342,11 @@ impl Fields {
     }
 
     /// An array of at most `max` items.
-    pub(crate) fn list(&mut self, field: &'static str, max: usize) -> Result<Vec<Value>, DecodeError> {
+    pub(crate) fn list(
+        &mut self,
+        field: &'static str,
+        max: usize,
+    ) -> Result<Vec<Value>, DecodeError> {
         match self.next(field)? {
             Value::Array(items) if items.len() <= max => Ok(items),
             Value::Array(items) => Err(self.error(

@@ -48,7 +48,9 @@ pub struct ContactRecord {
 
 impl ContactRecord {
     fn to_value(&self) -> Value {
-        let list = |addrs: &[Multiaddr]| Value::Array(addrs.iter().map(|a| Value::Bytes(a.to_vec())).collect());
+        let list = |addrs: &[Multiaddr]| {
+            Value::Array(addrs.iter().map(|a| Value::Bytes(a.to_vec())).collect())
+        };
         Value::Array(vec![
             cbor::uint(crate::PROTOCOL_VERSION),
             peer_value(&self.peer),
@@ -106,7 +108,10 @@ impl SignedContact {
         }
         let payload = cbor::encode(&record.to_value());
         let signature = me.sign(&signed_message(&payload));
-        let bytes = cbor::encode(&Value::Array(vec![Value::Bytes(payload), Value::Bytes(signature.to_vec())]));
+        let bytes = cbor::encode(&Value::Array(vec![
+            Value::Bytes(payload),
+            Value::Bytes(signature.to_vec()),
+        ]));
         Ok(SignedContact { record, bytes })
     }
 

@@ -21,7 +21,9 @@ use hpke::{Deserializable, OpModeR, OpModeS, Serializable};
 use libp2p_identity::PeerId;
 use rand_core::CryptoRng;
 
-use crate::cbor::{self, DecodeError, Fields, MAX_BODY_BYTES, MAX_ENVELOPE_BYTES, MAX_HEADER_BYTES, Wire};
+use crate::cbor::{
+    self, DecodeError, Fields, MAX_BODY_BYTES, MAX_ENVELOPE_BYTES, MAX_HEADER_BYTES, Wire,
+};
 use crate::identity::{self, Identity, Kem, X25519Public, peer_field, peer_value};
 use crate::names::{Name, name_field};
 use crate::team::TeamId;
@@ -71,7 +73,9 @@ impl MessageId {
 
     /// Parses the 32-character lowercase hex form.
     pub fn parse(s: &str) -> Option<Self> {
-        let bytes = data_encoding::HEXLOWER_PERMISSIVE.decode(s.as_bytes()).ok()?;
+        let bytes = data_encoding::HEXLOWER_PERMISSIVE
+            .decode(s.as_bytes())
+            .ok()?;
         Some(MessageId(bytes.try_into().ok()?))
     }
 }
@@ -205,7 +209,10 @@ impl Wire for Header {
         let mut f = Fields::versioned(Self::WHAT, value, 13)?;
         let suite = f.uint("suite", u64::MAX)?;
         if suite != SUITE_V1 {
-            return Err(f.error("suite", format!("{suite} is not supported; this build speaks suite {SUITE_V1}")));
+            return Err(f.error(
+                "suite",
+                format!("{suite} is not supported; this build speaks suite {SUITE_V1}"),
+            ));
         }
         let id = MessageId(f.array("id")?);
         let team = TeamId(f.array("team")?);
@@ -423,7 +430,9 @@ pub struct Opened {
 #[non_exhaustive]
 pub enum SealError {
     /// The body is larger than an envelope may carry.
-    #[error("the message is {len} bytes once encoded, over the limit of {limit} bytes; send less text or smaller attachments")]
+    #[error(
+        "the message is {len} bytes once encoded, over the limit of {limit} bytes; send less text or smaller attachments"
+    )]
     TooLarge {
         /// The encoded body's length.
         len: usize,
@@ -466,7 +475,9 @@ pub enum OpenError {
     #[error("the envelope is malformed: {0}")]
     Malformed(DecodeError),
     /// The header's version is not one this build speaks.
-    #[error("the envelope has version {found}; this build speaks version {supported}; upgrade agentmesh on the older machine")]
+    #[error(
+        "the envelope has version {found}; this build speaks version {supported}; upgrade agentmesh on the older machine"
+    )]
     UnsupportedVersion {
         /// The header's version.
         found: u64,
@@ -490,7 +501,9 @@ pub enum OpenError {
     #[error("the envelope {0}")]
     BadLifetime(String),
     /// `sent_at` is further in the future than the allowed clock skew.
-    #[error("the envelope was sent at {sent_at}, ahead of this machine's clock ({now}) by more than the allowed skew; check both machines' clocks")]
+    #[error(
+        "the envelope was sent at {sent_at}, ahead of this machine's clock ({now}) by more than the allowed skew; check both machines' clocks"
+    )]
     NotYetValid {
         /// The header's `sent_at`.
         sent_at: Timestamp,
@@ -584,7 +597,9 @@ pub fn seal(
         });
     }
     let header_bytes = header.to_bytes();
-    let pk = recipient.to_hpke().map_err(|_| SealError::BadRecipientKey)?;
+    let pk = recipient
+        .to_hpke()
+        .map_err(|_| SealError::BadRecipientKey)?;
     let (enc, mut ctx) =
         hpke::setup_sender_with_rng::<Aead, Kdf, Kem>(&OpModeS::Base, &pk, HPKE_INFO, rng)
             .map_err(|_| SealError::BadRecipientKey)?;
@@ -636,15 +651,19 @@ impl Envelope {
         }
         let value = cbor::decode(WHAT, bytes, MAX_ENVELOPE_BYTES).map_err(OpenError::Malformed)?;
         let mut f = Fields::new(WHAT, value, 5).map_err(OpenError::Malformed)?;
-        let header_bytes = f.bytes("header", MAX_HEADER_BYTES).map_err(OpenError::Malformed)?;
+        let header_bytes = f
+            .bytes("header", MAX_HEADER_BYTES)
+            .map_err(OpenError::Malformed)?;
         let enc = f.array::<32>("enc").map_err(OpenError::Malformed)?;
         let header_tag = f.array::<16>("header_tag").map_err(OpenError::Malformed)?;
-        let ciphertext = f.bytes("ciphertext", MAX_ENVELOPE_BYTES).map_err(OpenError::Malformed)?;
+        let ciphertext = f
+            .bytes("ciphertext", MAX_ENVELOPE_BYTES)
+            .map_err(OpenError::Malformed)?;
         let signature = f.array::<64>("signature").map_err(OpenError::Malformed)?;
         let header = Header::from_bytes(&header_bytes).map_err(|e| match e {
-            DecodeError::UnsupportedVersion { found, supported, .. } => {
-                OpenError::UnsupportedVersion { found, supported }
-            }
+            DecodeError::UnsupportedVersion {
+                found, supported, ..
+            } => OpenError::UnsupportedVersion { found, supported },
             DecodeError::Field { field: "suite", .. } => OpenError::UnsupportedSuite {
                 found: suite_of(&header_bytes),
                 supported: SUITE_V1,
@@ -706,8 +725,31 @@ impl Envelope {
 
     /// Checks and opens the envelope for `me` at time `now`.
     pub fn open(&self, me: &Identity, now: Timestamp) -> Result<Opened, OpenError> {
+        self.open_with(&me.peer_id(), me.x25519_secret(), now)
+    }
+
+    /// Checks and opens the envelope for the machine `peer_id`, whose X25519
+    /// secret is `x25519_secret`: what [`Envelope::open`] does, for a caller
+    /// that holds only the receiving half of an identity (test vectors).
+    pub fn open_as(
+        &self,
+        peer_id: &PeerId,
+        x25519_secret: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Opened, OpenError> {
+        let sk = <Kem as hpke::Kem>::PrivateKey::from_bytes(x25519_secret)
+            .expect("any 32 bytes are an X25519 secret once clamped");
+        self.open_with(peer_id, &sk, now)
+    }
+
+    fn open_with(
+        &self,
+        peer_id: &PeerId,
+        x25519_secret: &<Kem as hpke::Kem>::PrivateKey,
+        now: Timestamp,
+    ) -> Result<Opened, OpenError> {
         let h = &self.header;
-        if h.to != me.peer_id() {
+        if h.to != *peer_id {
             return Err(OpenError::WrongRecipient);
         }
         h.check_lifetime().map_err(OpenError::BadLifetime)?;
@@ -728,7 +770,13 @@ impl Envelope {
         let mut ctx = <Kem as hpke::Kem>::EncappedKey::from_bytes(&self.enc)
             .ok()
             .and_then(|enc| {
-                hpke::setup_receiver::<Aead, Kdf, Kem>(&OpModeR::Base, me.x25519_secret(), &enc, HPKE_INFO).ok()
+                hpke::setup_receiver::<Aead, Kdf, Kem>(
+                    &OpModeR::Base,
+                    x25519_secret,
+                    &enc,
+                    HPKE_INFO,
+                )
+                .ok()
             });
         let plaintext = ctx
             .as_mut()
@@ -752,7 +800,8 @@ impl Envelope {
             (false, None) => {
                 let header_intact = ctx.is_some_and(|ctx| {
                     let mut tag = [0u8; 16];
-                    ctx.export(&header_tag_context(&self.header_bytes), &mut tag).is_ok()
+                    ctx.export(&header_tag_context(&self.header_bytes), &mut tag)
+                        .is_ok()
                         && tag == self.header_tag
                 });
                 Err(if header_intact {

@@ -38,7 +38,11 @@ pub struct X25519Public(pub [u8; 32]);
 
 impl fmt::Debug for X25519Public {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "X25519Public({})", data_encoding::HEXLOWER.encode(&self.0))
+        write!(
+            f,
+            "X25519Public({})",
+            data_encoding::HEXLOWER.encode(&self.0)
+        )
     }
 }
 
@@ -142,7 +146,10 @@ impl Identity {
         let value = cbor::decode(WHAT, bytes, 256)?;
         let mut f = Fields::new(WHAT, value, 4)?;
         if f.text("magic", 32)? != KEY_FILE_MAGIC {
-            return Err(f.error("magic", "is not \"agentmesh-key\": this is not an agentmesh key file"));
+            return Err(f.error(
+                "magic",
+                "is not \"agentmesh-key\": this is not an agentmesh key file",
+            ));
         }
         let version = f.uint("version", u64::MAX)?;
         if version != crate::PROTOCOL_VERSION {
@@ -222,11 +229,14 @@ impl Wire for X25519Public {
 
     fn from_value(value: Value) -> Result<Self, DecodeError> {
         match value {
-            Value::Bytes(b) => b.try_into().map(X25519Public).map_err(|_| DecodeError::Field {
-                what: Self::WHAT,
-                field: "key",
-                problem: "must be 32 bytes".into(),
-            }),
+            Value::Bytes(b) => b
+                .try_into()
+                .map(X25519Public)
+                .map_err(|_| DecodeError::Field {
+                    what: Self::WHAT,
+                    field: "key",
+                    problem: "must be 32 bytes".into(),
+                }),
             _ => Err(DecodeError::Field {
                 what: Self::WHAT,
                 field: "key",

@@ -171,7 +171,9 @@ pub struct Code([u8; CODE_LEN]);
 #[non_exhaustive]
 pub enum CodeError {
     /// A character outside the code alphabet.
-    #[error("{0:?} is not a code character; codes use digits and the letters A-Z except I, L, O and U")]
+    #[error(
+        "{0:?} is not a code character; codes use digits and the letters A-Z except I, L, O and U"
+    )]
     BadCharacter(char),
     /// Too few or too many characters.
     #[error("a code has {CODE_LEN} characters (XXXX-XXXX-XXXX); this has {0}")]

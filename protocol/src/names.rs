@@ -18,7 +18,8 @@ pub const MAX_NAME_LEN: usize = 32;
 pub const MAX_OWNER_LEN: usize = 64;
 
 /// The rule a [`Name`] follows, as error messages state it.
-pub const NAME_RULE: &str = "use 1-32 lowercase letters a-z, digits 0-9 and '-', starting with a letter or digit";
+pub const NAME_RULE: &str =
+    "use 1-32 lowercase letters a-z, digits 0-9 and '-', starting with a letter or digit";
 
 /// The rule an [`Owner`] follows, as error messages state it.
 pub const OWNER_RULE: &str =
@@ -65,7 +66,10 @@ impl Name {
             } else {
                 "character"
             };
-            return Err(fail(format!("{what} {c:?} at position {} is not allowed", i + 1)));
+            return Err(fail(format!(
+                "{what} {c:?} at position {} is not allowed",
+                i + 1
+            )));
         }
         if value.len() > MAX_NAME_LEN {
             return Err(fail(format!("it is {} characters long", value.len())));

@@ -74,7 +74,9 @@ macro_rules! hex_display {
         impl $t {
             /// Parses the 64-character hex form.
             pub fn parse(s: &str) -> Option<Self> {
-                let b = data_encoding::HEXLOWER_PERMISSIVE.decode(s.as_bytes()).ok()?;
+                let b = data_encoding::HEXLOWER_PERMISSIVE
+                    .decode(s.as_bytes())
+                    .ok()?;
                 Some($t(b.try_into().ok()?))
             }
         }
@@ -210,7 +212,9 @@ impl BlockBody {
             _ => {
                 // Let `versioned` report a version problem first.
                 let mut f = Fields::versioned(WHAT, value, 2)?;
-                return Err(f.value("type").map_or_else(|e| e, |_| f.error("type", "is not 0, 1 or 2")));
+                return Err(f
+                    .value("type")
+                    .map_or_else(|e| e, |_| f.error("type", "is not 0, 1 or 2")));
             }
         };
         let mut f = Fields::versioned(WHAT, value, count)?;
@@ -332,7 +336,8 @@ impl Block {
         let mut f = Fields::new(WHAT, value, 2)?;
         let payload = f.bytes("payload", MAX_BLOCK_BYTES)?;
         let signature = f.array::<64>("signature")?;
-        let body = BlockBody::from_value(cbor::decode("block payload", &payload, MAX_BLOCK_BYTES)?)?;
+        let body =
+            BlockBody::from_value(cbor::decode("block payload", &payload, MAX_BLOCK_BYTES)?)?;
         if !identity::verify(&body.signer(), &block_signed_message(&payload), &signature) {
             return Err(BlockError::BadSignature(body.signer()));
         }
@@ -403,7 +408,9 @@ pub enum BlockRejected {
         peer: PeerId,
     },
     /// A Revoke of an admin.
-    #[error("{peer} is an admin and cannot be revoked; a lost founder key means founding a new team")]
+    #[error(
+        "{peer} is an admin and cannot be revoked; a lost founder key means founding a new team"
+    )]
     RevokesAdmin {
         /// The admin.
         peer: PeerId,
@@ -499,7 +506,9 @@ impl TeamState {
     /// A state founded by `genesis`.
     pub fn from_genesis(genesis: Block) -> Result<Self, BlockRejected> {
         let Some(id) = genesis.founds() else {
-            return Err(BlockRejected::BadGenesis("the first block of a team must be its genesis"));
+            return Err(BlockRejected::BadGenesis(
+                "the first block of a team must be its genesis",
+            ));
         };
         let mut state = TeamState::new(id);
         state.apply(genesis)?;
@@ -556,12 +565,17 @@ impl TeamState {
 
     /// Checks a non-Genesis block against the Genesis and stores it.
     fn admit_block(&mut self, block: Block) -> Result<(), BlockRejected> {
-        let (_, genesis) = self.genesis.as_ref().expect("called only once the genesis is known");
+        let (_, genesis) = self
+            .genesis
+            .as_ref()
+            .expect("called only once the genesis is known");
         let is_admin = |p: &PeerId| genesis.admins.contains(p);
         match block.body() {
             BlockBody::Admit(a) => {
                 if !is_admin(&a.admitted_by) {
-                    return Err(BlockRejected::NotAnAdmin { signer: a.admitted_by });
+                    return Err(BlockRejected::NotAnAdmin {
+                        signer: a.admitted_by,
+                    });
                 }
                 if is_admin(&a.peer) {
                     return Err(BlockRejected::AdmitsAdmin { peer: a.peer });
@@ -660,7 +674,8 @@ impl TeamState {
             );
         }
         for m in members.values_mut() {
-            if m.standing == Standing::Current && holders.get(&m.name).map(|h| h.1) != Some(m.peer) {
+            if m.standing == Standing::Current && holders.get(&m.name).map(|h| h.1) != Some(m.peer)
+            {
                 m.standing = Standing::NameTaken;
             }
         }
@@ -686,12 +701,15 @@ impl TeamState {
 
     /// Whether `peer` is a current member.
     pub fn is_member(&self, peer: &PeerId) -> bool {
-        self.member(peer).is_some_and(|m| m.standing == Standing::Current)
+        self.member(peer)
+            .is_some_and(|m| m.standing == Standing::Current)
     }
 
     /// Whether `peer` has been revoked (or left).
     pub fn is_revoked(&self, peer: &PeerId) -> bool {
-        self.member(peer).is_some_and(|m| m.standing == Standing::Revoked) || self.revoked_only.contains(peer)
+        self.member(peer)
+            .is_some_and(|m| m.standing == Standing::Revoked)
+            || self.revoked_only.contains(peer)
     }
 
     /// The current member with machine name `name`.
@@ -703,7 +721,10 @@ impl TeamState {
 
     /// Every block the team holds, Genesis first, then in hash order.
     pub fn blocks(&self) -> impl Iterator<Item = &Block> {
-        self.genesis.iter().map(|(b, _)| b).chain(self.blocks.values())
+        self.genesis
+            .iter()
+            .map(|(b, _)| b)
+            .chain(self.blocks.values())
     }
 
     /// The hashes of every block the team holds, in hash order.
@@ -731,7 +752,9 @@ fn check_genesis(g: &Genesis) -> Result<(), BlockRejected> {
     // Version 1 teams have one admin, the founder. The list leaves room for
     // more in a later version without changing the format.
     if g.admins != [g.founder] {
-        return Err(BlockRejected::BadGenesis("in version 1 the admins are exactly [founder]"));
+        return Err(BlockRejected::BadGenesis(
+            "in version 1 the admins are exactly [founder]",
+        ));
     }
     Ok(())
 }

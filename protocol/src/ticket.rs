@@ -61,10 +61,14 @@ pub struct Ticket {
 #[non_exhaustive]
 pub enum TicketError {
     /// The text does not start with the ticket prefix.
-    #[error("this is not an agentmesh invite ticket: tickets start with \"{TICKET_PREFIX}\"; copy the whole ticket that `agentmesh invite` printed")]
+    #[error(
+        "this is not an agentmesh invite ticket: tickets start with \"{TICKET_PREFIX}\"; copy the whole ticket that `agentmesh invite` printed"
+    )]
     NotATicket,
     /// A character outside the ticket alphabet.
-    #[error("the ticket has {ch:?} at position {position}, which no ticket contains; copy the ticket again")]
+    #[error(
+        "the ticket has {ch:?} at position {position}, which no ticket contains; copy the ticket again"
+    )]
     BadCharacter {
         /// 1-based position in the text.
         position: usize,
@@ -73,13 +77,17 @@ pub enum TicketError {
     },
     /// The checksum does not match: a character was mistyped, or the
     /// ticket was cut short.
-    #[error("the ticket is damaged (its checksum does not match): a character was mistyped or the ticket was cut short; copy it again")]
+    #[error(
+        "the ticket is damaged (its checksum does not match): a character was mistyped or the ticket was cut short; copy it again"
+    )]
     BadChecksum,
     /// The payload is not a valid ticket.
     #[error("the ticket is malformed: {0}")]
     Malformed(DecodeError),
     /// The ticket was made by a newer or older agentmesh.
-    #[error("the ticket is of version {found}; this agentmesh reads version {supported}; use the same agentmesh version on both machines")]
+    #[error(
+        "the ticket is of version {found}; this agentmesh reads version {supported}; use the same agentmesh version on both machines"
+    )]
     UnsupportedVersion {
         /// The ticket's version.
         found: u64,
@@ -87,7 +95,9 @@ pub enum TicketError {
         supported: u64,
     },
     /// The ticket has expired.
-    #[error("the ticket expired at {expires_at} (now {now}); ask the founder for a new one with `agentmesh invite`")]
+    #[error(
+        "the ticket expired at {expires_at} (now {now}); ask the founder for a new one with `agentmesh invite`"
+    )]
     Expired {
         /// When it expired.
         expires_at: Timestamp,
@@ -104,7 +114,12 @@ impl Wire for Ticket {
         Value::Array(vec![
             cbor::uint(crate::PROTOCOL_VERSION),
             peer_value(&self.founder),
-            Value::Array(self.addrs.iter().map(|a| Value::Bytes(a.to_vec())).collect()),
+            Value::Array(
+                self.addrs
+                    .iter()
+                    .map(|a| Value::Bytes(a.to_vec()))
+                    .collect(),
+            ),
             Value::Bytes(self.nonce.to_vec()),
             cbor::uint(self.expires_at.as_unix_millis()),
         ])
@@ -124,15 +139,25 @@ impl Wire for Ticket {
 }
 
 /// Reads a list of binary multiaddrs.
-pub(crate) fn multiaddrs(f: &mut Fields, field: &'static str, max: usize) -> Result<Vec<Multiaddr>, DecodeError> {
+pub(crate) fn multiaddrs(
+    f: &mut Fields,
+    field: &'static str,
+    max: usize,
+) -> Result<Vec<Multiaddr>, DecodeError> {
     f.bytes_list(field, max, MAX_ADDR_BYTES)?
         .into_iter()
-        .map(|b| Multiaddr::try_from(b).map_err(|e| f.error(field, format!("holds an invalid address: {e}"))))
+        .map(|b| {
+            Multiaddr::try_from(b)
+                .map_err(|e| f.error(field, format!("holds an invalid address: {e}")))
+        })
         .collect()
 }
 
 fn checksum(payload: &[u8]) -> [u8; CHECKSUM_LEN] {
-    let digest = Sha256::new().chain_update(CHECKSUM_LABEL).chain_update(payload).finalize();
+    let digest = Sha256::new()
+        .chain_update(CHECKSUM_LABEL)
+        .chain_update(payload)
+        .finalize();
     let mut c = [0u8; CHECKSUM_LEN];
     c.copy_from_slice(&digest[..CHECKSUM_LEN]);
     c
@@ -158,7 +183,11 @@ impl Ticket {
             Some(p) if p.eq_ignore_ascii_case(TICKET_PREFIX) => &text[TICKET_PREFIX.len()..],
             _ => return Err(TicketError::NotATicket),
         };
-        if let Some((i, ch)) = body.chars().enumerate().find(|(_, c)| base32::fold(*c).is_none()) {
+        if let Some((i, ch)) = body
+            .chars()
+            .enumerate()
+            .find(|(_, c)| base32::fold(*c).is_none())
+        {
             return Err(TicketError::BadCharacter {
                 position: TICKET_PREFIX.len() + i + 1,
                 ch,
@@ -166,7 +195,9 @@ impl Ticket {
         }
         // A length no payload can have, or trailing bits that are not zero,
         // is a damaged ticket, like a checksum mismatch.
-        let bytes = base32::LOWER.decode(body.as_bytes()).map_err(|_| TicketError::BadChecksum)?;
+        let bytes = base32::LOWER
+            .decode(body.as_bytes())
+            .map_err(|_| TicketError::BadChecksum)?;
         if bytes.len() <= CHECKSUM_LEN {
             return Err(TicketError::BadChecksum);
         }
@@ -175,7 +206,9 @@ impl Ticket {
             return Err(TicketError::BadChecksum);
         }
         Ticket::from_bytes(payload).map_err(|e| match e {
-            DecodeError::UnsupportedVersion { found, supported, .. } => TicketError::UnsupportedVersion { found, supported },
+            DecodeError::UnsupportedVersion {
+                found, supported, ..
+            } => TicketError::UnsupportedVersion { found, supported },
             e => TicketError::Malformed(e),
         })
     }

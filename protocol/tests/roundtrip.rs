@@ -1,0 +1,195 @@
+//! Property tests: every wire type survives encode then decode unchanged,
+//! and decoding arbitrary bytes never panics.
+
+mod common;
+
+use agentmesh_protocol::contact::{ContactRecord, SignedContact};
+use agentmesh_protocol::envelope::{Attachment, Body, Header, Kind, MessageId, Who, WhoKind};
+use agentmesh_protocol::join::{JoinOffer, JoinRequest};
+use agentmesh_protocol::team::{Admit, Block, BlockBody, Genesis, Revoke, TeamId};
+use agentmesh_protocol::ticket::Ticket;
+use agentmesh_protocol::{
+    Identity, Multiaddr, Name, Owner, PeerId, Timestamp, Wire, X25519Public, open, seal,
+};
+use proptest::prelude::*;
+
+fn ids() -> Vec<Identity> {
+    (0..4).map(common::identity).collect()
+}
+
+fn peer() -> impl Strategy<Value = PeerId> {
+    (0u64..4).prop_map(|i| common::identity(i).peer_id())
+}
+
+fn name() -> impl Strategy<Value = Name> {
+    "[a-z0-9][a-z0-9-]{0,31}".prop_map(|s| Name::parse("name", &s).unwrap())
+}
+
+fn owner() -> impl Strategy<Value = Owner> {
+    "[A-Za-zé][A-Za-z é.]{0,20}[a-z]".prop_map(|s| Owner::parse(&s).unwrap())
+}
+
+fn ts() -> impl Strategy<Value = Timestamp> {
+    any::<u64>().prop_map(Timestamp::from_unix_millis)
+}
+
+fn addr() -> impl Strategy<Value = Multiaddr> {
+    (any::<[u8; 4]>(), any::<u16>(), any::<bool>()).prop_map(|(ip, port, quic)| {
+        let ip = std::net::Ipv4Addr::from(ip);
+        if quic {
+            format!("/ip4/{ip}/udp/{port}/quic-v1").parse().unwrap()
+        } else {
+            format!("/ip4/{ip}/tcp/{port}").parse().unwrap()
+        }
+    })
+}
+
+fn kind() -> impl Strategy<Value = Kind> {
+    prop_oneof![
+        Just(Kind::Tell),
+        Just(Kind::Ask),
+        Just(Kind::Reply),
+        Just(Kind::Broadcast)
+    ]
+}
+
+prop_compose! {
+    fn header()(id in any::<[u8; 16]>(), team in any::<[u8; 32]>(), from in peer(), to in peer(), kind in kind(),
+                irt in proptest::option::of(any::<[u8; 16]>()), thread in any::<[u8; 16]>(), hop in any::<u8>(),
+                taint in any::<bool>(), sent in ts(), expires in ts()) -> Header {
+        Header { id: MessageId(id), team: TeamId(team), from, to, kind, in_reply_to: irt.map(MessageId),
+                 thread: MessageId(thread), hop, taint, sent_at: sent, expires_at: expires }
+    }
+}
+
+prop_compose! {
+    fn who()(agent in any::<bool>(), name in ".{0,20}", session in proptest::option::of(".{0,20}"),
+             task in proptest::option::of(".{0,40}")) -> Who {
+        Who { kind: if agent { WhoKind::Agent } else { WhoKind::Human }, name, session_id: session, task }
+    }
+}
+
+prop_compose! {
+    fn body()(who in who(), from in proptest::option::of(name()), to in proptest::option::of(name()), text in ".{0,200}",
+              attachments in proptest::collection::vec((".{0,10}", "[a-z]+/[a-z]+", proptest::collection::vec(any::<u8>(), 0..64)), 0..8)) -> Body {
+        Body { who, from_mailbox: from, to_mailbox: to, text,
+               attachments: attachments.into_iter().map(|(name, media_type, data)| Attachment { name, media_type, data }).collect() }
+    }
+}
+
+fn roundtrip<T: Wire + PartialEq + std::fmt::Debug>(v: &T) {
+    let bytes = v.to_bytes();
+    assert!(
+        bytes.len() <= T::MAX_BYTES,
+        "{} encodes over its own limit",
+        T::WHAT
+    );
+    assert_eq!(&T::from_bytes(&bytes).unwrap(), v);
+}
+
+proptest! {
+    #[test]
+    fn header_roundtrips(h in header()) { roundtrip(&h); }
+
+    #[test]
+    fn body_roundtrips(b in body()) { roundtrip(&b); }
+
+    #[test]
+    fn join_request_roundtrips(tn in any::<[u8; 16]>(), joiner in peer(), x in any::<[u8; 32]>(), name in name(), owner in owner(), nonce in any::<[u8; 16]>()) {
+        roundtrip(&JoinRequest { ticket_nonce: tn, joiner, x25519: X25519Public(x), name, owner, nonce });
+    }
+
+    #[test]
+    fn join_offer_roundtrips(team in any::<[u8; 32]>(), team_name in name(), founder in peer(), nonce in any::<[u8; 16]>()) {
+        roundtrip(&JoinOffer { team: TeamId(team), team_name, founder, nonce });
+    }
+
+    #[test]
+    fn ticket_roundtrips(founder in peer(), addrs in proptest::collection::vec(addr(), 0..8), nonce in any::<[u8; 16]>(), expires in ts()) {
+        let t = Ticket { founder, addrs, nonce, expires_at: expires };
+        roundtrip(&t);
+        let text = t.to_string();
+        prop_assert!(text.chars().all(|c| c.is_ascii_alphanumeric()));
+        prop_assert_eq!(Ticket::decode(&text).unwrap(), t.clone());
+        prop_assert_eq!(Ticket::decode(&text.to_uppercase()).unwrap(), t);
+    }
+
+    #[test]
+    fn contact_roundtrips(i in 0usize..4, seq in any::<u64>(), addrs in proptest::collection::vec(addr(), 0..16), relays in proptest::collection::vec(addr(), 0..8), at in ts()) {
+        let me = &ids()[i];
+        let record = ContactRecord { peer: me.peer_id(), seq, addrs, relays, at };
+        roundtrip(&record);
+        let signed = SignedContact::sign(record, me).unwrap();
+        prop_assert_eq!(SignedContact::from_bytes(signed.bytes()).unwrap(), signed);
+    }
+
+    #[test]
+    fn blocks_roundtrip(i in 0usize..4, j in 0usize..4, team_name in name(), name in name(), owner in owner(), at in ts(), nonce in any::<[u8; 16]>(), which in 0u8..3) {
+        let ids = ids();
+        let (a, b) = (&ids[i], &ids[j]);
+        let team = TeamId([1; 32]);
+        let body = match which {
+            0 => BlockBody::Genesis(Genesis { team_name, founder: a.peer_id(), founder_x25519: a.x25519_public(), founder_name: name,
+                                               founder_owner: owner, admins: vec![a.peer_id()], created_at: at, nonce }),
+            1 => BlockBody::Admit(Admit { team, peer: b.peer_id(), x25519: b.x25519_public(), name, owner, admitted_by: a.peer_id(), at }),
+            _ => BlockBody::Revoke(Revoke { team, peer: b.peer_id(), revoked_by: a.peer_id(), at }),
+        };
+        let block = Block::sign(body, a).unwrap();
+        let back = Block::from_bytes(block.bytes()).unwrap();
+        prop_assert_eq!(back.hash(), block.hash());
+        prop_assert_eq!(back, block);
+    }
+
+    #[test]
+    fn envelopes_roundtrip(b in body(), seed in any::<u64>(), kind in kind(), hop in any::<u8>(), taint in any::<bool>()) {
+        let ids = ids();
+        let (alice, bob) = (&ids[0], &ids[1]);
+        let mut h = common::header(alice, bob);
+        h.kind = kind;
+        h.hop = hop;
+        h.taint = taint;
+        let env = seal(alice, &bob.x25519_public(), &h, &b, &mut common::rng(seed)).unwrap();
+        let opened = open(&env.to_wire(), bob, common::T0).unwrap();
+        prop_assert_eq!(opened.header, h);
+        prop_assert_eq!(opened.body, b);
+    }
+
+    #[test]
+    fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let bob = &ids()[1];
+        let _ = open(&bytes, bob, common::T0);
+        let _ = Header::from_bytes(&bytes);
+        let _ = Body::from_bytes(&bytes);
+        let _ = Block::from_bytes(&bytes);
+        let _ = JoinRequest::from_bytes(&bytes);
+        let _ = JoinOffer::from_bytes(&bytes);
+        let _ = Ticket::from_bytes(&bytes);
+        let _ = SignedContact::from_bytes(&bytes);
+        let _ = Identity::from_key_file(&bytes);
+        if let Ok(text) = std::str::from_utf8(&bytes) {
+            let _ = Ticket::decode(text);
+            let _ = agentmesh_protocol::join::Code::parse(text);
+        }
+    }
+
+    #[test]
+    fn one_flipped_bit_never_opens(bit in 0usize..2000, seed in any::<u64>()) {
+        let ids = ids();
+        let (alice, bob) = (&ids[0], &ids[1]);
+        let env = seal(alice, &bob.x25519_public(), &common::header(alice, bob), &common::body("a short message"), &mut common::rng(seed)).unwrap();
+        let mut wire = env.to_wire();
+        let bit = bit % (wire.len() * 8);
+        wire[bit / 8] ^= 1 << (bit % 8);
+        // Flips in the header tag are harmless by design (it never decides);
+        // every other flip must be refused.
+        match open(&wire, bob, common::T0) {
+            Ok(_) => {
+                let orig = env.to_wire();
+                let diff = orig.iter().zip(&wire).position(|(a, b)| a != b).unwrap();
+                let tag_pos = orig.windows(16).position(|w| w == env.header_tag()).unwrap();
+                prop_assert!((tag_pos..tag_pos + 16).contains(&diff), "a flip at byte {} opened", diff);
+            }
+            Err(_) => {}
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! Test vectors for the envelope format: `tests/vectors/envelope.json`.
+//!
+//! Two tests: one opens every committed case from its hex fields alone,
+//! the way another implementation would, and checks the outcome; the other
+//! regenerates the cases from fixed keys and seeds and checks the file is
+//! byte-for-byte what this build produces, so a change to the wire format
+//! cannot slip by without the vectors (and docs/protocol.md) changing too.
+//! To rewrite the file after a deliberate format change:
+//! `AGENTMESH_REGENERATE_VECTORS=1 cargo test -p agentmesh-protocol --test vectors`.
+
+mod common;
+
+use std::time::Duration;
+
+use agentmesh_protocol::envelope::{Attachment, Envelope, HPKE_INFO, signed_message};
+use agentmesh_protocol::time::MAX_CLOCK_SKEW;
+use agentmesh_protocol::{Identity, Kind, MessageId, PeerId, Timestamp, Wire, seal};
+use common::*;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/envelope.json");
+
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct Vectors {
+    description: String,
+    cases: Vec<Case>,
+}
+
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct Case {
+    name: String,
+    description: String,
+    recipient_x25519_secret: String,
+    recipient_x25519_public: String,
+    recipient_peer_id: String,
+    sender_ed25519_public: String,
+    info: String,
+    header_cbor: String,
+    enc: String,
+    header_tag: String,
+    ciphertext: String,
+    signed_message: String,
+    signature: String,
+    body_cbor: String,
+    envelope: String,
+    now: u64,
+    expect: String,
+}
+
+/// A key from a label: SHA-256 of it, so the vectors' keys are reproducible.
+fn key(label: &str) -> [u8; 32] {
+    Sha256::digest(label.as_bytes()).into()
+}
+
+/// X25519 clamping (RFC 7748 §5), so the vector holds the secret as
+/// SerializePrivateKey would.
+fn clamp(mut k: [u8; 32]) -> [u8; 32] {
+    k[0] &= 248;
+    k[31] &= 127;
+    k[31] |= 64;
+    k
+}
+
+struct Party {
+    id: Identity,
+    x_secret: [u8; 32],
+}
+
+fn party(name: &str) -> Party {
+    let x_secret = clamp(key(&format!("agentmesh test vector {name} x25519")));
+    Party {
+        id: Identity::from_secrets(
+            &key(&format!("agentmesh test vector {name} ed25519")),
+            &x_secret,
+        ),
+        x_secret,
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    data_encoding::HEXLOWER.encode(b)
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    data_encoding::HEXLOWER
+        .decode(s.as_bytes())
+        .expect("vector fields are lowercase hex")
+}
+
+#[allow(clippy::too_many_arguments)]
+fn case(
+    name: &str,
+    description: &str,
+    recipient: &Party,
+    recipient_peer: PeerId,
+    sender: &Party,
+    env: &Envelope,
+    body_cbor: &[u8],
+    now: Timestamp,
+    expect: &str,
+) -> Case {
+    Case {
+        name: name.into(),
+        description: description.into(),
+        recipient_x25519_secret: hex(&recipient.x_secret),
+        recipient_x25519_public: hex(&recipient.id.x25519_public().0),
+        recipient_peer_id: hex(&recipient_peer.to_bytes()),
+        sender_ed25519_public: hex(&sender.id.ed25519_public()),
+        info: hex(HPKE_INFO),
+        header_cbor: hex(env.header_bytes()),
+        enc: hex(env.enc()),
+        header_tag: hex(env.header_tag()),
+        ciphertext: hex(env.ciphertext()),
+        signed_message: hex(&signed_message(
+            env.header_bytes(),
+            env.enc(),
+            env.ciphertext(),
+        )),
+        signature: hex(env.signature()),
+        body_cbor: hex(body_cbor),
+        envelope: hex(&env.to_wire()),
+        now: now.as_unix_millis(),
+        expect: expect.into(),
+    }
+}
+
+fn generate() -> Vectors {
+    let (alice, bob, carol) = (party("alice"), party("bob"), party("carol"));
+    let mut cases = vec![];
+    let now = T0.saturating_add(Duration::from_secs(2));
+
+    let h = header(&alice.id, &bob.id);
+    let b = body("Before you change the schema: how does the pipeline handle late-arriving rows?");
+    let env = seal(&alice.id, &bob.id.x25519_public(), &h, &b, &mut rng(100)).unwrap();
+    let body_cbor = b.to_bytes();
+    cases.push(case(
+        "ok_ask",
+        "An ask from alice to bob.",
+        &bob,
+        bob.id.peer_id(),
+        &alice,
+        &env,
+        &body_cbor,
+        now,
+        "ok",
+    ));
+
+    let mut h2 = header(&bob.id, &alice.id);
+    h2.id = MessageId([0x42; 16]);
+    h2.kind = Kind::Reply;
+    h2.in_reply_to = Some(h.id);
+    h2.thread = h.thread;
+    h2.hop = 1;
+    h2.taint = true;
+    let mut b2 = body("Late rows go to a side table and are merged hourly; see the attached diff.");
+    b2.who.kind = agentmesh_protocol::WhoKind::Human;
+    b2.who.session_id = None;
+    b2.to_mailbox = None;
+    b2.attachments = vec![Attachment {
+        name: "merge.diff".into(),
+        media_type: "text/x-diff".into(),
+        data: b"--- a\n+++ b\n@@ -1 +1 @@\n-old\n+new\n".to_vec(),
+    }];
+    let env2 = seal(&bob.id, &alice.id.x25519_public(), &h2, &b2, &mut rng(101)).unwrap();
+    cases.push(case(
+        "ok_reply_with_attachment",
+        "bob's reply, one hop, tainted, with an attachment, to alice's owner mailbox.",
+        &alice,
+        alice.id.peer_id(),
+        &bob,
+        &env2,
+        &b2.to_bytes(),
+        now,
+        "ok",
+    ));
+
+    let edge = h.expires_at.saturating_add(MAX_CLOCK_SKEW);
+    cases.push(case(
+        "ok_at_expiry_plus_skew",
+        "The last moment the ask is accepted: expires_at + MAX_CLOCK_SKEW.",
+        &bob,
+        bob.id.peer_id(),
+        &alice,
+        &env,
+        &body_cbor,
+        edge,
+        "ok",
+    ));
+
+    let parts = |env: &Envelope| {
+        (
+            env.header_bytes().to_vec(),
+            *env.enc(),
+            *env.header_tag(),
+            env.ciphertext().to_vec(),
+            *env.signature(),
+        )
+    };
+
+    let (mut hb, enc, tag, ct, sig) = parts(&env);
+    hb[4] ^= 0x01;
+    let tampered = Envelope::from_parts(&hb, enc, tag, ct, sig).unwrap();
+    cases.push(case(
+        "tampered_header",
+        "One bit of the header's message id flipped.",
+        &bob,
+        bob.id.peer_id(),
+        &alice,
+        &tampered,
+        &[],
+        now,
+        "TamperedHeader",
+    ));
+
+    let (hb, enc, tag, mut ct, sig) = parts(&env);
+    ct[10] ^= 0x01;
+    let tampered = Envelope::from_parts(&hb, enc, tag, ct, sig).unwrap();
+    cases.push(case(
+        "tampered_ciphertext",
+        "One bit of the ciphertext flipped.",
+        &bob,
+        bob.id.peer_id(),
+        &alice,
+        &tampered,
+        &[],
+        now,
+        "TamperedCiphertext",
+    ));
+
+    let (hb, enc, tag, ct, mut sig) = parts(&env);
+    sig[5] ^= 0x01;
+    let tampered = Envelope::from_parts(&hb, enc, tag, ct, sig).unwrap();
+    cases.push(case(
+        "bad_signature",
+        "One bit of the signature flipped.",
+        &bob,
+        bob.id.peer_id(),
+        &alice,
+        &tampered,
+        &[],
+        now,
+        "BadSignature",
+    ));
+
+    cases.push(case(
+        "wrong_key",
+        "Opened with carol's X25519 secret as if it were bob's: the seal does not open for this key.",
+        &carol,
+        bob.id.peer_id(),
+        &alice,
+        &env,
+        &[],
+        now,
+        "WrongRecipient",
+    ));
+    cases.push(case(
+        "wrong_recipient",
+        "carol receives an envelope whose header names bob.",
+        &carol,
+        carol.id.peer_id(),
+        &alice,
+        &env,
+        &[],
+        now,
+        "WrongRecipient",
+    ));
+
+    let late = edge.saturating_add(Duration::from_millis(1));
+    cases.push(case(
+        "expired",
+        "One millisecond after expires_at + MAX_CLOCK_SKEW.",
+        &bob,
+        bob.id.peer_id(),
+        &alice,
+        &env,
+        &[],
+        late,
+        "Expired",
+    ));
+
+    let early = T0.saturating_sub(MAX_CLOCK_SKEW + Duration::from_millis(1));
+    cases.push(case(
+        "not_yet_valid",
+        "Judged by a clock more than MAX_CLOCK_SKEW behind sent_at.",
+        &bob,
+        bob.id.peer_id(),
+        &alice,
+        &env,
+        &[],
+        early,
+        "NotYetValid",
+    ));
+
+    Vectors {
+        description: "agentmesh envelope test vectors, version 1. See docs/protocol.md, section 'Test vectors'. All byte fields are lowercase hex; `now` is Unix milliseconds.".into(),
+        cases,
+    }
+}
+
+fn arr<const N: usize>(s: &str) -> [u8; N] {
+    unhex(s).try_into().expect("field has the right length")
+}
+
+#[test]
+fn every_committed_vector_has_its_expected_outcome() {
+    let text = std::fs::read_to_string(PATH).expect("tests/vectors/envelope.json exists");
+    let vectors: Vectors = serde_json::from_str(&text).unwrap();
+    assert!(vectors.cases.len() >= 10);
+    for c in &vectors.cases {
+        // Rebuild from the parts, as another implementation would.
+        let env = Envelope::from_parts(
+            &unhex(&c.header_cbor),
+            arr(&c.enc),
+            arr(&c.header_tag),
+            unhex(&c.ciphertext),
+            arr(&c.signature),
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        assert_eq!(
+            hex(&env.to_wire()),
+            c.envelope,
+            "{}: envelope is the CBOR of its parts",
+            c.name
+        );
+        assert_eq!(unhex(&c.info), HPKE_INFO, "{}", c.name);
+        assert_eq!(
+            hex(&signed_message(
+                env.header_bytes(),
+                env.enc(),
+                env.ciphertext()
+            )),
+            c.signed_message,
+            "{}: signed_message",
+            c.name
+        );
+        let peer = PeerId::from_bytes(&unhex(&c.recipient_peer_id)).unwrap();
+        let outcome = env.open_as(
+            &peer,
+            &arr(&c.recipient_x25519_secret),
+            Timestamp::from_unix_millis(c.now),
+        );
+        match (&outcome, c.expect.as_str()) {
+            (Ok(opened), "ok") => {
+                assert_eq!(
+                    hex(&opened.body.to_bytes()),
+                    c.body_cbor,
+                    "{}: body",
+                    c.name
+                );
+                // The signature verifies with the listed key over the listed bytes.
+                let vk = ed25519_dalek::VerifyingKey::from_bytes(&arr(&c.sender_ed25519_public))
+                    .unwrap();
+                let sig = ed25519_dalek::Signature::from_bytes(&arr(&c.signature));
+                assert!(
+                    vk.verify_strict(&unhex(&c.signed_message), &sig).is_ok(),
+                    "{}",
+                    c.name
+                );
+            }
+            (Err(e), expected) => assert_eq!(e.name(), expected, "{}: {e}", c.name),
+            (Ok(_), expected) => panic!("{}: opened, but {expected} was expected", c.name),
+        }
+    }
+    let expects: std::collections::BTreeSet<_> =
+        vectors.cases.iter().map(|c| c.expect.as_str()).collect();
+    for needed in [
+        "ok",
+        "TamperedHeader",
+        "TamperedCiphertext",
+        "WrongRecipient",
+        "BadSignature",
+        "Expired",
+        "NotYetValid",
+    ] {
+        assert!(expects.contains(needed), "no vector expects {needed}");
+    }
+}
+
+#[test]
+fn committed_vectors_are_what_this_build_generates() {
+    let generated = serde_json::to_string_pretty(&generate()).unwrap() + "\n";
+    if std::env::var_os("AGENTMESH_REGENERATE_VECTORS").is_some() {
+        std::fs::write(PATH, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(PATH).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "tests/vectors/envelope.json differs from what this build generates; if the wire format changed on purpose, \
+         regenerate with AGENTMESH_REGENERATE_VECTORS=1 and update docs/protocol.md"
+    );
+}

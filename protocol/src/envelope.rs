@@ -458,8 +458,11 @@ pub enum SealError {
     BadRecipientKey,
 }
 
-/// Why an envelope was refused. Checks run in the order of the variants
-/// below (after the size and decoding checks); the first that fails decides.
+/// Why an envelope was refused. The receiver checks, in this order: size;
+/// structure; version and suite; header fields; recipient PeerId; lifetime;
+/// clock; then signature and seal together, where the pair of outcomes
+/// decides (see [`Envelope::open`] and docs/protocol.md). The first check
+/// that fails decides the error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpenError {
@@ -664,10 +667,12 @@ impl Envelope {
             DecodeError::UnsupportedVersion {
                 found, supported, ..
             } => OpenError::UnsupportedVersion { found, supported },
-            DecodeError::Field { field: "suite", .. } => OpenError::UnsupportedSuite {
-                found: suite_of(&header_bytes),
-                supported: SUITE_V1,
-            },
+            DecodeError::Field { field: "suite", .. } if suite_of(&header_bytes).is_some() => {
+                OpenError::UnsupportedSuite {
+                    found: suite_of(&header_bytes).unwrap_or_default(),
+                    supported: SUITE_V1,
+                }
+            }
             e => OpenError::Malformed(e),
         })?;
         Ok(Envelope {
@@ -814,13 +819,14 @@ impl Envelope {
     }
 }
 
-/// The suite number in header bytes whose suite was refused, for the error.
-fn suite_of(header_bytes: &[u8]) -> u64 {
+/// The suite number in header bytes whose suite was refused, if the suite
+/// field is an unsigned integer at all.
+fn suite_of(header_bytes: &[u8]) -> Option<u64> {
     match cbor::decode("envelope header", header_bytes, MAX_HEADER_BYTES) {
         Ok(Value::Array(items)) => match items.get(1) {
-            Some(Value::Integer(i)) => u64::try_from(*i).unwrap_or(u64::MAX),
-            _ => u64::MAX,
+            Some(Value::Integer(i)) => u64::try_from(*i).ok(),
+            _ => None,
         },
-        _ => u64::MAX,
+        _ => None,
     }
 }

@@ -22,8 +22,7 @@ pub const NAME_RULE: &str =
     "use 1-32 lowercase letters a-z, digits 0-9 and '-', starting with a letter or digit";
 
 /// The rule an [`Owner`] follows, as error messages state it.
-pub const OWNER_RULE: &str =
-    "use 1-64 bytes of printable text, without control characters or leading or trailing spaces";
+pub const OWNER_RULE: &str = "use 1-64 bytes of printable text, without control or invisible formatting characters or leading or trailing spaces";
 
 /// A name that breaks the rules, and which rule it breaks.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -114,6 +113,11 @@ impl Owner {
         if value.chars().any(char::is_control) {
             return Err(fail("it holds a control character"));
         }
+        if value.chars().any(is_invisible_format) {
+            return Err(fail(
+                "it holds an invisible formatting character (a direction override or zero-width character)",
+            ));
+        }
         if value.trim() != value {
             return Err(fail("it has leading or trailing spaces"));
         }
@@ -130,6 +134,14 @@ impl fmt::Display for Owner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// Characters that change how surrounding text is displayed without being
+/// visible themselves: bidirectional overrides and isolates, zero-width
+/// characters and the byte-order mark. An owner holding one could show as
+/// another person's name.
+fn is_invisible_format(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
 }
 
 /// Decodes a name field, turning a rule violation into a decode error.
@@ -192,5 +204,7 @@ mod tests {
         assert!(Owner::parse(" alice").is_err());
         assert!(Owner::parse("a\nb").is_err());
         assert!(Owner::parse(&"x".repeat(65)).is_err());
+        assert!(Owner::parse("ali\u{202E}ce").is_err());
+        assert!(Owner::parse("bob\u{200B}").is_err());
     }
 }

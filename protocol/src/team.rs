@@ -19,10 +19,16 @@
 //!   conflict, the lowest block hash wins, and an admin's Genesis claim to a
 //!   name beats any Admit.
 //!
+//! - a machine may revoke itself (leave) only once it has been admitted: a
+//!   self-Revoke waits for its Admit, so a key that was never admitted cannot
+//!   add blocks to the team.
+//!
 //! Because validity never depends on arrival order, [`TeamState`] is a pure
 //! function of the *set* of blocks it has seen: any order, any duplication,
-//! the same members. Blocks that arrive before their Genesis wait in a
-//! bounded buffer.
+//! the same members. Blocks that arrive before what they depend on (their
+//! Genesis, or a leaving machine's Admit) wait in a bounded buffer. Only at
+//! the caps ([`MAX_PENDING_BLOCKS`], [`MAX_TEAM_BLOCKS`]), which honest teams
+//! never reach, does order matter.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -47,8 +53,9 @@ pub const MAX_ADMINS: usize = 16;
 /// admitted and revoked twice; at 8 KiB a block it bounds a team at 32 MiB.
 pub const MAX_TEAM_BLOCKS: usize = 4096;
 
-/// The most blocks held while their Genesis has not arrived. Sync sends the
-/// Genesis first, so this buffer only absorbs reordering.
+/// The most blocks held while what they depend on (their Genesis, or the
+/// Admit of a machine leaving) has not arrived. Sync sends the Genesis
+/// first, so this buffer only absorbs reordering.
 pub const MAX_PENDING_BLOCKS: usize = 256;
 
 /// A team's id: the SHA-256 of its Genesis block's bytes.
@@ -210,11 +217,14 @@ impl BlockBody {
             Some(1) => 9,
             Some(2) => 6,
             _ => {
-                // Let `versioned` report a version problem first.
-                let mut f = Fields::versioned(WHAT, value, 2)?;
-                return Err(f
-                    .value("type")
-                    .map_or_else(|e| e, |_| f.error("type", "is not 0, 1 or 2")));
+                // A version problem is reported first: another version may
+                // have other block types.
+                let len = match &value {
+                    Value::Array(items) => items.len(),
+                    _ => 0,
+                };
+                let f = Fields::versioned(WHAT, value, len)?;
+                return Err(f.error("type", "must be 0 (genesis), 1 (admit) or 2 (revoke)"));
             }
         };
         let mut f = Fields::versioned(WHAT, value, count)?;
@@ -438,7 +448,8 @@ pub enum Applied {
     Added,
     /// The team already had it.
     Duplicate,
-    /// The team's Genesis has not arrived; the block waits for it.
+    /// The block depends on one not yet seen (the team's Genesis, or the
+    /// Admit of a machine leaving the team) and waits for it.
     Pending,
 }
 
@@ -488,6 +499,16 @@ pub struct TeamState {
     members: BTreeMap<PeerId, Member>,
     /// Keys revoked without ever having been admitted.
     revoked_only: BTreeSet<PeerId>,
+    /// Every PeerId some Admit in `blocks` names.
+    admitted: BTreeSet<PeerId>,
+}
+
+/// Whether a block can join the team now.
+enum Readiness {
+    Ready,
+    /// It depends on a block not yet seen: the Genesis, or the Admit of a
+    /// machine that is leaving.
+    Waiting,
 }
 
 impl TeamState {
@@ -500,6 +521,7 @@ impl TeamState {
             pending: BTreeMap::new(),
             members: BTreeMap::new(),
             revoked_only: BTreeSet::new(),
+            admitted: BTreeSet::new(),
         }
     }
 
@@ -540,35 +562,37 @@ impl TeamState {
             }
             check_genesis(g)?;
             self.genesis = Some((block.clone(), g.clone()));
-            for (_, waiting) in std::mem::take(&mut self.pending) {
-                // A block that breaks a rule is dropped here, as it would
-                // have been refused had the Genesis come first.
-                let _ = self.admit_block(waiting);
-            }
+            self.settle();
             self.recompute();
             return Ok(Applied::Added);
         }
         if self.blocks.contains_key(&hash) || self.pending.contains_key(&hash) {
             return Ok(Applied::Duplicate);
         }
-        if self.genesis.is_none() {
-            if self.pending.len() >= MAX_PENDING_BLOCKS {
-                return Err(BlockRejected::PendingFull);
+        match self.readiness(&block)? {
+            Readiness::Ready => {
+                self.insert(block)?;
+                self.settle();
+                self.recompute();
+                Ok(Applied::Added)
             }
-            self.pending.insert(hash, block);
-            return Ok(Applied::Pending);
+            Readiness::Waiting => {
+                if self.pending.len() >= MAX_PENDING_BLOCKS {
+                    return Err(BlockRejected::PendingFull);
+                }
+                self.pending.insert(hash, block);
+                Ok(Applied::Pending)
+            }
         }
-        self.admit_block(block)?;
-        self.recompute();
-        Ok(Applied::Added)
     }
 
-    /// Checks a non-Genesis block against the Genesis and stores it.
-    fn admit_block(&mut self, block: Block) -> Result<(), BlockRejected> {
-        let (_, genesis) = self
-            .genesis
-            .as_ref()
-            .expect("called only once the genesis is known");
+    /// Judges a non-Genesis block against the Genesis (and, for a machine
+    /// leaving, its Admit): valid now, valid once what it depends on
+    /// arrives, or never valid.
+    fn readiness(&self, block: &Block) -> Result<Readiness, BlockRejected> {
+        let Some((_, genesis)) = &self.genesis else {
+            return Ok(Readiness::Waiting);
+        };
         let is_admin = |p: &PeerId| genesis.admins.contains(p);
         match block.body() {
             BlockBody::Admit(a) => {
@@ -585,20 +609,58 @@ impl TeamState {
                 if is_admin(&r.peer) {
                     return Err(BlockRejected::RevokesAdmin { peer: r.peer });
                 }
-                if !is_admin(&r.revoked_by) && r.revoked_by != r.peer {
-                    return Err(BlockRejected::RevokeNotAllowed {
-                        signer: r.revoked_by,
-                        peer: r.peer,
-                    });
+                if !is_admin(&r.revoked_by) {
+                    if r.revoked_by != r.peer {
+                        return Err(BlockRejected::RevokeNotAllowed {
+                            signer: r.revoked_by,
+                            peer: r.peer,
+                        });
+                    }
+                    // Leaving needs an Admit to leave from; otherwise any
+                    // fresh key could mint blocks and fill the team.
+                    if !self.admitted.contains(&r.peer) {
+                        return Ok(Readiness::Waiting);
+                    }
                 }
             }
             BlockBody::Genesis(_) => unreachable!("genesis blocks are handled by apply"),
         }
+        Ok(Readiness::Ready)
+    }
+
+    fn insert(&mut self, block: Block) -> Result<(), BlockRejected> {
         if self.blocks.len() >= MAX_TEAM_BLOCKS {
             return Err(BlockRejected::TeamFull);
         }
+        if let BlockBody::Admit(a) = block.body() {
+            self.admitted.insert(a.peer);
+        }
         self.blocks.insert(block.hash(), block);
         Ok(())
+    }
+
+    /// Moves waiting blocks whose dependency has arrived into the team,
+    /// until none moves. A waiting block that breaks a rule is dropped, as
+    /// it would have been refused had its dependency come first.
+    fn settle(&mut self) {
+        loop {
+            let mut progress = false;
+            for hash in self.pending.keys().copied().collect::<Vec<_>>() {
+                match self.readiness(&self.pending[&hash]) {
+                    Ok(Readiness::Waiting) => continue,
+                    Ok(Readiness::Ready) => {
+                        let block = self.pending.remove(&hash).expect("the key was just listed");
+                        progress |= self.insert(block).is_ok();
+                    }
+                    Err(_) => {
+                        self.pending.remove(&hash);
+                    }
+                }
+            }
+            if !progress {
+                return;
+            }
+        }
     }
 
     /// Derives the members from the block set. A pure function of the set:
@@ -742,7 +804,7 @@ impl TeamState {
         h.finalize().into()
     }
 
-    /// How many blocks wait for the Genesis.
+    /// How many blocks wait for a block they depend on.
     pub fn pending(&self) -> usize {
         self.pending.len()
     }

@@ -70,7 +70,7 @@ pub enum TicketError {
         "the ticket has {ch:?} at position {position}, which no ticket contains; copy the ticket again"
     )]
     BadCharacter {
-        /// 1-based position in the text.
+        /// 1-based position in the text as given, in characters.
         position: usize,
         /// The character.
         ch: char,
@@ -178,6 +178,7 @@ impl Ticket {
 
     /// Reads a ticket without judging its expiry.
     pub fn decode(text: &str) -> Result<Ticket, TicketError> {
+        let leading = text.len() - text.trim_start().len();
         let text = text.trim();
         let body = match text.get(..TICKET_PREFIX.len()) {
             Some(p) if p.eq_ignore_ascii_case(TICKET_PREFIX) => &text[TICKET_PREFIX.len()..],
@@ -189,7 +190,7 @@ impl Ticket {
             .find(|(_, c)| base32::fold(*c).is_none())
         {
             return Err(TicketError::BadCharacter {
-                position: TICKET_PREFIX.len() + i + 1,
+                position: leading + TICKET_PREFIX.len() + i + 1,
                 ch,
             });
         }

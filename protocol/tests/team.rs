@@ -1,5 +1,7 @@
 //! Team blocks: authority, conflicts, revocation, and order independence.
 
+#![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
 mod common;
 
 use agentmesh_protocol::team::{
@@ -206,6 +208,50 @@ fn signatures_are_checked_on_decode() {
         Block::sign(body, &b),
         Err(BlockError::WrongSigner { .. })
     ));
+}
+
+#[test]
+fn leaving_needs_an_admit_first() {
+    // A fresh key's self-revoke can't add a block to the team (else any key
+    // could fill it); it waits for an Admit of that key, and then sticks.
+    let (f, stranger) = (identity(1), identity(2));
+    let mut s = TeamState::from_genesis(genesis(&f)).unwrap();
+    let id = s.id();
+    assert_eq!(
+        s.apply(revoke(id, &stranger, &stranger)),
+        Ok(Applied::Pending)
+    );
+    assert_eq!(s.blocks().count(), 1);
+    assert!(!s.is_revoked(&stranger.peer_id()));
+    assert_eq!(
+        s.apply(admit(id, &f, &stranger, "late", 1)),
+        Ok(Applied::Added)
+    );
+    assert_eq!(s.pending(), 0);
+    assert!(s.is_revoked(&stranger.peer_id()));
+    assert_eq!(s.blocks().count(), 3);
+}
+
+#[test]
+fn unknown_block_types_are_named() {
+    use agentmesh_protocol::cbor::encode;
+    use ciborium::Value;
+    let f = identity(1);
+    let payload = encode(&Value::Array(vec![
+        Value::Integer(1.into()),
+        Value::Integer(7.into()),
+        Value::Null,
+    ]));
+    let sig = f.sign(&[agentmesh_protocol::team::BLOCK_SIGNATURE_DST, &payload].concat());
+    let bytes = encode(&Value::Array(vec![
+        Value::Bytes(payload),
+        Value::Bytes(sig.to_vec()),
+    ]));
+    let e = Block::from_bytes(&bytes).unwrap_err().to_string();
+    assert!(
+        e.contains("type must be 0 (genesis), 1 (admit) or 2 (revoke)"),
+        "{e}"
+    );
 }
 
 #[test]

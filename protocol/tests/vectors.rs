@@ -8,6 +8,8 @@
 //! To rewrite the file after a deliberate format change:
 //! `AGENTMESH_REGENERATE_VECTORS=1 cargo test -p agentmesh-protocol --test vectors`.
 
+#![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
 mod common;
 
 use std::time::Duration;
@@ -292,6 +294,84 @@ fn generate() -> Vectors {
         "NotYetValid",
     ));
 
+    // Header-level refusals: each replaces the header bytes and keeps the
+    // rest, so they are refused before any signature or seal is checked.
+    // Such envelopes do not decode into an `Envelope`, so each case is
+    // written from its parts.
+    let reencode = |index: usize, value: ciborium::Value| {
+        let mut v = agentmesh_protocol::cbor::decode("header", env.header_bytes(), 512).unwrap();
+        if let ciborium::Value::Array(items) = &mut v {
+            items[index] = value;
+        }
+        agentmesh_protocol::cbor::encode(&v)
+    };
+    let header_case = |name: &str, description: &str, hb: Vec<u8>, expect: &str| {
+        let wire = agentmesh_protocol::cbor::encode(&ciborium::Value::Array(vec![
+            ciborium::Value::Bytes(hb.clone()),
+            ciborium::Value::Bytes(env.enc().to_vec()),
+            ciborium::Value::Bytes(env.header_tag().to_vec()),
+            ciborium::Value::Bytes(env.ciphertext().to_vec()),
+            ciborium::Value::Bytes(env.signature().to_vec()),
+        ]));
+        let mut c = case(
+            name,
+            description,
+            &bob,
+            bob.id.peer_id(),
+            &alice,
+            &env,
+            &[],
+            now,
+            expect,
+        );
+        c.header_cbor = hex(&hb);
+        c.signed_message = hex(&signed_message(&hb, env.enc(), env.ciphertext()));
+        c.envelope = hex(&wire);
+        c
+    };
+    let v2 = reencode(0, ciborium::Value::Integer(2.into()));
+    cases.push(header_case(
+        "unsupported_version",
+        "The header's version is 2.",
+        v2,
+        "UnsupportedVersion",
+    ));
+    let s9 = reencode(1, ciborium::Value::Integer(9.into()));
+    cases.push(header_case(
+        "unsupported_suite",
+        "The header's suite is 9.",
+        s9,
+        "UnsupportedSuite",
+    ));
+    // hop 0 written as 0x18 0x00 (a two-byte form) instead of 0x00. The
+    // header ends: hop (1 byte), taint (1), sent_at (9), expires_at (9).
+    let canonical = env.header_bytes().to_vec();
+    let hop_at = canonical.len() - 20;
+    assert_eq!(
+        &canonical[hop_at..hop_at + 2],
+        &[0x00, 0xf4],
+        "hop then taint"
+    );
+    let mut long_hop = canonical[..hop_at].to_vec();
+    long_hop.extend_from_slice(&[0x18, 0x00]);
+    long_hop.extend_from_slice(&canonical[hop_at + 1..]);
+    cases.push(header_case(
+        "non_canonical_header",
+        "The header's hop is encoded in two bytes where one suffices.",
+        long_hop,
+        "Malformed",
+    ));
+    let long_life = reencode(
+        12,
+        ciborium::Value::Integer((h.sent_at.as_unix_millis() + 31 * 86_400_000).into()),
+    );
+    cases.push(header_case(
+        "lifetime_too_long",
+        "expires_at is 31 days after sent_at, beyond MAX_ENVELOPE_LIFETIME.",
+        long_life,
+        "BadLifetime",
+    ));
+
     Vectors {
         description: "agentmesh envelope test vectors, version 1. See docs/protocol.md, section 'Test vectors'. All byte fields are lowercase hex; `now` is Unix milliseconds.".into(),
         cases,
@@ -309,14 +389,27 @@ fn every_committed_vector_has_its_expected_outcome() {
     assert!(vectors.cases.len() >= 10);
     for c in &vectors.cases {
         // Rebuild from the parts, as another implementation would.
-        let env = Envelope::from_parts(
+        let env = match Envelope::from_parts(
             &unhex(&c.header_cbor),
             arr(&c.enc),
             arr(&c.header_tag),
             unhex(&c.ciphertext),
             arr(&c.signature),
-        )
-        .unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        ) {
+            Ok(env) => env,
+            Err(e) => {
+                // Refused while decoding: the whole envelope is refused the same way.
+                assert_eq!(e.name(), c.expect, "{}: {e}", c.name);
+                let anyone = Identity::from_secrets(&[0; 32], &[0; 32]);
+                let whole = agentmesh_protocol::open(
+                    &unhex(&c.envelope),
+                    &anyone,
+                    Timestamp::from_unix_millis(c.now),
+                );
+                assert_eq!(whole.unwrap_err().name(), c.expect, "{}", c.name);
+                continue;
+            }
+        };
         assert_eq!(
             hex(&env.to_wire()),
             c.envelope,
@@ -372,6 +465,10 @@ fn every_committed_vector_has_its_expected_outcome() {
         "BadSignature",
         "Expired",
         "NotYetValid",
+        "UnsupportedVersion",
+        "UnsupportedSuite",
+        "Malformed",
+        "BadLifetime",
     ] {
         assert!(expects.contains(needed), "no vector expects {needed}");
     }

@@ -151,6 +151,10 @@ fn bench(c: &mut Criterion) {
         let msg = [SIGNATURE_DST, &header_bytes, &enc, &ct].concat();
         g.bench_function("raw/sign", |x| x.iter(|| raw.sender.sign(black_box(&msg))));
         let signature = raw.sender.sign(&msg);
+        let key_bytes = raw.verifier.to_bytes();
+        g.bench_function("raw/verifying_key_from_bytes", |x| {
+            x.iter(|| ed25519_dalek::VerifyingKey::from_bytes(black_box(&key_bytes)).unwrap())
+        });
         g.bench_function("raw/verify", |x| {
             x.iter(|| {
                 raw.verifier

@@ -667,12 +667,13 @@ impl Envelope {
             DecodeError::UnsupportedVersion {
                 found, supported, ..
             } => OpenError::UnsupportedVersion { found, supported },
-            DecodeError::Field { field: "suite", .. } if suite_of(&header_bytes).is_some() => {
-                OpenError::UnsupportedSuite {
-                    found: suite_of(&header_bytes).unwrap_or_default(),
+            DecodeError::Field { field: "suite", .. } => match suite_of(&header_bytes) {
+                Some(found) => OpenError::UnsupportedSuite {
+                    found,
                     supported: SUITE_V1,
-                }
-            }
+                },
+                None => OpenError::Malformed(e),
+            },
             e => OpenError::Malformed(e),
         })?;
         Ok(Envelope {

@@ -272,7 +272,8 @@ mod tests {
 
     #[test]
     fn non_ed25519_peer_ids_are_refused() {
-        // A PeerId that is a SHA-256 multihash (as RSA keys get) has no key inside.
+        // A random PeerId is an identity multihash of 32 random bytes, not of
+        // an ed25519 protobuf key.
         let random = PeerId::random();
         assert_eq!(ed25519_of(&random), None);
         assert_eq!(peer_from_bytes(&random.to_bytes()), None);

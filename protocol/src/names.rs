@@ -141,7 +141,20 @@ impl fmt::Display for Owner {
 /// characters and the byte-order mark. An owner holding one could show as
 /// another person's name.
 fn is_invisible_format(c: char) -> bool {
-    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+    matches!(
+        c,
+        '\u{00AD}'                      // soft hyphen
+            | '\u{061C}'                // Arabic letter mark
+            | '\u{115F}' | '\u{1160}' | '\u{3164}' // Hangul fillers
+            | '\u{180E}'                // Mongolian vowel separator
+            | '\u{200B}'..='\u{200F}'  // zero-width characters, LRM, RLM
+            | '\u{2028}' | '\u{2029}'  // line and paragraph separators
+            | '\u{202A}'..='\u{202E}'  // bidirectional embeddings and overrides
+            | '\u{2060}'..='\u{2064}'  // word joiner, invisible operators
+            | '\u{2066}'..='\u{2069}'  // bidirectional isolates
+            | '\u{FEFF}'                // byte-order mark
+            | '\u{E0000}'..='\u{E007F}' // tag characters
+    )
 }
 
 /// Decodes a name field, turning a rule violation into a decode error.

@@ -5,23 +5,23 @@
 //! own machine. [`Admit`] blocks add machines, [`Revoke`] blocks remove them.
 //! Each block is signed by the machine it names as its author.
 //!
-//! The rules, all of which depend only on the block itself and the Genesis
-//! (never on which other blocks arrived first):
+//! The rules, each of which depends only on the block itself, the Genesis
+//! and (for a machine leaving) that machine's Admit, never on the order in
+//! which blocks arrived:
 //!
 //! - only an admin's signature makes an Admit valid; admins are members by
 //!   Genesis and can't be admitted again;
 //! - only an admin's signature, or the target's own (leaving), makes a
 //!   Revoke valid; an admin can't be revoked (a lost founder key means a new
 //!   team);
+//! - a machine may revoke itself only once it has been admitted: its
+//!   self-Revoke waits for its Admit, so a key that was never admitted
+//!   cannot add blocks to the team;
 //! - a revocation wins forever: a revoked key is never a member again,
 //!   whatever Admits exist for it (a new key is a new machine);
 //! - one Admit per PeerId and one current member per name: where Admits
 //!   conflict, the lowest block hash wins, and an admin's Genesis claim to a
 //!   name beats any Admit.
-//!
-//! - a machine may revoke itself (leave) only once it has been admitted: a
-//!   self-Revoke waits for its Admit, so a key that was never admitted cannot
-//!   add blocks to the team.
 //!
 //! Because validity never depends on arrival order, [`TeamState`] is a pure
 //! function of the *set* of blocks it has seen: any order, any duplication,
@@ -434,7 +434,9 @@ pub enum BlockRejected {
         peer: PeerId,
     },
     /// The buffer for blocks waiting for their Genesis is full.
-    #[error("{MAX_PENDING_BLOCKS} blocks already wait for this team's genesis")]
+    #[error(
+        "{MAX_PENDING_BLOCKS} blocks already wait for a block they depend on; try again after the team has synced"
+    )]
     PendingFull,
     /// The team holds [`MAX_TEAM_BLOCKS`] blocks already.
     #[error("the team already holds {MAX_TEAM_BLOCKS} blocks")]

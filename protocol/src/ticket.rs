@@ -178,7 +178,7 @@ impl Ticket {
 
     /// Reads a ticket without judging its expiry.
     pub fn decode(text: &str) -> Result<Ticket, TicketError> {
-        let leading = text.len() - text.trim_start().len();
+        let leading = text.chars().count() - text.trim_start().chars().count();
         let text = text.trim();
         let body = match text.get(..TICKET_PREFIX.len()) {
             Some(p) if p.eq_ignore_ascii_case(TICKET_PREFIX) => &text[TICKET_PREFIX.len()..],

@@ -1,26 +1,39 @@
 //! # agentmesh-node
 //!
-//! The agentmesh daemon, one per machine. It will hold, each in a module
-//! named for it:
+//! The agentmesh daemon, one per machine, and the typed client every
+//! command uses to talk to it. A guide to the modules:
 //!
-//! - **swarm**: the actor that owns the libp2p `Swarm` (TCP and QUIC, Noise,
-//!   Yamux, identify, ping, mDNS, Kademlia, gossipsub, request-response,
-//!   relay client, DCUtR) behind a cloneable handle and a bounded command
-//!   channel;
-//! - **store**: sled behind a `Store` trait: keys, team blocks, peer
-//!   records, outbox, inbox, audit log;
-//! - **team**: the team state from `agentmesh-protocol`, fed by gossipsub
-//!   and anti-entropy sync;
-//! - **mailroom**, **courier**, **inbox**: the path of one message, from
-//!   accepted-and-durable to delivered exactly once;
-//! - **policy**: consent, holds, hop limits and rate limits;
-//! - **api**: the local socket every client attaches to, and the typed
-//!   client the CLI and MCP server use.
+//! - [`daemon`]: start-up and shutdown: the home lock, configuration,
+//!   identity, store, swarm and socket.
+//! - [`node`]: the one task that owns the libp2p swarm and the state that
+//!   changes with the network: the team, the peer table, joins in progress.
+//!   API requests reach it over a bounded channel ([`node::Handle`]).
+//! - [`swarm`]: the network behaviour (TCP and QUIC, Noise, Yamux,
+//!   identify, ping, mDNS, Kademlia, gossipsub, request-response) and the
+//!   messages of agentmesh's join and sync protocols.
+//! - [`join`]: the founder's desk of join requests, with its limits.
+//! - [`peers`]: the peer table behind `agentmesh peers`.
+//! - [`store`]: what the daemon keeps between runs, behind the `Store`
+//!   trait, in sled.
+//! - [`api`], [`server`], [`client`]: the local API: its frames, the Unix
+//!   socket server, and the typed client.
+//! - [`home`], [`config`]: where a node keeps its files, and its settings.
 //!
-//! Today it holds the bridge between the protocol's [`Identity`] and
-//! libp2p's keypair, so the daemon's PeerId is the protocol's PeerId.
+//! Messaging (outbox, courier, inbox) arrives with issue 4.
 
 #![deny(missing_docs)]
+
+pub mod api;
+pub mod client;
+pub mod config;
+pub mod daemon;
+pub mod home;
+pub mod join;
+pub mod node;
+pub mod peers;
+pub mod server;
+pub mod store;
+pub mod swarm;
 
 use agentmesh_protocol::Identity;
 
@@ -35,12 +48,10 @@ pub fn libp2p_keypair(identity: &Identity) -> libp2p::identity::Keypair {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::SeedableRng;
 
     #[test]
     fn swarm_peer_id_is_the_identity_peer_id() {
-        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-        let id = Identity::generate(&mut rng);
+        let id = Identity::generate(&mut rand::rng());
         assert_eq!(libp2p_keypair(&id).public().to_peer_id(), id.peer_id());
     }
 }

@@ -1,8 +1,299 @@
 //! # agentmesh-tests
 //!
-//! Integration tests that start the real `agentmesh` daemon and
-//! `agentmesh-relay` as processes, on port 0 with temporary homes, and the
-//! network-namespace NAT lab. This library will hold the harness they share
-//! (start a daemon, wait for it with a deadline, drive a pseudo-terminal);
-//! the tests themselves live in `tests/tests/`. The daemon does not exist
-//! yet, so there is nothing here to run.
+//! The harness the integration tests in `tests/tests/` share: real
+//! `agentmesh` daemons started as processes in temporary homes, listening
+//! on loopback port 0 with mDNS off, driven through the real command line
+//! (through a pseudo-terminal where a person would type), and waited for
+//! with deadlines, never fixed sleeps.
+//!
+//! The binary under test is the one `cargo test --workspace` builds into
+//! the target directory next to the test executables.
+
+#![allow(clippy::unwrap_used)] // a harness that cannot unwrap has failed
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rexpect::session::PtySession;
+use serde_json::Value;
+
+/// How long anything in a test may take before the test fails. Generous,
+/// because CI machines are slow and share two cores.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// The `agentmesh` binary built alongside the tests.
+pub fn bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // target/debug/deps/test-hash -> target/debug/agentmesh
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let bin = dir.join("agentmesh");
+    assert!(
+        bin.exists(),
+        "{} is missing; run the tests with `cargo test --workspace` (or build it first: cargo build -p agentmesh)",
+        bin.display()
+    );
+    bin
+}
+
+/// Polls `check` until it returns `Some`, or panics after [`DEADLINE`]
+/// saying what was awaited.
+pub fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "timed out after {DEADLINE:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// One agentmesh node: a home and, while running, its daemon process.
+#[derive(Debug)]
+pub struct Node {
+    /// The node's machine name.
+    pub name: String,
+    home: tempfile::TempDir,
+    daemon: Option<Child>,
+    /// Extra daemon arguments (besides --home, --no-mdns, --listen).
+    pub listen: Vec<String>,
+}
+
+impl Node {
+    /// A new node named `name` with a fresh home (identity created by
+    /// `agentmesh init`), not yet running.
+    pub fn new(name: &str) -> Node {
+        // Short paths: a Unix socket path must fit in 107 bytes.
+        let home = tempfile::Builder::new()
+            .prefix("am-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let node = Node {
+            name: name.into(),
+            home,
+            daemon: None,
+            listen: vec![
+                "/ip4/127.0.0.1/tcp/0".into(),
+                "/ip4/127.0.0.1/udp/0/quic-v1".into(),
+            ],
+        };
+        node.ok(&["init", "--name", name]);
+        node
+    }
+
+    /// The home directory.
+    pub fn home(&self) -> PathBuf {
+        self.home.path().to_owned()
+    }
+
+    /// A command for this node's home, not yet run.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.arg("--home").arg(self.home.path()).args(args);
+        c.env_remove("AGENTMESH_HOME").env("NO_COLOR", "1");
+        c
+    }
+
+    /// Runs a command to completion, stdin closed.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).stdin(Stdio::null()).output().unwrap()
+    }
+
+    /// Runs a command that must succeed; returns its stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "`agentmesh {}` on {} failed: {}\n{}",
+            args.join(" "),
+            self.name,
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs a command that must fail; returns its stderr.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            !out.status.success(),
+            "`agentmesh {}` on {} should have failed but printed: {}",
+            args.join(" "),
+            self.name,
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8(out.stderr).unwrap()
+    }
+
+    /// Runs a `--json` command that must succeed and parses its output.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut args = args.to_vec();
+        args.push("--json");
+        serde_json::from_str(&self.ok(&args)).unwrap()
+    }
+
+    /// Starts the daemon in the foreground as a child process, and waits
+    /// until its socket answers.
+    pub fn start(&mut self) {
+        assert!(self.daemon.is_none(), "{} is already running", self.name);
+        let mut args = vec!["daemon", "--no-mdns"];
+        for l in &self.listen {
+            args.push("--listen");
+            args.push(l);
+        }
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.home.path().join("test-daemon.log"))
+            .unwrap();
+        let child = self
+            .command(&args)
+            .env("RUST_LOG", "info,agentmesh_node=debug")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.daemon = Some(child);
+        let name = self.name.clone();
+        wait_for(&format!("{name}'s daemon to answer"), || {
+            if let Some(Ok(Some(status))) = self.daemon.as_mut().map(Child::try_wait) {
+                panic!(
+                    "{name}'s daemon exited at start ({status}):\n{}",
+                    self.log()
+                );
+            }
+            self.run(&["status"]).status.success().then_some(())
+        });
+    }
+
+    /// The daemon's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("test-daemon.log")).unwrap_or_default()
+    }
+
+    /// Stops the daemon with `agentmesh down` and waits for it to exit.
+    pub fn stop(&mut self) {
+        let out = self.run(&["down"]);
+        assert!(
+            out.status.success(),
+            "`agentmesh down` on {} failed: {}\nits log:\n{}",
+            self.name,
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        if let Some(mut c) = self.daemon.take() {
+            c.wait().unwrap();
+        }
+    }
+
+    /// Kills the daemon with SIGKILL.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    /// `status --json`.
+    pub fn status(&self) -> Value {
+        self.json(&["status"])
+    }
+
+    /// This node's PeerId.
+    pub fn peer_id(&self) -> String {
+        self.status()["peer_id"].as_str().unwrap().to_owned()
+    }
+
+    /// A dialable address of the running daemon, with `/p2p/PEER`.
+    pub fn addr(&self) -> String {
+        let s = self.status();
+        let a = s["listen_addrs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a.as_str().unwrap().contains("/tcp/"))
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_owned();
+        format!("{a}/p2p/{}", s["peer_id"].as_str().unwrap())
+    }
+
+    /// The row of `peers --json` for `peer_id`.
+    pub fn peer_row(&self, peer_id: &str) -> Option<Value> {
+        self.json(&["peers"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["peer_id"] == peer_id)
+            .cloned()
+    }
+
+    /// The member named `name` in `team show --json`.
+    pub fn member(&self, name: &str) -> Option<Value> {
+        self.json(&["team", "show"])["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .cloned()
+    }
+
+    /// Starts a command in a pseudo-terminal, as a person would run it.
+    pub fn pty(&self, args: &[&str]) -> PtySession {
+        let options = rexpect::reader::Options::new()
+            .timeout_ms(Some(DEADLINE.as_millis() as u64))
+            .strip_ansi_escape_codes(true);
+        rexpect::session::spawn_with_options(self.command(args), options).unwrap()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The code in `XXXX-XXXX-XXXX` form after `label` in a session's output.
+pub fn read_code(session: &mut PtySession, label: &str) -> String {
+    let (_, m) = session
+        .exp_regex(&format!(
+            "{label}: [0-9A-Z]{{4}}-[0-9A-Z]{{4}}-[0-9A-Z]{{4}}"
+        ))
+        .unwrap();
+    m.rsplit(' ').next().unwrap().to_owned()
+}
+
+/// Joins `joiner` to the team `founder` runs, typing both codes through
+/// pseudo-terminals as two people would. Returns the pairing and team codes.
+pub fn join(founder: &Node, joiner: &Node, owner: &str) -> (String, String) {
+    let ticket = founder.json(&["invite"])["ticket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut j = joiner.pty(&["join", &ticket, "--name", &joiner.name, "--owner", owner]);
+    let pairing = read_code(&mut j, "Pairing code");
+    let mut a = founder.pty(&["admit"]);
+    a.exp_string(&format!("Type the pairing code shown on {}: ", joiner.name))
+        .unwrap();
+    a.send_line(&pairing).unwrap();
+    let team_code = read_code(&mut a, "Team code");
+    let shown = read_code(&mut j, "Team code");
+    assert_eq!(team_code, shown, "both machines derive the same team code");
+    j.exp_string("[y/N]").unwrap();
+    j.send_line("y").unwrap();
+    j.exp_string("Joined team").unwrap();
+    a.exp_string("is now a member").unwrap();
+    j.exp_eof().unwrap();
+    a.exp_eof().unwrap();
+    (pairing, team_code)
+}

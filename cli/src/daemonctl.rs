@@ -1,0 +1,187 @@
+//! `daemon`, `up`, `down` and `init`: starting, stopping and naming a node.
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use agentmesh_node::client::ClientError;
+use agentmesh_node::config::Config;
+use agentmesh_node::daemon::{self, Overrides};
+use agentmesh_node::home::Home;
+use agentmesh_protocol::{Multiaddr, Name};
+use anyhow::Context;
+
+use crate::{NetArgs, inspect, term};
+
+/// How long `up` waits for a new daemon to answer on its socket.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long `down` waits for the daemon to go.
+const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
+fn overrides(net: &NetArgs) -> anyhow::Result<Overrides> {
+    let listen = net
+        .listen
+        .iter()
+        .map(|a| {
+            a.parse::<Multiaddr>().with_context(|| {
+                format!("--listen {a:?} is not a multiaddr; write it like /ip4/0.0.0.0/tcp/7650")
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok(Overrides {
+        listen,
+        no_mdns: net.no_mdns,
+    })
+}
+
+/// `agentmesh daemon`: runs in the foreground until stopped.
+pub fn daemon(home: &Home, net: &NetArgs, verbose: u8) -> anyhow::Result<ExitCode> {
+    let overrides = overrides(net)?;
+    let default = match verbose {
+        0 => "info,libp2p_mdns=warn,libp2p_swarm=warn,libp2p_gossipsub=warn",
+        1 => "debug,agentmesh_node=debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(daemon::run(home, overrides))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `agentmesh up`: starts the daemon in the background, or reports the one
+/// already running.
+pub fn up(home: &Home, net: &NetArgs, verbose: u8) -> anyhow::Result<ExitCode> {
+    overrides(net)?;
+    let rt = term::runtime()?;
+    if let Ok(mut c) = rt.block_on(term::client(home)) {
+        let s = rt.block_on(c.status())?;
+        println!(
+            "agentmesh is already running (pid {}, peer {}).",
+            s.pid, s.peer_id
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    fs::create_dir_all(home.root())
+        .with_context(|| format!("cannot create {}", home.root().display()))?;
+    let log = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(home.log_file())
+        .with_context(|| format!("cannot open {}", home.log_file().display()))?;
+    let mut cmd = std::process::Command::new(std::env::current_exe()?);
+    cmd.arg("--home").arg(home.root()).arg("daemon");
+    for a in &net.listen {
+        cmd.arg("--listen").arg(a);
+    }
+    if net.no_mdns {
+        cmd.arg("--no-mdns");
+    }
+    if verbose > 0 {
+        cmd.arg(format!("-{}", "v".repeat(verbose.into())));
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        // Its own process group: Ctrl-C in this terminal must not stop it.
+        .process_group(0);
+    let mut child = cmd.spawn().context("cannot start the daemon")?;
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if let Ok(mut c) = rt.block_on(term::client(home)) {
+            let status = rt.block_on(c.status())?;
+            println!(
+                "agentmesh started (pid {}); its log is {}",
+                status.pid,
+                home.log_file().display()
+            );
+            inspect::print_status(&status);
+            return Ok(ExitCode::SUCCESS);
+        }
+        if let Some(exit) = child.try_wait()? {
+            let log = fs::read_to_string(home.log_file()).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(5).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            anyhow::bail!("the daemon exited at start ({exit}):\n{}", tail.join("\n"));
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!(
+                "the daemon did not answer within {}s; see {}",
+                START_TIMEOUT.as_secs(),
+                home.log_file().display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `agentmesh down`.
+pub fn down(home: &Home) -> anyhow::Result<ExitCode> {
+    let rt = term::runtime()?;
+    let mut c = rt.block_on(term::client(home))?;
+    let pid = rt.block_on(c.status())?.pid;
+    rt.block_on(c.call::<serde_json::Value>(agentmesh_node::api::Op::Shutdown))?;
+    drop(c);
+    let deadline = Instant::now() + STOP_TIMEOUT;
+    // The daemon holds its lock until its process ends; once the lock is
+    // free, it is gone.
+    let lock = fs::File::open(home.lock_file())?;
+    while let Err(e) = lock.try_lock() {
+        if Instant::now() > deadline {
+            anyhow::bail!(
+                "the daemon (pid {pid}) did not stop within {}s ({e})",
+                STOP_TIMEOUT.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(lock);
+    println!("agentmesh stopped (pid {pid}).");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `agentmesh init --name NAME`.
+pub fn init(home: &Home, name: &str) -> anyhow::Result<ExitCode> {
+    let name = Name::parse("machine name", name)?;
+    let rt = term::runtime()?;
+    match rt.block_on(term::client(home)) {
+        Ok(c) if c.name != name.as_str() => anyhow::bail!(
+            "the daemon is running as {:?}; stop it with `agentmesh down`, run this again, then `agentmesh up`",
+            c.name
+        ),
+        Ok(_) | Err(_) => {}
+    }
+    fs::create_dir_all(home.root())
+        .with_context(|| format!("cannot create {}", home.root().display()))?;
+    let mut config = Config::load(&home.config_file())?;
+    if config.name.as_deref() != Some(name.as_str()) {
+        config.name = Some(name.to_string());
+        config.validate()?;
+        fs::write(home.config_file(), config.to_toml())
+            .with_context(|| format!("cannot write {}", home.config_file().display()))?;
+    }
+    let (id, created) = home.load_or_create_identity()?;
+    println!(
+        "{} {name} (peer {}).",
+        if created {
+            "Created this machine's identity:"
+        } else {
+            "This machine is"
+        },
+        id.peer_id()
+    );
+    if matches!(rt.block_on(term::client(home)), Err(e) if matches!(e.downcast_ref::<ClientError>(), Some(ClientError::NotRunning { .. })))
+    {
+        println!("Next: start it with `agentmesh up`.");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,430 @@
+//! The local API: what clients and the daemon say over the Unix socket.
+//!
+//! Newline-delimited JSON, one frame per line, in both directions. Every
+//! client (the CLI, the MCP server, hooks, `watch`) opens the socket and
+//! sends the same first frame, `attach`; then `request` frames, each
+//! answered by a `response` with the same `id`.
+//!
+//! ```text
+//! client                                   daemon
+//!   {"type":"attach","version":1,"who":{"kind":"human","name":"ada"}}
+//!                                          {"type":"attached","version":1,"peer_id":"12D3…","name":"ada-laptop"}
+//!   {"type":"request","id":1,"op":"status"}
+//!                                          {"type":"response","id":1,"ok":true,"result":{…}}
+//!   {"type":"request","id":2,"op":"revoke","args":{"name":"old-box"}}
+//!                                          {"type":"response","id":2,"ok":false,"error":{"code":"not_admin","message":"…"}}
+//!   not json
+//!                                          {"type":"error","code":"malformed_frame","message":"…"}
+//! ```
+//!
+//! A malformed or unknown frame gets an `error` frame naming the problem and
+//! the connection stays usable. `who` is shown as claimed, never trusted:
+//! rights come from how a client connected (the socket admits only the
+//! daemon's own user), not from what it says it is.
+
+use serde::{Deserialize, Serialize};
+
+/// The API version this build speaks. `attach` with another is refused
+/// with both versions named.
+pub const API_VERSION: u32 = 1;
+
+/// The longest frame either side accepts, in bytes. Requests are small; a
+/// team listing of a thousand machines is well under this.
+pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
+
+/// Who a client says it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Who {
+    /// `human` or `agent`.
+    pub kind: WhoKind,
+    /// The person's or agent's name.
+    pub name: String,
+    /// The agent session, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// What the session is working on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+}
+
+/// A person or an agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WhoKind {
+    /// A person at a terminal.
+    Human,
+    /// An AI agent session.
+    Agent,
+}
+
+/// A frame from a client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ClientFrame {
+    /// The first frame of every connection.
+    Attach {
+        /// [`API_VERSION`].
+        version: u32,
+        /// Who is attaching.
+        who: Who,
+        /// The mailbox to attach to (messaging; issue 4).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mailbox: Option<String>,
+        /// Resume events after this sequence number (issue 4).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after_seq: Option<u64>,
+    },
+    /// A request, answered by a response with the same id.
+    Request {
+        /// Chosen by the client; echoed in the response.
+        id: u64,
+        /// What to do.
+        #[serde(flatten)]
+        op: Op,
+    },
+}
+
+/// The operations a client may request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", content = "args", rename_all = "snake_case")]
+pub enum Op {
+    /// The daemon's identity, team and addresses.
+    Status,
+    /// The peer table.
+    Peers,
+    /// The team and its members.
+    TeamShow,
+    /// Found a team with this machine as its admin.
+    TeamCreate {
+        /// The team's name.
+        name: String,
+        /// The person who runs this machine.
+        owner: String,
+    },
+    /// Leave the team (revoke this machine).
+    TeamLeave,
+    /// Make a single-use invite ticket.
+    Invite {
+        /// Its lifetime in seconds; the configured default if absent.
+        #[serde(default)]
+        ttl_secs: Option<u64>,
+    },
+    /// Ask a founder to join its team.
+    JoinStart {
+        /// The ticket.
+        ticket: String,
+        /// This machine's name in the team.
+        name: String,
+        /// The person who runs this machine.
+        owner: String,
+    },
+    /// Where a join stands.
+    JoinStatus {
+        /// From [`JoinStarted`].
+        join_id: u64,
+    },
+    /// Accept (the team codes match) or decline a join.
+    JoinConfirm {
+        /// From [`JoinStarted`].
+        join_id: u64,
+        /// Whether the person confirmed the team code.
+        accept: bool,
+    },
+    /// Join requests waiting for this admin.
+    AdmitList,
+    /// Check the pairing code a person typed for a request.
+    AdmitCode {
+        /// The request.
+        request_id: u64,
+        /// The code as typed.
+        code: String,
+    },
+    /// Where an approved request stands.
+    AdmitStatus {
+        /// The request.
+        request_id: u64,
+    },
+    /// Refuse a join request.
+    AdmitReject {
+        /// The request.
+        request_id: u64,
+    },
+    /// Revoke a member by machine name.
+    Revoke {
+        /// The member's machine name.
+        name: String,
+    },
+    /// Dial an address and sync the team with whoever answers.
+    Connect {
+        /// A multiaddr, ending in `/p2p/PEER` or not.
+        addr: String,
+    },
+    /// Stop the daemon.
+    Shutdown,
+}
+
+/// A frame from the daemon.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum DaemonFrame {
+    /// The answer to `attach`.
+    Attached {
+        /// [`API_VERSION`].
+        version: u32,
+        /// This machine.
+        peer_id: String,
+        /// Its name.
+        name: String,
+    },
+    /// The answer to a request.
+    Response {
+        /// The request's id.
+        id: u64,
+        /// Whether it succeeded.
+        ok: bool,
+        /// The result, when it did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<serde_json::Value>,
+        /// The error, when it did not.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<ApiError>,
+    },
+    /// A frame-level problem: the frame could not be read or is not allowed
+    /// now. The connection stays usable.
+    Error {
+        /// A stable code, such as `malformed_frame`.
+        code: String,
+        /// What went wrong and what to do.
+        message: String,
+    },
+}
+
+/// A request's failure: a stable code for programs, a message for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    /// A stable code: `not_in_team`, `not_admin`, `wrong_code`…
+    pub code: String,
+    /// What went wrong and what to do.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error with `code` and `message`.
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        ApiError {
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// `status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// This machine's PeerId.
+    pub peer_id: String,
+    /// Its name.
+    pub name: String,
+    /// Its team, if any.
+    pub team: Option<TeamRef>,
+    /// Addresses it listens on.
+    pub listen_addrs: Vec<String>,
+    /// Addresses others observed or confirmed for it.
+    pub external_addrs: Vec<String>,
+    /// `public`, `private` or `unknown`.
+    pub reachability: String,
+    /// The daemon's process id.
+    pub pid: u32,
+    /// The agentmesh version.
+    pub version: String,
+    /// Peers currently connected.
+    pub connected_peers: usize,
+}
+
+/// A team, briefly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TeamRef {
+    /// The team id, hex.
+    pub team_id: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// `team show`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TeamView {
+    /// The team id, hex.
+    pub team_id: String,
+    /// The team's name.
+    pub name: String,
+    /// The founder's PeerId.
+    pub founder: String,
+    /// The founder's machine name.
+    pub founder_name: String,
+    /// Every machine the team admitted, revoked ones included.
+    pub members: Vec<MemberView>,
+}
+
+/// One machine of a team.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberView {
+    /// Its machine name.
+    pub name: String,
+    /// The person who runs it.
+    pub owner: String,
+    /// Its PeerId.
+    pub peer_id: String,
+    /// When it was admitted, RFC 3339.
+    pub admitted_at: String,
+    /// Whether it was revoked (or left).
+    pub revoked: bool,
+    /// Whether it is an admin.
+    pub admin: bool,
+    /// `current`, `revoked`, or `name_taken`.
+    pub standing: String,
+    /// Whether this is the machine answering.
+    pub this_machine: bool,
+}
+
+/// `peers`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerRow {
+    /// The machine name, if the team knows it.
+    pub name: Option<String>,
+    /// The PeerId.
+    pub peer_id: String,
+    /// `member`, `revoked`, `stranger` or `relay`.
+    pub membership: String,
+    /// `direct`, `relayed` or `none`.
+    pub connection: String,
+    /// The relay, when relayed.
+    pub relay: Option<String>,
+    /// `tcp`, `quic`, or null when not connected.
+    pub transport: Option<String>,
+    /// Known addresses.
+    pub addresses: Vec<String>,
+    /// Last round-trip time, ms.
+    pub rtt_ms: Option<f64>,
+    /// When last connected, RFC 3339; null if never.
+    pub last_seen: Option<String>,
+}
+
+/// `invite`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Invite {
+    /// The ticket to hand the joiner.
+    pub ticket: String,
+    /// When it expires, RFC 3339.
+    pub expires_at: String,
+}
+
+/// `join_start`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JoinStarted {
+    /// Names this join in later requests.
+    pub join_id: u64,
+    /// The code to read to the founder.
+    pub pairing_code: String,
+    /// The team's name, as the founder states it.
+    pub team_name: String,
+    /// The founder's PeerId.
+    pub founder: String,
+}
+
+/// `join_status` and `join_confirm`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JoinState {
+    /// `waiting` (for the founder), `approved` (team code to confirm),
+    /// `joined`, `refused`, or `declined`.
+    pub state: String,
+    /// The team code to confirm, once approved.
+    pub team_code: Option<String>,
+    /// Why, when refused.
+    pub reason: Option<String>,
+    /// The team, once joined.
+    pub team: Option<TeamRef>,
+}
+
+/// One pending join request, for `admit`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JoinRequestView {
+    /// Names the request in later requests.
+    pub request_id: u64,
+    /// The machine name it asks for.
+    pub name: String,
+    /// Its claimed owner.
+    pub owner: String,
+    /// Its PeerId.
+    pub peer_id: String,
+    /// Seconds since it arrived.
+    pub age_secs: u64,
+    /// Wrong codes left before it is cancelled.
+    pub attempts_left: u32,
+    /// `waiting`, or `approved` once the code matched.
+    pub state: String,
+}
+
+/// `admit_code`: the code matched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdmitApproved {
+    /// The team code to read to the joiner.
+    pub team_code: String,
+}
+
+/// `admit_status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdmitState {
+    /// `awaiting_confirmation`, `admitted`, `declined`, or `expired`.
+    pub state: String,
+}
+
+/// `connect`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Connected {
+    /// Who answered.
+    pub peer_id: String,
+    /// Its membership, as this machine sees it.
+    pub membership: String,
+    /// Blocks the sync brought in.
+    pub new_blocks: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_have_the_documented_shape() {
+        let attach: ClientFrame = serde_json::from_str(
+            r#"{"type":"attach","version":1,"who":{"kind":"agent","name":"claude","session_id":"s1"}}"#,
+        )
+        .unwrap();
+        assert!(matches!(attach, ClientFrame::Attach { version: 1, .. }));
+        let req: ClientFrame =
+            serde_json::from_str(r#"{"type":"request","id":7,"op":"revoke","args":{"name":"x"}}"#)
+                .unwrap();
+        assert_eq!(
+            req,
+            ClientFrame::Request {
+                id: 7,
+                op: Op::Revoke { name: "x".into() }
+            }
+        );
+        let unit: ClientFrame =
+            serde_json::from_str(r#"{"type":"request","id":1,"op":"status"}"#).unwrap();
+        assert_eq!(
+            unit,
+            ClientFrame::Request {
+                id: 1,
+                op: Op::Status
+            }
+        );
+        let back = serde_json::to_string(&ClientFrame::Request {
+            id: 1,
+            op: Op::Status,
+        })
+        .unwrap();
+        assert_eq!(back, r#"{"type":"request","id":1,"op":"status"}"#);
+    }
+}

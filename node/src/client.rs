@@ -1,0 +1,141 @@
+//! The typed client of the local API: the one way every command talks to
+//! the daemon.
+
+use std::path::PathBuf;
+
+use futures::{SinkExt, StreamExt};
+use serde::de::DeserializeOwned;
+use tokio::net::UnixStream;
+use tokio_util::codec::{Framed, LinesCodec};
+
+use crate::api::{self, API_VERSION, ApiError, ClientFrame, DaemonFrame, MAX_FRAME_BYTES, Op, Who};
+use crate::home::Home;
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// No daemon is listening on the home's socket.
+    #[error(
+        "the agentmesh daemon is not running (nothing is listening on {socket}); start it with `agentmesh up`"
+    )]
+    NotRunning {
+        /// The socket that was tried.
+        socket: PathBuf,
+    },
+    /// The daemon answered the request with an error.
+    #[error("{0}")]
+    Api(#[from] ApiError),
+    /// The daemon refused a frame, or answered something unexpected.
+    #[error("the daemon answered unexpectedly: {0}")]
+    Protocol(String),
+    /// The connection failed midway.
+    #[error("the connection to the daemon failed: {0}")]
+    Io(String),
+}
+
+impl ClientError {
+    /// The API error code, when the daemon answered with one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ClientError::Api(e) => Some(&e.code),
+            _ => None,
+        }
+    }
+}
+
+/// An attached connection to the daemon.
+#[derive(Debug)]
+pub struct Client {
+    framed: Framed<UnixStream, LinesCodec>,
+    next_id: u64,
+    /// The daemon's PeerId.
+    pub peer_id: String,
+    /// The daemon's machine name.
+    pub name: String,
+}
+
+impl Client {
+    /// Connects to the daemon of `home` and attaches as `who`.
+    pub async fn connect(home: &Home, who: Who) -> Result<Client, ClientError> {
+        let socket = home.socket();
+        let stream = UnixStream::connect(&socket)
+            .await
+            .map_err(|_| ClientError::NotRunning {
+                socket: socket.clone(),
+            })?;
+        let mut framed = Framed::new(stream, LinesCodec::new_with_max_length(MAX_FRAME_BYTES));
+        let attach = ClientFrame::Attach {
+            version: API_VERSION,
+            who,
+            mailbox: None,
+            after_seq: None,
+        };
+        send(&mut framed, &attach).await?;
+        match recv(&mut framed).await? {
+            DaemonFrame::Attached { peer_id, name, .. } => Ok(Client {
+                framed,
+                next_id: 0,
+                peer_id,
+                name,
+            }),
+            DaemonFrame::Error { message, .. } => Err(ClientError::Protocol(message)),
+            other => Err(ClientError::Protocol(format!("{other:?}"))),
+        }
+    }
+
+    /// Runs `op` and reads its result as `T`.
+    pub async fn call<T: DeserializeOwned>(&mut self, op: Op) -> Result<T, ClientError> {
+        self.next_id += 1;
+        let id = self.next_id;
+        send(&mut self.framed, &ClientFrame::Request { id, op }).await?;
+        loop {
+            match recv(&mut self.framed).await? {
+                DaemonFrame::Response {
+                    id: got,
+                    ok,
+                    result,
+                    error,
+                } if got == id => {
+                    return if ok {
+                        serde_json::from_value(result.unwrap_or(serde_json::Value::Null))
+                            .map_err(|e| ClientError::Protocol(e.to_string()))
+                    } else {
+                        Err(ClientError::Api(error.unwrap_or_else(|| {
+                            ApiError::new("unknown", "the daemon gave no reason")
+                        })))
+                    };
+                }
+                DaemonFrame::Error { code, message } => {
+                    return Err(ClientError::Api(ApiError { code, message }));
+                }
+                // Responses to other requests and events are not ours.
+                _ => continue,
+            }
+        }
+    }
+
+    /// `status`.
+    pub async fn status(&mut self) -> Result<api::Status, ClientError> {
+        self.call(Op::Status).await
+    }
+}
+
+async fn send(
+    framed: &mut Framed<UnixStream, LinesCodec>,
+    frame: &ClientFrame,
+) -> Result<(), ClientError> {
+    framed
+        .send(serde_json::to_string(frame).expect("client frames always serialise"))
+        .await
+        .map_err(|e| ClientError::Io(e.to_string()))
+}
+
+async fn recv(framed: &mut Framed<UnixStream, LinesCodec>) -> Result<DaemonFrame, ClientError> {
+    let line = framed
+        .next()
+        .await
+        .ok_or_else(|| ClientError::Io("the daemon closed the connection".into()))?
+        .map_err(|e| ClientError::Io(e.to_string()))?;
+    serde_json::from_str(&line).map_err(|e| ClientError::Protocol(format!("{e}: {line}")))
+}

@@ -1,0 +1,345 @@
+//! The configuration file, `HOME/config.toml`.
+//!
+//! Every field is optional; a missing file means every default. Unknown
+//! fields are refused (a typo should not be silently ignored), and
+//! [`Config::validate`] names the field at fault. `agentmesh config show`
+//! prints the configuration in effect, defaults filled in.
+
+use std::path::Path;
+use std::time::Duration;
+
+use agentmesh_protocol::{Multiaddr, Name};
+use serde::{Deserialize, Serialize};
+
+/// The port agentmesh listens on by default, TCP and UDP (QUIC) alike.
+pub const DEFAULT_PORT: u16 = 7650;
+
+/// A configuration problem, naming the field.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read the config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this configuration.
+    #[error("the config file {path} is not valid: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The TOML parser's message, with line and column.
+        message: String,
+    },
+    /// A field holds a value that can't be used.
+    #[error("config field `{field}`: {problem}")]
+    Invalid {
+        /// The field, as written in the file (`listen[1]`, `join.max_pending`).
+        field: String,
+        /// What is wrong and what to do.
+        problem: String,
+    },
+}
+
+/// The daemon's configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// This machine's name: how teammates address it (`mailbox@NAME`).
+    /// Default: the host name, folded to the name rule (lowercase letters,
+    /// digits and `-`, at most 32).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Multiaddrs to listen on. Default: TCP and QUIC on port 7650 on every
+    /// IPv4 and IPv6 interface.
+    pub listen: Vec<String>,
+    /// Find machines on the local network with mDNS. Default: true.
+    pub mdns: bool,
+    /// Storage settings.
+    pub store: StoreConfig,
+    /// Limits on joining.
+    pub join: JoinConfig,
+}
+
+/// Storage settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// sled's page cache, in MiB. Default: 16. The store's working set is
+    /// small; a bigger cache only trades memory for fewer disk reads.
+    pub cache_mib: u64,
+}
+
+/// Limits on joining: how long a request lives, how many may wait.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JoinConfig {
+    /// How long `agentmesh invite` tickets last unless `--ttl` says
+    /// otherwise. Default: "10m".
+    pub invite_ttl: String,
+    /// The longest `--ttl` accepted. Default: "24h". The pairing code's
+    /// strength rests on requests being short-lived (docs/protocol.md §7.5).
+    pub max_invite_ttl: String,
+    /// How long a join request waits for `agentmesh admit`. Default: "10m".
+    pub request_ttl: String,
+    /// Join requests waiting at once, from all machines. Default: 16.
+    pub max_pending: usize,
+    /// Join requests one machine may make per minute. Default: 3.
+    pub max_per_peer_per_minute: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            name: None,
+            listen: vec![
+                format!("/ip4/0.0.0.0/tcp/{DEFAULT_PORT}"),
+                format!("/ip4/0.0.0.0/udp/{DEFAULT_PORT}/quic-v1"),
+                format!("/ip6/::/tcp/{DEFAULT_PORT}"),
+                format!("/ip6/::/udp/{DEFAULT_PORT}/quic-v1"),
+            ],
+            mdns: true,
+            store: StoreConfig::default(),
+            join: JoinConfig::default(),
+        }
+    }
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig { cache_mib: 16 }
+    }
+}
+
+impl Default for JoinConfig {
+    fn default() -> Self {
+        JoinConfig {
+            invite_ttl: "10m".into(),
+            max_invite_ttl: "24h".into(),
+            request_ttl: "10m".into(),
+            max_pending: 16,
+            max_per_peer_per_minute: 3,
+        }
+    }
+}
+
+/// The configuration once validated, with values parsed.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// This machine's name.
+    pub name: Name,
+    /// Where to listen.
+    pub listen: Vec<Multiaddr>,
+    /// Whether mDNS runs.
+    pub mdns: bool,
+    /// sled's cache, bytes.
+    pub cache_bytes: u64,
+    /// Default ticket lifetime.
+    pub invite_ttl: Duration,
+    /// Longest ticket lifetime.
+    pub max_invite_ttl: Duration,
+    /// Join request lifetime.
+    pub request_ttl: Duration,
+    /// Pending join requests, at most.
+    pub max_pending: usize,
+    /// Join requests per machine per minute, at most.
+    pub max_per_peer_per_minute: u32,
+}
+
+fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field: field.into(),
+        problem: problem.into(),
+    }
+}
+
+fn duration(field: &str, text: &str) -> Result<Duration, ConfigError> {
+    humantime::parse_duration(text).map_err(|e| {
+        invalid(
+            field,
+            format!("{text:?} is not a duration ({e}); write it like \"10m\" or \"2h\""),
+        )
+    })
+}
+
+impl Config {
+    /// Reads `path`; a missing file is the default configuration.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.display().to_string(),
+                    source,
+                });
+            }
+        };
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    /// The configuration as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("the configuration always serialises")
+    }
+
+    /// Checks every field and parses it.
+    pub fn validate(&self) -> Result<Settings, ConfigError> {
+        let name = match &self.name {
+            Some(n) => {
+                Name::parse("machine name", n).map_err(|e| invalid("name", e.to_string()))?
+            }
+            None => default_name(),
+        };
+        if self.listen.is_empty() {
+            return Err(invalid(
+                "listen",
+                "is empty, so no machine could reach this one; list at least one address such as \"/ip4/0.0.0.0/tcp/7650\"",
+            ));
+        }
+        let listen = self
+            .listen
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                a.parse::<Multiaddr>().map_err(|e| {
+                    invalid(
+                        format!("listen[{i}]"),
+                        format!("{a:?} is not a multiaddr ({e}); write it like \"/ip4/0.0.0.0/tcp/7650\""),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if self.store.cache_mib == 0 || self.store.cache_mib > 4096 {
+            return Err(invalid("store.cache_mib", "must be from 1 to 4096"));
+        }
+        let invite_ttl = duration("join.invite_ttl", &self.join.invite_ttl)?;
+        let max_invite_ttl = duration("join.max_invite_ttl", &self.join.max_invite_ttl)?;
+        if invite_ttl > max_invite_ttl {
+            return Err(invalid(
+                "join.invite_ttl",
+                "is longer than join.max_invite_ttl",
+            ));
+        }
+        let request_ttl = duration("join.request_ttl", &self.join.request_ttl)?;
+        if request_ttl < Duration::from_secs(30) || request_ttl > Duration::from_secs(3600) {
+            return Err(invalid(
+                "join.request_ttl",
+                "must be from 30s to 1h: long enough for two people to compare codes, short enough that the codes stay strong",
+            ));
+        }
+        if self.join.max_pending == 0 || self.join.max_pending > 256 {
+            return Err(invalid("join.max_pending", "must be from 1 to 256"));
+        }
+        if self.join.max_per_peer_per_minute == 0 {
+            return Err(invalid(
+                "join.max_per_peer_per_minute",
+                "must be at least 1",
+            ));
+        }
+        Ok(Settings {
+            name,
+            listen,
+            mdns: self.mdns,
+            cache_bytes: self.store.cache_mib * 1024 * 1024,
+            invite_ttl,
+            max_invite_ttl,
+            request_ttl,
+            max_pending: self.join.max_pending,
+            max_per_peer_per_minute: self.join.max_per_peer_per_minute,
+        })
+    }
+}
+
+/// The host name folded to the name rule, or `machine`.
+pub fn default_name() -> Name {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_default();
+    fold_name(&host)
+}
+
+/// Folds any text to a valid name: lowercase, other characters to `-`,
+/// trimmed to 32, never starting with `-`; `machine` if nothing is left.
+pub fn fold_name(text: &str) -> Name {
+    let folded: String = text
+        .to_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_lowercase() || c.is_ascii_digit() {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let trimmed = folded.trim_matches('-');
+    let cut: String = trimmed.chars().take(32).collect();
+    Name::parse("machine name", cut.trim_end_matches('-'))
+        .unwrap_or_else(|_| Name::parse("machine name", "machine").expect("a valid name"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_documented_values() {
+        let s = Config::default().validate().unwrap();
+        assert_eq!(s.listen.len(), 4);
+        assert!(s.mdns);
+        assert_eq!(s.invite_ttl, Duration::from_secs(600));
+        // The TOML of the defaults reads back as the defaults.
+        let back: Config = toml::from_str(&Config::default().to_toml()).unwrap();
+        assert_eq!(back, Config::default());
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases: [(&str, &str); 6] = [
+            (
+                "listen = [\"/ip4/1.2.3.4/tcp/1\", \"nonsense\"]",
+                "config field `listen[1]`",
+            ),
+            ("listen = []", "config field `listen`"),
+            ("name = \"Bob Laptop\"", "config field `name`"),
+            (
+                "[join]\nrequest_ttl = \"forever\"",
+                "config field `join.request_ttl`",
+            ),
+            ("[join]\nmax_pending = 0", "config field `join.max_pending`"),
+            ("[store]\ncache_mib = 0", "config field `store.cache_mib`"),
+        ];
+        for (text, expected) in cases {
+            let config: Config = toml::from_str(text).unwrap();
+            let e = config.validate().unwrap_err().to_string();
+            assert!(e.starts_with(expected), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, "mdsn = false\n").unwrap();
+        let e = Config::load(&path).unwrap_err().to_string();
+        assert!(e.contains("unknown field `mdsn`"), "{e}");
+    }
+
+    #[test]
+    fn host_names_fold_to_the_name_rule() {
+        assert_eq!(
+            fold_name("Bob's MacBook.local").as_str(),
+            "bob-s-macbook-local"
+        );
+        assert_eq!(fold_name("---").as_str(), "machine");
+        assert_eq!(fold_name(&"x".repeat(40)).as_str().len(), 32);
+    }
+}

@@ -1,0 +1,153 @@
+//! Running the daemon: lock the home, load the configuration and the
+//! identity, open the store, start the swarm, serve the socket, and stop
+//! cleanly on `agentmesh down`, SIGTERM or Ctrl-C.
+
+use std::fs;
+use std::io::Write;
+use std::sync::Arc;
+
+use agentmesh_protocol::Multiaddr;
+
+use crate::api::Op;
+use crate::config::{Config, ConfigError};
+use crate::home::{Home, HomeError};
+use crate::node::{Node, NodeError};
+use crate::store::{SledStore, StoreError};
+use crate::swarm::{self, BuildError};
+
+/// Overrides from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--listen`: replaces the configured addresses when not empty.
+    pub listen: Vec<Multiaddr>,
+    /// `--no-mdns`.
+    pub no_mdns: bool,
+}
+
+/// Why the daemon could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DaemonError {
+    /// The home is unusable.
+    #[error(transparent)]
+    Home(#[from] HomeError),
+    /// Another daemon holds this home.
+    #[error("another agentmesh daemon is already running on {home}{}; stop it with `agentmesh down`, or use another --home", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    AlreadyRunning {
+        /// The home.
+        home: String,
+        /// Its process id, if recorded.
+        pid: Option<u32>,
+    },
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The network could not start.
+    #[error(transparent)]
+    Swarm(#[from] BuildError),
+    /// The node could not start.
+    #[error(transparent)]
+    Node(#[from] NodeError),
+    /// A file operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DaemonError {
+    let what = what.into();
+    move |source| DaemonError::Io { what, source }
+}
+
+/// Runs the daemon for `home` until it is told to stop.
+pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
+    home.create()?;
+    let lock_path = home.lock_file();
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(io(format!("cannot open {}", lock_path.display())))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            let pid = fs::read_to_string(home.pid_file())
+                .ok()
+                .and_then(|p| p.trim().parse().ok());
+            return Err(DaemonError::AlreadyRunning {
+                home: home.root().display().to_string(),
+                pid,
+            });
+        }
+        Err(fs::TryLockError::Error(e)) => {
+            return Err(io(format!("cannot lock {}", lock_path.display()))(e));
+        }
+    }
+
+    let mut settings = Config::load(&home.config_file())?.validate()?;
+    if !overrides.listen.is_empty() {
+        settings.listen = overrides.listen;
+    }
+    if overrides.no_mdns {
+        settings.mdns = false;
+    }
+    let (identity, created) = home.load_or_create_identity()?;
+    if created {
+        tracing::info!(peer_id = %identity.peer_id(), "created this machine's identity");
+    }
+    let store = Arc::new(SledStore::open(&home.data_dir(), settings.cache_bytes)?);
+    let swarm = swarm::build(crate::libp2p_keypair(&identity), settings.mdns)?;
+    let (name, peer_id) = (settings.name.to_string(), identity.peer_id().to_string());
+    tracing::info!(%peer_id, %name, home = %home.root().display(), "starting");
+    let (node, handle) = Node::new(swarm, identity, settings, store)?;
+
+    let socket = home.socket();
+    let listener = crate::server::bind(&socket)
+        .map_err(io(format!("cannot listen on {}", socket.display())))?;
+    let pid_path = home.pid_file();
+    fs::File::create(&pid_path)
+        .and_then(|mut f| writeln!(f, "{}", std::process::id()))
+        .map_err(io(format!("cannot write {}", pid_path.display())))?;
+    let server = tokio::spawn(crate::server::serve(
+        listener,
+        handle.clone(),
+        name,
+        peer_id,
+    ));
+    let signals = tokio::spawn(stop_on_signal(handle));
+
+    node.run().await;
+
+    server.abort();
+    signals.abort();
+    let _ = fs::remove_file(&socket);
+    let _ = fs::remove_file(&pid_path);
+    drop(lock);
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn stop_on_signal(node: crate::node::Handle) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::warn!("cannot listen for signals; stop the daemon with `agentmesh down`");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    tracing::info!("signal received, stopping");
+    let _ = node.request(Op::Shutdown).await;
+}

@@ -1,0 +1,264 @@
+//! The home directory: where one node keeps everything.
+//!
+//! ```text
+//! HOME/                 0700
+//!   config.toml         the configuration (optional; defaults otherwise)
+//!   identity.key        the machine's keys, 0600
+//!   data/               the store (sled), opened only by the daemon
+//!   run/                0700: agentmesh.sock, daemon.lock, daemon.pid
+//!   daemon.log          what `agentmesh up` writes the daemon's log to
+//! ```
+//!
+//! The home is `--home DIR`, else `$AGENTMESH_HOME`, else the platform's
+//! data directory (`~/.local/share/agentmesh` on Linux), so several nodes can
+//! run on one machine with different homes.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use agentmesh_protocol::Identity;
+
+/// The environment variable that names the home when `--home` is not given.
+pub const HOME_ENV: &str = "AGENTMESH_HOME";
+
+/// The longest Unix socket path Linux accepts (`sun_path` is 108 bytes with
+/// its terminating NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
+/// Why the home cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HomeError {
+    /// No home was given and the platform has no data directory.
+    #[error("cannot find a home directory for agentmesh; pass --home DIR or set {HOME_ENV}")]
+    NoHome,
+    /// A filesystem operation failed.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// The key file is readable or writable by other users.
+    #[error(
+        "the key file {path} has mode {mode:o}, so other users can read it; run `chmod 600 {path}`"
+    )]
+    KeyFileExposed {
+        /// The key file.
+        path: PathBuf,
+        /// Its mode bits.
+        mode: u32,
+    },
+    /// The key file does not hold a key.
+    #[error(
+        "the key file {path} is not valid: {reason}; move it away and run `agentmesh init` for a new identity"
+    )]
+    BadKeyFile {
+        /// The key file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The socket path is longer than Unix sockets allow.
+    #[error(
+        "the socket path {path} is {len} bytes, over the {MAX_SOCKET_PATH}-byte limit of Unix sockets; use a shorter --home"
+    )]
+    SocketPathTooLong {
+        /// The socket path.
+        path: PathBuf,
+        /// Its length.
+        len: usize,
+    },
+}
+
+fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> HomeError + 'a {
+    move |source| HomeError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// The paths of one node's home.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Home {
+    root: PathBuf,
+}
+
+impl Home {
+    /// The home at `dir`.
+    pub fn at(dir: impl Into<PathBuf>) -> Self {
+        Home { root: dir.into() }
+    }
+
+    /// The home from `--home`, `$AGENTMESH_HOME`, or the platform default.
+    pub fn resolve(flag: Option<&Path>) -> Result<Self, HomeError> {
+        if let Some(dir) = flag {
+            return Ok(Home::at(absolute(dir)));
+        }
+        if let Some(dir) = std::env::var_os(HOME_ENV).filter(|d| !d.is_empty()) {
+            return Ok(Home::at(absolute(Path::new(&dir))));
+        }
+        directories::ProjectDirs::from("", "", "agentmesh")
+            .map(|d| Home::at(d.data_local_dir()))
+            .ok_or(HomeError::NoHome)
+    }
+
+    /// The home directory itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `config.toml`.
+    pub fn config_file(&self) -> PathBuf {
+        self.root.join("config.toml")
+    }
+
+    /// `identity.key`.
+    pub fn key_file(&self) -> PathBuf {
+        self.root.join("identity.key")
+    }
+
+    /// `data/`, the store.
+    pub fn data_dir(&self) -> PathBuf {
+        self.root.join("data")
+    }
+
+    /// `run/`, the private directory holding the socket.
+    pub fn run_dir(&self) -> PathBuf {
+        self.root.join("run")
+    }
+
+    /// The local API socket.
+    pub fn socket(&self) -> PathBuf {
+        self.run_dir().join("agentmesh.sock")
+    }
+
+    /// The lock a running daemon holds.
+    pub fn lock_file(&self) -> PathBuf {
+        self.run_dir().join("daemon.lock")
+    }
+
+    /// The running daemon's process id.
+    pub fn pid_file(&self) -> PathBuf {
+        self.run_dir().join("daemon.pid")
+    }
+
+    /// Where `agentmesh up` sends the daemon's log.
+    pub fn log_file(&self) -> PathBuf {
+        self.root.join("daemon.log")
+    }
+
+    /// Creates the home and its private directories (mode 0700), as the
+    /// daemon needs them. Never called by read-only commands.
+    pub fn create(&self) -> Result<(), HomeError> {
+        for dir in [self.root.clone(), self.run_dir(), self.data_dir()] {
+            fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
+            fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))
+                .map_err(io_err("cannot set the mode of", &dir))?;
+        }
+        let socket = self.socket();
+        let len = socket.as_os_str().len();
+        if len > MAX_SOCKET_PATH {
+            return Err(HomeError::SocketPathTooLong { path: socket, len });
+        }
+        Ok(())
+    }
+
+    /// Reads the identity, refusing a key file others can read.
+    pub fn read_identity(&self) -> Result<Option<Identity>, HomeError> {
+        let path = self.key_file();
+        let meta = match fs::metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err("cannot read", &path)(e)),
+        };
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(HomeError::KeyFileExposed { path, mode });
+        }
+        let bytes = fs::read(&path).map_err(io_err("cannot read", &path))?;
+        Identity::from_key_file(&bytes)
+            .map(Some)
+            .map_err(|e| HomeError::BadKeyFile {
+                path,
+                reason: e.to_string(),
+            })
+    }
+
+    /// Reads the identity, creating a fresh one (mode 0600) if there is none.
+    /// Returns the identity and whether it was created now.
+    pub fn load_or_create_identity(&self) -> Result<(Identity, bool), HomeError> {
+        if let Some(id) = self.read_identity()? {
+            return Ok((id, false));
+        }
+        fs::create_dir_all(&self.root).map_err(io_err("cannot create", &self.root))?;
+        let id = Identity::generate(&mut rand::rng());
+        let path = self.key_file();
+        // Written to a temporary file with mode 0600 from the start, then
+        // renamed, so the key is never briefly readable and never half-written.
+        let tmp = self.root.join("identity.key.tmp");
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(io_err("cannot write", &tmp))?;
+        f.write_all(&id.to_key_file())
+            .and_then(|()| f.sync_all())
+            .map_err(io_err("cannot write", &tmp))?;
+        fs::rename(&tmp, &path).map_err(io_err("cannot write", &path))?;
+        Ok((id, true))
+    }
+}
+
+fn absolute(dir: &Path) -> PathBuf {
+    std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_is_created_once_with_mode_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path());
+        home.create().unwrap();
+        let (first, created) = home.load_or_create_identity().unwrap();
+        assert!(created);
+        let (again, created) = home.load_or_create_identity().unwrap();
+        assert!(!created);
+        assert_eq!(first.peer_id(), again.peer_id());
+        let mode = fs::metadata(home.key_file()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let run = fs::metadata(home.run_dir()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(run, 0o700);
+    }
+
+    #[test]
+    fn exposed_key_file_is_refused_with_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path());
+        home.load_or_create_identity().unwrap();
+        fs::set_permissions(home.key_file(), fs::Permissions::from_mode(0o644)).unwrap();
+        let e = home.read_identity().unwrap_err().to_string();
+        assert!(e.contains("chmod 600"), "{e}");
+    }
+
+    #[test]
+    fn long_socket_paths_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path().join("x".repeat(100)));
+        assert!(matches!(
+            home.create(),
+            Err(HomeError::SocketPathTooLong { .. })
+        ));
+    }
+}

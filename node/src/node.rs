@@ -1,0 +1,1972 @@
+//! The node: one task that owns the swarm and everything that changes with
+//! the network (the team, the peer table, joins in progress), driven by
+//! commands from the local API over a bounded channel.
+//!
+//! ```text
+//!  api::server ──Command::Api(op, reply)──┐
+//!                                         v
+//!                    ┌─────────── Node::run (biased select) ──────────┐
+//!                    │ 1. commands (API ops; a closed channel stops)  │
+//!                    │ 2. swarm events (connections, identify, ping,  │
+//!                    │    mDNS, gossip blocks, join and sync traffic) │
+//!                    │ 3. tick (1 s): join polls, expiries, redials    │
+//!                    └────────────────────────────────────────────────┘
+//! ```
+//!
+//! API ops that need a network answer (joining, connecting) keep their
+//! reply channel in `waiting`, keyed by the outbound request, and answer
+//! when the response or the failure arrives; the loop itself never waits.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use agentmesh_protocol::contact::{ContactRecord, SignedContact};
+use agentmesh_protocol::join::{self as pjoin, Codes, JoinOffer, JoinRequest};
+use agentmesh_protocol::team::{
+    Admit, Block, BlockBody, BlockHash, Genesis, Revoke, Standing, TeamState,
+};
+use agentmesh_protocol::ticket::{Ticket, TicketError};
+use agentmesh_protocol::{Identity, Multiaddr, Name, Owner, PeerId, Timestamp, Wire};
+use futures::StreamExt;
+use libp2p::multiaddr::Protocol;
+use libp2p::request_response::{self, OutboundRequestId, ResponseChannel};
+use libp2p::swarm::SwarmEvent;
+use libp2p::swarm::dial_opts::DialOpts;
+use libp2p::{Swarm, gossipsub, identify, mdns, ping};
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::api::{self, ApiError, Op};
+use crate::config::Settings;
+use crate::join::{CodeOutcome, Desk, DeskState};
+use crate::peers::{PeerTable, without_peer};
+use crate::store::{AuditEntry, Store};
+use crate::swarm::{
+    Behaviour, BehaviourEvent, JoinMsg, JoinReply, MAX_BLOCKS_PER_SYNC, SyncReply, SyncRequest,
+    stranger_score, team_topic,
+};
+
+/// Commands waiting for the node: API requests from every attached client.
+/// Small, because each client waits for its answer before asking again.
+pub const COMMAND_QUEUE: usize = 64;
+
+/// How often the node polls joins in progress, expires requests and
+/// redials members it has lost.
+const TICK: Duration = Duration::from_secs(1);
+
+/// How often a disconnected member is redialled.
+const REDIAL_EVERY: Duration = Duration::from_secs(20);
+
+/// How long `agentmesh connect` waits for the connection and the sync.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The most joins this machine runs as a joiner at once.
+const MAX_JOIN_SESSIONS: usize = 8;
+
+/// The protocol a relay lists in identify.
+const RELAY_HOP: &str = "/libp2p/circuit/relay/0.2.0/hop";
+
+/// An API answer.
+pub type Reply = Result<serde_json::Value, ApiError>;
+
+/// What the API asks of the node.
+#[derive(Debug)]
+pub enum Command {
+    /// Run `op` and answer on `reply`.
+    Api {
+        /// The operation.
+        op: Op,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Reply>,
+    },
+}
+
+/// A cloneable handle to the node.
+#[derive(Debug, Clone)]
+pub struct Handle {
+    tx: mpsc::Sender<Command>,
+}
+
+impl Handle {
+    /// Runs `op` on the node.
+    pub async fn request(&self, op: Op) -> Reply {
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(Command::Api { op, reply }).await.is_err() {
+            return Err(ApiError::new(
+                "shutting_down",
+                "the daemon is shutting down",
+            ));
+        }
+        rx.await.unwrap_or_else(|_| {
+            Err(ApiError::new(
+                "shutting_down",
+                "the daemon is shutting down",
+            ))
+        })
+    }
+}
+
+fn ok<T: Serialize>(value: T) -> Reply {
+    Ok(serde_json::to_value(value).expect("API results always serialise"))
+}
+
+fn err<T>(code: &str, message: impl Into<String>) -> Result<T, ApiError> {
+    Err(ApiError::new(code, message))
+}
+
+fn send(reply: oneshot::Sender<Reply>, value: Reply) {
+    // A client that hung up does not want its answer; nothing to do.
+    let _ = reply.send(value);
+}
+
+/// The current time as the protocol counts it.
+pub fn now() -> Timestamp {
+    let ms = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    Timestamp::from_unix_millis(ms)
+}
+
+fn rfc3339(t: Timestamp) -> String {
+    let st = SystemTime::UNIX_EPOCH + Duration::from_millis(t.as_unix_millis());
+    humantime::format_rfc3339_seconds(st).to_string()
+}
+
+const NOT_IN_TEAM: &str = "this machine is not in a team; create one with `agentmesh team create NAME --owner YOU` or join one with `agentmesh join TICKET --name NAME --owner YOU`";
+
+/// A join this machine is making.
+#[derive(Debug)]
+struct JoinSession {
+    founder: PeerId,
+    addrs: Vec<Multiaddr>,
+    request: JoinRequest,
+    offer: Option<JoinOffer>,
+    codes: Option<Codes>,
+    state: JoinPhase,
+    poll_in_flight: bool,
+    started: Instant,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum JoinPhase {
+    Offering,
+    Waiting,
+    Approved,
+    Confirming,
+    Joined(api::TeamRef),
+    Refused(String),
+    Declined,
+}
+
+/// What an outbound request's answer is for.
+#[derive(Debug)]
+enum Waiter {
+    JoinStart {
+        join: u64,
+        reply: oneshot::Sender<Reply>,
+    },
+    JoinPoll {
+        join: u64,
+    },
+    JoinConfirm {
+        join: u64,
+        reply: oneshot::Sender<Reply>,
+    },
+    JoinDecline {
+        join: u64,
+        reply: oneshot::Sender<Reply>,
+    },
+    Sync {
+        peer: PeerId,
+    },
+}
+
+/// An `agentmesh connect` waiting for its connection or its sync.
+#[derive(Debug)]
+struct ConnectWait {
+    addr: Multiaddr,
+    peer: Option<PeerId>,
+    reply: oneshot::Sender<Reply>,
+    deadline: Instant,
+    syncing: bool,
+    new_blocks: usize,
+}
+
+/// The node.
+pub struct Node {
+    swarm: Swarm<Behaviour>,
+    me: Identity,
+    settings: Settings,
+    store: Arc<dyn Store>,
+    team: Option<TeamState>,
+    peers: PeerTable,
+    desk: Desk,
+    joins: BTreeMap<u64, JoinSession>,
+    next_join: u64,
+    waiting: HashMap<OutboundRequestId, Waiter>,
+    connects: Vec<ConnectWait>,
+    syncing: HashSet<PeerId>,
+    resync: HashSet<PeerId>,
+    listen_addrs: Vec<Multiaddr>,
+    contact: Option<SignedContact>,
+    contact_addrs: Vec<Multiaddr>,
+    last_redial: Instant,
+    commands: mpsc::Receiver<Command>,
+    stopping: bool,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("peer_id", &self.me.peer_id())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the node could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// An address could not be listened on.
+    #[error(
+        "cannot listen on {addr}: {reason}; pick another with --listen or `listen` in config.toml"
+    )]
+    Listen {
+        /// The address.
+        addr: Multiaddr,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Node {
+    /// A node over `swarm`, with its team and peers loaded from `store`.
+    /// Returns the node and a handle to it.
+    pub fn new(
+        mut swarm: Swarm<Behaviour>,
+        me: Identity,
+        settings: Settings,
+        store: Arc<dyn Store>,
+    ) -> Result<(Node, Handle), NodeError> {
+        for addr in &settings.listen {
+            swarm
+                .listen_on(addr.clone())
+                .map_err(|e| NodeError::Listen {
+                    addr: addr.clone(),
+                    reason: e.to_string(),
+                })?;
+        }
+        let mut team = None;
+        if let Some(id) = store.team()? {
+            let mut state = TeamState::new(id);
+            for bytes in store.blocks(&id)? {
+                match Block::from_bytes(&bytes) {
+                    Ok(b) => {
+                        let _ = state.apply(b);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "ignoring a damaged stored block"),
+                }
+            }
+            team = Some(state);
+        }
+        let peers = PeerTable::from_records(store.peers()?);
+        for (peer, bytes) in store.contacts()? {
+            if let Ok(c) = SignedContact::from_bytes(&bytes) {
+                for a in c.record().addrs.iter().chain(&c.record().relays) {
+                    swarm.add_peer_address(peer, a.clone());
+                }
+            }
+        }
+        let (tx, commands) = mpsc::channel(COMMAND_QUEUE);
+        let mut node = Node {
+            swarm,
+            me,
+            settings,
+            store,
+            team,
+            peers,
+            desk: Desk::default(),
+            joins: BTreeMap::new(),
+            next_join: 0,
+            waiting: HashMap::new(),
+            connects: vec![],
+            syncing: HashSet::new(),
+            resync: HashSet::new(),
+            listen_addrs: vec![],
+            contact: None,
+            contact_addrs: vec![],
+            last_redial: Instant::now(),
+            commands,
+            stopping: false,
+        };
+        node.activate_team();
+        Ok((node, Handle { tx }))
+    }
+
+    /// Runs until a `shutdown` op or until every handle is dropped.
+    pub async fn run(mut self) {
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        self.redial_members();
+        while !self.stopping {
+            tokio::select! {
+                biased;
+                cmd = self.commands.recv() => match cmd {
+                    None => break,
+                    Some(Command::Api { op, reply }) => self.handle_op(op, reply),
+                },
+                event = self.swarm.select_next_some() => self.handle_event(event),
+                _ = tick.tick() => self.housekeeping(),
+            }
+        }
+        self.save_peers();
+        tracing::info!("node stopped");
+    }
+
+    fn audit(&self, event: &str, peer: Option<&PeerId>, detail: impl Into<String>) {
+        let entry = AuditEntry {
+            at: now().as_unix_millis(),
+            event: event.into(),
+            peer: peer.map(ToString::to_string),
+            detail: detail.into(),
+        };
+        if let Err(e) = self.store.audit(&entry) {
+            tracing::error!(error = %e, "cannot write the audit log");
+        }
+    }
+
+    fn save_peers(&self) {
+        for peer in self.peers_known() {
+            if let Some(rec) = self.peers.record(&peer)
+                && let Err(e) = self.store.put_peer(&rec)
+            {
+                tracing::warn!(error = %e, "cannot save a peer record");
+            }
+        }
+    }
+
+    fn peers_known(&self) -> Vec<PeerId> {
+        self.peers
+            .rows(&self.me.peer_id(), None)
+            .iter()
+            .filter_map(|r| r.peer_id.parse().ok())
+            .collect()
+    }
+
+    fn is_member(&self, peer: &PeerId) -> bool {
+        self.team.as_ref().is_some_and(|t| t.is_member(peer))
+    }
+
+    fn am_member(&self) -> bool {
+        self.is_member(&self.me.peer_id())
+    }
+
+    fn am_admin(&self) -> bool {
+        self.team
+            .as_ref()
+            .and_then(|t| t.member(&self.me.peer_id()))
+            .is_some_and(|m| m.admin && m.standing == Standing::Current)
+    }
+
+    // ----- team ---------------------------------------------------------
+
+    /// Subscribes to the team's topic and applies membership to every
+    /// connection. Called at start and whenever the team changes.
+    fn activate_team(&mut self) {
+        if let Some(team) = &self.team {
+            let topic = team_topic(&team.id());
+            if let Err(e) = self.swarm.behaviour_mut().gossipsub.subscribe(&topic) {
+                tracing::warn!(error = %e, "cannot subscribe to the team topic");
+            }
+        }
+        self.apply_membership();
+    }
+
+    /// Members score 0 and are explicit gossip peers; everyone else scores
+    /// as a stranger; revoked machines are disconnected.
+    fn apply_membership(&mut self) {
+        let connected: Vec<PeerId> = self.peers.connected().copied().collect();
+        for peer in connected {
+            self.apply_membership_to(&peer);
+        }
+    }
+
+    fn apply_membership_to(&mut self, peer: &PeerId) {
+        let member = self.is_member(peer) && self.am_member();
+        let revoked = self.team.as_ref().is_some_and(|t| t.is_revoked(peer));
+        let gossip = &mut self.swarm.behaviour_mut().gossipsub;
+        if member {
+            gossip.set_application_score(peer, 0.0);
+            gossip.add_explicit_peer(peer);
+        } else {
+            gossip.set_application_score(peer, stranger_score());
+            gossip.remove_explicit_peer(peer);
+        }
+        if revoked {
+            tracing::info!(%peer, "disconnecting a revoked machine");
+            let _ = self.swarm.disconnect_peer_id(*peer);
+        }
+    }
+
+    /// Applies blocks from the network; returns how many were new. New
+    /// blocks are stored before anything acts on them.
+    fn merge_blocks(&mut self, blocks: Vec<Block>) -> usize {
+        let Some(team) = self.team.as_mut() else {
+            return 0;
+        };
+        let id = team.id();
+        let before = team.hashes();
+        let mut rejected = vec![];
+        for b in blocks {
+            if let Err(e) = team.apply(b.clone()) {
+                rejected.push((b.hash(), e));
+            }
+        }
+        let added: Vec<Block> = team
+            .blocks()
+            .filter(|b| !before.contains(&b.hash()))
+            .cloned()
+            .collect();
+        for (hash, e) in rejected {
+            tracing::warn!(block = %hash, error = %e, "refused a team block");
+        }
+        if added.is_empty() {
+            return 0;
+        }
+        let pairs: Vec<(BlockHash, &[u8])> = added.iter().map(|b| (b.hash(), b.bytes())).collect();
+        if let Err(e) = self.store.put_blocks(&id, &pairs) {
+            tracing::error!(error = %e, "cannot store team blocks");
+        }
+        for b in &added {
+            if let BlockBody::Revoke(r) = b.body() {
+                self.audit(
+                    "revoked",
+                    Some(&r.peer),
+                    format!("learned; revoked by {}", r.revoked_by),
+                );
+            }
+            if let BlockBody::Admit(a) = b.body() {
+                self.audit(
+                    "admitted",
+                    Some(&a.peer),
+                    format!("learned; {} ({})", a.name, a.owner),
+                );
+            }
+        }
+        self.apply_membership();
+        added.len()
+    }
+
+    /// Signs and adds a block this machine made, stores it, and spreads it.
+    fn add_own_block(&mut self, body: BlockBody) -> Result<Block, ApiError> {
+        let block =
+            Block::sign(body, &self.me).map_err(|e| ApiError::new("internal", e.to_string()))?;
+        let team = self
+            .team
+            .as_mut()
+            .ok_or_else(|| ApiError::new("not_in_team", NOT_IN_TEAM))?;
+        team.apply(block.clone())
+            .map_err(|e| ApiError::new("refused", e.to_string()))?;
+        self.store
+            .put_blocks(&team.id(), &[(block.hash(), block.bytes())])
+            .map_err(|e| ApiError::new("store", e.to_string()))?;
+        let topic = team_topic(&team.id());
+        if let Err(e) = self
+            .swarm
+            .behaviour_mut()
+            .gossipsub
+            .publish(topic, block.bytes().to_vec())
+        {
+            tracing::debug!(error = %e, "gossip publish did not go out; sync will carry the block");
+        }
+        self.apply_membership();
+        self.announce();
+        Ok(block)
+    }
+
+    /// Tells every connected member what this machine has, so each pulls
+    /// what it lacks (sync is pull; a request with hashes the responder
+    /// lacks makes the responder pull back).
+    fn announce(&mut self) {
+        let members: Vec<PeerId> = self
+            .peers
+            .connected()
+            .filter(|p| self.is_member(p))
+            .copied()
+            .collect();
+        for p in members {
+            self.start_sync(p);
+        }
+    }
+
+    fn team_view(&self) -> Reply {
+        let Some(team) = &self.team else {
+            return err("not_in_team", NOT_IN_TEAM);
+        };
+        let Some(g) = team.genesis() else {
+            return err("not_in_team", NOT_IN_TEAM);
+        };
+        let me = self.me.peer_id();
+        let mut members: Vec<api::MemberView> = team
+            .members()
+            .map(|m| api::MemberView {
+                name: m.name.to_string(),
+                owner: m.owner.to_string(),
+                peer_id: m.peer.to_string(),
+                admitted_at: rfc3339(m.admitted_at),
+                revoked: m.standing == Standing::Revoked,
+                admin: m.admin,
+                standing: match m.standing {
+                    Standing::Current => "current",
+                    Standing::Revoked => "revoked",
+                    Standing::NameTaken => "name_taken",
+                }
+                .into(),
+                this_machine: m.peer == me,
+            })
+            .collect();
+        members.sort_by(|a, b| (!a.admin, &a.name).cmp(&(!b.admin, &b.name)));
+        ok(api::TeamView {
+            team_id: team.id().to_string(),
+            name: g.team_name.to_string(),
+            founder: g.founder.to_string(),
+            founder_name: g.founder_name.to_string(),
+            members,
+        })
+    }
+
+    fn team_ref(&self) -> Option<api::TeamRef> {
+        let t = self.team.as_ref()?;
+        Some(api::TeamRef {
+            team_id: t.id().to_string(),
+            name: t.genesis()?.team_name.to_string(),
+        })
+    }
+
+    // ----- contact records ------------------------------------------------
+
+    /// Addresses worth telling others: concrete listen addresses, non-
+    /// loopback first.
+    fn advertised_addrs(&self) -> Vec<Multiaddr> {
+        let mut addrs: Vec<Multiaddr> = self
+            .listen_addrs
+            .iter()
+            .chain(self.swarm.external_addresses())
+            .filter(|a| !is_unspecified(a))
+            .cloned()
+            .collect();
+        addrs.sort_by_key(is_loopback);
+        addrs.dedup();
+        addrs
+    }
+
+    /// This machine's contact record, remade when its addresses change.
+    fn my_contact(&mut self) -> Option<serde_bytes::ByteBuf> {
+        let mut addrs = self.advertised_addrs();
+        addrs.truncate(agentmesh_protocol::contact::MAX_CONTACT_ADDRS);
+        if self.contact.is_none() || addrs != self.contact_addrs {
+            let seq = match self.store.next_contact_seq() {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot number a contact record");
+                    return None;
+                }
+            };
+            let record = ContactRecord {
+                peer: self.me.peer_id(),
+                seq,
+                addrs: addrs.clone(),
+                relays: vec![],
+                at: now(),
+            };
+            self.contact = SignedContact::sign(record, &self.me).ok();
+            self.contact_addrs = addrs;
+        }
+        self.contact
+            .as_ref()
+            .map(|c| serde_bytes::ByteBuf::from(c.bytes().to_vec()))
+    }
+
+    fn take_contact(&mut self, from: &PeerId, bytes: Option<&serde_bytes::ByteBuf>) {
+        let Some(bytes) = bytes else {
+            return;
+        };
+        let Ok(contact) = SignedContact::from_bytes(bytes) else {
+            tracing::debug!(%from, "ignoring a contact record that does not verify");
+            return;
+        };
+        let peer = contact.record().peer;
+        if !self.is_member(&peer) {
+            return;
+        }
+        let stored = self
+            .store
+            .contacts()
+            .ok()
+            .and_then(|c| c.get(&peer).cloned());
+        let newer = stored
+            .and_then(|b| SignedContact::from_bytes(&b).ok())
+            .is_none_or(|old| contact.supersedes(&old));
+        if !newer {
+            return;
+        }
+        for a in contact
+            .record()
+            .addrs
+            .iter()
+            .chain(&contact.record().relays)
+        {
+            self.peers.add_addr(peer, a);
+            self.swarm.add_peer_address(peer, a.clone());
+        }
+        if let Err(e) = self.store.put_contact(&peer, contact.bytes()) {
+            tracing::warn!(error = %e, "cannot store a contact record");
+        }
+    }
+
+    // ----- sync -----------------------------------------------------------
+
+    fn start_sync(&mut self, peer: PeerId) {
+        let Some(team) = &self.team else {
+            return;
+        };
+        if !self.syncing.insert(peer) {
+            self.resync.insert(peer);
+            return;
+        }
+        let request = SyncRequest {
+            team: team.id().0.to_vec(),
+            have: team
+                .hashes()
+                .into_iter()
+                .map(|h| serde_bytes::ByteBuf::from(h.0.to_vec()))
+                .collect(),
+            contact: self.my_contact(),
+        };
+        let addrs = self
+            .peers
+            .get(&peer)
+            .map(|e| e.addrs.clone())
+            .unwrap_or_default();
+        let id = self
+            .swarm
+            .behaviour_mut()
+            .sync
+            .send_request_with_addresses(&peer, request, addrs);
+        self.waiting.insert(id, Waiter::Sync { peer });
+    }
+
+    fn sync_done(&mut self, peer: PeerId) {
+        self.syncing.remove(&peer);
+        if self.resync.remove(&peer) && self.is_member(&peer) {
+            self.start_sync(peer);
+        }
+    }
+
+    fn handle_sync_request(
+        &mut self,
+        peer: PeerId,
+        request: SyncRequest,
+        channel: ResponseChannel<SyncReply>,
+    ) {
+        let reply = self.sync_reply(&peer, &request);
+        if matches!(reply, SyncReply::Refused(_)) {
+            tracing::info!(%peer, "refused a sync request");
+        }
+        let _ = self
+            .swarm
+            .behaviour_mut()
+            .sync
+            .send_response(channel, reply);
+    }
+
+    fn sync_reply(&mut self, peer: &PeerId, request: &SyncRequest) -> SyncReply {
+        let Some(team) = &self.team else {
+            return SyncReply::Refused("not a member of this machine's team".into());
+        };
+        if request.team != team.id().0 || !team.is_member(peer) || !self.am_member() {
+            let why = if team.is_revoked(peer) {
+                "this machine was revoked from the team"
+            } else {
+                "not a member of this machine's team"
+            };
+            return SyncReply::Refused(why.into());
+        }
+        let theirs: HashSet<&[u8]> = request.have.iter().map(|h| h.as_slice()).collect();
+        let missing: Vec<&Block> = team
+            .blocks()
+            .filter(|b| !theirs.contains(&b.hash().0[..]))
+            .collect();
+        let more = missing.len() > MAX_BLOCKS_PER_SYNC;
+        let blocks = missing
+            .iter()
+            .take(MAX_BLOCKS_PER_SYNC)
+            .map(|b| serde_bytes::ByteBuf::from(b.bytes().to_vec()))
+            .collect();
+        let mine = team.hashes();
+        let they_have_more = request
+            .have
+            .iter()
+            .filter_map(|h| <[u8; 32]>::try_from(h.as_slice()).ok())
+            .any(|h| !mine.contains(&BlockHash(h)));
+        let contact = request.contact.clone();
+        self.take_contact(peer, contact.as_ref());
+        if they_have_more {
+            self.start_sync(*peer);
+        }
+        SyncReply::Blocks {
+            blocks,
+            more,
+            contact: self.my_contact(),
+        }
+    }
+
+    fn handle_sync_reply(&mut self, peer: PeerId, reply: SyncReply) {
+        let (added, outcome) = match reply {
+            SyncReply::Blocks {
+                blocks,
+                more,
+                contact,
+            } => {
+                let blocks: Vec<Block> = blocks
+                    .iter()
+                    .filter_map(|b| Block::from_bytes(b).ok())
+                    .collect();
+                let added = self.merge_blocks(blocks);
+                self.take_contact(&peer, contact.as_ref());
+                if more {
+                    self.resync.insert(peer);
+                }
+                if added > 0 {
+                    tracing::info!(%peer, added, "synced team blocks");
+                }
+                (added, Ok(()))
+            }
+            SyncReply::Refused(why) => {
+                tracing::info!(%peer, reason = %why, "sync refused");
+                (0, Err(why))
+            }
+        };
+        self.finish_connects(&peer, added, outcome);
+        self.sync_done(peer);
+    }
+
+    // ----- connect --------------------------------------------------------
+
+    fn finish_connects(&mut self, peer: &PeerId, added: usize, outcome: Result<(), String>) {
+        let membership = self.membership(peer);
+        let mut i = 0;
+        while i < self.connects.len() {
+            if self.connects[i].peer == Some(*peer) && self.connects[i].syncing {
+                let mut c = self.connects.swap_remove(i);
+                c.new_blocks += added;
+                send(
+                    c.reply,
+                    match &outcome {
+                        Ok(()) => ok(api::Connected {
+                            peer_id: peer.to_string(),
+                            membership: membership.clone(),
+                            new_blocks: c.new_blocks,
+                        }),
+                        Err(why) => err("refused", format!("{peer} refused to sync: {why}")),
+                    },
+                );
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn membership(&self, peer: &PeerId) -> String {
+        self.peers
+            .rows(&self.me.peer_id(), self.team.as_ref())
+            .into_iter()
+            .find(|r| r.peer_id == peer.to_string())
+            .map_or_else(|| "stranger".into(), |r| r.membership)
+    }
+
+    fn connection_up(&mut self, peer: PeerId, remote: &Multiaddr) {
+        let mut i = 0;
+        while i < self.connects.len() {
+            let c = &self.connects[i];
+            let matches = !c.syncing
+                && (c.peer == Some(peer)
+                    || (c.peer.is_none() && without_peer(&c.addr) == without_peer(remote)));
+            if !matches {
+                i += 1;
+                continue;
+            }
+            if self.is_member(&peer) {
+                let c = &mut self.connects[i];
+                c.peer = Some(peer);
+                c.syncing = true;
+                i += 1;
+                self.start_sync(peer);
+            } else {
+                let c = self.connects.swap_remove(i);
+                send(
+                    c.reply,
+                    ok(api::Connected {
+                        peer_id: peer.to_string(),
+                        membership: self.membership(&peer),
+                        new_blocks: 0,
+                    }),
+                );
+            }
+        }
+    }
+
+    fn fail_connects(&mut self, peer: Option<PeerId>, why: &str) {
+        let mut i = 0;
+        while i < self.connects.len() {
+            if peer.is_some() && self.connects[i].peer == peer {
+                let c = self.connects.swap_remove(i);
+                send(c.reply, err("connect_failed", format!("{}: {why}", c.addr)));
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    // ----- swarm events ---------------------------------------------------
+
+    fn handle_event(&mut self, event: SwarmEvent<BehaviourEvent>) {
+        match event {
+            SwarmEvent::NewListenAddr { address, .. } => {
+                tracing::info!("listening on {address}/p2p/{}", self.me.peer_id());
+                self.listen_addrs.push(address);
+            }
+            SwarmEvent::ExpiredListenAddr { address, .. } => {
+                self.listen_addrs.retain(|a| a != &address);
+            }
+            SwarmEvent::ConnectionEstablished {
+                peer_id,
+                connection_id,
+                endpoint,
+                num_established,
+                ..
+            } => {
+                let remote = endpoint.get_remote_address().clone();
+                if endpoint.is_dialer() {
+                    self.peers.add_addr(peer_id, &remote);
+                }
+                let e = self.peers.entry(peer_id);
+                e.connections.insert(connection_id, remote.clone());
+                e.last_seen = Some(SystemTime::now());
+                self.apply_membership_to(&peer_id);
+                if self.team.as_ref().is_some_and(|t| t.is_revoked(&peer_id)) {
+                    self.audit(
+                        "refused",
+                        Some(&peer_id),
+                        "connection from a revoked machine",
+                    );
+                    return;
+                }
+                if num_established.get() == 1 && self.is_member(&peer_id) && self.am_member() {
+                    self.start_sync(peer_id);
+                }
+                self.connection_up(peer_id, &remote);
+            }
+            SwarmEvent::ConnectionClosed {
+                peer_id,
+                connection_id,
+                num_established,
+                ..
+            } => {
+                let e = self.peers.entry(peer_id);
+                e.connections.remove(&connection_id);
+                e.last_seen = Some(SystemTime::now());
+                if num_established == 0 {
+                    if let Some(rec) = self.peers.record(&peer_id) {
+                        let _ = self.store.put_peer(&rec);
+                    }
+                    self.fail_connects(
+                        Some(peer_id),
+                        "the peer closed the connection (it may have refused this machine)",
+                    );
+                }
+            }
+            SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
+                tracing::debug!(?peer_id, %error, "dial failed");
+                if peer_id.is_some() {
+                    self.fail_connects(peer_id, &error.to_string());
+                }
+            }
+            SwarmEvent::Behaviour(event) => self.handle_behaviour(event),
+            _ => {}
+        }
+    }
+
+    fn handle_behaviour(&mut self, event: BehaviourEvent) {
+        match event {
+            BehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. }) => {
+                let relay = info.protocols.iter().any(|p| p.as_ref() == RELAY_HOP);
+                self.peers.entry(peer_id).relay = relay;
+                for a in &info.listen_addrs {
+                    if !is_unspecified(a) {
+                        self.peers.add_addr(peer_id, a);
+                    }
+                }
+                if self.is_member(&peer_id) {
+                    for a in info.listen_addrs {
+                        self.swarm.behaviour_mut().kad.add_address(&peer_id, a);
+                    }
+                }
+            }
+            BehaviourEvent::Ping(ping::Event {
+                peer,
+                result: Ok(rtt),
+                ..
+            }) => {
+                self.peers.entry(peer).rtt = Some(rtt);
+            }
+            BehaviourEvent::Mdns(mdns::Event::Discovered(found)) => {
+                for (peer, addr) in found {
+                    if peer == self.me.peer_id() {
+                        continue;
+                    }
+                    tracing::debug!(%peer, %addr, "found on the local network");
+                    self.peers.add_addr(peer, &addr);
+                    self.swarm.add_peer_address(peer, addr);
+                    if self.is_member(&peer) && !self.peers.is_connected(&peer) {
+                        self.dial(peer);
+                    }
+                }
+            }
+            BehaviourEvent::Gossipsub(gossipsub::Event::Message {
+                propagation_source,
+                message,
+                ..
+            }) => {
+                let from_member = message.source.is_some_and(|s| self.is_member(&s));
+                if !from_member || !self.is_member(&propagation_source) {
+                    return;
+                }
+                match Block::from_bytes(&message.data) {
+                    Ok(block) => {
+                        self.merge_blocks(vec![block]);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "a gossiped block does not decode"),
+                }
+            }
+            BehaviourEvent::Join(event) => self.handle_join_event(event),
+            BehaviourEvent::Sync(event) => match event {
+                request_response::Event::Message { peer, message, .. } => match message {
+                    request_response::Message::Request {
+                        request, channel, ..
+                    } => {
+                        self.handle_sync_request(peer, request, channel);
+                    }
+                    request_response::Message::Response {
+                        request_id,
+                        response,
+                    } => {
+                        if let Some(Waiter::Sync { peer }) = self.waiting.remove(&request_id) {
+                            self.handle_sync_reply(peer, response);
+                        }
+                    }
+                },
+                request_response::Event::OutboundFailure {
+                    request_id,
+                    error,
+                    peer,
+                    ..
+                } => {
+                    if let Some(Waiter::Sync { .. }) = self.waiting.remove(&request_id) {
+                        tracing::debug!(%peer, %error, "sync failed");
+                        self.fail_connects(
+                            Some(peer),
+                            &format!(
+                                "sync failed: {error} (the peer may have refused this machine)"
+                            ),
+                        );
+                        self.sync_done(peer);
+                    }
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+
+    fn dial(&mut self, peer: PeerId) {
+        let addrs = self
+            .peers
+            .get(&peer)
+            .map(|e| e.addrs.clone())
+            .unwrap_or_default();
+        let opts = DialOpts::peer_id(peer)
+            .addresses(addrs)
+            .extend_addresses_through_behaviour()
+            .build();
+        if let Err(e) = self.swarm.dial(opts) {
+            tracing::debug!(%peer, error = %e, "cannot dial");
+        }
+    }
+
+    fn redial_members(&mut self) {
+        let Some(team) = &self.team else {
+            return;
+        };
+        if !self.am_member() {
+            return;
+        }
+        let me = self.me.peer_id();
+        let lost: Vec<PeerId> = team
+            .members()
+            .filter(|m| m.standing == Standing::Current && m.peer != me)
+            .map(|m| m.peer)
+            .filter(|p| !self.peers.is_connected(p))
+            .collect();
+        for p in lost {
+            self.dial(p);
+        }
+    }
+
+    fn housekeeping(&mut self) {
+        let now_i = Instant::now();
+        for id in self.desk.expire(now_i, self.settings.request_ttl) {
+            self.audit("join_expired", None, format!("request {id} expired"));
+        }
+        let polls: Vec<u64> = self
+            .joins
+            .iter()
+            .filter(|(_, s)| s.state == JoinPhase::Waiting && !s.poll_in_flight)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in polls {
+            self.send_join(id, JoinMsg::Poll);
+        }
+        // Finished joins are forgotten after the request lifetime.
+        let ttl = self.settings.request_ttl;
+        self.joins
+            .retain(|_, s| now_i.duration_since(s.started) < ttl * 2);
+        let expired: Vec<usize> = (0..self.connects.len())
+            .filter(|i| self.connects[*i].deadline <= now_i)
+            .collect();
+        for i in expired.into_iter().rev() {
+            let c = self.connects.swap_remove(i);
+            send(
+                c.reply,
+                err(
+                    "connect_failed",
+                    format!(
+                        "{}: no answer within {}s",
+                        c.addr,
+                        CONNECT_TIMEOUT.as_secs()
+                    ),
+                ),
+            );
+        }
+        if now_i.duration_since(self.last_redial) >= REDIAL_EVERY {
+            self.last_redial = now_i;
+            self.redial_members();
+            let _ = self.store.prune_tickets(now());
+            self.peers.trim(self.team.as_ref());
+            self.save_peers();
+        }
+    }
+
+    // ----- join: joiner side ----------------------------------------------
+
+    fn send_join(&mut self, join: u64, msg: fn(Vec<u8>) -> JoinMsg) {
+        let Some(s) = self.joins.get_mut(&join) else {
+            return;
+        };
+        s.poll_in_flight = true;
+        let m = msg(s.request.nonce.to_vec());
+        let (founder, addrs) = (s.founder, s.addrs.clone());
+        let id = self
+            .swarm
+            .behaviour_mut()
+            .join
+            .send_request_with_addresses(&founder, m, addrs);
+        self.waiting.insert(id, Waiter::JoinPoll { join });
+    }
+
+    fn join_state(&self, join: u64) -> Reply {
+        let Some(s) = self.joins.get(&join) else {
+            return err(
+                "unknown_join",
+                "no join in progress with that id (it may have finished long ago)",
+            );
+        };
+        let team_code = match s.state {
+            JoinPhase::Approved | JoinPhase::Confirming => s.codes.map(|c| c.team.to_string()),
+            _ => None,
+        };
+        let (state, reason, team) = match &s.state {
+            JoinPhase::Offering | JoinPhase::Waiting => ("waiting", None, None),
+            JoinPhase::Approved | JoinPhase::Confirming => ("approved", None, None),
+            JoinPhase::Joined(t) => ("joined", None, Some(t.clone())),
+            JoinPhase::Refused(r) => ("refused", Some(r.clone()), None),
+            JoinPhase::Declined => ("declined", None, None),
+        };
+        ok(api::JoinState {
+            state: state.into(),
+            team_code,
+            reason,
+            team,
+        })
+    }
+
+    fn join_start(&mut self, ticket: &str, name: &str, owner: &str, reply: oneshot::Sender<Reply>) {
+        let ticket = match Ticket::parse(ticket, now()) {
+            Ok(t) => t,
+            Err(e @ TicketError::Expired { .. }) => {
+                return send(reply, err("ticket_expired", e.to_string()));
+            }
+            Err(e) => return send(reply, err("bad_ticket", e.to_string())),
+        };
+        if self.am_member() {
+            return send(
+                reply,
+                err(
+                    "already_in_team",
+                    "this machine is already in a team; a machine belongs to one team",
+                ),
+            );
+        }
+        let name = match Name::parse("machine name", name) {
+            Ok(n) => n,
+            Err(e) => return send(reply, err("bad_name", e.to_string())),
+        };
+        let owner = match Owner::parse(owner) {
+            Ok(o) => o,
+            Err(e) => return send(reply, err("bad_owner", e.to_string())),
+        };
+        if ticket.founder == self.me.peer_id() {
+            return send(
+                reply,
+                err(
+                    "bad_ticket",
+                    "this ticket was made by this machine; run `agentmesh join` on the machine that should join",
+                ),
+            );
+        }
+        self.joins.retain(|_, s| {
+            !matches!(
+                s.state,
+                JoinPhase::Offering | JoinPhase::Waiting | JoinPhase::Approved
+            )
+        });
+        if self.joins.len() >= MAX_JOIN_SESSIONS {
+            return send(
+                reply,
+                err(
+                    "busy",
+                    "too many joins in progress; wait a minute and try again",
+                ),
+            );
+        }
+        let mut nonce = [0u8; 16];
+        rand::Rng::fill_bytes(&mut rand::rng(), &mut nonce);
+        let request = JoinRequest {
+            ticket_nonce: ticket.nonce,
+            joiner: self.me.peer_id(),
+            x25519: self.me.x25519_public(),
+            name,
+            owner,
+            nonce,
+        };
+        for a in &ticket.addrs {
+            self.peers.add_addr(ticket.founder, a);
+            self.swarm.add_peer_address(ticket.founder, a.clone());
+        }
+        self.next_join += 1;
+        let join = self.next_join;
+        let bytes = request.to_bytes();
+        self.joins.insert(
+            join,
+            JoinSession {
+                founder: ticket.founder,
+                addrs: ticket.addrs.clone(),
+                request,
+                offer: None,
+                codes: None,
+                state: JoinPhase::Offering,
+                poll_in_flight: true,
+                started: Instant::now(),
+            },
+        );
+        let id = self.swarm.behaviour_mut().join.send_request_with_addresses(
+            &ticket.founder,
+            JoinMsg::Request(bytes),
+            ticket.addrs,
+        );
+        self.waiting.insert(id, Waiter::JoinStart { join, reply });
+    }
+
+    fn join_confirm(&mut self, join: u64, accept: bool, reply: oneshot::Sender<Reply>) {
+        let Some(s) = self.joins.get_mut(&join) else {
+            return send(
+                reply,
+                err("unknown_join", "no join in progress with that id"),
+            );
+        };
+        if s.state != JoinPhase::Approved {
+            return send(
+                reply,
+                err(
+                    "not_approved",
+                    "the founder has not accepted the pairing code yet",
+                ),
+            );
+        }
+        s.state = if accept {
+            JoinPhase::Confirming
+        } else {
+            JoinPhase::Declined
+        };
+        let nonce = s.request.nonce.to_vec();
+        let (founder, addrs) = (s.founder, s.addrs.clone());
+        let msg = if accept {
+            JoinMsg::Confirm(nonce)
+        } else {
+            JoinMsg::Decline(nonce)
+        };
+        let id = self
+            .swarm
+            .behaviour_mut()
+            .join
+            .send_request_with_addresses(&founder, msg, addrs);
+        let waiter = if accept {
+            Waiter::JoinConfirm { join, reply }
+        } else {
+            Waiter::JoinDecline { join, reply }
+        };
+        self.waiting.insert(id, waiter);
+    }
+
+    fn handle_join_event(&mut self, event: request_response::Event<JoinMsg, JoinReply>) {
+        match event {
+            request_response::Event::Message { peer, message, .. } => match message {
+                request_response::Message::Request {
+                    request, channel, ..
+                } => {
+                    let reply = self.founder_answer(peer, request);
+                    let _ = self
+                        .swarm
+                        .behaviour_mut()
+                        .join
+                        .send_response(channel, reply);
+                }
+                request_response::Message::Response {
+                    request_id,
+                    response,
+                } => {
+                    if let Some(w) = self.waiting.remove(&request_id) {
+                        self.joiner_answer(w, response);
+                    }
+                }
+            },
+            request_response::Event::OutboundFailure {
+                request_id, error, ..
+            } => {
+                let why = format!("could not reach the founder: {error}");
+                match self.waiting.remove(&request_id) {
+                    Some(Waiter::JoinStart { join, reply }) => {
+                        self.joins.remove(&join);
+                        send(
+                            reply,
+                            err(
+                                "founder_unreachable",
+                                format!(
+                                    "{why}; check the ticket's addresses are reachable from here, and that the founder's daemon is running"
+                                ),
+                            ),
+                        );
+                    }
+                    Some(Waiter::JoinPoll { join }) => {
+                        if let Some(s) = self.joins.get_mut(&join) {
+                            s.poll_in_flight = false;
+                        }
+                    }
+                    Some(
+                        Waiter::JoinConfirm { join, reply } | Waiter::JoinDecline { join, reply },
+                    ) => {
+                        if let Some(s) = self.joins.get_mut(&join) {
+                            s.state = JoinPhase::Approved;
+                        }
+                        send(reply, err("founder_unreachable", why));
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn joiner_answer(&mut self, waiter: Waiter, response: JoinReply) {
+        match waiter {
+            Waiter::JoinStart { join, reply } => {
+                let result = self.on_offer(join, response);
+                if result.is_err() {
+                    self.joins.remove(&join);
+                }
+                send(reply, result);
+            }
+            Waiter::JoinPoll { join } => {
+                let Some(s) = self.joins.get_mut(&join) else {
+                    return;
+                };
+                s.poll_in_flight = false;
+                match response {
+                    JoinReply::Approved if s.state == JoinPhase::Waiting => {
+                        s.state = JoinPhase::Approved
+                    }
+                    JoinReply::Refused(r) => s.state = JoinPhase::Refused(r),
+                    _ => {}
+                }
+            }
+            Waiter::JoinConfirm { join, reply } => {
+                let result = match response {
+                    JoinReply::Admitted(blocks) => self.install_team(join, blocks),
+                    JoinReply::Refused(r) => {
+                        if let Some(s) = self.joins.get_mut(&join) {
+                            s.state = JoinPhase::Refused(r.clone());
+                        }
+                        err("join_refused", r)
+                    }
+                    other => err(
+                        "protocol",
+                        format!("unexpected answer from the founder: {other:?}"),
+                    ),
+                };
+                send(reply, result.and_then(|_| self.join_state(join)));
+            }
+            Waiter::JoinDecline { join, reply } => send(reply, self.join_state(join)),
+            Waiter::Sync { .. } => {}
+        }
+    }
+
+    fn on_offer(&mut self, join: u64, response: JoinReply) -> Reply {
+        let offer = match response {
+            JoinReply::Offer(bytes) => JoinOffer::from_bytes(&bytes).map_err(|e| {
+                ApiError::new("protocol", format!("the founder's offer is malformed: {e}"))
+            })?,
+            JoinReply::Refused(why) => {
+                return err("join_refused", format!("the founder refused: {why}"));
+            }
+            other => {
+                return err(
+                    "protocol",
+                    format!("unexpected answer from the founder: {other:?}"),
+                );
+            }
+        };
+        let s = self
+            .joins
+            .get_mut(&join)
+            .ok_or_else(|| ApiError::new("unknown_join", "the join was cancelled"))?;
+        if offer.founder != s.founder {
+            return err(
+                "protocol",
+                "the offer names another founder than the ticket",
+            );
+        }
+        let codes = pjoin::codes(&s.request, &offer);
+        s.codes = Some(codes);
+        s.state = JoinPhase::Waiting;
+        s.poll_in_flight = false;
+        let started = api::JoinStarted {
+            join_id: join,
+            pairing_code: codes.pairing.to_string(),
+            team_name: offer.team_name.to_string(),
+            founder: offer.founder.to_string(),
+        };
+        s.offer = Some(offer);
+        ok(started)
+    }
+
+    /// Checks the blocks the founder sent and, if they make this machine a
+    /// member of the team it was offered, stores them and joins.
+    fn install_team(
+        &mut self,
+        join: u64,
+        blocks: Vec<serde_bytes::ByteBuf>,
+    ) -> Result<(), ApiError> {
+        let s = self
+            .joins
+            .get(&join)
+            .ok_or_else(|| ApiError::new("unknown_join", "the join was cancelled"))?;
+        let offer = s
+            .offer
+            .clone()
+            .ok_or_else(|| ApiError::new("protocol", "no offer"))?;
+        let mut state = TeamState::new(offer.team);
+        for b in &blocks {
+            let block = Block::from_bytes(b).map_err(|e| {
+                ApiError::new("protocol", format!("the founder sent a bad block: {e}"))
+            })?;
+            state.apply(block).map_err(|e| {
+                ApiError::new(
+                    "protocol",
+                    format!("the founder sent a block the team refuses: {e}"),
+                )
+            })?;
+        }
+        let me = self.me.peer_id();
+        let good = state
+            .genesis()
+            .is_some_and(|g| g.founder == offer.founder && g.team_name == offer.team_name)
+            && state.member(&me).is_some_and(|m| {
+                m.standing == Standing::Current
+                    && m.x25519 == s.request.x25519
+                    && m.name == s.request.name
+                    && m.owner == s.request.owner
+            });
+        if !good {
+            return err(
+                "protocol",
+                "the founder's blocks do not admit this machine as it asked",
+            );
+        }
+        if let Some(old) = self.team.take() {
+            let _ = self.store.delete_team(&old.id());
+        }
+        let pairs: Vec<(BlockHash, &[u8])> =
+            state.blocks().map(|b| (b.hash(), b.bytes())).collect();
+        self.store
+            .put_blocks(&offer.team, &pairs)
+            .and_then(|()| self.store.set_team(Some(offer.team)))
+            .map_err(|e| ApiError::new("store", e.to_string()))?;
+        self.team = Some(state);
+        self.activate_team();
+        self.audit(
+            "joined",
+            Some(&offer.founder),
+            format!("joined team {}", offer.team_name),
+        );
+        let team = self
+            .team_ref()
+            .ok_or_else(|| ApiError::new("internal", "team vanished"))?;
+        if let Some(s) = self.joins.get_mut(&join) {
+            s.state = JoinPhase::Joined(team);
+        }
+        self.announce();
+        Ok(())
+    }
+
+    // ----- join: founder side ---------------------------------------------
+
+    fn founder_answer(&mut self, peer: PeerId, msg: JoinMsg) -> JoinReply {
+        let refused = |why: &str| JoinReply::Refused(why.into());
+        match msg {
+            JoinMsg::Request(bytes) => {
+                if !self
+                    .desk
+                    .allow(peer, Instant::now(), self.settings.max_per_peer_per_minute)
+                {
+                    self.audit("join_refused", Some(&peer), "rate limited");
+                    return refused("too many join requests from this machine; wait a minute");
+                }
+                let reply = self.open_request(peer, &bytes);
+                if let JoinReply::Refused(why) = &reply {
+                    self.audit("join_refused", Some(&peer), why.clone());
+                }
+                reply
+            }
+            JoinMsg::Poll(nonce) => match self.desk.find(&peer, &nonce) {
+                None => refused(
+                    "no such join request (it may have expired); start again with a new ticket",
+                ),
+                Some(r) => match &r.state {
+                    DeskState::Waiting => JoinReply::Waiting,
+                    DeskState::Approved => JoinReply::Approved,
+                    DeskState::Admitted => refused("already admitted"),
+                    DeskState::Declined => refused("declined"),
+                    DeskState::Cancelled(why) => JoinReply::Refused(why.clone()),
+                },
+            },
+            JoinMsg::Confirm(nonce) => self.admit(peer, &nonce),
+            JoinMsg::Decline(nonce) => {
+                if let Some(id) = self
+                    .desk
+                    .find(&peer, &nonce)
+                    .filter(|r| r.state == DeskState::Approved)
+                    .map(|r| r.id)
+                {
+                    self.desk.settle(id, DeskState::Declined, Instant::now());
+                    self.audit(
+                        "join_declined",
+                        Some(&peer),
+                        "the joiner said the team codes differ",
+                    );
+                }
+                JoinReply::Done
+            }
+        }
+    }
+
+    fn open_request(&mut self, peer: PeerId, bytes: &[u8]) -> JoinReply {
+        let refused = |why: String| JoinReply::Refused(why);
+        let request = match JoinRequest::from_bytes(bytes) {
+            Ok(r) => r,
+            Err(e) => return refused(format!("the request is malformed: {e}")),
+        };
+        if request.joiner != peer {
+            return refused("the request names another machine than the one sending it".into());
+        }
+        let Some(team) = &self.team else {
+            return refused("this machine is not in a team".into());
+        };
+        if !self.am_admin() {
+            return refused("this machine cannot admit machines to its team".into());
+        }
+        if team.is_revoked(&peer) {
+            return refused("this machine was revoked from the team and cannot rejoin with the same key; a new key is a new machine".into());
+        }
+        if team.is_member(&peer) {
+            return refused("this machine is already a member".into());
+        }
+        if team.by_name(request.name.as_str()).is_some() {
+            return refused(format!(
+                "the name {} is taken in this team; join with another --name",
+                request.name
+            ));
+        }
+        if self.desk.open_count() >= self.settings.max_pending {
+            return refused(
+                "the founder has too many join requests waiting; try again later".into(),
+            );
+        }
+        match self.store.take_ticket(&request.ticket_nonce) {
+            Ok(Some(expires)) if expires >= now() => {}
+            Ok(Some(_)) => return refused("the ticket expired; ask the founder for a new one (agentmesh invite)".into()),
+            Ok(None) => return refused("the ticket is unknown or was already used; ask the founder for a new one (agentmesh invite)".into()),
+            Err(e) => return refused(format!("the founder's store failed: {e}")),
+        }
+        let genesis = team
+            .genesis()
+            .expect("a team with a member has its genesis");
+        let mut nonce = [0u8; 16];
+        // Drawn only now that the whole request has arrived: the order the
+        // pairing code's strength rests on (docs/protocol.md §7.5).
+        rand::Rng::fill_bytes(&mut rand::rng(), &mut nonce);
+        let offer = JoinOffer {
+            team: team.id(),
+            team_name: genesis.team_name.clone(),
+            founder: self.me.peer_id(),
+            nonce,
+        };
+        let codes = pjoin::codes(&request, &offer);
+        let detail = format!("{} (owner {}) asks to join", request.name, request.owner);
+        let offer_bytes = offer.to_bytes();
+        self.desk.file(peer, request, offer, codes, Instant::now());
+        self.audit("join_requested", Some(&peer), detail);
+        JoinReply::Offer(offer_bytes)
+    }
+
+    fn admit(&mut self, peer: PeerId, nonce: &[u8]) -> JoinReply {
+        let Some(r) = self.desk.find(&peer, nonce) else {
+            return JoinReply::Refused("no such join request".into());
+        };
+        if r.state != DeskState::Approved {
+            return JoinReply::Refused("the founder has not accepted the pairing code".into());
+        }
+        let (id, request) = (r.id, r.request.clone());
+        let team = self.team.as_ref().map(TeamState::id);
+        let Some(team) = team else {
+            return JoinReply::Refused("this machine is no longer in a team".into());
+        };
+        let body = BlockBody::Admit(Admit {
+            team,
+            peer,
+            x25519: request.x25519,
+            name: request.name.clone(),
+            owner: request.owner.clone(),
+            admitted_by: self.me.peer_id(),
+            at: now(),
+        });
+        match self.add_own_block(body) {
+            Ok(_) => {
+                self.desk.settle(id, DeskState::Admitted, Instant::now());
+                self.audit(
+                    "admitted",
+                    Some(&peer),
+                    format!("{} (owner {})", request.name, request.owner),
+                );
+                let blocks = self
+                    .team
+                    .as_ref()
+                    .map(|t| {
+                        t.blocks()
+                            .map(|b| serde_bytes::ByteBuf::from(b.bytes().to_vec()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                JoinReply::Admitted(blocks)
+            }
+            Err(e) => JoinReply::Refused(e.message),
+        }
+    }
+
+    // ----- API ops --------------------------------------------------------
+
+    fn handle_op(&mut self, op: Op, reply: oneshot::Sender<Reply>) {
+        let answer = match op {
+            Op::Status => self.status(),
+            Op::Peers => ok(self.peers.rows(&self.me.peer_id(), self.team.as_ref())),
+            Op::TeamShow => self.team_view(),
+            Op::TeamCreate { name, owner } => self.team_create(&name, &owner),
+            Op::TeamLeave => self.team_leave(),
+            Op::Invite { ttl_secs } => self.invite(ttl_secs),
+            Op::JoinStart {
+                ticket,
+                name,
+                owner,
+            } => return self.join_start(&ticket, &name, &owner, reply),
+            Op::JoinStatus { join_id } => self.join_state(join_id),
+            Op::JoinConfirm { join_id, accept } => {
+                return self.join_confirm(join_id, accept, reply);
+            }
+            Op::AdmitList => self.admit_list(),
+            Op::AdmitCode { request_id, code } => self.admit_code(request_id, &code),
+            Op::AdmitStatus { request_id } => self.admit_status(request_id),
+            Op::AdmitReject { request_id } => self.admit_reject(request_id),
+            Op::Revoke { name } => self.revoke(&name),
+            Op::Connect { addr } => return self.connect(&addr, reply),
+            Op::Shutdown => {
+                self.stopping = true;
+                ok(serde_json::json!({}))
+            }
+        };
+        send(reply, answer);
+    }
+
+    fn status(&self) -> Reply {
+        let reachability = if self.swarm.external_addresses().next().is_some() {
+            "public"
+        } else {
+            "unknown"
+        };
+        ok(api::Status {
+            peer_id: self.me.peer_id().to_string(),
+            name: self.settings.name.to_string(),
+            team: self.team_ref().filter(|_| self.team.is_some()),
+            listen_addrs: self.listen_addrs.iter().map(ToString::to_string).collect(),
+            external_addrs: self
+                .swarm
+                .external_addresses()
+                .map(ToString::to_string)
+                .collect(),
+            reachability: reachability.into(),
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            connected_peers: self.peers.connected().count(),
+        })
+    }
+
+    fn team_create(&mut self, name: &str, owner: &str) -> Reply {
+        if self.am_member() {
+            return err(
+                "already_in_team",
+                "this machine is already in a team; a machine belongs to one team",
+            );
+        }
+        let team_name =
+            Name::parse("team name", name).map_err(|e| ApiError::new("bad_name", e.to_string()))?;
+        let owner = Owner::parse(owner).map_err(|e| ApiError::new("bad_owner", e.to_string()))?;
+        let mut nonce = [0u8; 16];
+        rand::Rng::fill_bytes(&mut rand::rng(), &mut nonce);
+        let genesis = Block::sign(
+            BlockBody::Genesis(Genesis {
+                team_name,
+                founder: self.me.peer_id(),
+                founder_x25519: self.me.x25519_public(),
+                founder_name: self.settings.name.clone(),
+                founder_owner: owner,
+                admins: vec![self.me.peer_id()],
+                created_at: now(),
+                nonce,
+            }),
+            &self.me,
+        )
+        .map_err(|e| ApiError::new("internal", e.to_string()))?;
+        let state = TeamState::from_genesis(genesis.clone())
+            .map_err(|e| ApiError::new("internal", e.to_string()))?;
+        if let Some(old) = self.team.take() {
+            let _ = self.store.delete_team(&old.id());
+        }
+        self.store
+            .put_blocks(&state.id(), &[(genesis.hash(), genesis.bytes())])
+            .and_then(|()| self.store.set_team(Some(state.id())))
+            .map_err(|e| ApiError::new("store", e.to_string()))?;
+        self.audit("team_created", None, format!("team {name}"));
+        self.team = Some(state);
+        self.activate_team();
+        self.team_view()
+    }
+
+    fn team_leave(&mut self) -> Reply {
+        if !self.am_member() {
+            return err("not_in_team", NOT_IN_TEAM);
+        }
+        if self.am_admin() {
+            return err(
+                "admin_cannot_leave",
+                "the founder cannot leave its team: admins can't be revoked; to end the team, stop using it",
+            );
+        }
+        let team = self
+            .team
+            .as_ref()
+            .map(TeamState::id)
+            .ok_or_else(|| ApiError::new("not_in_team", NOT_IN_TEAM))?;
+        let me = self.me.peer_id();
+        self.add_own_block(BlockBody::Revoke(Revoke {
+            team,
+            peer: me,
+            revoked_by: me,
+            at: now(),
+        }))?;
+        self.audit("left", Some(&me), "this machine left its team");
+        ok(serde_json::json!({ "left": team.to_string() }))
+    }
+
+    fn invite(&mut self, ttl_secs: Option<u64>) -> Reply {
+        if !self.am_admin() {
+            return if self.am_member() {
+                err("not_admin", "only the team's founder can invite machines")
+            } else {
+                err("not_in_team", NOT_IN_TEAM)
+            };
+        }
+        let ttl = ttl_secs.map_or(self.settings.invite_ttl, Duration::from_secs);
+        if ttl > self.settings.max_invite_ttl || ttl.is_zero() {
+            return err(
+                "bad_ttl",
+                format!(
+                    "--ttl must be between 1s and {} (join.max_invite_ttl in config.toml)",
+                    humantime::format_duration(self.settings.max_invite_ttl)
+                ),
+            );
+        }
+        let mut addrs = self.advertised_addrs();
+        addrs.truncate(agentmesh_protocol::ticket::MAX_TICKET_ADDRS);
+        if addrs.is_empty() {
+            return err(
+                "no_addresses",
+                "this machine is not listening on any address yet; check `agentmesh status`",
+            );
+        }
+        let mut nonce = [0u8; 16];
+        rand::Rng::fill_bytes(&mut rand::rng(), &mut nonce);
+        let expires_at = now().saturating_add(ttl);
+        self.store
+            .put_ticket(&nonce, expires_at)
+            .map_err(|e| ApiError::new("store", e.to_string()))?;
+        let ticket = Ticket {
+            founder: self.me.peer_id(),
+            addrs,
+            nonce,
+            expires_at,
+        };
+        self.audit(
+            "invited",
+            None,
+            format!("ticket valid until {}", rfc3339(expires_at)),
+        );
+        ok(api::Invite {
+            ticket: ticket.to_string(),
+            expires_at: rfc3339(expires_at),
+        })
+    }
+
+    fn admit_list(&self) -> Reply {
+        if !self.am_admin() {
+            return err("not_admin", "only the team's founder can admit machines");
+        }
+        ok(self.desk.views(Instant::now()))
+    }
+
+    fn admit_code(&mut self, id: u64, code: &str) -> Reply {
+        if !self.am_admin() {
+            return err("not_admin", "only the team's founder can admit machines");
+        }
+        let name = self
+            .desk
+            .get(id)
+            .map(|r| r.request.name.to_string())
+            .unwrap_or_default();
+        match self.desk.check_code(id, code, Instant::now()) {
+            CodeOutcome::Matched(team) => ok(api::AdmitApproved {
+                team_code: team.to_string(),
+            }),
+            CodeOutcome::Wrong(left) => {
+                let peer = self.desk.get(id).map(|r| r.peer);
+                self.audit("wrong_code", peer.as_ref(), format!("{left} tries left"));
+                err(
+                    "wrong_code",
+                    format!(
+                        "that is not the code {name} shows; {left} {} left",
+                        if left == 1 { "try" } else { "tries" }
+                    ),
+                )
+            }
+            CodeOutcome::Cancelled => {
+                let peer = self.desk.get(id).map(|r| r.peer);
+                self.audit("join_cancelled", peer.as_ref(), "three wrong codes");
+                err(
+                    "request_cancelled",
+                    format!(
+                        "that was the third wrong code: the request from {name} is cancelled; if the codes really differ, someone may be in the middle"
+                    ),
+                )
+            }
+            CodeOutcome::NotACode(why) => err("not_a_code", why),
+            CodeOutcome::Unknown => err("unknown_request", "no waiting join request with that id"),
+        }
+    }
+
+    fn admit_status(&mut self, id: u64) -> Reply {
+        let Some(r) = self.desk.get(id) else {
+            return err("unknown_request", "no join request with that id");
+        };
+        let state = match &r.state {
+            DeskState::Waiting => "waiting",
+            DeskState::Approved => "awaiting_confirmation",
+            DeskState::Admitted => "admitted",
+            DeskState::Declined => "declined",
+            DeskState::Cancelled(_) => "expired",
+        };
+        ok(api::AdmitState {
+            state: state.into(),
+        })
+    }
+
+    fn admit_reject(&mut self, id: u64) -> Reply {
+        if !self.am_admin() {
+            return err("not_admin", "only the team's founder can admit machines");
+        }
+        let peer = self.desk.get(id).map(|r| r.peer);
+        self.desk.settle(
+            id,
+            DeskState::Cancelled("the founder refused the request".into()),
+            Instant::now(),
+        );
+        self.audit("join_rejected", peer.as_ref(), "refused by the founder");
+        ok(serde_json::json!({}))
+    }
+
+    fn revoke(&mut self, name: &str) -> Reply {
+        if !self.am_admin() {
+            return if self.am_member() {
+                err(
+                    "not_admin",
+                    "only the team's founder can revoke machines; to leave, run `agentmesh team leave`",
+                )
+            } else {
+                err("not_in_team", NOT_IN_TEAM)
+            };
+        }
+        let Some(team) = &self.team else {
+            return err("not_in_team", NOT_IN_TEAM);
+        };
+        let Some(member) = team
+            .members()
+            .find(|m| m.name.as_str() == name && m.standing != Standing::Revoked)
+        else {
+            let known = team
+                .members()
+                .filter(|m| m.standing != Standing::Revoked)
+                .map(|m| m.name.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            return err(
+                "unknown_member",
+                format!("no current member is named {name:?}; members: {known}"),
+            );
+        };
+        if member.admin {
+            return err(
+                "admin",
+                "the founder cannot be revoked; a lost founder key means founding a new team",
+            );
+        }
+        let (peer, id) = (member.peer, team.id());
+        self.add_own_block(BlockBody::Revoke(Revoke {
+            team: id,
+            peer,
+            revoked_by: self.me.peer_id(),
+            at: now(),
+        }))?;
+        self.audit("revoked", Some(&peer), format!("{name} revoked here"));
+        ok(serde_json::json!({ "revoked": peer.to_string(), "name": name }))
+    }
+
+    fn connect(&mut self, addr: &str, reply: oneshot::Sender<Reply>) {
+        let addr: Multiaddr = match addr.parse() {
+            Ok(a) => a,
+            Err(e) => {
+                return send(
+                    reply,
+                    err("bad_address", format!("{addr:?} is not a multiaddr ({e})")),
+                );
+            }
+        };
+        let peer = match addr.iter().last() {
+            Some(Protocol::P2p(p)) => Some(p),
+            _ => None,
+        };
+        if peer == Some(self.me.peer_id()) {
+            return send(
+                reply,
+                err("bad_address", "that is this machine's own address"),
+            );
+        }
+        if let Some(p) = peer.filter(|p| self.peers.is_connected(p)) {
+            // Already connected: sync over the connection there is.
+            self.connects.push(ConnectWait {
+                addr: addr.clone(),
+                peer,
+                reply,
+                deadline: Instant::now() + CONNECT_TIMEOUT,
+                syncing: false,
+                new_blocks: 0,
+            });
+            return self.connection_up(p, &addr);
+        }
+        let opts = match peer {
+            Some(p) => DialOpts::peer_id(p)
+                .addresses(vec![without_peer(&addr)])
+                .build(),
+            None => DialOpts::unknown_peer_id().address(addr.clone()).build(),
+        };
+        if let Err(e) = self.swarm.dial(opts) {
+            return send(
+                reply,
+                err("connect_failed", format!("cannot dial {addr}: {e}")),
+            );
+        }
+        self.connects.push(ConnectWait {
+            addr,
+            peer,
+            reply,
+            deadline: Instant::now() + CONNECT_TIMEOUT,
+            syncing: false,
+            new_blocks: 0,
+        });
+    }
+}
+
+fn is_unspecified(a: &Multiaddr) -> bool {
+    a.iter().any(|p| match p {
+        Protocol::Ip4(ip) => ip.is_unspecified(),
+        Protocol::Ip6(ip) => ip.is_unspecified(),
+        _ => false,
+    })
+}
+
+fn is_loopback(a: &Multiaddr) -> bool {
+    a.iter().any(|p| match p {
+        Protocol::Ip4(ip) => ip.is_loopback(),
+        Protocol::Ip6(ip) => ip.is_loopback(),
+        _ => false,
+    })
+}

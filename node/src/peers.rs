@@ -1,0 +1,273 @@
+//! The peer table: every machine this one has met or whose team it shares,
+//! how it is reached now, and what was last measured.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, SystemTime};
+
+use agentmesh_protocol::team::{Standing, TeamState};
+use agentmesh_protocol::{Multiaddr, PeerId};
+use libp2p::multiaddr::Protocol;
+use libp2p::swarm::ConnectionId;
+
+use crate::api::PeerRow;
+use crate::store::PeerRecord;
+
+/// The most addresses remembered per peer; the newest are kept. A machine
+/// has a handful of interfaces times two transports, plus relay circuits.
+pub const MAX_ADDRS_PER_PEER: usize = 16;
+
+/// The most peers the table holds. Strangers beyond it are forgotten,
+/// oldest first; members are always kept.
+pub const MAX_PEERS: usize = 1024;
+
+/// What is known about one peer.
+#[derive(Debug, Clone, Default)]
+pub struct PeerEntry {
+    /// Known addresses, newest first.
+    pub addrs: Vec<Multiaddr>,
+    /// Last round-trip time.
+    pub rtt: Option<Duration>,
+    /// Last time it was connected.
+    pub last_seen: Option<SystemTime>,
+    /// Open connections and the remote address of each.
+    pub connections: HashMap<ConnectionId, Multiaddr>,
+    /// Whether it serves circuit relay.
+    pub relay: bool,
+}
+
+/// The table.
+#[derive(Debug, Default)]
+pub struct PeerTable {
+    peers: HashMap<PeerId, PeerEntry>,
+}
+
+/// Whether an address goes through a relay, and which.
+pub fn relay_of(addr: &Multiaddr) -> Option<PeerId> {
+    let mut last_peer = None;
+    for p in addr.iter() {
+        match p {
+            Protocol::P2p(peer) => last_peer = Some(peer),
+            Protocol::P2pCircuit => return last_peer,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The transport of an address: `quic`, `tcp`, or `relay`.
+pub fn transport_of(addr: &Multiaddr) -> &'static str {
+    if addr.iter().any(|p| matches!(p, Protocol::P2pCircuit)) {
+        "relay"
+    } else if addr
+        .iter()
+        .any(|p| matches!(p, Protocol::QuicV1 | Protocol::Quic))
+    {
+        "quic"
+    } else {
+        "tcp"
+    }
+}
+
+/// An address without a trailing `/p2p/PEER`, the form kept in the table.
+pub fn without_peer(addr: &Multiaddr) -> Multiaddr {
+    let mut a = addr.clone();
+    if matches!(a.iter().last(), Some(Protocol::P2p(_))) {
+        a.pop();
+    }
+    a
+}
+
+impl PeerTable {
+    /// A table loaded from stored records.
+    pub fn from_records(records: Vec<PeerRecord>) -> Self {
+        let mut table = PeerTable::default();
+        for r in records {
+            let Ok(peer) = r.peer_id.parse::<PeerId>() else {
+                continue;
+            };
+            let entry = table.peers.entry(peer).or_default();
+            entry.addrs = r.addrs.iter().filter_map(|a| a.parse().ok()).collect();
+            entry.rtt = r.rtt_us.map(Duration::from_micros);
+            entry.last_seen = r
+                .last_seen
+                .map(|ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms));
+            entry.relay = r.relay;
+        }
+        table
+    }
+
+    /// The stored form of one peer.
+    pub fn record(&self, peer: &PeerId) -> Option<PeerRecord> {
+        let e = self.peers.get(peer)?;
+        Some(PeerRecord {
+            peer_id: peer.to_string(),
+            addrs: e.addrs.iter().map(ToString::to_string).collect(),
+            rtt_us: e.rtt.map(|d| d.as_micros() as u64),
+            last_seen: e
+                .last_seen
+                .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+                .map(|d| d.as_millis() as u64),
+            relay: e.relay,
+        })
+    }
+
+    /// The entry of `peer`, created if new.
+    pub fn entry(&mut self, peer: PeerId) -> &mut PeerEntry {
+        self.peers.entry(peer).or_default()
+    }
+
+    /// The entry of `peer`, if known.
+    pub fn get(&self, peer: &PeerId) -> Option<&PeerEntry> {
+        self.peers.get(peer)
+    }
+
+    /// Remembers an address of `peer` (newest first, bounded). Returns
+    /// whether it was new.
+    pub fn add_addr(&mut self, peer: PeerId, addr: &Multiaddr) -> bool {
+        let addr = without_peer(addr);
+        let e = self.entry(peer);
+        if e.addrs.first() == Some(&addr) {
+            return false;
+        }
+        let was_known = e.addrs.contains(&addr);
+        e.addrs.retain(|a| a != &addr);
+        e.addrs.insert(0, addr);
+        e.addrs.truncate(MAX_ADDRS_PER_PEER);
+        !was_known
+    }
+
+    /// Whether `peer` has an open connection.
+    pub fn is_connected(&self, peer: &PeerId) -> bool {
+        self.peers
+            .get(peer)
+            .is_some_and(|e| !e.connections.is_empty())
+    }
+
+    /// Peers with open connections.
+    pub fn connected(&self) -> impl Iterator<Item = &PeerId> {
+        self.peers
+            .iter()
+            .filter(|(_, e)| !e.connections.is_empty())
+            .map(|(p, _)| p)
+    }
+
+    /// Forgets the oldest strangers beyond [`MAX_PEERS`].
+    pub fn trim(&mut self, team: Option<&TeamState>) {
+        if self.peers.len() <= MAX_PEERS {
+            return;
+        }
+        let mut strangers: Vec<(Option<SystemTime>, PeerId)> = self
+            .peers
+            .iter()
+            .filter(|(p, e)| e.connections.is_empty() && team.is_none_or(|t| t.member(p).is_none()))
+            .map(|(p, e)| (e.last_seen, *p))
+            .collect();
+        strangers.sort();
+        let excess = self.peers.len() - MAX_PEERS;
+        for (_, p) in strangers.into_iter().take(excess) {
+            self.peers.remove(&p);
+        }
+    }
+
+    /// The rows of `agentmesh peers`: every known peer and every team
+    /// member, except `me`, members first, then by name and PeerId.
+    pub fn rows(&self, me: &PeerId, team: Option<&TeamState>) -> Vec<PeerRow> {
+        let mut ids: BTreeMap<PeerId, ()> = self.peers.keys().map(|p| (*p, ())).collect();
+        if let Some(t) = team {
+            for m in t.members() {
+                ids.insert(m.peer, ());
+            }
+        }
+        ids.remove(me);
+        let mut rows: Vec<PeerRow> = ids
+            .keys()
+            .map(|peer| {
+                let entry = self.peers.get(peer);
+                let member = team.and_then(|t| t.member(peer));
+                let revoked = team.is_some_and(|t| t.is_revoked(peer));
+                let membership = if revoked {
+                    "revoked"
+                } else if member.is_some_and(|m| m.standing == Standing::Current) {
+                    "member"
+                } else if entry.is_some_and(|e| e.relay) {
+                    "relay"
+                } else {
+                    "stranger"
+                };
+                let conns: Vec<&Multiaddr> = entry
+                    .map(|e| e.connections.values().collect())
+                    .unwrap_or_default();
+                let direct = conns.iter().find(|a| relay_of(a).is_none());
+                let (connection, relay, transport) = match (direct, conns.first()) {
+                    (Some(a), _) => ("direct", None, Some(transport_of(a).to_owned())),
+                    (None, Some(a)) => (
+                        "relayed",
+                        relay_of(a).map(|r| r.to_string()),
+                        Some("relay".to_owned()),
+                    ),
+                    (None, None) => ("none", None, None),
+                };
+                let last_seen = if conns.is_empty() {
+                    entry.and_then(|e| e.last_seen)
+                } else {
+                    Some(SystemTime::now())
+                };
+                PeerRow {
+                    name: member.map(|m| m.name.to_string()),
+                    peer_id: peer.to_string(),
+                    membership: membership.into(),
+                    connection: connection.into(),
+                    relay,
+                    transport,
+                    addresses: entry
+                        .map(|e| e.addrs.iter().map(ToString::to_string).collect())
+                        .unwrap_or_default(),
+                    rtt_ms: entry.and_then(|e| e.rtt).map(|d| d.as_secs_f64() * 1000.0),
+                    last_seen: last_seen.map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+                }
+            })
+            .collect();
+        let rank = |r: &PeerRow| match r.membership.as_str() {
+            "member" => 0,
+            "revoked" => 1,
+            "relay" => 2,
+            _ => 3,
+        };
+        rows.sort_by(|a, b| (rank(a), &a.name, &a.peer_id).cmp(&(rank(b), &b.name, &b.peer_id)));
+        rows
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relayed_addresses_name_their_relay() {
+        let relay = PeerId::random();
+        let target = PeerId::random();
+        let a: Multiaddr = format!("/ip4/1.2.3.4/tcp/1/p2p/{relay}/p2p-circuit/p2p/{target}")
+            .parse()
+            .unwrap();
+        assert_eq!(relay_of(&a), Some(relay));
+        assert_eq!(transport_of(&a), "relay");
+        let d: Multiaddr = "/ip4/1.2.3.4/udp/1/quic-v1".parse().unwrap();
+        assert_eq!(relay_of(&d), None);
+        assert_eq!(transport_of(&d), "quic");
+    }
+
+    #[test]
+    fn addresses_are_bounded_and_newest_first() {
+        let mut t = PeerTable::default();
+        let p = PeerId::random();
+        for port in 0..40u16 {
+            let a: Multiaddr = format!("/ip4/10.0.0.1/tcp/{port}").parse().unwrap();
+            assert!(t.add_addr(p, &a));
+        }
+        let e = t.get(&p).unwrap();
+        assert_eq!(e.addrs.len(), MAX_ADDRS_PER_PEER);
+        assert_eq!(e.addrs[0].to_string(), "/ip4/10.0.0.1/tcp/39");
+        let again: Multiaddr = "/ip4/10.0.0.1/tcp/39".parse().unwrap();
+        assert!(!t.add_addr(p, &again));
+    }
+}

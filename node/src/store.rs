@@ -1,0 +1,437 @@
+//! The store: everything the daemon keeps between runs, behind [`Store`].
+//!
+//! [`SledStore`] keeps it in sled, in `HOME/data`. Only the daemon opens it
+//! (sled takes a file lock, so a second process cannot); every other command
+//! goes through the local socket, and `agentmesh doctor` never opens it.
+//! The machine's keys are not here but in the key file (`Home::key_file`,
+//! mode 0600), so the store can be copied or inspected without exposing them.
+//!
+//! The store records its format version. A daemon refuses a store written
+//! by a newer version, and migrates an older one step by step at open.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use agentmesh_protocol::team::{BlockHash, TeamId};
+use agentmesh_protocol::{PeerId, Timestamp};
+use serde::{Deserialize, Serialize};
+
+/// The format this build writes. Bump it, and add a step to
+/// [`MIGRATIONS`], whenever the layout of any tree changes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Why the store failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// sled failed (disk full, corruption, permissions).
+    #[error("the store failed: {0}")]
+    Sled(#[from] sled::Error),
+    /// Another process holds the store open.
+    #[error(
+        "the store {path} is in use by another process (is another agentmesh daemon running on this home?)"
+    )]
+    Locked {
+        /// The store directory.
+        path: String,
+    },
+    /// The store was written by a newer agentmesh.
+    #[error(
+        "the store {path} was written by a newer agentmesh (store format {found}; this build reads up to {supported}); upgrade agentmesh"
+    )]
+    TooNew {
+        /// The store directory.
+        path: String,
+        /// The store's format.
+        found: u32,
+        /// [`FORMAT_VERSION`].
+        supported: u32,
+    },
+    /// A record in the store does not decode.
+    #[error("a record in the store is damaged ({0})")]
+    Corrupt(String),
+}
+
+/// What the daemon remembers about a peer between runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerRecord {
+    /// The peer.
+    pub peer_id: String,
+    /// Addresses it was reached at or announced, newest first.
+    pub addrs: Vec<String>,
+    /// The last measured round-trip time, in microseconds.
+    pub rtt_us: Option<u64>,
+    /// When it was last connected, Unix ms.
+    pub last_seen: Option<u64>,
+    /// Whether it serves circuit relay (identify listed the hop protocol).
+    pub relay: bool,
+}
+
+/// One decision the daemon made, for `agentmesh audit` (issue 4) and for
+/// people asking "what happened".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    /// When, Unix ms.
+    pub at: u64,
+    /// What happened: `team_created`, `admitted`, `revoked`, `join_refused`…
+    pub event: String,
+    /// The machine it concerns, if any.
+    pub peer: Option<String>,
+    /// Details, never message bodies.
+    pub detail: String,
+}
+
+/// The daemon's persistent state.
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// The team this machine belongs to, if any.
+    fn team(&self) -> Result<Option<TeamId>, StoreError>;
+    /// Records the team this machine belongs to (or none). Durable on return.
+    fn set_team(&self, team: Option<TeamId>) -> Result<(), StoreError>;
+    /// Every block stored for `team`, in hash order.
+    fn blocks(&self, team: &TeamId) -> Result<Vec<Vec<u8>>, StoreError>;
+    /// Stores blocks of `team`. Durable on return.
+    fn put_blocks(&self, team: &TeamId, blocks: &[(BlockHash, &[u8])]) -> Result<(), StoreError>;
+    /// Forgets every block of `team`.
+    fn delete_team(&self, team: &TeamId) -> Result<(), StoreError>;
+    /// Every peer record.
+    fn peers(&self) -> Result<Vec<PeerRecord>, StoreError>;
+    /// Stores a peer record, replacing the previous one.
+    fn put_peer(&self, record: &PeerRecord) -> Result<(), StoreError>;
+    /// Records an unused invite ticket nonce and its expiry.
+    fn put_ticket(&self, nonce: &[u8; 16], expires_at: Timestamp) -> Result<(), StoreError>;
+    /// Removes a ticket nonce (single use) and returns its expiry, if it
+    /// was known. Durable on return.
+    fn take_ticket(&self, nonce: &[u8; 16]) -> Result<Option<Timestamp>, StoreError>;
+    /// Forgets tickets that expired before `now`.
+    fn prune_tickets(&self, now: Timestamp) -> Result<usize, StoreError>;
+    /// The latest signed contact record of each machine, by PeerId.
+    fn contacts(&self) -> Result<BTreeMap<PeerId, Vec<u8>>, StoreError>;
+    /// Stores a machine's signed contact record.
+    fn put_contact(&self, peer: &PeerId, record: &[u8]) -> Result<(), StoreError>;
+    /// The sequence number of this machine's last contact record.
+    fn next_contact_seq(&self) -> Result<u64, StoreError>;
+    /// Appends to the audit log.
+    fn audit(&self, entry: &AuditEntry) -> Result<(), StoreError>;
+    /// Audit entries at or after `since`, oldest first.
+    fn audit_since(&self, since: Timestamp) -> Result<Vec<AuditEntry>, StoreError>;
+}
+
+/// A migration from format `i` to `i + 1` is `MIGRATIONS[i]`.
+type Migration = fn(&sled::Db) -> Result<(), StoreError>;
+
+/// Format 0 is the layout of development builds before the store recorded
+/// its version: the same trees as format 1, without `meta`. Migrating it
+/// only records the version.
+const MIGRATIONS: [Migration; 1] = [|_db| Ok(())];
+
+const META: &str = "meta";
+const FORMAT_KEY: &[u8] = b"format_version";
+const TEAM_KEY: &[u8] = b"team";
+const CONTACT_SEQ_KEY: &[u8] = b"contact_seq";
+
+/// The sled implementation of [`Store`].
+#[derive(Debug)]
+pub struct SledStore {
+    db: sled::Db,
+    meta: sled::Tree,
+    blocks: sled::Tree,
+    peers: sled::Tree,
+    tickets: sled::Tree,
+    contacts: sled::Tree,
+    audit: sled::Tree,
+}
+
+impl SledStore {
+    /// Opens (creating if needed) the store in `dir`, migrating an older
+    /// format and refusing a newer one.
+    pub fn open(dir: &Path, cache_bytes: u64) -> Result<Self, StoreError> {
+        let path = dir.display().to_string();
+        let db = sled::Config::new()
+            .path(dir)
+            .cache_capacity(cache_bytes)
+            .open()
+            .map_err(|e| match e {
+                sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock => {
+                    StoreError::Locked { path: path.clone() }
+                }
+                sled::Error::Io(io) if io.to_string().contains("lock") => {
+                    StoreError::Locked { path: path.clone() }
+                }
+                e => StoreError::Sled(e),
+            })?;
+        let meta = db.open_tree(META)?;
+        let found = match meta.get(FORMAT_KEY)? {
+            Some(v) => u32::from_be_bytes(
+                v.as_ref()
+                    .try_into()
+                    .map_err(|_| StoreError::Corrupt("format version".into()))?,
+            ),
+            // A store with no trees besides sled's own is new.
+            None if db.tree_names().len() <= 2 => FORMAT_VERSION,
+            None => 0,
+        };
+        if found > FORMAT_VERSION {
+            return Err(StoreError::TooNew {
+                path,
+                found,
+                supported: FORMAT_VERSION,
+            });
+        }
+        for (step, migrate) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+            tracing::info!(from = step, to = step + 1, "migrating the store");
+            migrate(&db)?;
+        }
+        meta.insert(FORMAT_KEY, &FORMAT_VERSION.to_be_bytes())?;
+        db.flush()?;
+        Ok(SledStore {
+            blocks: db.open_tree("blocks")?,
+            peers: db.open_tree("peers")?,
+            tickets: db.open_tree("tickets")?,
+            contacts: db.open_tree("contacts")?,
+            audit: db.open_tree("audit")?,
+            meta,
+            db,
+        })
+    }
+
+    /// The format version recorded in the store.
+    pub fn format_version(&self) -> Result<u32, StoreError> {
+        let v = self
+            .meta
+            .get(FORMAT_KEY)?
+            .ok_or_else(|| StoreError::Corrupt("format version missing".into()))?;
+        Ok(u32::from_be_bytes(v.as_ref().try_into().map_err(|_| {
+            StoreError::Corrupt("format version".into())
+        })?))
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        self.db.flush()?;
+        Ok(())
+    }
+}
+
+fn json<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("store records always serialise")
+}
+
+fn from_json<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+impl Store for SledStore {
+    fn team(&self) -> Result<Option<TeamId>, StoreError> {
+        match self.meta.get(TEAM_KEY)? {
+            None => Ok(None),
+            Some(v) => Ok(Some(TeamId(
+                v.as_ref()
+                    .try_into()
+                    .map_err(|_| StoreError::Corrupt("team id".into()))?,
+            ))),
+        }
+    }
+
+    fn set_team(&self, team: Option<TeamId>) -> Result<(), StoreError> {
+        match team {
+            Some(t) => self.meta.insert(TEAM_KEY, &t.0)?,
+            None => self.meta.remove(TEAM_KEY)?,
+        };
+        self.flush()
+    }
+
+    fn blocks(&self, team: &TeamId) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.blocks
+            .scan_prefix(team.0)
+            .map(|kv| kv.map(|(_, v)| v.to_vec()).map_err(StoreError::from))
+            .collect()
+    }
+
+    fn put_blocks(&self, team: &TeamId, blocks: &[(BlockHash, &[u8])]) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        for (hash, bytes) in blocks {
+            batch.insert([team.0, hash.0].concat(), *bytes);
+        }
+        self.blocks.apply_batch(batch)?;
+        self.flush()
+    }
+
+    fn delete_team(&self, team: &TeamId) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        for kv in self.blocks.scan_prefix(team.0) {
+            batch.remove(kv?.0);
+        }
+        self.blocks.apply_batch(batch)?;
+        self.flush()
+    }
+
+    fn peers(&self) -> Result<Vec<PeerRecord>, StoreError> {
+        self.peers.iter().map(|kv| from_json(&kv?.1)).collect()
+    }
+
+    fn put_peer(&self, record: &PeerRecord) -> Result<(), StoreError> {
+        self.peers.insert(record.peer_id.as_bytes(), json(record))?;
+        Ok(())
+    }
+
+    fn put_ticket(&self, nonce: &[u8; 16], expires_at: Timestamp) -> Result<(), StoreError> {
+        self.tickets
+            .insert(nonce, &expires_at.as_unix_millis().to_be_bytes())?;
+        self.flush()
+    }
+
+    fn take_ticket(&self, nonce: &[u8; 16]) -> Result<Option<Timestamp>, StoreError> {
+        let old = self.tickets.remove(nonce)?;
+        self.flush()?;
+        Ok(old.and_then(|v| {
+            <[u8; 8]>::try_from(v.as_ref())
+                .ok()
+                .map(|b| Timestamp::from_unix_millis(u64::from_be_bytes(b)))
+        }))
+    }
+
+    fn prune_tickets(&self, now: Timestamp) -> Result<usize, StoreError> {
+        let mut gone = 0;
+        for kv in self.tickets.iter() {
+            let (k, v) = kv?;
+            let expired = <[u8; 8]>::try_from(v.as_ref())
+                .map(|b| u64::from_be_bytes(b) < now.as_unix_millis())
+                .unwrap_or(true);
+            if expired {
+                self.tickets.remove(k)?;
+                gone += 1;
+            }
+        }
+        Ok(gone)
+    }
+
+    fn contacts(&self) -> Result<BTreeMap<PeerId, Vec<u8>>, StoreError> {
+        let mut out = BTreeMap::new();
+        for kv in self.contacts.iter() {
+            let (k, v) = kv?;
+            let peer = PeerId::from_bytes(&k).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            out.insert(peer, v.to_vec());
+        }
+        Ok(out)
+    }
+
+    fn put_contact(&self, peer: &PeerId, record: &[u8]) -> Result<(), StoreError> {
+        self.contacts.insert(peer.to_bytes(), record)?;
+        Ok(())
+    }
+
+    fn next_contact_seq(&self) -> Result<u64, StoreError> {
+        let next = self
+            .meta
+            .update_and_fetch(CONTACT_SEQ_KEY, |old| {
+                let n = old
+                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                    .map_or(0, u64::from_be_bytes);
+                Some((n + 1).to_be_bytes().to_vec())
+            })?
+            .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
+            .map_or(1, u64::from_be_bytes);
+        Ok(next)
+    }
+
+    fn audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+        // Key: time, then sled's monotonic id, so entries sort by time and
+        // two in one millisecond never collide.
+        let id = self.db.generate_id()?;
+        let key = [entry.at.to_be_bytes(), id.to_be_bytes()].concat();
+        self.audit.insert(key, json(entry))?;
+        Ok(())
+    }
+
+    fn audit_since(&self, since: Timestamp) -> Result<Vec<AuditEntry>, StoreError> {
+        self.audit
+            .range(since.as_unix_millis().to_be_bytes()..)
+            .map(|kv| from_json(&kv?.1))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_its_format_and_keeps_data_across_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let team = TeamId([3; 32]);
+        {
+            let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+            assert_eq!(s.format_version().unwrap(), FORMAT_VERSION);
+            s.set_team(Some(team)).unwrap();
+            s.put_blocks(
+                &team,
+                &[(BlockHash([1; 32]), b"one"), (BlockHash([2; 32]), b"two")],
+            )
+            .unwrap();
+        }
+        let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!(s.team().unwrap(), Some(team));
+        assert_eq!(
+            s.blocks(&team).unwrap(),
+            vec![b"one".to_vec(), b"two".to_vec()]
+        );
+        assert!(s.blocks(&TeamId([4; 32])).unwrap().is_empty());
+    }
+
+    #[test]
+    fn refuses_a_newer_store() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = sled::open(dir.path()).unwrap();
+            db.open_tree(META)
+                .unwrap()
+                .insert(FORMAT_KEY, &99u32.to_be_bytes())
+                .unwrap();
+            db.flush().unwrap();
+        }
+        let e = SledStore::open(dir.path(), 1 << 20).unwrap_err();
+        assert!(matches!(
+            e,
+            StoreError::TooNew {
+                found: 99,
+                supported: FORMAT_VERSION,
+                ..
+            }
+        ));
+        assert!(e.to_string().contains("upgrade agentmesh"), "{e}");
+    }
+
+    #[test]
+    fn migrates_an_older_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let team = TeamId([5; 32]);
+        {
+            // A format-0 store: data, but no recorded version.
+            let db = sled::open(dir.path()).unwrap();
+            db.open_tree("blocks")
+                .unwrap()
+                .insert([team.0, [9; 32]].concat(), b"block".as_ref())
+                .unwrap();
+            db.flush().unwrap();
+        }
+        let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!(s.format_version().unwrap(), FORMAT_VERSION);
+        assert_eq!(s.blocks(&team).unwrap(), vec![b"block".to_vec()]);
+    }
+
+    #[test]
+    fn tickets_are_single_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+        let t = Timestamp::from_unix_millis(1000);
+        s.put_ticket(&[1; 16], t).unwrap();
+        s.put_ticket(&[2; 16], Timestamp::from_unix_millis(10))
+            .unwrap();
+        assert_eq!(s.take_ticket(&[1; 16]).unwrap(), Some(t));
+        assert_eq!(s.take_ticket(&[1; 16]).unwrap(), None);
+        assert_eq!(
+            s.prune_tickets(Timestamp::from_unix_millis(500)).unwrap(),
+            1
+        );
+        assert_eq!(s.take_ticket(&[2; 16]).unwrap(), None);
+    }
+}

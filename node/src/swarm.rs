@@ -1,0 +1,242 @@
+//! The libp2p side: the behaviour the daemon's swarm runs, the wire
+//! messages of agentmesh's own request-response protocols, and building
+//! the swarm. Only [`crate::node`]'s event loop touches the `Swarm`.
+//!
+//! | protocol | carries | who may use it |
+//! |---|---|---|
+//! | `/agentmesh/join/1` | [`JoinMsg`] / [`JoinReply`] | anyone holding a valid ticket (the founder checks) |
+//! | `/agentmesh/sync/1` | [`SyncRequest`] / [`SyncReply`] | current members only |
+//! | gossipsub topic per team | signed team blocks | current members only (see [`stranger_score`]) |
+//! | `/agentmesh/kad/1.0.0` | Kademlia, on a private protocol name | anyone |
+//! | identify, ping, mDNS | libp2p's own | anyone |
+
+use std::time::Duration;
+
+use libp2p::gossipsub::{
+    self, IdentTopic, MessageAuthenticity, PeerScoreParams, PeerScoreThresholds,
+};
+use libp2p::request_response::{self, ProtocolSupport};
+use libp2p::swarm::NetworkBehaviour;
+use libp2p::swarm::behaviour::toggle::Toggle;
+use libp2p::{
+    StreamProtocol, Swarm, identify, identity::Keypair, kad, mdns, noise, ping, tcp, yamux,
+};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use agentmesh_protocol::team::TeamId;
+
+/// identify's protocol version: peers speaking another are not agentmesh.
+pub const IDENTIFY_PROTOCOL: &str = "/agentmesh/1.0.0";
+/// The join protocol.
+pub const JOIN_PROTOCOL: StreamProtocol = StreamProtocol::new("/agentmesh/join/1");
+/// The team sync protocol.
+pub const SYNC_PROTOCOL: StreamProtocol = StreamProtocol::new("/agentmesh/sync/1");
+/// Kademlia on a private protocol name, to stay off the public IPFS DHT.
+pub const KAD_PROTOCOL: StreamProtocol = StreamProtocol::new("/agentmesh/kad/1.0.0");
+
+/// How long an idle connection stays open. Members keep a gossipsub
+/// stream open, so this only closes connections to strangers and relays
+/// that have nothing to do.
+pub const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a join or sync request may take before it fails. Both are a
+/// single round trip of small messages.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The most blocks one sync reply carries (8 KiB each at most, so a reply
+/// stays under 8 MiB, inside request-response's 10 MiB response limit).
+/// A reply that had to leave blocks out says `more`, and the requester
+/// asks again.
+pub const MAX_BLOCKS_PER_SYNC: usize = 1000;
+
+/// The application score given to every peer that is not a current member.
+/// gossipsub ignores every RPC but subscriptions from peers below its
+/// graylist threshold (-80), never publishes to peers below its publish
+/// threshold (-50), never gossips to those below -10, and never grafts
+/// them into a mesh, so a stranger that subscribes to a team's topic
+/// receives nothing. Members score 0.
+pub fn stranger_score() -> f64 {
+    -1000.0
+}
+
+/// The gossipsub topic of a team: a hash of the team id, so the topic name
+/// a connecting peer may see does not reveal the id.
+pub fn team_topic(team: &TeamId) -> IdentTopic {
+    let digest = Sha256::new()
+        .chain_update(b"agentmesh/v1 gossip topic")
+        .chain_update(team.0)
+        .finalize();
+    IdentTopic::new(format!(
+        "agentmesh/team/{}",
+        data_encoding::HEXLOWER.encode(&digest[..16])
+    ))
+}
+
+/// A message of the join protocol, from the joiner.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum JoinMsg {
+    /// A `JoinRequest` (agentmesh-protocol's canonical CBOR).
+    Request(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// Where does my request (named by its nonce) stand?
+    Poll(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// The person confirmed the team code: admit me.
+    Confirm(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// The person did not confirm the team code: forget my request.
+    Decline(#[serde(with = "serde_bytes")] Vec<u8>),
+}
+
+/// The founder's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum JoinReply {
+    /// A `JoinOffer` (agentmesh-protocol's canonical CBOR).
+    Offer(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// Nobody has typed the pairing code yet.
+    Waiting,
+    /// The pairing code matched; the joiner should confirm the team code.
+    Approved,
+    /// Admitted: every block of the team, Genesis first.
+    Admitted(Vec<serde_bytes::ByteBuf>),
+    /// Acknowledged (a decline).
+    Done,
+    /// Refused, and why.
+    Refused(String),
+}
+
+/// An anti-entropy sync request: "this is what I have".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SyncRequest {
+    /// The team.
+    #[serde(with = "serde_bytes")]
+    pub team: Vec<u8>,
+    /// The hashes of every block the requester holds.
+    pub have: Vec<serde_bytes::ByteBuf>,
+    /// The requester's latest signed contact record.
+    pub contact: Option<serde_bytes::ByteBuf>,
+}
+
+/// The answer to a sync request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum SyncReply {
+    /// The blocks the requester lacks, and the responder's contact record.
+    Blocks {
+        /// Blocks, Genesis first if included.
+        blocks: Vec<serde_bytes::ByteBuf>,
+        /// More blocks are missing than one reply carries: ask again.
+        more: bool,
+        /// The responder's latest signed contact record.
+        contact: Option<serde_bytes::ByteBuf>,
+    },
+    /// Refused, and why.
+    Refused(String),
+}
+
+pub use behaviour::{Behaviour, BehaviourEvent};
+
+mod behaviour {
+    // The derive generates `BehaviourEvent`, one variant per field, which
+    // carries no docs of its own and has no Debug.
+    #![allow(missing_docs, missing_debug_implementations)]
+
+    use super::*;
+
+    /// The daemon's network behaviour.
+    #[derive(NetworkBehaviour)]
+    pub struct Behaviour {
+        /// Exchanges listen addresses, protocols and observed addresses.
+        pub identify: identify::Behaviour,
+        /// Measures round-trip time.
+        pub ping: ping::Behaviour,
+        /// Finds machines on the LAN (off with `--no-mdns`).
+        pub mdns: Toggle<mdns::tokio::Behaviour>,
+        /// Finds teammates' addresses beyond the LAN.
+        pub kad: kad::Behaviour<kad::store::MemoryStore>,
+        /// Spreads team blocks.
+        pub gossipsub: gossipsub::Behaviour,
+        /// Joining.
+        pub join: request_response::cbor::Behaviour<JoinMsg, JoinReply>,
+        /// Anti-entropy sync of team blocks and contact records.
+        pub sync: request_response::cbor::Behaviour<SyncRequest, SyncReply>,
+    }
+}
+
+/// Why the swarm could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A transport or behaviour failed to start.
+    #[error("cannot start the network: {0}")]
+    Start(String),
+}
+
+/// Builds the swarm for `keypair`, with mDNS if `mdns`.
+pub fn build(keypair: Keypair, mdns: bool) -> Result<Swarm<Behaviour>, BuildError> {
+    let start = |e: &dyn std::fmt::Display| BuildError::Start(e.to_string());
+    let swarm = libp2p::SwarmBuilder::with_existing_identity(keypair)
+        .with_tokio()
+        .with_tcp(
+            tcp::Config::default().nodelay(true),
+            noise::Config::new,
+            yamux::Config::default,
+        )
+        .map_err(|e| start(&e))?
+        .with_quic()
+        .with_behaviour(|key| {
+            let peer_id = key.public().to_peer_id();
+            let gossip_config = gossipsub::ConfigBuilder::default()
+                .validation_mode(gossipsub::ValidationMode::Strict)
+                .heartbeat_interval(Duration::from_secs(1))
+                .max_transmit_size(agentmesh_protocol::cbor::MAX_BLOCK_BYTES * 2)
+                .build()
+                .map_err(|e| e.to_string())?;
+            let mut gossipsub =
+                gossipsub::Behaviour::new(MessageAuthenticity::Signed(key.clone()), gossip_config)?;
+            let score = PeerScoreParams {
+                // Everything rides on the application score we set: members
+                // 0, everyone else `stranger_score()`.
+                app_specific_weight: 1.0,
+                // Members behind one NAT share an address; that is normal.
+                ip_colocation_factor_weight: 0.0,
+                ..PeerScoreParams::default()
+            };
+            gossipsub.with_peer_score(score, PeerScoreThresholds::default())?;
+            let mdns = if mdns {
+                Some(
+                    mdns::tokio::Behaviour::new(mdns::Config::default(), peer_id)
+                        .map_err(|e| e.to_string())?,
+                )
+            } else {
+                None
+            };
+            let rr_config =
+                request_response::Config::default().with_request_timeout(REQUEST_TIMEOUT);
+            Ok(Behaviour {
+                identify: identify::Behaviour::new(
+                    identify::Config::new(IDENTIFY_PROTOCOL.into(), key.public())
+                        .with_agent_version(format!("agentmesh/{}", env!("CARGO_PKG_VERSION"))),
+                ),
+                ping: ping::Behaviour::new(
+                    ping::Config::new().with_interval(Duration::from_secs(15)),
+                ),
+                mdns: mdns.into(),
+                kad: kad::Behaviour::with_config(
+                    peer_id,
+                    kad::store::MemoryStore::new(peer_id),
+                    kad::Config::new(KAD_PROTOCOL),
+                ),
+                gossipsub,
+                join: request_response::cbor::Behaviour::new(
+                    [(JOIN_PROTOCOL, ProtocolSupport::Full)],
+                    rr_config.clone(),
+                ),
+                sync: request_response::cbor::Behaviour::new(
+                    [(SYNC_PROTOCOL, ProtocolSupport::Full)],
+                    rr_config,
+                ),
+            })
+        })
+        .map_err(|e| start(&e))?
+        .with_swarm_config(|c| c.with_idle_connection_timeout(IDLE_CONNECTION_TIMEOUT))
+        .build();
+    Ok(swarm)
+}

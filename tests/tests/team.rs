@@ -1,0 +1,94 @@
+//! The life of a team across three real daemons on loopback.
+
+use std::time::Instant;
+
+use agentmesh_tests::{Node, join, wait_for};
+
+#[test]
+fn three_machines_join_revoke_while_one_is_away_and_sync() {
+    let mut a = Node::new("alpha");
+    let mut b = Node::new("bravo");
+    let mut c = Node::new("charlie");
+    a.start();
+    b.start();
+    c.start();
+    let created = a.json(&["team", "create", "core", "--owner", "Ada"]);
+    assert_eq!(created["name"], "core");
+    assert_eq!(created["members"].as_array().unwrap().len(), 1);
+
+    let started = Instant::now();
+    let (pairing, team_code) = join(&a, &b, "Bob");
+    eprintln!(
+        "join end to end on loopback (both people typing at once): {:?}",
+        started.elapsed()
+    );
+    assert_ne!(pairing, team_code);
+    join(&a, &c, "Cy");
+
+    // Everyone learns of everyone.
+    for n in [&a, &b, &c] {
+        wait_for(&format!("{} to list three current members", n.name), || {
+            let t = n.json(&["team", "show"]);
+            let current = t["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|m| m["revoked"] == false)
+                .count();
+            (current == 3).then_some(())
+        });
+    }
+    let team = b.json(&["team", "show"]);
+    assert_eq!(team["name"], "core");
+    assert_eq!(team["founder"], a.peer_id());
+    let bravo = b.member("bravo").unwrap();
+    assert_eq!(bravo["owner"], "Bob");
+    assert_eq!(bravo["peer_id"], b.peer_id());
+    assert!(bravo["admitted_at"].as_str().unwrap().ends_with('Z'));
+    let c_id = c.peer_id();
+    let row = wait_for("alpha to see charlie connected", || {
+        a.peer_row(&c_id).filter(|r| r["connection"] == "direct")
+    });
+    assert_eq!(row["membership"], "member");
+    assert_eq!(row["name"], "charlie");
+    assert!(
+        matches!(row["transport"].as_str(), Some("tcp" | "quic")),
+        "{row}"
+    );
+
+    // Bravo goes away; alpha revokes charlie meanwhile.
+    b.stop();
+    a.ok(&["revoke", "charlie"]);
+    assert_eq!(a.member("charlie").unwrap()["revoked"], true);
+    wait_for("alpha to drop charlie", || {
+        a.peer_row(&c_id)
+            .filter(|r| r["membership"] == "revoked" && r["connection"] == "none")
+    });
+
+    // Bravo comes back, meets alpha, and learns of the revocation.
+    b.start();
+    wait_for("bravo to learn that charlie was revoked", || {
+        (b.member("charlie").unwrap()["revoked"] == true).then_some(())
+    });
+    assert_eq!(b.member("alpha").unwrap()["revoked"], false);
+
+    // Both refuse charlie now.
+    for refuser in [&a, &b] {
+        let e = c.fails(&["connect", &refuser.addr()]);
+        assert!(
+            e.contains("refused") || e.contains("closed the connection"),
+            "{e}"
+        );
+        wait_for(
+            &format!("{} to show charlie revoked and disconnected", refuser.name),
+            || {
+                refuser
+                    .peer_row(&c_id)
+                    .filter(|r| r["membership"] == "revoked" && r["connection"] == "none")
+            },
+        );
+    }
+    // Alpha and bravo still talk to each other.
+    let synced = b.json(&["connect", &a.addr()]);
+    assert_eq!(synced["membership"], "member");
+}

@@ -263,6 +263,18 @@ impl Drop for Node {
     }
 }
 
+/// The exit code of a finished pseudo-terminal session, `None` if it was
+/// killed by a signal.
+pub fn exit_code(session: &PtySession) -> Option<i32> {
+    // rexpect's WaitStatus comes from its own nix; read it by its Debug
+    // form, `Exited(Pid(N), CODE)`.
+    let status = format!("{:?}", session.process().wait().unwrap());
+    status
+        .strip_prefix("Exited(")
+        .and_then(|s| s.rsplit(", ").next())
+        .and_then(|s| s.trim_end_matches(')').parse().ok())
+}
+
 /// The code in `XXXX-XXXX-XXXX` form after `label` in a session's output.
 pub fn read_code(session: &mut PtySession, label: &str) -> String {
     let (_, m) = session
@@ -295,5 +307,7 @@ pub fn join(founder: &Node, joiner: &Node, owner: &str) -> (String, String) {
     a.exp_string("is now a member").unwrap();
     j.exp_eof().unwrap();
     a.exp_eof().unwrap();
+    assert_eq!(exit_code(&j), Some(0), "join exits 0");
+    assert_eq!(exit_code(&a), Some(0), "admit exits 0");
     (pairing, team_code)
 }

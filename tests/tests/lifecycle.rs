@@ -1,0 +1,150 @@
+//! Starting and stopping a node the way a newcomer does, and `doctor`.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use agentmesh_tests::Node;
+
+/// Stops a daemon `up` started, even if the test fails.
+struct Down<'a>(&'a Node);
+
+impl Drop for Down<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.run(&["down"]);
+    }
+}
+
+#[test]
+fn up_status_down_like_a_newcomer() {
+    let n = Node::new("fresh");
+    let up = ["up", "--no-mdns", "--listen", "/ip4/127.0.0.1/tcp/0"];
+    let out = n.ok(&up);
+    let _down = Down(&n);
+    assert!(out.contains("agentmesh started"), "{out}");
+    // A second `up` reports the running daemon instead of starting another.
+    let again = n.ok(&up);
+    assert!(again.contains("already running"), "{again}");
+    // With no team, status says how to make or join one.
+    let status = n.ok(&["status"]);
+    assert!(status.contains("is running"), "{status}");
+    assert!(
+        status.contains("agentmesh team create NAME --owner YOU"),
+        "{status}"
+    );
+    assert!(status.contains("agentmesh join TICKET"), "{status}");
+    let json = n.status();
+    for field in [
+        "peer_id",
+        "name",
+        "team",
+        "listen_addrs",
+        "external_addrs",
+        "reachability",
+    ] {
+        assert!(
+            json.get(field).is_some(),
+            "status --json lacks {field}: {json}"
+        );
+    }
+    assert_eq!(json["name"], "fresh");
+    assert!(json["team"].is_null());
+    assert!(json["peer_id"].as_str().unwrap().starts_with("12D3KooW"));
+    let stopped = n.ok(&["down"]);
+    assert!(stopped.contains("stopped"), "{stopped}");
+    let e = n.fails(&["status"]);
+    assert!(e.contains("not running"), "{e}");
+}
+
+/// Every file under `dir`: size, mode and modification time.
+fn snapshot(dir: &Path, skip: &[&str]) -> BTreeMap<String, (u64, u32, i64, i64)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = e.path();
+            let rel = path.strip_prefix(dir).unwrap().display().to_string();
+            if skip.iter().any(|s| rel.starts_with(s)) {
+                continue;
+            }
+            let m = std::fs::symlink_metadata(&path).unwrap();
+            out.insert(rel, (m.len(), m.mode(), m.mtime(), m.mtime_nsec()));
+            if m.is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn doctor_reports_and_never_writes() {
+    let mut n = Node::new("patient");
+    // Stopped: everything in the home must stay exactly as it was.
+    let before = snapshot(&n.home(), &[]);
+    let out = n.run(&["doctor"]);
+    assert!(!out.status.success(), "a stopped daemon is a failure");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("ok   identity 12D3KooW"), "{text}");
+    assert!(text.contains("FAIL the daemon is not running"), "{text}");
+    assert_eq!(snapshot(&n.home(), &[]), before, "doctor changed the home");
+
+    // A key others can read is reported with the fix.
+    use std::os::unix::fs::PermissionsExt;
+    let key = n.home().join("identity.key");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let text = String::from_utf8(n.run(&["doctor"]).stdout).unwrap();
+    assert!(text.contains("FAIL key file has mode 644"), "{text}");
+    assert!(
+        text.contains(&format!("chmod 600 {}", key.display())),
+        "{text}"
+    );
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+    // Running, in a team: all checks pass. The daemon owns its store and
+    // log, which it may write on its own; nothing else may change.
+    n.start();
+    n.ok(&["team", "create", "ward", "--owner", "Pat"]);
+    let skip = ["data", "test-daemon.log"];
+    let before = snapshot(&n.home(), &skip);
+    let out = n.run(&["doctor"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("ok   team ward: 1 members, this machine current"),
+        "{text}"
+    );
+    assert!(
+        text.contains("ok   listening on /ip4/127.0.0.1/tcp/"),
+        "{text}"
+    );
+    assert!(!text.contains("FAIL"), "{text}");
+    assert_eq!(
+        snapshot(&n.home(), &skip),
+        before,
+        "doctor changed the home"
+    );
+}
+
+#[test]
+fn config_errors_name_the_field() {
+    let mut n = Node::new("picky");
+    std::fs::write(
+        n.home().join("config.toml"),
+        "name = \"picky\"\nlisten = [\"/ip4/0.0.0.0/tcp/1\", \"nowhere\"]\n",
+    )
+    .unwrap();
+    let e = n.fails(&["config", "show"]);
+    assert!(e.contains("config field `listen[1]`"), "{e}");
+    // The daemon refuses to start with it, saying the same.
+    n.listen.clear();
+    let out = n.command(&["daemon", "--no-mdns"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("config field `listen[1]`"));
+    std::fs::write(n.home().join("config.toml"), "name = \"picky\"\n").unwrap();
+    let shown = n.ok(&["config", "show"]);
+    assert!(
+        shown.contains("mdns = true") && shown.contains("max_pending = 16"),
+        "{shown}"
+    );
+}

@@ -1,0 +1,130 @@
+//! A stranger that dials a member and speaks the team protocols is refused
+//! on every one and never receives the team's blocks.
+//!
+//! The stranger is a libp2p node built in this test with the daemon's own
+//! behaviour (so it speaks every protocol correctly), dialing real daemons.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentmesh_node::swarm::{
+    BehaviourEvent, JoinMsg, JoinReply, SyncReply, SyncRequest, team_topic,
+};
+use agentmesh_protocol::join::JoinRequest;
+use agentmesh_protocol::team::TeamId;
+use agentmesh_protocol::{Identity, Name, Owner, PeerId, Wire};
+use agentmesh_tests::{DEADLINE, Node, join, wait_for};
+use futures::StreamExt;
+use libp2p::request_response;
+use libp2p::swarm::SwarmEvent;
+
+#[test]
+fn a_stranger_is_refused_everywhere_and_gets_no_blocks() {
+    let mut a = Node::new("alpha");
+    let mut b = Node::new("bravo");
+    let mut c = Node::new("charlie");
+    for n in [&mut a, &mut b, &mut c] {
+        n.start();
+    }
+    a.ok(&["team", "create", "core", "--owner", "Ada"]);
+    join(&a, &b, "Bob");
+    join(&a, &c, "Cy");
+    let team = TeamId::parse(a.json(&["team", "show"])["team_id"].as_str().unwrap()).unwrap();
+    let a_peer: PeerId = a.peer_id().parse().unwrap();
+    let a_addr: libp2p::Multiaddr = a.addr().parse().unwrap();
+    let (a, b) = (Arc::new(a), Arc::new(b));
+
+    let stranger = Identity::from_secrets(&[0x55; 32], &[0x66; 32]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut swarm = agentmesh_node::swarm::build(agentmesh_node::libp2p_keypair(&stranger), false).unwrap();
+        swarm.dial(a_addr).unwrap();
+        tokio::time::timeout(DEADLINE, async {
+            loop {
+                if let SwarmEvent::ConnectionEstablished { peer_id, .. } = swarm.select_next_some().await
+                    && peer_id == a_peer
+                {
+                    break;
+                }
+            }
+        })
+        .await
+        .expect("the stranger connects to alpha");
+
+        // It listens on the team's topic, asks for the blocks, polls for a
+        // join it never made, and asks to join with a ticket it never got.
+        swarm.behaviour_mut().gossipsub.subscribe(&team_topic(&team)).unwrap();
+        let sync = swarm.behaviour_mut().sync.send_request(
+            &a_peer,
+            SyncRequest {
+                team: team.0.to_vec(),
+                have: vec![],
+                contact: None,
+            },
+        );
+        let poll = swarm.behaviour_mut().join.send_request(&a_peer, JoinMsg::Poll(vec![9; 16]));
+        let request = JoinRequest {
+            ticket_nonce: [1; 16],
+            joiner: stranger.peer_id(),
+            x25519: stranger.x25519_public(),
+            name: Name::parse("machine name", "mallory").unwrap(),
+            owner: Owner::parse("Mallory").unwrap(),
+            nonce: [2; 16],
+        };
+        let ask = swarm.behaviour_mut().join.send_request(&a_peer, JoinMsg::Request(request.to_bytes()));
+
+        // Meanwhile alpha revokes charlie: a new block, gossiped and synced
+        // to bravo, the control that shows blocks do flow to members.
+        let (a2, b2) = (a.clone(), b.clone());
+        let mut control = tokio::task::spawn_blocking(move || {
+            a2.ok(&["revoke", "charlie"]);
+            wait_for("bravo to learn charlie's revocation", || {
+                (b2.member("charlie").unwrap()["revoked"] == true).then_some(())
+            });
+        });
+
+        let (mut sync_reply, mut poll_reply, mut ask_reply) = (None, None, None);
+        let mut gossip = 0;
+        let mut control_done = false;
+        tokio::time::timeout(DEADLINE + Duration::from_secs(10), async {
+            while !(control_done && sync_reply.is_some() && poll_reply.is_some() && ask_reply.is_some()) {
+                tokio::select! {
+                    r = &mut control, if !control_done => { r.unwrap(); control_done = true; }
+                    ev = swarm.select_next_some() => match ev {
+                        SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(libp2p::gossipsub::Event::Message { .. })) => gossip += 1,
+                        SwarmEvent::Behaviour(BehaviourEvent::Sync(request_response::Event::Message {
+                            message: request_response::Message::Response { request_id, response }, ..
+                        })) if request_id == sync => sync_reply = Some(response),
+                        SwarmEvent::Behaviour(BehaviourEvent::Join(request_response::Event::Message {
+                            message: request_response::Message::Response { request_id, response }, ..
+                        })) => {
+                            if request_id == poll { poll_reply = Some(response) } else if request_id == ask { ask_reply = Some(response) }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        })
+        .await
+        .expect("every request is answered and the control finishes");
+
+        match sync_reply.unwrap() {
+            SyncReply::Refused(why) => assert!(why.contains("not a member"), "{why}"),
+            SyncReply::Blocks { blocks, .. } => panic!("a stranger was sent {} blocks", blocks.len()),
+        }
+        match poll_reply.unwrap() {
+            JoinReply::Refused(why) => assert!(why.contains("no such join request"), "{why}"),
+            other => panic!("a stranger's poll was answered {other:?}"),
+        }
+        match ask_reply.unwrap() {
+            JoinReply::Refused(why) => assert!(why.contains("unknown or was already used"), "{why}"),
+            other => panic!("a join with a forged ticket was answered {other:?}"),
+        }
+        assert_eq!(gossip, 0, "the stranger received gossiped blocks");
+    });
+    let row = a
+        .peer_row(&stranger.peer_id().to_string())
+        .expect("alpha lists the stranger");
+    assert_eq!(row["membership"], "stranger");
+    assert!(row["name"].is_null());
+}

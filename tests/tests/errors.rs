@@ -1,6 +1,8 @@
 //! Every way a person can get it wrong gets a clear error, a non-zero
 //! exit, and loses nothing.
 
+#![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;

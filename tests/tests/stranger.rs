@@ -4,6 +4,8 @@
 //! The stranger is a libp2p node built in this test with the daemon's own
 //! behaviour (so it speaks every protocol correctly), dialing real daemons.
 
+#![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,5 +1,7 @@
 //! Facts about the workspace itself that users and later issues rely on.
 
+#![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
 /// libp2p signs with ed25519-dalek through libp2p-identity; the protocol
 /// signs envelopes and blocks with ed25519-dalek directly. They must be one
 /// copy, so a machine's key means the same thing to both.

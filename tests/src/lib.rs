@@ -59,8 +59,13 @@ pub struct Node {
     pub name: String,
     home: tempfile::TempDir,
     daemon: Option<Child>,
-    /// Extra daemon arguments (besides --home, --no-mdns, --listen).
+    /// The daemon's `--listen` addresses.
     pub listen: Vec<String>,
+    /// Run the daemon with mDNS on (only inside a network namespace the
+    /// test made: mDNS multicasts on every interface it sees).
+    pub mdns: bool,
+    /// A command the daemon runs under, such as `ip netns exec NS`.
+    pub wrapper: Vec<String>,
 }
 
 impl Node {
@@ -80,6 +85,8 @@ impl Node {
                 "/ip4/127.0.0.1/tcp/0".into(),
                 "/ip4/127.0.0.1/udp/0/quic-v1".into(),
             ],
+            mdns: false,
+            wrapper: vec![],
         };
         node.ok(&["init", "--name", name]);
         node
@@ -141,7 +148,10 @@ impl Node {
     /// until its socket answers.
     pub fn start(&mut self) {
         assert!(self.daemon.is_none(), "{} is already running", self.name);
-        let mut args = vec!["daemon", "--no-mdns"];
+        let mut args = vec!["daemon"];
+        if !self.mdns {
+            args.push("--no-mdns");
+        }
         for l in &self.listen {
             args.push("--listen");
             args.push(l);
@@ -151,8 +161,17 @@ impl Node {
             .append(true)
             .open(self.home.path().join("test-daemon.log"))
             .unwrap();
-        let child = self
-            .command(&args)
+        let mut command = self.command(&args);
+        if let Some((program, rest)) = self.wrapper.split_first() {
+            let direct = command;
+            command = Command::new(program);
+            command
+                .args(rest)
+                .arg(direct.get_program())
+                .args(direct.get_args());
+            command.env("NO_COLOR", "1");
+        }
+        let child = command
             .env("RUST_LOG", "info,agentmesh_node=debug")
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())

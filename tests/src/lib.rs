@@ -25,8 +25,12 @@ pub const DEADLINE: Duration = Duration::from_secs(30);
 /// The `agentmesh` binary built alongside the tests.
 pub fn bin() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    // target/debug/deps/test-hash -> target/debug/agentmesh
-    let dir = exe.parent().unwrap().parent().unwrap();
+    // target/debug/deps/test-hash, or target/debug/agentmesh-bench:
+    // the binary is in target/debug.
+    let mut dir = exe.parent().unwrap();
+    if dir.ends_with("deps") {
+        dir = dir.parent().unwrap();
+    }
     let bin = dir.join("agentmesh");
     assert!(
         bin.exists(),

@@ -52,6 +52,20 @@ fn up_status_down_like_a_newcomer() {
     assert_eq!(json["name"], "fresh");
     assert!(json["team"].is_null());
     assert!(json["peer_id"].as_str().unwrap().starts_with("12D3KooW"));
+    // The home can come from AGENTMESH_HOME instead of --home.
+    let by_env = std::process::Command::new(agentmesh_tests::bin())
+        .args(["status", "--json"])
+        .env("AGENTMESH_HOME", n.home())
+        .output()
+        .unwrap();
+    assert!(by_env.status.success());
+    let by_env: serde_json::Value = serde_json::from_slice(&by_env.stdout).unwrap();
+    assert_eq!(by_env["peer_id"], json["peer_id"]);
+    // init is idempotent: same identity, same name.
+    let again = n.ok(&["init", "--name", "fresh"]);
+    assert!(again.contains(json["peer_id"].as_str().unwrap()), "{again}");
+    let e = n.fails(&["init", "--name", "renamed"]);
+    assert!(e.contains("agentmesh down"), "{e}");
     let stopped = n.ok(&["down"]);
     assert!(stopped.contains("stopped"), "{stopped}");
     let e = n.fails(&["status"]);

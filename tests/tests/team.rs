@@ -93,4 +93,16 @@ fn three_machines_join_revoke_while_one_is_away_and_sync() {
     // Alpha and bravo still talk to each other.
     let synced = b.json(&["connect", &a.addr()]);
     assert_eq!(synced["membership"], "member");
+
+    // Bravo leaves; alpha learns it, and bravo can't invite or revoke.
+    let e = b.fails(&["revoke", "alpha"]);
+    assert!(e.contains("only the team's founder"), "{e}");
+    let e = a.fails(&["team", "leave"]);
+    assert!(e.contains("founder cannot leave"), "{e}");
+    b.ok(&["team", "leave"]);
+    wait_for("alpha to learn that bravo left", || {
+        (a.member("bravo").unwrap()["revoked"] == true).then_some(())
+    });
+    let e = b.fails(&["invite"]);
+    assert!(e.contains("not in a team"), "{e}");
 }

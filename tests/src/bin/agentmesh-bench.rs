@@ -1,0 +1,111 @@
+//! `agentmesh-bench`: figures from real daemons on loopback.
+//!
+//! ```text
+//! agentmesh-bench join [--runs N] [--json]
+//! ```
+//!
+//! `join`: founds a team and joins a second machine N times (fresh homes
+//! each time), with both people's typing done by pseudo-terminals at once,
+//! and reports the time from `agentmesh join` starting to both commands
+//! having finished; then the resident memory of an idle daemon (a founder
+//! with one member, ten seconds after the last join).
+//!
+//! Build the daemon first: `cargo build --release -p agentmesh -p agentmesh-tests`
+//! and run `target/release/agentmesh-bench join`.
+
+#![allow(clippy::unwrap_used)] // a benchmark that cannot unwrap has failed
+
+use std::time::{Duration, Instant};
+
+use agentmesh_tests::{Node, read_code, wait_for};
+
+fn rss_kib(pid: u64) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+fn one_join(a: &Node, b: &Node) -> Duration {
+    let ticket = a.json(&["invite"])["ticket"].as_str().unwrap().to_owned();
+    let start = Instant::now();
+    let mut j = b.pty(&["join", &ticket, "--name", &b.name, "--owner", "Bob"]);
+    let pairing = read_code(&mut j, "Pairing code");
+    let mut adm = a.pty(&["admit"]);
+    adm.exp_string("Type the pairing code").unwrap();
+    adm.send_line(&pairing).unwrap();
+    read_code(&mut adm, "Team code");
+    read_code(&mut j, "Team code");
+    j.exp_string("[y/N]").unwrap();
+    j.send_line("y").unwrap();
+    j.exp_string("Joined team").unwrap();
+    adm.exp_string("is now a member").unwrap();
+    j.exp_eof().unwrap();
+    adm.exp_eof().unwrap();
+    start.elapsed()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) != Some("join") {
+        eprintln!("usage: agentmesh-bench join [--runs N] [--json]");
+        std::process::exit(2);
+    }
+    let runs: usize = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10);
+    let json = args.iter().any(|a| a == "--json");
+
+    let mut times = vec![];
+    let mut last = None;
+    for _ in 0..runs {
+        let mut a = Node::new("founder");
+        let mut b = Node::new("joiner");
+        a.start();
+        b.start();
+        a.ok(&["team", "create", "bench", "--owner", "Ada"]);
+        times.push(one_join(&a, &b));
+        last = Some((a, b));
+    }
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let (a, b) = last.unwrap();
+    wait_for("the joiner to see the founder", || {
+        b.peer_row(&a.peer_id())
+            .filter(|r| r["connection"] == "direct")
+    });
+    std::thread::sleep(Duration::from_secs(10)); // idle: nothing to wait *for*; this is the measurement
+    let a_rss = rss_kib(a.status()["pid"].as_u64().unwrap());
+    let b_rss = rss_kib(b.status()["pid"].as_u64().unwrap());
+    let median = ms(times[times.len() / 2]);
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "runs": runs,
+                "join_ms_min": ms(times[0]),
+                "join_ms_median": median,
+                "join_ms_max": ms(times[times.len() - 1]),
+                "idle_founder_rss_mib": a_rss as f64 / 1024.0,
+                "idle_member_rss_mib": b_rss as f64 / 1024.0,
+            })
+        );
+    } else {
+        println!(
+            "join, end to end on loopback ({runs} runs): min {:.0} ms, median {median:.0} ms, max {:.0} ms",
+            ms(times[0]),
+            ms(times[times.len() - 1])
+        );
+        println!(
+            "idle daemon resident memory: founder {:.1} MiB, member {:.1} MiB",
+            a_rss as f64 / 1024.0,
+            b_rss as f64 / 1024.0
+        );
+    }
+}

@@ -15,7 +15,7 @@ use agentmesh_protocol::ticket::Ticket;
 use crate::term;
 
 /// How often interactive commands poll the daemon while a person waits.
-const POLL: Duration = Duration::from_millis(250);
+const POLL: Duration = Duration::from_millis(100);
 
 fn now() -> Timestamp {
     agentmesh_node::node::now()

@@ -54,7 +54,7 @@ pub const COMMAND_QUEUE: usize = 64;
 /// How often the node polls the founder about a join in progress and
 /// expires requests. A person is waiting on the answer, so this sets how
 /// long after the founder types the code the joiner sees the team code.
-const TICK: Duration = Duration::from_millis(200);
+const TICK: Duration = Duration::from_millis(100);
 
 /// How often a disconnected member is redialled.
 const REDIAL_EVERY: Duration = Duration::from_secs(20);

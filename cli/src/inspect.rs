@@ -15,9 +15,22 @@ use crate::term;
 pub fn print_status(s: &Status) {
     println!("machine    {}", s.name);
     println!("peer id    {}", s.peer_id);
-    match &s.team {
-        Some(t) => println!("team       {} ({})", t.name, &t.team_id[..12]),
-        None => {
+    match (&s.team, s.team_standing.as_deref()) {
+        (Some(t), Some("member")) => println!("team       {} ({})", t.name, &t.team_id[..12]),
+        (Some(t), standing) => {
+            println!(
+                "team       {} ({}): this machine is no longer a member ({})",
+                t.name,
+                &t.team_id[..12],
+                standing.unwrap_or("not listed")
+            );
+            println!("           create a team:  agentmesh team create NAME --owner YOU");
+            println!(
+                "           or join one:    agentmesh join TICKET --name {} --owner YOU",
+                s.name
+            );
+        }
+        (None, _) => {
             println!("team       none yet");
             println!("           create one:  agentmesh team create NAME --owner YOU");
             println!(
@@ -208,6 +221,14 @@ pub fn doctor(home: &Home) -> anyhow::Result<ExitCode> {
         ),
         Some(_) => check(true, "socket directory is private (700)".into(), None),
         None => {}
+    }
+    match mode_of(&home.socket()) {
+        Some(m) if m & 0o077 != 0 => check(
+            false,
+            format!("socket has mode {m:o}"),
+            Some(format!("chmod 600 {}", home.socket().display())),
+        ),
+        _ => {}
     }
     let rt = term::runtime()?;
     let daemon: anyhow::Result<(Status, Option<TeamView>)> = rt.block_on(async {

@@ -250,8 +250,15 @@ pub fn admit(home: &Home) -> anyhow::Result<ExitCode> {
             "{} (owner {}, peer {}) asks to join.",
             r.name, r.owner, r.peer_id
         );
+        println!("(Type `reject` to refuse it.)");
         let approved: AdmitApproved = loop {
             let typed = term::prompt(&format!("Type the pairing code shown on {}: ", r.name))?;
+            if typed.eq_ignore_ascii_case("reject") {
+                c.call::<serde_json::Value>(Op::AdmitReject { request_id: r.request_id })
+                    .await?;
+                println!("Refused the request from {}.", r.name);
+                return Ok(ExitCode::FAILURE);
+            }
             match c
                 .call::<AdmitApproved>(Op::AdmitCode {
                     request_id: r.request_id,
@@ -273,12 +280,12 @@ pub fn admit(home: &Home) -> anyhow::Result<ExitCode> {
         let end = loop {
             let s: AdmitState = c.call(Op::AdmitStatus { request_id: r.request_id }).await?;
             if s.state != "awaiting_confirmation" {
-                break s.state;
+                break s;
             }
             tokio::time::sleep(POLL).await;
         };
         spin.finish_and_clear();
-        match end.as_str() {
+        match end.state.as_str() {
             "admitted" => {
                 println!("{} is now a member of the team.", r.name);
                 Ok(ExitCode::SUCCESS)
@@ -287,7 +294,10 @@ pub fn admit(home: &Home) -> anyhow::Result<ExitCode> {
                 "{} said the team codes differ, so it was not admitted; someone may be in the middle",
                 r.name
             ),
-            other => anyhow::bail!("the request ended: {other}"),
+            other => anyhow::bail!(
+                "the request ended ({other}): {}",
+                end.reason.unwrap_or_default()
+            ),
         }
     })
 }

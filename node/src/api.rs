@@ -228,6 +228,9 @@ pub struct Status {
     pub name: String,
     /// Its team, if any.
     pub team: Option<TeamRef>,
+    /// Where this machine stands in that team: `member`, `revoked` (revoked
+    /// or left), or `name_taken`.
+    pub team_standing: Option<String>,
     /// Addresses it listens on.
     pub listen_addrs: Vec<String>,
     /// Addresses others observed or confirmed for it.
@@ -375,8 +378,11 @@ pub struct AdmitApproved {
 /// `admit_status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AdmitState {
-    /// `awaiting_confirmation`, `admitted`, `declined`, or `expired`.
+    /// `waiting`, `awaiting_confirmation`, `admitted`, `declined`, or
+    /// `cancelled` (three wrong codes, refused, or expired).
     pub state: String,
+    /// Why, when cancelled.
+    pub reason: Option<String>,
 }
 
 /// `connect`.

@@ -24,7 +24,7 @@ pub enum ClientError {
         socket: PathBuf,
     },
     /// The daemon answered the request with an error.
-    #[error("{0}")]
+    #[error(transparent)]
     Api(#[from] ApiError),
     /// The daemon refused a frame, or answered something unexpected.
     #[error("the daemon answered unexpectedly: {0}")]

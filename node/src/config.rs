@@ -221,6 +221,12 @@ impl Config {
         }
         let invite_ttl = duration("join.invite_ttl", &self.join.invite_ttl)?;
         let max_invite_ttl = duration("join.max_invite_ttl", &self.join.max_invite_ttl)?;
+        if max_invite_ttl > Duration::from_secs(7 * 24 * 3600) {
+            return Err(invalid(
+                "join.max_invite_ttl",
+                "must be at most 7d: a ticket is a standing invitation to anyone who copies it",
+            ));
+        }
         if invite_ttl > max_invite_ttl {
             return Err(invalid(
                 "join.invite_ttl",

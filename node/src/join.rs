@@ -26,8 +26,9 @@ use crate::api::JoinRequestView;
 pub const MAX_CODE_ATTEMPTS: u32 = 3;
 
 /// How long a settled request (admitted, declined, cancelled, expired) is
-/// kept so the joiner's next poll and the founder's `admit` learn how it
-/// ended. The joiner polls every second.
+/// kept so the joiner's next poll (every 100 ms) and the founder's `admit`
+/// learn how it ended, and a joiner whose confirmation answer was lost can
+/// ask again.
 pub const SETTLED_LINGER: Duration = Duration::from_secs(120);
 
 /// The window the per-machine rate limit counts in.
@@ -113,8 +114,16 @@ impl Desk {
                     .back()
                     .is_some_and(|t| now.duration_since(*t) < RATE_WINDOW)
             });
-            if self.recent.len() >= MAX_RATE_ENTRIES {
-                return false;
+            // Still full of machines that asked this minute: forget the one
+            // that asked longest ago rather than refuse everyone new.
+            if self.recent.len() >= MAX_RATE_ENTRIES
+                && let Some(oldest) = self
+                    .recent
+                    .iter()
+                    .min_by_key(|(_, times)| times.back().copied())
+                    .map(|(p, _)| *p)
+            {
+                self.recent.remove(&oldest);
             }
         }
         let times = self.recent.entry(peer).or_default();
@@ -131,9 +140,13 @@ impl Desk {
         true
     }
 
-    /// Open requests (waiting or approved).
-    pub fn open_count(&self) -> usize {
-        self.requests.values().filter(|r| r.state.is_open()).count()
+    /// Open requests (waiting or approved) from machines other than
+    /// `except`, whose own open request a new one would replace.
+    pub fn open_count(&self, except: Option<&PeerId>) -> usize {
+        self.requests
+            .values()
+            .filter(|r| r.state.is_open() && Some(&r.peer) != except)
+            .count()
     }
 
     /// Files a request. A machine has one request at a time: a new one
@@ -165,6 +178,13 @@ impl Desk {
             },
         );
         id
+    }
+
+    /// Whether a machine other than `peer` has an open request for `name`.
+    pub fn name_pending(&self, name: &agentmesh_protocol::Name, peer: &PeerId) -> bool {
+        self.requests
+            .values()
+            .any(|r| r.state.is_open() && r.request.name == *name && r.peer != *peer)
     }
 
     /// The request of `peer` whose joiner nonce is `nonce`.
@@ -356,6 +376,6 @@ mod tests {
         ));
         desk.expire(t + ttl + SETTLED_LINGER, ttl);
         assert!(desk.get(rid).is_none());
-        assert_eq!(desk.open_count(), 0);
+        assert_eq!(desk.open_count(None), 0);
     }
 }

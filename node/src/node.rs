@@ -9,13 +9,18 @@
 //!                    │ 1. commands (API ops; a closed channel stops)  │
 //!                    │ 2. swarm events (connections, identify, ping,  │
 //!                    │    mDNS, gossip blocks, join and sync traffic) │
-//!                    │ 3. tick (1 s): join polls, expiries, redials    │
+//!                    │ 3. tick (100 ms): join polls, expiries;         │
+//!                    │    every 20 s: redials, pruning, peer records  │
 //!                    └────────────────────────────────────────────────┘
 //! ```
 //!
 //! API ops that need a network answer (joining, connecting) keep their
-//! reply channel in `waiting`, keyed by the outbound request, and answer
-//! when the response or the failure arrives; the loop itself never waits.
+//! reply channel in a waiter map, keyed by the outbound request (one map
+//! per protocol: request ids are numbered per protocol), and answer when
+//! the response or the failure arrives; the loop itself never waits.
+//!
+//! Anything learned is stored before it is acted on: a block is applied to
+//! a copy of the team, written and flushed, and only then becomes the team.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -31,10 +36,11 @@ use agentmesh_protocol::{Identity, Multiaddr, Name, Owner, PeerId, Timestamp, Wi
 use futures::StreamExt;
 use libp2p::multiaddr::Protocol;
 use libp2p::request_response::{self, OutboundRequestId, ResponseChannel};
-use libp2p::swarm::SwarmEvent;
 use libp2p::swarm::dial_opts::DialOpts;
+use libp2p::swarm::{ConnectionId, SwarmEvent};
 use libp2p::{Swarm, gossipsub, identify, mdns, ping};
 use serde::Serialize;
+use serde_bytes::ByteBuf;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::api::{self, ApiError, Op};
@@ -43,8 +49,8 @@ use crate::join::{CodeOutcome, Desk, DeskState};
 use crate::peers::{PeerTable, without_peer};
 use crate::store::{AuditEntry, Store};
 use crate::swarm::{
-    Behaviour, BehaviourEvent, JoinMsg, JoinReply, MAX_BLOCKS_PER_SYNC, SyncReply, SyncRequest,
-    stranger_score, team_topic,
+    Behaviour, BehaviourEvent, JoinMsg, JoinReply, MAX_BLOCKS_PER_SYNC, MAX_CONTACTS_PER_SYNC,
+    SyncReply, SyncRequest, stranger_score, team_topic,
 };
 
 /// Commands waiting for the node: API requests from every attached client.
@@ -56,14 +62,26 @@ pub const COMMAND_QUEUE: usize = 64;
 /// long after the founder types the code the joiner sees the team code.
 const TICK: Duration = Duration::from_millis(100);
 
-/// How often a disconnected member is redialled.
-const REDIAL_EVERY: Duration = Duration::from_secs(20);
+/// How often a disconnected member is redialled, tickets and the audit log
+/// pruned, and peer records saved.
+const MAINTENANCE_EVERY: Duration = Duration::from_secs(20);
 
 /// How long `agentmesh connect` waits for the connection and the sync.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The most joins this machine runs as a joiner at once.
 const MAX_JOIN_SESSIONS: usize = 8;
+
+/// Polls of the founder that may fail in a row before the join is given
+/// up as unreachable. Failed polls back off to one a second.
+const MAX_POLL_FAILURES: u32 = 10;
+
+/// Times a lost `Confirm` is sent again before the join reports failure
+/// (the founder answers a repeated Confirm with the same blocks).
+const MAX_CONFIRM_TRIES: u32 = 5;
+
+/// How long the audit log keeps entries. Issue 4 makes this configurable.
+const AUDIT_RETENTION: Duration = Duration::from_secs(90 * 24 * 60 * 60);
 
 /// The protocol a relay lists in identify.
 const RELAY_HOP: &str = "/libp2p/circuit/relay/0.2.0/hop";
@@ -93,18 +111,16 @@ impl Handle {
     /// Runs `op` on the node.
     pub async fn request(&self, op: Op) -> Reply {
         let (reply, rx) = oneshot::channel();
-        if self.tx.send(Command::Api { op, reply }).await.is_err() {
-            return Err(ApiError::new(
-                "shutting_down",
-                "the daemon is shutting down",
-            ));
-        }
-        rx.await.unwrap_or_else(|_| {
+        let gone = || {
             Err(ApiError::new(
                 "shutting_down",
                 "the daemon is shutting down",
             ))
-        })
+        };
+        if self.tx.send(Command::Api { op, reply }).await.is_err() {
+            return gone();
+        }
+        rx.await.unwrap_or_else(|_| gone())
     }
 }
 
@@ -130,8 +146,20 @@ pub fn now() -> Timestamp {
 }
 
 fn rfc3339(t: Timestamp) -> String {
-    let st = SystemTime::UNIX_EPOCH + Duration::from_millis(t.as_unix_millis());
-    humantime::format_rfc3339_seconds(st).to_string()
+    // Saturates rather than overflows on absurd (but signed) timestamps.
+    let secs = (t.as_unix_millis() / 1000).min(253_402_300_799); // 9999-12-31
+    humantime::format_rfc3339_seconds(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
+        .to_string()
+}
+
+fn random16() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    rand::Rng::fill_bytes(&mut rand::rng(), &mut b);
+    b
+}
+
+fn bufs<'a>(items: impl Iterator<Item = &'a [u8]>) -> Vec<ByteBuf> {
+    items.map(|b| ByteBuf::from(b.to_vec())).collect()
 }
 
 const NOT_IN_TEAM: &str = "this machine is not in a team; create one with `agentmesh team create NAME --owner YOU` or join one with `agentmesh join TICKET --name NAME --owner YOU`";
@@ -145,8 +173,10 @@ struct JoinSession {
     offer: Option<JoinOffer>,
     codes: Option<Codes>,
     state: JoinPhase,
-    poll_in_flight: bool,
-    started: Instant,
+    in_flight: bool,
+    next_poll: Instant,
+    poll_failures: u32,
+    confirm_tries: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -160,27 +190,22 @@ enum JoinPhase {
     Declined,
 }
 
-/// What an outbound request's answer is for.
+impl JoinPhase {
+    fn finished(&self) -> bool {
+        matches!(
+            self,
+            JoinPhase::Joined(_) | JoinPhase::Refused(_) | JoinPhase::Declined
+        )
+    }
+}
+
+/// What a join request's answer is for.
 #[derive(Debug)]
-enum Waiter {
-    JoinStart {
-        join: u64,
-        reply: oneshot::Sender<Reply>,
-    },
-    JoinPoll {
-        join: u64,
-    },
-    JoinConfirm {
-        join: u64,
-        reply: oneshot::Sender<Reply>,
-    },
-    JoinDecline {
-        join: u64,
-        reply: oneshot::Sender<Reply>,
-    },
-    Sync {
-        peer: PeerId,
-    },
+enum JoinWaiter {
+    Start(u64, oneshot::Sender<Reply>),
+    Poll(u64),
+    Confirm(u64, oneshot::Sender<Reply>),
+    Decline(u64, oneshot::Sender<Reply>),
 }
 
 /// An `agentmesh connect` waiting for its connection or its sync.
@@ -188,10 +213,10 @@ enum Waiter {
 struct ConnectWait {
     addr: Multiaddr,
     peer: Option<PeerId>,
+    dial: Option<ConnectionId>,
     reply: oneshot::Sender<Reply>,
     deadline: Instant,
     syncing: bool,
-    new_blocks: usize,
 }
 
 /// The node.
@@ -205,14 +230,16 @@ pub struct Node {
     desk: Desk,
     joins: BTreeMap<u64, JoinSession>,
     next_join: u64,
-    waiting: HashMap<OutboundRequestId, Waiter>,
+    join_waiting: HashMap<OutboundRequestId, JoinWaiter>,
+    sync_waiting: HashMap<OutboundRequestId, PeerId>,
     connects: Vec<ConnectWait>,
-    syncing: HashSet<PeerId>,
+    /// Peers with a sync in flight, and the blocks it brought so far.
+    syncing: HashMap<PeerId, usize>,
     resync: HashSet<PeerId>,
     listen_addrs: Vec<Multiaddr>,
     contact: Option<SignedContact>,
     contact_addrs: Vec<Multiaddr>,
-    last_redial: Instant,
+    last_maintenance: Instant,
     commands: mpsc::Receiver<Command>,
     stopping: bool,
 }
@@ -274,7 +301,8 @@ impl Node {
             }
             team = Some(state);
         }
-        let peers = PeerTable::from_records(store.peers()?);
+        let mut peers = PeerTable::from_records(store.peers()?);
+        peers.trim(team.as_ref());
         for (peer, bytes) in store.contacts()? {
             if let Ok(c) = SignedContact::from_bytes(&bytes) {
                 for a in c.record().addrs.iter().chain(&c.record().relays) {
@@ -293,18 +321,19 @@ impl Node {
             desk: Desk::default(),
             joins: BTreeMap::new(),
             next_join: 0,
-            waiting: HashMap::new(),
+            join_waiting: HashMap::new(),
+            sync_waiting: HashMap::new(),
             connects: vec![],
-            syncing: HashSet::new(),
+            syncing: HashMap::new(),
             resync: HashSet::new(),
             listen_addrs: vec![],
             contact: None,
             contact_addrs: vec![],
-            last_redial: Instant::now(),
+            last_maintenance: Instant::now(),
             commands,
             stopping: false,
         };
-        node.activate_team();
+        node.activate_team(None);
         Ok((node, Handle { tx }))
     }
 
@@ -340,26 +369,37 @@ impl Node {
         }
     }
 
-    fn save_peers(&self) {
-        for peer in self.peers_known() {
-            if let Some(rec) = self.peers.record(&peer)
-                && let Err(e) = self.store.put_peer(&rec)
-            {
-                tracing::warn!(error = %e, "cannot save a peer record");
-            }
+    /// Whether a peer's record is worth keeping across restarts: members
+    /// and relays. Strangers are forgotten, so fresh PeerIds can't grow the
+    /// store.
+    fn worth_keeping(&self, peer: &PeerId) -> bool {
+        self.team.as_ref().is_some_and(|t| t.member(peer).is_some())
+            || self.peers.get(peer).is_some_and(|e| e.relay)
+    }
+
+    fn save_peer(&self, peer: &PeerId) {
+        if !self.worth_keeping(peer) {
+            return;
+        }
+        if let Some(rec) = self.peers.record(peer)
+            && let Err(e) = self.store.put_peer(&rec)
+        {
+            tracing::warn!(error = %e, "cannot save a peer record");
         }
     }
 
-    fn peers_known(&self) -> Vec<PeerId> {
-        self.peers
-            .rows(&self.me.peer_id(), None)
-            .iter()
-            .filter_map(|r| r.peer_id.parse().ok())
-            .collect()
+    fn save_peers(&self) {
+        for peer in self.peers.known() {
+            self.save_peer(&peer);
+        }
     }
 
     fn is_member(&self, peer: &PeerId) -> bool {
         self.team.as_ref().is_some_and(|t| t.is_member(peer))
+    }
+
+    fn is_revoked(&self, peer: &PeerId) -> bool {
+        self.team.as_ref().is_some_and(|t| t.is_revoked(peer))
     }
 
     fn am_member(&self) -> bool {
@@ -375,9 +415,17 @@ impl Node {
 
     // ----- team ---------------------------------------------------------
 
-    /// Subscribes to the team's topic and applies membership to every
-    /// connection. Called at start and whenever the team changes.
-    fn activate_team(&mut self) {
+    /// Subscribes to the team's topic (leaving `old`'s) and applies
+    /// membership to every connection. Called at start and whenever the
+    /// team is replaced.
+    fn activate_team(&mut self, old: Option<&TeamState>) {
+        if let Some(old) = old {
+            let _ = self
+                .swarm
+                .behaviour_mut()
+                .gossipsub
+                .unsubscribe(&team_topic(&old.id()));
+        }
         if let Some(team) = &self.team {
             let topic = team_topic(&team.id());
             if let Err(e) = self.swarm.behaviour_mut().gossipsub.subscribe(&topic) {
@@ -388,8 +436,22 @@ impl Node {
     }
 
     /// Members score 0 and are explicit gossip peers; everyone else scores
-    /// as a stranger; revoked machines are disconnected.
+    /// as a stranger and is not an explicit peer (connected or not);
+    /// revoked machines are disconnected.
     fn apply_membership(&mut self) {
+        let not_current: Vec<PeerId> = self
+            .team
+            .iter()
+            .flat_map(|t| t.members())
+            .filter(|m| m.standing != Standing::Current)
+            .map(|m| m.peer)
+            .collect();
+        for peer in not_current {
+            self.swarm
+                .behaviour_mut()
+                .gossipsub
+                .remove_explicit_peer(&peer);
+        }
         let connected: Vec<PeerId> = self.peers.connected().copied().collect();
         for peer in connected {
             self.apply_membership_to(&peer);
@@ -398,7 +460,7 @@ impl Node {
 
     fn apply_membership_to(&mut self, peer: &PeerId) {
         let member = self.is_member(peer) && self.am_member();
-        let revoked = self.team.as_ref().is_some_and(|t| t.is_revoked(peer));
+        let revoked = self.is_revoked(peer);
         let gossip = &mut self.swarm.behaviour_mut().gossipsub;
         if member {
             gossip.set_application_score(peer, 0.0);
@@ -408,74 +470,73 @@ impl Node {
             gossip.remove_explicit_peer(peer);
         }
         if revoked {
-            tracing::info!(%peer, "disconnecting a revoked machine");
+            tracing::debug!(%peer, "disconnecting a revoked machine");
             let _ = self.swarm.disconnect_peer_id(*peer);
         }
     }
 
-    /// Applies blocks from the network; returns how many were new. New
-    /// blocks are stored before anything acts on them.
+    /// Applies blocks to a copy of the team, stores the new ones, and only
+    /// then makes the copy the team. Returns how many were new.
     fn merge_blocks(&mut self, blocks: Vec<Block>) -> usize {
-        let Some(team) = self.team.as_mut() else {
+        let Some(team) = &self.team else {
             return 0;
         };
-        let id = team.id();
+        let mut next = team.clone();
         let before = team.hashes();
-        let mut rejected = vec![];
         for b in blocks {
-            if let Err(e) = team.apply(b.clone()) {
-                rejected.push((b.hash(), e));
+            if let Err(e) = next.apply(b.clone()) {
+                tracing::warn!(block = %b.hash(), error = %e, "refused a team block");
             }
         }
-        let added: Vec<Block> = team
+        let added: Vec<Block> = next
             .blocks()
             .filter(|b| !before.contains(&b.hash()))
             .cloned()
             .collect();
-        for (hash, e) in rejected {
-            tracing::warn!(block = %hash, error = %e, "refused a team block");
-        }
         if added.is_empty() {
             return 0;
         }
         let pairs: Vec<(BlockHash, &[u8])> = added.iter().map(|b| (b.hash(), b.bytes())).collect();
-        if let Err(e) = self.store.put_blocks(&id, &pairs) {
-            tracing::error!(error = %e, "cannot store team blocks");
+        if let Err(e) = self.store.put_blocks(&next.id(), &pairs) {
+            tracing::error!(error = %e, "cannot store team blocks; not applying them");
+            return 0;
         }
+        self.team = Some(next);
         for b in &added {
-            if let BlockBody::Revoke(r) = b.body() {
-                self.audit(
+            match b.body() {
+                BlockBody::Revoke(r) => self.audit(
                     "revoked",
                     Some(&r.peer),
                     format!("learned; revoked by {}", r.revoked_by),
-                );
-            }
-            if let BlockBody::Admit(a) = b.body() {
-                self.audit(
+                ),
+                BlockBody::Admit(a) => self.audit(
                     "admitted",
                     Some(&a.peer),
                     format!("learned; {} ({})", a.name, a.owner),
-                );
+                ),
+                BlockBody::Genesis(_) => {}
             }
         }
         self.apply_membership();
         added.len()
     }
 
-    /// Signs and adds a block this machine made, stores it, and spreads it.
+    /// Signs a block, stores it, then adds it to the team and spreads it.
     fn add_own_block(&mut self, body: BlockBody) -> Result<Block, ApiError> {
         let block =
             Block::sign(body, &self.me).map_err(|e| ApiError::new("internal", e.to_string()))?;
         let team = self
             .team
-            .as_mut()
+            .as_ref()
             .ok_or_else(|| ApiError::new("not_in_team", NOT_IN_TEAM))?;
-        team.apply(block.clone())
+        let mut next = team.clone();
+        next.apply(block.clone())
             .map_err(|e| ApiError::new("refused", e.to_string()))?;
         self.store
-            .put_blocks(&team.id(), &[(block.hash(), block.bytes())])
+            .put_blocks(&next.id(), &[(block.hash(), block.bytes())])
             .map_err(|e| ApiError::new("store", e.to_string()))?;
-        let topic = team_topic(&team.id());
+        let topic = team_topic(&next.id());
+        self.team = Some(next);
         if let Err(e) = self
             .swarm
             .behaviour_mut()
@@ -489,9 +550,8 @@ impl Node {
         Ok(block)
     }
 
-    /// Tells every connected member what this machine has, so each pulls
-    /// what it lacks (sync is pull; a request with hashes the responder
-    /// lacks makes the responder pull back).
+    /// Starts a sync with every connected member: each compares digests,
+    /// and a member that lacks blocks pulls them.
     fn announce(&mut self) {
         let members: Vec<PeerId> = self
             .peers
@@ -548,16 +608,35 @@ impl Node {
         })
     }
 
+    /// Replaces the team with `state`: stores it and points at it first,
+    /// then forgets the old one.
+    fn replace_team(&mut self, state: TeamState) -> Result<(), ApiError> {
+        let pairs: Vec<(BlockHash, &[u8])> =
+            state.blocks().map(|b| (b.hash(), b.bytes())).collect();
+        self.store
+            .put_blocks(&state.id(), &pairs)
+            .and_then(|()| self.store.set_team(Some(state.id())))
+            .map_err(|e| ApiError::new("store", e.to_string()))?;
+        let old = self.team.replace(state);
+        if let Some(old) = &old
+            && Some(old.id()) != self.team.as_ref().map(TeamState::id)
+        {
+            let _ = self.store.delete_team(&old.id());
+        }
+        self.activate_team(old.as_ref());
+        Ok(())
+    }
+
     // ----- contact records ------------------------------------------------
 
-    /// Addresses worth telling others: concrete listen addresses, non-
-    /// loopback first.
+    /// Addresses worth telling others: concrete, dialable listen and
+    /// external addresses, non-loopback first.
     fn advertised_addrs(&self) -> Vec<Multiaddr> {
         let mut addrs: Vec<Multiaddr> = self
             .listen_addrs
             .iter()
             .chain(self.swarm.external_addresses())
-            .filter(|a| !is_unspecified(a))
+            .filter(|a| !is_unspecified(a) && !is_link_local(a))
             .cloned()
             .collect();
         addrs.sort_by_key(is_loopback);
@@ -566,7 +645,7 @@ impl Node {
     }
 
     /// This machine's contact record, remade when its addresses change.
-    fn my_contact(&mut self) -> Option<serde_bytes::ByteBuf> {
+    fn my_contact(&mut self) -> Option<&SignedContact> {
         let mut addrs = self.advertised_addrs();
         addrs.truncate(agentmesh_protocol::contact::MAX_CONTACT_ADDRS);
         if self.contact.is_none() || addrs != self.contact_addrs {
@@ -574,7 +653,7 @@ impl Node {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot number a contact record");
-                    return None;
+                    return self.contact.as_ref();
                 }
             };
             let record = ContactRecord {
@@ -587,45 +666,67 @@ impl Node {
             self.contact = SignedContact::sign(record, &self.me).ok();
             self.contact_addrs = addrs;
         }
-        self.contact
-            .as_ref()
-            .map(|c| serde_bytes::ByteBuf::from(c.bytes().to_vec()))
+        self.contact.as_ref()
     }
 
-    fn take_contact(&mut self, from: &PeerId, bytes: Option<&serde_bytes::ByteBuf>) {
-        let Some(bytes) = bytes else {
-            return;
-        };
-        let Ok(contact) = SignedContact::from_bytes(bytes) else {
-            tracing::debug!(%from, "ignoring a contact record that does not verify");
-            return;
-        };
-        let peer = contact.record().peer;
-        if !self.is_member(&peer) {
-            return;
-        }
-        let stored = self
-            .store
-            .contacts()
-            .ok()
-            .and_then(|c| c.get(&peer).cloned());
-        let newer = stored
-            .and_then(|b| SignedContact::from_bytes(&b).ok())
-            .is_none_or(|old| contact.supersedes(&old));
-        if !newer {
-            return;
-        }
-        for a in contact
-            .record()
-            .addrs
+    /// The contact records a sync message carries: this machine's, and the
+    /// latest held for each current member, so a member that moved is found
+    /// through whichever member heard from it last.
+    fn contacts_to_share(&mut self) -> Vec<ByteBuf> {
+        let mut out: Vec<ByteBuf> = self
+            .my_contact()
+            .map(|c| ByteBuf::from(c.bytes().to_vec()))
+            .into_iter()
+            .collect();
+        let me = self.me.peer_id();
+        let members: Vec<PeerId> = self
+            .team
             .iter()
-            .chain(&contact.record().relays)
-        {
-            self.peers.add_addr(peer, a);
-            self.swarm.add_peer_address(peer, a.clone());
+            .flat_map(|t| t.members())
+            .filter(|m| m.standing == Standing::Current && m.peer != me)
+            .map(|m| m.peer)
+            .collect();
+        for peer in members.into_iter().take(MAX_CONTACTS_PER_SYNC - 1) {
+            if let Ok(Some(bytes)) = self.store.contact(&peer) {
+                out.push(ByteBuf::from(bytes));
+            }
         }
-        if let Err(e) = self.store.put_contact(&peer, contact.bytes()) {
-            tracing::warn!(error = %e, "cannot store a contact record");
+        out
+    }
+
+    fn take_contacts(&mut self, contacts: &[ByteBuf]) {
+        for bytes in contacts.iter().take(MAX_CONTACTS_PER_SYNC) {
+            let Ok(contact) = SignedContact::from_bytes(bytes) else {
+                tracing::debug!("ignoring a contact record that does not verify");
+                continue;
+            };
+            let peer = contact.record().peer;
+            if peer == self.me.peer_id() || !self.is_member(&peer) {
+                continue;
+            }
+            let newer = self
+                .store
+                .contact(&peer)
+                .ok()
+                .flatten()
+                .and_then(|b| SignedContact::from_bytes(&b).ok())
+                .is_none_or(|old| contact.supersedes(&old));
+            if !newer {
+                continue;
+            }
+            if let Err(e) = self.store.put_contact(&peer, contact.bytes()) {
+                tracing::warn!(error = %e, "cannot store a contact record");
+                continue;
+            }
+            for a in contact
+                .record()
+                .addrs
+                .iter()
+                .chain(&contact.record().relays)
+            {
+                self.peers.add_addr(peer, a);
+                self.swarm.add_peer_address(peer, a.clone());
+            }
         }
     }
 
@@ -635,19 +736,21 @@ impl Node {
         let Some(team) = &self.team else {
             return;
         };
-        if !self.syncing.insert(peer) {
+        if self.syncing.contains_key(&peer) {
             self.resync.insert(peer);
             return;
         }
-        let request = SyncRequest {
-            team: team.id().0.to_vec(),
-            have: team
-                .hashes()
-                .into_iter()
-                .map(|h| serde_bytes::ByteBuf::from(h.0.to_vec()))
-                .collect(),
-            contact: self.my_contact(),
+        let (id, digest) = (team.id(), team.digest());
+        let request = SyncRequest::Digest {
+            team: id.0.to_vec(),
+            digest: digest.to_vec(),
+            contacts: self.contacts_to_share(),
         };
+        self.syncing.insert(peer, 0);
+        self.send_sync(peer, request);
+    }
+
+    fn send_sync(&mut self, peer: PeerId, request: SyncRequest) {
         let addrs = self
             .peers
             .get(&peer)
@@ -658,11 +761,13 @@ impl Node {
             .behaviour_mut()
             .sync
             .send_request_with_addresses(&peer, request, addrs);
-        self.waiting.insert(id, Waiter::Sync { peer });
+        self.sync_waiting.insert(id, peer);
     }
 
-    fn sync_done(&mut self, peer: PeerId) {
-        self.syncing.remove(&peer);
+    /// Ends the sync with `peer`, answering any `connect` waiting on it.
+    fn sync_done(&mut self, peer: PeerId, outcome: Result<(), String>) {
+        let added = self.syncing.remove(&peer).unwrap_or(0);
+        self.finish_connects(&peer, added, outcome);
         if self.resync.remove(&peer) && self.is_member(&peer) {
             self.start_sync(peer);
         }
@@ -674,9 +779,9 @@ impl Node {
         request: SyncRequest,
         channel: ResponseChannel<SyncReply>,
     ) {
-        let reply = self.sync_reply(&peer, &request);
-        if matches!(reply, SyncReply::Refused(_)) {
-            tracing::info!(%peer, "refused a sync request");
+        let reply = self.sync_reply(&peer, request);
+        if let SyncReply::Refused(why) = &reply {
+            tracing::debug!(%peer, reason = %why, "refused a sync request");
         }
         let _ = self
             .swarm
@@ -685,11 +790,16 @@ impl Node {
             .send_response(channel, reply);
     }
 
-    fn sync_reply(&mut self, peer: &PeerId, request: &SyncRequest) -> SyncReply {
+    /// Members get answers; nobody else does. This machine answers even if
+    /// it has left the team, so members can fetch its leaving block.
+    fn sync_reply(&mut self, peer: &PeerId, request: SyncRequest) -> SyncReply {
         let Some(team) = &self.team else {
             return SyncReply::Refused("not a member of this machine's team".into());
         };
-        if request.team != team.id().0 || !team.is_member(peer) || !self.am_member() {
+        let asked = match &request {
+            SyncRequest::Digest { team, .. } | SyncRequest::Fetch { team, .. } => team,
+        };
+        if asked[..] != team.id().0 || !team.is_member(peer) {
             let why = if team.is_revoked(peer) {
                 "this machine was revoked from the team"
             } else {
@@ -697,63 +807,92 @@ impl Node {
             };
             return SyncReply::Refused(why.into());
         }
-        let theirs: HashSet<&[u8]> = request.have.iter().map(|h| h.as_slice()).collect();
-        let missing: Vec<&Block> = team
-            .blocks()
-            .filter(|b| !theirs.contains(&b.hash().0[..]))
-            .collect();
-        let more = missing.len() > MAX_BLOCKS_PER_SYNC;
-        let blocks = missing
-            .iter()
-            .take(MAX_BLOCKS_PER_SYNC)
-            .map(|b| serde_bytes::ByteBuf::from(b.bytes().to_vec()))
-            .collect();
-        let mine = team.hashes();
-        let they_have_more = request
-            .have
-            .iter()
-            .filter_map(|h| <[u8; 32]>::try_from(h.as_slice()).ok())
-            .any(|h| !mine.contains(&BlockHash(h)));
-        let contact = request.contact.clone();
-        self.take_contact(peer, contact.as_ref());
-        if they_have_more {
-            self.start_sync(*peer);
-        }
-        SyncReply::Blocks {
-            blocks,
-            more,
-            contact: self.my_contact(),
+        match request {
+            SyncRequest::Digest {
+                digest, contacts, ..
+            } => {
+                let same = digest[..] == team.digest();
+                let hashes = bufs(team.hashes().iter().map(|h| &h.0[..]));
+                self.take_contacts(&contacts);
+                let contacts = self.contacts_to_share();
+                if same {
+                    SyncReply::InSync { contacts }
+                } else {
+                    // They may hold blocks this machine lacks: pull too.
+                    self.start_sync(*peer);
+                    SyncReply::Have { hashes, contacts }
+                }
+            }
+            SyncRequest::Fetch { hashes, .. } => {
+                let wanted: HashSet<&[u8]> = hashes
+                    .iter()
+                    .take(MAX_BLOCKS_PER_SYNC)
+                    .map(|h| h.as_slice())
+                    .collect();
+                let blocks = bufs(
+                    team.blocks()
+                        .filter(|b| wanted.contains(&b.hash().0[..]))
+                        .map(Block::bytes),
+                );
+                SyncReply::Blocks { blocks }
+            }
         }
     }
 
     fn handle_sync_reply(&mut self, peer: PeerId, reply: SyncReply) {
-        let (added, outcome) = match reply {
-            SyncReply::Blocks {
-                blocks,
-                more,
-                contact,
-            } => {
+        match reply {
+            SyncReply::InSync { contacts } => {
+                self.take_contacts(&contacts);
+                self.sync_done(peer, Ok(()));
+            }
+            SyncReply::Have { hashes, contacts } => {
+                self.take_contacts(&contacts);
+                self.fetch_missing(peer, &hashes);
+            }
+            SyncReply::Blocks { blocks } => {
                 let blocks: Vec<Block> = blocks
                     .iter()
                     .filter_map(|b| Block::from_bytes(b).ok())
                     .collect();
                 let added = self.merge_blocks(blocks);
-                self.take_contact(&peer, contact.as_ref());
-                if more {
-                    self.resync.insert(peer);
-                }
                 if added > 0 {
                     tracing::info!(%peer, added, "synced team blocks");
                 }
-                (added, Ok(()))
+                *self.syncing.entry(peer).or_default() += added;
+                self.sync_done(peer, Ok(()));
             }
             SyncReply::Refused(why) => {
                 tracing::info!(%peer, reason = %why, "sync refused");
-                (0, Err(why))
+                self.sync_done(peer, Err(why));
             }
+        }
+    }
+
+    fn fetch_missing(&mut self, peer: PeerId, theirs: &[ByteBuf]) {
+        let Some(team) = &self.team else {
+            return self.sync_done(peer, Ok(()));
         };
-        self.finish_connects(&peer, added, outcome);
-        self.sync_done(peer);
+        let mine = team.hashes();
+        let mut missing: Vec<ByteBuf> = theirs
+            .iter()
+            .filter(|h| {
+                <[u8; 32]>::try_from(h.as_slice()).is_ok_and(|h| !mine.contains(&BlockHash(h)))
+            })
+            .cloned()
+            .collect();
+        if missing.is_empty() {
+            return self.sync_done(peer, Ok(()));
+        }
+        if missing.len() > MAX_BLOCKS_PER_SYNC {
+            // Another round, once these are in, compares digests again.
+            missing.truncate(MAX_BLOCKS_PER_SYNC);
+            self.resync.insert(peer);
+        }
+        let request = SyncRequest::Fetch {
+            team: team.id().0.to_vec(),
+            hashes: missing,
+        };
+        self.send_sync(peer, request);
     }
 
     // ----- connect --------------------------------------------------------
@@ -763,15 +902,14 @@ impl Node {
         let mut i = 0;
         while i < self.connects.len() {
             if self.connects[i].peer == Some(*peer) && self.connects[i].syncing {
-                let mut c = self.connects.swap_remove(i);
-                c.new_blocks += added;
+                let c = self.connects.swap_remove(i);
                 send(
                     c.reply,
                     match &outcome {
                         Ok(()) => ok(api::Connected {
                             peer_id: peer.to_string(),
                             membership: membership.clone(),
-                            new_blocks: c.new_blocks,
+                            new_blocks: added,
                         }),
                         Err(why) => err("refused", format!("{peer} refused to sync: {why}")),
                     },
@@ -783,25 +921,40 @@ impl Node {
     }
 
     fn membership(&self, peer: &PeerId) -> String {
-        self.peers
-            .rows(&self.me.peer_id(), self.team.as_ref())
-            .into_iter()
-            .find(|r| r.peer_id == peer.to_string())
-            .map_or_else(|| "stranger".into(), |r| r.membership)
+        if self.is_revoked(peer) {
+            "revoked"
+        } else if self.is_member(peer) {
+            "member"
+        } else if self.peers.get(peer).is_some_and(|e| e.relay) {
+            "relay"
+        } else {
+            "stranger"
+        }
+        .into()
     }
 
-    fn connection_up(&mut self, peer: PeerId, remote: &Multiaddr) {
+    fn connection_up(&mut self, peer: PeerId, remote: &Multiaddr, connection: ConnectionId) {
         let mut i = 0;
         while i < self.connects.len() {
             let c = &self.connects[i];
             let matches = !c.syncing
                 && (c.peer == Some(peer)
+                    || c.dial == Some(connection)
                     || (c.peer.is_none() && without_peer(&c.addr) == without_peer(remote)));
             if !matches {
                 i += 1;
                 continue;
             }
-            if self.is_member(&peer) {
+            if self.is_revoked(&peer) {
+                let c = self.connects.swap_remove(i);
+                send(
+                    c.reply,
+                    err(
+                        "revoked",
+                        format!("{peer} was revoked from the team; this machine refuses it"),
+                    ),
+                );
+            } else if self.is_member(&peer) {
                 let c = &mut self.connects[i];
                 c.peer = Some(peer);
                 c.syncing = true;
@@ -821,10 +974,10 @@ impl Node {
         }
     }
 
-    fn fail_connects(&mut self, peer: Option<PeerId>, why: &str) {
+    fn fail_connects(&mut self, matches: impl Fn(&ConnectWait) -> bool, why: &str) {
         let mut i = 0;
         while i < self.connects.len() {
-            if peer.is_some() && self.connects[i].peer == peer {
+            if matches(&self.connects[i]) {
                 let c = self.connects.swap_remove(i);
                 send(c.reply, err("connect_failed", format!("{}: {why}", c.addr)));
             } else {
@@ -859,18 +1012,10 @@ impl Node {
                 e.connections.insert(connection_id, remote.clone());
                 e.last_seen = Some(SystemTime::now());
                 self.apply_membership_to(&peer_id);
-                if self.team.as_ref().is_some_and(|t| t.is_revoked(&peer_id)) {
-                    self.audit(
-                        "refused",
-                        Some(&peer_id),
-                        "connection from a revoked machine",
-                    );
-                    return;
-                }
-                if num_established.get() == 1 && self.is_member(&peer_id) && self.am_member() {
+                if num_established.get() == 1 && self.is_member(&peer_id) {
                     self.start_sync(peer_id);
                 }
-                self.connection_up(peer_id, &remote);
+                self.connection_up(peer_id, &remote, connection_id);
             }
             SwarmEvent::ConnectionClosed {
                 peer_id,
@@ -882,20 +1027,25 @@ impl Node {
                 e.connections.remove(&connection_id);
                 e.last_seen = Some(SystemTime::now());
                 if num_established == 0 {
-                    if let Some(rec) = self.peers.record(&peer_id) {
-                        let _ = self.store.put_peer(&rec);
-                    }
+                    self.save_peer(&peer_id);
                     self.fail_connects(
-                        Some(peer_id),
-                        "the peer closed the connection (it may have refused this machine)",
+                        |c| c.peer == Some(peer_id),
+                        "the peer closed the connection (if this machine was revoked, members refuse it)",
                     );
                 }
             }
-            SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
+            SwarmEvent::OutgoingConnectionError {
+                peer_id,
+                connection_id,
+                error,
+                ..
+            } => {
                 tracing::debug!(?peer_id, %error, "dial failed");
-                if peer_id.is_some() {
-                    self.fail_connects(peer_id, &error.to_string());
-                }
+                let why = error.to_string();
+                self.fail_connects(
+                    |c| c.dial == Some(connection_id) || (peer_id.is_some() && c.peer == peer_id),
+                    &why,
+                );
             }
             SwarmEvent::Behaviour(event) => self.handle_behaviour(event),
             _ => {}
@@ -908,7 +1058,7 @@ impl Node {
                 let relay = info.protocols.iter().any(|p| p.as_ref() == RELAY_HOP);
                 self.peers.entry(peer_id).relay = relay;
                 for a in &info.listen_addrs {
-                    if !is_unspecified(a) {
+                    if !is_unspecified(a) && !is_link_local(a) {
                         self.peers.add_addr(peer_id, a);
                     }
                 }
@@ -959,33 +1109,27 @@ impl Node {
                 request_response::Event::Message { peer, message, .. } => match message {
                     request_response::Message::Request {
                         request, channel, ..
-                    } => {
-                        self.handle_sync_request(peer, request, channel);
-                    }
+                    } => self.handle_sync_request(peer, request, channel),
                     request_response::Message::Response {
                         request_id,
                         response,
                     } => {
-                        if let Some(Waiter::Sync { peer }) = self.waiting.remove(&request_id) {
+                        if let Some(peer) = self.sync_waiting.remove(&request_id) {
                             self.handle_sync_reply(peer, response);
                         }
                     }
                 },
                 request_response::Event::OutboundFailure {
-                    request_id,
-                    error,
-                    peer,
-                    ..
+                    request_id, error, ..
                 } => {
-                    if let Some(Waiter::Sync { .. }) = self.waiting.remove(&request_id) {
+                    if let Some(peer) = self.sync_waiting.remove(&request_id) {
                         tracing::debug!(%peer, %error, "sync failed");
-                        self.fail_connects(
-                            Some(peer),
-                            &format!(
-                                "sync failed: {error} (the peer may have refused this machine)"
-                            ),
+                        self.sync_done(
+                            peer,
+                            Err(format!(
+                                "{error} (if this machine was revoked, members refuse it)"
+                            )),
                         );
-                        self.sync_done(peer);
                     }
                 }
                 _ => {}
@@ -1036,16 +1180,12 @@ impl Node {
         let polls: Vec<u64> = self
             .joins
             .iter()
-            .filter(|(_, s)| s.state == JoinPhase::Waiting && !s.poll_in_flight)
+            .filter(|(_, s)| s.state == JoinPhase::Waiting && !s.in_flight && s.next_poll <= now_i)
             .map(|(id, _)| *id)
             .collect();
         for id in polls {
             self.send_join(id, JoinMsg::Poll);
         }
-        // Finished joins are forgotten after the request lifetime.
-        let ttl = self.settings.request_ttl;
-        self.joins
-            .retain(|_, s| now_i.duration_since(s.started) < ttl * 2);
         let expired: Vec<usize> = (0..self.connects.len())
             .filter(|i| self.connects[*i].deadline <= now_i)
             .collect();
@@ -1063,10 +1203,13 @@ impl Node {
                 ),
             );
         }
-        if now_i.duration_since(self.last_redial) >= REDIAL_EVERY {
-            self.last_redial = now_i;
+        if now_i.duration_since(self.last_maintenance) >= MAINTENANCE_EVERY {
+            self.last_maintenance = now_i;
             self.redial_members();
             let _ = self.store.prune_tickets(now());
+            let _ = self
+                .store
+                .prune_audit(now().saturating_sub(AUDIT_RETENTION));
             self.peers.trim(self.team.as_ref());
             self.save_peers();
         }
@@ -1078,7 +1221,7 @@ impl Node {
         let Some(s) = self.joins.get_mut(&join) else {
             return;
         };
-        s.poll_in_flight = true;
+        s.in_flight = true;
         let m = msg(s.request.nonce.to_vec());
         let (founder, addrs) = (s.founder, s.addrs.clone());
         let id = self
@@ -1086,14 +1229,14 @@ impl Node {
             .behaviour_mut()
             .join
             .send_request_with_addresses(&founder, m, addrs);
-        self.waiting.insert(id, Waiter::JoinPoll { join });
+        self.join_waiting.insert(id, JoinWaiter::Poll(join));
     }
 
     fn join_state(&self, join: u64) -> Reply {
         let Some(s) = self.joins.get(&join) else {
             return err(
                 "unknown_join",
-                "no join in progress with that id (it may have finished long ago)",
+                "no join with that id (it may have finished long ago)",
             );
         };
         let team_code = match s.state {
@@ -1149,30 +1292,26 @@ impl Node {
                 ),
             );
         }
-        self.joins.retain(|_, s| {
-            !matches!(
-                s.state,
-                JoinPhase::Offering | JoinPhase::Waiting | JoinPhase::Approved
-            )
-        });
+        // Finished joins make room; joins still running count.
+        self.joins.retain(|_, s| !s.state.finished());
         if self.joins.len() >= MAX_JOIN_SESSIONS {
             return send(
                 reply,
                 err(
                     "busy",
-                    "too many joins in progress; wait a minute and try again",
+                    format!(
+                        "{MAX_JOIN_SESSIONS} joins are already in progress; finish or abandon one first"
+                    ),
                 ),
             );
         }
-        let mut nonce = [0u8; 16];
-        rand::Rng::fill_bytes(&mut rand::rng(), &mut nonce);
         let request = JoinRequest {
             ticket_nonce: ticket.nonce,
             joiner: self.me.peer_id(),
             x25519: self.me.x25519_public(),
             name,
             owner,
-            nonce,
+            nonce: random16(),
         };
         for a in &ticket.addrs {
             self.peers.add_addr(ticket.founder, a);
@@ -1190,8 +1329,10 @@ impl Node {
                 offer: None,
                 codes: None,
                 state: JoinPhase::Offering,
-                poll_in_flight: true,
-                started: Instant::now(),
+                in_flight: true,
+                next_poll: Instant::now(),
+                poll_failures: 0,
+                confirm_tries: 0,
             },
         );
         let id = self.swarm.behaviour_mut().join.send_request_with_addresses(
@@ -1199,7 +1340,7 @@ impl Node {
             JoinMsg::Request(bytes),
             ticket.addrs,
         );
-        self.waiting.insert(id, Waiter::JoinStart { join, reply });
+        self.join_waiting.insert(id, JoinWaiter::Start(join, reply));
     }
 
     fn join_confirm(&mut self, join: u64, accept: bool, reply: oneshot::Sender<Reply>) {
@@ -1223,6 +1364,14 @@ impl Node {
         } else {
             JoinPhase::Declined
         };
+        self.send_confirm(join, accept, reply);
+    }
+
+    fn send_confirm(&mut self, join: u64, accept: bool, reply: oneshot::Sender<Reply>) {
+        let Some(s) = self.joins.get_mut(&join) else {
+            return send(reply, err("unknown_join", "the join was cancelled"));
+        };
+        s.confirm_tries += 1;
         let nonce = s.request.nonce.to_vec();
         let (founder, addrs) = (s.founder, s.addrs.clone());
         let msg = if accept {
@@ -1236,11 +1385,11 @@ impl Node {
             .join
             .send_request_with_addresses(&founder, msg, addrs);
         let waiter = if accept {
-            Waiter::JoinConfirm { join, reply }
+            JoinWaiter::Confirm(join, reply)
         } else {
-            Waiter::JoinDecline { join, reply }
+            JoinWaiter::Decline(join, reply)
         };
-        self.waiting.insert(id, waiter);
+        self.join_waiting.insert(id, waiter);
     }
 
     fn handle_join_event(&mut self, event: request_response::Event<JoinMsg, JoinReply>) {
@@ -1260,7 +1409,7 @@ impl Node {
                     request_id,
                     response,
                 } => {
-                    if let Some(w) = self.waiting.remove(&request_id) {
+                    if let Some(w) = self.join_waiting.remove(&request_id) {
                         self.joiner_answer(w, response);
                     }
                 }
@@ -1269,53 +1418,70 @@ impl Node {
                 request_id, error, ..
             } => {
                 let why = format!("could not reach the founder: {error}");
-                match self.waiting.remove(&request_id) {
-                    Some(Waiter::JoinStart { join, reply }) => {
+                match self.join_waiting.remove(&request_id) {
+                    Some(JoinWaiter::Start(join, reply)) => {
                         self.joins.remove(&join);
                         send(
                             reply,
                             err(
                                 "founder_unreachable",
                                 format!(
-                                    "{why}; check the ticket's addresses are reachable from here, and that the founder's daemon is running"
+                                    "{why}; check that the ticket's addresses are reachable from here and the founder's daemon is running"
                                 ),
                             ),
                         );
                     }
-                    Some(Waiter::JoinPoll { join }) => {
+                    Some(JoinWaiter::Poll(join)) => {
                         if let Some(s) = self.joins.get_mut(&join) {
-                            s.poll_in_flight = false;
+                            s.in_flight = false;
+                            s.poll_failures += 1;
+                            s.next_poll = Instant::now() + Duration::from_secs(1);
+                            if s.poll_failures >= MAX_POLL_FAILURES {
+                                s.state = JoinPhase::Refused(format!(
+                                    "{why}, {MAX_POLL_FAILURES} times in a row; start again with a new ticket when the founder is back"
+                                ));
+                            }
                         }
                     }
-                    Some(
-                        Waiter::JoinConfirm { join, reply } | Waiter::JoinDecline { join, reply },
-                    ) => {
-                        if let Some(s) = self.joins.get_mut(&join) {
-                            s.state = JoinPhase::Approved;
+                    Some(JoinWaiter::Confirm(join, reply)) => {
+                        // The founder may have admitted us and the answer
+                        // got lost; it answers a repeated Confirm the same.
+                        let again = self
+                            .joins
+                            .get(&join)
+                            .is_some_and(|s| s.confirm_tries < MAX_CONFIRM_TRIES);
+                        if again {
+                            self.send_confirm(join, true, reply);
+                        } else {
+                            if let Some(s) = self.joins.get_mut(&join) {
+                                s.state = JoinPhase::Refused(why.clone());
+                            }
+                            send(reply, err("founder_unreachable", why));
                         }
-                        send(reply, err("founder_unreachable", why));
                     }
-                    _ => {}
+                    Some(JoinWaiter::Decline(join, reply)) => send(reply, self.join_state(join)),
+                    None => {}
                 }
             }
             _ => {}
         }
     }
 
-    fn joiner_answer(&mut self, waiter: Waiter, response: JoinReply) {
+    fn joiner_answer(&mut self, waiter: JoinWaiter, response: JoinReply) {
         match waiter {
-            Waiter::JoinStart { join, reply } => {
+            JoinWaiter::Start(join, reply) => {
                 let result = self.on_offer(join, response);
                 if result.is_err() {
                     self.joins.remove(&join);
                 }
                 send(reply, result);
             }
-            Waiter::JoinPoll { join } => {
+            JoinWaiter::Poll(join) => {
                 let Some(s) = self.joins.get_mut(&join) else {
                     return;
                 };
-                s.poll_in_flight = false;
+                s.in_flight = false;
+                s.poll_failures = 0;
                 match response {
                     JoinReply::Approved if s.state == JoinPhase::Waiting => {
                         s.state = JoinPhase::Approved
@@ -1324,7 +1490,7 @@ impl Node {
                     _ => {}
                 }
             }
-            Waiter::JoinConfirm { join, reply } => {
+            JoinWaiter::Confirm(join, reply) => {
                 let result = match response {
                     JoinReply::Admitted(blocks) => self.install_team(join, blocks),
                     JoinReply::Refused(r) => {
@@ -1338,10 +1504,9 @@ impl Node {
                         format!("unexpected answer from the founder: {other:?}"),
                     ),
                 };
-                send(reply, result.and_then(|_| self.join_state(join)));
+                send(reply, result.and_then(|()| self.join_state(join)));
             }
-            Waiter::JoinDecline { join, reply } => send(reply, self.join_state(join)),
-            Waiter::Sync { .. } => {}
+            JoinWaiter::Decline(join, reply) => send(reply, self.join_state(join)),
         }
     }
 
@@ -1373,7 +1538,7 @@ impl Node {
         let codes = pjoin::codes(&s.request, &offer);
         s.codes = Some(codes);
         s.state = JoinPhase::Waiting;
-        s.poll_in_flight = false;
+        s.in_flight = false;
         let started = api::JoinStarted {
             join_id: join,
             pairing_code: codes.pairing.to_string(),
@@ -1385,12 +1550,9 @@ impl Node {
     }
 
     /// Checks the blocks the founder sent and, if they make this machine a
-    /// member of the team it was offered, stores them and joins.
-    fn install_team(
-        &mut self,
-        join: u64,
-        blocks: Vec<serde_bytes::ByteBuf>,
-    ) -> Result<(), ApiError> {
+    /// member of the team it was offered, exactly as it asked, stores them
+    /// and joins.
+    fn install_team(&mut self, join: u64, blocks: Vec<ByteBuf>) -> Result<(), ApiError> {
         let s = self
             .joins
             .get(&join)
@@ -1400,7 +1562,10 @@ impl Node {
             .clone()
             .ok_or_else(|| ApiError::new("protocol", "no offer"))?;
         let mut state = TeamState::new(offer.team);
-        for b in &blocks {
+        for b in blocks
+            .iter()
+            .take(agentmesh_protocol::team::MAX_TEAM_BLOCKS + 1)
+        {
             let block = Block::from_bytes(b).map_err(|e| {
                 ApiError::new("protocol", format!("the founder sent a bad block: {e}"))
             })?;
@@ -1427,17 +1592,7 @@ impl Node {
                 "the founder's blocks do not admit this machine as it asked",
             );
         }
-        if let Some(old) = self.team.take() {
-            let _ = self.store.delete_team(&old.id());
-        }
-        let pairs: Vec<(BlockHash, &[u8])> =
-            state.blocks().map(|b| (b.hash(), b.bytes())).collect();
-        self.store
-            .put_blocks(&offer.team, &pairs)
-            .and_then(|()| self.store.set_team(Some(offer.team)))
-            .map_err(|e| ApiError::new("store", e.to_string()))?;
-        self.team = Some(state);
-        self.activate_team();
+        self.replace_team(state)?;
         self.audit(
             "joined",
             Some(&offer.founder),
@@ -1463,12 +1618,12 @@ impl Node {
                     .desk
                     .allow(peer, Instant::now(), self.settings.max_per_peer_per_minute)
                 {
-                    self.audit("join_refused", Some(&peer), "rate limited");
+                    // Not audited: a flood must not turn into disk writes.
                     return refused("too many join requests from this machine; wait a minute");
                 }
                 let reply = self.open_request(peer, &bytes);
                 if let JoinReply::Refused(why) = &reply {
-                    self.audit("join_refused", Some(&peer), why.clone());
+                    tracing::info!(%peer, reason = %why, "refused a join request");
                 }
                 reply
             }
@@ -1478,8 +1633,7 @@ impl Node {
                 ),
                 Some(r) => match &r.state {
                     DeskState::Waiting => JoinReply::Waiting,
-                    DeskState::Approved => JoinReply::Approved,
-                    DeskState::Admitted => refused("already admitted"),
+                    DeskState::Approved | DeskState::Admitted => JoinReply::Approved,
                     DeskState::Declined => refused("declined"),
                     DeskState::Cancelled(why) => JoinReply::Refused(why.clone()),
                 },
@@ -1504,6 +1658,8 @@ impl Node {
         }
     }
 
+    /// The checks a join request must pass, in an order that tells a
+    /// machine without a valid ticket nothing about the team.
     fn open_request(&mut self, peer: PeerId, bytes: &[u8]) -> JoinReply {
         let refused = |why: String| JoinReply::Refused(why);
         let request = match JoinRequest::from_bytes(bytes) {
@@ -1513,47 +1669,59 @@ impl Node {
         if request.joiner != peer {
             return refused("the request names another machine than the one sending it".into());
         }
+        match self.store.ticket(&request.ticket_nonce) {
+            Ok(Some(expires)) if expires >= now() => {}
+            Ok(Some(_)) => {
+                return refused(
+                    "the ticket expired; ask the founder for a new one (agentmesh invite)".into(),
+                );
+            }
+            Ok(None) => {
+                return refused("the ticket is unknown or was already used; ask the founder for a new one (agentmesh invite)".into());
+            }
+            Err(e) => return refused(format!("the founder's store failed: {e}")),
+        }
         let Some(team) = &self.team else {
             return refused("this machine is not in a team".into());
         };
         if !self.am_admin() {
             return refused("this machine cannot admit machines to its team".into());
         }
-        if team.is_revoked(&peer) {
-            return refused("this machine was revoked from the team and cannot rejoin with the same key; a new key is a new machine".into());
+        match team.member(&peer).map(|m| m.standing) {
+            Some(Standing::Revoked) => {
+                return refused("this machine was revoked from the team and cannot rejoin with the same key; a new key is a new machine".into());
+            }
+            Some(_) => return refused("this machine was already admitted to the team".into()),
+            None => {}
         }
-        if team.is_member(&peer) {
-            return refused("this machine is already a member".into());
-        }
-        if team.by_name(request.name.as_str()).is_some() {
+        if team.by_name(request.name.as_str()).is_some()
+            || self.desk.name_pending(&request.name, &peer)
+        {
             return refused(format!(
                 "the name {} is taken in this team; join with another --name",
                 request.name
             ));
         }
-        if self.desk.open_count() >= self.settings.max_pending {
+        if self.desk.open_count(Some(&peer)) >= self.settings.max_pending {
             return refused(
                 "the founder has too many join requests waiting; try again later".into(),
             );
         }
         match self.store.take_ticket(&request.ticket_nonce) {
-            Ok(Some(expires)) if expires >= now() => {}
-            Ok(Some(_)) => return refused("the ticket expired; ask the founder for a new one (agentmesh invite)".into()),
-            Ok(None) => return refused("the ticket is unknown or was already used; ask the founder for a new one (agentmesh invite)".into()),
+            Ok(Some(_)) => {}
+            Ok(None) => return refused("the ticket was just used by another request".into()),
             Err(e) => return refused(format!("the founder's store failed: {e}")),
         }
         let genesis = team
             .genesis()
-            .expect("a team with a member has its genesis");
-        let mut nonce = [0u8; 16];
+            .expect("a team with an admin has its genesis");
         // Drawn only now that the whole request has arrived: the order the
         // pairing code's strength rests on (docs/protocol.md §7.5).
-        rand::Rng::fill_bytes(&mut rand::rng(), &mut nonce);
         let offer = JoinOffer {
             team: team.id(),
             team_name: genesis.team_name.clone(),
             founder: self.me.peer_id(),
-            nonce,
+            nonce: random16(),
         };
         let codes = pjoin::codes(&request, &offer);
         let detail = format!("{} (owner {}) asks to join", request.name, request.owner);
@@ -1563,20 +1731,43 @@ impl Node {
         JoinReply::Offer(offer_bytes)
     }
 
+    fn team_blocks(&self) -> Vec<ByteBuf> {
+        self.team
+            .as_ref()
+            .map(|t| bufs(t.blocks().map(Block::bytes)))
+            .unwrap_or_default()
+    }
+
+    /// The joiner confirmed the team code: sign its Admit. A repeated
+    /// Confirm (its answer was lost) gets the same blocks again.
     fn admit(&mut self, peer: PeerId, nonce: &[u8]) -> JoinReply {
         let Some(r) = self.desk.find(&peer, nonce) else {
             return JoinReply::Refused("no such join request".into());
         };
-        if r.state != DeskState::Approved {
-            return JoinReply::Refused("the founder has not accepted the pairing code".into());
+        match r.state {
+            DeskState::Approved => {}
+            DeskState::Admitted => return JoinReply::Admitted(self.team_blocks()),
+            _ => {
+                return JoinReply::Refused("the founder has not accepted the pairing code".into());
+            }
         }
         let (id, request) = (r.id, r.request.clone());
-        let team = self.team.as_ref().map(TeamState::id);
-        let Some(team) = team else {
+        let Some(team) = &self.team else {
             return JoinReply::Refused("this machine is no longer in a team".into());
         };
+        if team.by_name(request.name.as_str()).is_some() {
+            self.desk.settle(
+                id,
+                DeskState::Cancelled(format!(
+                    "the name {} was taken meanwhile; join with another --name",
+                    request.name
+                )),
+                Instant::now(),
+            );
+            return JoinReply::Refused(format!("the name {} was taken meanwhile", request.name));
+        }
         let body = BlockBody::Admit(Admit {
-            team,
+            team: team.id(),
             peer,
             x25519: request.x25519,
             name: request.name.clone(),
@@ -1592,16 +1783,7 @@ impl Node {
                     Some(&peer),
                     format!("{} (owner {})", request.name, request.owner),
                 );
-                let blocks = self
-                    .team
-                    .as_ref()
-                    .map(|t| {
-                        t.blocks()
-                            .map(|b| serde_bytes::ByteBuf::from(b.bytes().to_vec()))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                JoinReply::Admitted(blocks)
+                JoinReply::Admitted(self.team_blocks())
             }
             Err(e) => JoinReply::Refused(e.message),
         }
@@ -1646,10 +1828,28 @@ impl Node {
         } else {
             "unknown"
         };
+        let me = self.me.peer_id();
+        let standing = self
+            .team
+            .as_ref()
+            .and_then(|t| t.member(&me))
+            .map(|m| (m.name.to_string(), m.standing));
+        let (name, team_standing) = match standing {
+            Some((name, s)) => (name, Some(s)),
+            None => (self.settings.name.to_string(), None),
+        };
         ok(api::Status {
-            peer_id: self.me.peer_id().to_string(),
-            name: self.settings.name.to_string(),
-            team: self.team_ref().filter(|_| self.team.is_some()),
+            peer_id: me.to_string(),
+            name,
+            team: self.team_ref(),
+            team_standing: team_standing.map(|s| {
+                match s {
+                    Standing::Current => "member",
+                    Standing::Revoked => "revoked",
+                    Standing::NameTaken => "name_taken",
+                }
+                .into()
+            }),
             listen_addrs: self.listen_addrs.iter().map(ToString::to_string).collect(),
             external_addrs: self
                 .swarm
@@ -1673,8 +1873,6 @@ impl Node {
         let team_name =
             Name::parse("team name", name).map_err(|e| ApiError::new("bad_name", e.to_string()))?;
         let owner = Owner::parse(owner).map_err(|e| ApiError::new("bad_owner", e.to_string()))?;
-        let mut nonce = [0u8; 16];
-        rand::Rng::fill_bytes(&mut rand::rng(), &mut nonce);
         let genesis = Block::sign(
             BlockBody::Genesis(Genesis {
                 team_name,
@@ -1684,23 +1882,15 @@ impl Node {
                 founder_owner: owner,
                 admins: vec![self.me.peer_id()],
                 created_at: now(),
-                nonce,
+                nonce: random16(),
             }),
             &self.me,
         )
         .map_err(|e| ApiError::new("internal", e.to_string()))?;
-        let state = TeamState::from_genesis(genesis.clone())
+        let state = TeamState::from_genesis(genesis)
             .map_err(|e| ApiError::new("internal", e.to_string()))?;
-        if let Some(old) = self.team.take() {
-            let _ = self.store.delete_team(&old.id());
-        }
-        self.store
-            .put_blocks(&state.id(), &[(genesis.hash(), genesis.bytes())])
-            .and_then(|()| self.store.set_team(Some(state.id())))
-            .map_err(|e| ApiError::new("store", e.to_string()))?;
+        self.replace_team(state)?;
         self.audit("team_created", None, format!("team {name}"));
-        self.team = Some(state);
-        self.activate_team();
         self.team_view()
     }
 
@@ -1756,8 +1946,7 @@ impl Node {
                 "this machine is not listening on any address yet; check `agentmesh status`",
             );
         }
-        let mut nonce = [0u8; 16];
-        rand::Rng::fill_bytes(&mut rand::rng(), &mut nonce);
+        let nonce = random16();
         let expires_at = now().saturating_add(ttl);
         self.store
             .put_ticket(&nonce, expires_at)
@@ -1790,17 +1979,15 @@ impl Node {
         if !self.am_admin() {
             return err("not_admin", "only the team's founder can admit machines");
         }
-        let name = self
-            .desk
-            .get(id)
-            .map(|r| r.request.name.to_string())
-            .unwrap_or_default();
+        let (name, peer) = match self.desk.get(id) {
+            Some(r) => (r.request.name.to_string(), Some(r.peer)),
+            None => (String::new(), None),
+        };
         match self.desk.check_code(id, code, Instant::now()) {
             CodeOutcome::Matched(team) => ok(api::AdmitApproved {
                 team_code: team.to_string(),
             }),
             CodeOutcome::Wrong(left) => {
-                let peer = self.desk.get(id).map(|r| r.peer);
                 self.audit("wrong_code", peer.as_ref(), format!("{left} tries left"));
                 err(
                     "wrong_code",
@@ -1811,7 +1998,6 @@ impl Node {
                 )
             }
             CodeOutcome::Cancelled => {
-                let peer = self.desk.get(id).map(|r| r.peer);
                 self.audit("join_cancelled", peer.as_ref(), "three wrong codes");
                 err(
                     "request_cancelled",
@@ -1829,15 +2015,16 @@ impl Node {
         let Some(r) = self.desk.get(id) else {
             return err("unknown_request", "no join request with that id");
         };
-        let state = match &r.state {
-            DeskState::Waiting => "waiting",
-            DeskState::Approved => "awaiting_confirmation",
-            DeskState::Admitted => "admitted",
-            DeskState::Declined => "declined",
-            DeskState::Cancelled(_) => "expired",
+        let (state, reason) = match &r.state {
+            DeskState::Waiting => ("waiting", None),
+            DeskState::Approved => ("awaiting_confirmation", None),
+            DeskState::Admitted => ("admitted", None),
+            DeskState::Declined => ("declined", None),
+            DeskState::Cancelled(why) => ("cancelled", Some(why.clone())),
         };
         ok(api::AdmitState {
             state: state.into(),
+            reason,
         })
     }
 
@@ -1845,13 +2032,15 @@ impl Node {
         if !self.am_admin() {
             return err("not_admin", "only the team's founder can admit machines");
         }
-        let peer = self.desk.get(id).map(|r| r.peer);
+        let Some(peer) = self.desk.get(id).map(|r| r.peer) else {
+            return err("unknown_request", "no join request with that id");
+        };
         self.desk.settle(
             id,
             DeskState::Cancelled("the founder refused the request".into()),
             Instant::now(),
         );
-        self.audit("join_rejected", peer.as_ref(), "refused by the founder");
+        self.audit("join_rejected", Some(&peer), "refused by the founder");
         ok(serde_json::json!({}))
     }
 
@@ -1869,13 +2058,17 @@ impl Node {
         let Some(team) = &self.team else {
             return err("not_in_team", NOT_IN_TEAM);
         };
-        let Some(member) = team
-            .members()
-            .find(|m| m.name.as_str() == name && m.standing != Standing::Revoked)
-        else {
+        // The current holder of the name; a name can also be held by a
+        // machine whose Admit lost a conflict (name_taken): that one is
+        // revoked by name only if no current member holds it.
+        let holder = team.by_name(name).or_else(|| {
+            team.members()
+                .find(|m| m.name.as_str() == name && m.standing == Standing::NameTaken)
+        });
+        let Some(member) = holder else {
             let known = team
                 .members()
-                .filter(|m| m.standing != Standing::Revoked)
+                .filter(|m| m.standing == Standing::Current)
                 .map(|m| m.name.to_string())
                 .collect::<Vec<_>>()
                 .join(", ");
@@ -1921,17 +2114,18 @@ impl Node {
                 err("bad_address", "that is this machine's own address"),
             );
         }
+        let mut wait = ConnectWait {
+            addr: addr.clone(),
+            peer,
+            dial: None,
+            reply,
+            deadline: Instant::now() + CONNECT_TIMEOUT,
+            syncing: false,
+        };
         if let Some(p) = peer.filter(|p| self.peers.is_connected(p)) {
             // Already connected: sync over the connection there is.
-            self.connects.push(ConnectWait {
-                addr: addr.clone(),
-                peer,
-                reply,
-                deadline: Instant::now() + CONNECT_TIMEOUT,
-                syncing: false,
-                new_blocks: 0,
-            });
-            return self.connection_up(p, &addr);
+            self.connects.push(wait);
+            return self.connection_up(p, &addr, ConnectionId::new_unchecked(usize::MAX));
         }
         let opts = match peer {
             Some(p) => DialOpts::peer_id(p)
@@ -1939,20 +2133,14 @@ impl Node {
                 .build(),
             None => DialOpts::unknown_peer_id().address(addr.clone()).build(),
         };
+        wait.dial = Some(opts.connection_id());
         if let Err(e) = self.swarm.dial(opts) {
             return send(
-                reply,
+                wait.reply,
                 err("connect_failed", format!("cannot dial {addr}: {e}")),
             );
         }
-        self.connects.push(ConnectWait {
-            addr,
-            peer,
-            reply,
-            deadline: Instant::now() + CONNECT_TIMEOUT,
-            syncing: false,
-            new_blocks: 0,
-        });
+        self.connects.push(wait);
     }
 }
 
@@ -1960,6 +2148,15 @@ fn is_unspecified(a: &Multiaddr) -> bool {
     a.iter().any(|p| match p {
         Protocol::Ip4(ip) => ip.is_unspecified(),
         Protocol::Ip6(ip) => ip.is_unspecified(),
+        _ => false,
+    })
+}
+
+/// IPv6 link-local addresses (fe80::/10) need a zone to be dialled, which
+/// a multiaddr cannot carry; they are never worth advertising.
+fn is_link_local(a: &Multiaddr) -> bool {
+    a.iter().any(|p| match p {
+        Protocol::Ip6(ip) => ip.is_unicast_link_local(),
         _ => false,
     })
 }

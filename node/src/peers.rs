@@ -136,6 +136,11 @@ impl PeerTable {
         !was_known
     }
 
+    /// Every peer in the table.
+    pub fn known(&self) -> Vec<PeerId> {
+        self.peers.keys().copied().collect()
+    }
+
     /// Whether `peer` has an open connection.
     pub fn is_connected(&self, peer: &PeerId) -> bool {
         self.peers

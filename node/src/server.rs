@@ -109,7 +109,7 @@ fn parse(line: &str) -> Result<ClientFrame, DaemonFrame> {
         )),
         Some("attach" | "request") => serde_json::from_value(value).map_err(|e| {
             let msg = e.to_string();
-            if msg.contains("unknown variant") {
+            if kind.as_deref() == Some("request") && msg.contains("unknown variant") {
                 frame_error("unknown_op", format!("unknown operation: {msg}"))
             } else {
                 frame_error(
@@ -220,6 +220,10 @@ mod tests {
             "malformed_frame"
         );
         assert_eq!(code(r#"{"type":"attach","version":1}"#), "malformed_frame");
+        assert_eq!(
+            code(r#"{"type":"attach","version":1,"who":{"kind":"robot","name":"r"}}"#),
+            "malformed_frame"
+        );
         assert!(parse(r#"{"type":"request","id":1,"op":"status"}"#).is_ok());
     }
 }

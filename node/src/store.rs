@@ -99,6 +99,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn put_peer(&self, record: &PeerRecord) -> Result<(), StoreError>;
     /// Records an unused invite ticket nonce and its expiry.
     fn put_ticket(&self, nonce: &[u8; 16], expires_at: Timestamp) -> Result<(), StoreError>;
+    /// The expiry of an unused ticket nonce, without using it.
+    fn ticket(&self, nonce: &[u8; 16]) -> Result<Option<Timestamp>, StoreError>;
     /// Removes a ticket nonce (single use) and returns its expiry, if it
     /// was known. Durable on return.
     fn take_ticket(&self, nonce: &[u8; 16]) -> Result<Option<Timestamp>, StoreError>;
@@ -106,6 +108,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn prune_tickets(&self, now: Timestamp) -> Result<usize, StoreError>;
     /// The latest signed contact record of each machine, by PeerId.
     fn contacts(&self) -> Result<BTreeMap<PeerId, Vec<u8>>, StoreError>;
+    /// The latest signed contact record of one machine.
+    fn contact(&self, peer: &PeerId) -> Result<Option<Vec<u8>>, StoreError>;
     /// Stores a machine's signed contact record.
     fn put_contact(&self, peer: &PeerId, record: &[u8]) -> Result<(), StoreError>;
     /// The sequence number of this machine's last contact record.
@@ -114,6 +118,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn audit(&self, entry: &AuditEntry) -> Result<(), StoreError>;
     /// Audit entries at or after `since`, oldest first.
     fn audit_since(&self, since: Timestamp) -> Result<Vec<AuditEntry>, StoreError>;
+    /// Forgets audit entries older than `before`.
+    fn prune_audit(&self, before: Timestamp) -> Result<usize, StoreError>;
 }
 
 /// A migration from format `i` to `i + 1` is `MIGRATIONS[i]`.
@@ -279,6 +285,14 @@ impl Store for SledStore {
         self.flush()
     }
 
+    fn ticket(&self, nonce: &[u8; 16]) -> Result<Option<Timestamp>, StoreError> {
+        Ok(self.tickets.get(nonce)?.and_then(|v| {
+            <[u8; 8]>::try_from(v.as_ref())
+                .ok()
+                .map(|b| Timestamp::from_unix_millis(u64::from_be_bytes(b)))
+        }))
+    }
+
     fn take_ticket(&self, nonce: &[u8; 16]) -> Result<Option<Timestamp>, StoreError> {
         let old = self.tickets.remove(nonce)?;
         self.flush()?;
@@ -314,6 +328,10 @@ impl Store for SledStore {
         Ok(out)
     }
 
+    fn contact(&self, peer: &PeerId) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.contacts.get(peer.to_bytes())?.map(|v| v.to_vec()))
+    }
+
     fn put_contact(&self, peer: &PeerId, record: &[u8]) -> Result<(), StoreError> {
         self.contacts.insert(peer.to_bytes(), record)?;
         Ok(())
@@ -347,6 +365,15 @@ impl Store for SledStore {
             .range(since.as_unix_millis().to_be_bytes()..)
             .map(|kv| from_json(&kv?.1))
             .collect()
+    }
+
+    fn prune_audit(&self, before: Timestamp) -> Result<usize, StoreError> {
+        let mut gone = 0;
+        for kv in self.audit.range(..before.as_unix_millis().to_be_bytes()) {
+            self.audit.remove(kv?.0)?;
+            gone += 1;
+        }
+        Ok(gone)
     }
 }
 

@@ -44,11 +44,13 @@ pub const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(60);
 /// single round trip of small messages.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// The most blocks one sync reply carries (8 KiB each at most, so a reply
+/// The most blocks one fetch asks for (8 KiB each at most, so a reply
 /// stays under 8 MiB, inside request-response's 10 MiB response limit).
-/// A reply that had to leave blocks out says `more`, and the requester
-/// asks again.
+/// A requester missing more fetches again.
 pub const MAX_BLOCKS_PER_SYNC: usize = 1000;
+
+/// The most contact records one sync message carries: one per member.
+pub const MAX_CONTACTS_PER_SYNC: usize = 1024;
 
 /// The application score given to every peer that is not a current member.
 /// gossipsub ignores every RPC but subscriptions from peers below its
@@ -103,29 +105,56 @@ pub enum JoinReply {
     Refused(String),
 }
 
-/// An anti-entropy sync request: "this is what I have".
+/// An anti-entropy sync request.
+///
+/// ```text
+/// A ── Digest{team, digest, contacts} ──> B     B: same digest? InSync : Have{every hash}
+/// A <── InSync{contacts} | Have{hashes, contacts}   (B, seeing a different digest,
+/// A ── Fetch{team, hashes A lacks} ──> B         also syncs toward A to pull)
+/// A <── Blocks{blocks, more}
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SyncRequest {
-    /// The team.
-    #[serde(with = "serde_bytes")]
-    pub team: Vec<u8>,
-    /// The hashes of every block the requester holds.
-    pub have: Vec<serde_bytes::ByteBuf>,
-    /// The requester's latest signed contact record.
-    pub contact: Option<serde_bytes::ByteBuf>,
+pub enum SyncRequest {
+    /// "This is the digest of my block set, and the contact records I hold."
+    Digest {
+        /// The team.
+        #[serde(with = "serde_bytes")]
+        team: Vec<u8>,
+        /// `TeamState::digest()`: SHA-256 of the sorted block hashes.
+        #[serde(with = "serde_bytes")]
+        digest: Vec<u8>,
+        /// Signed contact records of current members, the sender's own included.
+        contacts: Vec<serde_bytes::ByteBuf>,
+    },
+    /// "Send me these blocks."
+    Fetch {
+        /// The team.
+        #[serde(with = "serde_bytes")]
+        team: Vec<u8>,
+        /// Hashes of the blocks wanted, at most [`MAX_BLOCKS_PER_SYNC`].
+        hashes: Vec<serde_bytes::ByteBuf>,
+    },
 }
 
 /// The answer to a sync request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum SyncReply {
-    /// The blocks the requester lacks, and the responder's contact record.
+    /// Same digest: nothing to exchange but contact records.
+    InSync {
+        /// Signed contact records of current members.
+        contacts: Vec<serde_bytes::ByteBuf>,
+    },
+    /// Different digest: every hash the responder holds.
+    Have {
+        /// Block hashes.
+        hashes: Vec<serde_bytes::ByteBuf>,
+        /// Signed contact records of current members.
+        contacts: Vec<serde_bytes::ByteBuf>,
+    },
+    /// The blocks asked for that the responder holds.
     Blocks {
         /// Blocks, Genesis first if included.
         blocks: Vec<serde_bytes::ByteBuf>,
-        /// More blocks are missing than one reply carries: ask again.
-        more: bool,
-        /// The responder's latest signed contact record.
-        contact: Option<serde_bytes::ByteBuf>,
     },
     /// Refused, and why.
     Refused(String),

@@ -139,8 +139,72 @@ fn three_wrong_codes_cancel_the_request() {
     j.exp_string("wrong pairing code 3 times").unwrap();
     j.exp_eof().unwrap();
     assert_ne!(exit_code(&j), Some(0));
-    // Bravo is not a member, and the right code no longer helps.
+    // The request is gone: a new `admit` finds nothing to admit, and bravo
+    // is not a member.
+    let mut again = a.pty(&["admit"]);
+    again.exp_string("no join requests yet").unwrap();
+    drop(again);
     assert!(a.member("bravo").is_none());
+}
+
+#[test]
+fn a_joiner_that_sees_another_team_code_declines() {
+    let a = founder();
+    let mut b = Node::new("bravo");
+    b.start();
+    let ticket = a.json(&["invite"])["ticket"].as_str().unwrap().to_owned();
+    let mut j = b.pty(&["join", &ticket, "--name", "bravo", "--owner", "Bob"]);
+    let code = read_code(&mut j, "Pairing code");
+    let mut adm = a.pty(&["admit"]);
+    adm.exp_string("Type the pairing code shown on bravo: ")
+        .unwrap();
+    adm.send_line(&code).unwrap();
+    read_code(&mut adm, "Team code");
+    read_code(&mut j, "Team code");
+    j.exp_string("[y/N]").unwrap();
+    j.send_line("n").unwrap();
+    j.exp_string("someone may be in the middle").unwrap();
+    j.exp_eof().unwrap();
+    assert_ne!(exit_code(&j), Some(0));
+    adm.exp_string("said the team codes differ").unwrap();
+    adm.exp_eof().unwrap();
+    assert_ne!(exit_code(&adm), Some(0));
+    // No Admit was signed: bravo is in neither machine's team.
+    assert!(a.member("bravo").is_none());
+    assert!(b.run(&["team", "show"]).status.code() != Some(0));
+}
+
+#[test]
+fn join_requests_are_capped_and_rate_limited() {
+    let mut a = Node::new("alpha");
+    std::fs::write(
+        a.home().join("config.toml"),
+        "name = \"alpha\"\n[join]\nmax_pending = 1\nmax_per_peer_per_minute = 2\n",
+    )
+    .unwrap();
+    a.start();
+    a.ok(&["team", "create", "core", "--owner", "Ada"]);
+    let mut b = Node::new("bravo");
+    let mut c = Node::new("charlie");
+    b.start();
+    c.start();
+    let invite = || a.json(&["invite"])["ticket"].as_str().unwrap().to_owned();
+    // Bravo's request waits; charlie's is over the cap of one.
+    let mut jb = b.pty(&["join", &invite(), "--name", "bravo", "--owner", "Bob"]);
+    read_code(&mut jb, "Pairing code");
+    let mut jc = c.pty(&["join", &invite(), "--name", "charlie", "--owner", "Cy"]);
+    jc.exp_string("too many join requests waiting").unwrap();
+    jc.exp_eof().unwrap();
+    drop(jb);
+    // Bravo asks again (its old request is replaced): that is its second
+    // request this minute; a third is refused.
+    let mut jb = b.pty(&["join", &invite(), "--name", "bravo", "--owner", "Bob"]);
+    read_code(&mut jb, "Pairing code");
+    drop(jb);
+    let mut jb = b.pty(&["join", &invite(), "--name", "bravo", "--owner", "Bob"]);
+    jb.exp_string("too many join requests from this machine")
+        .unwrap();
+    jb.exp_eof().unwrap();
 }
 
 #[test]

@@ -106,3 +106,44 @@ fn three_machines_join_revoke_while_one_is_away_and_sync() {
     let e = b.fails(&["invite"]);
     assert!(e.contains("not in a team"), "{e}");
 }
+
+#[test]
+fn a_member_that_moved_is_found_through_another_member() {
+    let mut a = Node::new("alpha");
+    let mut b = Node::new("bravo");
+    let mut c = Node::new("charlie");
+    for n in [&mut a, &mut b, &mut c] {
+        n.start();
+    }
+    a.ok(&["team", "create", "core", "--owner", "Ada"]);
+    join(&a, &b, "Bob");
+    join(&a, &c, "Cy");
+    c.stop();
+    b.stop();
+    // Bravo comes back on a new port (port 0) and meets alpha, which keeps
+    // bravo's new signed contact record; then bravo goes away again.
+    b.start();
+    let b_id = b.peer_id();
+    let new_addr = b.addr().replace(&format!("/p2p/{b_id}"), "");
+    wait_for("alpha to hold bravo's new address", || {
+        a.peer_row(&b_id).filter(|r| {
+            r["addresses"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x == &new_addr.as_str())
+        })
+    });
+    b.stop();
+    // Charlie, which never saw bravo's new port, learns it from alpha.
+    c.start();
+    wait_for("charlie to learn bravo's new address through alpha", || {
+        c.peer_row(&b_id).filter(|r| {
+            r["addresses"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x == &new_addr.as_str())
+        })
+    });
+}

@@ -131,7 +131,7 @@ fn a_member_that_moved_is_found_through_another_member() {
                 .as_array()
                 .unwrap()
                 .iter()
-                .any(|x| x == &new_addr.as_str())
+                .any(|x| x == new_addr.as_str())
         })
     });
     b.stop();
@@ -143,7 +143,7 @@ fn a_member_that_moved_is_found_through_another_member() {
                 .as_array()
                 .unwrap()
                 .iter()
-                .any(|x| x == &new_addr.as_str())
+                .any(|x| x == new_addr.as_str())
         })
     });
 }

@@ -1,0 +1,66 @@
+//! The command line's contract: the commands and flags users' scripts rely
+//! on. (This test also makes `cargo test --workspace` build the real
+//! `agentmesh` binary, which the integration tests in `tests/` run.)
+
+use std::process::Command;
+
+fn agentmesh(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_agentmesh"))
+        .args(args)
+        .output()
+        .expect("the agentmesh binary runs");
+    assert!(
+        out.status.success(),
+        "agentmesh {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+#[test]
+fn every_command_of_the_contract_exists() {
+    let help = agentmesh(&["--help"]);
+    for command in [
+        "daemon", "up", "down", "init", "status", "peers", "doctor", "config", "team", "invite",
+        "join", "admit", "revoke", "connect",
+    ] {
+        assert!(
+            help.lines().any(|l| l.trim_start().starts_with(command)),
+            "`agentmesh --help` does not list {command}:\n{help}"
+        );
+    }
+    let flags = [
+        (
+            vec!["daemon", "--help"],
+            vec!["--listen", "--no-mdns", "--home", "--verbose"],
+        ),
+        (vec!["up", "--help"], vec!["--listen", "--no-mdns"]),
+        (vec!["init", "--help"], vec!["--name"]),
+        (vec!["invite", "--help"], vec!["--ttl", "--json"]),
+        (vec!["join", "--help"], vec!["--name", "--owner"]),
+        (vec!["team", "create", "--help"], vec!["--owner", "--json"]),
+        (vec!["team", "show", "--help"], vec!["--json"]),
+        (vec!["peers", "--help"], vec!["--json"]),
+        (vec!["status", "--help"], vec!["--json"]),
+    ];
+    for (args, wanted) in flags {
+        let text = agentmesh(&args);
+        for flag in wanted {
+            assert!(
+                text.contains(flag),
+                "`agentmesh {}` lacks {flag}:\n{text}",
+                args.join(" ")
+            );
+        }
+    }
+    assert!(agentmesh(&["team", "--help"]).contains("leave"));
+    assert!(agentmesh(&["config", "--help"]).contains("show"));
+}
+
+#[test]
+fn version() {
+    assert_eq!(
+        agentmesh(&["--version"]).trim(),
+        format!("agentmesh {}", env!("CARGO_PKG_VERSION"))
+    );
+}

@@ -162,6 +162,19 @@ fn bufs<'a>(items: impl Iterator<Item = &'a [u8]>) -> Vec<ByteBuf> {
     items.map(|b| ByteBuf::from(b.to_vec())).collect()
 }
 
+/// How long a join whose ticket addresses failed waits for mDNS to find
+/// the founder on the local network.
+const MDNS_JOIN_WAIT: Duration = Duration::from_secs(10);
+
+fn founder_unreachable(why: &str) -> Reply {
+    err(
+        "founder_unreachable",
+        format!(
+            "{why}; check that the ticket's addresses are reachable from here and the founder's daemon is running"
+        ),
+    )
+}
+
 const NOT_IN_TEAM: &str = "this machine is not in a team; create one with `agentmesh team create NAME --owner YOU` or join one with `agentmesh join TICKET --name NAME --owner YOU`";
 
 /// A join this machine is making.
@@ -177,6 +190,12 @@ struct JoinSession {
     next_poll: Instant,
     poll_failures: u32,
     confirm_tries: u32,
+    /// When the join started.
+    started: Instant,
+    /// The `join` call still waiting for the founder's first answer, kept
+    /// while mDNS may yet find the founder after the ticket's addresses
+    /// failed.
+    awaiting_mdns: Option<oneshot::Sender<Reply>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -1086,6 +1105,7 @@ impl Node {
                     if self.is_member(&peer) && !self.peers.is_connected(&peer) {
                         self.dial(peer);
                     }
+                    self.retry_joins_found_by_mdns(peer);
                 }
             }
             BehaviourEvent::Gossipsub(gossipsub::Event::Message {
@@ -1186,6 +1206,23 @@ impl Node {
         for id in polls {
             self.send_join(id, JoinMsg::Poll);
         }
+        let lost: Vec<u64> = self
+            .joins
+            .iter()
+            .filter(|(_, s)| s.awaiting_mdns.is_some() && s.started.elapsed() >= MDNS_JOIN_WAIT)
+            .map(|(id, _)| *id)
+            .collect();
+        for join in lost {
+            if let Some(reply) = self.joins.remove(&join).and_then(|s| s.awaiting_mdns) {
+                send(
+                    reply,
+                    founder_unreachable(&format!(
+                        "could not reach the founder at the ticket's addresses, nor find it on the local network within {}s",
+                        MDNS_JOIN_WAIT.as_secs()
+                    )),
+                );
+            }
+        }
         let expired: Vec<usize> = (0..self.connects.len())
             .filter(|i| self.connects[*i].deadline <= now_i)
             .collect();
@@ -1230,6 +1267,32 @@ impl Node {
             .join
             .send_request_with_addresses(&founder, m, addrs);
         self.join_waiting.insert(id, JoinWaiter::Poll(join));
+    }
+
+    /// Sends again the join requests whose founder mDNS just found.
+    fn retry_joins_found_by_mdns(&mut self, founder: PeerId) {
+        let waiting: Vec<u64> = self
+            .joins
+            .iter()
+            .filter(|(_, s)| s.founder == founder && s.awaiting_mdns.is_some())
+            .map(|(id, _)| *id)
+            .collect();
+        for join in waiting {
+            let Some(s) = self.joins.get_mut(&join) else {
+                continue;
+            };
+            let Some(reply) = s.awaiting_mdns.take() else {
+                continue;
+            };
+            s.in_flight = true;
+            let request = JoinMsg::Request(s.request.to_bytes());
+            let id = self
+                .swarm
+                .behaviour_mut()
+                .join
+                .send_request(&founder, request);
+            self.join_waiting.insert(id, JoinWaiter::Start(join, reply));
+        }
     }
 
     fn join_state(&self, join: u64) -> Reply {
@@ -1333,6 +1396,8 @@ impl Node {
                 next_poll: Instant::now(),
                 poll_failures: 0,
                 confirm_tries: 0,
+                started: Instant::now(),
+                awaiting_mdns: None,
             },
         );
         let id = self.swarm.behaviour_mut().join.send_request_with_addresses(
@@ -1420,16 +1485,23 @@ impl Node {
                 let why = format!("could not reach the founder: {error}");
                 match self.join_waiting.remove(&request_id) {
                     Some(JoinWaiter::Start(join, reply)) => {
-                        self.joins.remove(&join);
-                        send(
-                            reply,
-                            err(
-                                "founder_unreachable",
-                                format!(
-                                    "{why}; check that the ticket's addresses are reachable from here and the founder's daemon is running"
-                                ),
-                            ),
-                        );
+                        let wait = self.settings.mdns
+                            && self
+                                .joins
+                                .get(&join)
+                                .is_some_and(|s| s.started.elapsed() < MDNS_JOIN_WAIT);
+                        if let (true, Some(s)) = (wait, self.joins.get_mut(&join)) {
+                            // The ticket's addresses failed; the founder may
+                            // still turn up on the local network.
+                            tracing::info!(
+                                "the ticket's addresses failed; looking for the founder with mDNS"
+                            );
+                            s.in_flight = false;
+                            s.awaiting_mdns = Some(reply);
+                        } else {
+                            self.joins.remove(&join);
+                            send(reply, founder_unreachable(&why));
+                        }
                     }
                     Some(JoinWaiter::Poll(join)) => {
                         if let Some(s) = self.joins.get_mut(&join) {

@@ -121,6 +121,35 @@ fn mdns_discovers_a_daemon_on_the_same_network() {
         .to_owned();
     let connected = a.json(&["connect", &format!("{addr}/p2p/{b_id}")]);
     assert_eq!(connected["peer_id"], b_id);
+
+    // Joining needs no reachable address in the ticket: with the ticket's
+    // only address wrong, bravo still finds alpha by mDNS and joins.
+    a.ok(&["team", "create", "lan", "--owner", "Ada"]);
+    let real = a.json(&["invite"])["ticket"].as_str().unwrap().to_owned();
+    let mut ticket = agentmesh_protocol::ticket::Ticket::decode(&real).unwrap();
+    ticket.addrs = vec!["/ip4/10.77.0.1/tcp/1".parse().unwrap()];
+    let mut j = b.pty(&[
+        "join",
+        &ticket.to_string(),
+        "--name",
+        "bravo",
+        "--owner",
+        "Bob",
+    ]);
+    let code = agentmesh_tests::read_code(&mut j, "Pairing code");
+    let mut adm = a.pty(&["admit"]);
+    adm.exp_string("Type the pairing code shown on bravo: ")
+        .unwrap();
+    adm.send_line(&code).unwrap();
+    agentmesh_tests::read_code(&mut adm, "Team code");
+    agentmesh_tests::read_code(&mut j, "Team code");
+    j.exp_string("[y/N]").unwrap();
+    j.send_line("y").unwrap();
+    j.exp_string("Joined team lan").unwrap();
+    adm.exp_string("is now a member").unwrap();
+    assert_eq!(b.json(&["team", "show"])["name"], "lan");
+    drop(j);
+    drop(adm);
     drop(a);
     drop(b);
     drop(lab);

@@ -40,6 +40,17 @@ pub const KAD_PROTOCOL: StreamProtocol = StreamProtocol::new("/agentmesh/kad/1.0
 /// that have nothing to do.
 pub const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Connections open at once, in and out. A team of a few hundred machines
+/// plus relays and joiners fits; a flood of strangers is refused.
+pub const MAX_CONNECTIONS: u32 = 512;
+
+/// Connections to one peer at once: TCP and QUIC, direct and relayed, and
+/// a dial racing an inbound connection.
+pub const MAX_CONNECTIONS_PER_PEER: u32 = 4;
+
+/// Inbound connections still in their handshake at once.
+pub const MAX_PENDING_INCOMING: u32 = 64;
+
 /// How long a join or sync request may take before it fails. Both are a
 /// single round trip of small messages.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
@@ -186,6 +197,8 @@ mod behaviour {
         pub join: request_response::cbor::Behaviour<JoinMsg, JoinReply>,
         /// Anti-entropy sync of team blocks and contact records.
         pub sync: request_response::cbor::Behaviour<SyncRequest, SyncReply>,
+        /// Bounds on connections, so a flood of them is refused early.
+        pub limits: connection_limits::Behaviour,
     }
 }
 
@@ -261,6 +274,13 @@ pub fn build(keypair: Keypair, mdns: bool) -> Result<Swarm<Behaviour>, BuildErro
                 sync: request_response::cbor::Behaviour::new(
                     [(SYNC_PROTOCOL, ProtocolSupport::Full)],
                     rr_config,
+                ),
+                limits: connection_limits::Behaviour::new(
+                    connection_limits::ConnectionLimits::default()
+                        .with_max_pending_incoming(Some(MAX_PENDING_INCOMING))
+                        .with_max_established_incoming(Some(MAX_CONNECTIONS))
+                        .with_max_established(Some(MAX_CONNECTIONS))
+                        .with_max_established_per_peer(Some(MAX_CONNECTIONS_PER_PEER)),
                 ),
             })
         })

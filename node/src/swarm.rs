@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+use libp2p::connection_limits;
 use libp2p::gossipsub::{
     self, IdentTopic, MessageAuthenticity, PeerScoreParams, PeerScoreThresholds,
 };

@@ -129,7 +129,12 @@ pub fn down(home: &Home) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
     let mut c = rt.block_on(term::client(home))?;
     let pid = rt.block_on(c.status())?.pid;
-    rt.block_on(c.call::<serde_json::Value>(agentmesh_node::api::Op::Shutdown))?;
+    // The daemon may close the connection before its answer is written:
+    // either way it is stopping, and the lock below says when it is gone.
+    match rt.block_on(c.call::<serde_json::Value>(agentmesh_node::api::Op::Shutdown)) {
+        Ok(_) | Err(ClientError::Io(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
     drop(c);
     let deadline = Instant::now() + STOP_TIMEOUT;
     // The daemon holds its lock until its process ends; once the lock is

@@ -7,6 +7,7 @@
 
 mod daemonctl;
 mod inspect;
+mod mail;
 mod team;
 mod term;
 
@@ -110,6 +111,107 @@ enum Command {
         /// The member's machine name.
         name: String,
     },
+    /// Send a message to MAILBOX@MACHINE (or @MACHINE, its owner).
+    Send {
+        /// MAILBOX@MACHINE, or @MACHINE for the machine's owner.
+        to: String,
+        /// The message; `-` reads it from standard input.
+        text: String,
+        /// Ask a question (a reply is expected) rather than tell.
+        #[arg(long)]
+        ask: bool,
+        /// Reply to the received message with this id (threaded).
+        #[arg(long, value_name = "ID")]
+        reply_to: Option<String>,
+        /// Send from this mailbox (default: the owner's).
+        #[arg(long, value_name = "MAILBOX")]
+        from: Option<String>,
+        /// Print JSON: {"id": ...}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List received messages.
+    Inbox {
+        /// Only this mailbox (`@` for the owner's).
+        #[arg(long)]
+        mailbox: Option<String>,
+        /// Only unread messages.
+        #[arg(long)]
+        unread: bool,
+        /// Only the newest N.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a received message and mark it read.
+    Read {
+        /// The message id.
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List sent messages and where each stands.
+    Outbox {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print messages and approval prompts as they arrive, until Ctrl-C.
+    Watch {
+        /// Only this mailbox.
+        #[arg(long)]
+        mailbox: Option<String>,
+    },
+    /// Opt a folder in: its mailbox receives mail.
+    Allow {
+        /// The folder.
+        path: String,
+        /// The mailbox name (default: the folder's name).
+        #[arg(long)]
+        mailbox: Option<String>,
+    },
+    /// Opt a folder out: its mailbox refuses mail.
+    Deny {
+        /// The folder.
+        path: String,
+    },
+    /// List mail held for approval.
+    Held {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deliver a held message.
+    Approve {
+        /// The message id.
+        id: String,
+    },
+    /// Drop a held message.
+    Reject {
+        /// The message id.
+        id: String,
+    },
+    /// Stop holding a machine's mail.
+    Trust {
+        /// Its machine name.
+        machine: String,
+    },
+    /// Hold all inbound mail until `resume`.
+    Pause,
+    /// Deliver inbound mail again, including what `pause` held.
+    Resume,
+    /// Show the audit log: every decision, with body hashes, never bodies.
+    Audit {
+        /// Only the last DURATION (e.g. 1h, 7d).
+        #[arg(long, value_name = "DURATION")]
+        since: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Dial a peer by address and sync the team with it.
     Connect {
         /// A multiaddr, such as /ip4/192.168.1.20/tcp/7650/p2p/12D3KooW...
@@ -180,6 +282,32 @@ fn main() -> ExitCode {
         Command::Admit => team::admit(&home),
         Command::Revoke { name } => team::revoke(&home, &name),
         Command::Connect { addr, json } => team::connect(&home, &addr, json),
+        Command::Send {
+            to,
+            text,
+            ask,
+            reply_to,
+            from,
+            json,
+        } => mail::send(&home, &to, &text, ask, reply_to, from, json),
+        Command::Inbox {
+            mailbox,
+            unread,
+            limit,
+            json,
+        } => mail::inbox(&home, mailbox, unread, limit, json),
+        Command::Read { id, json } => mail::read(&home, &id, json),
+        Command::Outbox { json } => mail::outbox(&home, json),
+        Command::Watch { mailbox } => mail::watch(&home, mailbox),
+        Command::Allow { path, mailbox } => mail::allow(&home, &path, mailbox, true),
+        Command::Deny { path } => mail::allow(&home, &path, None, false),
+        Command::Held { json } => mail::held(&home, json),
+        Command::Approve { id } => mail::decide(&home, &id, true),
+        Command::Reject { id } => mail::decide(&home, &id, false),
+        Command::Trust { machine } => mail::trust(&home, &machine),
+        Command::Pause => mail::pause(&home, true),
+        Command::Resume => mail::pause(&home, false),
+        Command::Audit { since, json } => mail::audit(&home, since.as_deref(), json),
     };
     match result {
         Ok(code) => code,

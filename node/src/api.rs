@@ -161,6 +161,116 @@ pub enum Op {
     },
     /// Stop the daemon.
     Shutdown,
+    /// Send a message. The answer (its id) comes once it is durable.
+    Send {
+        /// `MAILBOX@MACHINE`, or `@MACHINE` for the machine's owner.
+        to: String,
+        /// The message.
+        text: String,
+        /// An ask (a reply is expected) rather than a tell.
+        #[serde(default)]
+        ask: bool,
+        /// The id of the message this one answers.
+        #[serde(default)]
+        reply_to: Option<String>,
+        /// The sending mailbox; the attached mailbox, else the owner's.
+        #[serde(default)]
+        from_mailbox: Option<String>,
+    },
+    /// Received messages, oldest first.
+    Inbox {
+        /// Only this mailbox (`@` for the owner's).
+        #[serde(default)]
+        mailbox: Option<String>,
+        /// Only unread messages.
+        #[serde(default)]
+        unread: bool,
+        /// Only messages after this seq (paging).
+        #[serde(default)]
+        after_seq: Option<u64>,
+        /// At most this many (default and cap: 1000).
+        #[serde(default)]
+        limit: Option<usize>,
+    },
+    /// Show one received message and mark it read.
+    Read {
+        /// The message id.
+        id: String,
+    },
+    /// Sent messages and where each stands.
+    Outbox,
+    /// Messages held for approval.
+    Held,
+    /// Deliver a held message.
+    Approve {
+        /// The message id.
+        id: String,
+    },
+    /// Drop a held message.
+    Reject {
+        /// The message id.
+        id: String,
+    },
+    /// Stop holding a machine's mail.
+    Trust {
+        /// Its machine name.
+        machine: String,
+    },
+    /// Opt a folder in: its mailbox receives.
+    Allow {
+        /// The folder.
+        path: String,
+        /// The mailbox name; default: the folder's base name.
+        #[serde(default)]
+        mailbox: Option<String>,
+    },
+    /// Opt a folder out: its mailbox refuses mail.
+    Deny {
+        /// The folder.
+        path: String,
+    },
+    /// Hold all inbound mail until `resume`.
+    Pause,
+    /// Deliver inbound mail again, and what `pause` held.
+    Resume,
+    /// The audit log.
+    Audit {
+        /// Only entries from the last this many seconds.
+        #[serde(default)]
+        since_secs: Option<u64>,
+    },
+    /// Move this daemon's clock forward (test builds only).
+    #[cfg(feature = "test-clock")]
+    ClockAdvance {
+        /// How far, in seconds.
+        secs: u64,
+    },
+}
+
+impl Op {
+    /// Whether the mailroom (rather than the network node) answers it.
+    pub fn is_mail(&self) -> bool {
+        #[cfg(feature = "test-clock")]
+        if matches!(self, Op::ClockAdvance { .. }) {
+            return true;
+        }
+        matches!(
+            self,
+            Op::Send { .. }
+                | Op::Inbox { .. }
+                | Op::Read { .. }
+                | Op::Outbox
+                | Op::Held
+                | Op::Approve { .. }
+                | Op::Reject { .. }
+                | Op::Trust { .. }
+                | Op::Allow { .. }
+                | Op::Deny { .. }
+                | Op::Pause
+                | Op::Resume
+                | Op::Audit { .. }
+        )
+    }
 }
 
 /// A frame from the daemon.
@@ -188,6 +298,11 @@ pub enum DaemonFrame {
         /// The error, when it did not.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<ApiError>,
+    },
+    /// Something happened that an attached client should know.
+    Event {
+        /// What.
+        event: Box<Event>,
     },
     /// A frame-level problem: the frame could not be read or is not allowed
     /// now. The connection stays usable.
@@ -394,6 +509,123 @@ pub struct Connected {
     pub membership: String,
     /// Blocks the sync brought in.
     pub new_blocks: usize,
+}
+
+/// An event pushed to attached clients.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// A message arrived in the attached mailbox (or, for clients attached
+    /// to no mailbox, in any).
+    Message {
+        /// The message.
+        message: MessageView,
+    },
+    /// A message is held for approval: a prompt for every attached human.
+    Held {
+        /// The held message.
+        message: MessageView,
+    },
+    /// A held message was approved or rejected (by any client), or expired:
+    /// clear its prompt.
+    Resolved {
+        /// The message id.
+        id: String,
+        /// `approved`, `rejected`, or `expired`.
+        outcome: String,
+    },
+    /// This client fell behind and missed events; reattach with
+    /// `after_seq` to catch up.
+    Lagged {
+        /// Events missed.
+        missed: u64,
+        /// The last message seq this client was sent.
+        after_seq: u64,
+    },
+}
+
+/// A received message, as clients see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageView {
+    /// The message id.
+    pub id: String,
+    /// Its place in this machine's inbox.
+    pub seq: u64,
+    /// The sender, `mailbox@machine` or `@machine`.
+    pub from: String,
+    /// The sender's identity stamp, as claimed.
+    pub who: Who,
+    /// `tell`, `ask`, `reply`, `broadcast`.
+    pub kind: String,
+    /// The conversation.
+    pub thread: String,
+    /// The message answered.
+    pub in_reply_to: Option<String>,
+    /// The message.
+    pub text: String,
+    /// When it arrived, RFC 3339.
+    pub received_at: String,
+    /// Whether it was read.
+    pub read: bool,
+    /// The receiving mailbox (null: the owner's).
+    pub mailbox: Option<String>,
+    /// Why it is held, if it is.
+    pub held: Option<String>,
+    /// How many peer messages caused it.
+    pub hop: u8,
+    /// Whether the sender had read untrusted text.
+    pub taint: bool,
+}
+
+/// `inbox`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InboxPage {
+    /// The messages, oldest first.
+    pub messages: Vec<MessageView>,
+    /// The seq to ask after for the next page; null when this is the last.
+    pub next_after_seq: Option<u64>,
+}
+
+/// `outbox`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutboxView {
+    /// The message id.
+    pub id: String,
+    /// The recipient.
+    pub to: String,
+    /// `tell`, `ask`, `reply`.
+    pub kind: String,
+    /// `queued`, `sent`, `delivered`, `failed`.
+    pub status: String,
+    /// Why it failed (or why the last attempt did).
+    pub reason: Option<String>,
+    /// Whether the recipient holds it for its owner's approval.
+    pub held: bool,
+    /// Delivery attempts.
+    pub attempts: u32,
+    /// When it was sent, RFC 3339.
+    pub created_at: String,
+}
+
+/// `audit`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditView {
+    /// When, RFC 3339.
+    pub at: String,
+    /// What happened.
+    pub event: String,
+    /// The other machine, if any.
+    pub peer: Option<String>,
+    /// The sender of the message, if any.
+    pub sender: Option<String>,
+    /// Its recipient.
+    pub recipient: Option<String>,
+    /// Its id.
+    pub id: Option<String>,
+    /// The SHA-256 of its body.
+    pub body_sha256: Option<String>,
+    /// Details.
+    pub detail: String,
 }
 
 #[cfg(test)]

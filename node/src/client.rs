@@ -56,8 +56,21 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to the daemon of `home` and attaches as `who`.
+    /// Connects to the daemon of `home` and attaches as `who`, to no
+    /// mailbox (events of every mailbox), receiving only new events.
     pub async fn connect(home: &Home, who: Who) -> Result<Client, ClientError> {
+        Client::attach(home, who, None, None).await
+    }
+
+    /// Connects and attaches as `who` to `mailbox` (`None`: every mailbox);
+    /// with `after_seq`, the daemon first replays the stored messages after
+    /// it as events.
+    pub async fn attach(
+        home: &Home,
+        who: Who,
+        mailbox: Option<String>,
+        after_seq: Option<u64>,
+    ) -> Result<Client, ClientError> {
         let socket = home.socket();
         let stream = UnixStream::connect(&socket)
             .await
@@ -68,8 +81,8 @@ impl Client {
         let attach = ClientFrame::Attach {
             version: API_VERSION,
             who,
-            mailbox: None,
-            after_seq: None,
+            mailbox,
+            after_seq,
         };
         send(&mut framed, &attach).await?;
         match recv(&mut framed).await? {
@@ -118,6 +131,17 @@ impl Client {
     /// `status`.
     pub async fn status(&mut self) -> Result<api::Status, ClientError> {
         self.call(Op::Status).await
+    }
+
+    /// The next event pushed to this client. (Events that arrive while
+    /// [`Client::call`] waits for its answer are skipped: watch on a
+    /// connection of its own.)
+    pub async fn next_event(&mut self) -> Result<api::Event, ClientError> {
+        loop {
+            if let DaemonFrame::Event { event } = recv(&mut self.framed).await? {
+                return Ok(*event);
+            }
+        }
     }
 }
 

@@ -62,6 +62,28 @@ pub struct Config {
     pub store: StoreConfig,
     /// Limits on joining.
     pub join: JoinConfig,
+    /// Messaging.
+    pub messages: MessagesConfig,
+}
+
+/// Messaging settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MessagesConfig {
+    /// How long a sent message stays deliverable. Default: "7d", so a
+    /// machine away over a long weekend still gets its mail. At most 30d.
+    pub lifetime: String,
+    /// How long the audit log keeps entries. Default: "90d".
+    pub audit_retention: String,
+}
+
+impl Default for MessagesConfig {
+    fn default() -> Self {
+        MessagesConfig {
+            lifetime: "7d".into(),
+            audit_retention: "90d".into(),
+        }
+    }
 }
 
 /// Storage settings.
@@ -104,6 +126,7 @@ impl Default for Config {
             mdns: true,
             store: StoreConfig::default(),
             join: JoinConfig::default(),
+            messages: MessagesConfig::default(),
         }
     }
 }
@@ -147,6 +170,10 @@ pub struct Settings {
     pub max_pending: usize,
     /// Join requests per machine per minute, at most.
     pub max_per_peer_per_minute: u32,
+    /// How long a sent message stays deliverable.
+    pub message_lifetime: Duration,
+    /// How long the audit log keeps entries.
+    pub audit_retention: Duration,
 }
 
 fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
@@ -249,6 +276,16 @@ impl Config {
                 "must be at least 1",
             ));
         }
+        let message_lifetime = duration("messages.lifetime", &self.messages.lifetime)?;
+        if message_lifetime < Duration::from_secs(60)
+            || message_lifetime > agentmesh_protocol::time::MAX_ENVELOPE_LIFETIME
+        {
+            return Err(invalid("messages.lifetime", "must be from 1m to 30d"));
+        }
+        let audit_retention = duration("messages.audit_retention", &self.messages.audit_retention)?;
+        if audit_retention < Duration::from_secs(3600) {
+            return Err(invalid("messages.audit_retention", "must be at least 1h"));
+        }
         Ok(Settings {
             name,
             listen,
@@ -259,6 +296,8 @@ impl Config {
             request_ttl,
             max_pending: self.join.max_pending,
             max_per_peer_per_minute: self.join.max_per_peer_per_minute,
+            message_lifetime,
+            audit_retention,
         })
     }
 }

@@ -11,6 +11,7 @@ use agentmesh_protocol::Multiaddr;
 use crate::api::Op;
 use crate::config::{Config, ConfigError};
 use crate::home::{Home, HomeError};
+use crate::mail::Mail;
 use crate::node::{Node, NodeError};
 use crate::store::{SledStore, StoreError};
 use crate::swarm::{self, BuildError};
@@ -107,7 +108,11 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     let swarm = swarm::build(crate::libp2p_keypair(&identity), settings.mdns)?;
     let (name, peer_id) = (settings.name.to_string(), identity.peer_id().to_string());
     tracing::info!(%peer_id, %name, home = %home.root().display(), "starting");
-    let (node, handle) = Node::new(swarm, identity, settings, store)?;
+    let lifetime = settings.message_lifetime;
+    let (mut node, handle) = Node::new(swarm, identity.clone(), settings, store.clone())?;
+    let (mail, mail_task) =
+        Mail::start(identity, store, node.directory(), handle.clone(), lifetime)?;
+    node.set_mail(mail.clone());
 
     let socket = home.socket();
     let listener = crate::server::bind(&socket)
@@ -119,6 +124,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     let server = tokio::spawn(crate::server::serve(
         listener,
         handle.clone(),
+        mail,
         name,
         peer_id,
     ));
@@ -128,6 +134,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
 
     server.abort();
     signals.abort();
+    mail_task.abort();
     let _ = fs::remove_file(&socket);
     let _ = fs::remove_file(&pid_path);
     drop(lock);

@@ -19,16 +19,20 @@
 //!   socket server, and the typed client.
 //! - [`home`], [`config`]: where a node keeps its files, and its settings.
 //!
-//! Messaging (outbox, courier, inbox) arrives with issue 4.
+//! - [`mail`]: messaging: the mailroom, the courier and the inbox, with
+//!   consent and the fan-out to attached clients, in one actor.
+//! - [`clock`]: the calendar clock, which test builds can move.
 
 #![deny(missing_docs)]
 
 pub mod api;
 pub mod client;
+pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod home;
 pub mod join;
+pub mod mail;
 pub mod node;
 pub mod peers;
 pub mod server;

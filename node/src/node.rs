@@ -41,16 +41,17 @@ use libp2p::swarm::{ConnectionId, SwarmEvent};
 use libp2p::{Swarm, gossipsub, identify, mdns, ping};
 use serde::Serialize;
 use serde_bytes::ByteBuf;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::api::{self, ApiError, Op};
 use crate::config::Settings;
 use crate::join::{CodeOutcome, Desk, DeskState};
+use crate::mail::{Directory, MailHandle, MailIn};
 use crate::peers::{PeerTable, without_peer};
 use crate::store::{AuditEntry, Store};
 use crate::swarm::{
     Behaviour, BehaviourEvent, JoinMsg, JoinReply, MAX_BLOCKS_PER_SYNC, MAX_CONTACTS_PER_SYNC,
-    SyncReply, SyncRequest, stranger_score, team_topic,
+    MailOutcome, MailReply, MailRequest, SyncReply, SyncRequest, stranger_score, team_topic,
 };
 
 /// Commands waiting for the node: API requests from every attached client.
@@ -80,16 +81,17 @@ const MAX_POLL_FAILURES: u32 = 10;
 /// (the founder answers a repeated Confirm with the same blocks).
 const MAX_CONFIRM_TRIES: u32 = 5;
 
-/// How long the audit log keeps entries. Issue 4 makes this configurable.
-const AUDIT_RETENTION: Duration = Duration::from_secs(90 * 24 * 60 * 60);
-
 /// The protocol a relay lists in identify.
 const RELAY_HOP: &str = "/libp2p/circuit/relay/0.2.0/hop";
 
 /// An API answer.
 pub type Reply = Result<serde_json::Value, ApiError>;
 
-/// What the API asks of the node.
+/// Inbound mail batches waiting for the mail actor's answer, at most;
+/// beyond it, batches are answered `Busy` and their senders retry.
+pub const MAX_INBOUND_PENDING: usize = 256;
+
+/// What the API and the mail actor ask of the node.
 #[derive(Debug)]
 pub enum Command {
     /// Run `op` and answer on `reply`.
@@ -99,12 +101,22 @@ pub enum Command {
         /// Where the answer goes.
         reply: oneshot::Sender<Reply>,
     },
+    /// Carry a batch of mail to `peer`.
+    Deliver {
+        /// The recipient.
+        peer: PeerId,
+        /// The batch.
+        request: MailRequest,
+        /// Its answer, or why it did not get through.
+        reply: oneshot::Sender<Result<MailReply, String>>,
+    },
 }
 
 /// A cloneable handle to the node.
 #[derive(Debug, Clone)]
 pub struct Handle {
     tx: mpsc::Sender<Command>,
+    answers: mpsc::Sender<(u64, MailReply)>,
 }
 
 impl Handle {
@@ -122,6 +134,29 @@ impl Handle {
         }
         rx.await.unwrap_or_else(|_| gone())
     }
+
+    /// Carries a mail batch to `peer` and waits for its answer.
+    pub async fn deliver(&self, peer: PeerId, request: MailRequest) -> Result<MailReply, String> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Command::Deliver {
+                peer,
+                request,
+                reply,
+            })
+            .await
+            .map_err(|_| "the daemon is shutting down".to_owned())?;
+        rx.await
+            .map_err(|_| "the daemon is shutting down".to_owned())?
+    }
+
+    /// Answers an inbound mail batch (the mail actor, once it is durable).
+    /// Never blocks: the channel holds one slot per pending batch.
+    pub fn answer_mail(&self, token: u64, reply: MailReply) {
+        if self.answers.try_send((token, reply)).is_err() {
+            tracing::warn!("dropping a mail acknowledgement; the sender will retry");
+        }
+    }
 }
 
 fn ok<T: Serialize>(value: T) -> Reply {
@@ -137,12 +172,9 @@ fn send(reply: oneshot::Sender<Reply>, value: Reply) {
     let _ = reply.send(value);
 }
 
-/// The current time as the protocol counts it.
+/// The current time as the protocol counts it (see [`crate::clock`]).
 pub fn now() -> Timestamp {
-    let ms = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    Timestamp::from_unix_millis(ms)
+    crate::clock::now()
 }
 
 fn rfc3339(t: Timestamp) -> String {
@@ -260,7 +292,13 @@ pub struct Node {
     contact_addrs: Vec<Multiaddr>,
     last_maintenance: Instant,
     commands: mpsc::Receiver<Command>,
+    answers: mpsc::Receiver<(u64, MailReply)>,
     stopping: bool,
+    mail: Option<MailHandle>,
+    directory: watch::Sender<Arc<Directory>>,
+    mail_waiting: HashMap<OutboundRequestId, oneshot::Sender<Result<MailReply, String>>>,
+    inbound: HashMap<u64, ResponseChannel<MailReply>>,
+    next_token: u64,
 }
 
 impl std::fmt::Debug for Node {
@@ -330,6 +368,8 @@ impl Node {
             }
         }
         let (tx, commands) = mpsc::channel(COMMAND_QUEUE);
+        let (answers_tx, answers) = mpsc::channel(MAX_INBOUND_PENDING);
+        let (directory, _) = watch::channel(Arc::new(Directory::default()));
         let mut node = Node {
             swarm,
             me,
@@ -350,10 +390,41 @@ impl Node {
             contact_addrs: vec![],
             last_maintenance: Instant::now(),
             commands,
+            answers,
             stopping: false,
+            mail: None,
+            directory,
+            mail_waiting: HashMap::new(),
+            inbound: HashMap::new(),
+            next_token: 0,
         };
         node.activate_team(None);
-        Ok((node, Handle { tx }))
+        Ok((
+            node,
+            Handle {
+                tx,
+                answers: answers_tx,
+            },
+        ))
+    }
+
+    /// The team directory the mail actor reads, kept current by the node.
+    pub fn directory(&self) -> watch::Receiver<Arc<Directory>> {
+        self.directory.subscribe()
+    }
+
+    /// Connects the mail actor: inbound mail and connection news go to it.
+    pub fn set_mail(&mut self, mail: MailHandle) {
+        self.mail = Some(mail);
+    }
+
+    fn publish_directory(&self) {
+        let d = Directory::of(
+            self.me.peer_id(),
+            self.settings.name.as_str(),
+            self.team.as_ref(),
+        );
+        self.directory.send_replace(Arc::new(d));
     }
 
     /// Runs until a `shutdown` op or until every handle is dropped.
@@ -367,6 +438,12 @@ impl Node {
                 cmd = self.commands.recv() => match cmd {
                     None => break,
                     Some(Command::Api { op, reply }) => self.handle_op(op, reply),
+                    Some(Command::Deliver { peer, request, reply }) => self.deliver(peer, request, reply),
+                },
+                Some((token, reply)) = self.answers.recv() => {
+                    if let Some(channel) = self.inbound.remove(&token) {
+                        let _ = self.swarm.behaviour_mut().mail.send_response(channel, reply);
+                    }
                 },
                 event = self.swarm.select_next_some() => self.handle_event(event),
                 _ = tick.tick() => self.housekeeping(),
@@ -382,6 +459,7 @@ impl Node {
             event: event.into(),
             peer: peer.map(ToString::to_string),
             detail: detail.into(),
+            ..AuditEntry::default()
         };
         if let Err(e) = self.store.audit(&entry) {
             tracing::error!(error = %e, "cannot write the audit log");
@@ -475,6 +553,7 @@ impl Node {
         for peer in connected {
             self.apply_membership_to(&peer);
         }
+        self.publish_directory();
     }
 
     fn apply_membership_to(&mut self, peer: &PeerId) {
@@ -1033,6 +1112,10 @@ impl Node {
                 self.apply_membership_to(&peer_id);
                 if num_established.get() == 1 && self.is_member(&peer_id) {
                     self.start_sync(peer_id);
+                    if let Some(mail) = &self.mail {
+                        // A hint; the courier's own timers cover a full queue.
+                        mail.offer(MailIn::Connected(peer_id));
+                    }
                 }
                 self.connection_up(peer_id, &remote, connection_id);
             }
@@ -1125,6 +1208,7 @@ impl Node {
                 }
             }
             BehaviourEvent::Join(event) => self.handle_join_event(event),
+            BehaviourEvent::Mail(event) => self.handle_mail_event(event),
             BehaviourEvent::Sync(event) => match event {
                 request_response::Event::Message { peer, message, .. } => match message {
                     request_response::Message::Request {
@@ -1154,6 +1238,87 @@ impl Node {
                 }
                 _ => {}
             },
+            _ => {}
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        peer: PeerId,
+        request: MailRequest,
+        reply: oneshot::Sender<Result<MailReply, String>>,
+    ) {
+        let addrs = self
+            .peers
+            .get(&peer)
+            .map(|e| e.addrs.clone())
+            .unwrap_or_default();
+        let id = self
+            .swarm
+            .behaviour_mut()
+            .mail
+            .send_request_with_addresses(&peer, request, addrs);
+        self.mail_waiting.insert(id, reply);
+    }
+
+    fn handle_mail_event(&mut self, event: request_response::Event<MailRequest, MailReply>) {
+        match event {
+            request_response::Event::Message { peer, message, .. } => match message {
+                request_response::Message::Request {
+                    request, channel, ..
+                } => {
+                    let busy = |n: usize| MailReply {
+                        outcomes: vec![MailOutcome::Busy; n],
+                    };
+                    let n = request.envelopes.len();
+                    let Some(mail) = self
+                        .mail
+                        .as_ref()
+                        .filter(|_| self.inbound.len() < MAX_INBOUND_PENDING)
+                    else {
+                        let _ = self
+                            .swarm
+                            .behaviour_mut()
+                            .mail
+                            .send_response(channel, busy(n));
+                        return;
+                    };
+                    self.next_token += 1;
+                    let token = self.next_token;
+                    if mail.offer(MailIn::Inbound {
+                        peer,
+                        request,
+                        token,
+                    }) {
+                        self.inbound.insert(token, channel);
+                    } else {
+                        let _ = self
+                            .swarm
+                            .behaviour_mut()
+                            .mail
+                            .send_response(channel, busy(n));
+                    }
+                }
+                request_response::Message::Response {
+                    request_id,
+                    response,
+                } => {
+                    if let Some(reply) = self.mail_waiting.remove(&request_id) {
+                        let _ = reply.send(Ok(response));
+                    }
+                }
+            },
+            request_response::Event::OutboundFailure {
+                request_id, error, ..
+            } => {
+                if let Some(reply) = self.mail_waiting.remove(&request_id) {
+                    let _ = reply.send(Err(error.to_string()));
+                }
+            }
+            request_response::Event::InboundFailure { .. } => {
+                // The sender saw the failure too and will retry; any token
+                // left behind is answered into the void and removed then.
+            }
             _ => {}
         }
     }
@@ -1246,7 +1411,7 @@ impl Node {
             let _ = self.store.prune_tickets(now());
             let _ = self
                 .store
-                .prune_audit(now().saturating_sub(AUDIT_RETENTION));
+                .prune_audit(now().saturating_sub(self.settings.audit_retention));
             self.peers.trim(self.team.as_ref());
             self.save_peers();
         }
@@ -1890,6 +2055,7 @@ impl Node {
                 self.stopping = true;
                 ok(serde_json::json!({}))
             }
+            _ => err("internal", "a mail operation reached the network node"),
         };
         send(reply, answer);
     }

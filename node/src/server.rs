@@ -12,8 +12,12 @@ use futures::{SinkExt, StreamExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::codec::{Framed, LinesCodec, LinesCodecError};
 
-use crate::api::{API_VERSION, ClientFrame, DaemonFrame, MAX_FRAME_BYTES};
+use crate::api::{
+    API_VERSION, ClientFrame, DaemonFrame, Event, InboxPage, MAX_FRAME_BYTES, Op, Who, WhoKind,
+};
+use crate::mail::MailHandle;
 use crate::node::Handle;
+use tokio::sync::broadcast;
 
 /// The most clients attached at once. Each costs a task and two small
 /// buffers; a runaway script opening connections in a loop hits this
@@ -35,7 +39,13 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
 }
 
 /// Serves clients until the node stops.
-pub async fn serve(listener: UnixListener, node: Handle, name: String, peer_id: String) {
+pub async fn serve(
+    listener: UnixListener,
+    node: Handle,
+    mail: MailHandle,
+    name: String,
+    peer_id: String,
+) {
     let uid = nix::unistd::geteuid().as_raw();
     let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
     loop {
@@ -50,11 +60,22 @@ pub async fn serve(listener: UnixListener, node: Handle, name: String, peer_id: 
             tracing::warn!("refusing a client: {MAX_CLIENTS} are attached already");
             continue;
         };
-        let (node, name, peer_id) = (node.clone(), name.clone(), peer_id.clone());
+        let (node, mail, name, peer_id) =
+            (node.clone(), mail.clone(), name.clone(), peer_id.clone());
         tokio::spawn(async move {
             let _permit = permit;
             match stream.peer_cred() {
-                Ok(cred) if cred.uid() == uid => serve_client(stream, node, &name, &peer_id).await,
+                Ok(cred) if cred.uid() == uid => {
+                    let client = Client {
+                        node,
+                        mail,
+                        name,
+                        peer_id,
+                        attached: None,
+                        last_seq: 0,
+                    };
+                    client.serve(stream).await;
+                }
                 Ok(cred) => {
                     tracing::warn!(uid = cred.uid(), "refused a client of another user");
                     let mut framed =
@@ -72,6 +93,24 @@ pub async fn serve(listener: UnixListener, node: Handle, name: String, peer_id: 
             }
         });
     }
+}
+
+/// What a client attached as.
+#[derive(Debug, Clone)]
+struct Attached {
+    who: Who,
+    mailbox: Option<String>,
+}
+
+/// One client connection.
+struct Client {
+    node: Handle,
+    mail: MailHandle,
+    name: String,
+    peer_id: String,
+    attached: Option<Attached>,
+    /// The last message seq sent to this client, for `lagged`.
+    last_seq: u64,
 }
 
 async fn send(
@@ -125,75 +164,203 @@ fn parse(line: &str) -> Result<ClientFrame, DaemonFrame> {
     }
 }
 
-async fn serve_client(stream: UnixStream, node: Handle, name: &str, peer_id: &str) {
-    let mut framed = Framed::new(stream, LinesCodec::new_with_max_length(MAX_FRAME_BYTES));
-    let mut attached = false;
-    while let Some(line) = framed.next().await {
-        let line = match line {
-            Ok(l) => l,
-            Err(LinesCodecError::MaxLineLengthExceeded) => {
-                // The codec discards the rest of the line; the connection
-                // stays usable.
-                let reply = frame_error(
-                    "frame_too_large",
-                    format!("frames are at most {MAX_FRAME_BYTES} bytes"),
-                );
-                if send(&mut framed, &reply).await.is_err() {
-                    return;
+impl Client {
+    async fn serve(mut self, stream: UnixStream) {
+        let mut framed = Framed::new(stream, LinesCodec::new_with_max_length(MAX_FRAME_BYTES));
+        let mut events: Option<broadcast::Receiver<Event>> = None;
+        loop {
+            let next_event = async {
+                match events.as_mut() {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
                 }
-                continue;
+            };
+            tokio::select! {
+                line = framed.next() => {
+                    let Some(line) = line else { return };
+                    let reply = match line {
+                        Ok(l) if l.trim().is_empty() => continue,
+                        Ok(l) => self.frame(&l, &mut framed, &mut events).await,
+                        Err(LinesCodecError::MaxLineLengthExceeded) => Some(frame_error(
+                            "frame_too_large",
+                            format!("frames are at most {MAX_FRAME_BYTES} bytes"),
+                        )),
+                        Err(LinesCodecError::Io(_)) => return,
+                    };
+                    if let Some(reply) = reply
+                        && send(&mut framed, &reply).await.is_err()
+                    {
+                        return;
+                    }
+                }
+                event = next_event => {
+                    let frame = match event {
+                        Ok(event) => match self.wanted(event) {
+                            Some(e) => e,
+                            None => continue,
+                        },
+                        Err(broadcast::error::RecvError::Lagged(missed)) => Event::Lagged {
+                            missed,
+                            after_seq: self.last_seq,
+                        },
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    };
+                    if send(&mut framed, &DaemonFrame::Event { event: Box::new(frame) }).await.is_err() {
+                        return;
+                    }
+                }
             }
-            Err(LinesCodecError::Io(_)) => return,
-        };
-        if line.trim().is_empty() {
-            continue;
         }
-        let reply = match parse(&line) {
-            Err(frame) => frame,
-            Ok(ClientFrame::Attach { version, who, .. }) => {
+    }
+
+    /// Whether this client should see `event`: messages of its mailbox (all
+    /// mailboxes when it attached to none), approval prompts if it is a
+    /// person, and every resolution.
+    fn wanted(&mut self, event: Event) -> Option<Event> {
+        let attached = self.attached.as_ref()?;
+        match &event {
+            Event::Message { message } => {
+                if attached.mailbox.is_some() && message.mailbox != attached.mailbox {
+                    return None;
+                }
+                if message.seq <= self.last_seq {
+                    return None;
+                }
+                self.last_seq = message.seq;
+            }
+            Event::Held { .. } if attached.who.kind != WhoKind::Human => return None,
+            _ => {}
+        }
+        Some(event)
+    }
+
+    /// Handles one frame; returns the frame to answer with, if any.
+    async fn frame(
+        &mut self,
+        line: &str,
+        framed: &mut Framed<UnixStream, LinesCodec>,
+        events: &mut Option<broadcast::Receiver<Event>>,
+    ) -> Option<DaemonFrame> {
+        match parse(line) {
+            Err(frame) => Some(frame),
+            Ok(ClientFrame::Attach {
+                version,
+                who,
+                mailbox,
+                after_seq,
+            }) => {
                 if version != API_VERSION {
-                    frame_error(
+                    return Some(frame_error(
                         "version_mismatch",
                         format!(
                             "this client speaks local API version {version}, the daemon speaks version {API_VERSION}; use the same agentmesh build for both"
                         ),
-                    )
-                } else {
-                    tracing::debug!(kind = ?who.kind, name = %who.name, "client attached");
-                    attached = true;
-                    DaemonFrame::Attached {
-                        version: API_VERSION,
-                        peer_id: peer_id.to_owned(),
-                        name: name.to_owned(),
-                    }
+                    ));
                 }
+                tracing::debug!(kind = ?who.kind, name = %who.name, ?mailbox, "client attached");
+                let mailbox = match mailbox.as_deref() {
+                    None | Some("@") => None,
+                    Some(m) => match agentmesh_protocol::Name::parse("mailbox name", m) {
+                        Ok(n) => Some(n.to_string()),
+                        Err(e) => return Some(frame_error("bad_mailbox", e.to_string())),
+                    },
+                };
+                self.attached = Some(Attached { who, mailbox });
+                // Subscribe before replaying, so nothing falls between.
+                *events = Some(self.mail.subscribe());
+                let attached = DaemonFrame::Attached {
+                    version: API_VERSION,
+                    peer_id: self.peer_id.clone(),
+                    name: self.name.clone(),
+                };
+                if send(framed, &attached).await.is_err() {
+                    return None;
+                }
+                // Without after_seq, only what arrives from now on.
+                self.last_seq = match after_seq {
+                    Some(after) => {
+                        self.last_seq = after;
+                        self.replay(after, framed).await;
+                        self.last_seq
+                    }
+                    None => self.mail.last_seq(),
+                };
+                None
             }
-            Ok(ClientFrame::Request { id, .. }) if !attached => DaemonFrame::Response {
-                id,
-                ok: false,
-                result: None,
-                error: Some(crate::api::ApiError::new(
-                    "not_attached",
-                    "send an attach frame before any request",
-                )),
-            },
-            Ok(ClientFrame::Request { id, op }) => match node.request(op).await {
-                Ok(result) => DaemonFrame::Response {
-                    id,
-                    ok: true,
-                    result: Some(result),
-                    error: None,
-                },
-                Err(error) => DaemonFrame::Response {
+            Ok(ClientFrame::Request { id, .. }) if self.attached.is_none() => {
+                Some(DaemonFrame::Response {
                     id,
                     ok: false,
                     result: None,
-                    error: Some(error),
-                },
-            },
-        };
-        if send(&mut framed, &reply).await.is_err() {
+                    error: Some(crate::api::ApiError::new(
+                        "not_attached",
+                        "send an attach frame before any request",
+                    )),
+                })
+            }
+            Ok(ClientFrame::Request { id, op }) => {
+                let answer = match (&self.attached, op.is_mail()) {
+                    (Some(a), true) => {
+                        self.mail
+                            .request(a.who.clone(), a.mailbox.clone(), op)
+                            .await
+                    }
+                    _ => self.node.request(op).await,
+                };
+                Some(match answer {
+                    Ok(result) => DaemonFrame::Response {
+                        id,
+                        ok: true,
+                        result: Some(result),
+                        error: None,
+                    },
+                    Err(error) => DaemonFrame::Response {
+                        id,
+                        ok: false,
+                        result: None,
+                        error: Some(error),
+                    },
+                })
+            }
+        }
+    }
+
+    /// Sends every stored message of the attached mailbox after `after`,
+    /// as events, page by page.
+    async fn replay(&mut self, mut after: u64, framed: &mut Framed<UnixStream, LinesCodec>) {
+        let Some(a) = self.attached.clone() else {
             return;
+        };
+        loop {
+            let op = Op::Inbox {
+                mailbox: a.mailbox.clone(),
+                unread: false,
+                after_seq: Some(after),
+                limit: None,
+            };
+            let Ok(value) = self
+                .mail
+                .request(a.who.clone(), a.mailbox.clone(), op)
+                .await
+            else {
+                return;
+            };
+            let Ok(page) = serde_json::from_value::<InboxPage>(value) else {
+                return;
+            };
+            for message in page.messages {
+                self.last_seq = self.last_seq.max(message.seq);
+                let frame = DaemonFrame::Event {
+                    event: Box::new(Event::Message { message }),
+                };
+                if send(framed, &frame).await.is_err() {
+                    return;
+                }
+            }
+            match page.next_after_seq {
+                Some(n) => after = n,
+                None => return,
+            }
         }
     }
 }

@@ -67,18 +67,124 @@ pub struct PeerRecord {
     pub relay: bool,
 }
 
-/// One decision the daemon made, for `agentmesh audit` (issue 4) and for
-/// people asking "what happened".
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One decision the daemon made, for `agentmesh audit` and for people
+/// asking "what happened".
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct AuditEntry {
     /// When, Unix ms.
     pub at: u64,
-    /// What happened: `team_created`, `admitted`, `revoked`, `join_refused`…
+    /// What happened: `team_created`, `admitted`, `revoked`, `accepted`,
+    /// `held`, `refused`, `delivered`…
     pub event: String,
-    /// The machine it concerns, if any.
+    /// The machine it concerns, if any (for messages: the other machine).
     pub peer: Option<String>,
     /// Details, never message bodies.
     pub detail: String,
+    /// For messages: the sender, as `mailbox@machine`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<String>,
+    /// For messages: the recipient, as `mailbox@machine`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipient: Option<String>,
+    /// For messages: the message id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// For messages: the SHA-256 of the body (hex), never the body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_sha256: Option<String>,
+}
+
+/// Where a sent message stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxStatus {
+    /// Stored, not yet handed to the recipient.
+    Queued,
+    /// Handed over at least once, not yet acknowledged.
+    Sent,
+    /// The recipient stored it (in its inbox, or held).
+    Delivered,
+    /// Refused by the recipient, or expired undelivered; see `reason`.
+    Failed,
+}
+
+/// A message in the outbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutboxRecord {
+    /// The message id, hex.
+    pub id: String,
+    /// The recipient machine.
+    pub to_peer: String,
+    /// The recipient, as `mailbox@machine`.
+    pub to: String,
+    /// `tell`, `ask`, `reply`.
+    pub kind: String,
+    /// The sealed envelope.
+    #[serde(with = "serde_bytes")]
+    pub envelope: Vec<u8>,
+    /// Where it stands.
+    pub status: OutboxStatus,
+    /// Why it failed, or why the last attempt did.
+    pub reason: Option<String>,
+    /// Delivery attempts so far.
+    pub attempts: u32,
+    /// When it was accepted, Unix ms.
+    pub created_at: u64,
+    /// When it stops being deliverable, Unix ms.
+    pub expires_at: u64,
+    /// Whether the recipient held it for approval.
+    #[serde(default)]
+    pub held: bool,
+}
+
+/// A message in the inbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InboxRecord {
+    /// Its place in this machine's inbox; increases with every message.
+    pub seq: u64,
+    /// The message id, hex.
+    pub id: String,
+    /// The sending machine.
+    pub from_peer: String,
+    /// The sender, as `mailbox@machine`.
+    pub from: String,
+    /// The receiving mailbox (`None`: the owner's).
+    pub mailbox: Option<String>,
+    /// The sender's identity stamp.
+    pub who: crate::api::Who,
+    /// `tell`, `ask`, `reply`, `broadcast`.
+    pub kind: String,
+    /// The conversation, hex.
+    pub thread: String,
+    /// The message answered, hex.
+    pub in_reply_to: Option<String>,
+    /// How many peer messages caused it.
+    pub hop: u8,
+    /// Whether the sender had read untrusted text.
+    pub taint: bool,
+    /// The message.
+    pub text: String,
+    /// When it was received, Unix ms.
+    pub received_at: u64,
+    /// When its envelope expires, Unix ms.
+    pub expires_at: u64,
+    /// Whether a client read it, and when (Unix ms).
+    pub read_at: Option<u64>,
+    /// Why it is held for approval, if it is (`other_owner`, `paused`).
+    pub held: Option<String>,
+    /// The SHA-256 of the sealed body, hex.
+    pub body_sha256: String,
+}
+
+/// A folder opted in (or out) of receiving, and the mailbox bound to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FolderBinding {
+    /// The mailbox name.
+    pub mailbox: String,
+    /// The folder, absolute.
+    pub path: String,
+    /// Whether it receives now (`allow`) or not (`deny`).
+    pub allowed: bool,
 }
 
 /// The daemon's persistent state.
@@ -120,6 +226,51 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn audit_since(&self, since: Timestamp) -> Result<Vec<AuditEntry>, StoreError>;
     /// Forgets audit entries older than `before`.
     fn prune_audit(&self, before: Timestamp) -> Result<usize, StoreError>;
+
+    /// Makes every write so far durable. Writers that need durability
+    /// write, then wait for a flush (see `crate::mail::Flusher`, which
+    /// shares one flush among every writer waiting at the time).
+    fn flush(&self) -> Result<(), StoreError>;
+    /// Writes outbox records (not durable until the next flush).
+    fn put_outbox(&self, records: &[OutboxRecord]) -> Result<(), StoreError>;
+    /// Every outbox record.
+    fn outbox(&self) -> Result<Vec<OutboxRecord>, StoreError>;
+    /// Forgets outbox records.
+    fn delete_outbox(&self, ids: &[String]) -> Result<(), StoreError>;
+    /// Stores received messages and their dedup records atomically: after a
+    /// crash, either both are there or neither (not durable until the next
+    /// flush). `seen` pairs are (sender PeerId bytes ‖ message id, until).
+    fn put_inbox(&self, records: &[InboxRecord], seen: &[(Vec<u8>, u64)])
+    -> Result<(), StoreError>;
+    /// Moves an inbox record to a new seq (a held message delivered now
+    /// takes its place at the end of the inbox), atomically.
+    fn move_inbox(&self, old_seq: u64, record: &InboxRecord) -> Result<(), StoreError>;
+    /// Replaces inbox records (read).
+    fn update_inbox(&self, records: &[InboxRecord]) -> Result<(), StoreError>;
+    /// At most `limit` inbox records with a seq after `after`, in order.
+    fn inbox_after(&self, after: u64, limit: usize) -> Result<Vec<InboxRecord>, StoreError>;
+    /// Forgets inbox records.
+    fn delete_inbox(&self, seqs: &[u64]) -> Result<(), StoreError>;
+    /// The inbox record of a message id.
+    fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>, StoreError>;
+    /// The highest inbox seq ever stored.
+    fn last_inbox_seq(&self) -> Result<u64, StoreError>;
+    /// Whether (sender ‖ id) was received and is still remembered.
+    fn seen(&self, key: &[u8]) -> Result<bool, StoreError>;
+    /// Forgets dedup records whose window ended before `now`.
+    fn prune_seen(&self, now: Timestamp) -> Result<usize, StoreError>;
+    /// Folder bindings.
+    fn folders(&self) -> Result<Vec<FolderBinding>, StoreError>;
+    /// Stores a folder binding (durable on return).
+    fn put_folder(&self, binding: &FolderBinding) -> Result<(), StoreError>;
+    /// Machines whose mail is not held.
+    fn trusted(&self) -> Result<Vec<String>, StoreError>;
+    /// Trusts a machine (durable on return).
+    fn put_trusted(&self, peer: &str) -> Result<(), StoreError>;
+    /// Whether inbound delivery is paused.
+    fn paused(&self) -> Result<bool, StoreError>;
+    /// Pauses or resumes inbound delivery (durable on return).
+    fn set_paused(&self, paused: bool) -> Result<(), StoreError>;
 }
 
 /// A migration from format `i` to `i + 1` is `MIGRATIONS[i]`.
@@ -145,6 +296,11 @@ pub struct SledStore {
     tickets: sled::Tree,
     contacts: sled::Tree,
     audit: sled::Tree,
+    outbox: sled::Tree,
+    inbox: sled::Tree,
+    inbox_ids: sled::Tree,
+    seen: sled::Tree,
+    consent: sled::Tree,
 }
 
 impl SledStore {
@@ -195,6 +351,11 @@ impl SledStore {
             tickets: db.open_tree("tickets")?,
             contacts: db.open_tree("contacts")?,
             audit: db.open_tree("audit")?,
+            outbox: db.open_tree("outbox")?,
+            inbox: db.open_tree("inbox")?,
+            inbox_ids: db.open_tree("inbox_ids")?,
+            seen: db.open_tree("seen")?,
+            consent: db.open_tree("consent")?,
             meta,
             db,
         })
@@ -211,11 +372,16 @@ impl SledStore {
         })?))
     }
 
-    fn flush(&self) -> Result<(), StoreError> {
+    fn sync(&self) -> Result<(), StoreError> {
         self.db.flush()?;
         Ok(())
     }
 }
+
+const INBOX_SEQ_KEY: &[u8] = b"inbox_seq";
+const PAUSED_KEY: &[u8] = b"paused";
+const FOLDER_PREFIX: &[u8] = b"folder/";
+const TRUSTED_PREFIX: &[u8] = b"trusted/";
 
 fn json<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).expect("store records always serialise")
@@ -242,7 +408,7 @@ impl Store for SledStore {
             Some(t) => self.meta.insert(TEAM_KEY, &t.0)?,
             None => self.meta.remove(TEAM_KEY)?,
         };
-        self.flush()
+        self.sync()
     }
 
     fn blocks(&self, team: &TeamId) -> Result<Vec<Vec<u8>>, StoreError> {
@@ -258,7 +424,7 @@ impl Store for SledStore {
             batch.insert([team.0, hash.0].concat(), *bytes);
         }
         self.blocks.apply_batch(batch)?;
-        self.flush()
+        self.sync()
     }
 
     fn delete_team(&self, team: &TeamId) -> Result<(), StoreError> {
@@ -267,7 +433,7 @@ impl Store for SledStore {
             batch.remove(kv?.0);
         }
         self.blocks.apply_batch(batch)?;
-        self.flush()
+        self.sync()
     }
 
     fn peers(&self) -> Result<Vec<PeerRecord>, StoreError> {
@@ -282,7 +448,7 @@ impl Store for SledStore {
     fn put_ticket(&self, nonce: &[u8; 16], expires_at: Timestamp) -> Result<(), StoreError> {
         self.tickets
             .insert(nonce, &expires_at.as_unix_millis().to_be_bytes())?;
-        self.flush()
+        self.sync()
     }
 
     fn ticket(&self, nonce: &[u8; 16]) -> Result<Option<Timestamp>, StoreError> {
@@ -295,7 +461,7 @@ impl Store for SledStore {
 
     fn take_ticket(&self, nonce: &[u8; 16]) -> Result<Option<Timestamp>, StoreError> {
         let old = self.tickets.remove(nonce)?;
-        self.flush()?;
+        self.sync()?;
         Ok(old.and_then(|v| {
             <[u8; 8]>::try_from(v.as_ref())
                 .ok()
@@ -374,6 +540,188 @@ impl Store for SledStore {
             gone += 1;
         }
         Ok(gone)
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        self.sync()
+    }
+
+    fn put_outbox(&self, records: &[OutboxRecord]) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        for r in records {
+            batch.insert(r.id.as_bytes(), json(r));
+        }
+        self.outbox.apply_batch(batch)?;
+        Ok(())
+    }
+
+    fn outbox(&self) -> Result<Vec<OutboxRecord>, StoreError> {
+        self.outbox.iter().map(|kv| from_json(&kv?.1)).collect()
+    }
+
+    fn delete_outbox(&self, ids: &[String]) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        for id in ids {
+            batch.remove(id.as_bytes());
+        }
+        self.outbox.apply_batch(batch)?;
+        Ok(())
+    }
+
+    fn put_inbox(
+        &self,
+        records: &[InboxRecord],
+        seen: &[(Vec<u8>, u64)],
+    ) -> Result<(), StoreError> {
+        use sled::Transactional;
+        let last = records.iter().map(|r| r.seq).max();
+        (&self.inbox, &self.inbox_ids, &self.seen, &self.meta)
+            .transaction(|(inbox, ids, seen_tree, meta)| {
+                for r in records {
+                    inbox.insert(&r.seq.to_be_bytes(), json(r))?;
+                    ids.insert(r.id.as_bytes(), &r.seq.to_be_bytes())?;
+                }
+                for (key, until) in seen {
+                    seen_tree.insert(key.as_slice(), &until.to_be_bytes())?;
+                }
+                if let Some(last) = last {
+                    meta.insert(INBOX_SEQ_KEY, &last.to_be_bytes())?;
+                }
+                Ok(())
+            })
+            .map_err(|e: sled::transaction::TransactionError<()>| match e {
+                sled::transaction::TransactionError::Storage(e) => StoreError::Sled(e),
+                sled::transaction::TransactionError::Abort(()) => {
+                    StoreError::Corrupt("aborted".into())
+                }
+            })
+    }
+
+    fn move_inbox(&self, old_seq: u64, record: &InboxRecord) -> Result<(), StoreError> {
+        use sled::Transactional;
+        (&self.inbox, &self.inbox_ids, &self.meta)
+            .transaction(|(inbox, ids, meta)| {
+                inbox.remove(&old_seq.to_be_bytes())?;
+                inbox.insert(&record.seq.to_be_bytes(), json(record))?;
+                ids.insert(record.id.as_bytes(), &record.seq.to_be_bytes())?;
+                meta.insert(INBOX_SEQ_KEY, &record.seq.to_be_bytes())?;
+                Ok(())
+            })
+            .map_err(|e: sled::transaction::TransactionError<()>| match e {
+                sled::transaction::TransactionError::Storage(e) => StoreError::Sled(e),
+                sled::transaction::TransactionError::Abort(()) => {
+                    StoreError::Corrupt("aborted".into())
+                }
+            })
+    }
+
+    fn update_inbox(&self, records: &[InboxRecord]) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        for r in records {
+            batch.insert(&r.seq.to_be_bytes(), json(r));
+        }
+        self.inbox.apply_batch(batch)?;
+        Ok(())
+    }
+
+    fn inbox_after(&self, after: u64, limit: usize) -> Result<Vec<InboxRecord>, StoreError> {
+        let Some(start) = after.checked_add(1) else {
+            return Ok(vec![]);
+        };
+        self.inbox
+            .range(start.to_be_bytes()..)
+            .take(limit)
+            .map(|kv| from_json(&kv?.1))
+            .collect()
+    }
+
+    fn delete_inbox(&self, seqs: &[u64]) -> Result<(), StoreError> {
+        for s in seqs {
+            if let Some(old) = self.inbox.remove(s.to_be_bytes())? {
+                let r: InboxRecord = from_json(&old)?;
+                self.inbox_ids.remove(r.id.as_bytes())?;
+            }
+        }
+        Ok(())
+    }
+
+    fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>, StoreError> {
+        let Some(seq) = self.inbox_ids.get(id.as_bytes())? else {
+            return Ok(None);
+        };
+        match self.inbox.get(&seq)? {
+            Some(v) => Ok(Some(from_json(&v)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn last_inbox_seq(&self) -> Result<u64, StoreError> {
+        Ok(self
+            .meta
+            .get(INBOX_SEQ_KEY)?
+            .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
+            .map_or(0, u64::from_be_bytes))
+    }
+
+    fn seen(&self, key: &[u8]) -> Result<bool, StoreError> {
+        Ok(self.seen.contains_key(key)?)
+    }
+
+    fn prune_seen(&self, now: Timestamp) -> Result<usize, StoreError> {
+        let mut gone = 0;
+        for kv in self.seen.iter() {
+            let (k, v) = kv?;
+            let until = <[u8; 8]>::try_from(v.as_ref()).map_or(0, u64::from_be_bytes);
+            if until < now.as_unix_millis() {
+                self.seen.remove(k)?;
+                gone += 1;
+            }
+        }
+        Ok(gone)
+    }
+
+    fn folders(&self) -> Result<Vec<FolderBinding>, StoreError> {
+        self.consent
+            .scan_prefix(FOLDER_PREFIX)
+            .map(|kv| from_json(&kv?.1))
+            .collect()
+    }
+
+    fn put_folder(&self, binding: &FolderBinding) -> Result<(), StoreError> {
+        self.consent.insert(
+            [FOLDER_PREFIX, binding.mailbox.as_bytes()].concat(),
+            json(binding),
+        )?;
+        self.sync()
+    }
+
+    fn trusted(&self) -> Result<Vec<String>, StoreError> {
+        self.consent
+            .scan_prefix(TRUSTED_PREFIX)
+            .map(|kv| {
+                let (k, _) = kv?;
+                Ok(String::from_utf8_lossy(&k[TRUSTED_PREFIX.len()..]).into_owned())
+            })
+            .collect()
+    }
+
+    fn put_trusted(&self, peer: &str) -> Result<(), StoreError> {
+        self.consent
+            .insert([TRUSTED_PREFIX, peer.as_bytes()].concat(), b"".as_ref())?;
+        self.sync()
+    }
+
+    fn paused(&self) -> Result<bool, StoreError> {
+        Ok(self.consent.get(PAUSED_KEY)?.is_some())
+    }
+
+    fn set_paused(&self, paused: bool) -> Result<(), StoreError> {
+        if paused {
+            self.consent.insert(PAUSED_KEY, b"".as_ref())?;
+        } else {
+            self.consent.remove(PAUSED_KEY)?;
+        }
+        self.sync()
     }
 }
 

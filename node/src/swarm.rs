@@ -33,6 +33,8 @@ pub const IDENTIFY_PROTOCOL: &str = "/agentmesh/1.0.0";
 pub const JOIN_PROTOCOL: StreamProtocol = StreamProtocol::new("/agentmesh/join/1");
 /// The team sync protocol.
 pub const SYNC_PROTOCOL: StreamProtocol = StreamProtocol::new("/agentmesh/sync/1");
+/// The mail protocol: sealed envelopes, in batches.
+pub const MAIL_PROTOCOL: StreamProtocol = StreamProtocol::new("/agentmesh/mail/1");
 /// Kademlia on a private protocol name, to stay off the public IPFS DHT.
 pub const KAD_PROTOCOL: StreamProtocol = StreamProtocol::new("/agentmesh/kad/1.0.0");
 
@@ -172,6 +174,42 @@ pub enum SyncReply {
     Refused(String),
 }
 
+/// A batch of sealed envelopes for one machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MailRequest {
+    /// Envelopes (agentmesh-protocol wire form), at most
+    /// `crate::mail::MAX_BATCH_ENVELOPES`, under 1 MiB in all.
+    pub envelopes: Vec<serde_bytes::ByteBuf>,
+}
+
+/// What the receiver did with each envelope of a batch, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MailReply {
+    /// One outcome per envelope.
+    pub outcomes: Vec<MailOutcome>,
+}
+
+/// What the receiver did with one envelope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum MailOutcome {
+    /// Stored: in the inbox, or held for the owner's approval.
+    Accepted {
+        /// Held for approval.
+        held: bool,
+    },
+    /// Already received: acknowledged and dropped.
+    Duplicate,
+    /// Refused for good, with a code and a reason for the sender.
+    Refused {
+        /// A stable code: `not_a_member`, `revoked`, `expired`, `no_mailbox`…
+        code: String,
+        /// What the sender's person should know.
+        reason: String,
+    },
+    /// The receiver is overloaded; try again later.
+    Busy,
+}
+
 pub use behaviour::{Behaviour, BehaviourEvent};
 
 mod behaviour {
@@ -198,6 +236,8 @@ mod behaviour {
         pub join: request_response::cbor::Behaviour<JoinMsg, JoinReply>,
         /// Anti-entropy sync of team blocks and contact records.
         pub sync: request_response::cbor::Behaviour<SyncRequest, SyncReply>,
+        /// Messages.
+        pub mail: request_response::cbor::Behaviour<MailRequest, MailReply>,
         /// Bounds on connections, so a flood of them is refused early.
         pub limits: connection_limits::Behaviour,
     }
@@ -274,6 +314,10 @@ pub fn build(keypair: Keypair, mdns: bool) -> Result<Swarm<Behaviour>, BuildErro
                 ),
                 sync: request_response::cbor::Behaviour::new(
                     [(SYNC_PROTOCOL, ProtocolSupport::Full)],
+                    rr_config.clone(),
+                ),
+                mail: request_response::cbor::Behaviour::new(
+                    [(MAIL_PROTOCOL, ProtocolSupport::Full)],
                     rr_config,
                 ),
                 limits: connection_limits::Behaviour::new(

@@ -1,0 +1,370 @@
+//! `send`, `inbox`, `read`, `outbox`, `watch`, consent (`allow`, `deny`,
+//! `held`, `approve`, `reject`, `trust`, `pause`, `resume`) and `audit`.
+
+use std::io::Read as _;
+use std::process::ExitCode;
+
+use agentmesh_node::api::{AuditView, Event, InboxPage, MessageView, Op, OutboxView};
+use agentmesh_node::client::Client;
+use agentmesh_node::home::Home;
+
+use crate::term;
+
+/// Runs one op and prints its result as JSON, or `human` of it.
+fn simple<T: serde::de::DeserializeOwned + serde::Serialize>(
+    home: &Home,
+    op: Op,
+    json: bool,
+    human: impl FnOnce(&T),
+) -> anyhow::Result<ExitCode> {
+    let rt = term::runtime()?;
+    let value: T = rt.block_on(async {
+        let mut c = term::client(home).await?;
+        anyhow::Ok(c.call(op).await?)
+    })?;
+    if json {
+        term::json(&value)?;
+    } else {
+        human(&value);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `agentmesh send TO TEXT`.
+pub fn send(
+    home: &Home,
+    to: &str,
+    text: &str,
+    ask: bool,
+    reply_to: Option<String>,
+    from: Option<String>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let text = if text == "-" {
+        let mut buf = String::new();
+        std::io::stdin().read_to_string(&mut buf)?;
+        buf
+    } else {
+        text.to_owned()
+    };
+    let op = Op::Send {
+        to: to.into(),
+        text,
+        ask,
+        reply_to,
+        from_mailbox: from,
+    };
+    simple::<serde_json::Value>(home, op, json, |v| {
+        println!("{}", v["id"].as_str().unwrap_or_default());
+    })
+}
+
+fn print_message(m: &MessageView) {
+    let who = match &m.who.session_id {
+        Some(s) => format!(
+            "{} {} (session {s})",
+            if m.who.kind == agentmesh_node::api::WhoKind::Agent {
+                "agent"
+            } else {
+                "human"
+            },
+            m.who.name
+        ),
+        None => format!(
+            "{} {}",
+            if m.who.kind == agentmesh_node::api::WhoKind::Agent {
+                "agent"
+            } else {
+                "human"
+            },
+            m.who.name
+        ),
+    };
+    let to = m
+        .mailbox
+        .as_deref()
+        .map_or_else(|| "@".to_owned(), |b| format!("{b}@"));
+    println!(
+        "{} {} {} from {} ({who}) to {to}{}{}",
+        m.received_at,
+        m.kind,
+        m.id,
+        m.from,
+        if m.read { "" } else { " [unread]" },
+        m.held
+            .as_deref()
+            .map(|h| format!(" [held: {h}]"))
+            .unwrap_or_default(),
+    );
+    if let Some(r) = &m.in_reply_to {
+        println!("  in reply to {r}");
+    }
+    for line in m.text.lines() {
+        // Control characters from the mesh never reach the terminal raw.
+        let clean: String = line
+            .chars()
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect();
+        println!("  | {clean}");
+    }
+}
+
+/// `agentmesh inbox`.
+pub fn inbox(
+    home: &Home,
+    mailbox: Option<String>,
+    unread: bool,
+    limit: Option<usize>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let rt = term::runtime()?;
+    let messages = rt.block_on(async {
+        let mut c = term::client(home).await?;
+        let mut all: Vec<MessageView> = vec![];
+        let mut after = None;
+        loop {
+            let page: InboxPage = c
+                .call(Op::Inbox {
+                    mailbox: mailbox.clone(),
+                    unread,
+                    after_seq: after,
+                    limit: None,
+                })
+                .await?;
+            all.extend(page.messages);
+            match page.next_after_seq {
+                Some(n) if limit.is_none_or(|l| all.len() < l) => after = Some(n),
+                _ => break,
+            }
+        }
+        if let Some(l) = limit {
+            let skip = all.len().saturating_sub(l);
+            all.drain(..skip);
+        }
+        anyhow::Ok(all)
+    })?;
+    if json {
+        term::json(&messages)?;
+    } else if messages.is_empty() {
+        println!("No messages.");
+    } else {
+        for m in &messages {
+            print_message(m);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `agentmesh read ID`.
+pub fn read(home: &Home, id: &str, json: bool) -> anyhow::Result<ExitCode> {
+    simple::<MessageView>(home, Op::Read { id: id.into() }, json, print_message)
+}
+
+/// `agentmesh outbox`.
+pub fn outbox(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
+    simple::<Vec<OutboxView>>(home, Op::Outbox, json, |rows| {
+        if rows.is_empty() {
+            println!("Nothing sent yet.");
+            return;
+        }
+        let table: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.created_at.clone(),
+                    r.id.clone(),
+                    r.to.clone(),
+                    r.kind.clone(),
+                    if r.held {
+                        format!("{} (held)", r.status)
+                    } else {
+                        r.status.clone()
+                    },
+                    r.reason.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        term::table(&["SENT", "ID", "TO", "KIND", "STATUS", "REASON"], &table);
+    })
+}
+
+/// `agentmesh held`.
+pub fn held(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
+    simple::<Vec<MessageView>>(home, Op::Held, json, |rows| {
+        if rows.is_empty() {
+            println!("No mail is held.");
+        }
+        for m in rows {
+            print_message(m);
+        }
+        if !rows.is_empty() {
+            println!("Approve with `agentmesh approve ID`, or drop with `agentmesh reject ID`.");
+        }
+    })
+}
+
+/// `agentmesh approve ID` / `agentmesh reject ID`.
+pub fn decide(home: &Home, id: &str, approve: bool) -> anyhow::Result<ExitCode> {
+    let op = if approve {
+        Op::Approve { id: id.into() }
+    } else {
+        Op::Reject { id: id.into() }
+    };
+    simple::<serde_json::Value>(home, op, false, |v| {
+        println!(
+            "{} {}.",
+            if approve { "Approved" } else { "Rejected" },
+            v["id"].as_str().unwrap_or(id)
+        );
+    })
+}
+
+/// `agentmesh trust MACHINE`.
+pub fn trust(home: &Home, machine: &str) -> anyhow::Result<ExitCode> {
+    simple::<serde_json::Value>(
+        home,
+        Op::Trust {
+            machine: machine.into(),
+        },
+        false,
+        |_| {
+            println!("Mail from {machine} is no longer held.");
+        },
+    )
+}
+
+/// `agentmesh allow PATH` / `agentmesh deny PATH`.
+pub fn allow(
+    home: &Home,
+    path: &str,
+    mailbox: Option<String>,
+    allowed: bool,
+) -> anyhow::Result<ExitCode> {
+    let absolute = std::path::absolute(path)
+        .unwrap_or_else(|_| path.into())
+        .display()
+        .to_string();
+    let op = if allowed {
+        Op::Allow {
+            path: absolute,
+            mailbox,
+        }
+    } else {
+        Op::Deny { path: absolute }
+    };
+    simple::<serde_json::Value>(home, op, false, |v| {
+        let mailbox = v["mailbox"].as_str().unwrap_or_default();
+        let path = v["path"].as_str().unwrap_or_default();
+        if allowed {
+            println!(
+                "{path} receives mail as mailbox {mailbox} (address: {mailbox}@THIS-MACHINE)."
+            );
+        } else {
+            println!("{path} (mailbox {mailbox}) no longer receives mail.");
+        }
+    })
+}
+
+/// `agentmesh pause` / `agentmesh resume`.
+pub fn pause(home: &Home, paused: bool) -> anyhow::Result<ExitCode> {
+    let op = if paused { Op::Pause } else { Op::Resume };
+    simple::<serde_json::Value>(home, op, false, |v| {
+        if paused {
+            println!("Inbound mail is paused: it is held until `agentmesh resume`.");
+        } else {
+            println!(
+                "Inbound mail is delivered again ({} held message(s) released).",
+                v["released"].as_u64().unwrap_or(0)
+            );
+        }
+    })
+}
+
+/// `agentmesh audit`.
+pub fn audit(home: &Home, since: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
+    let since_secs = since
+        .map(|s| {
+            humantime::parse_duration(s)
+                .map(|d| d.as_secs())
+                .map_err(|e| {
+                    anyhow::anyhow!("--since {s:?} is not a duration ({e}); write it like 1h or 7d")
+                })
+        })
+        .transpose()?;
+    simple::<Vec<AuditView>>(home, Op::Audit { since_secs }, json, |rows| {
+        for r in rows {
+            let mut parts = vec![r.at.clone(), r.event.clone()];
+            if let Some(id) = &r.id {
+                parts.push(format!("id {id}"));
+            }
+            if let Some(s) = &r.sender {
+                parts.push(format!("from {s}"));
+            }
+            if let Some(t) = &r.recipient {
+                parts.push(format!("to {t}"));
+            }
+            if let Some(h) = &r.body_sha256 {
+                parts.push(format!("body sha256 {}", &h[..16.min(h.len())]));
+            }
+            if !r.detail.is_empty() {
+                parts.push(format!("- {}", r.detail));
+            }
+            println!("{}", parts.join("  "));
+        }
+    })
+}
+
+/// `agentmesh watch`: attaches as a person and prints events until Ctrl-C.
+/// Typing `approve ID` or `reject ID` answers a held-mail prompt.
+pub fn watch(home: &Home, mailbox: Option<String>) -> anyhow::Result<ExitCode> {
+    let rt = term::runtime()?;
+    rt.block_on(async {
+        let mut events = Client::attach(home, term::who(), mailbox.clone(), None).await?;
+        let mut commands = term::client(home).await?;
+        println!(
+            "Watching {} on {} (Ctrl-C to stop; type `approve ID` or `reject ID` to answer a held message).",
+            mailbox.as_deref().map_or_else(|| "every mailbox".to_owned(), |m| format!("mailbox {m}")),
+            events.name
+        );
+        let mut stdin = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(tokio::io::stdin()));
+        let mut stdin_open = true;
+        loop {
+            tokio::select! {
+                event = events.next_event() => match event? {
+                    Event::Message { message } => print_message(&message),
+                    Event::Held { message } => {
+                        println!("HELD for approval ({}):", message.held.clone().unwrap_or_default());
+                        print_message(&message);
+                        println!("  -> type `approve {}` or `reject {}`", message.id, message.id);
+                    }
+                    Event::Resolved { id, outcome } => println!("{id}: {outcome}"),
+                    Event::Lagged { missed, after_seq } => {
+                        println!("(fell behind by {missed} events; catching up)");
+                        events = Client::attach(home, term::who(), mailbox.clone(), Some(after_seq)).await?;
+                    }
+                },
+                line = stdin.next_line(), if stdin_open => match line? {
+                    None => stdin_open = false,
+                    Some(l) => {
+                        let mut words = l.split_whitespace();
+                        let op = match (words.next(), words.next()) {
+                            (Some("approve"), Some(id)) => Some(Op::Approve { id: id.into() }),
+                            (Some("reject"), Some(id)) => Some(Op::Reject { id: id.into() }),
+                            (None, _) => None,
+                            _ => {
+                                println!("type `approve ID` or `reject ID`");
+                                None
+                            }
+                        };
+                        if let Some(op) = op {
+                            match commands.call::<serde_json::Value>(op).await {
+                                Ok(v) => println!("{}: {}", v["id"].as_str().unwrap_or_default(), v["outcome"].as_str().unwrap_or_default()),
+                                Err(e) => println!("{e}"),
+                            }
+                        }
+                    }
+                },
+            }
+        }
+    })
+}

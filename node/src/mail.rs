@@ -1,0 +1,1644 @@
+//! Messaging: the mailroom (sending), the courier (delivering), the inbox
+//! (receiving), consent, and the fan-out to attached clients. One task, the
+//! mail actor, owns all of it; the node actor only carries its batches over
+//! the network.
+//!
+//! ```text
+//!  client ── send ──> mailroom: resolve, seal, write outbox ──┐
+//!                                                             v
+//!                     Flusher (one fsync for every writer waiting) ── then: answer the id,
+//!                                                             │          hand it to the courier
+//!  courier: per recipient, batches ── node ── /agentmesh/mail/1 ──> their inbox
+//!           retries with backoff, at once when the peer connects
+//!
+//!  node ── inbound batch ──> inbox: member? signature? fresh? new? opens?
+//!                            consent (folder opted in, other owner held,
+//!                            paused held, held cap), write inbox + dedup
+//!                            records atomically ── Flusher ── then: ack, and
+//!                            fan out events to attached clients
+//! ```
+//!
+//! Accepted means durable: a sender gets its message id only after the
+//! sealed envelope is flushed to the outbox, and a receiver acknowledges
+//! only after the message and its dedup record are flushed, so a message is
+//! never lost and, with the dedup records (kept until the envelope's expiry
+//! plus the clock skew), never delivered twice. Flushes are shared: every
+//! writer waiting when a flush starts is covered by it (group commit).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use agentmesh_protocol::envelope::{Body, Envelope, Header, Kind, MessageId, Opened};
+use agentmesh_protocol::team::{Standing, TeamId, TeamState};
+use agentmesh_protocol::time::MAX_CLOCK_SKEW;
+use agentmesh_protocol::{Identity, Name, PeerId, Timestamp, Wire, X25519Public};
+use serde::Serialize;
+use serde_bytes::ByteBuf;
+use sha2::{Digest, Sha256};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+
+use crate::api::{self, ApiError, Event, MessageView, Op, Who, WhoKind};
+use crate::clock::now;
+use crate::node::{Handle, Reply};
+use crate::store::{AuditEntry, FolderBinding, InboxRecord, OutboxRecord, OutboxStatus, Store};
+use crate::swarm::{MailOutcome, MailReply, MailRequest};
+
+/// Messages held for approval from one machine, at most. Beyond it, its
+/// mail is refused with a reason it sees, so an unvetted sender cannot fill
+/// the disk.
+pub const MAX_HELD_PER_SENDER: usize = 100;
+/// Held mail nobody approved is dropped after this long.
+pub const HELD_EXPIRY: Duration = Duration::from_secs(8 * 24 * 3600);
+/// Read mail is dropped this long after it was read.
+pub const READ_EXPIRY: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Delivered or failed outbox records are dropped this long after sending.
+pub const OUTBOX_KEEP: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Messages waiting in the outbox at once, at most; `send` refuses beyond.
+pub const MAX_OUTBOX: usize = 100_000;
+/// Envelopes in one delivery batch, at most.
+pub const MAX_BATCH_ENVELOPES: usize = 256;
+/// Bytes of envelopes in one batch, at most: under request-response's
+/// 1 MiB request limit with room for framing.
+pub const MAX_BATCH_BYTES: usize = 900 * 1024;
+/// Events buffered for attached clients; a client further behind than
+/// this gets `lagged` and catches up with `after_seq`.
+pub const EVENT_QUEUE: usize = 1024;
+/// Requests waiting for the mail actor.
+pub const MAIL_QUEUE: usize = 1024;
+/// Writers waiting for a flush at once.
+const FLUSH_QUEUE: usize = 4096;
+/// The first retry of an undelivered batch waits this long, doubling.
+const BACKOFF_MIN: Duration = Duration::from_secs(1);
+/// Retries never wait longer than this.
+const BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// How often retention runs (and after every clock move in test builds).
+const RETENTION_EVERY: Duration = Duration::from_secs(600);
+/// Messages in one `inbox` page, at most.
+pub const MAX_INBOX_PAGE: usize = 1000;
+
+/// What the mail actor knows about the team, published by the node actor
+/// whenever the team changes.
+#[derive(Debug, Clone, Default)]
+pub struct Directory {
+    /// This machine.
+    pub me: Option<PeerId>,
+    /// The team, if this machine is in one.
+    pub team: Option<TeamId>,
+    /// This machine's name and owner in the team.
+    pub my_name: String,
+    /// This machine's owner.
+    pub my_owner: String,
+    /// Whether this machine is a current member.
+    pub member: bool,
+    /// Every machine the team admitted.
+    pub machines: HashMap<PeerId, Machine>,
+}
+
+/// A machine of the team.
+#[derive(Debug, Clone)]
+pub struct Machine {
+    /// Its name.
+    pub name: String,
+    /// The person who runs it.
+    pub owner: String,
+    /// Its X25519 key.
+    pub x25519: X25519Public,
+    /// Where it stands.
+    pub standing: Standing,
+}
+
+impl Directory {
+    /// The directory of `team` as `me` sees it.
+    pub fn of(me: PeerId, fallback_name: &str, team: Option<&TeamState>) -> Directory {
+        let mut d = Directory {
+            me: Some(me),
+            my_name: fallback_name.into(),
+            ..Directory::default()
+        };
+        let Some(team) = team else {
+            return d;
+        };
+        d.team = Some(team.id());
+        for m in team.members() {
+            d.machines.insert(
+                m.peer,
+                Machine {
+                    name: m.name.to_string(),
+                    owner: m.owner.to_string(),
+                    x25519: m.x25519,
+                    standing: m.standing,
+                },
+            );
+        }
+        if let Some(mine) = d.machines.get(&me) {
+            d.my_name = mine.name.clone();
+            d.my_owner = mine.owner.clone();
+            d.member = mine.standing == Standing::Current;
+        }
+        d
+    }
+
+    fn current(&self, name: &str) -> Option<(PeerId, &Machine)> {
+        self.machines
+            .iter()
+            .find(|(_, m)| m.name == name && m.standing == Standing::Current)
+            .map(|(p, m)| (*p, m))
+    }
+
+    fn name_of(&self, peer: &PeerId) -> String {
+        self.machines
+            .get(peer)
+            .map_or_else(|| peer.to_string(), |m| m.name.clone())
+    }
+}
+
+/// `mailbox@machine`, or `@machine` for the owner's mailbox.
+pub fn address(mailbox: Option<&str>, machine: &str) -> String {
+    format!("{}@{machine}", mailbox.unwrap_or(""))
+}
+
+/// What reaches the mail actor.
+#[derive(Debug)]
+pub enum MailIn {
+    /// A client's request.
+    Api {
+        /// Who the client attached as.
+        who: Who,
+        /// The mailbox it attached to.
+        mailbox: Option<String>,
+        /// The operation.
+        op: Op,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Reply>,
+    },
+    /// A batch from another machine; answer with `Command::MailAnswer`.
+    Inbound {
+        /// The sending machine, as its connection authenticated it.
+        peer: PeerId,
+        /// The envelopes.
+        request: MailRequest,
+        /// Names the batch in the answer.
+        token: u64,
+    },
+    /// A connection to `peer` came up: deliver its mail now.
+    Connected(PeerId),
+    /// The answer to a delivery batch.
+    Delivered {
+        /// The recipient.
+        peer: PeerId,
+        /// The ids in the batch, in order.
+        ids: Vec<String>,
+        /// Its outcomes, or why the batch did not get through.
+        result: Result<MailReply, String>,
+    },
+    /// A flush finished: run what waited for it.
+    Flushed(Vec<AfterFlush>),
+}
+
+/// Work that waits for durable storage.
+#[derive(Debug)]
+pub enum AfterFlush {
+    /// Answer a `send` and hand the message to the courier.
+    Sent {
+        /// The client's answer.
+        reply: oneshot::Sender<Reply>,
+        /// The message.
+        record: Box<OutboxRecord>,
+    },
+    /// Acknowledge an inbound batch, then tell clients.
+    Received {
+        /// The batch.
+        token: u64,
+        /// Its outcomes.
+        reply: MailReply,
+        /// Events for attached clients.
+        events: Vec<Event>,
+    },
+    /// Answer a client, then tell clients.
+    Answer {
+        /// The client's answer.
+        reply: oneshot::Sender<Reply>,
+        /// It.
+        value: Reply,
+        /// Events for attached clients.
+        events: Vec<Event>,
+    },
+}
+
+/// A cloneable handle to the mail actor.
+#[derive(Debug, Clone)]
+pub struct MailHandle {
+    tx: mpsc::Sender<MailIn>,
+    events: broadcast::Sender<Event>,
+    newest: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl MailHandle {
+    /// Runs a mail op for a client attached as `who` to `mailbox`.
+    pub async fn request(&self, who: Who, mailbox: Option<String>, op: Op) -> Reply {
+        let (reply, rx) = oneshot::channel();
+        let gone = || {
+            Err(ApiError::new(
+                "shutting_down",
+                "the daemon is shutting down",
+            ))
+        };
+        if self
+            .tx
+            .send(MailIn::Api {
+                who,
+                mailbox,
+                op,
+                reply,
+            })
+            .await
+            .is_err()
+        {
+            return gone();
+        }
+        rx.await.unwrap_or_else(|_| gone())
+    }
+
+    /// The seq of the newest message in the inbox.
+    pub fn last_seq(&self) -> u64 {
+        self.newest.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Subscribes to events for attached clients.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+
+    /// Hands the actor something without waiting; false if its queue is
+    /// full.
+    pub fn offer(&self, msg: MailIn) -> bool {
+        self.tx.try_send(msg).is_ok()
+    }
+}
+
+/// Shares flushes among writers: each waits for the first flush that
+/// starts after its write, and one flush covers every writer waiting.
+#[derive(Debug, Clone)]
+struct Flusher {
+    tx: std::sync::mpsc::SyncSender<AfterFlush>,
+}
+
+impl Flusher {
+    fn start(store: Arc<dyn Store>, back: mpsc::Sender<MailIn>) -> Flusher {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<AfterFlush>(FLUSH_QUEUE);
+        std::thread::Builder::new()
+            .name("agentmesh-flush".into())
+            .spawn(move || {
+                while let Ok(first) = rx.recv() {
+                    let mut done = vec![first];
+                    while let Ok(more) = rx.try_recv() {
+                        done.push(more);
+                    }
+                    if let Err(e) = store.flush() {
+                        // Nothing is acknowledged that is not durable: the
+                        // waiting work is dropped, senders retry.
+                        tracing::error!(error = %e, "flush failed; dropping {} acknowledgements", done.len());
+                        continue;
+                    }
+                    if back.blocking_send(MailIn::Flushed(done)).is_err() {
+                        return;
+                    }
+                }
+            })
+            .expect("a thread can be spawned at start");
+        Flusher { tx }
+    }
+
+    fn after(&self, work: AfterFlush) {
+        // A full queue waits: back-pressure on the mail actor, bounded.
+        let _ = self.tx.send(work);
+    }
+}
+
+/// One recipient's queue in the courier.
+#[derive(Debug, Default)]
+struct PeerQueue {
+    pending: VecDeque<String>,
+    in_flight: bool,
+    attempt: u32,
+    next_try: Option<Instant>,
+}
+
+/// The mail actor.
+pub struct Mail {
+    me: Identity,
+    store: Arc<dyn Store>,
+    dir: watch::Receiver<Arc<Directory>>,
+    node: Handle,
+    flusher: Flusher,
+    events: broadcast::Sender<Event>,
+    rx: mpsc::Receiver<MailIn>,
+    tx_back: mpsc::Sender<MailIn>,
+    lifetime: Duration,
+    /// Undelivered outbox records, by id.
+    outbox: HashMap<String, OutboxRecord>,
+    queues: HashMap<PeerId, PeerQueue>,
+    next_seq: u64,
+    newest: Arc<std::sync::atomic::AtomicU64>,
+    held_from: HashMap<String, usize>,
+    folders: HashMap<String, FolderBinding>,
+    trusted: HashSet<String>,
+    paused: bool,
+    last_retention: Instant,
+}
+
+impl std::fmt::Debug for Mail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mail").finish_non_exhaustive()
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    data_encoding::HEXLOWER.encode(b)
+}
+
+fn rfc3339(ms: u64) -> String {
+    let secs = (ms / 1000).min(253_402_300_799);
+    humantime::format_rfc3339_seconds(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
+        .to_string()
+}
+
+fn ok<T: Serialize>(value: T) -> Reply {
+    Ok(serde_json::to_value(value).expect("API results always serialise"))
+}
+
+fn err<T>(code: &str, message: impl Into<String>) -> Result<T, ApiError> {
+    Err(ApiError::new(code, message))
+}
+
+fn refused(code: &str, reason: impl Into<String>) -> MailOutcome {
+    MailOutcome::Refused {
+        code: code.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Parses `MAILBOX@MACHINE` or `@MACHINE`.
+pub fn parse_address(to: &str) -> Result<(Option<Name>, Name), ApiError> {
+    let Some((mailbox, machine)) = to.rsplit_once('@') else {
+        return err(
+            "bad_address",
+            format!(
+                "{to:?} is not an address; write MAILBOX@MACHINE, or @MACHINE for the machine's owner"
+            ),
+        );
+    };
+    let machine = Name::parse("machine name", machine)
+        .map_err(|e| ApiError::new("bad_address", e.to_string()))?;
+    let mailbox = if mailbox.is_empty() {
+        None
+    } else {
+        Some(
+            Name::parse("mailbox name", mailbox)
+                .map_err(|e| ApiError::new("bad_mailbox", e.to_string()))?,
+        )
+    };
+    Ok((mailbox, machine))
+}
+
+fn view(r: &InboxRecord) -> MessageView {
+    MessageView {
+        id: r.id.clone(),
+        seq: r.seq,
+        from: r.from.clone(),
+        who: r.who.clone(),
+        kind: r.kind.clone(),
+        thread: r.thread.clone(),
+        in_reply_to: r.in_reply_to.clone(),
+        text: r.text.clone(),
+        received_at: rfc3339(r.received_at),
+        read: r.read_at.is_some(),
+        mailbox: r.mailbox.clone(),
+        held: r.held.clone(),
+        hop: r.hop,
+        taint: r.taint,
+    }
+}
+
+fn outbox_view(r: &OutboxRecord) -> api::OutboxView {
+    api::OutboxView {
+        id: r.id.clone(),
+        to: r.to.clone(),
+        kind: r.kind.clone(),
+        status: match r.status {
+            OutboxStatus::Queued => "queued",
+            OutboxStatus::Sent => "sent",
+            OutboxStatus::Delivered => "delivered",
+            OutboxStatus::Failed => "failed",
+        }
+        .into(),
+        reason: r.reason.clone(),
+        held: r.held,
+        attempts: r.attempts,
+        created_at: rfc3339(r.created_at),
+    }
+}
+
+impl Mail {
+    /// Starts the mail actor; returns its handle.
+    pub fn start(
+        me: Identity,
+        store: Arc<dyn Store>,
+        dir: watch::Receiver<Arc<Directory>>,
+        node: Handle,
+        lifetime: Duration,
+    ) -> Result<(MailHandle, tokio::task::JoinHandle<()>), crate::store::StoreError> {
+        let (tx, rx) = mpsc::channel(MAIL_QUEUE);
+        let (events, _) = broadcast::channel(EVENT_QUEUE);
+        let flusher = Flusher::start(store.clone(), tx.clone());
+        let first_seq = store.last_inbox_seq()?;
+        let newest = Arc::new(std::sync::atomic::AtomicU64::new(first_seq));
+        let mut mail = Mail {
+            me,
+            dir,
+            node,
+            flusher,
+            events: events.clone(),
+            rx,
+            tx_back: tx.clone(),
+            lifetime,
+            outbox: HashMap::new(),
+            queues: HashMap::new(),
+            next_seq: first_seq,
+            newest: newest.clone(),
+            held_from: HashMap::new(),
+            folders: store
+                .folders()?
+                .into_iter()
+                .map(|f| (f.mailbox.clone(), f))
+                .collect(),
+            trusted: store.trusted()?.into_iter().collect(),
+            paused: store.paused()?,
+            last_retention: Instant::now(),
+            store,
+        };
+        mail.load()?;
+        let task = tokio::spawn(mail.run());
+        Ok((MailHandle { tx, events, newest }, task))
+    }
+
+    /// Loads undelivered mail into the courier and counts held mail.
+    fn load(&mut self) -> Result<(), crate::store::StoreError> {
+        for r in self.store.outbox()? {
+            if matches!(r.status, OutboxStatus::Queued | OutboxStatus::Sent)
+                && let Ok(peer) = r.to_peer.parse::<PeerId>()
+            {
+                self.queues
+                    .entry(peer)
+                    .or_default()
+                    .pending
+                    .push_back(r.id.clone());
+                self.outbox.insert(r.id.clone(), r);
+            }
+        }
+        let mut after = 0;
+        loop {
+            let page = self.store.inbox_after(after, MAX_INBOX_PAGE)?;
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            for r in page.iter().filter(|r| r.held.is_some()) {
+                *self.held_from.entry(r.from_peer.clone()).or_default() += 1;
+            }
+        }
+        Ok(())
+    }
+
+    async fn run(mut self) {
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                msg = self.rx.recv() => match msg {
+                    None => break,
+                    Some(m) => self.handle(m),
+                },
+                _ = tick.tick() => self.tick(),
+            }
+        }
+    }
+
+    fn take_seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.newest
+            .store(self.next_seq, std::sync::atomic::Ordering::Relaxed);
+        self.next_seq
+    }
+
+    fn directory(&self) -> Arc<Directory> {
+        self.dir.borrow().clone()
+    }
+
+    fn audit(&self, entry: AuditEntry) {
+        if let Err(e) = self.store.audit(&AuditEntry {
+            at: now().as_unix_millis(),
+            ..entry
+        }) {
+            tracing::error!(error = %e, "cannot write the audit log");
+        }
+    }
+
+    fn emit(&self, events: Vec<Event>) {
+        for e in events {
+            // No attached client is not an error.
+            let _ = self.events.send(e);
+        }
+    }
+
+    fn handle(&mut self, msg: MailIn) {
+        match msg {
+            MailIn::Api {
+                who,
+                mailbox,
+                op,
+                reply,
+            } => self.api(who, mailbox, op, reply),
+            MailIn::Inbound {
+                peer,
+                request,
+                token,
+            } => self.receive(peer, request, token),
+            MailIn::Connected(peer) => {
+                if let Some(q) = self.queues.get_mut(&peer) {
+                    q.attempt = 0;
+                    q.next_try = None;
+                }
+                self.dispatch(peer);
+            }
+            MailIn::Delivered { peer, ids, result } => self.delivered(peer, ids, result),
+            MailIn::Flushed(done) => {
+                for work in done {
+                    self.after_flush(work);
+                }
+            }
+        }
+    }
+
+    fn after_flush(&mut self, work: AfterFlush) {
+        match work {
+            AfterFlush::Sent { reply, record } => {
+                let _ = reply.send(ok(serde_json::json!({ "id": record.id })));
+                let Ok(peer) = record.to_peer.parse::<PeerId>() else {
+                    return;
+                };
+                self.queues
+                    .entry(peer)
+                    .or_default()
+                    .pending
+                    .push_back(record.id.clone());
+                self.outbox.insert(record.id.clone(), *record);
+                self.dispatch(peer);
+            }
+            AfterFlush::Received {
+                token,
+                reply,
+                events,
+            } => {
+                self.node.answer_mail(token, reply);
+                self.emit(events);
+            }
+            AfterFlush::Answer {
+                reply,
+                value,
+                events,
+            } => {
+                let _ = reply.send(value);
+                self.emit(events);
+            }
+        }
+    }
+
+    // ----- sending --------------------------------------------------------
+
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        &mut self,
+        who: &Who,
+        attached: Option<String>,
+        to: &str,
+        text: String,
+        ask: bool,
+        reply_to: Option<String>,
+        from_mailbox: Option<String>,
+    ) -> Result<Box<OutboxRecord>, ApiError> {
+        let dir = self.directory();
+        let Some(team) = dir.team.filter(|_| dir.member) else {
+            return err(
+                "not_in_team",
+                "this machine is not in a team; create one with `agentmesh team create` or join one with `agentmesh join`",
+            );
+        };
+        if self.outbox.len() >= MAX_OUTBOX {
+            return err(
+                "outbox_full",
+                format!(
+                    "{MAX_OUTBOX} messages are waiting to be delivered; wait for them, or check `agentmesh outbox`"
+                ),
+            );
+        }
+        let (mailbox, machine) = parse_address(to)?;
+        let Some((peer, target)) = dir.current(machine.as_str()) else {
+            let revoked = dir
+                .machines
+                .values()
+                .any(|m| m.name == machine.as_str() && m.standing == Standing::Revoked);
+            return if revoked {
+                err(
+                    "revoked_recipient",
+                    format!("{machine} was revoked from the team; it receives nothing"),
+                )
+            } else {
+                let names: Vec<&str> = dir
+                    .machines
+                    .values()
+                    .filter(|m| m.standing == Standing::Current)
+                    .map(|m| m.name.as_str())
+                    .collect();
+                err(
+                    "unknown_recipient",
+                    format!(
+                        "no machine named {machine} in the team; members: {}",
+                        names.join(", ")
+                    ),
+                )
+            };
+        };
+        let from_mailbox = match from_mailbox.or(attached) {
+            Some(m) => Some(
+                Name::parse("mailbox name", &m)
+                    .map_err(|e| ApiError::new("bad_mailbox", e.to_string()))?,
+            ),
+            None => None,
+        };
+        let sent_at = now();
+        let id = MessageId::random(&mut rand::rng());
+        let (kind, thread, in_reply_to, hop) = match reply_to {
+            Some(rid) => {
+                let original = self
+                    .store
+                    .inbox_get(&rid)
+                    .map_err(|e| ApiError::new("store", e.to_string()))?
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            "unknown_message",
+                            format!("no received message has id {rid}"),
+                        )
+                    })?;
+                let parse = |h: &str| {
+                    MessageId::parse(h)
+                        .ok_or_else(|| ApiError::new("store", "a stored id is damaged"))
+                };
+                (
+                    Kind::Reply,
+                    parse(&original.thread)?,
+                    Some(parse(&original.id)?),
+                    original.hop,
+                )
+            }
+            None => (if ask { Kind::Ask } else { Kind::Tell }, id, None, 0),
+        };
+        let header = Header {
+            id,
+            team,
+            from: self.me.peer_id(),
+            to: peer,
+            kind,
+            in_reply_to,
+            thread,
+            hop,
+            taint: false,
+            sent_at,
+            expires_at: sent_at.saturating_add(self.lifetime),
+        };
+        let body = Body {
+            who: agentmesh_protocol::Who {
+                kind: match who.kind {
+                    WhoKind::Human => agentmesh_protocol::WhoKind::Human,
+                    WhoKind::Agent => agentmesh_protocol::WhoKind::Agent,
+                },
+                name: who.name.clone(),
+                session_id: who.session_id.clone(),
+                task: who.task.clone(),
+            },
+            from_mailbox: from_mailbox.clone(),
+            to_mailbox: mailbox.clone(),
+            text,
+            attachments: vec![],
+        };
+        if who.name.len() > agentmesh_protocol::envelope::MAX_WHO_NAME
+            || who
+                .session_id
+                .as_ref()
+                .is_some_and(|s| s.len() > agentmesh_protocol::envelope::MAX_SESSION_ID)
+            || who
+                .task
+                .as_ref()
+                .is_some_and(|s| s.len() > agentmesh_protocol::envelope::MAX_TASK)
+        {
+            return err(
+                "bad_who",
+                "the attached client's who is too long (name 64, session_id 128, task 256 bytes)",
+            );
+        }
+        let envelope =
+            agentmesh_protocol::seal(&self.me, &target.x25519, &header, &body, &mut rand::rng())
+                .map_err(|e| ApiError::new("too_large", e.to_string()))?;
+        let record = OutboxRecord {
+            id: id.to_string(),
+            to_peer: peer.to_string(),
+            to: address(mailbox.as_ref().map(Name::as_str), machine.as_str()),
+            kind: kind.as_str().into(),
+            envelope: envelope.to_wire(),
+            status: OutboxStatus::Queued,
+            reason: None,
+            attempts: 0,
+            created_at: sent_at.as_unix_millis(),
+            expires_at: header.expires_at.as_unix_millis(),
+            held: false,
+        };
+        self.store
+            .put_outbox(std::slice::from_ref(&record))
+            .map_err(|e| ApiError::new("store", e.to_string()))?;
+        self.audit(AuditEntry {
+            event: "accepted".into(),
+            peer: Some(peer.to_string()),
+            sender: Some(address(
+                from_mailbox.as_ref().map(Name::as_str),
+                &dir.my_name,
+            )),
+            recipient: Some(record.to.clone()),
+            message_id: Some(record.id.clone()),
+            body_sha256: Some(hex(&Sha256::digest(body.to_bytes()))),
+            detail: format!("{} queued for delivery", kind.as_str()),
+            ..AuditEntry::default()
+        });
+        Ok(Box::new(record))
+    }
+
+    // ----- the courier ----------------------------------------------------
+
+    /// Sends the next batch to `peer` if none is in flight and its backoff
+    /// has passed.
+    fn dispatch(&mut self, peer: PeerId) {
+        let Some(q) = self.queues.get_mut(&peer) else {
+            return;
+        };
+        if q.in_flight || q.next_try.is_some_and(|t| t > Instant::now()) {
+            return;
+        }
+        let mut ids = vec![];
+        let mut envelopes = vec![];
+        let mut bytes = 0;
+        for id in &q.pending {
+            let Some(r) = self.outbox.get(id) else {
+                continue;
+            };
+            if ids.len() == MAX_BATCH_ENVELOPES
+                || (bytes + r.envelope.len() > MAX_BATCH_BYTES && !ids.is_empty())
+            {
+                break;
+            }
+            bytes += r.envelope.len();
+            ids.push(id.clone());
+            envelopes.push(ByteBuf::from(r.envelope.clone()));
+        }
+        if ids.is_empty() {
+            if q.pending.is_empty() {
+                self.queues.remove(&peer);
+            }
+            return;
+        }
+        q.in_flight = true;
+        let mut sent = vec![];
+        for id in &ids {
+            if let Some(r) = self.outbox.get_mut(id) {
+                r.attempts += 1;
+                if r.status == OutboxStatus::Queued {
+                    r.status = OutboxStatus::Sent;
+                    sent.push(r.clone());
+                }
+            }
+        }
+        if !sent.is_empty() {
+            // Not flushed on purpose: losing "sent" in a crash only means
+            // the next run reports "queued" until delivery.
+            let _ = self.store.put_outbox(&sent);
+        }
+        let node = self.node.clone();
+        let back = self.tx_clone();
+        tokio::spawn(async move {
+            let result = node.deliver(peer, MailRequest { envelopes }).await;
+            let _ = back.send(MailIn::Delivered { peer, ids, result }).await;
+        });
+    }
+
+    fn tx_clone(&self) -> mpsc::Sender<MailIn> {
+        self.tx_back.clone()
+    }
+
+    fn delivered(&mut self, peer: PeerId, ids: Vec<String>, result: Result<MailReply, String>) {
+        let dir = self.directory();
+        let mut changed = vec![];
+        let transport_error = match result {
+            Ok(reply) if reply.outcomes.len() == ids.len() => {
+                let mut busy = false;
+                for (id, outcome) in ids.iter().zip(reply.outcomes) {
+                    let Some(r) = self.outbox.get_mut(id) else {
+                        continue;
+                    };
+                    match outcome {
+                        MailOutcome::Accepted { held } => {
+                            r.status = OutboxStatus::Delivered;
+                            r.held = held;
+                            r.reason = None;
+                        }
+                        MailOutcome::Duplicate => {
+                            r.status = OutboxStatus::Delivered;
+                            r.reason = None;
+                        }
+                        MailOutcome::Refused { code, reason } => {
+                            r.status = OutboxStatus::Failed;
+                            r.reason = Some(format!(
+                                "{} refused it ({code}): {reason}",
+                                dir.name_of(&peer)
+                            ));
+                        }
+                        MailOutcome::Busy => {
+                            busy = true;
+                            continue;
+                        }
+                    }
+                    changed.push(r.clone());
+                }
+                busy.then(|| "the recipient is busy".to_owned())
+            }
+            Ok(_) => Some("the recipient answered a different number of outcomes".to_owned()),
+            Err(e) => Some(e),
+        };
+        for r in &changed {
+            self.outbox.remove(&r.id);
+            let (event, detail) = match r.status {
+                OutboxStatus::Delivered if r.held => (
+                    "delivered",
+                    "delivered; held for its owner's approval".to_owned(),
+                ),
+                OutboxStatus::Delivered => ("delivered", "delivered".to_owned()),
+                _ => ("failed", r.reason.clone().unwrap_or_default()),
+            };
+            self.audit(AuditEntry {
+                event: event.into(),
+                peer: Some(peer.to_string()),
+                recipient: Some(r.to.clone()),
+                message_id: Some(r.id.clone()),
+                detail,
+                ..AuditEntry::default()
+            });
+        }
+        if !changed.is_empty() {
+            let _ = self.store.put_outbox(&changed);
+        }
+        let Some(q) = self.queues.get_mut(&peer) else {
+            return;
+        };
+        q.in_flight = false;
+        q.pending.retain(|id| self.outbox.contains_key(id));
+        match transport_error {
+            None => {
+                q.attempt = 0;
+                q.next_try = None;
+            }
+            Some(why) => {
+                let wait = BACKOFF_MIN
+                    .saturating_mul(1 << q.attempt.min(16))
+                    .min(BACKOFF_MAX);
+                q.attempt += 1;
+                q.next_try = Some(Instant::now() + wait);
+                tracing::debug!(%peer, reason = %why, retry_in = ?wait, "delivery failed");
+                let mut noted = vec![];
+                for id in &q.pending {
+                    if let Some(r) = self.outbox.get_mut(id) {
+                        r.reason = Some(format!("last attempt: {why}"));
+                        noted.push(r.clone());
+                    }
+                }
+                let _ = self.store.put_outbox(&noted);
+            }
+        }
+        self.dispatch(peer);
+    }
+
+    // ----- receiving ------------------------------------------------------
+
+    fn receive(&mut self, peer: PeerId, request: MailRequest, token: u64) {
+        let dir = self.directory();
+        let now = now();
+        let mut outcomes = vec![];
+        let mut records = vec![];
+        let mut seen = vec![];
+        let mut events = vec![];
+        let mut batch_seen: HashSet<Vec<u8>> = HashSet::new();
+        for bytes in request.envelopes.iter().take(MAX_BATCH_ENVELOPES) {
+            let outcome = self.receive_one(
+                &dir,
+                peer,
+                bytes,
+                now,
+                &mut batch_seen,
+                &mut records,
+                &mut seen,
+                &mut events,
+            );
+            outcomes.push(outcome);
+        }
+        for _ in request.envelopes.iter().skip(MAX_BATCH_ENVELOPES) {
+            outcomes.push(refused(
+                "batch_too_large",
+                format!("a batch carries at most {MAX_BATCH_ENVELOPES} envelopes"),
+            ));
+        }
+        if !records.is_empty()
+            && let Err(e) = self.store.put_inbox(&records, &seen)
+        {
+            tracing::error!(error = %e, "cannot store received mail");
+            // Nothing stored: tell the sender to try again later.
+            for (o, _) in outcomes.iter_mut().zip(0..) {
+                if matches!(o, MailOutcome::Accepted { .. }) {
+                    *o = MailOutcome::Busy;
+                }
+            }
+            events.clear();
+            for r in &records {
+                if r.held.is_some()
+                    && let Some(n) = self.held_from.get_mut(&r.from_peer)
+                {
+                    *n = n.saturating_sub(1);
+                }
+            }
+        }
+        self.flusher.after(AfterFlush::Received {
+            token,
+            reply: MailReply { outcomes },
+            events,
+        });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn receive_one(
+        &mut self,
+        dir: &Directory,
+        peer: PeerId,
+        bytes: &[u8],
+        now: Timestamp,
+        batch_seen: &mut HashSet<Vec<u8>>,
+        records: &mut Vec<InboxRecord>,
+        seen: &mut Vec<(Vec<u8>, u64)>,
+        events: &mut Vec<Event>,
+    ) -> MailOutcome {
+        let refuse = |this: &Self, code: &str, reason: String, id: Option<String>| {
+            this.audit(AuditEntry {
+                event: "refused".into(),
+                peer: Some(peer.to_string()),
+                sender: Some(address(None, &dir.name_of(&peer))),
+                message_id: id,
+                detail: format!("{code}: {reason}"),
+                ..AuditEntry::default()
+            });
+            refused(code, reason)
+        };
+        let envelope = match Envelope::from_wire(bytes) {
+            Ok(e) => e,
+            Err(e) => return refuse(self, e.name(), e.to_string(), None),
+        };
+        let h = &envelope.header;
+        let id = h.id.to_string();
+        if h.from != peer {
+            return refuse(
+                self,
+                "sender_mismatch",
+                "the envelope names another sender than the connection".into(),
+                Some(id),
+            );
+        }
+        match dir.machines.get(&peer).map(|m| m.standing) {
+            Some(Standing::Current) => {}
+            Some(Standing::Revoked) => {
+                return refuse(
+                    self,
+                    "revoked",
+                    "the sender was revoked from the team".into(),
+                    Some(id),
+                );
+            }
+            _ => {
+                return refuse(
+                    self,
+                    "not_a_member",
+                    "the sender is not a member of this machine's team".into(),
+                    Some(id),
+                );
+            }
+        }
+        if !dir.member || dir.team != Some(h.team) {
+            return refuse(
+                self,
+                "not_a_member",
+                "this machine is not a member of the sender's team".into(),
+                Some(id),
+            );
+        }
+        let key = [peer.to_bytes(), h.id.0.to_vec()].concat();
+        if batch_seen.contains(&key) || self.store.seen(&key).unwrap_or(false) {
+            return MailOutcome::Duplicate;
+        }
+        let Opened { header, body } = match envelope.open(&self.me, now) {
+            Ok(o) => o,
+            Err(e) => return refuse(self, e.name(), e.to_string(), Some(id)),
+        };
+        let from_machine = dir.name_of(&peer);
+        let sender = address(body.from_mailbox.as_ref().map(Name::as_str), &from_machine);
+        let recipient = address(body.to_mailbox.as_ref().map(Name::as_str), &dir.my_name);
+        let body_sha256 = hex(&Sha256::digest(body.to_bytes()));
+        // Consent.
+        if let Some(m) = &body.to_mailbox {
+            match self.folders.get(m.as_str()) {
+                None => {
+                    return refuse(
+                        self,
+                        "no_mailbox",
+                        format!(
+                            "there is no mailbox {m} on {}; its owner can make one with `agentmesh allow FOLDER --mailbox {m}`",
+                            dir.my_name
+                        ),
+                        Some(id),
+                    );
+                }
+                Some(b) if !b.allowed => {
+                    return refuse(
+                        self,
+                        "folder_not_allowed",
+                        format!("the folder of mailbox {m} is not opted in to receiving"),
+                        Some(id),
+                    );
+                }
+                Some(_) => {}
+            }
+        }
+        let other_owner = dir
+            .machines
+            .get(&peer)
+            .is_some_and(|m| m.owner != dir.my_owner);
+        let held = if self.paused {
+            Some("paused")
+        } else if other_owner && !self.trusted.contains(&peer.to_string()) {
+            Some("other_owner")
+        } else {
+            None
+        };
+        if held.is_some() {
+            let n = self.held_from.entry(peer.to_string()).or_default();
+            if *n >= MAX_HELD_PER_SENDER {
+                return refuse(
+                    self,
+                    "held_full",
+                    format!(
+                        "{MAX_HELD_PER_SENDER} messages from you already wait for {}'s approval; wait until they are approved or expire",
+                        dir.my_owner
+                    ),
+                    Some(id),
+                );
+            }
+            *n += 1;
+        }
+        let record = InboxRecord {
+            seq: self.take_seq(),
+            id: id.clone(),
+            from_peer: peer.to_string(),
+            from: sender.clone(),
+            mailbox: body.to_mailbox.as_ref().map(ToString::to_string),
+            who: Who {
+                kind: match body.who.kind {
+                    agentmesh_protocol::WhoKind::Human => WhoKind::Human,
+                    agentmesh_protocol::WhoKind::Agent => WhoKind::Agent,
+                },
+                name: body.who.name.clone(),
+                session_id: body.who.session_id.clone(),
+                task: body.who.task.clone(),
+            },
+            kind: header.kind.as_str().into(),
+            thread: header.thread.to_string(),
+            in_reply_to: header.in_reply_to.map(|m| m.to_string()),
+            hop: header.hop,
+            taint: header.taint,
+            text: body.text,
+            received_at: now.as_unix_millis(),
+            expires_at: header.expires_at.as_unix_millis(),
+            read_at: None,
+            held: held.map(str::to_owned),
+            body_sha256: body_sha256.clone(),
+        };
+        let until = header
+            .expires_at
+            .saturating_add(MAX_CLOCK_SKEW)
+            .as_unix_millis();
+        self.audit(AuditEntry {
+            event: if held.is_some() { "held" } else { "received" }.into(),
+            peer: Some(peer.to_string()),
+            sender: Some(sender),
+            recipient: Some(recipient),
+            message_id: Some(id),
+            body_sha256: Some(body_sha256),
+            detail: held.map_or_else(
+                || format!("{} delivered to the inbox", record.kind),
+                |h| format!("held: {h}"),
+            ),
+            ..AuditEntry::default()
+        });
+        events.push(if held.is_some() {
+            Event::Held {
+                message: view(&record),
+            }
+        } else {
+            Event::Message {
+                message: view(&record),
+            }
+        });
+        batch_seen.insert(key.clone());
+        seen.push((key, until));
+        records.push(record);
+        MailOutcome::Accepted {
+            held: held.is_some(),
+        }
+    }
+
+    // ----- the API --------------------------------------------------------
+
+    fn api(&mut self, who: Who, mailbox: Option<String>, op: Op, reply: oneshot::Sender<Reply>) {
+        let answer = match op {
+            Op::Send {
+                to,
+                text,
+                ask,
+                reply_to,
+                from_mailbox,
+            } => match self.send(&who, mailbox, &to, text, ask, reply_to, from_mailbox) {
+                Ok(record) => return self.flusher.after(AfterFlush::Sent { reply, record }),
+                Err(e) => Err(e),
+            },
+            Op::Inbox {
+                mailbox,
+                unread,
+                after_seq,
+                limit,
+            } => self.inbox(
+                mailbox.as_deref(),
+                unread,
+                after_seq.unwrap_or(0),
+                limit.unwrap_or(MAX_INBOX_PAGE),
+            ),
+            Op::Read { id } => return self.read(&id, reply),
+            Op::Outbox => self.outbox_list(),
+            Op::Held => self.held_list(),
+            Op::Approve { id } => return self.resolve(&id, true, reply),
+            Op::Reject { id } => return self.resolve(&id, false, reply),
+            Op::Trust { machine } => self.trust(&machine),
+            Op::Allow { path, mailbox } => self.allow(&path, mailbox.as_deref(), true),
+            Op::Deny { path } => self.allow(&path, None, false),
+            Op::Pause => self.set_paused(true),
+            Op::Resume => return self.resume(reply),
+            Op::Audit { since_secs } => self.audit_list(since_secs),
+            #[cfg(feature = "test-clock")]
+            Op::ClockAdvance { secs } => {
+                crate::clock::advance(Duration::from_secs(secs));
+                self.retention();
+                ok(serde_json::json!({ "offset_secs": crate::clock::offset().as_secs() }))
+            }
+            _ => err("internal", "not a mail operation"),
+        };
+        let _ = reply.send(answer);
+    }
+
+    fn inbox(&self, mailbox: Option<&str>, unread: bool, after: u64, limit: usize) -> Reply {
+        let limit = limit.clamp(1, MAX_INBOX_PAGE);
+        let want_owner = mailbox == Some("@");
+        let mut out = vec![];
+        let mut cursor = after;
+        let mut more = false;
+        'pages: loop {
+            let page = self
+                .store
+                .inbox_after(cursor, MAX_INBOX_PAGE)
+                .map_err(|e| ApiError::new("store", e.to_string()))?;
+            let Some(last) = page.last() else { break };
+            let last_seq = last.seq;
+            for r in page {
+                let matches = r.held.is_none()
+                    && (!unread || r.read_at.is_none())
+                    && match mailbox {
+                        None => true,
+                        Some(_) if want_owner => r.mailbox.is_none(),
+                        Some(m) => r.mailbox.as_deref() == Some(m),
+                    };
+                if matches {
+                    if out.len() == limit {
+                        more = true;
+                        break 'pages;
+                    }
+                    out.push(view(&r));
+                }
+            }
+            cursor = last_seq;
+        }
+        let next_after_seq = more.then(|| out.last().map_or(after, |m: &MessageView| m.seq));
+        ok(api::InboxPage {
+            messages: out,
+            next_after_seq,
+        })
+    }
+
+    fn read(&mut self, id: &str, reply: oneshot::Sender<Reply>) {
+        let answer = match self.store.inbox_get(id) {
+            Ok(Some(mut r)) if r.held.is_none() => {
+                if r.read_at.is_none() {
+                    r.read_at = Some(now().as_unix_millis());
+                    if let Err(e) = self.store.update_inbox(std::slice::from_ref(&r)) {
+                        let _ = reply.send(err("store", e.to_string()));
+                        return;
+                    }
+                }
+                ok(view(&r))
+            }
+            Ok(Some(_)) => err(
+                "held",
+                format!("message {id} is held for approval; see `agentmesh held`"),
+            ),
+            Ok(None) => err(
+                "unknown_message",
+                format!("no received message has id {id}"),
+            ),
+            Err(e) => err("store", e.to_string()),
+        };
+        self.flusher.after(AfterFlush::Answer {
+            reply,
+            value: answer,
+            events: vec![],
+        });
+    }
+
+    fn outbox_list(&self) -> Reply {
+        let mut all = self
+            .store
+            .outbox()
+            .map_err(|e| ApiError::new("store", e.to_string()))?;
+        all.sort_by_key(|r| r.created_at);
+        ok(all.iter().map(outbox_view).collect::<Vec<_>>())
+    }
+
+    fn held_records(&self) -> Result<Vec<InboxRecord>, ApiError> {
+        let mut out = vec![];
+        let mut after = 0;
+        loop {
+            let page = self
+                .store
+                .inbox_after(after, MAX_INBOX_PAGE)
+                .map_err(|e| ApiError::new("store", e.to_string()))?;
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            out.extend(page.into_iter().filter(|r| r.held.is_some()));
+        }
+        Ok(out)
+    }
+
+    fn held_list(&self) -> Reply {
+        ok(self.held_records()?.iter().map(view).collect::<Vec<_>>())
+    }
+
+    /// Approves or rejects a held message. The first answer wins; others
+    /// are told it was already decided.
+    fn resolve(&mut self, id: &str, approve: bool, reply: oneshot::Sender<Reply>) {
+        let record = match self.store.inbox_get(id) {
+            Ok(Some(r)) if r.held.is_some() => r,
+            Ok(Some(_)) => {
+                let _ = reply.send(err(
+                    "not_held",
+                    format!("message {id} is not held (it may have been decided already)"),
+                ));
+                return;
+            }
+            Ok(None) => {
+                let _ = reply.send(err(
+                    "unknown_message",
+                    format!("no held message has id {id} (it may have been rejected already)"),
+                ));
+                return;
+            }
+            Err(e) => {
+                let _ = reply.send(err("store", e.to_string()));
+                return;
+            }
+        };
+        let mut events = vec![];
+        let result = if approve {
+            // Delivered now: it takes its place at the end of the inbox.
+            let mut r = record.clone();
+            r.held = None;
+            r.seq = self.take_seq();
+            events.push(Event::Message { message: view(&r) });
+            self.store.move_inbox(record.seq, &r)
+        } else {
+            self.store.delete_inbox(&[record.seq])
+        };
+        if let Err(e) = result {
+            let _ = reply.send(err("store", e.to_string()));
+            return;
+        }
+        if let Some(n) = self.held_from.get_mut(&record.from_peer) {
+            *n = n.saturating_sub(1);
+        }
+        let outcome = if approve { "approved" } else { "rejected" };
+        self.audit(AuditEntry {
+            event: outcome.into(),
+            peer: Some(record.from_peer.clone()),
+            sender: Some(record.from.clone()),
+            message_id: Some(record.id.clone()),
+            body_sha256: Some(record.body_sha256.clone()),
+            detail: format!("held message {outcome}"),
+            ..AuditEntry::default()
+        });
+        events.push(Event::Resolved {
+            id: record.id.clone(),
+            outcome: outcome.into(),
+        });
+        self.flusher.after(AfterFlush::Answer {
+            reply,
+            value: ok(serde_json::json!({ "id": record.id, "outcome": outcome })),
+            events,
+        });
+    }
+
+    fn trust(&mut self, machine: &str) -> Reply {
+        let dir = self.directory();
+        let Some((peer, _)) = dir.current(machine) else {
+            return err(
+                "unknown_machine",
+                format!("no current member is named {machine}"),
+            );
+        };
+        self.store
+            .put_trusted(&peer.to_string())
+            .map_err(|e| ApiError::new("store", e.to_string()))?;
+        self.trusted.insert(peer.to_string());
+        ok(serde_json::json!({ "trusted": machine, "peer_id": peer.to_string() }))
+    }
+
+    fn allow(&mut self, path: &str, mailbox: Option<&str>, allowed: bool) -> Reply {
+        let path = PathBuf::from(path);
+        let path = std::fs::canonicalize(&path).map_err(|e| {
+            ApiError::new(
+                "bad_path",
+                format!("{}: {e}; give an existing folder", path.display()),
+            )
+        })?;
+        if !path.is_dir() {
+            return err("bad_path", format!("{} is not a folder", path.display()));
+        }
+        let path_text = path.display().to_string();
+        let existing = self.folders.values().find(|f| f.path == path_text).cloned();
+        let binding = match (existing, allowed) {
+            (Some(mut b), _) => {
+                if let Some(m) = mailbox
+                    && m != b.mailbox
+                {
+                    return err(
+                        "bound",
+                        format!("{path_text} is already bound to mailbox {}", b.mailbox),
+                    );
+                }
+                b.allowed = allowed;
+                b
+            }
+            (None, false) => {
+                return err(
+                    "not_bound",
+                    format!("{path_text} was never opted in; nothing to deny"),
+                );
+            }
+            (None, true) => {
+                let name = match mailbox {
+                    Some(m) => Name::parse("mailbox name", m)
+                        .map_err(|e| ApiError::new("bad_mailbox", e.to_string()))?,
+                    None => crate::config::fold_name(
+                        &path
+                            .file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                            .unwrap_or_default(),
+                    ),
+                };
+                if let Some(other) = self.folders.get(name.as_str()) {
+                    return err(
+                        "mailbox_taken",
+                        format!(
+                            "mailbox {name} is already bound to {}; choose another with --mailbox",
+                            other.path
+                        ),
+                    );
+                }
+                FolderBinding {
+                    mailbox: name.to_string(),
+                    path: path_text,
+                    allowed: true,
+                }
+            }
+        };
+        self.store
+            .put_folder(&binding)
+            .map_err(|e| ApiError::new("store", e.to_string()))?;
+        self.folders
+            .insert(binding.mailbox.clone(), binding.clone());
+        ok(
+            serde_json::json!({ "mailbox": binding.mailbox, "path": binding.path, "allowed": binding.allowed }),
+        )
+    }
+
+    fn set_paused(&mut self, paused: bool) -> Reply {
+        self.store
+            .set_paused(paused)
+            .map_err(|e| ApiError::new("store", e.to_string()))?;
+        self.paused = paused;
+        ok(serde_json::json!({ "paused": paused }))
+    }
+
+    /// Resumes delivery, and delivers what `pause` held.
+    fn resume(&mut self, reply: oneshot::Sender<Reply>) {
+        if let Err(e) = self.set_paused(false) {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        let mut released = vec![];
+        let mut events = vec![];
+        match self.held_records() {
+            Ok(held) => {
+                for mut r in held
+                    .into_iter()
+                    .filter(|r| r.held.as_deref() == Some("paused"))
+                {
+                    let old_seq = r.seq;
+                    r.held = None;
+                    r.seq = self.take_seq();
+                    if let Err(e) = self.store.move_inbox(old_seq, &r) {
+                        let _ = reply.send(err("store", e.to_string()));
+                        return;
+                    }
+                    if let Some(n) = self.held_from.get_mut(&r.from_peer) {
+                        *n = n.saturating_sub(1);
+                    }
+                    events.push(Event::Message { message: view(&r) });
+                    events.push(Event::Resolved {
+                        id: r.id.clone(),
+                        outcome: "approved".into(),
+                    });
+                    released.push(r);
+                }
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        }
+        self.flusher.after(AfterFlush::Answer {
+            reply,
+            value: ok(serde_json::json!({ "paused": false, "released": released.len() })),
+            events,
+        });
+    }
+
+    fn audit_list(&self, since_secs: Option<u64>) -> Reply {
+        let since = since_secs.map_or(Timestamp::from_unix_millis(0), |s| {
+            now().saturating_sub(Duration::from_secs(s))
+        });
+        let entries = self
+            .store
+            .audit_since(since)
+            .map_err(|e| ApiError::new("store", e.to_string()))?;
+        ok(entries
+            .into_iter()
+            .map(|e| api::AuditView {
+                at: rfc3339(e.at),
+                event: e.event,
+                peer: e.peer,
+                sender: e.sender,
+                recipient: e.recipient,
+                id: e.message_id,
+                body_sha256: e.body_sha256,
+                detail: e.detail,
+            })
+            .collect::<Vec<_>>())
+    }
+
+    // ----- time -----------------------------------------------------------
+
+    fn tick(&mut self) {
+        let now_i = Instant::now();
+        let due: Vec<PeerId> = self
+            .queues
+            .iter()
+            .filter(|(_, q)| !q.in_flight && q.next_try.is_some_and(|t| t <= now_i))
+            .map(|(p, _)| *p)
+            .collect();
+        for p in due {
+            self.dispatch(p);
+        }
+        if now_i.duration_since(self.last_retention) >= RETENTION_EVERY {
+            self.retention();
+        }
+    }
+
+    /// Expires undeliverable outbox mail, held and read mail, and dedup
+    /// records whose window has passed.
+    pub fn retention(&mut self) {
+        self.last_retention = Instant::now();
+        let now = now();
+        // Undelivered mail past its expiry fails, visibly.
+        let expired: Vec<String> = self
+            .outbox
+            .values()
+            .filter(|r| r.expires_at < now.as_unix_millis())
+            .map(|r| r.id.clone())
+            .collect();
+        let mut changed = vec![];
+        for id in expired {
+            if let Some(mut r) = self.outbox.remove(&id) {
+                r.status = OutboxStatus::Failed;
+                r.reason = Some("expired before the recipient could be reached".into());
+                self.audit(AuditEntry {
+                    event: "expired".into(),
+                    recipient: Some(r.to.clone()),
+                    message_id: Some(r.id.clone()),
+                    detail: "undelivered message expired".into(),
+                    ..AuditEntry::default()
+                });
+                changed.push(r);
+            }
+        }
+        let _ = self.store.put_outbox(&changed);
+        for q in self.queues.values_mut() {
+            q.pending.retain(|id| self.outbox.contains_key(id));
+        }
+        if let Ok(all) = self.store.outbox() {
+            let old: Vec<String> = all
+                .iter()
+                .filter(|r| {
+                    matches!(r.status, OutboxStatus::Delivered | OutboxStatus::Failed)
+                        && r.created_at + (OUTBOX_KEEP.as_millis() as u64) < now.as_unix_millis()
+                })
+                .map(|r| r.id.clone())
+                .collect();
+            let _ = self.store.delete_outbox(&old);
+        }
+        // Held mail nobody approved, and read mail, expire.
+        let mut gone = vec![];
+        let mut events = vec![];
+        let mut after = 0;
+        while let Ok(page) = self.store.inbox_after(after, MAX_INBOX_PAGE) {
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            for r in page {
+                let held_out = r.held.is_some()
+                    && r.received_at + (HELD_EXPIRY.as_millis() as u64) < now.as_unix_millis();
+                let read_out = r
+                    .read_at
+                    .is_some_and(|t| t + (READ_EXPIRY.as_millis() as u64) < now.as_unix_millis());
+                if held_out {
+                    if let Some(n) = self.held_from.get_mut(&r.from_peer) {
+                        *n = n.saturating_sub(1);
+                    }
+                    self.audit(AuditEntry {
+                        event: "expired".into(),
+                        peer: Some(r.from_peer.clone()),
+                        sender: Some(r.from.clone()),
+                        message_id: Some(r.id.clone()),
+                        body_sha256: Some(r.body_sha256.clone()),
+                        detail: "held message expired unapproved".into(),
+                        ..AuditEntry::default()
+                    });
+                    events.push(Event::Resolved {
+                        id: r.id.clone(),
+                        outcome: "expired".into(),
+                    });
+                }
+                if held_out || read_out {
+                    gone.push(r.seq);
+                }
+            }
+        }
+        let _ = self.store.delete_inbox(&gone);
+        let _ = self.store.prune_seen(now);
+        self.emit(events);
+    }
+}

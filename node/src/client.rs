@@ -49,6 +49,8 @@ impl ClientError {
 pub struct Client {
     framed: Framed<UnixStream, LinesCodec>,
     next_id: u64,
+    /// Events that arrived while a call waited for its answer.
+    pending: std::collections::VecDeque<api::Event>,
     /// The daemon's PeerId.
     pub peer_id: String,
     /// The daemon's machine name.
@@ -89,6 +91,7 @@ impl Client {
             DaemonFrame::Attached { peer_id, name, .. } => Ok(Client {
                 framed,
                 next_id: 0,
+                pending: std::collections::VecDeque::new(),
                 peer_id,
                 name,
             }),
@@ -122,7 +125,14 @@ impl Client {
                 DaemonFrame::Error { code, message } => {
                     return Err(ClientError::Api(ApiError { code, message }));
                 }
-                // Responses to other requests and events are not ours.
+                // Kept for `next_event`, bounded like the daemon's queue.
+                DaemonFrame::Event { event } => {
+                    if self.pending.len() == crate::mail::EVENT_QUEUE {
+                        self.pending.pop_front();
+                    }
+                    self.pending.push_back(*event);
+                }
+                // Responses to other requests are not ours.
                 _ => continue,
             }
         }
@@ -133,10 +143,12 @@ impl Client {
         self.call(Op::Status).await
     }
 
-    /// The next event pushed to this client. (Events that arrive while
-    /// [`Client::call`] waits for its answer are skipped: watch on a
-    /// connection of its own.)
+    /// The next event pushed to this client, including those that arrived
+    /// while [`Client::call`] waited for an answer.
     pub async fn next_event(&mut self) -> Result<api::Event, ClientError> {
+        if let Some(e) = self.pending.pop_front() {
+            return Ok(e);
+        }
         loop {
             if let DaemonFrame::Event { event } = recv(&mut self.framed).await? {
                 return Ok(*event);

@@ -108,6 +108,10 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     let swarm = swarm::build(crate::libp2p_keypair(&identity), settings.mdns)?;
     let (name, peer_id) = (settings.name.to_string(), identity.peer_id().to_string());
     tracing::info!(%peer_id, %name, home = %home.root().display(), "starting");
+    #[cfg(feature = "test-clock")]
+    tracing::warn!(
+        "this is a test build: its local API can move the daemon's clock (clock_advance)"
+    );
     let lifetime = settings.message_lifetime;
     let (mut node, handle) = Node::new(swarm, identity.clone(), settings, store.clone())?;
     let (mail, mail_task) =

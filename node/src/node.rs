@@ -81,6 +81,10 @@ const MAX_POLL_FAILURES: u32 = 10;
 /// (the founder answers a repeated Confirm with the same blocks).
 const MAX_CONFIRM_TRIES: u32 = 5;
 
+/// How long a revoked machine that connects is kept, answered only with
+/// refusals, before it is disconnected.
+const REVOKED_GRACE: Duration = Duration::from_secs(2);
+
 /// The protocol a relay lists in identify.
 const RELAY_HOP: &str = "/libp2p/circuit/relay/0.2.0/hop";
 
@@ -299,6 +303,8 @@ pub struct Node {
     mail_waiting: HashMap<OutboundRequestId, oneshot::Sender<Result<MailReply, String>>>,
     inbound: HashMap<u64, ResponseChannel<MailReply>>,
     next_token: u64,
+    /// Revoked machines to disconnect, and when.
+    disconnecting: Vec<(PeerId, Instant)>,
 }
 
 impl std::fmt::Debug for Node {
@@ -397,6 +403,7 @@ impl Node {
             mail_waiting: HashMap::new(),
             inbound: HashMap::new(),
             next_token: 0,
+            disconnecting: vec![],
         };
         node.activate_team(None);
         Ok((
@@ -567,9 +574,13 @@ impl Node {
             gossip.set_application_score(peer, stranger_score());
             gossip.remove_explicit_peer(peer);
         }
-        if revoked {
+        if revoked && !self.disconnecting.iter().any(|(p, _)| p == peer) {
+            // Not at once: for a moment it is answered on every protocol
+            // with why it is refused, so its queued mail fails with a
+            // reason instead of retrying until it expires.
             tracing::debug!(%peer, "disconnecting a revoked machine");
-            let _ = self.swarm.disconnect_peer_id(*peer);
+            self.disconnecting
+                .push((*peer, Instant::now() + REVOKED_GRACE));
         }
     }
 
@@ -1359,6 +1370,18 @@ impl Node {
 
     fn housekeeping(&mut self) {
         let now_i = Instant::now();
+        let due: Vec<PeerId> = self
+            .disconnecting
+            .iter()
+            .filter(|(_, at)| *at <= now_i)
+            .map(|(p, _)| *p)
+            .collect();
+        self.disconnecting.retain(|(_, at)| *at > now_i);
+        for p in due {
+            if self.is_revoked(&p) {
+                let _ = self.swarm.disconnect_peer_id(p);
+            }
+        }
         for id in self.desk.expire(now_i, self.settings.request_ttl) {
             self.audit("join_expired", None, format!("request {id} expired"));
         }

@@ -334,3 +334,108 @@ pub fn join(founder: &Node, joiner: &Node, owner: &str) -> (String, String) {
     assert_eq!(exit_code(&a), Some(0), "admit exits 0");
     (pairing, team_code)
 }
+
+/// A client of one node's local API, as the CLI uses it, for tests that
+/// call it many times (bursts) or read its events.
+pub struct ApiClient {
+    rt: tokio::runtime::Runtime,
+    client: agentmesh_node::client::Client,
+}
+
+impl std::fmt::Debug for ApiClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiClient").finish_non_exhaustive()
+    }
+}
+
+/// A person (or an agent) attaching in a test.
+pub fn who(kind: agentmesh_node::api::WhoKind, name: &str) -> agentmesh_node::api::Who {
+    agentmesh_node::api::Who {
+        kind,
+        name: name.into(),
+        session_id: None,
+        task: None,
+    }
+}
+
+impl ApiClient {
+    /// Attaches to `node` as `who`, to `mailbox` (`None`: every mailbox).
+    pub fn attach(node: &Node, who: agentmesh_node::api::Who, mailbox: Option<&str>) -> ApiClient {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let home = agentmesh_node::home::Home::at(node.home());
+        let client = rt
+            .block_on(agentmesh_node::client::Client::attach(
+                &home,
+                who,
+                mailbox.map(str::to_owned),
+                None,
+            ))
+            .unwrap();
+        ApiClient { rt, client }
+    }
+
+    /// Runs an op.
+    pub fn call(
+        &mut self,
+        op: agentmesh_node::api::Op,
+    ) -> Result<Value, agentmesh_node::client::ClientError> {
+        self.rt.block_on(self.client.call(op))
+    }
+
+    /// Sends a message; its id, or why not.
+    pub fn send(
+        &mut self,
+        to: &str,
+        text: &str,
+    ) -> Result<String, agentmesh_node::client::ClientError> {
+        let v = self.call(agentmesh_node::api::Op::Send {
+            to: to.into(),
+            text: text.into(),
+            ask: false,
+            reply_to: None,
+            from_mailbox: None,
+        })?;
+        Ok(v["id"].as_str().unwrap().to_owned())
+    }
+
+    /// The next event, waiting at most [`DEADLINE`].
+    pub fn event(&mut self) -> agentmesh_node::api::Event {
+        self.rt
+            .block_on(async { tokio::time::timeout(DEADLINE, self.client.next_event()).await })
+            .expect("an event within the deadline")
+            .unwrap()
+    }
+}
+
+impl Node {
+    /// Every message in the inbox (all pages).
+    pub fn inbox_all(&self) -> Vec<Value> {
+        self.json(&["inbox"]).as_array().unwrap().clone()
+    }
+
+    /// The ids in the inbox, with how many times each appears.
+    pub fn inbox_counts(&self) -> std::collections::HashMap<String, usize> {
+        let mut counts = std::collections::HashMap::new();
+        for m in self.inbox_all() {
+            *counts
+                .entry(m["id"].as_str().unwrap().to_owned())
+                .or_default() += 1;
+        }
+        counts
+    }
+
+    /// Moves this node's daemon clock forward (a test build's `clock_advance`).
+    pub fn advance_clock(&self, by: Duration) {
+        let mut c = ApiClient::attach(self, who(agentmesh_node::api::WhoKind::Human, "test"), None);
+        c.call(agentmesh_node::api::Op::ClockAdvance { secs: by.as_secs() })
+            .unwrap();
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> i32 {
+        self.status()["pid"].as_i64().unwrap() as i32
+    }
+}

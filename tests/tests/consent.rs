@@ -1,0 +1,263 @@
+//! The receiving person stays in control: folders opt in, mail from
+//! another person's machine is held, pause holds everything, and held mail
+//! is capped and expires. Time moves with the test clock, not sleeps.
+
+#![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
+use std::time::Duration;
+
+use agentmesh_node::api::{Event, Op, WhoKind};
+use agentmesh_tests::{ApiClient, Node, join, wait_for, who};
+
+/// Ada's machine and Bob's machine: Bob's mail to Ada is held.
+fn two_people() -> (Node, Node) {
+    let mut a = Node::new("alpha");
+    let mut b = Node::new("bravo");
+    a.start();
+    b.start();
+    a.ok(&["team", "create", "core", "--owner", "Ada"]);
+    join(&a, &b, "Bob");
+    (a, b)
+}
+
+fn outbox_status(n: &Node, id: &str) -> serde_json::Value {
+    n.json(&["outbox"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == id)
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn held_mail_first_answer_wins_across_two_people() {
+    let (a, b) = two_people();
+    let mut first = ApiClient::attach(&a, who(WhoKind::Human, "ada-terminal"), None);
+    let mut second = ApiClient::attach(&a, who(WhoKind::Human, "ada-laptop-watch"), None);
+    let mut agent = ApiClient::attach(&a, who(WhoKind::Agent, "claude"), None);
+    let id = b.json(&["send", "@alpha", "may I?"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Both people are prompted.
+    for c in [&mut first, &mut second] {
+        match c.event() {
+            Event::Held { message } => {
+                assert_eq!(message.id, id);
+                assert_eq!(message.held.as_deref(), Some("other_owner"));
+                assert_eq!(message.who.name, "human");
+            }
+            other => panic!("expected a held prompt, got {other:?}"),
+        }
+    }
+    // It is held, not in the inbox; the sender sees it delivered (and held).
+    assert!(a.inbox_all().is_empty());
+    assert_eq!(a.json(&["held"])[0]["id"], id.as_str());
+    wait_for("bravo to see it delivered and held", || {
+        let m = outbox_status(&b, &id);
+        (m["status"] == "delivered" && m["held"] == true).then_some(())
+    });
+    // The first answer wins and clears the prompt everywhere.
+    first.call(Op::Approve { id: id.clone() }).unwrap();
+    let late = second.call(Op::Approve { id: id.clone() }).unwrap_err();
+    assert_eq!(late.code(), Some("not_held"), "{late}");
+    for c in [&mut first, &mut second] {
+        let mut saw = (false, false);
+        while !(saw.0 && saw.1) {
+            match c.event() {
+                Event::Message { message } if message.id == id => saw.0 = true,
+                Event::Resolved { id: r, outcome } if r == id => {
+                    assert_eq!(outcome, "approved");
+                    saw.1 = true;
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+    // The agent was never prompted; it sees the message once approved.
+    match agent.event() {
+        Event::Message { message } => assert_eq!(message.id, id),
+        other => panic!("the agent got {other:?}"),
+    }
+    assert_eq!(a.inbox_all()[0]["id"], id.as_str());
+    assert!(a.json(&["held"]).as_array().unwrap().is_empty());
+    // Trusting bravo stops holding its mail.
+    a.ok(&["trust", "bravo"]);
+    let next = b.json(&["send", "@alpha", "thanks"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_for("the trusted machine's mail to land directly", || {
+        a.inbox_all()
+            .iter()
+            .any(|m| m["id"] == next.as_str())
+            .then_some(())
+    });
+}
+
+#[test]
+fn held_mail_is_capped_per_sender_and_expires() {
+    let (a, b) = two_people();
+    let mut sender = ApiClient::attach(&b, who(WhoKind::Agent, "chatty"), None);
+    let ids: Vec<String> = (0..101)
+        .map(|i| sender.send("@alpha", &format!("#{i}")).unwrap())
+        .collect();
+    let last = ids.last().unwrap().clone();
+    let refused = wait_for("the 101st held message to be refused", || {
+        let m = outbox_status(&b, &last);
+        (m["status"] == "failed").then_some(m)
+    });
+    assert!(
+        refused["reason"]
+            .as_str()
+            .unwrap()
+            .contains("100 messages from you already wait for Ada's approval"),
+        "{refused}"
+    );
+    wait_for("the first 100 to be held", || {
+        (a.json(&["held"]).as_array().unwrap().len() == 100).then_some(())
+    });
+    // Eight days later, unapproved, they are gone, and the audit says so.
+    // (Both clocks move: the machines must agree on the time.)
+    a.advance_clock(Duration::from_secs(8 * 24 * 3600 + 3600));
+    b.advance_clock(Duration::from_secs(8 * 24 * 3600 + 3600));
+    assert!(a.json(&["held"]).as_array().unwrap().is_empty());
+    let audit = a.json(&["audit"]);
+    let expired = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == "expired")
+        .count();
+    assert_eq!(expired, 100);
+    // Room again: bravo's next message is held.
+    let again = sender.send("@alpha", "again").unwrap();
+    wait_for("a new message to be held", || {
+        a.json(&["held"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["id"] == again.as_str())
+            .then_some(())
+    });
+}
+
+#[test]
+fn pause_holds_and_resume_delivers() {
+    let (a, b) = two_people();
+    a.ok(&["trust", "bravo"]);
+    a.ok(&["pause"]);
+    let id = b.json(&["send", "@alpha", "while paused"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_for("the message to be held by the pause", || {
+        a.json(&["held"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == id.as_str() && m["held"] == "paused")
+            .cloned()
+    });
+    assert!(a.inbox_all().is_empty());
+    let out = a.ok(&["resume"]);
+    assert!(out.contains("1 held message"), "{out}");
+    assert_eq!(a.inbox_all()[0]["id"], id.as_str());
+}
+
+#[test]
+fn folders_opt_in_and_out() {
+    let (a, b) = two_people();
+    a.ok(&["trust", "bravo"]);
+    let folder = tempfile::tempdir().unwrap();
+    let project = folder.path().join("Pipeline");
+    std::fs::create_dir(&project).unwrap();
+    // No such mailbox yet: refused, with a reason the sender sees.
+    let id = b.json(&["send", "pipeline@alpha", "hello"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let m = wait_for("the message to an unknown mailbox to fail", || {
+        let m = outbox_status(&b, &id);
+        (m["status"] == "failed").then_some(m)
+    });
+    assert!(
+        m["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no mailbox pipeline on alpha"),
+        "{m}"
+    );
+    // Opted in: its folder's base name is the mailbox.
+    let out = a.ok(&["allow", project.to_str().unwrap()]);
+    assert!(out.contains("mailbox pipeline"), "{out}");
+    let id = b.json(&["send", "pipeline@alpha", "hello again"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let got = wait_for("the opted-in mailbox to receive", || {
+        a.inbox_all().into_iter().find(|m| m["id"] == id.as_str())
+    });
+    assert_eq!(got["mailbox"], "pipeline");
+    assert_eq!(
+        a.json(&["inbox", "--mailbox", "pipeline"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        a.json(&["inbox", "--mailbox", "@"])
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+    // Opted out: refused again.
+    a.ok(&["deny", project.to_str().unwrap()]);
+    let id = b.json(&["send", "pipeline@alpha", "and now?"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let m = wait_for("the message to an opted-out folder to fail", || {
+        let m = outbox_status(&b, &id);
+        (m["status"] == "failed").then_some(m)
+    });
+    assert!(
+        m["reason"].as_str().unwrap().contains("not opted in"),
+        "{m}"
+    );
+}
+
+#[test]
+fn read_mail_and_undeliverable_mail_expire() {
+    let (a, mut b) = two_people();
+    a.ok(&["trust", "bravo"]);
+    let id = b.json(&["send", "@alpha", "read me"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_for("delivery", || {
+        a.inbox_all()
+            .iter()
+            .any(|m| m["id"] == id.as_str())
+            .then_some(())
+    });
+    a.ok(&["read", &id]);
+    a.advance_clock(Duration::from_secs(29 * 24 * 3600));
+    assert_eq!(a.inbox_all().len(), 1, "read mail stays 30 days");
+    a.advance_clock(Duration::from_secs(2 * 24 * 3600));
+    assert!(a.inbox_all().is_empty(), "read mail is gone after 30 days");
+
+    // Mail to a machine that stays away fails after its lifetime, visibly.
+    b.stop();
+    let lost = a.json(&["send", "@bravo", "anyone?"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    a.advance_clock(Duration::from_secs(7 * 24 * 3600 + 60));
+    let m = outbox_status(&a, &lost);
+    assert_eq!(m["status"], "failed");
+    assert!(m["reason"].as_str().unwrap().contains("expired"), "{m}");
+}

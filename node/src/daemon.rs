@@ -114,8 +114,13 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     );
     let lifetime = settings.message_lifetime;
     let (mut node, handle) = Node::new(swarm, identity.clone(), settings, store.clone())?;
-    let (mail, mail_task) =
-        Mail::start(identity, store, node.directory(), handle.clone(), lifetime)?;
+    let (mail, mail_task) = Mail::start(
+        identity,
+        store.clone(),
+        node.directory(),
+        handle.clone(),
+        lifetime,
+    )?;
     node.set_mail(mail.clone());
 
     let socket = home.socket();
@@ -139,6 +144,10 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     server.abort();
     signals.abort();
     mail_task.abort();
+    // Peer records and statuses written without a flush reach the disk now.
+    if let Err(e) = crate::store::Store::flush(store.as_ref()) {
+        tracing::error!(error = %e, "cannot flush the store at shutdown");
+    }
     let _ = fs::remove_file(&socket);
     let _ = fs::remove_file(&pid_path);
     drop(lock);

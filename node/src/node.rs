@@ -2389,7 +2389,10 @@ impl Node {
             return self.connection_up(p, &addr, ConnectionId::new_unchecked(usize::MAX));
         }
         let opts = match peer {
+            // Always: the person asked for this address, even if a dial to
+            // older addresses of the same machine is still pending.
             Some(p) => DialOpts::peer_id(p)
+                .condition(libp2p::swarm::dial_opts::PeerCondition::Always)
                 .addresses(vec![without_peer(&addr)])
                 .build(),
             None => DialOpts::unknown_peer_id().address(addr.clone()).build(),

@@ -42,15 +42,24 @@ pub fn bin() -> PathBuf {
 
 /// Polls `check` until it returns `Some`, or panics after [`DEADLINE`]
 /// saying what was awaited.
-pub fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+pub fn wait_for<T>(what: &str, check: impl FnMut() -> Option<T>) -> T {
+    wait_for_within(what, DEADLINE, check)
+}
+
+/// [`wait_for`] with another deadline, for work that is long by nature.
+pub fn wait_for_within<T>(
+    what: &str,
+    deadline: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
     let start = Instant::now();
     loop {
         if let Some(v) = check() {
             return v;
         }
         assert!(
-            start.elapsed() < DEADLINE,
-            "timed out after {DEADLINE:?} waiting for {what}"
+            start.elapsed() < deadline,
+            "timed out after {deadline:?} waiting for {what}"
         );
         std::thread::sleep(Duration::from_millis(50));
     }

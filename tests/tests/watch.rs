@@ -1,0 +1,132 @@
+//! Multi-attach: a `watch` client stopped with SIGSTOP does not delay
+//! delivery to another, and gets `lagged` when it resumes, then catches up.
+
+#![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+
+use agentmesh_node::api::WhoKind;
+use agentmesh_tests::{ApiClient, Node, join, wait_for, wait_for_within, who};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// More than the daemon's event queue (1,024) plus what the socket holds.
+const MESSAGES: usize = 3000;
+const SENDERS: usize = 4;
+/// Delivering and printing 3,000 messages on a slow two-core CI machine.
+const LONG: std::time::Duration = std::time::Duration::from_secs(120);
+
+struct Watcher {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Watcher {
+    fn start(n: &Node) -> Watcher {
+        let mut child = n
+            .command(&["watch"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let lines = Arc::new(Mutex::new(vec![]));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let w = Watcher { child, lines };
+        wait_for("watch to attach", || {
+            w.saw(|l| l.starts_with("Watching")).then_some(())
+        });
+        w
+    }
+
+    fn saw(&self, f: impl Fn(&str) -> bool) -> bool {
+        self.lines.lock().unwrap().iter().any(|l| f(l))
+    }
+
+    /// The message ids it printed.
+    fn ids(&self) -> HashSet<String> {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| {
+                l.split_whitespace()
+                    .nth(2)
+                    .filter(|w| w.len() == 32)
+                    .map(str::to_owned)
+            })
+            .collect()
+    }
+
+    fn signal(&self, s: Signal) {
+        kill(Pid::from_raw(self.child.id() as i32), s).unwrap();
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_stopped_watcher_does_not_delay_another_and_catches_up() {
+    let mut a = Node::new("alpha");
+    let mut b = Node::new("bravo");
+    a.start();
+    b.start();
+    a.ok(&["team", "create", "core", "--owner", "Ada"]);
+    join(&a, &b, "Ada");
+    let live = Watcher::start(&b);
+    let stopped = Watcher::start(&b);
+    stopped.signal(Signal::SIGSTOP);
+
+    let senders: Vec<_> = (0..SENDERS)
+        .map(|s| {
+            let mut c = ApiClient::attach(&a, who(WhoKind::Agent, &format!("sender-{s}")), None);
+            std::thread::spawn(move || {
+                (0..MESSAGES / SENDERS)
+                    .map(|i| c.send("@bravo", &format!("burst {s}/{i}")).unwrap())
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let ids: HashSet<String> = senders
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    assert_eq!(ids.len(), MESSAGES);
+
+    // The live watcher sees every message while the other is stopped.
+    wait_for_within("the live watcher to print every message", LONG, || {
+        live.ids().is_superset(&ids).then_some(())
+    });
+    assert!(
+        !live.saw(|l| l.contains("fell behind")),
+        "the live watcher lagged"
+    );
+    assert!(
+        stopped.ids().len() < MESSAGES,
+        "the stopped watcher could not have read everything"
+    );
+
+    // Resumed, the stopped one is told it lagged, and catches up.
+    stopped.signal(Signal::SIGCONT);
+    wait_for("the resumed watcher to be told it fell behind", || {
+        stopped.saw(|l| l.contains("fell behind by")).then_some(())
+    });
+    wait_for_within(
+        "the resumed watcher to catch up on every message",
+        LONG,
+        || stopped.ids().is_superset(&ids).then_some(()),
+    );
+}

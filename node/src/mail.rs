@@ -62,6 +62,9 @@ pub const MAX_BATCH_ENVELOPES: usize = 256;
 /// Bytes of envelopes in one batch, at most: under request-response's
 /// 1 MiB request limit with room for framing.
 pub const MAX_BATCH_BYTES: usize = 900 * 1024;
+/// Batches on their way to one recipient at once: while it stores one,
+/// the next is already opening.
+pub const MAX_IN_FLIGHT: usize = 2;
 /// Events buffered for attached clients; a client further behind than
 /// this gets `lagged` and catches up with `after_seq`.
 pub const EVENT_QUEUE: usize = 1024;
@@ -77,6 +80,9 @@ const BACKOFF_MAX: Duration = Duration::from_secs(300);
 const RETENTION_EVERY: Duration = Duration::from_secs(600);
 /// Messages in one `inbox` page, at most.
 pub const MAX_INBOX_PAGE: usize = 1000;
+/// Bytes of messages in one `inbox` page, about: pages must fit one API
+/// frame (1 MiB).
+const MAX_PAGE_BYTES: usize = 640 * 1024;
 
 /// What the mail actor knows about the team, published by the node actor
 /// whenever the team changes.
@@ -321,7 +327,10 @@ impl Flusher {
 #[derive(Debug, Default)]
 struct PeerQueue {
     pending: VecDeque<String>,
-    in_flight: bool,
+    /// Batches on their way.
+    in_flight: usize,
+    /// The ids in those batches.
+    sending: HashSet<String>,
     attempt: u32,
     next_try: Option<Instant>,
 }
@@ -784,19 +793,26 @@ impl Mail {
 
     // ----- the courier ----------------------------------------------------
 
-    /// Sends the next batch to `peer` if none is in flight and its backoff
-    /// has passed.
+    /// Sends batches to `peer` while fewer than [`MAX_IN_FLIGHT`] are on
+    /// their way and its backoff has passed.
     fn dispatch(&mut self, peer: PeerId) {
+        while self.dispatch_one(peer) {}
+    }
+
+    fn dispatch_one(&mut self, peer: PeerId) -> bool {
         let Some(q) = self.queues.get_mut(&peer) else {
-            return;
+            return false;
         };
-        if q.in_flight || q.next_try.is_some_and(|t| t > Instant::now()) {
-            return;
+        if q.in_flight >= MAX_IN_FLIGHT || q.next_try.is_some_and(|t| t > Instant::now()) {
+            return false;
         }
         let mut ids = vec![];
         let mut envelopes = vec![];
         let mut bytes = 0;
         for id in &q.pending {
+            if q.sending.contains(id) {
+                continue;
+            }
             let Some(r) = self.outbox.get(id) else {
                 continue;
             };
@@ -810,26 +826,20 @@ impl Mail {
             envelopes.push(ByteBuf::from(r.envelope.clone()));
         }
         if ids.is_empty() {
-            if q.pending.is_empty() {
+            if q.pending.is_empty() && q.in_flight == 0 {
                 self.queues.remove(&peer);
             }
-            return;
+            return false;
         }
-        q.in_flight = true;
-        let mut sent = vec![];
+        q.in_flight += 1;
+        q.sending.extend(ids.iter().cloned());
         for id in &ids {
             if let Some(r) = self.outbox.get_mut(id) {
                 r.attempts += 1;
-                if r.status == OutboxStatus::Queued {
-                    r.status = OutboxStatus::Sent;
-                    sent.push(r.clone());
-                }
+                // Kept in memory only (the outbox list reads it from here):
+                // writing every attempt would double the store's work.
+                r.status = OutboxStatus::Sent;
             }
-        }
-        if !sent.is_empty() {
-            // Not flushed on purpose: losing "sent" in a crash only means
-            // the next run reports "queued" until delivery.
-            let _ = self.store.put_outbox(&sent);
         }
         let node = self.node.clone();
         let back = self.tx_clone();
@@ -837,6 +847,7 @@ impl Mail {
             let result = node.deliver(peer, MailRequest { envelopes }).await;
             let _ = back.send(MailIn::Delivered { peer, ids, result }).await;
         });
+        true
     }
 
     fn tx_clone(&self) -> mpsc::Sender<MailIn> {
@@ -902,12 +913,19 @@ impl Mail {
             });
         }
         if !changed.is_empty() {
+            // A delivered or refused message needs its envelope no more.
+            for r in &mut changed {
+                r.envelope = vec![];
+            }
             let _ = self.store.put_outbox(&changed);
         }
         let Some(q) = self.queues.get_mut(&peer) else {
             return;
         };
-        q.in_flight = false;
+        q.in_flight = q.in_flight.saturating_sub(1);
+        for id in &ids {
+            q.sending.remove(id);
+        }
         q.pending.retain(|id| self.outbox.contains_key(id));
         match transport_error {
             None => {
@@ -1230,6 +1248,7 @@ impl Mail {
         let mut out = vec![];
         let mut cursor = after;
         let mut more = false;
+        let mut bytes = 0;
         'pages: loop {
             let page = self
                 .store
@@ -1246,10 +1265,13 @@ impl Mail {
                         Some(m) => r.mailbox.as_deref() == Some(m),
                     };
                 if matches {
-                    if out.len() == limit {
+                    // A page must fit one API frame (1 MiB) with room to spare.
+                    let size = r.text.len() + 512;
+                    if out.len() == limit || (bytes + size > MAX_PAGE_BYTES && !out.is_empty()) {
                         more = true;
                         break 'pages;
                     }
+                    bytes += size;
                     out.push(view(&r));
                 }
             }
@@ -1296,6 +1318,14 @@ impl Mail {
             .store
             .outbox()
             .map_err(|e| ApiError::new("store", e.to_string()))?;
+        // Undelivered records are current in memory (attempts, status).
+        for r in &mut all {
+            if let Some(live) = self.outbox.get(&r.id) {
+                r.status = live.status;
+                r.attempts = live.attempts;
+                r.reason.clone_from(&live.reason);
+            }
+        }
         all.sort_by_key(|r| r.created_at);
         ok(all.iter().map(outbox_view).collect::<Vec<_>>())
     }
@@ -1548,7 +1578,7 @@ impl Mail {
         let due: Vec<PeerId> = self
             .queues
             .iter()
-            .filter(|(_, q)| !q.in_flight && q.next_try.is_some_and(|t| t <= now_i))
+            .filter(|(_, q)| q.in_flight < MAX_IN_FLIGHT && q.next_try.is_some_and(|t| t <= now_i))
             .map(|(p, _)| *p)
             .collect();
         for p in due {

@@ -11,6 +11,8 @@
 
 #![allow(clippy::unwrap_used)] // a harness that cannot unwrap has failed
 
+pub mod bench_messaging;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -408,6 +410,12 @@ impl ApiClient {
             from_mailbox: None,
         })?;
         Ok(v["id"].as_str().unwrap().to_owned())
+    }
+
+    /// The next event, however long it takes; `None` once the connection
+    /// is gone.
+    pub fn next_event_forever(&mut self) -> Option<agentmesh_node::api::Event> {
+        self.rt.block_on(self.client.next_event()).ok()
     }
 
     /// The next event, waiting at most [`DEADLINE`].

@@ -2,7 +2,10 @@
 //!
 //! ```text
 //! agentmesh-bench join [--runs N] [--json]
+//! agentmesh-bench messaging [--messages N] [--json]
 //! ```
+//!
+//! `messaging`: see `agentmesh_tests::bench_messaging`.
 //!
 //! `join`: founds a team and joins a second machine N times (fresh homes
 //! each time), with both people's typing done by pseudo-terminals at once,
@@ -50,9 +53,53 @@ fn one_join(a: &Node, b: &Node) -> Duration {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) != Some("join") {
-        eprintln!("usage: agentmesh-bench join [--runs N] [--json]");
-        std::process::exit(2);
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|n| n.parse::<usize>().ok())
+    };
+    match args.first().map(String::as_str) {
+        Some("join") => {}
+        Some("messaging") => {
+            let messages = flag("--messages").unwrap_or(100_000);
+            let f = agentmesh_tests::bench_messaging::run(messages);
+            if args.iter().any(|a| a == "--json") {
+                println!("{}", serde_json::to_string(&f).unwrap());
+            } else {
+                println!("messages: {} of 1 KiB, two daemons on loopback", f.messages);
+                println!("sustained throughput: {:.0} messages/s", f.throughput_per_s);
+                println!(
+                    "raw libp2p request-response: {:.0} messages/s",
+                    f.raw_transport_per_s
+                );
+                println!(
+                    "crypto floor (seal+sign, verify+open, one core): {:.0} messages/s",
+                    f.crypto_floor_per_s
+                );
+                let floor = f.raw_transport_per_s.min(f.crypto_floor_per_s);
+                println!(
+                    "throughput / min(raw, crypto): {:.2}",
+                    f.throughput_per_s / floor
+                );
+                println!(
+                    "latency at 100 messages/s: p50 {:.2} ms, p99 {:.2} ms",
+                    f.p50_ms, f.p99_ms
+                );
+                println!(
+                    "receiving daemon memory (after the run, a restart and a full inbox read): {:.1} MiB",
+                    f.daemon_rss_mib
+                );
+                println!("sending daemon memory: {:.1} MiB", f.sender_rss_mib);
+            }
+            return;
+        }
+        _ => {
+            eprintln!(
+                "usage: agentmesh-bench join [--runs N] [--json]\n       agentmesh-bench messaging [--messages N] [--json]"
+            );
+            std::process::exit(2);
+        }
     }
     let runs: usize = args
         .iter()

@@ -1,0 +1,314 @@
+//! `agentmesh-bench messaging`: throughput, latency and memory of real
+//! daemons on loopback, next to the raw transport and the crypto floor.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentmesh_node::api::{Event, WhoKind};
+use agentmesh_node::swarm::{BehaviourEvent, MailOutcome, MailReply, MailRequest};
+use agentmesh_protocol::{Body, Header, Identity, Kind, MessageId, TeamId, Timestamp, Who};
+use futures::StreamExt;
+use libp2p::request_response;
+use libp2p::swarm::SwarmEvent;
+
+use crate::{ApiClient, Node, join, wait_for, wait_for_within, who};
+
+/// Concurrent senders in the throughput phase: enough clients that the
+/// daemon's group commit has company.
+const SENDERS: usize = 128;
+/// Offered load of the latency phase.
+const LATENCY_RATE: u32 = 100;
+/// Messages in the latency phase.
+const LATENCY_MESSAGES: usize = 1000;
+
+/// The figures.
+#[derive(Debug, serde::Serialize)]
+pub struct Figures {
+    /// Messages in the throughput phase.
+    pub messages: usize,
+    /// Sustained send-to-inbox throughput, messages/s.
+    pub throughput_per_s: f64,
+    /// The same machines' libp2p request-response, no sealing or storage.
+    pub raw_transport_per_s: f64,
+    /// seal+sign and verify+open in-process, per second, one core.
+    pub crypto_floor_per_s: f64,
+    /// Send-to-inbox latency at 100 messages/s: median.
+    pub p50_ms: f64,
+    /// ... and 99th percentile.
+    pub p99_ms: f64,
+    /// The receiving daemon's resident memory after the run, a restart and
+    /// a full read of its inbox (the largest of the three), MiB.
+    pub daemon_rss_mib: f64,
+    /// The sending daemon's resident memory after the run, MiB.
+    pub sender_rss_mib: f64,
+}
+
+fn rss_mib(pid: i32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+/// Counts the messages arriving at `node` and when each did.
+struct Observer {
+    seen: Arc<Mutex<HashMap<String, Instant>>>,
+}
+
+impl Observer {
+    fn start(node: &Node) -> Observer {
+        let mut c = ApiClient::attach(node, who(WhoKind::Agent, "observer"), None);
+        let seen: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+        let sink = seen.clone();
+        std::thread::spawn(move || {
+            loop {
+                match c.next_event_forever() {
+                    Some(Event::Message { message }) => {
+                        sink.lock()
+                            .expect("not poisoned")
+                            .insert(message.id, Instant::now());
+                    }
+                    Some(_) => {}
+                    None => return,
+                }
+            }
+        });
+        Observer { seen }
+    }
+
+    fn count(&self) -> usize {
+        self.seen.lock().expect("not poisoned").len()
+    }
+
+    fn at(&self, id: &str) -> Option<Instant> {
+        self.seen.lock().expect("not poisoned").get(id).copied()
+    }
+}
+
+fn text_1k(i: usize) -> String {
+    let mut t = format!("message {i} ");
+    while t.len() < 1024 {
+        t.push('x');
+    }
+    t
+}
+
+/// The crypto floor: seal+sign then verify+open of a 1 KiB body, per second.
+fn crypto_floor() -> f64 {
+    let mut rng = rand::rng();
+    let (a, b) = (Identity::generate(&mut rng), Identity::generate(&mut rng));
+    let now = Timestamp::from_unix_millis(1_800_000_000_000);
+    let header = Header {
+        id: MessageId([1; 16]),
+        team: TeamId([2; 32]),
+        from: a.peer_id(),
+        to: b.peer_id(),
+        kind: Kind::Tell,
+        in_reply_to: None,
+        thread: MessageId([1; 16]),
+        hop: 0,
+        taint: false,
+        sent_at: now,
+        expires_at: now.saturating_add(Duration::from_secs(3600)),
+    };
+    let body = Body {
+        who: Who {
+            kind: agentmesh_protocol::WhoKind::Agent,
+            name: "bench".into(),
+            session_id: None,
+            task: None,
+        },
+        from_mailbox: None,
+        to_mailbox: None,
+        text: text_1k(0),
+        attachments: vec![],
+    };
+    let rounds = 2000;
+    let start = Instant::now();
+    for _ in 0..rounds {
+        let env = agentmesh_protocol::seal(&a, &b.x25519_public(), &header, &body, &mut rng)
+            .expect("seals");
+        agentmesh_protocol::open(&env.to_wire(), &b, now).expect("opens");
+    }
+    rounds as f64 / start.elapsed().as_secs_f64()
+}
+
+/// The raw transport: the daemon's own swarm, in-process, carrying batches
+/// of 1 KiB blobs over loopback TCP to a peer that answers at once.
+fn raw_transport(messages: usize) -> f64 {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let mut rng = rand::rng();
+        let (ia, ib) = (Identity::generate(&mut rng), Identity::generate(&mut rng));
+        let mut a = agentmesh_node::swarm::build(agentmesh_node::libp2p_keypair(&ia), false)
+            .expect("a swarm");
+        let mut b = agentmesh_node::swarm::build(agentmesh_node::libp2p_keypair(&ib), false)
+            .expect("a swarm");
+        b.listen_on("/ip4/127.0.0.1/tcp/0".parse().expect("an address"))
+            .expect("listens");
+        let addr = loop {
+            if let SwarmEvent::NewListenAddr { address, .. } = b.select_next_some().await {
+                break address;
+            }
+        };
+        tokio::spawn(async move {
+            loop {
+                if let SwarmEvent::Behaviour(BehaviourEvent::Mail(
+                    request_response::Event::Message {
+                        message:
+                            request_response::Message::Request {
+                                request, channel, ..
+                            },
+                        ..
+                    },
+                )) = b.select_next_some().await
+                {
+                    let outcomes =
+                        vec![MailOutcome::Accepted { held: false }; request.envelopes.len()];
+                    let _ = b
+                        .behaviour_mut()
+                        .mail
+                        .send_response(channel, MailReply { outcomes });
+                }
+            }
+        });
+        let batch = agentmesh_node::mail::MAX_BATCH_ENVELOPES.min(600 * 1024 / 1100);
+        let blob = serde_bytes::ByteBuf::from(vec![7u8; 1100]);
+        let peer = ib.peer_id();
+        a.add_peer_address(peer, addr);
+        let mut done = 0;
+        let mut in_flight = 0;
+        let start = Instant::now();
+        // Two batches in flight, as the courier keeps one per peer plus the
+        // next one ready.
+        while done < messages {
+            while in_flight < 2 && done + in_flight * batch < messages {
+                a.behaviour_mut().mail.send_request(
+                    &peer,
+                    MailRequest {
+                        envelopes: vec![blob.clone(); batch],
+                    },
+                );
+                in_flight += 1;
+            }
+            if let SwarmEvent::Behaviour(BehaviourEvent::Mail(request_response::Event::Message {
+                message: request_response::Message::Response { response, .. },
+                ..
+            })) = a.select_next_some().await
+            {
+                done += response.outcomes.len();
+                in_flight -= 1;
+            }
+        }
+        done as f64 / start.elapsed().as_secs_f64()
+    })
+}
+
+/// Runs the whole benchmark with `messages` in the throughput phase.
+pub fn run(messages: usize) -> Figures {
+    let crypto_floor_per_s = crypto_floor();
+    let raw_transport_per_s = raw_transport(messages.clamp(10_000, 50_000));
+
+    let mut a = Node::new("sender");
+    let mut b = Node::new("receiver");
+    a.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
+    b.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
+    a.start();
+    b.start();
+    a.ok(&["team", "create", "bench", "--owner", "Ada"]);
+    join(&a, &b, "Ada");
+    let observer = Observer::start(&b);
+
+    // Throughput: SENDERS clients sending at once, as fast as answers come.
+    let start = Instant::now();
+    let per = messages.div_ceil(SENDERS);
+    let threads: Vec<_> = (0..SENDERS)
+        .map(|s| {
+            let mut c = ApiClient::attach(&a, who(WhoKind::Agent, &format!("s{s}")), None);
+            std::thread::spawn(move || {
+                for i in 0..per {
+                    c.send("@receiver", &text_1k(s * per + i))
+                        .expect("send accepted");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("a sender thread");
+    }
+    let sends_done = start.elapsed();
+    let total = per * SENDERS;
+    wait_for_within(
+        "every message to reach the receiver's inbox",
+        Duration::from_secs(3600),
+        || (observer.count() >= total).then_some(()),
+    );
+    let throughput_per_s = total as f64 / start.elapsed().as_secs_f64();
+    eprintln!(
+        "(sends answered after {:.1} s; all in the inbox after {:.1} s)",
+        sends_done.as_secs_f64(),
+        start.elapsed().as_secs_f64()
+    );
+    let sender_rss_mib = rss_mib(a.pid());
+
+    // Latency at a fixed offered load.
+    let mut c = ApiClient::attach(&a, who(WhoKind::Agent, "paced"), None);
+    let mut sent = vec![];
+    let interval = Duration::from_secs(1) / LATENCY_RATE;
+    let begin = Instant::now();
+    for i in 0..LATENCY_MESSAGES {
+        let due = begin + interval * i as u32;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait); // pacing the offered load, not synchronisation
+        }
+        let at = Instant::now();
+        let id = c.send("@receiver", &text_1k(i)).expect("send accepted");
+        sent.push((id, at));
+    }
+    let latencies: Vec<f64> = wait_for("the paced messages to arrive", || {
+        let l: Option<Vec<f64>> = sent
+            .iter()
+            .map(|(id, at)| {
+                observer
+                    .at(id)
+                    .map(|r| r.duration_since(*at).as_secs_f64() * 1000.0)
+            })
+            .collect();
+        l
+    });
+    let mut sorted = latencies;
+    sorted.sort_by(f64::total_cmp);
+    let pct = |p: f64| sorted[((sorted.len() as f64 - 1.0) * p).round() as usize];
+    let (p50_ms, p99_ms) = (pct(0.50), pct(0.99));
+
+    // Memory: after the run, after a restart, after reading every message.
+    let mut rss = rss_mib(b.pid());
+    b.stop();
+    b.start();
+    rss = rss.max(rss_mib(b.pid()));
+    let read = b.inbox_all().len();
+    assert!(
+        read >= total,
+        "the receiver's inbox holds {read} of {total}"
+    );
+    rss = rss.max(rss_mib(b.pid()));
+
+    Figures {
+        messages: total,
+        throughput_per_s,
+        raw_transport_per_s,
+        crypto_floor_per_s,
+        p50_ms,
+        p99_ms,
+        daemon_rss_mib: rss,
+        sender_rss_mib,
+    }
+}

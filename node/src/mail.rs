@@ -284,31 +284,66 @@ impl MailHandle {
     }
 }
 
-/// Shares flushes among writers: each waits for the first flush that
-/// starts after its write, and one flush covers every writer waiting.
+/// Writes that wait for the next flush, made by the flusher thread in one
+/// batch per flush.
+#[derive(Debug, Default)]
+struct Writes {
+    outbox: Vec<OutboxRecord>,
+    audit: Vec<AuditEntry>,
+}
+
+impl Writes {
+    fn is_empty(&self) -> bool {
+        self.outbox.is_empty() && self.audit.is_empty()
+    }
+}
+
+/// Writes, and what waits for them to be durable.
+#[derive(Debug)]
+struct Job {
+    writes: Writes,
+    work: Option<AfterFlush>,
+}
+
+/// Makes writes durable in groups: the flusher thread takes every job
+/// waiting, writes them all in one batch per tree, flushes once, and hands
+/// the work that waited back to the mail actor. Every writer waiting when
+/// a flush starts is covered by it (group commit), and the mail actor never
+/// waits for the disk.
 #[derive(Debug, Clone)]
 struct Flusher {
-    tx: std::sync::mpsc::SyncSender<AfterFlush>,
+    tx: std::sync::mpsc::SyncSender<Job>,
 }
 
 impl Flusher {
     fn start(store: Arc<dyn Store>, back: mpsc::Sender<MailIn>) -> Flusher {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<AfterFlush>(FLUSH_QUEUE);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(FLUSH_QUEUE);
         std::thread::Builder::new()
             .name("agentmesh-flush".into())
             .spawn(move || {
                 while let Ok(first) = rx.recv() {
-                    let mut done = vec![first];
+                    let mut jobs = vec![first];
                     while let Ok(more) = rx.try_recv() {
-                        done.push(more);
+                        jobs.push(more);
                     }
-                    if let Err(e) = store.flush() {
+                    let mut all = Writes::default();
+                    let mut done = vec![];
+                    for job in jobs {
+                        all.outbox.extend(job.writes.outbox);
+                        all.audit.extend(job.writes.audit);
+                        done.extend(job.work);
+                    }
+                    let written = store
+                        .put_outbox(&all.outbox)
+                        .and_then(|()| store.audit_many(&all.audit))
+                        .and_then(|()| store.flush());
+                    if let Err(e) = written {
                         // Nothing is acknowledged that is not durable: the
                         // waiting work is dropped, senders retry.
-                        tracing::error!(error = %e, "flush failed; dropping {} acknowledgements", done.len());
+                        tracing::error!(error = %e, "writing failed; dropping {} acknowledgements", done.len());
                         continue;
                     }
-                    if back.blocking_send(MailIn::Flushed(done)).is_err() {
+                    if !done.is_empty() && back.blocking_send(MailIn::Flushed(done)).is_err() {
                         return;
                     }
                 }
@@ -317,9 +352,9 @@ impl Flusher {
         Flusher { tx }
     }
 
-    fn after(&self, work: AfterFlush) {
+    fn submit(&self, writes: Writes, work: Option<AfterFlush>) {
         // A full queue waits: back-pressure on the mail actor, bounded.
-        let _ = self.tx.send(work);
+        let _ = self.tx.send(Job { writes, work });
     }
 }
 
@@ -352,6 +387,8 @@ pub struct Mail {
     next_seq: u64,
     newest: Arc<std::sync::atomic::AtomicU64>,
     held_from: HashMap<String, usize>,
+    /// Writes for the next flush.
+    pending: std::cell::RefCell<Writes>,
     folders: HashMap<String, FolderBinding>,
     trusted: HashSet<String>,
     paused: bool,
@@ -478,6 +515,7 @@ impl Mail {
             next_seq: first_seq,
             newest: newest.clone(),
             held_from: HashMap::new(),
+            pending: std::cell::RefCell::default(),
             folders: store
                 .folders()?
                 .into_iter()
@@ -545,12 +583,25 @@ impl Mail {
         self.dir.borrow().clone()
     }
 
+    /// Records a decision; written with the next flush.
     fn audit(&self, entry: AuditEntry) {
-        if let Err(e) = self.store.audit(&AuditEntry {
+        self.pending.borrow_mut().audit.push(AuditEntry {
             at: now().as_unix_millis(),
             ..entry
-        }) {
-            tracing::error!(error = %e, "cannot write the audit log");
+        });
+    }
+
+    /// Runs `work` once everything written so far is durable.
+    fn after(&self, work: AfterFlush) {
+        let writes = self.pending.take();
+        self.flusher.submit(writes, Some(work));
+    }
+
+    /// Hands pending writes to the flusher even if nothing waits for them.
+    fn write_pending(&self) {
+        if !self.pending.borrow().is_empty() {
+            let writes = self.pending.take();
+            self.flusher.submit(writes, None);
         }
     }
 
@@ -588,6 +639,7 @@ impl Mail {
                 }
             }
         }
+        self.write_pending();
     }
 
     fn after_flush(&mut self, work: AfterFlush) {
@@ -772,9 +824,7 @@ impl Mail {
             expires_at: header.expires_at.as_unix_millis(),
             held: false,
         };
-        self.store
-            .put_outbox(std::slice::from_ref(&record))
-            .map_err(|e| ApiError::new("store", e.to_string()))?;
+        self.pending.borrow_mut().outbox.push(record.clone());
         self.audit(AuditEntry {
             event: "accepted".into(),
             peer: Some(peer.to_string()),
@@ -917,7 +967,7 @@ impl Mail {
             for r in &mut changed {
                 r.envelope = vec![];
             }
-            let _ = self.store.put_outbox(&changed);
+            self.pending.borrow_mut().outbox.extend(changed);
         }
         let Some(q) = self.queues.get_mut(&peer) else {
             return;
@@ -946,7 +996,7 @@ impl Mail {
                         noted.push(r.clone());
                     }
                 }
-                let _ = self.store.put_outbox(&noted);
+                self.pending.borrow_mut().outbox.extend(noted);
             }
         }
         self.dispatch(peer);
@@ -1000,7 +1050,7 @@ impl Mail {
                 }
             }
         }
-        self.flusher.after(AfterFlush::Received {
+        self.after(AfterFlush::Received {
             token,
             reply: MailReply { outcomes },
             events,
@@ -1206,7 +1256,7 @@ impl Mail {
                 reply_to,
                 from_mailbox,
             } => match self.send(&who, mailbox, &to, text, ask, reply_to, from_mailbox) {
-                Ok(record) => return self.flusher.after(AfterFlush::Sent { reply, record }),
+                Ok(record) => return self.after(AfterFlush::Sent { reply, record }),
                 Err(e) => Err(e),
             },
             Op::Inbox {
@@ -1306,7 +1356,7 @@ impl Mail {
             ),
             Err(e) => err("store", e.to_string()),
         };
-        self.flusher.after(AfterFlush::Answer {
+        self.after(AfterFlush::Answer {
             reply,
             value: answer,
             events: vec![],
@@ -1405,7 +1455,7 @@ impl Mail {
             id: record.id.clone(),
             outcome: outcome.into(),
         });
-        self.flusher.after(AfterFlush::Answer {
+        self.after(AfterFlush::Answer {
             reply,
             value: ok(serde_json::json!({ "id": record.id, "outcome": outcome })),
             events,
@@ -1541,7 +1591,7 @@ impl Mail {
                 return;
             }
         }
-        self.flusher.after(AfterFlush::Answer {
+        self.after(AfterFlush::Answer {
             reply,
             value: ok(serde_json::json!({ "paused": false, "released": released.len() })),
             events,
@@ -1587,6 +1637,7 @@ impl Mail {
         if now_i.duration_since(self.last_retention) >= RETENTION_EVERY {
             self.retention();
         }
+        self.write_pending();
     }
 
     /// Expires undeliverable outbox mail, held and read mail, and dedup
@@ -1616,7 +1667,7 @@ impl Mail {
                 changed.push(r);
             }
         }
-        let _ = self.store.put_outbox(&changed);
+        self.pending.borrow_mut().outbox.extend(changed);
         for q in self.queues.values_mut() {
             q.pending.retain(|id| self.outbox.contains_key(id));
         }

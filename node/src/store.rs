@@ -222,6 +222,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn next_contact_seq(&self) -> Result<u64, StoreError>;
     /// Appends to the audit log.
     fn audit(&self, entry: &AuditEntry) -> Result<(), StoreError>;
+    /// Appends several entries to the audit log at once.
+    fn audit_many(&self, entries: &[AuditEntry]) -> Result<(), StoreError>;
     /// Audit entries at or after `since`, oldest first.
     fn audit_since(&self, since: Timestamp) -> Result<Vec<AuditEntry>, StoreError>;
     /// Forgets audit entries older than `before`.
@@ -550,6 +552,19 @@ impl Store for SledStore {
         let id = self.db.generate_id()?;
         let key = [entry.at.to_be_bytes(), id.to_be_bytes()].concat();
         self.audit.insert(key, to_record(entry))?;
+        Ok(())
+    }
+
+    fn audit_many(&self, entries: &[AuditEntry]) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        for entry in entries {
+            let id = self.db.generate_id()?;
+            batch.insert(
+                [entry.at.to_be_bytes(), id.to_be_bytes()].concat(),
+                to_record(entry),
+            );
+        }
+        self.audit.apply_batch(batch)?;
         Ok(())
     }
 

@@ -290,16 +290,20 @@ pub fn run(messages: usize) -> Figures {
     let (p50_ms, p99_ms) = (pct(0.50), pct(0.99));
 
     // Memory: after the run, after a restart, after reading every message.
-    let mut rss = rss_mib(b.pid());
+    let after_run = rss_mib(b.pid());
     b.stop();
     b.start();
-    rss = rss.max(rss_mib(b.pid()));
+    let after_restart = rss_mib(b.pid());
     let read = b.inbox_all().len();
     assert!(
         read >= total,
         "the receiver's inbox holds {read} of {total}"
     );
-    rss = rss.max(rss_mib(b.pid()));
+    let after_read = rss_mib(b.pid());
+    eprintln!(
+        "(receiver memory: {after_run:.1} MiB after the run, {after_restart:.1} MiB after a restart, {after_read:.1} MiB after reading {read} messages)"
+    );
+    let rss = after_run.max(after_restart).max(after_read);
 
     Figures {
         messages: total,

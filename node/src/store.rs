@@ -771,12 +771,29 @@ impl Store for SledStore {
 mod tests {
     use super::*;
 
+    /// Opens a store whose previous `sled::Db` in this process was just
+    /// dropped: sled's background thread lets go of the file lock a moment
+    /// later, so the open is retried until a deadline.
+    fn reopen(dir: &Path) -> Result<SledStore, StoreError> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match SledStore::open(dir, 1 << 20) {
+                Err(StoreError::Locked { .. } | StoreError::Sled(sled::Error::Io(_)))
+                    if std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => return other,
+            }
+        }
+    }
+
     #[test]
     fn records_its_format_and_keeps_data_across_opens() {
         let dir = tempfile::tempdir().unwrap();
         let team = TeamId([3; 32]);
         {
-            let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+            let s = reopen(dir.path()).unwrap();
             assert_eq!(s.format_version().unwrap(), FORMAT_VERSION);
             s.set_team(Some(team)).unwrap();
             s.put_blocks(
@@ -785,7 +802,7 @@ mod tests {
             )
             .unwrap();
         }
-        let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+        let s = reopen(dir.path()).unwrap();
         assert_eq!(s.team().unwrap(), Some(team));
         assert_eq!(
             s.blocks(&team).unwrap(),
@@ -805,7 +822,7 @@ mod tests {
                 .unwrap();
             db.flush().unwrap();
         }
-        let e = SledStore::open(dir.path(), 1 << 20).unwrap_err();
+        let e = reopen(dir.path()).unwrap_err();
         assert!(matches!(
             e,
             StoreError::TooNew {
@@ -830,7 +847,7 @@ mod tests {
                 .unwrap();
             db.flush().unwrap();
         }
-        let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+        let s = reopen(dir.path()).unwrap();
         assert_eq!(s.format_version().unwrap(), FORMAT_VERSION);
         assert_eq!(s.blocks(&team).unwrap(), vec![b"block".to_vec()]);
     }
@@ -858,7 +875,7 @@ mod tests {
                 .unwrap();
             db.flush().unwrap();
         }
-        let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+        let s = reopen(dir.path()).unwrap();
         assert_eq!(s.format_version().unwrap(), FORMAT_VERSION);
         assert_eq!(s.peers().unwrap(), vec![peer]);
     }
@@ -866,7 +883,7 @@ mod tests {
     #[test]
     fn tickets_are_single_use() {
         let dir = tempfile::tempdir().unwrap();
-        let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+        let s = reopen(dir.path()).unwrap();
         let t = Timestamp::from_unix_millis(1000);
         s.put_ticket(&[1; 16], t).unwrap();
         s.put_ticket(&[2; 16], Timestamp::from_unix_millis(10))

@@ -6,6 +6,7 @@
 //! `doctor` work without one.
 
 mod daemonctl;
+mod demo;
 mod inspect;
 mod mail;
 mod team;
@@ -212,6 +213,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show the whole job on loopback: two temporary daemons, a team, an
+    /// ask and its reply, the peer table, inboxes and audit trail.
+    Demo,
     /// Dial a peer by address and sync the team with it.
     Connect {
         /// A multiaddr, such as /ip4/192.168.1.20/tcp/7650/p2p/12D3KooW...
@@ -282,6 +286,7 @@ fn main() -> ExitCode {
         Command::Admit => team::admit(&home),
         Command::Revoke { name } => team::revoke(&home, &name),
         Command::Connect { addr, json } => team::connect(&home, &addr, json),
+        Command::Demo => demo::demo(),
         Command::Send {
             to,
             text,

@@ -164,3 +164,44 @@ fn config_errors_name_the_field() {
         "{shown}"
     );
 }
+
+#[test]
+fn the_demo_shows_the_whole_job_and_cleans_up() {
+    let out = std::process::Command::new(agentmesh_tests::bin())
+        .arg("demo")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for expected in [
+        "demo-bob shows the pairing code",
+        "they match",
+        "ask ",
+        "from api@demo-alice to pipeline@",
+        "reply ",
+        "in reply to",
+        "member   direct",
+        "sha256",
+        "files removed",
+    ] {
+        assert!(
+            text.contains(expected),
+            "the demo did not show {expected:?}:\n{text}"
+        );
+    }
+    // Its daemons are gone: the temporary homes were removed.
+    let leftovers: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("agentmesh-demo-")
+        })
+        .collect();
+    assert!(leftovers.is_empty(), "the demo left {leftovers:?}");
+}

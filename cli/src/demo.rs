@@ -1,0 +1,321 @@
+//! `agentmesh demo`: the whole job on loopback, for a newcomer.
+//!
+//! Starts two daemons in temporary homes, makes a team of them through the
+//! real join protocol (the demo plays both people, reading the pairing code
+//! on one and typing it into the other, which only works because it runs
+//! both temporary machines itself), sends an ask and its reply between two
+//! mailboxes, prints the peer table, both inboxes and the audit trail, and
+//! cleans up. It changes nothing outside its temporary directory and adds
+//! no way around `admit`'s terminal rule: it uses the same local API every
+//! client has, on machines it created a minute ago.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use agentmesh_node::api::{
+    AdmitApproved, InboxPage, JoinRequestView, JoinStarted, JoinState, Op, PeerRow, WhoKind,
+};
+use agentmesh_node::client::Client;
+use agentmesh_node::config::Config;
+use agentmesh_node::home::Home;
+use anyhow::Context;
+
+use crate::term;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A daemon the demo started.
+struct DemoNode {
+    name: &'static str,
+    home: Home,
+    child: Child,
+}
+
+impl Drop for DemoNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(root: &Path, name: &'static str) -> anyhow::Result<DemoNode> {
+    let dir = root.join(name);
+    std::fs::create_dir_all(&dir)?;
+    let config = Config {
+        name: Some(name.into()),
+        ..Config::default()
+    };
+    std::fs::write(dir.join("config.toml"), config.to_toml())?;
+    let log = std::fs::File::create(dir.join("daemon.log"))?;
+    let child = std::process::Command::new(std::env::current_exe()?)
+        .arg("--home")
+        .arg(&dir)
+        .args(["daemon", "--no-mdns", "--listen", "/ip4/127.0.0.1/tcp/0"])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .context("cannot start a demo daemon")?;
+    Ok(DemoNode {
+        name,
+        home: Home::at(dir),
+        child,
+    })
+}
+
+async fn attach(n: &DemoNode, mailbox: Option<&str>) -> anyhow::Result<Client> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let who = agentmesh_node::api::Who {
+            kind: WhoKind::Human,
+            name: "demo".into(),
+            session_id: None,
+            task: None,
+        };
+        match Client::attach(&n.home, who, mailbox.map(str::to_owned), None).await {
+            Ok(c) => return Ok(c),
+            Err(e) if Instant::now() > deadline => {
+                return Err(e).context(format!("{} did not start", n.name));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+async fn until<T>(
+    what: &str,
+    mut f: impl AsyncFnMut() -> anyhow::Result<Option<T>>,
+) -> anyhow::Result<T> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = f().await? {
+            return Ok(v);
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("the demo timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn step(text: &str) {
+    println!("\n== {text}");
+}
+
+/// `agentmesh demo`.
+pub fn demo() -> anyhow::Result<ExitCode> {
+    let root: PathBuf = std::env::temp_dir().join(format!("agentmesh-demo-{}", std::process::id()));
+    let result = run(&root);
+    let _ = std::fs::remove_dir_all(&root);
+    result?;
+    println!(
+        "\nThe demo's daemons are stopped and its files removed. To do this for real, see the README's \"Two machines\"."
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run(root: &Path) -> anyhow::Result<()> {
+    step("starting two daemons on loopback, in temporary homes");
+    let alice = start(root, "demo-alice")?;
+    let bob = start(root, "demo-bob")?;
+    let rt = term::runtime()?;
+    rt.block_on(async {
+        let mut a = attach(&alice, None).await?;
+        let mut b = attach(&bob, None).await?;
+        println!("demo-alice is {}\ndemo-bob   is {}", a.peer_id, b.peer_id);
+
+        step("demo-alice founds a team and invites demo-bob");
+        a.call::<serde_json::Value>(Op::TeamCreate {
+            name: "demo".into(),
+            owner: "You".into(),
+        })
+        .await?;
+        let invite: agentmesh_node::api::Invite = a.call(Op::Invite { ttl_secs: None }).await?;
+        println!("ticket: {}", invite.ticket);
+
+        step("demo-bob asks to join; a person on each side compares codes");
+        let started: JoinStarted = b
+            .call(Op::JoinStart {
+                ticket: invite.ticket.clone(),
+                name: "demo-bob".into(),
+                owner: "You".into(),
+            })
+            .await?;
+        println!(
+            "demo-bob shows the pairing code     {}",
+            started.pairing_code
+        );
+        let request: JoinRequestView = until("the join request", async || {
+            let list: Vec<JoinRequestView> = a.call(Op::AdmitList).await?;
+            Ok(list.into_iter().next())
+        })
+        .await?;
+        println!(
+            "demo-alice's person types it into `agentmesh admit` ({} asks to join)",
+            request.name
+        );
+        let approved: AdmitApproved = a
+            .call(Op::AdmitCode {
+                request_id: request.request_id,
+                code: started.pairing_code.clone(),
+            })
+            .await?;
+        println!("demo-alice shows the team code      {}", approved.team_code);
+        let state: JoinState = until("the founder's approval", async || {
+            let s: JoinState = b
+                .call(Op::JoinStatus {
+                    join_id: started.join_id,
+                })
+                .await?;
+            Ok((s.state != "waiting").then_some(s))
+        })
+        .await?;
+        let shown = state.team_code.unwrap_or_default();
+        println!("demo-bob computed the team code     {shown}");
+        anyhow::ensure!(shown == approved.team_code, "the team codes differ");
+        println!("they match, so demo-bob's person confirms");
+        b.call::<JoinState>(Op::JoinConfirm {
+            join_id: started.join_id,
+            accept: true,
+        })
+        .await?;
+
+        step("each machine opts a project folder in: its mailbox receives");
+        for (c, folder) in [(&mut a, "api"), (&mut b, "pipeline")] {
+            let path = root.join("projects").join(folder);
+            std::fs::create_dir_all(&path)?;
+            let v: serde_json::Value = c
+                .call(Op::Allow {
+                    path: path.display().to_string(),
+                    mailbox: None,
+                })
+                .await?;
+            println!(
+                "{} -> mailbox {}",
+                path.display(),
+                v["mailbox"].as_str().unwrap_or_default()
+            );
+        }
+
+        step("api@demo-alice asks pipeline@demo-bob a question");
+        let ask: serde_json::Value = a
+            .call(Op::Send {
+                to: "pipeline@demo-bob".into(),
+                text: "Before I change the schema: how do you handle late-arriving rows?".into(),
+                ask: true,
+                reply_to: None,
+                from_mailbox: Some("api".into()),
+            })
+            .await?;
+        let ask_id = ask["id"].as_str().unwrap_or_default().to_owned();
+        println!("sent {ask_id}");
+        until("the ask to arrive", async || {
+            let page: InboxPage = b
+                .call(Op::Inbox {
+                    mailbox: None,
+                    unread: false,
+                    after_seq: None,
+                    limit: None,
+                })
+                .await?;
+            Ok(page.messages.into_iter().find(|m| m.id == ask_id))
+        })
+        .await?;
+
+        step("pipeline@demo-bob replies, in the same thread");
+        let reply: serde_json::Value = b
+            .call(Op::Send {
+                to: "api@demo-alice".into(),
+                text: "They go to a side table and are merged hourly.".into(),
+                ask: false,
+                reply_to: Some(ask_id.clone()),
+                from_mailbox: Some("pipeline".into()),
+            })
+            .await?;
+        let reply_id = reply["id"].as_str().unwrap_or_default().to_owned();
+        until("the reply to arrive", async || {
+            let page: InboxPage = a
+                .call(Op::Inbox {
+                    mailbox: None,
+                    unread: false,
+                    after_seq: None,
+                    limit: None,
+                })
+                .await?;
+            Ok(page.messages.into_iter().find(|m| m.id == reply_id))
+        })
+        .await?;
+
+        step("demo-alice's peer table");
+        let peers: Vec<PeerRow> = a.call(Op::Peers).await?;
+        for p in &peers {
+            println!(
+                "{:<10} {}  {:<8} {:<7} {}",
+                p.name.clone().unwrap_or_default(),
+                term::short_peer(&p.peer_id),
+                p.membership,
+                p.connection,
+                p.addresses.first().cloned().unwrap_or_default()
+            );
+        }
+        for (label, c) in [("demo-bob's", &mut b), ("demo-alice's", &mut a)] {
+            step(&format!("{label} inbox"));
+            let page: InboxPage = c
+                .call(Op::Inbox {
+                    mailbox: None,
+                    unread: false,
+                    after_seq: None,
+                    limit: None,
+                })
+                .await?;
+            for m in page.messages {
+                println!(
+                    "{} {} from {} to {}@ ({} {}): {}",
+                    m.kind,
+                    m.id,
+                    m.from,
+                    m.mailbox.unwrap_or_default(),
+                    if m.who.kind == WhoKind::Agent {
+                        "agent"
+                    } else {
+                        "human"
+                    },
+                    m.who.name,
+                    m.text
+                );
+                if let Some(r) = m.in_reply_to {
+                    println!("    in reply to {r}, thread {}", m.thread);
+                }
+            }
+        }
+        for (label, c) in [("demo-alice's", &mut a), ("demo-bob's", &mut b)] {
+            step(&format!("{label} audit trail (body hashes, never bodies)"));
+            let audit: Vec<agentmesh_node::api::AuditView> =
+                c.call(Op::Audit { since_secs: None }).await?;
+            for e in audit {
+                println!(
+                    "{} {:<14} {} {}",
+                    e.at,
+                    e.event,
+                    e.id.unwrap_or_default(),
+                    e.body_sha256
+                        .map(|h| format!("sha256 {}…", &h[..12]))
+                        .unwrap_or(e.detail)
+                );
+            }
+        }
+        step("stopping the demo's daemons");
+        for c in [&mut a, &mut b] {
+            let _ = c.call::<serde_json::Value>(Op::Shutdown).await;
+        }
+        anyhow::Ok(())
+    })?;
+    let deadline = Instant::now() + WAIT;
+    for mut n in [alice, bob] {
+        while n.child.try_wait()?.is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    Ok(())
+}

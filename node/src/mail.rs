@@ -545,14 +545,8 @@ impl Mail {
                 self.outbox.insert(r.id.clone(), r);
             }
         }
-        let mut after = 0;
-        loop {
-            let page = self.store.inbox_after(after, MAX_INBOX_PAGE)?;
-            let Some(last) = page.last() else { break };
-            after = last.seq;
-            for r in page.iter().filter(|r| r.held.is_some()) {
-                *self.held_from.entry(r.from_peer.clone()).or_default() += 1;
-            }
+        for (_, from) in self.store.held_index()? {
+            *self.held_from.entry(from).or_default() += 1;
         }
         Ok(())
     }
@@ -1381,16 +1375,12 @@ impl Mail {
     }
 
     fn held_records(&self) -> Result<Vec<InboxRecord>, ApiError> {
+        let store = |e: crate::store::StoreError| ApiError::new("store", e.to_string());
         let mut out = vec![];
-        let mut after = 0;
-        loop {
-            let page = self
-                .store
-                .inbox_after(after, MAX_INBOX_PAGE)
-                .map_err(|e| ApiError::new("store", e.to_string()))?;
-            let Some(last) = page.last() else { break };
-            after = last.seq;
-            out.extend(page.into_iter().filter(|r| r.held.is_some()));
+        for (seq, _) in self.store.held_index().map_err(store)? {
+            if let Some(r) = self.store.inbox_at(seq).map_err(store)? {
+                out.push(r);
+            }
         }
         Ok(out)
     }
@@ -1682,42 +1672,37 @@ impl Mail {
                 .collect();
             let _ = self.store.delete_outbox(&old);
         }
-        // Held mail nobody approved, and read mail, expire.
+        // Held mail nobody approved, and read mail, expire. Both are found
+        // through indices, so retention never reads the whole inbox.
         let mut gone = vec![];
         let mut events = vec![];
-        let mut after = 0;
-        while let Ok(page) = self.store.inbox_after(after, MAX_INBOX_PAGE) {
-            let Some(last) = page.last() else { break };
-            after = last.seq;
-            for r in page {
-                let held_out = r.held.is_some()
-                    && r.received_at + (HELD_EXPIRY.as_millis() as u64) < now.as_unix_millis();
-                let read_out = r
-                    .read_at
-                    .is_some_and(|t| t + (READ_EXPIRY.as_millis() as u64) < now.as_unix_millis());
-                if held_out {
-                    if let Some(n) = self.held_from.get_mut(&r.from_peer) {
-                        *n = n.saturating_sub(1);
-                    }
-                    self.audit(AuditEntry {
-                        event: "expired".into(),
-                        peer: Some(r.from_peer.clone()),
-                        sender: Some(r.from.clone()),
-                        message_id: Some(r.id.clone()),
-                        body_sha256: Some(r.body_sha256.clone()),
-                        detail: "held message expired unapproved".into(),
-                        ..AuditEntry::default()
-                    });
-                    events.push(Event::Resolved {
-                        id: r.id.clone(),
-                        outcome: "expired".into(),
-                    });
+        let held_limit = now.saturating_sub(HELD_EXPIRY).as_unix_millis();
+        for r in self.held_records().unwrap_or_default() {
+            if r.received_at < held_limit {
+                if let Some(n) = self.held_from.get_mut(&r.from_peer) {
+                    *n = n.saturating_sub(1);
                 }
-                if held_out || read_out {
-                    gone.push(r.seq);
-                }
+                self.audit(AuditEntry {
+                    event: "expired".into(),
+                    peer: Some(r.from_peer.clone()),
+                    sender: Some(r.from.clone()),
+                    message_id: Some(r.id.clone()),
+                    body_sha256: Some(r.body_sha256.clone()),
+                    detail: "held message expired unapproved".into(),
+                    ..AuditEntry::default()
+                });
+                events.push(Event::Resolved {
+                    id: r.id.clone(),
+                    outcome: "expired".into(),
+                });
+                gone.push(r.seq);
             }
         }
+        gone.extend(
+            self.store
+                .read_before(now.saturating_sub(READ_EXPIRY))
+                .unwrap_or_default(),
+        );
         let _ = self.store.delete_inbox(&gone);
         let _ = self.store.prune_seen(now);
         self.emit(events);

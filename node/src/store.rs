@@ -255,6 +255,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn delete_inbox(&self, seqs: &[u64]) -> Result<(), StoreError>;
     /// The inbox record of a message id.
     fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>, StoreError>;
+    /// The inbox record at `seq`.
+    fn inbox_at(&self, seq: u64) -> Result<Option<InboxRecord>, StoreError>;
+    /// The held messages: (seq, sender PeerId), from an index, so that
+    /// finding them reads no message.
+    fn held_index(&self) -> Result<Vec<(u64, String)>, StoreError>;
+    /// The seqs of messages read before `before`, from an index.
+    fn read_before(&self, before: Timestamp) -> Result<Vec<u64>, StoreError>;
     /// The highest inbox seq ever stored.
     fn last_inbox_seq(&self) -> Result<u64, StoreError>;
     /// Whether (sender ‖ id) was received and is still remembered.
@@ -323,6 +330,10 @@ pub struct SledStore {
     outbox: sled::Tree,
     inbox: sled::Tree,
     inbox_ids: sled::Tree,
+    /// Index of held messages: seq -> sender PeerId text.
+    held: sled::Tree,
+    /// Index of read messages: read_at ‖ seq -> ().
+    read: sled::Tree,
     seen: sled::Tree,
     consent: sled::Tree,
 }
@@ -379,6 +390,8 @@ impl SledStore {
             outbox: db.open_tree("outbox")?,
             inbox: db.open_tree("inbox")?,
             inbox_ids: db.open_tree("inbox_ids")?,
+            held: db.open_tree("inbox_held")?,
+            read: db.open_tree("inbox_read")?,
             seen: db.open_tree("seen")?,
             consent: db.open_tree("consent")?,
             meta,
@@ -617,11 +630,20 @@ impl Store for SledStore {
     ) -> Result<(), StoreError> {
         use sled::Transactional;
         let last = records.iter().map(|r| r.seq).max();
-        (&self.inbox, &self.inbox_ids, &self.seen, &self.meta)
-            .transaction(|(inbox, ids, seen_tree, meta)| {
+        (
+            &self.inbox,
+            &self.inbox_ids,
+            &self.seen,
+            &self.meta,
+            &self.held,
+        )
+            .transaction(|(inbox, ids, seen_tree, meta, held)| {
                 for r in records {
                     inbox.insert(&r.seq.to_be_bytes(), to_record(r))?;
                     ids.insert(r.id.as_bytes(), &r.seq.to_be_bytes())?;
+                    if r.held.is_some() {
+                        held.insert(&r.seq.to_be_bytes(), r.from_peer.as_bytes())?;
+                    }
                 }
                 for (key, until) in seen {
                     seen_tree.insert(key.as_slice(), &until.to_be_bytes())?;
@@ -641,9 +663,13 @@ impl Store for SledStore {
 
     fn move_inbox(&self, old_seq: u64, record: &InboxRecord) -> Result<(), StoreError> {
         use sled::Transactional;
-        (&self.inbox, &self.inbox_ids, &self.meta)
-            .transaction(|(inbox, ids, meta)| {
+        (&self.inbox, &self.inbox_ids, &self.meta, &self.held)
+            .transaction(|(inbox, ids, meta, held)| {
                 inbox.remove(&old_seq.to_be_bytes())?;
+                held.remove(&old_seq.to_be_bytes())?;
+                if record.held.is_some() {
+                    held.insert(&record.seq.to_be_bytes(), record.from_peer.as_bytes())?;
+                }
                 inbox.insert(&record.seq.to_be_bytes(), to_record(record))?;
                 ids.insert(record.id.as_bytes(), &record.seq.to_be_bytes())?;
                 meta.insert(INBOX_SEQ_KEY, &record.seq.to_be_bytes())?;
@@ -661,9 +687,43 @@ impl Store for SledStore {
         let mut batch = sled::Batch::default();
         for r in records {
             batch.insert(&r.seq.to_be_bytes(), to_record(r));
+            if let Some(at) = r.read_at {
+                self.read.insert(
+                    [at.to_be_bytes(), r.seq.to_be_bytes()].concat(),
+                    b"".as_ref(),
+                )?;
+            }
         }
         self.inbox.apply_batch(batch)?;
         Ok(())
+    }
+
+    fn held_index(&self) -> Result<Vec<(u64, String)>, StoreError> {
+        self.held
+            .iter()
+            .map(|kv| {
+                let (k, v) = kv?;
+                let seq = <[u8; 8]>::try_from(k.as_ref()).map_or(0, u64::from_be_bytes);
+                Ok((seq, String::from_utf8_lossy(&v).into_owned()))
+            })
+            .collect()
+    }
+
+    fn read_before(&self, before: Timestamp) -> Result<Vec<u64>, StoreError> {
+        self.read
+            .range(..before.as_unix_millis().to_be_bytes())
+            .map(|kv| {
+                let (k, _) = kv?;
+                Ok(<[u8; 8]>::try_from(&k[8..16]).map_or(0, u64::from_be_bytes))
+            })
+            .collect()
+    }
+
+    fn inbox_at(&self, seq: u64) -> Result<Option<InboxRecord>, StoreError> {
+        match self.inbox.get(seq.to_be_bytes())? {
+            Some(v) => Ok(Some(from_record(&v)?)),
+            None => Ok(None),
+        }
     }
 
     fn inbox_after(&self, after: u64, limit: usize) -> Result<Vec<InboxRecord>, StoreError> {
@@ -679,9 +739,14 @@ impl Store for SledStore {
 
     fn delete_inbox(&self, seqs: &[u64]) -> Result<(), StoreError> {
         for s in seqs {
+            self.held.remove(s.to_be_bytes())?;
             if let Some(old) = self.inbox.remove(s.to_be_bytes())? {
                 let r: InboxRecord = from_record(&old)?;
                 self.inbox_ids.remove(r.id.as_bytes())?;
+                if let Some(at) = r.read_at {
+                    self.read
+                        .remove([at.to_be_bytes(), s.to_be_bytes()].concat())?;
+                }
             }
         }
         Ok(())

@@ -41,6 +41,20 @@ fn every_command_without_a_daemon_says_how_to_start_it() {
         vec!["admit"],
         vec!["revoke", "bravo"],
         vec!["connect", "/ip4/127.0.0.1/tcp/1"],
+        vec!["send", "@bravo", "hello"],
+        vec!["inbox"],
+        vec!["read", "00000000000000000000000000000000"],
+        vec!["outbox"],
+        vec!["watch"],
+        vec!["held"],
+        vec!["approve", "00000000000000000000000000000000"],
+        vec!["reject", "00000000000000000000000000000000"],
+        vec!["trust", "bravo"],
+        vec!["allow", "/tmp"],
+        vec!["deny", "/tmp"],
+        vec!["pause"],
+        vec!["resume"],
+        vec!["audit"],
     ];
     for args in commands {
         let e = n.fails(&args);

@@ -127,3 +127,34 @@ fn clear_errors_for_bad_recipients_and_bodies() {
     let e = a.fails(&["read", "00000000000000000000000000000000"]);
     assert!(e.contains("no received message"), "{e}");
 }
+
+#[test]
+fn text_from_stdin_and_a_revoked_recipient() {
+    use std::io::Write;
+    let (a, b) = pair();
+    let mut child = a
+        .command(&["send", "@bravo", "-", "--json"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"line one\nline two\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let got = wait_for("the piped message", || {
+        inbox(&b).into_iter().find(|m| m["id"] == id.as_str())
+    });
+    assert_eq!(got["text"], "line one\nline two\n");
+    a.ok(&["revoke", "bravo"]);
+    let e = a.fails(&["send", "@bravo", "still there?"]);
+    assert!(e.contains("bravo was revoked from the team"), "{e}");
+}

@@ -1,5 +1,9 @@
 //! `agentmesh-bench messaging`: throughput, latency and memory of real
 //! daemons on loopback, next to the raw transport and the crypto floor.
+//!
+//! With `AGENTMESH_BENCH_SENDER_RESTART` set, the sending daemon is also
+//! restarted after the throughput phase and its memory measured again (a
+//! diagnostic: how much of its memory is state that survives a restart).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -258,6 +262,15 @@ pub fn run(messages: usize) -> Figures {
         start.elapsed().as_secs_f64()
     );
     let sender_rss_mib = rss_mib(a.pid());
+    if std::env::var_os("AGENTMESH_BENCH_SENDER_RESTART").is_some() {
+        // Diagnostic: how much of the sender's memory survives a restart.
+        a.stop();
+        a.start();
+        eprintln!(
+            "(sender memory: {sender_rss_mib:.1} MiB after the run, {:.1} MiB after a restart)",
+            rss_mib(a.pid())
+        );
+    }
 
     // Latency at a fixed offered load.
     let mut c = ApiClient::attach(&a, who(WhoKind::Agent, "paced"), None);

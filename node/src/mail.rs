@@ -55,6 +55,8 @@ pub const HELD_EXPIRY: Duration = Duration::from_secs(8 * 24 * 3600);
 pub const READ_EXPIRY: Duration = Duration::from_secs(30 * 24 * 3600);
 /// Delivered or failed outbox records are dropped this long after sending.
 pub const OUTBOX_KEEP: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Delivered and failed messages `outbox` lists, at most (the newest).
+pub const MAX_OUTBOX_LISTED: usize = 1000;
 /// Messages waiting in the outbox at once, at most; `send` refuses beyond.
 pub const MAX_OUTBOX: usize = 100_000;
 /// Envelopes in one delivery batch, at most.
@@ -1358,18 +1360,14 @@ impl Mail {
     }
 
     fn outbox_list(&self) -> Reply {
-        let mut all = self
-            .store
-            .outbox()
-            .map_err(|e| ApiError::new("store", e.to_string()))?;
-        // Undelivered records are current in memory (attempts, status).
-        for r in &mut all {
-            if let Some(live) = self.outbox.get(&r.id) {
-                r.status = live.status;
-                r.attempts = live.attempts;
-                r.reason.clone_from(&live.reason);
-            }
-        }
+        // What is still on its way is current in memory (attempts, status);
+        // of what is done, the newest.
+        let mut all: Vec<OutboxRecord> = self.outbox.values().cloned().collect();
+        all.extend(
+            self.store
+                .outbox_done(MAX_OUTBOX_LISTED)
+                .map_err(|e| ApiError::new("store", e.to_string()))?,
+        );
         all.sort_by_key(|r| r.created_at);
         ok(all.iter().map(outbox_view).collect::<Vec<_>>())
     }
@@ -1661,17 +1659,9 @@ impl Mail {
         for q in self.queues.values_mut() {
             q.pending.retain(|id| self.outbox.contains_key(id));
         }
-        if let Ok(all) = self.store.outbox() {
-            let old: Vec<String> = all
-                .iter()
-                .filter(|r| {
-                    matches!(r.status, OutboxStatus::Delivered | OutboxStatus::Failed)
-                        && r.created_at + (OUTBOX_KEEP.as_millis() as u64) < now.as_unix_millis()
-                })
-                .map(|r| r.id.clone())
-                .collect();
-            let _ = self.store.delete_outbox(&old);
-        }
+        let _ = self
+            .store
+            .prune_outbox_done(now.saturating_sub(OUTBOX_KEEP));
         // Held mail nobody approved, and read mail, expire. Both are found
         // through indices, so retention never reads the whole inbox.
         let mut gone = vec![];

@@ -233,12 +233,16 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// write, then wait for a flush (see `crate::mail::Flusher`, which
     /// shares one flush among every writer waiting at the time).
     fn flush(&self) -> Result<(), StoreError>;
-    /// Writes outbox records (not durable until the next flush).
+    /// Writes outbox records (not durable until the next flush). Records
+    /// still on their way are kept apart from delivered and failed ones, so
+    /// loading what is left to deliver reads only that.
     fn put_outbox(&self, records: &[OutboxRecord]) -> Result<(), StoreError>;
-    /// Every outbox record.
+    /// The records still to deliver (queued or sent).
     fn outbox(&self) -> Result<Vec<OutboxRecord>, StoreError>;
-    /// Forgets outbox records.
-    fn delete_outbox(&self, ids: &[String]) -> Result<(), StoreError>;
+    /// The newest `limit` delivered or failed records, newest first.
+    fn outbox_done(&self, limit: usize) -> Result<Vec<OutboxRecord>, StoreError>;
+    /// Forgets delivered and failed records sent before `before`.
+    fn prune_outbox_done(&self, before: Timestamp) -> Result<usize, StoreError>;
     /// Stores received messages and their dedup records atomically: after a
     /// crash, either both are there or neither (not durable until the next
     /// flush). `seen` pairs are (sender PeerId bytes ‖ message id, until).
@@ -293,7 +297,14 @@ type Migration = fn(&sled::Db) -> Result<(), StoreError>;
 const MIGRATIONS: [Migration; 2] = [|_db| Ok(()), json_to_cbor];
 
 /// The trees whose values are serde records.
-const RECORD_TREES: [&str; 5] = ["peers", "audit", "outbox", "inbox", "consent"];
+const RECORD_TREES: [&str; 6] = [
+    "peers",
+    "audit",
+    "outbox",
+    "outbox_done",
+    "inbox",
+    "consent",
+];
 
 fn json_to_cbor(db: &sled::Db) -> Result<(), StoreError> {
     for name in RECORD_TREES {
@@ -328,6 +339,8 @@ pub struct SledStore {
     contacts: sled::Tree,
     audit: sled::Tree,
     outbox: sled::Tree,
+    /// Delivered and failed records: created_at ‖ id -> record.
+    outbox_done: sled::Tree,
     inbox: sled::Tree,
     inbox_ids: sled::Tree,
     /// Index of held messages: seq -> sender PeerId text.
@@ -388,6 +401,7 @@ impl SledStore {
             contacts: db.open_tree("contacts")?,
             audit: db.open_tree("audit")?,
             outbox: db.open_tree("outbox")?,
+            outbox_done: db.open_tree("outbox_done")?,
             inbox: db.open_tree("inbox")?,
             inbox_ids: db.open_tree("inbox_ids")?,
             held: db.open_tree("inbox_held")?,
@@ -602,11 +616,23 @@ impl Store for SledStore {
     }
 
     fn put_outbox(&self, records: &[OutboxRecord]) -> Result<(), StoreError> {
-        let mut batch = sled::Batch::default();
+        let (mut live, mut done) = (sled::Batch::default(), sled::Batch::default());
         for r in records {
-            batch.insert(r.id.as_bytes(), to_record(r));
+            if matches!(r.status, OutboxStatus::Delivered | OutboxStatus::Failed) {
+                live.remove(r.id.as_bytes());
+                done.insert(
+                    [&r.created_at.to_be_bytes()[..], r.id.as_bytes()].concat(),
+                    to_record(r),
+                );
+            } else {
+                live.insert(r.id.as_bytes(), to_record(r));
+            }
         }
-        self.outbox.apply_batch(batch)?;
+        // Done first: a crash between the two leaves a record in both
+        // trees, and loading re-sends it (the receiver drops the duplicate)
+        // rather than losing it.
+        self.outbox_done.apply_batch(done)?;
+        self.outbox.apply_batch(live)?;
         Ok(())
     }
 
@@ -614,13 +640,25 @@ impl Store for SledStore {
         self.outbox.iter().map(|kv| from_record(&kv?.1)).collect()
     }
 
-    fn delete_outbox(&self, ids: &[String]) -> Result<(), StoreError> {
-        let mut batch = sled::Batch::default();
-        for id in ids {
-            batch.remove(id.as_bytes());
+    fn outbox_done(&self, limit: usize) -> Result<Vec<OutboxRecord>, StoreError> {
+        self.outbox_done
+            .iter()
+            .rev()
+            .take(limit)
+            .map(|kv| from_record(&kv?.1))
+            .collect()
+    }
+
+    fn prune_outbox_done(&self, before: Timestamp) -> Result<usize, StoreError> {
+        let mut gone = 0;
+        for kv in self
+            .outbox_done
+            .range(..before.as_unix_millis().to_be_bytes())
+        {
+            self.outbox_done.remove(kv?.0)?;
+            gone += 1;
         }
-        self.outbox.apply_batch(batch)?;
-        Ok(())
+        Ok(gone)
     }
 
     fn put_inbox(

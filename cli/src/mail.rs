@@ -84,6 +84,7 @@ fn print_message(m: &MessageView) {
         .mailbox
         .as_deref()
         .map_or_else(|| "@".to_owned(), |b| format!("{b}@"));
+    let who = term::clean(&who);
     println!(
         "{} {} {} from {} ({who}) to {to}{}{}",
         m.received_at,
@@ -101,11 +102,7 @@ fn print_message(m: &MessageView) {
     }
     for line in m.text.lines() {
         // Control characters from the mesh never reach the terminal raw.
-        let clean: String = line
-            .chars()
-            .map(|c| if c.is_control() { '?' } else { c })
-            .collect();
-        println!("  | {clean}");
+        println!("  | {}", term::clean(line));
     }
 }
 
@@ -180,7 +177,7 @@ pub fn outbox(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
                     } else {
                         r.status.clone()
                     },
-                    r.reason.clone().unwrap_or_default(),
+                    term::clean(r.reason.as_deref().unwrap_or_default()),
                 ]
             })
             .collect();
@@ -199,6 +196,27 @@ pub fn held(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
         }
         if !rows.is_empty() {
             println!("Approve with `agentmesh approve ID`, or drop with `agentmesh reject ID`.");
+        }
+    })
+}
+
+/// `agentmesh mailboxes`.
+pub fn mailboxes(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
+    simple::<Vec<serde_json::Value>>(home, Op::Mailboxes, json, |rows| {
+        if rows.is_empty() {
+            println!("No mailboxes. Opt a folder in with `agentmesh allow FOLDER`.");
+        }
+        for b in rows {
+            println!(
+                "{:<20} {:<8} {}",
+                term::clean(b["mailbox"].as_str().unwrap_or_default()),
+                if b["allowed"].as_bool() == Some(true) {
+                    "allowed"
+                } else {
+                    "denied"
+                },
+                term::clean(b["path"].as_str().unwrap_or_default()),
+            );
         }
     })
 }
@@ -240,17 +258,24 @@ pub fn allow(
     mailbox: Option<String>,
     allowed: bool,
 ) -> anyhow::Result<ExitCode> {
-    let absolute = std::path::absolute(path)
-        .unwrap_or_else(|_| path.into())
-        .display()
-        .to_string();
+    let absolute = if path.is_empty() {
+        String::new()
+    } else {
+        std::path::absolute(path)
+            .unwrap_or_else(|_| path.into())
+            .display()
+            .to_string()
+    };
     let op = if allowed {
         Op::Allow {
             path: absolute,
             mailbox,
         }
     } else {
-        Op::Deny { path: absolute }
+        Op::Deny {
+            path: absolute,
+            mailbox,
+        }
     };
     simple::<serde_json::Value>(home, op, false, |v| {
         let mailbox = v["mailbox"].as_str().unwrap_or_default();
@@ -307,7 +332,7 @@ pub fn audit(home: &Home, since: Option<&str>, json: bool) -> anyhow::Result<Exi
                 parts.push(format!("body sha256 {}", &h[..16.min(h.len())]));
             }
             if !r.detail.is_empty() {
-                parts.push(format!("- {}", r.detail));
+                parts.push(format!("- {}", term::clean(&r.detail)));
             }
             println!("{}", parts.join("  "));
         }

@@ -176,8 +176,18 @@ enum Command {
     },
     /// Opt a folder out: its mailbox refuses mail.
     Deny {
-        /// The folder.
-        path: String,
+        /// The folder (it may be gone already).
+        #[arg(required_unless_present = "mailbox")]
+        path: Option<String>,
+        /// Or the mailbox's name.
+        #[arg(long)]
+        mailbox: Option<String>,
+    },
+    /// List the mailboxes: folders opted in (or out) and their names.
+    Mailboxes {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// List mail held for approval.
     Held {
@@ -305,8 +315,11 @@ fn main() -> ExitCode {
         Command::Outbox { json } => mail::outbox(&home, json),
         Command::Watch { mailbox } => mail::watch(&home, mailbox),
         Command::Allow { path, mailbox } => mail::allow(&home, &path, mailbox, true),
-        Command::Deny { path } => mail::allow(&home, &path, None, false),
+        Command::Deny { path, mailbox } => {
+            mail::allow(&home, path.as_deref().unwrap_or_default(), mailbox, false)
+        }
         Command::Held { json } => mail::held(&home, json),
+        Command::Mailboxes { json } => mail::mailboxes(&home, json),
         Command::Approve { id } => mail::decide(&home, &id, true),
         Command::Reject { id } => mail::decide(&home, &id, false),
         Command::Trust { machine } => mail::trust(&home, &machine),

@@ -106,3 +106,12 @@ pub fn json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
+
+/// Text from the mesh, fit for a terminal: control characters (escape
+/// sequences, carriage returns, bells) become `?`, so a message can't move
+/// the cursor, rewrite what is on screen or retitle the window.
+pub fn clean(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}

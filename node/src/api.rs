@@ -226,9 +226,15 @@ pub enum Op {
     },
     /// Opt a folder out: its mailbox refuses mail.
     Deny {
-        /// The folder.
+        /// The folder, as it was allowed (empty to name the mailbox only).
+        #[serde(default)]
         path: String,
+        /// Or the mailbox's name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mailbox: Option<String>,
     },
+    /// The mailboxes: each folder opted in or out, and its name.
+    Mailboxes,
     /// Hold all inbound mail until `resume`.
     Pause,
     /// Deliver inbound mail again, and what `pause` held.
@@ -266,6 +272,7 @@ impl Op {
                 | Op::Trust { .. }
                 | Op::Allow { .. }
                 | Op::Deny { .. }
+                | Op::Mailboxes
                 | Op::Pause
                 | Op::Resume
                 | Op::Audit { .. }

@@ -51,6 +51,11 @@ pub struct Client {
     next_id: u64,
     /// Events that arrived while a call waited for its answer.
     pending: std::collections::VecDeque<api::Event>,
+    /// Events dropped from `pending` (how many, and the last message seq
+    /// read before them), reported by the next `next_event`.
+    lost: Option<(u64, u64)>,
+    /// The newest message seq `next_event` returned.
+    yielded_seq: u64,
     /// The daemon's PeerId.
     pub peer_id: String,
     /// The daemon's machine name.
@@ -92,6 +97,8 @@ impl Client {
                 framed,
                 next_id: 0,
                 pending: std::collections::VecDeque::new(),
+                lost: None,
+                yielded_seq: after_seq.unwrap_or(0),
                 peer_id,
                 name,
             }),
@@ -128,7 +135,23 @@ impl Client {
                 // Kept for `next_event`, bounded like the daemon's queue.
                 DaemonFrame::Event { event } => {
                     if self.pending.len() == crate::mail::EVENT_QUEUE {
-                        self.pending.pop_front();
+                        // Dropped, but not silently: the next event this
+                        // client reads says how many were missed and from
+                        // where to catch up, as the daemon's own does.
+                        let dropped = self.pending.pop_front();
+                        let (missed, after_seq) = self.lost.unwrap_or_else(|| {
+                            // Caught up to what was read, or (attached
+                            // "from now on", nothing read yet) to just
+                            // before the first message dropped.
+                            let before = match &dropped {
+                                Some(api::Event::Message { message }) if self.yielded_seq == 0 => {
+                                    message.seq.saturating_sub(1)
+                                }
+                                _ => self.yielded_seq,
+                            };
+                            (0, before)
+                        });
+                        self.lost = Some((missed + 1, after_seq));
                     }
                     self.pending.push_back(*event);
                 }
@@ -146,14 +169,21 @@ impl Client {
     /// The next event pushed to this client, including those that arrived
     /// while [`Client::call`] waited for an answer.
     pub async fn next_event(&mut self) -> Result<api::Event, ClientError> {
-        if let Some(e) = self.pending.pop_front() {
-            return Ok(e);
+        if let Some((missed, after_seq)) = self.lost.take() {
+            return Ok(api::Event::Lagged { missed, after_seq });
         }
-        loop {
-            if let DaemonFrame::Event { event } = recv(&mut self.framed).await? {
-                return Ok(*event);
-            }
+        let event = match self.pending.pop_front() {
+            Some(e) => e,
+            None => loop {
+                if let DaemonFrame::Event { event } = recv(&mut self.framed).await? {
+                    break *event;
+                }
+            },
+        };
+        if let api::Event::Message { message } = &event {
+            self.yielded_seq = self.yielded_seq.max(message.seq);
         }
+        Ok(event)
     }
 }
 

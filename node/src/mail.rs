@@ -27,6 +27,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -85,6 +86,36 @@ pub const MAX_INBOX_PAGE: usize = 1000;
 /// Bytes of messages in one `inbox` page, about: pages must fit one API
 /// frame (1 MiB).
 const MAX_PAGE_BYTES: usize = 640 * 1024;
+
+/// Audit entries `audit` lists, at most (the newest).
+pub const MAX_AUDIT_LISTED: usize = 1000;
+
+/// A reason a remote machine gives is cut to this many characters.
+const MAX_REMOTE_REASON: usize = 300;
+
+/// About how many bytes a message takes in a JSON answer (escapes aside).
+fn message_size(r: &InboxRecord) -> usize {
+    r.text.len()
+        + r.who.name.len()
+        + r.who.session_id.as_ref().map_or(0, String::len)
+        + r.who.task.as_ref().map_or(0, String::len)
+        + 512
+}
+
+/// The newest rows of `rows` (oldest first) that fit one answer page.
+fn within_page<T>(mut rows: Vec<T>, size: impl Fn(&T) -> usize) -> Vec<T> {
+    let mut bytes = 0;
+    let mut keep = 0;
+    for r in rows.iter().rev() {
+        bytes += size(r);
+        if bytes > MAX_PAGE_BYTES && keep > 0 {
+            break;
+        }
+        keep += 1;
+    }
+    rows.drain(..rows.len() - keep);
+    rows
+}
 
 /// What the mail actor knows about the team, published by the node actor
 /// whenever the team changes.
@@ -335,15 +366,19 @@ impl Flusher {
                         all.audit.extend(job.writes.audit);
                         done.extend(job.work);
                     }
-                    let written = store
+                    // Nothing is acknowledged that is not durable: a failed
+                    // write (a full disk) is tried again, with growing
+                    // pauses, while everything behind it waits. The mail
+                    // actor feels it as back-pressure; nothing is dropped.
+                    let mut pause = Duration::from_millis(100);
+                    while let Err(e) = store
                         .put_outbox(&all.outbox)
                         .and_then(|()| store.audit_many(&all.audit))
-                        .and_then(|()| store.flush());
-                    if let Err(e) = written {
-                        // Nothing is acknowledged that is not durable: the
-                        // waiting work is dropped, senders retry.
-                        tracing::error!(error = %e, "writing failed; dropping {} acknowledgements", done.len());
-                        continue;
+                        .and_then(|()| store.flush())
+                    {
+                        tracing::error!(error = %e, retry_in = ?pause, "writing mail state failed; nothing is acknowledged until it succeeds");
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(Duration::from_secs(5));
                     }
                     if !done.is_empty() && back.blocking_send(MailIn::Flushed(done)).is_err() {
                         return;
@@ -570,8 +605,6 @@ impl Mail {
 
     fn take_seq(&mut self) -> u64 {
         self.next_seq += 1;
-        self.newest
-            .store(self.next_seq, std::sync::atomic::Ordering::Relaxed);
         self.next_seq
     }
 
@@ -603,8 +636,19 @@ impl Mail {
 
     fn emit(&self, events: Vec<Event>) {
         for e in events {
+            let seq = match &e {
+                Event::Message { message } => Some(message.seq),
+                _ => None,
+            };
             // No attached client is not an error.
             let _ = self.events.send(e);
+            // Advanced only once the message is stored and announced: a
+            // client attaching "from now on" must not skip a message whose
+            // event is still to come.
+            if let Some(seq) = seq {
+                self.newest
+                    .fetch_max(seq, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     }
 
@@ -727,6 +771,14 @@ impl Mail {
                 )
             };
         };
+        if dir.me == Some(peer) {
+            return err(
+                "own_machine",
+                format!(
+                    "{machine} is this machine; agentmesh carries messages between machines, so name another member"
+                ),
+            );
+        }
         let from_mailbox = match from_mailbox.or(attached) {
             Some(m) => Some(
                 Name::parse("mailbox name", &m)
@@ -852,6 +904,24 @@ impl Mail {
         if q.in_flight >= MAX_IN_FLIGHT || q.next_try.is_some_and(|t| t > Instant::now()) {
             return false;
         }
+        let dir = self.directory();
+        if let Some(m) = dir
+            .machines
+            .get(&peer)
+            .filter(|m| m.standing == Standing::Revoked)
+        {
+            // Revoked after the mail was queued: it would be refused, and
+            // the revoked machine must not get it anyway.
+            let reason = format!(
+                "{} was revoked from the team before the message reached it",
+                m.name
+            );
+            self.fail_queued(peer, &reason);
+            return false;
+        }
+        let Some(q) = self.queues.get_mut(&peer) else {
+            return false;
+        };
         let mut ids = vec![];
         let mut envelopes = vec![];
         let mut bytes = 0;
@@ -896,6 +966,64 @@ impl Mail {
         true
     }
 
+    /// Fails undelivered mail whose lifetime is over (the caller drops the
+    /// ids from their queues).
+    fn expire_outbox(&mut self, ids: Vec<String>) {
+        let mut changed = vec![];
+        for id in ids {
+            if let Some(mut r) = self.outbox.remove(&id) {
+                r.status = OutboxStatus::Failed;
+                r.reason = Some("expired before the recipient could be reached".into());
+                r.envelope = vec![];
+                self.audit(AuditEntry {
+                    event: "expired".into(),
+                    recipient: Some(r.to.clone()),
+                    message_id: Some(r.id.clone()),
+                    detail: "undelivered message expired".into(),
+                    ..AuditEntry::default()
+                });
+                changed.push(r);
+            }
+        }
+        self.pending.borrow_mut().outbox.extend(changed);
+    }
+
+    /// Fails every queued message for `peer` not already on its way, with
+    /// `reason`, visibly: in the outbox, the audit log and as events.
+    fn fail_queued(&mut self, peer: PeerId, reason: &str) {
+        let Some(q) = self.queues.get_mut(&peer) else {
+            return;
+        };
+        let ids: Vec<String> = q
+            .pending
+            .iter()
+            .filter(|id| !q.sending.contains(*id))
+            .cloned()
+            .collect();
+        q.pending.retain(|id| q.sending.contains(id));
+        if q.pending.is_empty() && q.in_flight == 0 {
+            self.queues.remove(&peer);
+        }
+        let mut changed = vec![];
+        for id in ids {
+            if let Some(mut r) = self.outbox.remove(&id) {
+                r.status = OutboxStatus::Failed;
+                r.reason = Some(reason.to_owned());
+                r.envelope = vec![];
+                self.audit(AuditEntry {
+                    event: "failed".into(),
+                    peer: Some(peer.to_string()),
+                    recipient: Some(r.to.clone()),
+                    message_id: Some(r.id.clone()),
+                    detail: reason.to_owned(),
+                    ..AuditEntry::default()
+                });
+                changed.push(r);
+            }
+        }
+        self.pending.borrow_mut().outbox.extend(changed);
+    }
+
     fn tx_clone(&self) -> mpsc::Sender<MailIn> {
         self.tx_back.clone()
     }
@@ -922,9 +1050,12 @@ impl Mail {
                         }
                         MailOutcome::Refused { code, reason } => {
                             r.status = OutboxStatus::Failed;
+                            let cut = |t: &str, n: usize| t.chars().take(n).collect::<String>();
                             r.reason = Some(format!(
-                                "{} refused it ({code}): {reason}",
-                                dir.name_of(&peer)
+                                "{} refused it ({}): {}",
+                                dir.name_of(&peer),
+                                cut(&code, 40),
+                                cut(&reason, MAX_REMOTE_REASON)
                             ));
                         }
                         MailOutcome::Busy => {
@@ -965,6 +1096,17 @@ impl Mail {
             }
             self.pending.borrow_mut().outbox.extend(changed);
         }
+        if transport_error.is_some() {
+            // Retention leaves mail on its way alone; what expired while
+            // this attempt was out fails now, not at the next sweep.
+            let now_ms = now().as_unix_millis();
+            let expired: Vec<String> = ids
+                .iter()
+                .filter(|id| self.outbox.get(*id).is_some_and(|r| r.expires_at < now_ms))
+                .cloned()
+                .collect();
+            self.expire_outbox(expired);
+        }
         let Some(q) = self.queues.get_mut(&peer) else {
             return;
         };
@@ -985,14 +1127,15 @@ impl Mail {
                 q.attempt += 1;
                 q.next_try = Some(Instant::now() + wait);
                 tracing::debug!(%peer, reason = %why, retry_in = ?wait, "delivery failed");
-                let mut noted = vec![];
+                // In memory only, like the attempt count: rewriting every
+                // queued message on every retry to an offline machine
+                // would cost a store write per message per retry.
+                let reason = format!("last attempt: {why}");
                 for id in &q.pending {
                     if let Some(r) = self.outbox.get_mut(id) {
-                        r.reason = Some(format!("last attempt: {why}"));
-                        noted.push(r.clone());
+                        r.reason = Some(reason.clone());
                     }
                 }
-                self.pending.borrow_mut().outbox.extend(noted);
             }
         }
         self.dispatch(peer);
@@ -1101,12 +1244,10 @@ impl Mail {
                 );
             }
             _ => {
-                return refuse(
-                    self,
-                    "not_a_member",
-                    "the sender is not a member of this machine's team".into(),
-                    Some(id),
-                );
+                // The node refuses strangers before their mail gets here;
+                // this directory is a moment behind the node's, so the
+                // sender was admitted just now. It retries.
+                return MailOutcome::Busy;
             }
         }
         if !dir.member || dir.team != Some(h.team) {
@@ -1120,6 +1261,16 @@ impl Mail {
         let key = [peer.to_bytes(), h.id.0.to_vec()].concat();
         if batch_seen.contains(&key) || self.store.seen(&key).unwrap_or(false) {
             return MailOutcome::Duplicate;
+        }
+        // Ids are random; one another sender already used would make
+        // `read ID` ambiguous, so it is refused (the sender makes a new one).
+        if records.iter().any(|r| r.id == id) || self.store.inbox_has(&id).unwrap_or(false) {
+            return refuse(
+                self,
+                "id_taken",
+                "another message here already has this id".into(),
+                Some(id),
+            );
         }
         let Opened { header, body } = match envelope.open(&self.me, now) {
             Ok(o) => o,
@@ -1273,7 +1424,15 @@ impl Mail {
             Op::Reject { id } => return self.resolve(&id, false, reply),
             Op::Trust { machine } => self.trust(&machine),
             Op::Allow { path, mailbox } => self.allow(&path, mailbox.as_deref(), true),
-            Op::Deny { path } => self.allow(&path, None, false),
+            Op::Deny { path, mailbox } => self.allow(&path, mailbox.as_deref(), false),
+            Op::Mailboxes => {
+                let mut rows: Vec<&FolderBinding> = self.folders.values().collect();
+                rows.sort_by(|a, b| a.mailbox.cmp(&b.mailbox));
+                ok(rows
+                    .iter()
+                    .map(|b| serde_json::json!({ "mailbox": b.mailbox, "path": b.path, "allowed": b.allowed }))
+                    .collect::<Vec<_>>())
+            }
             Op::Pause => self.set_paused(true),
             Op::Resume => return self.resume(reply),
             Op::Audit { since_secs } => self.audit_list(since_secs),
@@ -1312,7 +1471,7 @@ impl Mail {
                     };
                 if matches {
                     // A page must fit one API frame (1 MiB) with room to spare.
-                    let size = r.text.len() + 512;
+                    let size = message_size(&r);
                     if out.len() == limit || (bytes + size > MAX_PAGE_BYTES && !out.is_empty()) {
                         more = true;
                         break 'pages;
@@ -1369,6 +1528,9 @@ impl Mail {
                 .map_err(|e| ApiError::new("store", e.to_string()))?,
         );
         all.sort_by_key(|r| r.created_at);
+        let all = within_page(all, |r| {
+            r.to.len() + r.reason.as_ref().map_or(0, String::len) + 300
+        });
         ok(all.iter().map(outbox_view).collect::<Vec<_>>())
     }
 
@@ -1384,7 +1546,18 @@ impl Mail {
     }
 
     fn held_list(&self) -> Reply {
-        ok(self.held_records()?.iter().map(view).collect::<Vec<_>>())
+        // The oldest first: they expire first. What does not fit one page
+        // shows once these are decided.
+        let mut bytes = 0;
+        let mut out = vec![];
+        for r in self.held_records()? {
+            bytes += message_size(&r);
+            if bytes > MAX_PAGE_BYTES && !out.is_empty() {
+                break;
+            }
+            out.push(view(&r));
+        }
+        ok(out)
     }
 
     /// Approves or rejects a held message. The first answer wins; others
@@ -1466,6 +1639,28 @@ impl Mail {
     }
 
     fn allow(&mut self, path: &str, mailbox: Option<&str>, allowed: bool) -> Reply {
+        if !allowed && let Some(b) = self.binding_named(path, mailbox) {
+            // Denying works by the path as it was allowed, or by mailbox
+            // name, even once the folder is gone.
+            let mut b = b.clone();
+            b.allowed = false;
+            self.store
+                .put_folder(&b)
+                .map_err(|e| ApiError::new("store", e.to_string()))?;
+            self.folders.insert(b.mailbox.clone(), b.clone());
+            return ok(
+                serde_json::json!({ "mailbox": b.mailbox, "path": b.path, "allowed": b.allowed }),
+            );
+        }
+        if !allowed && path.is_empty() {
+            return err(
+                "not_bound",
+                format!(
+                    "no mailbox is named {}; `agentmesh mailboxes` lists them",
+                    mailbox.unwrap_or_default()
+                ),
+            );
+        }
         let path = PathBuf::from(path);
         let path = std::fs::canonicalize(&path).map_err(|e| {
             ApiError::new(
@@ -1534,6 +1729,18 @@ impl Mail {
         )
     }
 
+    /// The binding `deny` names without resolving the folder: by its
+    /// stored path (as given, or made absolute), or by mailbox name.
+    fn binding_named(&self, path: &str, mailbox: Option<&str>) -> Option<&FolderBinding> {
+        let absolute = std::path::absolute(path)
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        self.folders.values().find(|b| {
+            mailbox.is_some_and(|m| m == b.mailbox)
+                || (!path.is_empty() && (b.path == path || b.path == absolute))
+        })
+    }
+
     fn set_paused(&mut self, paused: bool) -> Reply {
         self.store
             .set_paused(paused)
@@ -1548,14 +1755,28 @@ impl Mail {
             let _ = reply.send(Err(e));
             return;
         }
+        let dir = self.directory();
         let mut released = vec![];
         let mut events = vec![];
+        let mut still_held = 0;
         match self.held_records() {
             Ok(held) => {
                 for mut r in held
                     .into_iter()
                     .filter(|r| r.held.as_deref() == Some("paused"))
                 {
+                    // Pausing held everything; resuming releases only what
+                    // would have been delivered had there been no pause.
+                    if let Some(why) = self.still_held(&dir, &r) {
+                        r.held = Some(why.into());
+                        if let Err(e) = self.store.update_inbox(std::slice::from_ref(&r)) {
+                            let _ = reply.send(err("store", e.to_string()));
+                            return;
+                        }
+                        still_held += 1;
+                        events.push(Event::Held { message: view(&r) });
+                        continue;
+                    }
                     let old_seq = r.seq;
                     r.held = None;
                     r.seq = self.take_seq();
@@ -1581,9 +1802,29 @@ impl Mail {
         }
         self.after(AfterFlush::Answer {
             reply,
-            value: ok(serde_json::json!({ "paused": false, "released": released.len() })),
+            value: ok(serde_json::json!({
+                "paused": false,
+                "released": released.len(),
+                "still_held": still_held,
+            })),
             events,
         });
+    }
+
+    /// Why a message held by `pause` must stay held after `resume`: its
+    /// sender's owner is another person not trusted, or its mailbox was
+    /// denied or removed meanwhile.
+    fn still_held(&self, dir: &Directory, r: &InboxRecord) -> Option<&'static str> {
+        if let Some(m) = &r.mailbox
+            && !self.folders.get(m.as_str()).is_some_and(|b| b.allowed)
+        {
+            return Some("folder_not_allowed");
+        }
+        let other_owner = PeerId::from_str(&r.from_peer)
+            .ok()
+            .and_then(|p| dir.machines.get(&p))
+            .is_none_or(|m| m.owner != dir.my_owner);
+        (other_owner && !self.trusted.contains(&r.from_peer)).then_some("other_owner")
     }
 
     fn audit_list(&self, since_secs: Option<u64>) -> Reply {
@@ -1592,9 +1833,9 @@ impl Mail {
         });
         let entries = self
             .store
-            .audit_since(since)
+            .audit_since(since, MAX_AUDIT_LISTED)
             .map_err(|e| ApiError::new("store", e.to_string()))?;
-        ok(entries
+        ok(within_page(entries, |e| e.detail.len() + 400)
             .into_iter()
             .map(|e| api::AuditView {
                 at: rfc3339(e.at),
@@ -1616,7 +1857,14 @@ impl Mail {
         let due: Vec<PeerId> = self
             .queues
             .iter()
-            .filter(|(_, q)| q.in_flight < MAX_IN_FLIGHT && q.next_try.is_some_and(|t| t <= now_i))
+            .filter(|(_, q)| {
+                // A queue with nothing scheduled but mail waiting (loaded at
+                // start-up, or its last batch answered busy for some) is
+                // due too: nothing else would wake it.
+                q.in_flight < MAX_IN_FLIGHT
+                    && q.pending.len() > q.sending.len()
+                    && q.next_try.is_none_or(|t| t <= now_i)
+            })
             .map(|(p, _)| *p)
             .collect();
         for p in due {
@@ -1634,28 +1882,15 @@ impl Mail {
         self.last_retention = Instant::now();
         let now = now();
         // Undelivered mail past its expiry fails, visibly.
+        // Mail on its way is left to its answer: it may be delivered.
+        let sending: HashSet<&String> = self.queues.values().flat_map(|q| &q.sending).collect();
         let expired: Vec<String> = self
             .outbox
             .values()
-            .filter(|r| r.expires_at < now.as_unix_millis())
+            .filter(|r| r.expires_at < now.as_unix_millis() && !sending.contains(&r.id))
             .map(|r| r.id.clone())
             .collect();
-        let mut changed = vec![];
-        for id in expired {
-            if let Some(mut r) = self.outbox.remove(&id) {
-                r.status = OutboxStatus::Failed;
-                r.reason = Some("expired before the recipient could be reached".into());
-                self.audit(AuditEntry {
-                    event: "expired".into(),
-                    recipient: Some(r.to.clone()),
-                    message_id: Some(r.id.clone()),
-                    detail: "undelivered message expired".into(),
-                    ..AuditEntry::default()
-                });
-                changed.push(r);
-            }
-        }
-        self.pending.borrow_mut().outbox.extend(changed);
+        self.expire_outbox(expired);
         for q in self.queues.values_mut() {
             q.pending.retain(|id| self.outbox.contains_key(id));
         }

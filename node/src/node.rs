@@ -46,7 +46,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::api::{self, ApiError, Op};
 use crate::config::Settings;
 use crate::join::{CodeOutcome, Desk, DeskState};
-use crate::mail::{Directory, MailHandle, MailIn};
+use crate::mail::{Directory, MAX_BATCH_ENVELOPES, MailHandle, MailIn};
 use crate::peers::{PeerTable, without_peer};
 use crate::store::{AuditEntry, Store};
 use crate::swarm::{
@@ -94,6 +94,13 @@ pub type Reply = Result<serde_json::Value, ApiError>;
 /// Inbound mail batches waiting for the mail actor's answer, at most;
 /// beyond it, batches are answered `Busy` and their senders retry.
 pub const MAX_INBOUND_PENDING: usize = 256;
+
+/// How often mail from an unknown machine may make this one ask it for the
+/// team's blocks.
+pub const STRANGER_SYNC_EVERY: Duration = Duration::from_secs(5);
+
+/// How many unknown machines' sync times are remembered.
+pub const MAX_STRANGER_SYNCS: usize = 256;
 
 /// What the API and the mail actor ask of the node.
 #[derive(Debug)]
@@ -303,6 +310,9 @@ pub struct Node {
     mail_waiting: HashMap<OutboundRequestId, oneshot::Sender<Result<MailReply, String>>>,
     inbound: HashMap<u64, ResponseChannel<MailReply>>,
     next_token: u64,
+    /// When mail from a machine this one does not know last made it sync
+    /// with that machine: a just-admitted member is known a moment later.
+    stranger_syncs: HashMap<PeerId, Instant>,
     /// Revoked machines to disconnect, and when.
     disconnecting: Vec<(PeerId, Instant)>,
 }
@@ -402,6 +412,7 @@ impl Node {
             directory,
             mail_waiting: HashMap::new(),
             inbound: HashMap::new(),
+            stranger_syncs: HashMap::new(),
             next_token: 0,
             disconnecting: vec![],
         };
@@ -1282,6 +1293,32 @@ impl Node {
                         outcomes: vec![MailOutcome::Busy; n],
                     };
                     let n = request.envelopes.len();
+                    if n > MAX_BATCH_ENVELOPES {
+                        // No courier of ours sends this; a short reply
+                        // costs nothing and the sender sees the mismatch.
+                        tracing::debug!(%peer, n, "refused an oversized mail batch");
+                        let _ = self
+                            .swarm
+                            .behaviour_mut()
+                            .mail
+                            .send_response(channel, MailReply { outcomes: vec![] });
+                        return;
+                    }
+                    if !self.is_member(&peer) && !self.is_revoked(&peer) {
+                        // Unknown here: a stranger, or a member admitted a
+                        // moment ago whose admission has not arrived. Busy
+                        // lets the second retry; the stranger gets nothing
+                        // stored, audited or opened. Asking it for team
+                        // blocks (at most every few seconds) teaches this
+                        // machine about a real newcomer.
+                        let _ = self
+                            .swarm
+                            .behaviour_mut()
+                            .mail
+                            .send_response(channel, busy(n));
+                        self.sync_with_stranger(peer);
+                        return;
+                    }
                     let Some(mail) = self
                         .mail
                         .as_ref()
@@ -1347,6 +1384,33 @@ impl Node {
         if let Err(e) = self.swarm.dial(opts) {
             tracing::debug!(%peer, error = %e, "cannot dial");
         }
+    }
+
+    /// Asks a machine that sent mail but is not known here for the team's
+    /// blocks, at most once per [`STRANGER_SYNC_EVERY`] per machine. Its
+    /// answer is checked like any other: only blocks signed by the team's
+    /// admins count.
+    fn sync_with_stranger(&mut self, peer: PeerId) {
+        if self.team.is_none() {
+            return;
+        }
+        let now = Instant::now();
+        if self
+            .stranger_syncs
+            .get(&peer)
+            .is_some_and(|t| now.duration_since(*t) < STRANGER_SYNC_EVERY)
+        {
+            return;
+        }
+        if self.stranger_syncs.len() >= MAX_STRANGER_SYNCS {
+            self.stranger_syncs
+                .retain(|_, t| now.duration_since(*t) < STRANGER_SYNC_EVERY);
+            if self.stranger_syncs.len() >= MAX_STRANGER_SYNCS {
+                return;
+            }
+        }
+        self.stranger_syncs.insert(peer, now);
+        self.start_sync(peer);
     }
 
     fn redial_members(&mut self) {

@@ -100,6 +100,8 @@ pub async fn serve(
 struct Attached {
     who: Who,
     mailbox: Option<String>,
+    /// Attached to `@`: the machine owner's own mailbox, only.
+    owner_only: bool,
 }
 
 /// One client connection.
@@ -220,7 +222,9 @@ impl Client {
         let attached = self.attached.as_ref()?;
         match &event {
             Event::Message { message } => {
-                if attached.mailbox.is_some() && message.mailbox != attached.mailbox {
+                if (attached.mailbox.is_some() || attached.owner_only)
+                    && message.mailbox != attached.mailbox
+                {
                     return None;
                 }
                 if message.seq <= self.last_seq {
@@ -258,6 +262,7 @@ impl Client {
                     ));
                 }
                 tracing::debug!(kind = ?who.kind, name = %who.name, ?mailbox, "client attached");
+                let mailbox_arg_is_owner = mailbox.as_deref() == Some("@");
                 let mailbox = match mailbox.as_deref() {
                     None | Some("@") => None,
                     Some(m) => match agentmesh_protocol::Name::parse("mailbox name", m) {
@@ -265,7 +270,12 @@ impl Client {
                         Err(e) => return Some(frame_error("bad_mailbox", e.to_string())),
                     },
                 };
-                self.attached = Some(Attached { who, mailbox });
+                let owner_only = mailbox_arg_is_owner;
+                self.attached = Some(Attached {
+                    who,
+                    mailbox,
+                    owner_only,
+                });
                 // Subscribe before replaying, so nothing falls between.
                 *events = Some(self.mail.subscribe());
                 let attached = DaemonFrame::Attached {
@@ -285,6 +295,7 @@ impl Client {
                     }
                     None => self.mail.last_seq(),
                 };
+                self.replay_held(framed).await;
                 None
             }
             Ok(ClientFrame::Request { id, .. }) if self.attached.is_none() => {
@@ -325,6 +336,32 @@ impl Client {
         }
     }
 
+    /// A person attaching sees what waits for their decision: every held
+    /// message, as a prompt, whatever happened while no one watched.
+    async fn replay_held(&mut self, framed: &mut Framed<UnixStream, LinesCodec>) {
+        let Some(a) = self
+            .attached
+            .clone()
+            .filter(|a| a.who.kind == WhoKind::Human)
+        else {
+            return;
+        };
+        let Ok(value) = self.mail.request(a.who, a.mailbox, Op::Held).await else {
+            return;
+        };
+        let Ok(held) = serde_json::from_value::<Vec<crate::api::MessageView>>(value) else {
+            return;
+        };
+        for message in held {
+            let frame = DaemonFrame::Event {
+                event: Box::new(Event::Held { message }),
+            };
+            if send(framed, &frame).await.is_err() {
+                return;
+            }
+        }
+    }
+
     /// Sends every stored message of the attached mailbox after `after`,
     /// as events, page by page.
     async fn replay(&mut self, mut after: u64, framed: &mut Framed<UnixStream, LinesCodec>) {
@@ -333,7 +370,11 @@ impl Client {
         };
         loop {
             let op = Op::Inbox {
-                mailbox: a.mailbox.clone(),
+                mailbox: if a.owner_only {
+                    Some("@".into())
+                } else {
+                    a.mailbox.clone()
+                },
                 unread: false,
                 after_seq: Some(after),
                 limit: None,

@@ -225,7 +225,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Appends several entries to the audit log at once.
     fn audit_many(&self, entries: &[AuditEntry]) -> Result<(), StoreError>;
     /// Audit entries at or after `since`, oldest first.
-    fn audit_since(&self, since: Timestamp) -> Result<Vec<AuditEntry>, StoreError>;
+    /// The newest `limit` audit entries from `since` on, oldest first.
+    fn audit_since(&self, since: Timestamp, limit: usize) -> Result<Vec<AuditEntry>, StoreError>;
     /// Forgets audit entries older than `before`.
     fn prune_audit(&self, before: Timestamp) -> Result<usize, StoreError>;
 
@@ -259,6 +260,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn delete_inbox(&self, seqs: &[u64]) -> Result<(), StoreError>;
     /// The inbox record of a message id.
     fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>, StoreError>;
+    /// Whether an inbox message has id `id`, without reading it.
+    fn inbox_has(&self, id: &str) -> Result<bool, StoreError>;
     /// The inbox record at `seq`.
     fn inbox_at(&self, seq: u64) -> Result<Option<InboxRecord>, StoreError>;
     /// The held messages: (seq, sender PeerId), from an index, so that
@@ -595,11 +598,16 @@ impl Store for SledStore {
         Ok(())
     }
 
-    fn audit_since(&self, since: Timestamp) -> Result<Vec<AuditEntry>, StoreError> {
-        self.audit
+    fn audit_since(&self, since: Timestamp, limit: usize) -> Result<Vec<AuditEntry>, StoreError> {
+        let mut out = self
+            .audit
             .range(since.as_unix_millis().to_be_bytes()..)
+            .rev()
+            .take(limit)
             .map(|kv| from_record(&kv?.1))
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        out.reverse();
+        Ok(out)
     }
 
     fn prune_audit(&self, before: Timestamp) -> Result<usize, StoreError> {
@@ -722,18 +730,31 @@ impl Store for SledStore {
     }
 
     fn update_inbox(&self, records: &[InboxRecord]) -> Result<(), StoreError> {
-        let mut batch = sled::Batch::default();
-        for r in records {
-            batch.insert(&r.seq.to_be_bytes(), to_record(r));
-            if let Some(at) = r.read_at {
-                self.read.insert(
-                    [at.to_be_bytes(), r.seq.to_be_bytes()].concat(),
-                    b"".as_ref(),
-                )?;
-            }
-        }
-        self.inbox.apply_batch(batch)?;
-        Ok(())
+        use sled::Transactional;
+        // One transaction: the read index never names a record that is not
+        // read, which retention would otherwise forget unread.
+        (&self.inbox, &self.read, &self.held)
+            .transaction(|(inbox, read, held)| {
+                for r in records {
+                    inbox.insert(&r.seq.to_be_bytes(), to_record(r))?;
+                    if let Some(at) = r.read_at {
+                        read.insert(
+                            [at.to_be_bytes(), r.seq.to_be_bytes()].concat(),
+                            b"".as_ref(),
+                        )?;
+                    }
+                    if r.held.is_some() {
+                        held.insert(&r.seq.to_be_bytes(), r.from_peer.as_bytes())?;
+                    }
+                }
+                Ok(())
+            })
+            .map_err(|e: sled::transaction::TransactionError<()>| match e {
+                sled::transaction::TransactionError::Storage(e) => StoreError::Sled(e),
+                sled::transaction::TransactionError::Abort(()) => {
+                    StoreError::Corrupt("aborted".into())
+                }
+            })
     }
 
     fn held_index(&self) -> Result<Vec<(u64, String)>, StoreError> {
@@ -798,6 +819,10 @@ impl Store for SledStore {
             Some(v) => Ok(Some(from_record(&v)?)),
             None => Ok(None),
         }
+    }
+
+    fn inbox_has(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.inbox_ids.contains_key(id.as_bytes())?)
     }
 
     fn last_inbox_seq(&self) -> Result<u64, StoreError> {

@@ -291,9 +291,9 @@ pub fn allow(
 }
 
 /// `agentmesh pause` / `agentmesh resume`.
-pub fn pause(home: &Home, paused: bool) -> anyhow::Result<ExitCode> {
+pub fn pause(home: &Home, paused: bool, json: bool) -> anyhow::Result<ExitCode> {
     let op = if paused { Op::Pause } else { Op::Resume };
-    simple::<serde_json::Value>(home, op, false, |v| {
+    simple::<serde_json::Value>(home, op, json, |v| {
         if paused {
             println!("Inbound mail is paused: it is held until `agentmesh resume`.");
         } else {
@@ -301,6 +301,12 @@ pub fn pause(home: &Home, paused: bool) -> anyhow::Result<ExitCode> {
                 "Inbound mail is delivered again ({} held message(s) released).",
                 v["released"].as_u64().unwrap_or(0)
             );
+            let still = v["still_held"].as_u64().unwrap_or(0);
+            if still > 0 {
+                println!(
+                    "{still} still wait for approval (another person's untrusted machine, or a denied folder): `agentmesh held`."
+                );
+            }
         }
     })
 }

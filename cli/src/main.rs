@@ -211,9 +211,18 @@ enum Command {
         machine: String,
     },
     /// Hold all inbound mail until `resume`.
-    Pause,
-    /// Deliver inbound mail again, including what `pause` held.
-    Resume,
+    Pause {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deliver inbound mail again, including what `pause` held (mail that
+    /// would have been held anyway stays held).
+    Resume {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show the audit log: every decision, with body hashes, never bodies.
     Audit {
         /// Only the last DURATION (e.g. 1h, 7d).
@@ -323,8 +332,8 @@ fn main() -> ExitCode {
         Command::Approve { id } => mail::decide(&home, &id, true),
         Command::Reject { id } => mail::decide(&home, &id, false),
         Command::Trust { machine } => mail::trust(&home, &machine),
-        Command::Pause => mail::pause(&home, true),
-        Command::Resume => mail::pause(&home, false),
+        Command::Pause { json } => mail::pause(&home, true, json),
+        Command::Resume { json } => mail::pause(&home, false, json),
         Command::Audit { since, json } => mail::audit(&home, since.as_deref(), json),
     };
     match result {

@@ -167,6 +167,39 @@ fn pause_holds_and_resume_delivers() {
 }
 
 #[test]
+fn resume_keeps_held_what_the_pause_did_not_hold_alone() {
+    // Bob's machine is not trusted: pausing then resuming must not let
+    // its mail skip Ada's approval.
+    let (a, b) = two_people();
+    a.ok(&["pause"]);
+    let id = b.json(&["send", "@alpha", "slipping through?"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_for("the message to be held by the pause", || {
+        a.json(&["held"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == id.as_str() && m["held"] == "paused")
+            .cloned()
+    });
+    let resumed = a.json(&["resume"]);
+    assert_eq!(resumed["released"], 0, "{resumed}");
+    assert_eq!(resumed["still_held"], 1, "{resumed}");
+    assert!(a.inbox_all().is_empty(), "untrusted mail was released");
+    assert_eq!(a.json(&["held"])[0]["held"], "other_owner");
+    // A person who attaches later is prompted for it; an agent is not.
+    let mut ada = ApiClient::attach(&a, who(WhoKind::Human, "ada-later"), None);
+    match ada.event() {
+        Event::Held { message } => assert_eq!(message.id, id),
+        other => panic!("expected the held prompt on attach, got {other:?}"),
+    }
+    ada.call(Op::Approve { id: id.clone() }).unwrap();
+    assert_eq!(a.inbox_all()[0]["id"], id.as_str());
+}
+
+#[test]
 fn folders_opt_in_and_out() {
     let (a, b) = two_people();
     a.ok(&["trust", "bravo"]);
@@ -228,6 +261,32 @@ fn folders_opt_in_and_out() {
         m["reason"].as_str().unwrap().contains("not opted in"),
         "{m}"
     );
+    let rows = a.json(&["mailboxes"]);
+    assert_eq!(rows[0]["mailbox"], "pipeline", "{rows}");
+    assert_eq!(rows[0]["allowed"], false, "{rows}");
+
+    // A folder allowed and then deleted can still be denied: by its path,
+    // or by its mailbox's name.
+    let gone = folder.path().join("scratch");
+    std::fs::create_dir(&gone).unwrap();
+    a.ok(&["allow", gone.to_str().unwrap(), "--mailbox", "scratch"]);
+    let doomed = folder.path().join("doomed");
+    std::fs::create_dir(&doomed).unwrap();
+    a.ok(&["allow", doomed.to_str().unwrap()]);
+    std::fs::remove_dir(&gone).unwrap();
+    std::fs::remove_dir(&doomed).unwrap();
+    a.ok(&["deny", gone.to_str().unwrap()]);
+    a.ok(&["deny", "--mailbox", "doomed"]);
+    let rows = a.json(&["mailboxes"]);
+    let allowed: Vec<&serde_json::Value> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["allowed"] == true)
+        .collect();
+    assert!(allowed.is_empty(), "{rows}");
+    let e = a.fails(&["deny", "--mailbox", "nosuch"]);
+    assert!(e.contains("no mailbox is named nosuch"), "{e}");
 }
 
 #[test]

@@ -114,6 +114,8 @@ fn clear_errors_for_bad_recipients_and_bodies() {
         e.contains("no machine named nobody") && e.contains("bravo"),
         "{e}"
     );
+    let e = a.fails(&["send", "@alpha", "talking to myself"]);
+    assert!(e.contains("alpha is this machine"), "{e}");
     let e = a.fails(&["send", "Bad@bravo", "hi"]);
     assert!(e.contains("invalid mailbox name"), "{e}");
     let e = a.fails(&["send", "bravo", "hi"]);

@@ -104,3 +104,39 @@ fn a_revoked_senders_queued_mail_is_refused_with_its_reason() {
     assert!(m["reason"].as_str().unwrap().contains("revoked"), "{m}");
     assert!(c.inbox_all().is_empty());
 }
+
+#[test]
+fn mail_queued_for_a_machine_revoked_meanwhile_fails_with_its_reason() {
+    let mut a = Node::new("alpha");
+    let mut b = Node::new("bravo");
+    let mut c = Node::new("charlie");
+    for n in [&mut a, &mut b, &mut c] {
+        n.start();
+    }
+    a.ok(&["team", "create", "core", "--owner", "Ada"]);
+    join(&a, &b, "Ada");
+    join(&a, &c, "Ada");
+    // Bravo queues mail for charlie while charlie is away; then charlie is
+    // revoked. Charlie never comes back: the mail fails on bravo, visibly,
+    // instead of waiting out its week.
+    c.stop();
+    let id = b.json(&["send", "@charlie", "for a machine about to go"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    a.ok(&["revoke", "charlie"]);
+    let m = wait_for("bravo to fail the mail queued for charlie", || {
+        let m = outbox_entry(&b, &id);
+        (m["status"] == "failed").then_some(m)
+    });
+    assert!(m["reason"].as_str().unwrap().contains("revoked"), "{m}");
+    let audit = b.json(&["audit"]);
+    assert!(
+        audit
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "failed" && e["id"] == id.as_str()),
+        "{audit}"
+    );
+}

@@ -4,15 +4,18 @@
 //! The stranger is a libp2p node built in this test with the daemon's own
 //! behaviour (so it speaks every protocol correctly), dialing real daemons.
 //! The gossip check can fail: with strangers scored 0 instead of
-//! `stranger_score()`, the stranger receives the revocation block.
+//! `stranger_score()`, the stranger receives the revocation block. Its
+//! mail is answered busy and never opened, stored or audited.
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentmesh_node::mail::MAX_BATCH_ENVELOPES;
 use agentmesh_node::swarm::{
-    BehaviourEvent, JoinMsg, JoinReply, SyncReply, SyncRequest, team_topic,
+    BehaviourEvent, JoinMsg, JoinReply, MailOutcome, MailRequest, SyncReply, SyncRequest,
+    team_topic,
 };
 use agentmesh_protocol::join::JoinRequest;
 use agentmesh_protocol::team::TeamId;
@@ -101,6 +104,16 @@ fn a_stranger_is_refused_everywhere_and_gets_no_blocks() {
             nonce: [2; 16],
         };
         let ask = swarm.behaviour_mut().join.send_request(&a_peer, JoinMsg::Request(request.to_bytes()));
+        // It sends mail: nothing it sends is opened, stored or audited, and
+        // a batch over the limit gets a short answer.
+        let mail = swarm.behaviour_mut().mail.send_request(
+            &a_peer,
+            MailRequest { envelopes: vec![serde_bytes::ByteBuf::from(vec![0xa1; 600]); 3] },
+        );
+        let big = swarm.behaviour_mut().mail.send_request(
+            &a_peer,
+            MailRequest { envelopes: vec![serde_bytes::ByteBuf::from(vec![1; 8]); MAX_BATCH_ENVELOPES + 1] },
+        );
 
         // Meanwhile alpha revokes charlie: a new block, gossiped and synced
         // to bravo, the control that shows blocks do flow to members.
@@ -113,10 +126,18 @@ fn a_stranger_is_refused_everywhere_and_gets_no_blocks() {
         });
 
         let (mut sync_reply, mut fetch_reply, mut poll_reply, mut ask_reply) = (None, None, None, None);
+        let (mut mail_reply, mut big_reply) = (None, None);
         let mut gossip = 0;
         let mut control_done = false;
         tokio::time::timeout(DEADLINE + Duration::from_secs(10), async {
-            while !(control_done && sync_reply.is_some() && fetch_reply.is_some() && poll_reply.is_some() && ask_reply.is_some()) {
+            while !(control_done
+                && sync_reply.is_some()
+                && fetch_reply.is_some()
+                && poll_reply.is_some()
+                && ask_reply.is_some()
+                && mail_reply.is_some()
+                && big_reply.is_some())
+            {
                 tokio::select! {
                     r = &mut control, if !control_done => { r.unwrap(); control_done = true; }
                     ev = swarm.select_next_some() => match ev {
@@ -125,6 +146,11 @@ fn a_stranger_is_refused_everywhere_and_gets_no_blocks() {
                             message: request_response::Message::Response { request_id, response }, ..
                         })) => {
                             if request_id == sync { sync_reply = Some(response) } else if request_id == fetch { fetch_reply = Some(response) }
+                        }
+                        SwarmEvent::Behaviour(BehaviourEvent::Mail(request_response::Event::Message {
+                            message: request_response::Message::Response { request_id, response }, ..
+                        })) => {
+                            if request_id == mail { mail_reply = Some(response) } else if request_id == big { big_reply = Some(response) }
                         }
                         SwarmEvent::Behaviour(BehaviourEvent::Join(request_response::Event::Message {
                             message: request_response::Message::Response { request_id, response }, ..
@@ -154,7 +180,22 @@ fn a_stranger_is_refused_everywhere_and_gets_no_blocks() {
             other => panic!("a join with a forged ticket was answered {other:?}"),
         }
         assert_eq!(gossip, 0, "the stranger received gossiped blocks");
+        // Busy, not refused: a member admitted a moment ago looks like this
+        // until its admission arrives, and retries.
+        assert_eq!(mail_reply.unwrap().outcomes, vec![MailOutcome::Busy; 3]);
+        assert!(big_reply.unwrap().outcomes.is_empty());
     });
+    assert!(a.inbox_all().is_empty());
+    let stranger_id = stranger.peer_id().to_string();
+    let audit = a.json(&["audit"]);
+    assert!(
+        !audit
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["peer"] == stranger_id.as_str()),
+        "a stranger's mail reached the audit log: {audit}"
+    );
     let row = a
         .peer_row(&stranger.peer_id().to_string())
         .expect("alpha lists the stranger");

@@ -579,7 +579,14 @@ impl Mail {
                     .or_default()
                     .pending
                     .push_back(r.id.clone());
-                self.outbox.insert(r.id.clone(), r);
+                // The envelope stays on disk until it is sent.
+                self.outbox.insert(
+                    r.id.clone(),
+                    OutboxRecord {
+                        envelope: vec![],
+                        ..r
+                    },
+                );
             }
         }
         for (_, from) in self.store.held_index()? {
@@ -694,7 +701,15 @@ impl Mail {
                     .or_default()
                     .pending
                     .push_back(record.id.clone());
-                self.outbox.insert(record.id.clone(), *record);
+                // The envelope stays on disk (it is there now) until it is
+                // sent: memory holds what schedules delivery, not the mail.
+                self.outbox.insert(
+                    record.id.clone(),
+                    OutboxRecord {
+                        envelope: vec![],
+                        ..*record
+                    },
+                );
                 self.dispatch(peer);
             }
             AfterFlush::Received {
@@ -924,23 +939,54 @@ impl Mail {
         };
         let mut ids = vec![];
         let mut envelopes = vec![];
+        let mut missing = vec![];
         let mut bytes = 0;
         for id in &q.pending {
-            if q.sending.contains(id) {
+            if q.sending.contains(id) || !self.outbox.contains_key(id) {
                 continue;
             }
-            let Some(r) = self.outbox.get(id) else {
-                continue;
-            };
-            if ids.len() == MAX_BATCH_ENVELOPES
-                || (bytes + r.envelope.len() > MAX_BATCH_BYTES && !ids.is_empty())
-            {
+            if ids.len() == MAX_BATCH_ENVELOPES {
                 break;
             }
-            bytes += r.envelope.len();
+            let envelope = match self.store.outbox_envelope(id) {
+                Ok(Some(e)) => e,
+                Ok(None) => {
+                    missing.push(id.clone());
+                    continue;
+                }
+                Err(e) => {
+                    // Sent later: the store may recover, and the mail is
+                    // still there to send.
+                    tracing::warn!(error = %e, "reading an envelope from the outbox failed");
+                    q.next_try = Some(Instant::now() + BACKOFF_MIN);
+                    break;
+                }
+            };
+            if bytes + envelope.len() > MAX_BATCH_BYTES && !ids.is_empty() {
+                break;
+            }
+            bytes += envelope.len();
             ids.push(id.clone());
-            envelopes.push(ByteBuf::from(r.envelope.clone()));
+            envelopes.push(ByteBuf::from(envelope));
         }
+        if !missing.is_empty() {
+            // Never expected: the record is written before it is queued.
+            // Failed visibly rather than retried for ever.
+            q.pending.retain(|id| !missing.contains(id));
+            self.fail_ids(
+                peer,
+                missing,
+                "its sealed envelope is missing from the store",
+            );
+        }
+        self.send_batch(peer, ids, envelopes)
+    }
+
+    /// Puts one batch on its way to `peer`.
+    fn send_batch(&mut self, peer: PeerId, ids: Vec<String>, envelopes: Vec<ByteBuf>) -> bool {
+        let Some(q) = self.queues.get_mut(&peer) else {
+            return false;
+        };
         if ids.is_empty() {
             if q.pending.is_empty() && q.in_flight == 0 {
                 self.queues.remove(&peer);
@@ -1004,6 +1050,12 @@ impl Mail {
         if q.pending.is_empty() && q.in_flight == 0 {
             self.queues.remove(&peer);
         }
+        self.fail_ids(peer, ids, reason);
+    }
+
+    /// Fails the outbox records `ids` (already out of their queue) with
+    /// `reason`.
+    fn fail_ids(&mut self, peer: PeerId, ids: Vec<String>, reason: &str) {
         let mut changed = vec![];
         for id in ids {
             if let Some(mut r) = self.outbox.remove(&id) {
@@ -1873,7 +1925,28 @@ impl Mail {
         if now_i.duration_since(self.last_retention) >= RETENTION_EVERY {
             self.retention();
         }
+        self.shrink();
         self.write_pending();
+    }
+
+    /// Gives back what a burst grew: maps and queues keep their capacity
+    /// after they empty, so a daemon that once queued 100,000 messages
+    /// would otherwise hold their table for good.
+    fn shrink(&mut self) {
+        fn roomy(len: usize, capacity: usize) -> bool {
+            capacity > 1024 && len < capacity / 4
+        }
+        if roomy(self.outbox.len(), self.outbox.capacity()) {
+            self.outbox.shrink_to(self.outbox.len() * 2);
+        }
+        for q in self.queues.values_mut() {
+            if roomy(q.pending.len(), q.pending.capacity()) {
+                q.pending.shrink_to(q.pending.len() * 2);
+            }
+            if roomy(q.sending.len(), q.sending.capacity()) {
+                q.sending.shrink_to(q.sending.len() * 2);
+            }
+        }
     }
 
     /// Expires undeliverable outbox mail, held and read mail, and dedup

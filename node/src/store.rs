@@ -240,6 +240,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn put_outbox(&self, records: &[OutboxRecord]) -> Result<(), StoreError>;
     /// The records still to deliver (queued or sent).
     fn outbox(&self) -> Result<Vec<OutboxRecord>, StoreError>;
+    /// The sealed envelope of a record still to deliver. The courier keeps
+    /// only what it needs to schedule in memory and reads envelopes from
+    /// here when it sends them, so a full outbox does not fill memory.
+    fn outbox_envelope(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError>;
     /// The newest `limit` delivered or failed records, newest first.
     fn outbox_done(&self, limit: usize) -> Result<Vec<OutboxRecord>, StoreError>;
     /// Forgets delivered and failed records sent before `before`.
@@ -646,6 +650,13 @@ impl Store for SledStore {
 
     fn outbox(&self) -> Result<Vec<OutboxRecord>, StoreError> {
         self.outbox.iter().map(|kv| from_record(&kv?.1)).collect()
+    }
+
+    fn outbox_envelope(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        match self.outbox.get(id.as_bytes())? {
+            Some(bytes) => Ok(Some(from_record::<OutboxRecord>(&bytes)?.envelope)),
+            None => Ok(None),
+        }
     }
 
     fn outbox_done(&self, limit: usize) -> Result<Vec<OutboxRecord>, StoreError> {

@@ -41,9 +41,21 @@ pub fn send(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let text = if text == "-" {
-        let mut buf = String::new();
-        std::io::stdin().read_to_string(&mut buf)?;
-        buf
+        // One byte past the limit is enough to say it is too large (the
+        // client says so); a cut character there is not an encoding error.
+        let mut buf = vec![];
+        std::io::stdin()
+            .take(agentmesh_protocol::cbor::MAX_BODY_BYTES as u64 + 1)
+            .read_to_end(&mut buf)?;
+        if buf.len() > agentmesh_protocol::cbor::MAX_BODY_BYTES {
+            String::from_utf8_lossy(&buf).into_owned()
+        } else {
+            String::from_utf8(buf).map_err(|_| {
+                anyhow::anyhow!(
+                    "the message on standard input is not UTF-8 text; agentmesh carries text"
+                )
+            })?
+        }
     } else {
         text.to_owned()
     };

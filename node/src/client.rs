@@ -109,6 +109,20 @@ impl Client {
 
     /// Runs `op` and reads its result as `T`.
     pub async fn call<T: DeserializeOwned>(&mut self, op: Op) -> Result<T, ClientError> {
+        // Said here, before the text is escaped into a frame whose own
+        // limit would give a less useful answer.
+        if let Op::Send { text, .. } = &op
+            && text.len() > agentmesh_protocol::cbor::MAX_BODY_BYTES
+        {
+            return Err(ClientError::Api(ApiError::new(
+                "too_large",
+                format!(
+                    "the message is {} bytes, over the limit of {} bytes (64 KiB); send less text, or send it in parts",
+                    text.len(),
+                    agentmesh_protocol::cbor::MAX_BODY_BYTES
+                ),
+            )));
+        }
         self.next_id += 1;
         let id = self.next_id;
         send(&mut self.framed, &ClientFrame::Request { id, op }).await?;

@@ -83,6 +83,10 @@ const BACKOFF_MAX: Duration = Duration::from_secs(300);
 const RETENTION_EVERY: Duration = Duration::from_secs(600);
 /// Messages in one `inbox` page, at most.
 pub const MAX_INBOX_PAGE: usize = 1000;
+/// Stored messages one `inbox` call looks at, at most: a filter that
+/// matches little (`--unread`, `--mailbox`) answers a short page and where
+/// to go on, instead of reading a whole large inbox while delivery waits.
+pub const MAX_INBOX_SCAN: usize = 5 * MAX_INBOX_PAGE;
 /// Bytes of messages in one `inbox` page, about: pages must fit one API
 /// frame (1 MiB).
 const MAX_PAGE_BYTES: usize = 640 * 1024;
@@ -93,13 +97,26 @@ pub const MAX_AUDIT_LISTED: usize = 1000;
 /// A reason a remote machine gives is cut to this many characters.
 const MAX_REMOTE_REASON: usize = 300;
 
-/// About how many bytes a message takes in a JSON answer (escapes aside).
-fn message_size(r: &InboxRecord) -> usize {
-    r.text.len()
-        + r.who.name.len()
-        + r.who.session_id.as_ref().map_or(0, String::len)
-        + r.who.task.as_ref().map_or(0, String::len)
-        + 512
+/// How many bytes `value` takes in a JSON answer, escapes included: a
+/// body of quotes or control characters grows up to six times, and a page
+/// sized by raw length could outgrow the 1 MiB frame.
+fn json_size<T: Serialize>(value: &T) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        // The separator between rows, and room to spare.
+        Ok(()) => count.0 + 16,
+        Err(_) => MAX_PAGE_BYTES,
+    }
 }
 
 /// The newest rows of `rows` (oldest first) that fit one answer page.
@@ -349,7 +366,13 @@ struct Flusher {
 }
 
 impl Flusher {
-    fn start(store: Arc<dyn Store>, back: mpsc::Sender<MailIn>) -> Flusher {
+    /// `back` is unbounded so that the flusher never waits for the mail
+    /// actor while the actor waits for room in the flush queue (each would
+    /// wait for the other for ever). It is bounded by construction: what
+    /// it carries comes from jobs that were in the flush queue, at most
+    /// [`FLUSH_QUEUE`] plus the one being written, and the actor takes
+    /// these answers before anything else.
+    fn start(store: Arc<dyn Store>, back: mpsc::UnboundedSender<Vec<AfterFlush>>) -> Flusher {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(FLUSH_QUEUE);
         std::thread::Builder::new()
             .name("agentmesh-flush".into())
@@ -380,7 +403,7 @@ impl Flusher {
                         std::thread::sleep(pause);
                         pause = (pause * 2).min(Duration::from_secs(5));
                     }
-                    if !done.is_empty() && back.blocking_send(MailIn::Flushed(done)).is_err() {
+                    if !done.is_empty() && back.send(done).is_err() {
                         return;
                     }
                 }
@@ -414,6 +437,8 @@ pub struct Mail {
     dir: watch::Receiver<Arc<Directory>>,
     node: Handle,
     flusher: Flusher,
+    /// What waited for a flush, handed back by the flusher.
+    flushed: mpsc::UnboundedReceiver<Vec<AfterFlush>>,
     events: broadcast::Sender<Event>,
     rx: mpsc::Receiver<MailIn>,
     tx_back: mpsc::Sender<MailIn>,
@@ -486,6 +511,11 @@ pub fn parse_address(to: &str) -> Result<(Option<Name>, Name), ApiError> {
     Ok((mailbox, machine))
 }
 
+/// A record's body hash for the audit log, if it has one.
+fn sha(hash: &str) -> Option<String> {
+    (!hash.is_empty()).then(|| hash.to_owned())
+}
+
 fn view(r: &InboxRecord) -> MessageView {
     MessageView {
         id: r.id.clone(),
@@ -535,7 +565,8 @@ impl Mail {
     ) -> Result<(MailHandle, tokio::task::JoinHandle<()>), crate::store::StoreError> {
         let (tx, rx) = mpsc::channel(MAIL_QUEUE);
         let (events, _) = broadcast::channel(EVENT_QUEUE);
-        let flusher = Flusher::start(store.clone(), tx.clone());
+        let (flushed_tx, flushed) = mpsc::unbounded_channel();
+        let flusher = Flusher::start(store.clone(), flushed_tx);
         let first_seq = store.last_inbox_seq()?;
         let newest = Arc::new(std::sync::atomic::AtomicU64::new(first_seq));
         let mut mail = Mail {
@@ -543,6 +574,7 @@ impl Mail {
             dir,
             node,
             flusher,
+            flushed,
             events: events.clone(),
             rx,
             tx_back: tx.clone(),
@@ -579,14 +611,8 @@ impl Mail {
                     .or_default()
                     .pending
                     .push_back(r.id.clone());
-                // The envelope stays on disk until it is sent.
-                self.outbox.insert(
-                    r.id.clone(),
-                    OutboxRecord {
-                        envelope: vec![],
-                        ..r
-                    },
-                );
+                // Without its envelope: that stays on disk until it is sent.
+                self.outbox.insert(r.id.clone(), r);
             }
         }
         for (_, from) in self.store.held_index()? {
@@ -601,6 +627,10 @@ impl Mail {
         loop {
             tokio::select! {
                 biased;
+                done = self.flushed.recv() => match done {
+                    None => break,
+                    Some(done) => self.handle(MailIn::Flushed(done)),
+                },
                 msg = self.rx.recv() => match msg {
                     None => break,
                     Some(m) => self.handle(m),
@@ -886,6 +916,7 @@ impl Mail {
             created_at: sent_at.as_unix_millis(),
             expires_at: header.expires_at.as_unix_millis(),
             held: false,
+            body_sha256: hex(&Sha256::digest(body.to_bytes())),
         };
         self.pending.borrow_mut().outbox.push(record.clone());
         self.audit(AuditEntry {
@@ -897,7 +928,7 @@ impl Mail {
             )),
             recipient: Some(record.to.clone()),
             message_id: Some(record.id.clone()),
-            body_sha256: Some(hex(&Sha256::digest(body.to_bytes()))),
+            body_sha256: Some(record.body_sha256.clone()),
             detail: format!("{} queued for delivery", kind.as_str()),
             ..AuditEntry::default()
         });
@@ -940,9 +971,23 @@ impl Mail {
         let mut ids = vec![];
         let mut envelopes = vec![];
         let mut missing = vec![];
+        let mut expired = vec![];
+        let mut gone = HashSet::new();
         let mut bytes = 0;
+        let now_ms = now().as_unix_millis();
         for id in &q.pending {
-            if q.sending.contains(id) || !self.outbox.contains_key(id) {
+            if q.sending.contains(id) {
+                continue;
+            }
+            let Some(r) = self.outbox.get(id) else {
+                gone.insert(id.clone());
+                continue;
+            };
+            // Past its expiry (offline for longer than its lifetime, or
+            // loaded after a long stop): failed, never sent late.
+            if r.expires_at < now_ms {
+                gone.insert(id.clone());
+                expired.push(id.clone());
                 continue;
             }
             if ids.len() == MAX_BATCH_ENVELOPES {
@@ -969,10 +1014,16 @@ impl Mail {
             ids.push(id.clone());
             envelopes.push(ByteBuf::from(envelope));
         }
+        if !gone.is_empty() {
+            q.pending.retain(|id| !gone.contains(id));
+        }
+        self.expire_outbox(expired);
         if !missing.is_empty() {
             // Never expected: the record is written before it is queued.
             // Failed visibly rather than retried for ever.
-            q.pending.retain(|id| !missing.contains(id));
+            if let Some(q) = self.queues.get_mut(&peer) {
+                q.pending.retain(|id| !missing.contains(id));
+            }
             self.fail_ids(
                 peer,
                 missing,
@@ -995,13 +1046,29 @@ impl Mail {
         }
         q.in_flight += 1;
         q.sending.extend(ids.iter().cloned());
+        let mut first_sent = vec![];
         for id in &ids {
             if let Some(r) = self.outbox.get_mut(id) {
                 r.attempts += 1;
                 // Kept in memory only (the outbox list reads it from here):
                 // writing every attempt would double the store's work.
                 r.status = OutboxStatus::Sent;
+                if r.attempts == 1 {
+                    first_sent.push(AuditEntry {
+                        event: "sent".into(),
+                        peer: Some(peer.to_string()),
+                        recipient: Some(r.to.clone()),
+                        message_id: Some(r.id.clone()),
+                        body_sha256: sha(&r.body_sha256),
+                        detail: "on its way to the recipient".into(),
+                        ..AuditEntry::default()
+                    });
+                }
             }
+        }
+        // Audited once, at the first attempt; retries are in the outbox.
+        for entry in first_sent {
+            self.audit(entry);
         }
         let node = self.node.clone();
         let back = self.tx_clone();
@@ -1025,6 +1092,7 @@ impl Mail {
                     event: "expired".into(),
                     recipient: Some(r.to.clone()),
                     message_id: Some(r.id.clone()),
+                    body_sha256: sha(&r.body_sha256),
                     detail: "undelivered message expired".into(),
                     ..AuditEntry::default()
                 });
@@ -1067,6 +1135,7 @@ impl Mail {
                     peer: Some(peer.to_string()),
                     recipient: Some(r.to.clone()),
                     message_id: Some(r.id.clone()),
+                    body_sha256: sha(&r.body_sha256),
                     detail: reason.to_owned(),
                     ..AuditEntry::default()
                 });
@@ -1137,6 +1206,7 @@ impl Mail {
                 peer: Some(peer.to_string()),
                 recipient: Some(r.to.clone()),
                 message_id: Some(r.id.clone()),
+                body_sha256: sha(&r.body_sha256),
                 detail,
                 ..AuditEntry::default()
             });
@@ -1203,6 +1273,7 @@ impl Mail {
         let mut seen = vec![];
         let mut events = vec![];
         let mut batch_seen: HashSet<Vec<u8>> = HashSet::new();
+        let audit_before = self.pending.borrow().audit.len();
         for bytes in request.envelopes.iter().take(MAX_BATCH_ENVELOPES) {
             let outcome = self.receive_one(
                 &dir,
@@ -1233,6 +1304,15 @@ impl Mail {
                 }
             }
             events.clear();
+            // Nothing was received after all: the audit says so only when
+            // the retry lands. Refusals in this batch stand.
+            let mut pending = self.pending.borrow_mut();
+            let mut i = 0;
+            pending.audit.retain(|a| {
+                i += 1;
+                i <= audit_before || !matches!(a.event.as_str(), "received" | "held")
+            });
+            drop(pending);
             for r in &records {
                 if r.held.is_some()
                     && let Some(n) = self.held_from.get_mut(&r.from_peer)
@@ -1310,13 +1390,31 @@ impl Mail {
                 Some(id),
             );
         }
+        // Past its expiry and the allowed skew the dedup record may be gone:
+        // an envelope that old is refused as expired before anything is
+        // looked up, so a late replay never lands and never reads as new.
+        if now > h.expires_at.saturating_add(MAX_CLOCK_SKEW) {
+            let e = agentmesh_protocol::envelope::OpenError::Expired {
+                expires_at: h.expires_at,
+                now,
+            };
+            return refuse(self, e.name(), e.to_string(), Some(id));
+        }
         let key = [peer.to_bytes(), h.id.0.to_vec()].concat();
-        if batch_seen.contains(&key) || self.store.seen(&key).unwrap_or(false) {
+        // A store that cannot answer is not an answer of "new": the sender
+        // tries again later.
+        let Ok(seen_before) = self.store.seen(&key) else {
+            return MailOutcome::Busy;
+        };
+        if batch_seen.contains(&key) || seen_before {
             return MailOutcome::Duplicate;
         }
+        let Ok(id_in_inbox) = self.store.inbox_has(&id) else {
+            return MailOutcome::Busy;
+        };
         // Ids are random; one another sender already used would make
         // `read ID` ambiguous, so it is refused (the sender makes a new one).
-        if records.iter().any(|r| r.id == id) || self.store.inbox_has(&id).unwrap_or(false) {
+        if records.iter().any(|r| r.id == id) || id_in_inbox {
             return refuse(
                 self,
                 "id_taken",
@@ -1370,6 +1468,11 @@ impl Mail {
         };
         if held.is_some() {
             let n = self.held_from.entry(peer.to_string()).or_default();
+            if *n >= MAX_HELD_PER_SENDER && held == Some("paused") {
+                // A pause holds, it does not refuse: the sender keeps the
+                // mail and tries again after the pause.
+                return MailOutcome::Busy;
+            }
             if *n >= MAX_HELD_PER_SENDER {
                 return refuse(
                     self,
@@ -1506,13 +1609,20 @@ impl Mail {
         let mut cursor = after;
         let mut more = false;
         let mut bytes = 0;
+        let mut scanned = 0;
         'pages: loop {
+            if scanned >= MAX_INBOX_SCAN {
+                // The caller goes on from here.
+                more = true;
+                break;
+            }
             let page = self
                 .store
                 .inbox_after(cursor, MAX_INBOX_PAGE)
                 .map_err(|e| ApiError::new("store", e.to_string()))?;
             let Some(last) = page.last() else { break };
             let last_seq = last.seq;
+            scanned += page.len();
             for r in page {
                 let matches = r.held.is_none()
                     && (!unread || r.read_at.is_none())
@@ -1523,18 +1633,20 @@ impl Mail {
                     };
                 if matches {
                     // A page must fit one API frame (1 MiB) with room to spare.
-                    let size = message_size(&r);
+                    let v = view(&r);
+                    let size = json_size(&v);
                     if out.len() == limit || (bytes + size > MAX_PAGE_BYTES && !out.is_empty()) {
                         more = true;
+                        cursor = out.last().map_or(cursor, |m: &MessageView| m.seq);
                         break 'pages;
                     }
                     bytes += size;
-                    out.push(view(&r));
+                    out.push(v);
                 }
             }
             cursor = last_seq;
         }
-        let next_after_seq = more.then(|| out.last().map_or(after, |m: &MessageView| m.seq));
+        let next_after_seq = more.then_some(cursor);
         ok(api::InboxPage {
             messages: out,
             next_after_seq,
@@ -1580,10 +1692,8 @@ impl Mail {
                 .map_err(|e| ApiError::new("store", e.to_string()))?,
         );
         all.sort_by_key(|r| r.created_at);
-        let all = within_page(all, |r| {
-            r.to.len() + r.reason.as_ref().map_or(0, String::len) + 300
-        });
-        ok(all.iter().map(outbox_view).collect::<Vec<_>>())
+        let all: Vec<_> = all.iter().map(outbox_view).collect();
+        ok(within_page(all, json_size))
     }
 
     fn held_records(&self) -> Result<Vec<InboxRecord>, ApiError> {
@@ -1603,11 +1713,12 @@ impl Mail {
         let mut bytes = 0;
         let mut out = vec![];
         for r in self.held_records()? {
-            bytes += message_size(&r);
+            let v = view(&r);
+            bytes += json_size(&v);
             if bytes > MAX_PAGE_BYTES && !out.is_empty() {
                 break;
             }
-            out.push(view(&r));
+            out.push(v);
         }
         ok(out)
     }
@@ -1887,7 +1998,7 @@ impl Mail {
             .store
             .audit_since(since, MAX_AUDIT_LISTED)
             .map_err(|e| ApiError::new("store", e.to_string()))?;
-        ok(within_page(entries, |e| e.detail.len() + 400)
+        ok(within_page(entries, |e| json_size(e) + 100)
             .into_iter()
             .map(|e| api::AuditView {
                 at: rfc3339(e.at),

@@ -81,6 +81,10 @@ const MAX_POLL_FAILURES: u32 = 10;
 /// (the founder answers a repeated Confirm with the same blocks).
 const MAX_CONFIRM_TRIES: u32 = 5;
 
+/// How many times a sync is tried again on another connection when the
+/// one it went on closes.
+const MAX_SYNC_RETRIES: u32 = 2;
+
 /// How long a revoked machine that connects is kept, answered only with
 /// refusals, before it is disconnected.
 const REVOKED_GRACE: Duration = Duration::from_secs(2);
@@ -276,9 +280,21 @@ struct ConnectWait {
     addr: Multiaddr,
     peer: Option<PeerId>,
     dial: Option<ConnectionId>,
+    /// Whether that dial has connected.
+    dial_up: bool,
     reply: oneshot::Sender<Reply>,
     deadline: Instant,
     syncing: bool,
+}
+
+impl ConnectWait {
+    /// Whether this connect's own dial is still on its way: a sync that
+    /// failed on another connection (one the peer's restart left behind,
+    /// or the loser of a simultaneous dial) waits for it instead of
+    /// failing.
+    fn own_dial_pending(&self) -> bool {
+        self.dial.is_some() && !self.dial_up
+    }
 }
 
 /// The node.
@@ -294,6 +310,10 @@ pub struct Node {
     next_join: u64,
     join_waiting: HashMap<OutboundRequestId, JoinWaiter>,
     sync_waiting: HashMap<OutboundRequestId, PeerId>,
+    /// Syncs tried again because the connection they went on closed (a
+    /// peer that restarted leaves a dying connection behind for a moment);
+    /// at most [`MAX_SYNC_RETRIES`] each, forgotten when the sync ends.
+    sync_retries: HashMap<PeerId, u32>,
     connects: Vec<ConnectWait>,
     /// Peers with a sync in flight, and the blocks it brought so far.
     syncing: HashMap<PeerId, usize>,
@@ -398,6 +418,7 @@ impl Node {
             next_join: 0,
             join_waiting: HashMap::new(),
             sync_waiting: HashMap::new(),
+            sync_retries: HashMap::new(),
             connects: vec![],
             syncing: HashMap::new(),
             resync: HashSet::new(),
@@ -886,6 +907,7 @@ impl Node {
 
     /// Ends the sync with `peer`, answering any `connect` waiting on it.
     fn sync_done(&mut self, peer: PeerId, outcome: Result<(), String>) {
+        self.sync_retries.remove(&peer);
         let added = self.syncing.remove(&peer).unwrap_or(0);
         self.finish_connects(&peer, added, outcome);
         if self.resync.remove(&peer) && self.is_member(&peer) {
@@ -1021,6 +1043,15 @@ impl Node {
         let membership = self.membership(peer);
         let mut i = 0;
         while i < self.connects.len() {
+            if outcome.is_err()
+                && self.connects[i].peer == Some(*peer)
+                && self.connects[i].own_dial_pending()
+            {
+                // Synced again once its own connection is up.
+                self.connects[i].syncing = false;
+                i += 1;
+                continue;
+            }
             if self.connects[i].peer == Some(*peer) && self.connects[i].syncing {
                 let c = self.connects.swap_remove(i);
                 send(
@@ -1056,6 +1087,9 @@ impl Node {
     fn connection_up(&mut self, peer: PeerId, remote: &Multiaddr, connection: ConnectionId) {
         let mut i = 0;
         while i < self.connects.len() {
+            if self.connects[i].dial == Some(connection) {
+                self.connects[i].dial_up = true;
+            }
             let c = &self.connects[i];
             let matches = !c.syncing
                 && (c.peer == Some(peer)
@@ -1152,8 +1186,19 @@ impl Node {
                 e.last_seen = Some(SystemTime::now());
                 if num_established == 0 {
                     self.save_peer(&peer_id);
+                    for c in &mut self.connects {
+                        if c.peer == Some(peer_id) && c.own_dial_pending() {
+                            c.syncing = false;
+                        }
+                    }
+                    // A connect still dialling waits for its own dial: the
+                    // connection that closed may be one left over from
+                    // before the peer restarted.
                     self.fail_connects(
-                        |c| c.peer == Some(peer_id),
+                        |c| {
+                            c.dial == Some(connection_id)
+                                || (c.peer == Some(peer_id) && !c.own_dial_pending())
+                        },
                         "the peer closed the connection (if this machine was revoked, members refuse it)",
                     );
                 }
@@ -1250,6 +1295,22 @@ impl Node {
                 } => {
                     if let Some(peer) = self.sync_waiting.remove(&request_id) {
                         tracing::debug!(%peer, %error, "sync failed");
+                        let retries = self.sync_retries.entry(peer).or_default();
+                        if matches!(
+                            error,
+                            request_response::OutboundFailure::ConnectionClosed
+                                | request_response::OutboundFailure::Io(_)
+                        ) && *retries < MAX_SYNC_RETRIES
+                            && self.swarm.is_connected(&peer)
+                        {
+                            // Another connection to the peer is up: the
+                            // closed one was left over from before.
+                            *retries += 1;
+                            let added = self.syncing.remove(&peer).unwrap_or(0);
+                            self.start_sync(peer);
+                            self.syncing.insert(peer, added);
+                            return;
+                        }
                         self.sync_done(
                             peer,
                             Err(format!(
@@ -2443,15 +2504,14 @@ impl Node {
             addr: addr.clone(),
             peer,
             dial: None,
+            dial_up: false,
             reply,
             deadline: Instant::now() + CONNECT_TIMEOUT,
             syncing: false,
         };
-        if let Some(p) = peer.filter(|p| self.peers.is_connected(p)) {
-            // Already connected: sync over the connection there is.
-            self.connects.push(wait);
-            return self.connection_up(p, &addr, ConnectionId::new_unchecked(usize::MAX));
-        }
+        // Dialled even when a connection to the machine is up: that one may
+        // be left over from before the machine restarted, and the person
+        // asked for this address.
         let opts = match peer {
             // Always: the person asked for this address, even if a dial to
             // older addresses of the same machine is still pending.

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 /// The format this build writes. Bump it, and add a step to
 /// [`MIGRATIONS`], whenever the layout of any tree changes.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
@@ -135,6 +135,10 @@ pub struct OutboxRecord {
     /// Whether the recipient held it for approval.
     #[serde(default)]
     pub held: bool,
+    /// SHA-256 of the body, hex, for the audit log (empty in records
+    /// written before it was kept).
+    #[serde(default)]
+    pub body_sha256: String,
 }
 
 /// A message in the inbox.
@@ -238,7 +242,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// still on their way are kept apart from delivered and failed ones, so
     /// loading what is left to deliver reads only that.
     fn put_outbox(&self, records: &[OutboxRecord]) -> Result<(), StoreError>;
-    /// The records still to deliver (queued or sent).
+    /// The records still to deliver (queued or sent), without their
+    /// envelopes: up to 100,000 of 64 KiB would not fit in memory at once.
     fn outbox(&self) -> Result<Vec<OutboxRecord>, StoreError>;
     /// The sealed envelope of a record still to deliver. The courier keeps
     /// only what it needs to schedule in memory and reads envelopes from
@@ -300,8 +305,10 @@ type Migration = fn(&sled::Db) -> Result<(), StoreError>;
 /// its version: the same trees as format 1, without `meta`. Migrating it
 /// only records the version. Format 1 kept records as JSON; format 2 keeps
 /// them as CBOR (about a third of the size for envelopes, whose bytes JSON
-/// spells out as numbers, and faster to write).
-const MIGRATIONS: [Migration; 2] = [|_db| Ok(()), json_to_cbor];
+/// spells out as numbers, and faster to write). Format 3 adds an index of
+/// dedup records by the end of their window, so forgetting them reads only
+/// the expired ones.
+const MIGRATIONS: [Migration; 3] = [|_db| Ok(()), json_to_cbor, index_seen];
 
 /// The trees whose values are serde records.
 const RECORD_TREES: [&str; 6] = [
@@ -330,6 +337,17 @@ fn json_to_cbor(db: &sled::Db) -> Result<(), StoreError> {
     Ok(())
 }
 
+fn index_seen(db: &sled::Db) -> Result<(), StoreError> {
+    let seen = db.open_tree("seen")?;
+    let by_until = db.open_tree(SEEN_BY_UNTIL)?;
+    for kv in seen.iter() {
+        let (k, v) = kv?;
+        by_until.insert([v.as_ref(), k.as_ref()].concat(), &[])?;
+    }
+    Ok(())
+}
+
+const SEEN_BY_UNTIL: &str = "seen_by_until";
 const META: &str = "meta";
 const FORMAT_KEY: &[u8] = b"format_version";
 const TEAM_KEY: &[u8] = b"team";
@@ -354,7 +372,10 @@ pub struct SledStore {
     held: sled::Tree,
     /// Index of read messages: read_at ‖ seq -> ().
     read: sled::Tree,
+    /// Dedup records: sender ‖ id -> end of the window (Unix ms, BE).
     seen: sled::Tree,
+    /// The same, by the end of their window: until ‖ sender ‖ id -> ().
+    seen_by_until: sled::Tree,
     consent: sled::Tree,
 }
 
@@ -414,6 +435,7 @@ impl SledStore {
             held: db.open_tree("inbox_held")?,
             read: db.open_tree("inbox_read")?,
             seen: db.open_tree("seen")?,
+            seen_by_until: db.open_tree(SEEN_BY_UNTIL)?,
             consent: db.open_tree("consent")?,
             meta,
             db,
@@ -649,7 +671,16 @@ impl Store for SledStore {
     }
 
     fn outbox(&self) -> Result<Vec<OutboxRecord>, StoreError> {
-        self.outbox.iter().map(|kv| from_record(&kv?.1)).collect()
+        self.outbox
+            .iter()
+            .map(|kv| {
+                let r: OutboxRecord = from_record(&kv?.1)?;
+                Ok(OutboxRecord {
+                    envelope: vec![],
+                    ..r
+                })
+            })
+            .collect()
     }
 
     fn outbox_envelope(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
@@ -691,10 +722,11 @@ impl Store for SledStore {
             &self.inbox,
             &self.inbox_ids,
             &self.seen,
+            &self.seen_by_until,
             &self.meta,
             &self.held,
         )
-            .transaction(|(inbox, ids, seen_tree, meta, held)| {
+            .transaction(|(inbox, ids, seen_tree, by_until, meta, held)| {
                 for r in records {
                     inbox.insert(&r.seq.to_be_bytes(), to_record(r))?;
                     ids.insert(r.id.as_bytes(), &r.seq.to_be_bytes())?;
@@ -704,6 +736,7 @@ impl Store for SledStore {
                 }
                 for (key, until) in seen {
                     seen_tree.insert(key.as_slice(), &until.to_be_bytes())?;
+                    by_until.insert([&until.to_be_bytes()[..], key].concat(), &[])?;
                 }
                 if let Some(last) = last {
                     meta.insert(INBOX_SEQ_KEY, &last.to_be_bytes())?;
@@ -849,14 +882,16 @@ impl Store for SledStore {
     }
 
     fn prune_seen(&self, now: Timestamp) -> Result<usize, StoreError> {
+        // Only the records whose window is over are read.
         let mut gone = 0;
-        for kv in self.seen.iter() {
-            let (k, v) = kv?;
-            let until = <[u8; 8]>::try_from(v.as_ref()).map_or(0, u64::from_be_bytes);
-            if until < now.as_unix_millis() {
-                self.seen.remove(k)?;
-                gone += 1;
-            }
+        for kv in self
+            .seen_by_until
+            .range(..now.as_unix_millis().to_be_bytes())
+        {
+            let (k, _) = kv?;
+            self.seen.remove(&k[8..])?;
+            self.seen_by_until.remove(k)?;
+            gone += 1;
         }
         Ok(gone)
     }
@@ -1017,6 +1052,45 @@ mod tests {
         let s = reopen(dir.path()).unwrap();
         assert_eq!(s.format_version().unwrap(), FORMAT_VERSION);
         assert_eq!(s.peers().unwrap(), vec![peer]);
+    }
+
+    #[test]
+    fn migrates_dedup_records_to_an_index_by_window() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // A format-2 store with two dedup records.
+            let db = sled::open(dir.path()).unwrap();
+            db.open_tree(META)
+                .unwrap()
+                .insert(FORMAT_KEY, &2u32.to_be_bytes())
+                .unwrap();
+            let seen = db.open_tree("seen").unwrap();
+            seen.insert(b"old-key", &100u64.to_be_bytes()).unwrap();
+            seen.insert(b"new-key", &900u64.to_be_bytes()).unwrap();
+            db.flush().unwrap();
+        }
+        let s = reopen(dir.path()).unwrap();
+        assert_eq!(s.format_version().unwrap(), FORMAT_VERSION);
+        assert_eq!(s.prune_seen(Timestamp::from_unix_millis(500)).unwrap(), 1);
+        assert!(!s.seen(b"old-key").unwrap());
+        assert!(s.seen(b"new-key").unwrap());
+    }
+
+    #[test]
+    fn dedup_records_are_forgotten_when_their_window_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = reopen(dir.path()).unwrap();
+        let seen = [
+            (b"a".to_vec(), 100),
+            (b"b".to_vec(), 200),
+            (b"c".to_vec(), 300),
+        ];
+        s.put_inbox(&[], &seen).unwrap();
+        assert_eq!(s.prune_seen(Timestamp::from_unix_millis(50)).unwrap(), 0);
+        assert_eq!(s.prune_seen(Timestamp::from_unix_millis(250)).unwrap(), 2);
+        assert!(!s.seen(b"a").unwrap() && !s.seen(b"b").unwrap());
+        assert!(s.seen(b"c").unwrap());
+        assert_eq!(s.prune_seen(Timestamp::from_unix_millis(250)).unwrap(), 0);
     }
 
     #[test]

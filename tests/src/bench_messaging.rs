@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agentmesh_node::api::{Event, WhoKind};
+use agentmesh_node::api::{Event, InboxPage, Op, WhoKind};
 use agentmesh_node::swarm::{BehaviourEvent, MailOutcome, MailReply, MailRequest};
 use agentmesh_protocol::{Body, Header, Identity, Kind, MessageId, TeamId, Timestamp, Who};
 use futures::StreamExt;
@@ -74,7 +74,35 @@ impl Observer {
                     Some(Event::Message { message }) => {
                         sink.lock()
                             .expect("not poisoned")
-                            .insert(message.id, Instant::now());
+                            .entry(message.id)
+                            .or_insert_with(Instant::now);
+                    }
+                    // Missed events are read from the inbox, as a client
+                    // should; they count as arriving now (later than they
+                    // did, which only makes the figures worse).
+                    Some(Event::Lagged { after_seq, .. }) => {
+                        let mut after = after_seq;
+                        loop {
+                            let Ok(page) = c.call(Op::Inbox {
+                                mailbox: None,
+                                unread: false,
+                                after_seq: Some(after),
+                                limit: None,
+                            }) else {
+                                return;
+                            };
+                            let page: InboxPage =
+                                serde_json::from_value(page).expect("an inbox page");
+                            let now = Instant::now();
+                            let mut seen = sink.lock().expect("not poisoned");
+                            for m in page.messages {
+                                seen.entry(m.id).or_insert(now);
+                            }
+                            match page.next_after_seq {
+                                Some(n) => after = n,
+                                None => break,
+                            }
+                        }
                     }
                     Some(_) => {}
                     None => return,

@@ -323,3 +323,42 @@ fn read_mail_and_undeliverable_mail_expire() {
     });
     assert!(m["reason"].as_str().unwrap().contains("expired"), "{m}");
 }
+
+#[test]
+fn a_pause_past_the_held_cap_makes_the_sender_wait_instead_of_failing() {
+    let (a, b) = two_people();
+    a.ok(&["trust", "bravo"]);
+    a.ok(&["pause"]);
+    let mut sender = ApiClient::attach(&b, who(WhoKind::Agent, "chatty"), None);
+    let ids: Vec<String> = (0..101)
+        .map(|i| sender.send("@alpha", &format!("#{i}")).unwrap())
+        .collect();
+    let held: Vec<String> = wait_for("100 messages to be held by the pause", || {
+        let held = a.json(&["held"]);
+        let held = held.as_array().unwrap();
+        (held.len() == 100).then(|| {
+            held.iter()
+                .map(|m| m["id"].as_str().unwrap().to_owned())
+                .collect()
+        })
+    });
+    let waiting: Vec<&String> = ids.iter().filter(|id| !held.contains(id)).collect();
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    // The one past the cap stays with its sender, told the recipient is
+    // busy: a pause holds, it does not refuse.
+    let m = wait_for("the sender to hear the recipient is busy", || {
+        let m = outbox_status(&b, waiting[0]);
+        m["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("busy"))
+            .then_some(m)
+    });
+    assert_ne!(m["status"], "failed", "{m}");
+    a.ok(&["resume"]);
+    wait_for("all 101 to reach the inbox after the pause", || {
+        let inbox = a.inbox_all();
+        ids.iter()
+            .all(|id| inbox.iter().any(|m| m["id"] == id.as_str()))
+            .then_some(())
+    });
+}

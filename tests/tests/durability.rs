@@ -105,4 +105,23 @@ fn kill_9_the_sender_during_a_burst() {
     );
     a.start();
     all_exactly_once(&b, &ids);
+    // And the sender knows it: every answered send ends delivered in its
+    // outbox (those whose answer the kill lost are re-sent, and the
+    // receiver acknowledges the duplicates).
+    wait_for(
+        "the sender's outbox to show every message delivered",
+        || {
+            let out = a.json(&["outbox"]);
+            let delivered: std::collections::HashSet<&str> = out
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|m| m["status"] == "delivered")
+                .filter_map(|m| m["id"].as_str())
+                .collect();
+            ids.iter()
+                .all(|id| delivered.contains(id.as_str()))
+                .then_some(())
+        },
+    );
 }

@@ -2,7 +2,8 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
-use agentmesh_tests::{Node, join, wait_for};
+use agentmesh_node::api::WhoKind;
+use agentmesh_tests::{ApiClient, Node, join, wait_for, who};
 use serde_json::Value;
 
 /// Two machines of one person (so nothing is held), in one team.
@@ -126,6 +127,27 @@ fn clear_errors_for_bad_recipients_and_bodies() {
         e.contains("over the limit") && e.contains("send less"),
         "{e}"
     );
+    // Text that JSON escapes to more than an API frame (1 MiB) gets the
+    // same answer, not a complaint about frames.
+    let mut child = a
+        .command(&["send", "@bravo", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        // The client stops reading one byte past the limit.
+        let _ = stdin.write_all("\u{1}".repeat(300_000).as_bytes());
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("over the limit") && e.contains("send less"),
+        "{e}"
+    );
     let e = a.fails(&["read", "00000000000000000000000000000000"]);
     assert!(e.contains("no received message"), "{e}");
 }
@@ -159,4 +181,25 @@ fn text_from_stdin_and_a_revoked_recipient() {
     a.ok(&["revoke", "bravo"]);
     let e = a.fails(&["send", "@bravo", "still there?"]);
     assert!(e.contains("bravo was revoked from the team"), "{e}");
+}
+
+#[test]
+fn an_inbox_of_bodies_that_grow_when_escaped_still_lists() {
+    let (a, b) = pair();
+    // Control characters are six bytes each in JSON: four such messages
+    // are 240 KB as text and 1.4 MB as one page of JSON, over the 1 MiB
+    // frame a page must fit.
+    let text: String = "\u{1}".repeat(60_000);
+    let mut sender = ApiClient::attach(&a, who(WhoKind::Agent, "escaper"), None);
+    let ids: Vec<String> = (0..4)
+        .map(|_| sender.send("@bravo", &text).unwrap())
+        .collect();
+    let inbox = wait_for("the four messages to arrive", || {
+        let inbox = b.inbox_all();
+        (inbox.len() == 4).then_some(inbox)
+    });
+    for id in &ids {
+        let m = inbox.iter().find(|m| m["id"] == id.as_str()).unwrap();
+        assert_eq!(m["text"].as_str().unwrap(), text);
+    }
 }

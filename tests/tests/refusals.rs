@@ -1,9 +1,12 @@
 //! What a receiver refuses, and that the sender hears why: a tampered
-//! envelope, and a revoked sender's queued mail.
+//! envelope, a bad signature, a replay inside and after its window, and a
+//! revoked sender's queued mail.
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
-use agentmesh_node::store::{SledStore, Store};
+use std::time::Duration;
+
+use agentmesh_node::store::{OutboxRecord, SledStore, Store};
 use agentmesh_tests::{Node, join, wait_for};
 
 fn outbox_entry(n: &Node, id: &str) -> serde_json::Value {
@@ -14,6 +17,141 @@ fn outbox_entry(n: &Node, id: &str) -> serde_json::Value {
         .find(|m| m["id"] == id)
         .cloned()
         .unwrap_or_default()
+}
+
+/// How many audit entries of `event` node `n` has for message `id`.
+fn audited(n: &Node, event: &str, id: &str) -> usize {
+    n.json(&["audit"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == event && e["id"] == id)
+        .count()
+}
+
+/// Whether `n`'s outbox lists message `id` with `status`.
+fn outbox_has(n: &Node, id: &str, status: &str) -> Option<serde_json::Value> {
+    n.json(&["outbox"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == id && m["status"] == status)
+        .cloned()
+}
+
+/// Alpha's queued record for `id`, envelope and all, read from its disk
+/// (alpha is stopped).
+fn queued_record(a: &Node, id: &str) -> OutboxRecord {
+    let store = SledStore::open(&a.home().join("data"), 1 << 20).unwrap();
+    let mut r = store
+        .outbox()
+        .unwrap()
+        .into_iter()
+        .find(|r| r.id == id)
+        .unwrap();
+    r.envelope = store.outbox_envelope(id).unwrap().unwrap();
+    r
+}
+
+/// Puts `record` back in stopped alpha's queue, as if alpha had never
+/// heard the answer, then starts alpha and has bravo reach it.
+fn requeue_and_restart(a: &mut Node, b: &Node, record: &OutboxRecord) {
+    {
+        let store = SledStore::open(&a.home().join("data"), 1 << 20).unwrap();
+        store.put_outbox(std::slice::from_ref(record)).unwrap();
+        store.flush().unwrap();
+    }
+    a.start();
+    b.ok(&["connect", &a.addr()]);
+}
+
+#[test]
+fn a_replay_is_acknowledged_inside_its_window_and_refused_as_expired_after_it() {
+    let mut a = Node::new("alpha");
+    let mut b = Node::new("bravo");
+    a.start();
+    b.start();
+    a.ok(&["team", "create", "core", "--owner", "Ada"]);
+    join(&a, &b, "Ada");
+    b.stop();
+    let id = a.json(&["send", "@bravo", "exactly once"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    a.stop();
+    let record = queued_record(&a, &id);
+    a.start();
+    b.start();
+    b.ok(&["connect", &a.addr()]);
+    wait_for("the message to be delivered", || {
+        outbox_has(&a, &id, "delivered")
+    });
+    let in_inbox = |b: &Node| {
+        b.inbox_all()
+            .iter()
+            .filter(|m| m["id"] == id.as_str())
+            .count()
+    };
+    assert_eq!(in_inbox(&b), 1);
+    // Inside the window the same envelope again is acknowledged, and
+    // dropped: alpha sees it delivered a second time, bravo has it once.
+    a.stop();
+    requeue_and_restart(&mut a, &b, &record);
+    wait_for("the replay to be acknowledged", || {
+        (audited(&a, "delivered", &id) == 2).then_some(())
+    });
+    assert_eq!(in_inbox(&b), 1);
+    // Past its expiry and the allowed skew, bravo has forgotten the dedup
+    // record (the message itself is still unread in the inbox): the same
+    // envelope is refused as expired, and still lands only once.
+    b.advance_clock(Duration::from_secs(7 * 24 * 3600 + 3600));
+    a.stop();
+    requeue_and_restart(&mut a, &b, &record);
+    let m = wait_for("the late replay to be refused", || {
+        outbox_has(&a, &id, "failed")
+    });
+    assert!(m["reason"].as_str().unwrap().contains("Expired"), "{m}");
+    assert_eq!(in_inbox(&b), 1);
+    assert!(
+        b.json(&["audit"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "refused"
+                && e["id"] == id.as_str()
+                && e["detail"].as_str().unwrap().starts_with("Expired")),
+        "bravo's audit records the refusal"
+    );
+}
+
+#[test]
+fn a_bad_signature_is_refused_and_the_sender_is_told() {
+    let mut a = Node::new("alpha");
+    let mut b = Node::new("bravo");
+    a.start();
+    b.start();
+    a.ok(&["team", "create", "core", "--owner", "Ada"]);
+    join(&a, &b, "Ada");
+    b.stop();
+    let id = a.json(&["send", "@bravo", "signed by me"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    a.stop();
+    // The signature is the envelope's last 64 bytes.
+    let mut record = queued_record(&a, &id);
+    let n = record.envelope.len();
+    record.envelope[n - 1] ^= 0x01;
+    b.start();
+    requeue_and_restart(&mut a, &b, &record);
+    let m = wait_for("alpha to hear that bravo refused the envelope", || {
+        outbox_has(&a, &id, "failed")
+    });
+    assert!(
+        m["reason"].as_str().unwrap().contains("BadSignature"),
+        "{m}"
+    );
+    assert!(b.inbox_all().is_empty());
 }
 
 #[test]
@@ -33,11 +171,16 @@ fn a_tampered_envelope_is_refused_and_the_sender_is_told() {
     // Corrupt the queued envelope's ciphertext on alpha's disk.
     {
         let store = SledStore::open(&a.home().join("data"), 1 << 20).unwrap();
-        let mut records = store.outbox().unwrap();
-        let r = records.iter_mut().find(|r| r.id == id).unwrap();
+        let mut r = store
+            .outbox()
+            .unwrap()
+            .into_iter()
+            .find(|r| r.id == id)
+            .unwrap();
+        r.envelope = store.outbox_envelope(&id).unwrap().unwrap();
         let n = r.envelope.len();
         r.envelope[n - 100] ^= 0x01;
-        store.put_outbox(&records).unwrap();
+        store.put_outbox(&[r]).unwrap();
         store.flush().unwrap();
     }
     // Both come back on new ports (port 0); bravo finds alpha by hand.

@@ -612,6 +612,11 @@ pub struct OutboxView {
     pub attempts: u32,
     /// When it was sent, RFC 3339.
     pub created_at: String,
+    /// For mail still on its way that waits out a backoff: milliseconds
+    /// until the next attempt (a connection to the recipient coming up
+    /// tries at once). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_in_ms: Option<u64>,
 }
 
 /// `audit`.

@@ -551,6 +551,7 @@ fn outbox_view(r: &OutboxRecord) -> api::OutboxView {
         held: r.held,
         attempts: r.attempts,
         created_at: rfc3339(r.created_at),
+        retry_in_ms: None,
     }
 }
 
@@ -1692,7 +1693,24 @@ impl Mail {
                 .map_err(|e| ApiError::new("store", e.to_string()))?,
         );
         all.sort_by_key(|r| r.created_at);
-        let all: Vec<_> = all.iter().map(outbox_view).collect();
+        let now_i = Instant::now();
+        let all: Vec<_> = all
+            .iter()
+            .map(|r| {
+                let mut v = outbox_view(r);
+                if matches!(r.status, OutboxStatus::Queued | OutboxStatus::Sent) {
+                    v.retry_in_ms = r
+                        .to_peer
+                        .parse::<PeerId>()
+                        .ok()
+                        .and_then(|p| self.queues.get(&p))
+                        .filter(|q| !q.sending.contains(&r.id))
+                        .and_then(|q| q.next_try)
+                        .map(|t| t.saturating_duration_since(now_i).as_millis() as u64);
+                }
+                v
+            })
+            .collect();
         ok(within_page(all, json_size))
     }
 

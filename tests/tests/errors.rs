@@ -55,6 +55,7 @@ fn every_command_without_a_daemon_says_how_to_start_it() {
         vec!["pause"],
         vec!["resume"],
         vec!["audit"],
+        vec!["mailboxes"],
     ];
     for args in commands {
         let e = n.fails(&args);

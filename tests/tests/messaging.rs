@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
 use agentmesh_node::api::WhoKind;
-use agentmesh_tests::{ApiClient, Node, join, wait_for, who};
+use agentmesh_tests::{ApiClient, Node, join, wait_for, wait_for_within, who};
 use serde_json::Value;
 
 /// Two machines of one person (so nothing is held), in one team.
@@ -78,6 +78,30 @@ fn an_ask_and_its_reply_are_threaded() {
         !audit.to_string().contains("late rows"),
         "the audit log holds a body"
     );
+    // The sender's trail: accepted, sent, delivered, each with the same
+    // body hash as the receiver's.
+    let trail = a.json(&["audit"]);
+    for event in ["accepted", "sent", "delivered"] {
+        let e = trail
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["event"] == event && e["id"] == id.as_str())
+            .unwrap_or_else(|| panic!("no {event} entry in {trail}"));
+        assert_eq!(e["body_sha256"], received["body_sha256"], "{event}");
+    }
+    // --since counts back from now: two hours later, the last hour is
+    // empty of these, the last three hours are not.
+    a.advance_clock(std::time::Duration::from_secs(2 * 3600));
+    let has = |since: &str| {
+        a.json(&["audit", "--since", since])
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["id"] == id.as_str())
+    };
+    assert!(!has("1h"));
+    assert!(has("3h"));
 }
 
 #[test]
@@ -94,6 +118,14 @@ fn a_message_waits_for_a_receiver_that_is_down_and_arrives_once() {
             .map(|s| s == "queued" || s == "sent"),
         Some(true)
     );
+    // An attempt was made and failed: the outbox says sent, and why the
+    // last attempt failed.
+    let m = wait_for("alpha to try and fail", || {
+        let m = a.json(&["outbox"])[0].clone();
+        m["reason"].is_string().then_some(m)
+    });
+    assert_eq!(m["status"], "sent", "{m}");
+    assert!(m["attempts"].as_u64().unwrap() >= 1, "{m}");
     b.start();
     wait_for("bravo to receive the message after coming back", || {
         inbox(&b).into_iter().find(|m| m["id"] == id.as_str())
@@ -202,4 +234,33 @@ fn an_inbox_of_bodies_that_grow_when_escaped_still_lists() {
         let m = inbox.iter().find(|m| m["id"] == id.as_str()).unwrap();
         assert_eq!(m["text"].as_str().unwrap(), text);
     }
+}
+
+#[test]
+fn a_returning_receiver_gets_its_mail_without_waiting_out_the_backoff() {
+    let (a, mut b) = pair();
+    b.stop();
+    let id = a.json(&["send", "@bravo", "whenever you are back"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Five failed attempts (after 1, 2, 4 and 8 s of backoff): the next one
+    // is 16 s away.
+    wait_for_within(
+        "five failed attempts",
+        std::time::Duration::from_secs(60),
+        || {
+            let m = a.json(&["outbox"])[0].clone();
+            (m["attempts"].as_u64() >= Some(5) && m["retry_in_ms"].as_u64() >= Some(12_000))
+                .then_some(())
+        },
+    );
+    b.start();
+    // The connection coming up sends it at once; a courier that waited out
+    // its backoff would take 12 s or more.
+    wait_for_within(
+        "the message to arrive as soon as bravo is back",
+        std::time::Duration::from_secs(6),
+        || inbox(&b).into_iter().find(|m| m["id"] == id.as_str()),
+    );
 }

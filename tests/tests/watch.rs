@@ -26,8 +26,12 @@ struct Watcher {
 
 impl Watcher {
     fn start(n: &Node) -> Watcher {
+        Watcher::start_with(n, &["watch"])
+    }
+
+    fn start_with(n: &Node, args: &[&str]) -> Watcher {
         let mut child = n
-            .command(&["watch"])
+            .command(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
@@ -129,4 +133,78 @@ fn a_stopped_watcher_does_not_delay_another_and_catches_up() {
         LONG,
         || stopped.ids().is_superset(&ids).then_some(()),
     );
+}
+
+#[test]
+fn watch_on_a_mailbox_shows_only_its_mail_with_its_senders_who() {
+    let mut a = Node::new("alpha");
+    let mut b = Node::new("bravo");
+    a.start();
+    b.start();
+    a.ok(&["team", "create", "core", "--owner", "Ada"]);
+    join(&a, &b, "Ada");
+    let project = b.home().join("planner-project");
+    std::fs::create_dir_all(&project).unwrap();
+    b.ok(&["allow", project.to_str().unwrap(), "--mailbox", "planner"]);
+    let planner = Watcher::start_with(&b, &["watch", "--mailbox", "planner"]);
+    // First a message to bravo's own mailbox, landed before the next one.
+    let other = a.json(&["send", "@bravo", "for the owner"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_for("the owner's message to land", || {
+        b.inbox_all()
+            .iter()
+            .any(|m| m["id"] == other.as_str())
+            .then_some(())
+    });
+    // Then one to the planner, from an agent session with a task, sent
+    // from alpha's reviewer mailbox.
+    let mut agent = ApiClient::attach(
+        &a,
+        agentmesh_node::api::Who {
+            kind: WhoKind::Agent,
+            name: "codex".into(),
+            session_id: Some("sess-42".into()),
+            task: Some("review the merge job".into()),
+        },
+        None,
+    );
+    let id = agent
+        .call(agentmesh_node::api::Op::Send {
+            to: "planner@bravo".into(),
+            text: "for the planner".into(),
+            ask: true,
+            reply_to: None,
+            from_mailbox: Some("reviewer".into()),
+        })
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_for("the planner's watcher to show its message", || {
+        planner.ids().contains(&id).then_some(())
+    });
+    // Events come in order: the owner's message would have shown first.
+    assert!(!planner.ids().contains(&other), "{:?}", planner.ids());
+    let m = b
+        .inbox_all()
+        .into_iter()
+        .find(|m| m["id"] == id.as_str())
+        .unwrap();
+    assert_eq!(m["from"], "reviewer@alpha");
+    assert_eq!(m["who"]["kind"], "agent");
+    assert_eq!(m["who"]["name"], "codex");
+    assert_eq!(m["who"]["session_id"], "sess-42");
+    assert_eq!(m["who"]["task"], "review the merge job");
+    // The CLI's --from says the same.
+    let cli = a.json(&["send", "planner@bravo", "by hand", "--from", "reviewer"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let m = wait_for("the --from message", || {
+        b.inbox_all().into_iter().find(|m| m["id"] == cli.as_str())
+    });
+    assert_eq!(m["from"], "reviewer@alpha");
+    assert_eq!(m["mailbox"], "planner");
 }

@@ -234,11 +234,19 @@ pub fn mailboxes(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 /// `agentmesh approve ID` / `agentmesh reject ID`.
-pub fn decide(home: &Home, id: &str, approve: bool) -> anyhow::Result<ExitCode> {
+pub fn decide(
+    home: &Home,
+    id: &str,
+    approve: bool,
+    reason: Option<String>,
+) -> anyhow::Result<ExitCode> {
     let op = if approve {
         Op::Approve { id: id.into() }
     } else {
-        Op::Reject { id: id.into() }
+        Op::Reject {
+            id: id.into(),
+            reason,
+        }
     };
     simple::<serde_json::Value>(home, op, false, |v| {
         println!(
@@ -392,10 +400,13 @@ pub fn watch(home: &Home, mailbox: Option<String>) -> anyhow::Result<ExitCode> {
                         let mut words = l.split_whitespace();
                         let op = match (words.next(), words.next()) {
                             (Some("approve"), Some(id)) => Some(Op::Approve { id: id.into() }),
-                            (Some("reject"), Some(id)) => Some(Op::Reject { id: id.into() }),
+                            (Some("reject"), Some(id)) => Some(Op::Reject {
+                                id: id.into(),
+                                reason: Some(words.collect::<Vec<_>>().join(" ")),
+                            }),
                             (None, _) => None,
                             _ => {
-                                println!("type `approve ID` or `reject ID`");
+                                println!("type `approve ID` or `reject ID [REASON]`");
                                 None
                             }
                         };

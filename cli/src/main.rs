@@ -204,6 +204,9 @@ enum Command {
     Reject {
         /// The message id.
         id: String,
+        /// Why, for the audit log.
+        #[arg(long)]
+        reason: Option<String>,
     },
     /// Stop holding a machine's mail.
     Trust {
@@ -329,8 +332,8 @@ fn main() -> ExitCode {
         }
         Command::Held { json } => mail::held(&home, json),
         Command::Mailboxes { json } => mail::mailboxes(&home, json),
-        Command::Approve { id } => mail::decide(&home, &id, true),
-        Command::Reject { id } => mail::decide(&home, &id, false),
+        Command::Approve { id } => mail::decide(&home, &id, true, None),
+        Command::Reject { id, reason } => mail::decide(&home, &id, false, reason),
         Command::Trust { machine } => mail::trust(&home, &machine),
         Command::Pause { json } => mail::pause(&home, true, json),
         Command::Resume { json } => mail::pause(&home, false, json),

@@ -210,6 +210,9 @@ pub enum Op {
     Reject {
         /// The message id.
         id: String,
+        /// Why, for the audit log.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// Stop holding a machine's mail.
     Trust {

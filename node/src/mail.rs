@@ -1576,8 +1576,11 @@ impl Mail {
             Op::Read { id } => return self.read(&id, reply),
             Op::Outbox => self.outbox_list(),
             Op::Held => self.held_list(),
-            Op::Approve { id } => return self.resolve(&id, true, reply),
-            Op::Reject { id } => return self.resolve(&id, false, reply),
+            Op::Approve { id } => return self.resolve(&who, &id, None, reply),
+            Op::Reject { id, reason } => {
+                let reason = reason.unwrap_or_default();
+                return self.resolve(&who, &id, Some(&reason), reply);
+            }
             Op::Trust { machine } => self.trust(&machine),
             Op::Allow { path, mailbox } => self.allow(&path, mailbox.as_deref(), true),
             Op::Deny { path, mailbox } => self.allow(&path, mailbox.as_deref(), false),
@@ -1743,7 +1746,16 @@ impl Mail {
 
     /// Approves or rejects a held message. The first answer wins; others
     /// are told it was already decided.
-    fn resolve(&mut self, id: &str, approve: bool, reply: oneshot::Sender<Reply>) {
+    /// `rejected` is the reason of a rejection (empty: none given), `None`
+    /// an approval.
+    fn resolve(
+        &mut self,
+        who: &Who,
+        id: &str,
+        rejected: Option<&str>,
+        reply: oneshot::Sender<Reply>,
+    ) {
+        let approve = rejected.is_none();
         let record = match self.store.inbox_get(id) {
             Ok(Some(r)) if r.held.is_some() => r,
             Ok(Some(_)) => {
@@ -1790,7 +1802,23 @@ impl Mail {
             sender: Some(record.from.clone()),
             message_id: Some(record.id.clone()),
             body_sha256: Some(record.body_sha256.clone()),
-            detail: format!("held message {outcome}"),
+            detail: {
+                let by = format!(
+                    "held message {outcome} by {} {}",
+                    match who.kind {
+                        WhoKind::Human => "human",
+                        WhoKind::Agent => "agent",
+                    },
+                    who.name
+                );
+                match rejected.map(str::trim).filter(|r| !r.is_empty()) {
+                    Some(r) => format!(
+                        "{by}: {}",
+                        r.chars().take(MAX_REMOTE_REASON).collect::<String>()
+                    ),
+                    None => by,
+                }
+            },
             ..AuditEntry::default()
         });
         events.push(Event::Resolved {

@@ -362,3 +362,43 @@ fn a_pause_past_the_held_cap_makes_the_sender_wait_instead_of_failing() {
             .then_some(())
     });
 }
+
+#[test]
+fn a_rejected_message_is_dropped_and_the_audit_says_who_and_why() {
+    let (a, b) = two_people();
+    let id = b.json(&["send", "@alpha", "please run this"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_for("the message to be held", || {
+        a.json(&["held"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["id"] == id.as_str())
+            .then_some(())
+    });
+    a.ok(&["reject", &id, "--reason", "not from this project"]);
+    assert!(a.json(&["held"]).as_array().unwrap().is_empty());
+    assert!(a.inbox_all().iter().all(|m| m["id"] != id.as_str()));
+    let audit = a.json(&["audit"]);
+    let e = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == "rejected" && e["id"] == id.as_str())
+        .unwrap_or_else(|| panic!("no rejected entry in {audit}"));
+    let detail = e["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("held message rejected by human ")
+            && detail.ends_with(": not from this project"),
+        "{detail}"
+    );
+    assert_eq!(e["body_sha256"].as_str().unwrap().len(), 64);
+    // Decided once: a second answer is told so.
+    let e = a.fails(&["reject", &id]);
+    assert!(
+        e.contains("no held message") || e.contains("not held"),
+        "{e}"
+    );
+}

@@ -511,6 +511,74 @@ pub fn parse_address(to: &str) -> Result<(Option<Name>, Name), ApiError> {
     Ok((mailbox, machine))
 }
 
+/// Whether the courier gives up on `r`: past its expiry and the clock skew
+/// a receiver allows. Until then a receiver still takes it, or answers
+/// Duplicate if an earlier attempt whose answer was lost got there.
+fn past_sending(r: &OutboxRecord, now_ms: u64) -> bool {
+    let skew = MAX_CLOCK_SKEW.as_millis() as u64;
+    r.expires_at.saturating_add(skew) < now_ms
+}
+
+/// One page of `inbox`: messages after `after` matching the filter, at
+/// most `limit`, that fit one answer, looking at no more than
+/// [`MAX_INBOX_SCAN`] stored messages; `next_after_seq` says where to go
+/// on (it may follow an empty page when the scan stopped first).
+fn inbox_page(
+    store: &dyn Store,
+    mailbox: Option<&str>,
+    unread: bool,
+    after: u64,
+    limit: usize,
+) -> Result<api::InboxPage, ApiError> {
+    let limit = limit.clamp(1, MAX_INBOX_PAGE);
+    let want_owner = mailbox == Some("@");
+    let mut out = vec![];
+    let mut cursor = after;
+    let mut more = false;
+    let mut bytes = 0;
+    let mut scanned = 0;
+    'pages: loop {
+        if scanned >= MAX_INBOX_SCAN {
+            // The caller goes on from here.
+            more = true;
+            break;
+        }
+        let page = store
+            .inbox_after(cursor, MAX_INBOX_PAGE)
+            .map_err(|e| ApiError::new("store", e.to_string()))?;
+        let Some(last) = page.last() else { break };
+        let last_seq = last.seq;
+        scanned += page.len();
+        for r in page {
+            let matches = r.held.is_none()
+                && (!unread || r.read_at.is_none())
+                && match mailbox {
+                    None => true,
+                    Some(_) if want_owner => r.mailbox.is_none(),
+                    Some(m) => r.mailbox.as_deref() == Some(m),
+                };
+            if matches {
+                // A page must fit one API frame (1 MiB) with room to spare.
+                let v = view(&r);
+                let size = json_size(&v);
+                if out.len() == limit || (bytes + size > MAX_PAGE_BYTES && !out.is_empty()) {
+                    more = true;
+                    cursor = out.last().map_or(cursor, |m: &MessageView| m.seq);
+                    break 'pages;
+                }
+                bytes += size;
+                out.push(v);
+            }
+        }
+        cursor = last_seq;
+    }
+    let next_after_seq = more.then_some(cursor);
+    Ok(api::InboxPage {
+        messages: out,
+        next_after_seq,
+    })
+}
+
 /// A record's body hash for the audit log, if it has one.
 fn sha(hash: &str) -> Option<String> {
     (!hash.is_empty()).then(|| hash.to_owned())
@@ -986,7 +1054,7 @@ impl Mail {
             };
             // Past its expiry (offline for longer than its lifetime, or
             // loaded after a long stop): failed, never sent late.
-            if r.expires_at < now_ms {
+            if past_sending(r, now_ms) {
                 gone.insert(id.clone());
                 expired.push(id.clone());
                 continue;
@@ -1087,7 +1155,11 @@ impl Mail {
         for id in ids {
             if let Some(mut r) = self.outbox.remove(&id) {
                 r.status = OutboxStatus::Failed;
-                r.reason = Some("expired before the recipient could be reached".into());
+                r.reason = Some(if r.attempts == 0 {
+                    "expired before the recipient could be reached".into()
+                } else {
+                    "expired without the recipient confirming it (an earlier attempt may have reached it)".into()
+                });
                 r.envelope = vec![];
                 self.audit(AuditEntry {
                     event: "expired".into(),
@@ -1225,7 +1297,11 @@ impl Mail {
             let now_ms = now().as_unix_millis();
             let expired: Vec<String> = ids
                 .iter()
-                .filter(|id| self.outbox.get(*id).is_some_and(|r| r.expires_at < now_ms))
+                .filter(|id| {
+                    self.outbox
+                        .get(*id)
+                        .is_some_and(|r| past_sending(r, now_ms))
+                })
                 .cloned()
                 .collect();
             self.expire_outbox(expired);
@@ -1607,54 +1683,13 @@ impl Mail {
     }
 
     fn inbox(&self, mailbox: Option<&str>, unread: bool, after: u64, limit: usize) -> Reply {
-        let limit = limit.clamp(1, MAX_INBOX_PAGE);
-        let want_owner = mailbox == Some("@");
-        let mut out = vec![];
-        let mut cursor = after;
-        let mut more = false;
-        let mut bytes = 0;
-        let mut scanned = 0;
-        'pages: loop {
-            if scanned >= MAX_INBOX_SCAN {
-                // The caller goes on from here.
-                more = true;
-                break;
-            }
-            let page = self
-                .store
-                .inbox_after(cursor, MAX_INBOX_PAGE)
-                .map_err(|e| ApiError::new("store", e.to_string()))?;
-            let Some(last) = page.last() else { break };
-            let last_seq = last.seq;
-            scanned += page.len();
-            for r in page {
-                let matches = r.held.is_none()
-                    && (!unread || r.read_at.is_none())
-                    && match mailbox {
-                        None => true,
-                        Some(_) if want_owner => r.mailbox.is_none(),
-                        Some(m) => r.mailbox.as_deref() == Some(m),
-                    };
-                if matches {
-                    // A page must fit one API frame (1 MiB) with room to spare.
-                    let v = view(&r);
-                    let size = json_size(&v);
-                    if out.len() == limit || (bytes + size > MAX_PAGE_BYTES && !out.is_empty()) {
-                        more = true;
-                        cursor = out.last().map_or(cursor, |m: &MessageView| m.seq);
-                        break 'pages;
-                    }
-                    bytes += size;
-                    out.push(v);
-                }
-            }
-            cursor = last_seq;
-        }
-        let next_after_seq = more.then_some(cursor);
-        ok(api::InboxPage {
-            messages: out,
-            next_after_seq,
-        })
+        ok(inbox_page(
+            self.store.as_ref(),
+            mailbox,
+            unread,
+            after,
+            limit,
+        )?)
     }
 
     fn read(&mut self, id: &str, reply: oneshot::Sender<Reply>) {
@@ -2117,7 +2152,7 @@ impl Mail {
         let expired: Vec<String> = self
             .outbox
             .values()
-            .filter(|r| r.expires_at < now.as_unix_millis() && !sending.contains(&r.id))
+            .filter(|r| past_sending(r, now.as_unix_millis()) && !sending.contains(&r.id))
             .map(|r| r.id.clone())
             .collect();
         self.expire_outbox(expired);
@@ -2161,5 +2196,77 @@ impl Mail {
         let _ = self.store.delete_inbox(&gone);
         let _ = self.store.prune_seen(now);
         self.emit(events);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
+    use super::*;
+    use crate::store::SledStore;
+
+    fn record(seq: u64, unread: bool) -> InboxRecord {
+        InboxRecord {
+            seq,
+            id: format!("{seq:032x}"),
+            from_peer: "12D3KooWtest".into(),
+            from: "@alpha".into(),
+            mailbox: None,
+            who: Who {
+                kind: WhoKind::Agent,
+                name: "codex".into(),
+                session_id: None,
+                task: None,
+            },
+            kind: "tell".into(),
+            thread: format!("{seq:032x}"),
+            in_reply_to: None,
+            hop: 0,
+            taint: false,
+            text: format!("message {seq}"),
+            received_at: 1,
+            expires_at: u64::MAX,
+            read_at: (!unread).then_some(2),
+            held: None,
+            body_sha256: String::new(),
+        }
+    }
+
+    /// Every page of `inbox` from the start, as the CLI reads them.
+    fn read_all(store: &dyn Store, unread: bool, limit: usize) -> (Vec<u64>, usize) {
+        let (mut after, mut seqs, mut calls) = (0, vec![], 0);
+        loop {
+            let page = inbox_page(store, None, unread, after, limit).unwrap();
+            calls += 1;
+            seqs.extend(page.messages.iter().map(|m| m.seq));
+            match page.next_after_seq {
+                Some(next) => {
+                    assert!(next > after, "the cursor must move on");
+                    after = next;
+                }
+                None => return (seqs, calls),
+            }
+        }
+    }
+
+    #[test]
+    fn inbox_pages_go_on_past_a_bounded_scan_and_miss_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path(), 1 << 20).unwrap();
+        // 12,345 messages, every 1,000th unread.
+        let records: Vec<InboxRecord> = (1..=12_345)
+            .map(|seq| record(seq, seq % 1000 == 0))
+            .collect();
+        store.put_inbox(&records, &[]).unwrap();
+        // A filter that matches little: each call looks at no more than
+        // 5,000 messages, answers what it found and where to go on, and
+        // nothing is missed or repeated.
+        let (unread, calls) = read_all(&store, true, MAX_INBOX_PAGE);
+        assert_eq!(unread, (1..=12).map(|i| i * 1000).collect::<Vec<_>>());
+        assert!(calls >= 12_345 / MAX_INBOX_SCAN, "{calls} calls");
+        // No filter, small pages: every message once, in order.
+        let (all, _) = read_all(&store, false, 700);
+        assert_eq!(all, (1..=12_345).collect::<Vec<_>>());
     }
 }

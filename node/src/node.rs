@@ -1211,10 +1211,35 @@ impl Node {
             } => {
                 tracing::debug!(?peer_id, %error, "dial failed");
                 let why = error.to_string();
-                self.fail_connects(
-                    |c| c.dial == Some(connection_id) || (peer_id.is_some() && c.peer == peer_id),
-                    &why,
-                );
+                // A connect whose own dial failed, to a machine connected
+                // some other way (it dialled in, through a relay, or the
+                // per-peer connection cap was reached), syncs over that.
+                let fallback: Vec<PeerId> = self
+                    .connects
+                    .iter_mut()
+                    .filter(|c| c.dial == Some(connection_id))
+                    .filter_map(|c| {
+                        let p = c.peer?;
+                        self.swarm.is_connected(&p).then(|| {
+                            c.dial_up = true;
+                            p
+                        })
+                    })
+                    .collect();
+                for p in fallback {
+                    let addr = self
+                        .connects
+                        .iter()
+                        .find(|c| c.dial == Some(connection_id))
+                        .map(|c| c.addr.clone());
+                    if let Some(addr) = addr {
+                        self.connection_up(p, &addr, connection_id);
+                    }
+                }
+                // Only the connect whose dial this was fails: other dials to
+                // the machine (its old addresses, a courier's) failing leave
+                // a connect's own dial to go on.
+                self.fail_connects(|c| c.dial == Some(connection_id) && !c.dial_up, &why);
             }
             SwarmEvent::Behaviour(event) => self.handle_behaviour(event),
             _ => {}

@@ -2204,7 +2204,11 @@ mod tests {
     #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
     use super::*;
-    use crate::store::SledStore;
+    use std::collections::BTreeMap;
+
+    use agentmesh_protocol::team::BlockHash;
+
+    use crate::store::{PeerRecord, SledStore, StoreError};
 
     fn record(seq: u64, unread: bool) -> InboxRecord {
         InboxRecord {
@@ -2268,5 +2272,349 @@ mod tests {
         // No filter, small pages: every message once, in order.
         let (all, _) = read_all(&store, false, 700);
         assert_eq!(all, (1..=12_345).collect::<Vec<_>>());
+    }
+
+    /// A sled store whose dedup lookups and inbox writes can be made to fail.
+    #[derive(Debug)]
+    struct Flaky {
+        inner: SledStore,
+        fail_seen: std::sync::atomic::AtomicBool,
+        fail_put_inbox: std::sync::atomic::AtomicBool,
+    }
+
+    fn injected() -> StoreError {
+        StoreError::Corrupt("injected failure".into())
+    }
+
+    impl Store for Flaky {
+        fn seen(&self, key: &[u8]) -> Result<bool, StoreError> {
+            if self.fail_seen.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(injected());
+            }
+            self.inner.seen(key)
+        }
+
+        fn put_inbox(
+            &self,
+            records: &[InboxRecord],
+            seen: &[(Vec<u8>, u64)],
+        ) -> Result<(), StoreError> {
+            if self
+                .fail_put_inbox
+                .load(std::sync::atomic::Ordering::SeqCst)
+            {
+                return Err(injected());
+            }
+            self.inner.put_inbox(records, seen)
+        }
+
+        fn team(&self) -> Result<Option<TeamId>, StoreError> {
+            self.inner.team()
+        }
+
+        fn set_team(&self, team: Option<TeamId>) -> Result<(), StoreError> {
+            self.inner.set_team(team)
+        }
+
+        fn blocks(&self, team: &TeamId) -> Result<Vec<Vec<u8>>, StoreError> {
+            self.inner.blocks(team)
+        }
+
+        fn put_blocks(
+            &self,
+            team: &TeamId,
+            blocks: &[(BlockHash, &[u8])],
+        ) -> Result<(), StoreError> {
+            self.inner.put_blocks(team, blocks)
+        }
+
+        fn delete_team(&self, team: &TeamId) -> Result<(), StoreError> {
+            self.inner.delete_team(team)
+        }
+
+        fn peers(&self) -> Result<Vec<PeerRecord>, StoreError> {
+            self.inner.peers()
+        }
+
+        fn put_peer(&self, record: &PeerRecord) -> Result<(), StoreError> {
+            self.inner.put_peer(record)
+        }
+
+        fn put_ticket(&self, nonce: &[u8; 16], expires_at: Timestamp) -> Result<(), StoreError> {
+            self.inner.put_ticket(nonce, expires_at)
+        }
+
+        fn ticket(&self, nonce: &[u8; 16]) -> Result<Option<Timestamp>, StoreError> {
+            self.inner.ticket(nonce)
+        }
+
+        fn take_ticket(&self, nonce: &[u8; 16]) -> Result<Option<Timestamp>, StoreError> {
+            self.inner.take_ticket(nonce)
+        }
+
+        fn prune_tickets(&self, now: Timestamp) -> Result<usize, StoreError> {
+            self.inner.prune_tickets(now)
+        }
+
+        fn contacts(&self) -> Result<BTreeMap<PeerId, Vec<u8>>, StoreError> {
+            self.inner.contacts()
+        }
+
+        fn contact(&self, peer: &PeerId) -> Result<Option<Vec<u8>>, StoreError> {
+            self.inner.contact(peer)
+        }
+
+        fn put_contact(&self, peer: &PeerId, record: &[u8]) -> Result<(), StoreError> {
+            self.inner.put_contact(peer, record)
+        }
+
+        fn next_contact_seq(&self) -> Result<u64, StoreError> {
+            self.inner.next_contact_seq()
+        }
+
+        fn audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+            self.inner.audit(entry)
+        }
+
+        fn audit_many(&self, entries: &[AuditEntry]) -> Result<(), StoreError> {
+            self.inner.audit_many(entries)
+        }
+
+        fn audit_since(
+            &self,
+            since: Timestamp,
+            limit: usize,
+        ) -> Result<Vec<AuditEntry>, StoreError> {
+            self.inner.audit_since(since, limit)
+        }
+
+        fn prune_audit(&self, before: Timestamp) -> Result<usize, StoreError> {
+            self.inner.prune_audit(before)
+        }
+
+        fn flush(&self) -> Result<(), StoreError> {
+            self.inner.flush()
+        }
+
+        fn put_outbox(&self, records: &[OutboxRecord]) -> Result<(), StoreError> {
+            self.inner.put_outbox(records)
+        }
+
+        fn outbox(&self) -> Result<Vec<OutboxRecord>, StoreError> {
+            self.inner.outbox()
+        }
+
+        fn outbox_envelope(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+            self.inner.outbox_envelope(id)
+        }
+
+        fn outbox_done(&self, limit: usize) -> Result<Vec<OutboxRecord>, StoreError> {
+            self.inner.outbox_done(limit)
+        }
+
+        fn prune_outbox_done(&self, before: Timestamp) -> Result<usize, StoreError> {
+            self.inner.prune_outbox_done(before)
+        }
+
+        fn move_inbox(&self, old_seq: u64, record: &InboxRecord) -> Result<(), StoreError> {
+            self.inner.move_inbox(old_seq, record)
+        }
+
+        fn update_inbox(&self, records: &[InboxRecord]) -> Result<(), StoreError> {
+            self.inner.update_inbox(records)
+        }
+
+        fn inbox_after(&self, after: u64, limit: usize) -> Result<Vec<InboxRecord>, StoreError> {
+            self.inner.inbox_after(after, limit)
+        }
+
+        fn delete_inbox(&self, seqs: &[u64]) -> Result<(), StoreError> {
+            self.inner.delete_inbox(seqs)
+        }
+
+        fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>, StoreError> {
+            self.inner.inbox_get(id)
+        }
+
+        fn inbox_has(&self, id: &str) -> Result<bool, StoreError> {
+            self.inner.inbox_has(id)
+        }
+
+        fn inbox_at(&self, seq: u64) -> Result<Option<InboxRecord>, StoreError> {
+            self.inner.inbox_at(seq)
+        }
+
+        fn held_index(&self) -> Result<Vec<(u64, String)>, StoreError> {
+            self.inner.held_index()
+        }
+
+        fn read_before(&self, before: Timestamp) -> Result<Vec<u64>, StoreError> {
+            self.inner.read_before(before)
+        }
+
+        fn last_inbox_seq(&self) -> Result<u64, StoreError> {
+            self.inner.last_inbox_seq()
+        }
+
+        fn prune_seen(&self, now: Timestamp) -> Result<usize, StoreError> {
+            self.inner.prune_seen(now)
+        }
+
+        fn folders(&self) -> Result<Vec<FolderBinding>, StoreError> {
+            self.inner.folders()
+        }
+
+        fn put_folder(&self, binding: &FolderBinding) -> Result<(), StoreError> {
+            self.inner.put_folder(binding)
+        }
+
+        fn trusted(&self) -> Result<Vec<String>, StoreError> {
+            self.inner.trusted()
+        }
+
+        fn put_trusted(&self, peer: &str) -> Result<(), StoreError> {
+            self.inner.put_trusted(peer)
+        }
+
+        fn paused(&self) -> Result<bool, StoreError> {
+            self.inner.paused()
+        }
+
+        fn set_paused(&self, paused: bool) -> Result<(), StoreError> {
+            self.inner.set_paused(paused)
+        }
+    }
+
+    /// Sends `envelope` from `peer` to the mail actor; its one outcome.
+    async fn deliver(
+        mail: &MailHandle,
+        answers: &mut mpsc::Receiver<(u64, MailReply)>,
+        peer: PeerId,
+        envelope: &[u8],
+    ) -> MailOutcome {
+        mail.tx
+            .send(MailIn::Inbound {
+                peer,
+                request: MailRequest {
+                    envelopes: vec![ByteBuf::from(envelope.to_vec())],
+                },
+                token: 7,
+            })
+            .await
+            .unwrap();
+        let (token, reply) = answers.recv().await.unwrap();
+        assert_eq!(token, 7);
+        reply.outcomes.into_iter().next().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_store_that_fails_answers_busy_and_audits_nothing_it_did_not_keep() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Flaky {
+            inner: SledStore::open(dir.path(), 1 << 20).unwrap(),
+            fail_seen: false.into(),
+            fail_put_inbox: true.into(),
+        });
+        let mut rng = rand::rng();
+        let (me, alpha) = (Identity::generate(&mut rng), Identity::generate(&mut rng));
+        let team = TeamId([3; 32]);
+        let machine = |name: &str, id: &Identity| Machine {
+            name: name.into(),
+            owner: "Ada".into(),
+            x25519: id.x25519_public(),
+            standing: Standing::Current,
+        };
+        let dir_value = Directory {
+            me: Some(me.peer_id()),
+            team: Some(team),
+            my_name: "bravo".into(),
+            my_owner: "Ada".into(),
+            member: true,
+            machines: [
+                (me.peer_id(), machine("bravo", &me)),
+                (alpha.peer_id(), machine("alpha", &alpha)),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let (_dir_tx, dir_rx) = watch::channel(Arc::new(dir_value));
+        let (node, mut answers) = Handle::for_tests();
+        let (mail, _task) = Mail::start(
+            me.clone(),
+            store.clone(),
+            dir_rx,
+            node,
+            Duration::from_secs(3600),
+        )
+        .unwrap();
+        let sent_at = now();
+        let id = MessageId::random(&mut rng);
+        let header = Header {
+            id,
+            team,
+            from: alpha.peer_id(),
+            to: me.peer_id(),
+            kind: Kind::Tell,
+            in_reply_to: None,
+            thread: id,
+            hop: 0,
+            taint: false,
+            sent_at,
+            expires_at: sent_at.saturating_add(Duration::from_secs(3600)),
+        };
+        let body = Body {
+            who: agentmesh_protocol::Who {
+                kind: agentmesh_protocol::WhoKind::Agent,
+                name: "codex".into(),
+                session_id: None,
+                task: None,
+            },
+            from_mailbox: None,
+            to_mailbox: None,
+            text: "hello".into(),
+            attachments: vec![],
+        };
+        let envelope =
+            agentmesh_protocol::seal(&alpha, &me.x25519_public(), &header, &body, &mut rng)
+                .unwrap()
+                .to_wire();
+        let received = |store: &Flaky| {
+            store
+                .audit_since(Timestamp::from_unix_millis(0), 100)
+                .unwrap()
+                .iter()
+                .filter(|e| e.event == "received")
+                .count()
+        };
+
+        // The inbox write fails: busy, nothing stored, nothing audited.
+        let outcome = deliver(&mail, &mut answers, alpha.peer_id(), &envelope).await;
+        assert_eq!(outcome, MailOutcome::Busy);
+        assert_eq!(received(&store), 0);
+        assert!(store.inbox_after(0, 10).unwrap().is_empty());
+
+        // The retry lands once, and is audited once.
+        store
+            .fail_put_inbox
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        let outcome = deliver(&mail, &mut answers, alpha.peer_id(), &envelope).await;
+        assert_eq!(outcome, MailOutcome::Accepted { held: false });
+        assert_eq!(received(&store), 1);
+
+        // A dedup lookup that fails is not "new": busy, not stored again.
+        store
+            .fail_seen
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let outcome = deliver(&mail, &mut answers, alpha.peer_id(), &envelope).await;
+        assert_eq!(outcome, MailOutcome::Busy);
+        assert_eq!(store.inbox_after(0, 10).unwrap().len(), 1);
+
+        // And once it answers again, a duplicate.
+        store
+            .fail_seen
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        let outcome = deliver(&mail, &mut answers, alpha.peer_id(), &envelope).await;
+        assert_eq!(outcome, MailOutcome::Duplicate);
+        assert_eq!(received(&store), 1);
     }
 }

@@ -165,6 +165,15 @@ impl Handle {
             .map_err(|_| "the daemon is shutting down".to_owned())?
     }
 
+    /// A handle for the mail actor's unit tests: what it answers comes out
+    /// of the receiver; asking the node anything fails.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> (Handle, mpsc::Receiver<(u64, MailReply)>) {
+        let (tx, _) = mpsc::channel(1);
+        let (answers, rx) = mpsc::channel(16);
+        (Handle { tx, answers }, rx)
+    }
+
     /// Answers an inbound mail batch (the mail actor, once it is durable).
     /// Never blocks: the channel holds one slot per pending batch.
     pub fn answer_mail(&self, token: u64, reply: MailReply) {

@@ -99,6 +99,22 @@ async fn until<T>(
     }
 }
 
+/// Waits until message `id` is in the inbox `client` is attached to.
+async fn arrived(client: &mut Client, what: &str, id: &str) -> anyhow::Result<()> {
+    until(&format!("{what} to arrive"), async || {
+        let page: InboxPage = client
+            .call(Op::Inbox {
+                mailbox: None,
+                unread: false,
+                after_seq: None,
+                limit: None,
+            })
+            .await?;
+        Ok(page.messages.iter().any(|m| m.id == id).then_some(()))
+    })
+    .await
+}
+
 fn step(text: &str) {
     println!("\n== {text}");
 }
@@ -210,18 +226,7 @@ fn run(root: &Path) -> anyhow::Result<()> {
             .await?;
         let ask_id = ask["id"].as_str().unwrap_or_default().to_owned();
         println!("sent {ask_id}");
-        until("the ask to arrive", async || {
-            let page: InboxPage = b
-                .call(Op::Inbox {
-                    mailbox: None,
-                    unread: false,
-                    after_seq: None,
-                    limit: None,
-                })
-                .await?;
-            Ok(page.messages.into_iter().find(|m| m.id == ask_id))
-        })
-        .await?;
+        arrived(&mut b, "the ask", &ask_id).await?;
 
         step("pipeline@demo-bob replies, in the same thread");
         let reply: serde_json::Value = b
@@ -234,18 +239,7 @@ fn run(root: &Path) -> anyhow::Result<()> {
             })
             .await?;
         let reply_id = reply["id"].as_str().unwrap_or_default().to_owned();
-        until("the reply to arrive", async || {
-            let page: InboxPage = a
-                .call(Op::Inbox {
-                    mailbox: None,
-                    unread: false,
-                    after_seq: None,
-                    limit: None,
-                })
-                .await?;
-            Ok(page.messages.into_iter().find(|m| m.id == reply_id))
-        })
-        .await?;
+        arrived(&mut a, "the reply", &reply_id).await?;
 
         step("demo-alice's peer table");
         let peers: Vec<PeerRow> = a.call(Op::Peers).await?;

@@ -72,25 +72,14 @@ pub fn send(
 }
 
 fn print_message(m: &MessageView) {
+    let kind = if m.who.kind == agentmesh_node::api::WhoKind::Agent {
+        "agent"
+    } else {
+        "human"
+    };
     let who = match &m.who.session_id {
-        Some(s) => format!(
-            "{} {} (session {s})",
-            if m.who.kind == agentmesh_node::api::WhoKind::Agent {
-                "agent"
-            } else {
-                "human"
-            },
-            m.who.name
-        ),
-        None => format!(
-            "{} {}",
-            if m.who.kind == agentmesh_node::api::WhoKind::Agent {
-                "agent"
-            } else {
-                "human"
-            },
-            m.who.name
-        ),
+        Some(s) => format!("{kind} {} (session {s})", m.who.name),
+        None => format!("{kind} {}", m.who.name),
     };
     let to = m
         .mailbox

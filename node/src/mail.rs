@@ -1065,6 +1065,7 @@ impl Mail {
             let envelope = match self.store.outbox_envelope(id) {
                 Ok(Some(e)) => e,
                 Ok(None) => {
+                    gone.insert(id.clone());
                     missing.push(id.clone());
                     continue;
                 }
@@ -1087,18 +1088,13 @@ impl Mail {
             q.pending.retain(|id| !gone.contains(id));
         }
         self.expire_outbox(expired);
-        if !missing.is_empty() {
-            // Never expected: the record is written before it is queued.
-            // Failed visibly rather than retried for ever.
-            if let Some(q) = self.queues.get_mut(&peer) {
-                q.pending.retain(|id| !missing.contains(id));
-            }
-            self.fail_ids(
-                peer,
-                missing,
-                "its sealed envelope is missing from the store",
-            );
-        }
+        // Never expected: the record is written before it is queued. Failed
+        // visibly rather than retried for ever.
+        self.fail_ids(
+            peer,
+            missing,
+            "its sealed envelope is missing from the store",
+        );
         self.send_batch(peer, ids, envelopes)
     }
 
@@ -1151,28 +1147,14 @@ impl Mail {
     /// Fails undelivered mail whose lifetime is over (the caller drops the
     /// ids from their queues).
     fn expire_outbox(&mut self, ids: Vec<String>) {
-        let mut changed = vec![];
-        for id in ids {
-            if let Some(mut r) = self.outbox.remove(&id) {
-                r.status = OutboxStatus::Failed;
-                r.reason = Some(if r.attempts == 0 {
-                    "expired before the recipient could be reached".into()
-                } else {
-                    "expired without the recipient confirming it (an earlier attempt may have reached it)".into()
-                });
-                r.envelope = vec![];
-                self.audit(AuditEntry {
-                    event: "expired".into(),
-                    recipient: Some(r.to.clone()),
-                    message_id: Some(r.id.clone()),
-                    body_sha256: sha(&r.body_sha256),
-                    detail: "undelivered message expired".into(),
-                    ..AuditEntry::default()
-                });
-                changed.push(r);
+        self.fail_records(ids, "expired", None, "undelivered message expired", |r| {
+            if r.attempts == 0 {
+                "expired before the recipient could be reached".into()
+            } else {
+                "expired without the recipient confirming it (an earlier attempt may have reached it)"
+                    .into()
             }
-        }
-        self.pending.borrow_mut().outbox.extend(changed);
+        });
     }
 
     /// Fails every queued message for `peer` not already on its way, with
@@ -1197,19 +1179,33 @@ impl Mail {
     /// Fails the outbox records `ids` (already out of their queue) with
     /// `reason`.
     fn fail_ids(&mut self, peer: PeerId, ids: Vec<String>, reason: &str) {
+        self.fail_records(ids, "failed", Some(peer), reason, |_| reason.to_owned());
+    }
+
+    /// Takes the records `ids` off the courier as failed, with the reason
+    /// `reason_of` gives each, audited as `event` with `detail`: visible in
+    /// the outbox and the audit log.
+    fn fail_records(
+        &mut self,
+        ids: Vec<String>,
+        event: &str,
+        peer: Option<PeerId>,
+        detail: &str,
+        reason_of: impl Fn(&OutboxRecord) -> String,
+    ) {
         let mut changed = vec![];
         for id in ids {
             if let Some(mut r) = self.outbox.remove(&id) {
                 r.status = OutboxStatus::Failed;
-                r.reason = Some(reason.to_owned());
+                r.reason = Some(reason_of(&r));
                 r.envelope = vec![];
                 self.audit(AuditEntry {
-                    event: "failed".into(),
-                    peer: Some(peer.to_string()),
+                    event: event.into(),
+                    peer: peer.map(|p| p.to_string()),
                     recipient: Some(r.to.clone()),
                     message_id: Some(r.id.clone()),
                     body_sha256: sha(&r.body_sha256),
-                    detail: reason.to_owned(),
+                    detail: detail.to_owned(),
                     ..AuditEntry::default()
                 });
                 changed.push(r);

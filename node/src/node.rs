@@ -900,12 +900,16 @@ impl Node {
         self.send_sync(peer, request);
     }
 
-    fn send_sync(&mut self, peer: PeerId, request: SyncRequest) {
-        let addrs = self
-            .peers
-            .get(&peer)
+    /// The addresses the peer table knows for `peer`, to dial it with.
+    fn known_addrs(&self, peer: &PeerId) -> Vec<Multiaddr> {
+        self.peers
+            .get(peer)
             .map(|e| e.addrs.clone())
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    fn send_sync(&mut self, peer: PeerId, request: SyncRequest) {
+        let addrs = self.known_addrs(&peer);
         let id = self
             .swarm
             .behaviour_mut()
@@ -1365,11 +1369,7 @@ impl Node {
         request: MailRequest,
         reply: oneshot::Sender<Result<MailReply, String>>,
     ) {
-        let addrs = self
-            .peers
-            .get(&peer)
-            .map(|e| e.addrs.clone())
-            .unwrap_or_default();
+        let addrs = self.known_addrs(&peer);
         let id = self
             .swarm
             .behaviour_mut()
@@ -1467,11 +1467,7 @@ impl Node {
     }
 
     fn dial(&mut self, peer: PeerId) {
-        let addrs = self
-            .peers
-            .get(&peer)
-            .map(|e| e.addrs.clone())
-            .unwrap_or_default();
+        let addrs = self.known_addrs(&peer);
         let opts = DialOpts::peer_id(peer)
             .addresses(addrs)
             .extend_addresses_through_behaviour()

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agentmesh_node::api::{Event, InboxPage, Op, WhoKind};
+use agentmesh_node::api::{Event, WhoKind};
 use agentmesh_node::swarm::{BehaviourEvent, MailOutcome, MailReply, MailRequest};
 use agentmesh_protocol::{Body, Header, Identity, Kind, MessageId, TeamId, Timestamp, Who};
 use futures::StreamExt;
@@ -48,7 +48,8 @@ pub struct Figures {
     pub sender_rss_mib: f64,
 }
 
-fn rss_mib(pid: i32) -> f64 {
+/// A process's resident memory (VmRSS), MiB; 0 if it can't be read.
+pub fn rss_mib(pid: i32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
@@ -66,6 +67,7 @@ struct Observer {
 impl Observer {
     fn start(node: &Node) -> Observer {
         let mut c = ApiClient::attach(node, who(WhoKind::Agent, "observer"), None);
+        let home = node.home();
         let seen: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
         let sink = seen.clone();
         std::thread::spawn(move || {
@@ -77,32 +79,17 @@ impl Observer {
                             .entry(message.id)
                             .or_insert_with(Instant::now);
                     }
-                    // Missed events are read from the inbox, as a client
-                    // should; they count as arriving now (later than they
-                    // did, which only makes the figures worse).
+                    // A client that fell behind attaches again after the
+                    // last message it was sent; the daemon replays the rest.
+                    // They count as arriving now (later than they did, which
+                    // only makes the figures worse).
                     Some(Event::Lagged { after_seq, .. }) => {
-                        let mut after = after_seq;
-                        loop {
-                            let Ok(page) = c.call(Op::Inbox {
-                                mailbox: None,
-                                unread: false,
-                                after_seq: Some(after),
-                                limit: None,
-                            }) else {
-                                return;
-                            };
-                            let page: InboxPage =
-                                serde_json::from_value(page).expect("an inbox page");
-                            let now = Instant::now();
-                            let mut seen = sink.lock().expect("not poisoned");
-                            for m in page.messages {
-                                seen.entry(m.id).or_insert(now);
-                            }
-                            match page.next_after_seq {
-                                Some(n) => after = n,
-                                None => break,
-                            }
-                        }
+                        c = ApiClient::attach_at(
+                            &home,
+                            who(WhoKind::Agent, "observer"),
+                            None,
+                            Some(after_seq),
+                        );
                     }
                     Some(_) => {}
                     None => return,

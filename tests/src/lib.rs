@@ -319,6 +319,21 @@ pub fn read_code(session: &mut PtySession, label: &str) -> String {
     m.rsplit(' ').next().unwrap().to_owned()
 }
 
+/// Starts one node per `(machine, owner)`; the first founds team `core`
+/// and the others join it.
+pub fn team<const N: usize>(members: [(&str, &str); N]) -> [Node; N] {
+    let mut nodes = members.map(|(name, _)| Node::new(name));
+    for n in &mut nodes {
+        n.start();
+    }
+    let (founder, rest) = nodes.split_first().expect("a team has a founder");
+    founder.ok(&["team", "create", "core", "--owner", members[0].1]);
+    for (n, (_, owner)) in rest.iter().zip(&members[1..]) {
+        join(founder, n, owner);
+    }
+    nodes
+}
+
 /// Joins `joiner` to the team `founder` runs, typing both codes through
 /// pseudo-terminals as two people would. Returns the pairing and team codes.
 pub fn join(founder: &Node, joiner: &Node, owner: &str) -> (String, String) {
@@ -372,17 +387,28 @@ pub fn who(kind: agentmesh_node::api::WhoKind, name: &str) -> agentmesh_node::ap
 impl ApiClient {
     /// Attaches to `node` as `who`, to `mailbox` (`None`: every mailbox).
     pub fn attach(node: &Node, who: agentmesh_node::api::Who, mailbox: Option<&str>) -> ApiClient {
+        ApiClient::attach_at(&node.home(), who, mailbox, None)
+    }
+
+    /// Attaches to the daemon of the home `home`, with the events after
+    /// `after_seq` replayed first (how a client catches up after `lagged`).
+    pub fn attach_at(
+        home: &std::path::Path,
+        who: agentmesh_node::api::Who,
+        mailbox: Option<&str>,
+        after_seq: Option<u64>,
+    ) -> ApiClient {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        let home = agentmesh_node::home::Home::at(node.home());
+        let home = agentmesh_node::home::Home::at(home);
         let client = rt
             .block_on(agentmesh_node::client::Client::attach(
                 &home,
                 who,
                 mailbox.map(str::to_owned),
-                None,
+                after_seq,
             ))
             .unwrap();
         ApiClient { rt, client }
@@ -449,6 +475,25 @@ impl Node {
         let mut c = ApiClient::attach(self, who(agentmesh_node::api::WhoKind::Human, "test"), None);
         c.call(agentmesh_node::api::Op::ClockAdvance { secs: by.as_secs() })
             .unwrap();
+    }
+
+    /// Sends `text` to `to` with `agentmesh send`; the message id.
+    pub fn send(&self, to: &str, text: &str) -> String {
+        self.json(&["send", to, text])["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// Message `id` as `agentmesh outbox` lists it (null if it doesn't).
+    pub fn outbox_entry(&self, id: &str) -> Value {
+        self.json(&["outbox"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == id)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The daemon's process id.

@@ -7,27 +7,12 @@
 use std::time::Duration;
 
 use agentmesh_node::api::{Event, Op, WhoKind};
-use agentmesh_tests::{ApiClient, Node, join, wait_for, who};
+use agentmesh_tests::{ApiClient, Node, team, wait_for, who};
 
 /// Ada's machine and Bob's machine: Bob's mail to Ada is held.
 fn two_people() -> (Node, Node) {
-    let mut a = Node::new("alpha");
-    let mut b = Node::new("bravo");
-    a.start();
-    b.start();
-    a.ok(&["team", "create", "core", "--owner", "Ada"]);
-    join(&a, &b, "Bob");
+    let [a, b] = team([("alpha", "Ada"), ("bravo", "Bob")]);
     (a, b)
-}
-
-fn outbox_status(n: &Node, id: &str) -> serde_json::Value {
-    n.json(&["outbox"])
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["id"] == id)
-        .cloned()
-        .unwrap_or_default()
 }
 
 #[test]
@@ -36,10 +21,7 @@ fn held_mail_first_answer_wins_across_two_people() {
     let mut first = ApiClient::attach(&a, who(WhoKind::Human, "ada-terminal"), None);
     let mut second = ApiClient::attach(&a, who(WhoKind::Human, "ada-laptop-watch"), None);
     let mut agent = ApiClient::attach(&a, who(WhoKind::Agent, "claude"), None);
-    let id = b.json(&["send", "@alpha", "may I?"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = b.send("@alpha", "may I?");
     // Both people are prompted.
     for c in [&mut first, &mut second] {
         match c.event() {
@@ -55,7 +37,7 @@ fn held_mail_first_answer_wins_across_two_people() {
     assert!(a.inbox_all().is_empty());
     assert_eq!(a.json(&["held"])[0]["id"], id.as_str());
     wait_for("bravo to see it delivered and held", || {
-        let m = outbox_status(&b, &id);
+        let m = b.outbox_entry(&id);
         (m["status"] == "delivered" && m["held"] == true).then_some(())
     });
     // The first answer wins and clears the prompt everywhere.
@@ -84,10 +66,7 @@ fn held_mail_first_answer_wins_across_two_people() {
     assert!(a.json(&["held"]).as_array().unwrap().is_empty());
     // Trusting bravo stops holding its mail.
     a.ok(&["trust", "bravo"]);
-    let next = b.json(&["send", "@alpha", "thanks"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let next = b.send("@alpha", "thanks");
     wait_for("the trusted machine's mail to land directly", || {
         a.inbox_all()
             .iter()
@@ -105,7 +84,7 @@ fn held_mail_is_capped_per_sender_and_expires() {
         .collect();
     let last = ids.last().unwrap().clone();
     let refused = wait_for("the 101st held message to be refused", || {
-        let m = outbox_status(&b, &last);
+        let m = b.outbox_entry(&last);
         (m["status"] == "failed").then_some(m)
     });
     assert!(
@@ -148,10 +127,7 @@ fn pause_holds_and_resume_delivers() {
     let (a, b) = two_people();
     a.ok(&["trust", "bravo"]);
     a.ok(&["pause"]);
-    let id = b.json(&["send", "@alpha", "while paused"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = b.send("@alpha", "while paused");
     wait_for("the message to be held by the pause", || {
         a.json(&["held"])
             .as_array()
@@ -172,10 +148,7 @@ fn resume_keeps_held_what_the_pause_did_not_hold_alone() {
     // its mail skip Ada's approval.
     let (a, b) = two_people();
     a.ok(&["pause"]);
-    let id = b.json(&["send", "@alpha", "slipping through?"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = b.send("@alpha", "slipping through?");
     wait_for("the message to be held by the pause", || {
         a.json(&["held"])
             .as_array()
@@ -207,12 +180,9 @@ fn folders_opt_in_and_out() {
     let project = folder.path().join("Pipeline");
     std::fs::create_dir(&project).unwrap();
     // No such mailbox yet: refused, with a reason the sender sees.
-    let id = b.json(&["send", "pipeline@alpha", "hello"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = b.send("pipeline@alpha", "hello");
     let m = wait_for("the message to an unknown mailbox to fail", || {
-        let m = outbox_status(&b, &id);
+        let m = b.outbox_entry(&id);
         (m["status"] == "failed").then_some(m)
     });
     assert!(
@@ -225,10 +195,7 @@ fn folders_opt_in_and_out() {
     // Opted in: its folder's base name is the mailbox.
     let out = a.ok(&["allow", project.to_str().unwrap()]);
     assert!(out.contains("mailbox pipeline"), "{out}");
-    let id = b.json(&["send", "pipeline@alpha", "hello again"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = b.send("pipeline@alpha", "hello again");
     let got = wait_for("the opted-in mailbox to receive", || {
         a.inbox_all().into_iter().find(|m| m["id"] == id.as_str())
     });
@@ -249,12 +216,9 @@ fn folders_opt_in_and_out() {
     );
     // Opted out: refused again.
     a.ok(&["deny", project.to_str().unwrap()]);
-    let id = b.json(&["send", "pipeline@alpha", "and now?"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = b.send("pipeline@alpha", "and now?");
     let m = wait_for("the message to an opted-out folder to fail", || {
-        let m = outbox_status(&b, &id);
+        let m = b.outbox_entry(&id);
         (m["status"] == "failed").then_some(m)
     });
     assert!(
@@ -293,10 +257,7 @@ fn folders_opt_in_and_out() {
 fn read_mail_and_undeliverable_mail_expire() {
     let (a, mut b) = two_people();
     a.ok(&["trust", "bravo"]);
-    let id = b.json(&["send", "@alpha", "read me"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = b.send("@alpha", "read me");
     wait_for("delivery", || {
         a.inbox_all()
             .iter()
@@ -311,15 +272,12 @@ fn read_mail_and_undeliverable_mail_expire() {
 
     // Mail to a machine that stays away fails after its lifetime, visibly.
     b.stop();
-    let lost = a.json(&["send", "@bravo", "anyone?"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let lost = a.send("@bravo", "anyone?");
     // Past its lifetime and the clock skew a receiver allows.
     a.advance_clock(Duration::from_secs(7 * 24 * 3600 + 3600));
     // At once if no attempt was out; else as that attempt fails.
     let m = wait_for("the unreachable message to expire", || {
-        let m = outbox_status(&a, &lost);
+        let m = a.outbox_entry(&lost);
         (m["status"] == "failed").then_some(m)
     });
     assert!(m["reason"].as_str().unwrap().contains("expired"), "{m}");
@@ -348,7 +306,7 @@ fn a_pause_past_the_held_cap_makes_the_sender_wait_instead_of_failing() {
     // The one past the cap stays with its sender, told the recipient is
     // busy: a pause holds, it does not refuse.
     let m = wait_for("the sender to hear the recipient is busy", || {
-        let m = outbox_status(&b, waiting[0]);
+        let m = b.outbox_entry(waiting[0]);
         m["reason"]
             .as_str()
             .is_some_and(|r| r.contains("busy"))
@@ -367,10 +325,7 @@ fn a_pause_past_the_held_cap_makes_the_sender_wait_instead_of_failing() {
 #[test]
 fn a_rejected_message_is_dropped_and_the_audit_says_who_and_why() {
     let (a, b) = two_people();
-    let id = b.json(&["send", "@alpha", "please run this"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = b.send("@alpha", "please run this");
     wait_for("the message to be held", || {
         a.json(&["held"])
             .as_array()

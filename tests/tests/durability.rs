@@ -8,17 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agentmesh_node::api::WhoKind;
-use agentmesh_tests::{ApiClient, Node, join, wait_for, who};
+use agentmesh_tests::{ApiClient, Node, team, wait_for, who};
 
 const BURST: usize = 1000;
 
 fn pair() -> (Node, Node) {
-    let mut a = Node::new("alpha");
-    let mut b = Node::new("bravo");
-    a.start();
-    b.start();
-    a.ok(&["team", "create", "core", "--owner", "Ada"]);
-    join(&a, &b, "Ada");
+    let [a, b] = team([("alpha", "Ada"), ("bravo", "Ada")]);
     (a, b)
 }
 

@@ -3,22 +3,13 @@
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
 use agentmesh_node::api::WhoKind;
-use agentmesh_tests::{ApiClient, Node, join, wait_for, wait_for_within, who};
+use agentmesh_tests::{ApiClient, Node, team, wait_for, wait_for_within, who};
 use serde_json::Value;
 
 /// Two machines of one person (so nothing is held), in one team.
 fn pair() -> (Node, Node) {
-    let mut a = Node::new("alpha");
-    let mut b = Node::new("bravo");
-    a.start();
-    b.start();
-    a.ok(&["team", "create", "core", "--owner", "Ada"]);
-    join(&a, &b, "Ada");
+    let [a, b] = team([("alpha", "Ada"), ("bravo", "Ada")]);
     (a, b)
-}
-
-fn inbox(n: &Node) -> Vec<Value> {
-    n.json(&["inbox"]).as_array().unwrap().clone()
 }
 
 #[test]
@@ -28,7 +19,7 @@ fn an_ask_and_its_reply_are_threaded() {
     let id = asked["id"].as_str().unwrap().to_owned();
     assert_eq!(id.len(), 32);
     let got = wait_for("bravo to receive the ask", || {
-        inbox(&b).into_iter().find(|m| m["id"] == id.as_str())
+        b.inbox_all().into_iter().find(|m| m["id"] == id.as_str())
     });
     assert_eq!(got["kind"], "ask");
     assert_eq!(got["from"], "@alpha");
@@ -52,7 +43,7 @@ fn an_ask_and_its_reply_are_threaded() {
     ]);
     let rid = replied["id"].as_str().unwrap().to_owned();
     let reply = wait_for("alpha to receive the reply", || {
-        inbox(&a).into_iter().find(|m| m["id"] == rid.as_str())
+        a.inbox_all().into_iter().find(|m| m["id"] == rid.as_str())
     });
     assert_eq!(reply["kind"], "reply");
     assert_eq!(reply["in_reply_to"], id.as_str());
@@ -108,10 +99,7 @@ fn an_ask_and_its_reply_are_threaded() {
 fn a_message_waits_for_a_receiver_that_is_down_and_arrives_once() {
     let (a, mut b) = pair();
     b.stop();
-    let id = a.json(&["send", "@bravo", "are you there?"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = a.send("@bravo", "are you there?");
     assert_eq!(
         a.json(&["outbox"])[0]["status"]
             .as_str()
@@ -128,13 +116,16 @@ fn a_message_waits_for_a_receiver_that_is_down_and_arrives_once() {
     assert!(m["attempts"].as_u64().unwrap() >= 1, "{m}");
     b.start();
     wait_for("bravo to receive the message after coming back", || {
-        inbox(&b).into_iter().find(|m| m["id"] == id.as_str())
+        b.inbox_all().into_iter().find(|m| m["id"] == id.as_str())
     });
     wait_for("alpha to see it delivered", || {
         (a.json(&["outbox"])[0]["status"] == "delivered").then_some(())
     });
     assert_eq!(
-        inbox(&b).iter().filter(|m| m["id"] == id.as_str()).count(),
+        b.inbox_all()
+            .iter()
+            .filter(|m| m["id"] == id.as_str())
+            .count(),
         1
     );
 }
@@ -208,7 +199,7 @@ fn text_from_stdin_and_a_revoked_recipient() {
         .unwrap()
         .to_owned();
     let got = wait_for("the piped message", || {
-        inbox(&b).into_iter().find(|m| m["id"] == id.as_str())
+        b.inbox_all().into_iter().find(|m| m["id"] == id.as_str())
     });
     assert_eq!(got["text"], "line one\nline two\n");
     a.ok(&["revoke", "bravo"]);
@@ -241,10 +232,7 @@ fn an_inbox_of_bodies_that_grow_when_escaped_still_lists() {
 fn a_returning_receiver_gets_its_mail_without_waiting_out_the_backoff() {
     let (a, mut b) = pair();
     b.stop();
-    let id = a.json(&["send", "@bravo", "whenever you are back"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = a.send("@bravo", "whenever you are back");
     // Five failed attempts (after 1, 2, 4 and 8 s of backoff): the next one
     // is 16 s away.
     let (seen_at, retry_in) = wait_for_within(
@@ -267,6 +255,6 @@ fn a_returning_receiver_gets_its_mail_without_waiting_out_the_backoff() {
     wait_for_within(
         "the message to arrive before the backoff runs out",
         backoff_ends.saturating_duration_since(std::time::Instant::now()),
-        || inbox(&b).into_iter().find(|m| m["id"] == id.as_str()),
+        || b.inbox_all().into_iter().find(|m| m["id"] == id.as_str()),
     );
 }

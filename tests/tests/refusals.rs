@@ -7,17 +7,7 @@
 use std::time::Duration;
 
 use agentmesh_node::store::{OutboxRecord, SledStore, Store};
-use agentmesh_tests::{Node, join, wait_for};
-
-fn outbox_entry(n: &Node, id: &str) -> serde_json::Value {
-    n.json(&["outbox"])
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["id"] == id)
-        .cloned()
-        .unwrap_or_default()
-}
+use agentmesh_tests::{Node, team, wait_for};
 
 /// How many audit entries of `event` node `n` has for message `id`.
 fn audited(n: &Node, event: &str, id: &str) -> usize {
@@ -67,17 +57,9 @@ fn requeue_and_restart(a: &mut Node, b: &Node, record: &OutboxRecord) {
 
 #[test]
 fn a_replay_is_acknowledged_inside_its_window_and_refused_as_expired_after_it() {
-    let mut a = Node::new("alpha");
-    let mut b = Node::new("bravo");
-    a.start();
-    b.start();
-    a.ok(&["team", "create", "core", "--owner", "Ada"]);
-    join(&a, &b, "Ada");
+    let [mut a, mut b] = team([("alpha", "Ada"), ("bravo", "Ada")]);
     b.stop();
-    let id = a.json(&["send", "@bravo", "exactly once"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = a.send("@bravo", "exactly once");
     a.stop();
     let record = queued_record(&a, &id);
     a.start();
@@ -126,17 +108,9 @@ fn a_replay_is_acknowledged_inside_its_window_and_refused_as_expired_after_it() 
 
 #[test]
 fn a_bad_signature_is_refused_and_the_sender_is_told() {
-    let mut a = Node::new("alpha");
-    let mut b = Node::new("bravo");
-    a.start();
-    b.start();
-    a.ok(&["team", "create", "core", "--owner", "Ada"]);
-    join(&a, &b, "Ada");
+    let [mut a, mut b] = team([("alpha", "Ada"), ("bravo", "Ada")]);
     b.stop();
-    let id = a.json(&["send", "@bravo", "signed by me"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = a.send("@bravo", "signed by me");
     a.stop();
     // The signature is the envelope's last 64 bytes.
     let mut record = queued_record(&a, &id);
@@ -156,17 +130,9 @@ fn a_bad_signature_is_refused_and_the_sender_is_told() {
 
 #[test]
 fn a_tampered_envelope_is_refused_and_the_sender_is_told() {
-    let mut a = Node::new("alpha");
-    let mut b = Node::new("bravo");
-    a.start();
-    b.start();
-    a.ok(&["team", "create", "core", "--owner", "Ada"]);
-    join(&a, &b, "Ada");
+    let [mut a, mut b] = team([("alpha", "Ada"), ("bravo", "Ada")]);
     b.stop();
-    let id = a.json(&["send", "@bravo", "original words"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = a.send("@bravo", "original words");
     a.stop();
     // Corrupt the queued envelope's ciphertext on alpha's disk.
     {
@@ -188,7 +154,7 @@ fn a_tampered_envelope_is_refused_and_the_sender_is_told() {
     b.start();
     b.ok(&["connect", &a.addr()]);
     let m = wait_for("alpha to hear that bravo refused the envelope", || {
-        let m = outbox_entry(&a, &id);
+        let m = a.outbox_entry(&id);
         (m["status"] == "failed").then_some(m)
     });
     assert!(
@@ -213,23 +179,12 @@ fn a_tampered_envelope_is_refused_and_the_sender_is_told() {
 
 #[test]
 fn a_revoked_senders_queued_mail_is_refused_with_its_reason() {
-    let mut a = Node::new("alpha");
-    let mut b = Node::new("bravo");
-    let mut c = Node::new("charlie");
-    for n in [&mut a, &mut b, &mut c] {
-        n.start();
-    }
-    a.ok(&["team", "create", "core", "--owner", "Ada"]);
-    join(&a, &b, "Ada");
-    join(&a, &c, "Ada");
+    let [a, mut b, mut c] = team([("alpha", "Ada"), ("bravo", "Ada"), ("charlie", "Ada")]);
     // Bravo queues mail for charlie while charlie is away, then is revoked
     // and goes away too; charlie comes back and learns of the revocation
     // before bravo can reach it.
     c.stop();
-    let id = b.json(&["send", "@charlie", "before my revocation"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = b.send("@charlie", "before my revocation");
     a.ok(&["revoke", "bravo"]);
     b.stop();
     c.start();
@@ -241,7 +196,7 @@ fn a_revoked_senders_queued_mail_is_refused_with_its_reason() {
     let e = b.fails(&["connect", &c.addr()]);
     assert!(e.contains("revoked"), "{e}");
     let m = wait_for("bravo to hear that its mail was refused", || {
-        let m = outbox_entry(&b, &id);
+        let m = b.outbox_entry(&id);
         (m["status"] == "failed").then_some(m)
     });
     assert!(m["reason"].as_str().unwrap().contains("revoked"), "{m}");
@@ -250,26 +205,15 @@ fn a_revoked_senders_queued_mail_is_refused_with_its_reason() {
 
 #[test]
 fn mail_queued_for_a_machine_revoked_meanwhile_fails_with_its_reason() {
-    let mut a = Node::new("alpha");
-    let mut b = Node::new("bravo");
-    let mut c = Node::new("charlie");
-    for n in [&mut a, &mut b, &mut c] {
-        n.start();
-    }
-    a.ok(&["team", "create", "core", "--owner", "Ada"]);
-    join(&a, &b, "Ada");
-    join(&a, &c, "Ada");
+    let [a, b, mut c] = team([("alpha", "Ada"), ("bravo", "Ada"), ("charlie", "Ada")]);
     // Bravo queues mail for charlie while charlie is away; then charlie is
     // revoked. Charlie never comes back: the mail fails on bravo, visibly,
     // instead of waiting out its week.
     c.stop();
-    let id = b.json(&["send", "@charlie", "for a machine about to go"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = b.send("@charlie", "for a machine about to go");
     a.ok(&["revoke", "charlie"]);
     let m = wait_for("bravo to fail the mail queued for charlie", || {
-        let m = outbox_entry(&b, &id);
+        let m = b.outbox_entry(&id);
         (m["status"] == "failed").then_some(m)
     });
     assert!(m["reason"].as_str().unwrap().contains("revoked"), "{m}");

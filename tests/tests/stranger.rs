@@ -20,22 +20,14 @@ use agentmesh_node::swarm::{
 use agentmesh_protocol::join::JoinRequest;
 use agentmesh_protocol::team::TeamId;
 use agentmesh_protocol::{Identity, Name, Owner, PeerId, Wire};
-use agentmesh_tests::{DEADLINE, Node, join, wait_for};
+use agentmesh_tests::{DEADLINE, team, wait_for};
 use futures::StreamExt;
 use libp2p::request_response;
 use libp2p::swarm::SwarmEvent;
 
 #[test]
 fn a_stranger_is_refused_everywhere_and_gets_no_blocks() {
-    let mut a = Node::new("alpha");
-    let mut b = Node::new("bravo");
-    let mut c = Node::new("charlie");
-    for n in [&mut a, &mut b, &mut c] {
-        n.start();
-    }
-    a.ok(&["team", "create", "core", "--owner", "Ada"]);
-    join(&a, &b, "Bob");
-    join(&a, &c, "Cy");
+    let [a, b, _c] = team([("alpha", "Ada"), ("bravo", "Bob"), ("charlie", "Cy")]);
     let team = TeamId::parse(a.json(&["team", "show"])["team_id"].as_str().unwrap()).unwrap();
     let a_peer: PeerId = a.peer_id().parse().unwrap();
     let a_addr: libp2p::Multiaddr = a.addr().parse().unwrap();

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use agentmesh_tests::{Node, join, wait_for};
+use agentmesh_tests::{Node, join, team, wait_for};
 
 #[test]
 fn three_machines_join_revoke_while_one_is_away_and_sync() {
@@ -117,15 +117,7 @@ fn three_machines_join_revoke_while_one_is_away_and_sync() {
 
 #[test]
 fn a_member_that_moved_is_found_through_another_member() {
-    let mut a = Node::new("alpha");
-    let mut b = Node::new("bravo");
-    let mut c = Node::new("charlie");
-    for n in [&mut a, &mut b, &mut c] {
-        n.start();
-    }
-    a.ok(&["team", "create", "core", "--owner", "Ada"]);
-    join(&a, &b, "Bob");
-    join(&a, &c, "Cy");
+    let [a, mut b, mut c] = team([("alpha", "Ada"), ("bravo", "Bob"), ("charlie", "Cy")]);
     c.stop();
     b.stop();
     // Bravo comes back on a new port (port 0) and meets alpha, which keeps

@@ -9,7 +9,7 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 
 use agentmesh_node::api::WhoKind;
-use agentmesh_tests::{ApiClient, Node, join, wait_for, wait_for_within, who};
+use agentmesh_tests::{ApiClient, Node, team, wait_for, wait_for_within, who};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -84,12 +84,7 @@ impl Drop for Watcher {
 
 #[test]
 fn a_stopped_watcher_does_not_delay_another_and_catches_up() {
-    let mut a = Node::new("alpha");
-    let mut b = Node::new("bravo");
-    a.start();
-    b.start();
-    a.ok(&["team", "create", "core", "--owner", "Ada"]);
-    join(&a, &b, "Ada");
+    let [a, b] = team([("alpha", "Ada"), ("bravo", "Ada")]);
     let live = Watcher::start(&b);
     let stopped = Watcher::start(&b);
     stopped.signal(Signal::SIGSTOP);
@@ -137,21 +132,13 @@ fn a_stopped_watcher_does_not_delay_another_and_catches_up() {
 
 #[test]
 fn watch_on_a_mailbox_shows_only_its_mail_with_its_senders_who() {
-    let mut a = Node::new("alpha");
-    let mut b = Node::new("bravo");
-    a.start();
-    b.start();
-    a.ok(&["team", "create", "core", "--owner", "Ada"]);
-    join(&a, &b, "Ada");
+    let [a, b] = team([("alpha", "Ada"), ("bravo", "Ada")]);
     let project = b.home().join("planner-project");
     std::fs::create_dir_all(&project).unwrap();
     b.ok(&["allow", project.to_str().unwrap(), "--mailbox", "planner"]);
     let planner = Watcher::start_with(&b, &["watch", "--mailbox", "planner"]);
     // First a message to bravo's own mailbox, landed before the next one.
-    let other = a.json(&["send", "@bravo", "for the owner"])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let other = a.send("@bravo", "for the owner");
     wait_for("the owner's message to land", || {
         b.inbox_all()
             .iter()

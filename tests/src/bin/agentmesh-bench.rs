@@ -22,17 +22,8 @@
 
 use std::time::{Duration, Instant};
 
+use agentmesh_tests::bench_messaging::rss_mib;
 use agentmesh_tests::{Node, read_code, wait_for};
-
-fn rss_kib(pid: u64) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap()
-}
 
 fn one_join(a: &Node, b: &Node) -> Duration {
     let ticket = a.json(&["invite"])["ticket"].as_str().unwrap().to_owned();
@@ -130,8 +121,8 @@ fn main() {
             .filter(|r| r["connection"] == "direct")
     });
     std::thread::sleep(Duration::from_secs(10)); // idle: nothing to wait *for*; this is the measurement
-    let a_rss = rss_kib(a.status()["pid"].as_u64().unwrap());
-    let b_rss = rss_kib(b.status()["pid"].as_u64().unwrap());
+    let a_rss = rss_mib(a.pid());
+    let b_rss = rss_mib(b.pid());
     let median = ms(times[times.len() / 2]);
     if json {
         println!(
@@ -141,8 +132,8 @@ fn main() {
                 "join_ms_min": ms(times[0]),
                 "join_ms_median": median,
                 "join_ms_max": ms(times[times.len() - 1]),
-                "idle_founder_rss_mib": a_rss as f64 / 1024.0,
-                "idle_member_rss_mib": b_rss as f64 / 1024.0,
+                "idle_founder_rss_mib": a_rss,
+                "idle_member_rss_mib": b_rss,
             })
         );
     } else {
@@ -153,8 +144,7 @@ fn main() {
         );
         println!(
             "idle daemon resident memory: founder {:.1} MiB, member {:.1} MiB",
-            a_rss as f64 / 1024.0,
-            b_rss as f64 / 1024.0
+            a_rss, b_rss
         );
     }
 }

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use agentmesh_node::api::{Event, Op, WhoKind};
-use agentmesh_tests::{ApiClient, Node, team, wait_for, who};
+use agentmesh_tests::{ApiClient, Node, team, wait_for, wait_for_within, who};
 
 /// Ada's machine and Bob's machine: Bob's mail to Ada is held.
 fn two_people() -> (Node, Node) {
@@ -357,4 +357,29 @@ fn a_rejected_message_is_dropped_and_the_audit_says_who_and_why() {
         e.contains("no held message") || e.contains("not held"),
         "{e}"
     );
+}
+
+#[test]
+fn the_audit_log_keeps_ninety_days() {
+    let [a, b] = team([("alpha", "Ada"), ("bravo", "Ada")]);
+    let old = a.send("@bravo", "from long ago");
+    let has = |id: &str| {
+        a.json(&["audit"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "accepted" && e["id"] == id)
+    };
+    assert!(has(&old));
+    // Both clocks move, so the machines agree on the time.
+    a.advance_clock(Duration::from_secs(91 * 24 * 3600));
+    b.advance_clock(Duration::from_secs(91 * 24 * 3600));
+    let recent = a.send("@bravo", "from today");
+    // The daemon prunes the audit log in its periodic maintenance (20 s).
+    wait_for_within(
+        "entries older than 90 days to leave the audit log",
+        Duration::from_secs(60),
+        || (!has(&old)).then_some(()),
+    );
+    assert!(has(&recent));
 }

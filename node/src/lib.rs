@@ -11,6 +11,7 @@
 //! - [`swarm`]: the network behaviour (TCP and QUIC, Noise, Yamux,
 //!   identify, ping, mDNS, Kademlia, gossipsub, request-response) and the
 //!   messages of agentmesh's join and sync protocols.
+//! - [`codec`]: the bounded request-response codec every protocol uses.
 //! - [`join`]: the founder's desk of join requests, with its limits.
 //! - [`peers`]: the peer table behind `agentmesh peers`.
 //! - [`store`]: what the daemon keeps between runs, behind the `Store`
@@ -28,6 +29,7 @@
 pub mod api;
 pub mod client;
 pub mod clock;
+pub mod codec;
 pub mod config;
 pub mod daemon;
 pub mod home;

@@ -51,7 +51,7 @@ use crate::peers::{PeerTable, without_peer};
 use crate::store::{AuditEntry, Store};
 use crate::swarm::{
     Behaviour, BehaviourEvent, JoinMsg, JoinReply, MAX_BLOCKS_PER_SYNC, MAX_CONTACTS_PER_SYNC,
-    MailOutcome, MailReply, MailRequest, SyncReply, SyncRequest, stranger_score, team_topic,
+    MailOutcome, MailReply, MailRequest, SyncReply, SyncRequest, blocks_topic, stranger_score,
 };
 
 /// Commands waiting for the node: API requests from every attached client.
@@ -67,8 +67,16 @@ const TICK: Duration = Duration::from_millis(100);
 /// pruned, and peer records saved.
 const MAINTENANCE_EVERY: Duration = Duration::from_secs(20);
 
-/// How long `agentmesh connect` waits for the connection and the sync.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long `agentmesh connect` waits for the connection and the sync:
+/// the person gets an answer well within 15 s.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long any request this machine sends (a mail batch, a sync step, a
+/// join message) may wait for its answer before it counts as failed.
+/// request-response has its own timeout ([`crate::swarm::REQUEST_TIMEOUT`]),
+/// but a request routed into a connection that is already gone is never
+/// answered or failed by it; this deadline is the node's own.
+pub const ANSWER_DEADLINE: Duration = Duration::from_secs(20);
 
 /// The most joins this machine runs as a joiner at once.
 const MAX_JOIN_SESSIONS: usize = 8;
@@ -99,12 +107,48 @@ pub type Reply = Result<serde_json::Value, ApiError>;
 /// beyond it, batches are answered `Busy` and their senders retry.
 pub const MAX_INBOUND_PENDING: usize = 256;
 
-/// How often mail from an unknown machine may make this one ask it for the
-/// team's blocks.
-pub const STRANGER_SYNC_EVERY: Duration = Duration::from_secs(5);
+/// How often mail or a sync from an unknown machine may make this one ask
+/// a member for the team's blocks (the unknown machine may have been
+/// admitted a moment ago). The unknown machine itself is never asked:
+/// nothing team-derived is sent to a non-member.
+pub const NEWCOMER_SYNC_EVERY: Duration = Duration::from_secs(5);
 
-/// How many unknown machines' sync times are remembered.
-pub const MAX_STRANGER_SYNCS: usize = 256;
+/// Requests waiting for their answers, each with the deadline after which
+/// it counts as failed (see [`ANSWER_DEADLINE`]).
+#[derive(Debug)]
+struct Awaiting<T> {
+    entries: HashMap<OutboundRequestId, (Instant, T)>,
+}
+
+impl<T> Default for Awaiting<T> {
+    fn default() -> Self {
+        Awaiting {
+            entries: HashMap::new(),
+        }
+    }
+}
+
+impl<T> Awaiting<T> {
+    fn insert(&mut self, id: OutboundRequestId, value: T) {
+        self.entries
+            .insert(id, (Instant::now() + ANSWER_DEADLINE, value));
+    }
+
+    fn remove(&mut self, id: &OutboundRequestId) -> Option<T> {
+        self.entries.remove(id).map(|(_, v)| v)
+    }
+
+    /// Takes out every request whose deadline has passed.
+    fn overdue(&mut self, now: Instant) -> Vec<T> {
+        let ids: Vec<OutboundRequestId> = self
+            .entries
+            .iter()
+            .filter(|(_, (deadline, _))| *deadline <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        ids.iter().filter_map(|id| self.remove(id)).collect()
+    }
+}
 
 /// What the API and the mail actor ask of the node.
 #[derive(Debug)]
@@ -317,8 +361,8 @@ pub struct Node {
     desk: Desk,
     joins: BTreeMap<u64, JoinSession>,
     next_join: u64,
-    join_waiting: HashMap<OutboundRequestId, JoinWaiter>,
-    sync_waiting: HashMap<OutboundRequestId, PeerId>,
+    join_waiting: Awaiting<JoinWaiter>,
+    sync_waiting: Awaiting<PeerId>,
     /// Syncs tried again because the connection they went on closed (a
     /// peer that restarted leaves a dying connection behind for a moment);
     /// at most [`MAX_SYNC_RETRIES`] each, forgotten when the sync ends.
@@ -336,12 +380,13 @@ pub struct Node {
     stopping: bool,
     mail: Option<MailHandle>,
     directory: watch::Sender<Arc<Directory>>,
-    mail_waiting: HashMap<OutboundRequestId, oneshot::Sender<Result<MailReply, String>>>,
+    mail_waiting: Awaiting<oneshot::Sender<Result<MailReply, String>>>,
     inbound: HashMap<u64, ResponseChannel<MailReply>>,
     next_token: u64,
-    /// When mail from a machine this one does not know last made it sync
-    /// with that machine: a just-admitted member is known a moment later.
-    stranger_syncs: HashMap<PeerId, Instant>,
+    /// When mail or a sync from a machine this one does not know last made
+    /// it ask a member for blocks: a just-admitted member is known a moment
+    /// later.
+    newcomer_sync: Option<Instant>,
     /// Revoked machines to disconnect, and when.
     disconnecting: Vec<(PeerId, Instant)>,
 }
@@ -425,8 +470,8 @@ impl Node {
             desk: Desk::default(),
             joins: BTreeMap::new(),
             next_join: 0,
-            join_waiting: HashMap::new(),
-            sync_waiting: HashMap::new(),
+            join_waiting: Awaiting::default(),
+            sync_waiting: Awaiting::default(),
             sync_retries: HashMap::new(),
             connects: vec![],
             syncing: HashMap::new(),
@@ -440,9 +485,9 @@ impl Node {
             stopping: false,
             mail: None,
             directory,
-            mail_waiting: HashMap::new(),
+            mail_waiting: Awaiting::default(),
             inbound: HashMap::new(),
-            stranger_syncs: HashMap::new(),
+            newcomer_sync: None,
             next_token: 0,
             disconnecting: vec![],
         };
@@ -564,38 +609,38 @@ impl Node {
     /// membership to every connection. Called at start and whenever the
     /// team is replaced.
     fn activate_team(&mut self, old: Option<&TeamState>) {
-        if let Some(old) = old {
-            let _ = self
-                .swarm
-                .behaviour_mut()
-                .gossipsub
-                .unsubscribe(&team_topic(&old.id()));
+        // One topic for every team: subscribed while in one.
+        let topic = blocks_topic();
+        if old.is_some() && self.team.is_none() {
+            let _ = self.swarm.behaviour_mut().gossipsub.unsubscribe(&topic);
         }
-        if let Some(team) = &self.team {
-            let topic = team_topic(&team.id());
-            if let Err(e) = self.swarm.behaviour_mut().gossipsub.subscribe(&topic) {
-                tracing::warn!(error = %e, "cannot subscribe to the team topic");
-            }
+        if self.team.is_some()
+            && let Err(e) = self.swarm.behaviour_mut().gossipsub.subscribe(&topic)
+        {
+            tracing::warn!(error = %e, "cannot subscribe to the blocks topic");
         }
         self.apply_membership();
     }
 
-    /// Members score 0 and are explicit gossip peers; everyone else scores
-    /// as a stranger and is not an explicit peer (connected or not);
+    /// Members score 0, are explicit gossip peers and bypass the limits on
+    /// strangers' connections; everyone else scores as a stranger, is not an
+    /// explicit peer and counts against those limits (connected or not);
     /// revoked machines are disconnected.
     fn apply_membership(&mut self) {
-        let not_current: Vec<PeerId> = self
+        let standings: Vec<(PeerId, bool)> = self
             .team
             .iter()
             .flat_map(|t| t.members())
-            .filter(|m| m.standing != Standing::Current)
-            .map(|m| m.peer)
+            .map(|m| (m.peer, m.standing == Standing::Current))
             .collect();
-        for peer in not_current {
-            self.swarm
-                .behaviour_mut()
-                .gossipsub
-                .remove_explicit_peer(&peer);
+        for (peer, current) in standings {
+            let b = self.swarm.behaviour_mut();
+            if current {
+                b.limits.bypass_peer_id(&peer);
+            } else {
+                b.limits.remove_peer_id(&peer);
+                b.gossipsub.remove_explicit_peer(&peer);
+            }
         }
         let connected: Vec<PeerId> = self.peers.connected().copied().collect();
         for peer in connected {
@@ -685,7 +730,7 @@ impl Node {
         self.store
             .put_blocks(&next.id(), &[(block.hash(), block.bytes())])
             .map_err(|e| ApiError::new("store", e.to_string()))?;
-        let topic = team_topic(&next.id());
+        let topic = blocks_topic();
         self.team = Some(next);
         if let Err(e) = self
             .swarm
@@ -908,7 +953,13 @@ impl Node {
             .unwrap_or_default()
     }
 
+    /// Sends a sync step to `peer`. The one place sync requests leave this
+    /// machine, so the one place that checks they go only to members: a
+    /// sync carries the team id, the digest and contact records.
     fn send_sync(&mut self, peer: PeerId, request: SyncRequest) {
+        if !self.is_member(&peer) {
+            return self.sync_done(peer, Err("it is not a member of the team".into()));
+        }
         let addrs = self.known_addrs(&peer);
         let id = self
             .swarm
@@ -916,6 +967,27 @@ impl Node {
             .sync
             .send_request_with_addresses(&peer, request, addrs);
         self.sync_waiting.insert(id, peer);
+    }
+
+    /// A sync step to `peer` failed (`why`). One that went on a connection
+    /// that closed is tried again while another connection is up: the
+    /// closed one was left over from before the peer restarted.
+    fn sync_failed(&mut self, peer: PeerId, why: String, connection_closed: bool) {
+        tracing::debug!(%peer, %why, "sync failed");
+        let retries = self.sync_retries.entry(peer).or_default();
+        if connection_closed && *retries < MAX_SYNC_RETRIES && self.swarm.is_connected(&peer) {
+            *retries += 1;
+            let added = self.syncing.remove(&peer).unwrap_or(0);
+            self.start_sync(peer);
+            self.syncing.insert(peer, added);
+            return;
+        }
+        self.sync_done(
+            peer,
+            Err(format!(
+                "{why} (if this machine was revoked, members refuse it)"
+            )),
+        );
     }
 
     /// Ends the sync with `peer`, answering any `connect` waiting on it.
@@ -960,6 +1032,10 @@ impl Node {
             } else {
                 "not a member of this machine's team"
             };
+            if asked[..] == team.id().0 && !team.is_revoked(peer) {
+                // It knows the team: perhaps admitted a moment ago.
+                self.newcomer_hint();
+            }
             return SyncReply::Refused(why.into());
         }
         match request {
@@ -1224,13 +1300,20 @@ impl Node {
             } => {
                 tracing::debug!(?peer_id, %error, "dial failed");
                 let why = error.to_string();
-                // A connect whose own dial failed, to a machine connected
-                // some other way (it dialled in, through a relay, or the
-                // per-peer connection cap was reached), syncs over that.
+                // A connect whose own dial reached the machine but was
+                // closed because this machine already has as many
+                // connections to it as it keeps, syncs over those. Any
+                // other failure fails the connect: it never reports
+                // success for an address it could not dial.
+                let reached = matches!(
+                    &error,
+                    libp2p::swarm::DialError::Denied { cause }
+                        if cause.downcast_ref::<libp2p::connection_limits::Exceeded>().is_some()
+                );
                 let fallback: Vec<PeerId> = self
                     .connects
                     .iter_mut()
-                    .filter(|c| c.dial == Some(connection_id))
+                    .filter(|c| reached && c.dial == Some(connection_id))
                     .filter_map(|c| {
                         let p = c.peer?;
                         self.swarm.is_connected(&p).then(|| {
@@ -1252,6 +1335,12 @@ impl Node {
                 // Only the connect whose dial this was fails: other dials to
                 // the machine (its old addresses, a courier's) failing leave
                 // a connect's own dial to go on.
+                let why = match peer_id.filter(|p| self.swarm.is_connected(p)) {
+                    Some(_) => format!(
+                        "{why} (the machine is connected another way, which `agentmesh peers` shows; this address is not how to reach it)"
+                    ),
+                    None => why,
+                };
                 self.fail_connects(|c| c.dial == Some(connection_id) && !c.dial_up, &why);
             }
             SwarmEvent::Behaviour(event) => self.handle_behaviour(event),
@@ -1267,11 +1356,6 @@ impl Node {
                 for a in &info.listen_addrs {
                     if !is_unspecified(a) && !is_link_local(a) {
                         self.peers.add_addr(peer_id, a);
-                    }
-                }
-                if self.is_member(&peer_id) {
-                    for a in info.listen_addrs {
-                        self.swarm.behaviour_mut().kad.add_address(&peer_id, a);
                     }
                 }
             }
@@ -1332,29 +1416,12 @@ impl Node {
                     request_id, error, ..
                 } => {
                     if let Some(peer) = self.sync_waiting.remove(&request_id) {
-                        tracing::debug!(%peer, %error, "sync failed");
-                        let retries = self.sync_retries.entry(peer).or_default();
-                        if matches!(
+                        let closed = matches!(
                             error,
                             request_response::OutboundFailure::ConnectionClosed
                                 | request_response::OutboundFailure::Io(_)
-                        ) && *retries < MAX_SYNC_RETRIES
-                            && self.swarm.is_connected(&peer)
-                        {
-                            // Another connection to the peer is up: the
-                            // closed one was left over from before.
-                            *retries += 1;
-                            let added = self.syncing.remove(&peer).unwrap_or(0);
-                            self.start_sync(peer);
-                            self.syncing.insert(peer, added);
-                            return;
-                        }
-                        self.sync_done(
-                            peer,
-                            Err(format!(
-                                "{error} (if this machine was revoked, members refuse it)"
-                            )),
                         );
+                        self.sync_failed(peer, error.to_string(), closed);
                     }
                 }
                 _ => {}
@@ -1403,7 +1470,7 @@ impl Node {
                         // Unknown here: a stranger, or a member admitted a
                         // moment ago whose admission has not arrived. Busy
                         // lets the second retry; the stranger gets nothing
-                        // stored, audited or opened. Asking it for team
+                        // stored, audited or opened. Asking a member for
                         // blocks (at most every few seconds) teaches this
                         // machine about a real newcomer.
                         let _ = self
@@ -1411,7 +1478,7 @@ impl Node {
                             .behaviour_mut()
                             .mail
                             .send_response(channel, busy(n));
-                        self.sync_with_stranger(peer);
+                        self.newcomer_hint();
                         return;
                     }
                     let Some(mail) = self
@@ -1477,31 +1544,34 @@ impl Node {
         }
     }
 
-    /// Asks a machine that sent mail but is not known here for the team's
-    /// blocks, at most once per [`STRANGER_SYNC_EVERY`] per machine. Its
-    /// answer is checked like any other: only blocks signed by the team's
-    /// admins count.
-    fn sync_with_stranger(&mut self, peer: PeerId) {
-        if self.team.is_none() {
+    /// A machine this one does not know sent mail or a sync naming the
+    /// team: it may have been admitted a moment ago. Asks one connected
+    /// member (an admin first: it signed the admission) for the team's
+    /// blocks, at most once per [`NEWCOMER_SYNC_EVERY`] whatever the
+    /// number of unknown machines. The unknown machine is never asked.
+    fn newcomer_hint(&mut self) {
+        let Some(team) = &self.team else {
             return;
-        }
+        };
         let now = Instant::now();
         if self
-            .stranger_syncs
-            .get(&peer)
-            .is_some_and(|t| now.duration_since(*t) < STRANGER_SYNC_EVERY)
+            .newcomer_sync
+            .is_some_and(|t| now.duration_since(t) < NEWCOMER_SYNC_EVERY)
         {
             return;
         }
-        if self.stranger_syncs.len() >= MAX_STRANGER_SYNCS {
-            self.stranger_syncs
-                .retain(|_, t| now.duration_since(*t) < STRANGER_SYNC_EVERY);
-            if self.stranger_syncs.len() >= MAX_STRANGER_SYNCS {
-                return;
-            }
+        let me = self.me.peer_id();
+        let mut connected: Vec<(bool, PeerId)> = team
+            .members()
+            .filter(|m| m.standing == Standing::Current && m.peer != me)
+            .filter(|m| self.peers.is_connected(&m.peer))
+            .map(|m| (!m.admin, m.peer))
+            .collect();
+        connected.sort();
+        if let Some((_, peer)) = connected.first() {
+            self.newcomer_sync = Some(now);
+            self.start_sync(*peer);
         }
-        self.stranger_syncs.insert(peer, now);
-        self.start_sync(peer);
     }
 
     fn redial_members(&mut self) {
@@ -1523,8 +1593,24 @@ impl Node {
         }
     }
 
+    /// Fails every request whose answer is overdue: a request routed into
+    /// a connection that died unseen would otherwise wait for ever.
+    fn expire_requests(&mut self, now: Instant) {
+        let late = format!("no answer within {}s", ANSWER_DEADLINE.as_secs());
+        for reply in self.mail_waiting.overdue(now) {
+            let _ = reply.send(Err(late.clone()));
+        }
+        for peer in self.sync_waiting.overdue(now) {
+            self.sync_failed(peer, late.clone(), false);
+        }
+        for waiter in self.join_waiting.overdue(now) {
+            self.join_failed(waiter, format!("the founder gave {late}"));
+        }
+    }
+
     fn housekeeping(&mut self) {
         let now_i = Instant::now();
+        self.expire_requests(now_i);
         let due: Vec<PeerId> = self
             .disconnecting
             .iter()
@@ -1825,60 +1911,66 @@ impl Node {
             request_response::Event::OutboundFailure {
                 request_id, error, ..
             } => {
-                let why = format!("could not reach the founder: {error}");
-                match self.join_waiting.remove(&request_id) {
-                    Some(JoinWaiter::Start(join, reply)) => {
-                        let wait = self.settings.mdns
-                            && self
-                                .joins
-                                .get(&join)
-                                .is_some_and(|s| s.started.elapsed() < MDNS_JOIN_WAIT);
-                        if let (true, Some(s)) = (wait, self.joins.get_mut(&join)) {
-                            // The ticket's addresses failed; the founder may
-                            // still turn up on the local network.
-                            tracing::info!(
-                                "the ticket's addresses failed; looking for the founder with mDNS"
-                            );
-                            s.in_flight = false;
-                            s.awaiting_mdns = Some(reply);
-                        } else {
-                            self.joins.remove(&join);
-                            send(reply, founder_unreachable(&why));
-                        }
-                    }
-                    Some(JoinWaiter::Poll(join)) => {
-                        if let Some(s) = self.joins.get_mut(&join) {
-                            s.in_flight = false;
-                            s.poll_failures += 1;
-                            s.next_poll = Instant::now() + Duration::from_secs(1);
-                            if s.poll_failures >= MAX_POLL_FAILURES {
-                                s.state = JoinPhase::Refused(format!(
-                                    "{why}, {MAX_POLL_FAILURES} times in a row; start again with a new ticket when the founder is back"
-                                ));
-                            }
-                        }
-                    }
-                    Some(JoinWaiter::Confirm(join, reply)) => {
-                        // The founder may have admitted us and the answer
-                        // got lost; it answers a repeated Confirm the same.
-                        let again = self
-                            .joins
-                            .get(&join)
-                            .is_some_and(|s| s.confirm_tries < MAX_CONFIRM_TRIES);
-                        if again {
-                            self.send_confirm(join, true, reply);
-                        } else {
-                            if let Some(s) = self.joins.get_mut(&join) {
-                                s.state = JoinPhase::Refused(why.clone());
-                            }
-                            send(reply, err("founder_unreachable", why));
-                        }
-                    }
-                    Some(JoinWaiter::Decline(join, reply)) => send(reply, self.join_state(join)),
-                    None => {}
+                if let Some(w) = self.join_waiting.remove(&request_id) {
+                    self.join_failed(w, format!("could not reach the founder: {error}"));
                 }
             }
             _ => {}
+        }
+    }
+
+    /// A join message got no answer (`why`): retry, wait for mDNS, or
+    /// give up, as its step allows.
+    fn join_failed(&mut self, waiter: JoinWaiter, why: String) {
+        match waiter {
+            JoinWaiter::Start(join, reply) => {
+                let wait = self.settings.mdns
+                    && self
+                        .joins
+                        .get(&join)
+                        .is_some_and(|s| s.started.elapsed() < MDNS_JOIN_WAIT);
+                if let (true, Some(s)) = (wait, self.joins.get_mut(&join)) {
+                    // The ticket's addresses failed; the founder may
+                    // still turn up on the local network.
+                    tracing::info!(
+                        "the ticket's addresses failed; looking for the founder with mDNS"
+                    );
+                    s.in_flight = false;
+                    s.awaiting_mdns = Some(reply);
+                } else {
+                    self.joins.remove(&join);
+                    send(reply, founder_unreachable(&why));
+                }
+            }
+            JoinWaiter::Poll(join) => {
+                if let Some(s) = self.joins.get_mut(&join) {
+                    s.in_flight = false;
+                    s.poll_failures += 1;
+                    s.next_poll = Instant::now() + Duration::from_secs(1);
+                    if s.poll_failures >= MAX_POLL_FAILURES {
+                        s.state = JoinPhase::Refused(format!(
+                            "{why}, {MAX_POLL_FAILURES} times in a row; start again with a new ticket when the founder is back"
+                        ));
+                    }
+                }
+            }
+            JoinWaiter::Confirm(join, reply) => {
+                // The founder may have admitted us and the answer
+                // got lost; it answers a repeated Confirm the same.
+                let again = self
+                    .joins
+                    .get(&join)
+                    .is_some_and(|s| s.confirm_tries < MAX_CONFIRM_TRIES);
+                if again {
+                    self.send_confirm(join, true, reply);
+                } else {
+                    if let Some(s) = self.joins.get_mut(&join) {
+                        s.state = JoinPhase::Refused(why.clone());
+                    }
+                    send(reply, err("founder_unreachable", why));
+                }
+            }
+            JoinWaiter::Decline(join, reply) => send(reply, self.join_state(join)),
         }
     }
 
@@ -1977,10 +2069,7 @@ impl Node {
             .clone()
             .ok_or_else(|| ApiError::new("protocol", "no offer"))?;
         let mut state = TeamState::new(offer.team);
-        for b in blocks
-            .iter()
-            .take(agentmesh_protocol::team::MAX_TEAM_BLOCKS + 1)
-        {
+        for b in &blocks {
             let block = Block::from_bytes(b).map_err(|e| {
                 ApiError::new("protocol", format!("the founder sent a bad block: {e}"))
             })?;
@@ -2146,11 +2235,19 @@ impl Node {
         JoinReply::Offer(offer_bytes)
     }
 
-    fn team_blocks(&self) -> Vec<ByteBuf> {
-        self.team
-            .as_ref()
-            .map(|t| bufs(t.blocks().map(Block::bytes)))
-            .unwrap_or_default()
+    /// What an admission carries: the Genesis and `peer`'s Admit, a few
+    /// KiB whatever the team's size. The new member syncs the rest.
+    fn admission_blocks(&self, peer: &PeerId) -> Vec<ByteBuf> {
+        let Some(team) = &self.team else {
+            return vec![];
+        };
+        let genesis = team
+            .blocks()
+            .find(|b| matches!(b.body(), BlockBody::Genesis(_)));
+        let admit = team
+            .blocks()
+            .find(|b| matches!(b.body(), BlockBody::Admit(a) if a.peer == *peer));
+        bufs(genesis.into_iter().chain(admit).map(Block::bytes))
     }
 
     /// The joiner confirmed the team code: sign its Admit. A repeated
@@ -2161,7 +2258,7 @@ impl Node {
         };
         match r.state {
             DeskState::Approved => {}
-            DeskState::Admitted => return JoinReply::Admitted(self.team_blocks()),
+            DeskState::Admitted => return JoinReply::Admitted(self.admission_blocks(&peer)),
             _ => {
                 return JoinReply::Refused("the founder has not accepted the pairing code".into());
             }
@@ -2198,7 +2295,7 @@ impl Node {
                     Some(&peer),
                     format!("{} (owner {})", request.name, request.owner),
                 );
-                JoinReply::Admitted(self.team_blocks())
+                JoinReply::Admitted(self.admission_blocks(&peer))
             }
             Err(e) => JoinReply::Refused(e.message),
         }

@@ -6,9 +6,20 @@
 //! |---|---|---|
 //! | `/agentmesh/join/1` | [`JoinMsg`] / [`JoinReply`] | anyone holding a valid ticket (the founder checks) |
 //! | `/agentmesh/sync/1` | [`SyncRequest`] / [`SyncReply`] | current members only |
-//! | gossipsub topic per team | signed team blocks | current members only (see [`stranger_score`]) |
-//! | `/agentmesh/kad/1.0.0` | Kademlia, on a private protocol name | anyone |
+//! | `/agentmesh/mail/1` | [`MailRequest`] / [`MailReply`] | current members (others are answered busy) |
+//! | gossipsub topic [`BLOCKS_TOPIC`] | signed team blocks | current members only (see [`stranger_score`]) |
+//! | `/agentmesh/kad/1.0.0` | Kademlia, on a private protocol name (client mode: it answers no one) | - |
 //! | identify, ping, mDNS | libp2p's own | anyone |
+//!
+//! Nothing derived from the team (its id, blocks, members, their contact
+//! records) is ever sent to a machine that is not a current member: the
+//! node only starts syncs with members, the gossip topic is the same for
+//! every team, and Kademlia answers no queries.
+//!
+//! Connection limits come first in the behaviour (rust-libp2p #4870: a
+//! connection denied by a later field has already been recorded by the
+//! earlier ones, which are never told it closed). Members bypass the
+//! totals, so a flood of strangers can't lock them out.
 
 use std::time::Duration;
 
@@ -17,15 +28,16 @@ use libp2p::gossipsub::{
     self, IdentTopic, MessageAuthenticity, PeerScoreParams, PeerScoreThresholds,
 };
 use libp2p::request_response::{self, ProtocolSupport};
+
+use crate::codec::{self, Limits, bounded};
 use libp2p::swarm::NetworkBehaviour;
 use libp2p::swarm::behaviour::toggle::Toggle;
 use libp2p::{
     StreamProtocol, Swarm, identify, identity::Keypair, kad, mdns, noise, ping, tcp, yamux,
 };
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
-use agentmesh_protocol::team::TeamId;
+use agentmesh_protocol::team::MAX_TEAM_BLOCKS;
 
 /// identify's protocol version: peers speaking another are not agentmesh.
 pub const IDENTIFY_PROTOCOL: &str = "/agentmesh/1.0.0";
@@ -43,28 +55,74 @@ pub const KAD_PROTOCOL: StreamProtocol = StreamProtocol::new("/agentmesh/kad/1.0
 /// that have nothing to do.
 pub const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Connections open at once, in and out. A team of a few hundred machines
-/// plus relays and joiners fits; a flood of strangers is refused.
-pub const MAX_CONNECTIONS: u32 = 512;
+/// Connections open at once with machines that are not current members
+/// (relays, joiners, strangers), in and out. Members don't count against
+/// it, so a flood of strangers can't keep a member out.
+pub const MAX_CONNECTIONS: u32 = 256;
 
-/// Connections to one peer at once: TCP and QUIC, direct and relayed, and
-/// a dial racing an inbound connection.
+/// Connections to one peer at once, members included: TCP and QUIC,
+/// direct and relayed, and a dial racing an inbound connection.
 pub const MAX_CONNECTIONS_PER_PEER: u32 = 4;
 
 /// Inbound connections still in their handshake at once.
 pub const MAX_PENDING_INCOMING: u32 = 64;
 
-/// How long a join or sync request may take before it fails. Both are a
-/// single round trip of small messages.
+/// Streams a peer may have being negotiated at once on one connection
+/// (libp2p's default is 128): every protocol here uses at most a few.
+pub const MAX_NEGOTIATING_STREAMS: usize = 16;
+
+/// How long a join, sync or mail request may take before it fails. Each
+/// is a single round trip.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The most blocks one fetch asks for (8 KiB each at most, so a reply
-/// stays under 8 MiB, inside request-response's 10 MiB response limit).
-/// A requester missing more fetches again.
-pub const MAX_BLOCKS_PER_SYNC: usize = 1000;
+/// stays under [`SYNC_LIMITS`]). A requester missing more fetches again.
+pub const MAX_BLOCKS_PER_SYNC: usize = 100;
 
 /// The most contact records one sync message carries: one per member.
 pub const MAX_CONTACTS_PER_SYNC: usize = 1024;
+
+/// Bytes of contact records one sync message carries, at most; records
+/// beyond travel with later syncs (each member's own record always goes
+/// first, in its own syncs).
+pub const MAX_CONTACT_BYTES_PER_SYNC: usize = 256 * 1024;
+
+/// Join messages are a request and an offer of a few hundred bytes; the
+/// admission carries two blocks (the Genesis and the joiner's Admit), the
+/// joiner syncs the rest as a member. A founder that is not yet a member
+/// in the joiner's eyes can make it read no more than this.
+pub const JOIN_LIMITS: Limits = Limits {
+    request: 8 * 1024,
+    response: 32 * 1024,
+    inbound_budget: 1024 * 1024,
+};
+
+/// A digest with contact records, a fetch of at most
+/// [`MAX_BLOCKS_PER_SYNC`] hashes, every hash of a full team (4,096 × 34
+/// bytes), or [`MAX_BLOCKS_PER_SYNC`] blocks of 8 KiB: all under 1 MiB.
+pub const SYNC_LIMITS: Limits = Limits {
+    request: 1024 * 1024,
+    response: 1024 * 1024,
+    inbound_budget: 8 * 1024 * 1024,
+};
+
+/// A batch is under 1 MiB ([`crate::mail::MAX_BATCH_BYTES`] of envelopes
+/// plus framing); its reply is one outcome per envelope, each with a code
+/// and a reason of at most [`MAX_REASON_BYTES`]. Inbound batches read at
+/// once share 64 MiB: 32 senders with both their batches in flight.
+pub const MAIL_LIMITS: Limits = Limits {
+    request: 1024 * 1024,
+    response: 512 * 1024,
+    inbound_budget: 64 * 1024 * 1024,
+};
+
+/// The longest refusal reason this machine sends (a receiver shows at most
+/// 300 characters of it).
+pub const MAX_REASON_BYTES: usize = 1024;
+
+/// Request-response streams open at once on one connection, per protocol:
+/// two mail batches in flight each way, a sync each way, a join.
+pub const MAX_STREAMS_PER_CONNECTION: usize = 8;
 
 /// The application score given to every peer that is not a current member.
 /// gossipsub ignores every RPC but subscriptions from peers below its
@@ -76,18 +134,20 @@ pub fn stranger_score() -> f64 {
     -1000.0
 }
 
-/// The gossipsub topic of a team: a hash of the team id, so the topic name
-/// a connecting peer may see does not reveal the id.
-pub fn team_topic(team: &TeamId) -> IdentTopic {
-    let digest = Sha256::new()
-        .chain_update(b"agentmesh/v1 gossip topic")
-        .chain_update(team.0)
-        .finalize();
-    IdentTopic::new(format!(
-        "agentmesh/team/{}",
-        data_encoding::HEXLOWER.encode(&digest[..16])
-    ))
+/// The gossipsub topic team blocks travel on: one name for every team.
+/// gossipsub announces subscriptions to every connected peer, strangers
+/// included, so a topic named after the team would tell a stranger which
+/// machines share a team. Blocks name their team and are applied only to
+/// it; only members exchange gossip at all.
+pub const BLOCKS_TOPIC: &str = "agentmesh/blocks/1";
+
+/// [`BLOCKS_TOPIC`] as a topic.
+pub fn blocks_topic() -> IdentTopic {
+    IdentTopic::new(BLOCKS_TOPIC)
 }
+
+/// Blocks an admission carries: the Genesis and the joiner's Admit.
+pub const MAX_ADMITTED_BLOCKS: usize = 2;
 
 /// A message of the join protocol, from the joiner.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -111,8 +171,12 @@ pub enum JoinReply {
     Waiting,
     /// The pairing code matched; the joiner should confirm the team code.
     Approved,
-    /// Admitted: every block of the team, Genesis first.
-    Admitted(Vec<serde_bytes::ByteBuf>),
+    /// Admitted: the Genesis and the joiner's Admit (the joiner syncs the
+    /// rest of the team's blocks as a member).
+    Admitted(
+        #[serde(deserialize_with = "bounded::<_, _, MAX_ADMITTED_BLOCKS>")]
+        Vec<serde_bytes::ByteBuf>,
+    ),
     /// Acknowledged (a decline).
     Done,
     /// Refused, and why.
@@ -138,6 +202,7 @@ pub enum SyncRequest {
         #[serde(with = "serde_bytes")]
         digest: Vec<u8>,
         /// Signed contact records of current members, the sender's own included.
+        #[serde(deserialize_with = "bounded::<_, _, MAX_CONTACTS_PER_SYNC>")]
         contacts: Vec<serde_bytes::ByteBuf>,
     },
     /// "Send me these blocks."
@@ -146,6 +211,7 @@ pub enum SyncRequest {
         #[serde(with = "serde_bytes")]
         team: Vec<u8>,
         /// Hashes of the blocks wanted, at most [`MAX_BLOCKS_PER_SYNC`].
+        #[serde(deserialize_with = "bounded::<_, _, MAX_BLOCKS_PER_SYNC>")]
         hashes: Vec<serde_bytes::ByteBuf>,
     },
 }
@@ -156,18 +222,22 @@ pub enum SyncReply {
     /// Same digest: nothing to exchange but contact records.
     InSync {
         /// Signed contact records of current members.
+        #[serde(deserialize_with = "bounded::<_, _, MAX_CONTACTS_PER_SYNC>")]
         contacts: Vec<serde_bytes::ByteBuf>,
     },
     /// Different digest: every hash the responder holds.
     Have {
         /// Block hashes.
+        #[serde(deserialize_with = "bounded::<_, _, MAX_TEAM_BLOCKS>")]
         hashes: Vec<serde_bytes::ByteBuf>,
         /// Signed contact records of current members.
+        #[serde(deserialize_with = "bounded::<_, _, MAX_CONTACTS_PER_SYNC>")]
         contacts: Vec<serde_bytes::ByteBuf>,
     },
     /// The blocks asked for that the responder holds.
     Blocks {
         /// Blocks, Genesis first if included.
+        #[serde(deserialize_with = "bounded::<_, _, MAX_BLOCKS_PER_SYNC>")]
         blocks: Vec<serde_bytes::ByteBuf>,
     },
     /// Refused, and why.
@@ -178,7 +248,9 @@ pub enum SyncReply {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MailRequest {
     /// Envelopes (agentmesh-protocol wire form), at most
-    /// `crate::mail::MAX_BATCH_ENVELOPES`, under 1 MiB in all.
+    /// `crate::mail::MAX_BATCH_ENVELOPES`, under 1 MiB in all. One more
+    /// is kept while decoding, so an oversized batch is told apart.
+    #[serde(deserialize_with = "bounded::<_, _, { crate::mail::MAX_BATCH_ENVELOPES + 1 }>")]
     pub envelopes: Vec<serde_bytes::ByteBuf>,
 }
 
@@ -186,6 +258,7 @@ pub struct MailRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MailReply {
     /// One outcome per envelope.
+    #[serde(deserialize_with = "bounded::<_, _, { crate::mail::MAX_BATCH_ENVELOPES + 1 }>")]
     pub outcomes: Vec<MailOutcome>,
 }
 
@@ -219,9 +292,15 @@ mod behaviour {
 
     use super::*;
 
-    /// The daemon's network behaviour.
+    /// The daemon's network behaviour. The connection limits come first
+    /// (see the module docs).
     #[derive(NetworkBehaviour)]
     pub struct Behaviour {
+        /// Bounds on connections with machines that are not members, and
+        /// on handshakes; members are on its bypass list.
+        pub limits: connection_limits::Behaviour,
+        /// Bounds on connections per peer, members included.
+        pub peer_limits: connection_limits::Behaviour,
         /// Exchanges listen addresses, protocols and observed addresses.
         pub identify: identify::Behaviour,
         /// Measures round-trip time.
@@ -233,13 +312,11 @@ mod behaviour {
         /// Spreads team blocks.
         pub gossipsub: gossipsub::Behaviour,
         /// Joining.
-        pub join: request_response::cbor::Behaviour<JoinMsg, JoinReply>,
+        pub join: request_response::Behaviour<codec::Codec<JoinMsg, JoinReply>>,
         /// Anti-entropy sync of team blocks and contact records.
-        pub sync: request_response::cbor::Behaviour<SyncRequest, SyncReply>,
+        pub sync: request_response::Behaviour<codec::Codec<SyncRequest, SyncReply>>,
         /// Messages.
-        pub mail: request_response::cbor::Behaviour<MailRequest, MailReply>,
-        /// Bounds on connections, so a flood of them is refused early.
-        pub limits: connection_limits::Behaviour,
+        pub mail: request_response::Behaviour<codec::Codec<MailRequest, MailReply>>,
     }
 }
 
@@ -291,9 +368,30 @@ pub fn build(keypair: Keypair, mdns: bool) -> Result<Swarm<Behaviour>, BuildErro
             } else {
                 None
             };
-            let rr_config =
-                request_response::Config::default().with_request_timeout(REQUEST_TIMEOUT);
+            let rr_config = request_response::Config::default()
+                .with_request_timeout(REQUEST_TIMEOUT)
+                .with_max_concurrent_streams(MAX_STREAMS_PER_CONNECTION);
+            let mut kad = kad::Behaviour::with_config(
+                peer_id,
+                kad::store::MemoryStore::new(peer_id),
+                kad::Config::new(KAD_PROTOCOL),
+            );
+            // Client mode: it answers no one's queries, so its routing
+            // table (which may hold members) is never read out by a
+            // stranger. The relay issue gives it the bootstrap nodes it
+            // asks.
+            kad.set_mode(Some(kad::Mode::Client));
             Ok(Behaviour {
+                limits: connection_limits::Behaviour::new(
+                    connection_limits::ConnectionLimits::default()
+                        .with_max_pending_incoming(Some(MAX_PENDING_INCOMING))
+                        .with_max_established_incoming(Some(MAX_CONNECTIONS))
+                        .with_max_established(Some(MAX_CONNECTIONS)),
+                ),
+                peer_limits: connection_limits::Behaviour::new(
+                    connection_limits::ConnectionLimits::default()
+                        .with_max_established_per_peer(Some(MAX_CONNECTIONS_PER_PEER)),
+                ),
                 identify: identify::Behaviour::new(
                     identify::Config::new(IDENTIFY_PROTOCOL.into(), key.public())
                         .with_agent_version(format!("agentmesh/{}", env!("CARGO_PKG_VERSION"))),
@@ -302,35 +400,30 @@ pub fn build(keypair: Keypair, mdns: bool) -> Result<Swarm<Behaviour>, BuildErro
                     ping::Config::new().with_interval(Duration::from_secs(15)),
                 ),
                 mdns: mdns.into(),
-                kad: kad::Behaviour::with_config(
-                    peer_id,
-                    kad::store::MemoryStore::new(peer_id),
-                    kad::Config::new(KAD_PROTOCOL),
-                ),
+                kad,
                 gossipsub,
-                join: request_response::cbor::Behaviour::new(
+                join: request_response::Behaviour::with_codec(
+                    codec::Codec::new(JOIN_LIMITS),
                     [(JOIN_PROTOCOL, ProtocolSupport::Full)],
                     rr_config.clone(),
                 ),
-                sync: request_response::cbor::Behaviour::new(
+                sync: request_response::Behaviour::with_codec(
+                    codec::Codec::new(SYNC_LIMITS),
                     [(SYNC_PROTOCOL, ProtocolSupport::Full)],
                     rr_config.clone(),
                 ),
-                mail: request_response::cbor::Behaviour::new(
+                mail: request_response::Behaviour::with_codec(
+                    codec::Codec::new(MAIL_LIMITS),
                     [(MAIL_PROTOCOL, ProtocolSupport::Full)],
                     rr_config,
-                ),
-                limits: connection_limits::Behaviour::new(
-                    connection_limits::ConnectionLimits::default()
-                        .with_max_pending_incoming(Some(MAX_PENDING_INCOMING))
-                        .with_max_established_incoming(Some(MAX_CONNECTIONS))
-                        .with_max_established(Some(MAX_CONNECTIONS))
-                        .with_max_established_per_peer(Some(MAX_CONNECTIONS_PER_PEER)),
                 ),
             })
         })
         .map_err(|e| start(&e))?
-        .with_swarm_config(|c| c.with_idle_connection_timeout(IDLE_CONNECTION_TIMEOUT))
+        .with_swarm_config(|c| {
+            c.with_idle_connection_timeout(IDLE_CONNECTION_TIMEOUT)
+                .with_max_negotiating_inbound_streams(MAX_NEGOTIATING_STREAMS)
+        })
         .build();
     Ok(swarm)
 }

@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used)] // a harness that cannot unwrap has failed
 
 pub mod bench_messaging;
+pub mod hostile;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -24,8 +25,16 @@ use serde_json::Value;
 /// because CI machines are slow and share two cores.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
-/// The `agentmesh` binary built alongside the tests.
+/// The environment variable that points the tests at another `agentmesh`
+/// binary (an older build, to measure what a fix changed).
+pub const BIN_ENV: &str = "AGENTMESH_TEST_BIN";
+
+/// The `agentmesh` binary built alongside the tests, or the one
+/// [`BIN_ENV`] names.
 pub fn bin() -> PathBuf {
+    if let Some(path) = std::env::var_os(BIN_ENV) {
+        return PathBuf::from(path);
+    }
     let exe = std::env::current_exe().unwrap();
     // target/debug/deps/test-hash, or target/debug/agentmesh-bench:
     // the binary is in target/debug.

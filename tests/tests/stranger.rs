@@ -1,11 +1,15 @@
 //! A stranger that dials a member and speaks the team protocols is refused
-//! on every one and never receives the team's blocks.
+//! on every one, and is sent nothing derived from the team: no sync
+//! request (which would carry the team id and every member's contact
+//! record), no block, no team-named gossip topic, no Kademlia answers.
 //!
 //! The stranger is a libp2p node built in this test with the daemon's own
-//! behaviour (so it speaks every protocol correctly), dialing real daemons.
-//! The gossip check can fail: with strangers scored 0 instead of
-//! `stranger_score()`, the stranger receives the revocation block. Its
-//! mail is answered busy and never opened, stored or audited.
+//! behaviour (so it speaks every protocol correctly), dialing real daemons,
+//! and it records every request the daemon sends it. The gossip check can
+//! fail: with strangers scored 0 instead of `stranger_score()`, the
+//! stranger receives the revocation block. Its mail is answered busy and
+//! never opened, stored or audited; before the fix it made the daemon send
+//! the stranger a sync digest naming the team.
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
@@ -15,7 +19,7 @@ use std::time::Duration;
 use agentmesh_node::mail::MAX_BATCH_ENVELOPES;
 use agentmesh_node::swarm::{
     BehaviourEvent, JoinMsg, JoinReply, MailOutcome, MailRequest, SyncReply, SyncRequest,
-    team_topic,
+    blocks_topic,
 };
 use agentmesh_protocol::join::JoinRequest;
 use agentmesh_protocol::team::TeamId;
@@ -38,12 +42,14 @@ fn a_stranger_is_refused_everywhere_and_gets_no_blocks() {
     rt.block_on(async {
         let mut swarm = agentmesh_node::swarm::build(agentmesh_node::libp2p_keypair(&stranger), false).unwrap();
         swarm.dial(a_addr).unwrap();
+        // What alpha's identify says, whenever it arrives.
+        let mut identified = None;
         tokio::time::timeout(DEADLINE, async {
             loop {
-                if let SwarmEvent::ConnectionEstablished { peer_id, .. } = swarm.select_next_some().await
-                    && peer_id == a_peer
-                {
-                    break;
+                match swarm.select_next_some().await {
+                    SwarmEvent::ConnectionEstablished { peer_id, .. } if peer_id == a_peer => break,
+                    SwarmEvent::Behaviour(BehaviourEvent::Identify(libp2p::identify::Event::Received { info, .. })) => identified = Some(info),
+                    _ => {}
                 }
             }
         })
@@ -52,18 +58,17 @@ fn a_stranger_is_refused_everywhere_and_gets_no_blocks() {
 
         // It listens on the team's topic, and waits until alpha has told
         // it that alpha is on that topic too, so alpha has its subscription.
-        let topic = team_topic(&team);
+        let topic = blocks_topic();
         swarm.behaviour_mut().gossipsub.subscribe(&topic).unwrap();
         tokio::time::timeout(DEADLINE, async {
             loop {
-                if let SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(libp2p::gossipsub::Event::Subscribed {
-                    peer_id,
-                    topic: t,
-                })) = swarm.select_next_some().await
-                    && peer_id == a_peer
-                    && t == topic.hash()
-                {
-                    break;
+                match swarm.select_next_some().await {
+                    SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(libp2p::gossipsub::Event::Subscribed {
+                        peer_id,
+                        topic: t,
+                    })) if peer_id == a_peer && t == topic.hash() => break,
+                    SwarmEvent::Behaviour(BehaviourEvent::Identify(libp2p::identify::Event::Received { info, .. })) => identified = Some(info),
+                    _ => {}
                 }
             }
         })
@@ -120,9 +125,13 @@ fn a_stranger_is_refused_everywhere_and_gets_no_blocks() {
         let (mut sync_reply, mut fetch_reply, mut poll_reply, mut ask_reply) = (None, None, None, None);
         let (mut mail_reply, mut big_reply) = (None, None);
         let mut gossip = 0;
+        // Everything alpha sends the stranger unasked.
+        let mut requests_to_stranger: Vec<String> = vec![];
+        let mut topics_seen = vec![];
         let mut control_done = false;
         tokio::time::timeout(DEADLINE + Duration::from_secs(10), async {
             while !(control_done
+                && identified.is_some()
                 && sync_reply.is_some()
                 && fetch_reply.is_some()
                 && poll_reply.is_some()
@@ -134,6 +143,17 @@ fn a_stranger_is_refused_everywhere_and_gets_no_blocks() {
                     r = &mut control, if !control_done => { r.unwrap(); control_done = true; }
                     ev = swarm.select_next_some() => match ev {
                         SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(libp2p::gossipsub::Event::Message { .. })) => gossip += 1,
+                        SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(libp2p::gossipsub::Event::Subscribed { topic, .. })) => topics_seen.push(topic),
+                        SwarmEvent::Behaviour(BehaviourEvent::Identify(libp2p::identify::Event::Received { info, .. })) => identified = Some(info),
+                        SwarmEvent::Behaviour(BehaviourEvent::Sync(request_response::Event::Message {
+                            message: request_response::Message::Request { request, .. }, ..
+                        })) => requests_to_stranger.push(format!("sync {request:?}")),
+                        SwarmEvent::Behaviour(BehaviourEvent::Join(request_response::Event::Message {
+                            message: request_response::Message::Request { request, .. }, ..
+                        })) => requests_to_stranger.push(format!("join {request:?}")),
+                        SwarmEvent::Behaviour(BehaviourEvent::Mail(request_response::Event::Message {
+                            message: request_response::Message::Request { request, .. }, ..
+                        })) => requests_to_stranger.push(format!("mail {request:?}")),
                         SwarmEvent::Behaviour(BehaviourEvent::Sync(request_response::Event::Message {
                             message: request_response::Message::Response { request_id, response }, ..
                         })) => {
@@ -172,6 +192,25 @@ fn a_stranger_is_refused_everywhere_and_gets_no_blocks() {
             other => panic!("a join with a forged ticket was answered {other:?}"),
         }
         assert_eq!(gossip, 0, "the stranger received gossiped blocks");
+        // What it was sent: no request of any kind (a sync digest would
+        // carry the team id and the members' contact records), a gossip
+        // topic that names no team, and identify's list of alpha's own
+        // addresses and protocols, without Kademlia (it answers no one).
+        assert!(
+            requests_to_stranger.is_empty(),
+            "alpha sent the stranger {requests_to_stranger:?}"
+        );
+        // (Alpha's subscription to the shared topic arrived above.)
+        for t in &topics_seen {
+            assert_eq!(t, &topic.hash(), "a topic other than the shared one");
+        }
+        assert_eq!(topic.hash().as_str(), agentmesh_node::swarm::BLOCKS_TOPIC);
+        let info = identified.expect("identify ran");
+        assert!(
+            !info.protocols.iter().any(|p| p.as_ref() == agentmesh_node::swarm::KAD_PROTOCOL.as_ref()),
+            "alpha offers Kademlia to strangers: {:?}",
+            info.protocols
+        );
         // Busy, not refused: a member admitted a moment ago looks like this
         // until its admission arrives, and retries.
         assert_eq!(mail_reply.unwrap().outcomes, vec![MailOutcome::Busy; 3]);

@@ -1,0 +1,312 @@
+//! The request-response codec of agentmesh's protocols: libp2p's CBOR
+//! codec behind two bounds a stranger can't talk its way past.
+//!
+//! - **Sizes per protocol and direction.** Each protocol reads requests
+//!   and responses up to what its messages need ([`Limits`]), not
+//!   request-response's defaults (1 MiB requests, 10 MiB responses).
+//! - **A shared budget for inbound requests.** Every connection's handler
+//!   reads requests into memory before the node can look at who sent
+//!   them, so the bytes being read at once, over all connections, come out
+//!   of one budget per protocol. A request that finds the budget spent is
+//!   dropped unread (its sender sees the stream fail and retries later),
+//!   so a flood of connections holds at most the budget, however many
+//!   connections and streams it opens.
+//!
+//! Lists inside messages are bounded while they decode
+//! ([`bounded`]), so a small message of many tiny items can't decode into
+//! a large one.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::prelude::*;
+use libp2p::StreamProtocol;
+use libp2p::request_response::{self, cbor};
+use serde::{Serialize, de::DeserializeOwned};
+
+/// How much of a message is read per step while reserving budget for it.
+const CHUNK: usize = 16 * 1024;
+
+/// The bounds of one protocol.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The largest request read, bytes.
+    pub request: usize,
+    /// The largest response read, bytes.
+    pub response: usize,
+    /// Bytes of inbound requests being read at once, over every connection.
+    pub inbound_budget: usize,
+}
+
+/// Bytes that may be in use at once, shared by every clone.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    free: Arc<AtomicUsize>,
+}
+
+impl Budget {
+    /// A budget of `bytes`.
+    pub fn new(bytes: usize) -> Self {
+        Budget {
+            free: Arc::new(AtomicUsize::new(bytes)),
+        }
+    }
+
+    /// Bytes not in use now.
+    pub fn free(&self) -> usize {
+        self.free.load(Ordering::Relaxed)
+    }
+
+    /// Takes `n` bytes if they are free.
+    fn take(&self, n: usize) -> bool {
+        self.free
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |free| {
+                free.checked_sub(n)
+            })
+            .is_ok()
+    }
+
+    fn give(&self, n: usize) {
+        self.free.fetch_add(n, Ordering::AcqRel);
+    }
+}
+
+/// Bytes taken from a [`Budget`], given back when dropped.
+struct Reserved<'a> {
+    budget: &'a Budget,
+    bytes: usize,
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        self.budget.give(self.bytes);
+    }
+}
+
+/// Reads at most `max` bytes from `io`, taking each chunk from `budget`
+/// before reading it (no budget: just the size bound).
+async fn read_bounded<T: AsyncRead + Unpin + Send>(
+    io: &mut T,
+    max: usize,
+    budget: Option<&Budget>,
+) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut reserved = budget.map(|budget| Reserved { budget, bytes: 0 });
+    let mut chunk = vec![0u8; CHUNK];
+    loop {
+        if out.len() > max {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("message over its limit of {max} bytes"),
+            ));
+        }
+        let want = CHUNK.min(max + 1 - out.len());
+        if let Some(r) = reserved.as_mut() {
+            if !r.budget.take(want) {
+                return Err(io::Error::other(
+                    "too many requests are being read at once; try again later",
+                ));
+            }
+            r.bytes += want;
+        }
+        let n = io.read(&mut chunk[..want]).await?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// libp2p's CBOR codec with [`Limits`].
+pub struct Codec<Req, Resp> {
+    inner: cbor::codec::Codec<Req, Resp>,
+    limits: Limits,
+    budget: Budget,
+}
+
+impl<Req, Resp> std::fmt::Debug for Codec<Req, Resp> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Codec")
+            .field("limits", &self.limits)
+            .field("budget_free", &self.budget.free())
+            .finish()
+    }
+}
+
+impl<Req, Resp> Clone for Codec<Req, Resp> {
+    fn clone(&self) -> Self {
+        Codec {
+            inner: self.inner.clone(),
+            limits: self.limits,
+            budget: self.budget.clone(),
+        }
+    }
+}
+
+impl<Req, Resp> Codec<Req, Resp> {
+    /// A codec bounded by `limits`, with a fresh inbound budget.
+    pub fn new(limits: Limits) -> Self {
+        Codec {
+            // The inner codec only ever decodes a slice read here.
+            inner: cbor::codec::Codec::default()
+                .set_request_size_maximum(limits.request as u64)
+                .set_response_size_maximum(limits.response as u64),
+            limits,
+            budget: Budget::new(limits.inbound_budget),
+        }
+    }
+
+    /// The shared inbound budget (tests and status read it).
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+}
+
+impl<Req, Resp> request_response::Codec for Codec<Req, Resp>
+where
+    Req: Send + Serialize + DeserializeOwned,
+    Resp: Send + Serialize + DeserializeOwned,
+{
+    type Protocol = StreamProtocol;
+    type Request = Req;
+    type Response = Resp;
+
+    async fn read_request<T>(&mut self, protocol: &StreamProtocol, io: &mut T) -> io::Result<Req>
+    where
+        T: AsyncRead + Unpin + Send,
+    {
+        let budget = self.budget.clone();
+        let bytes = read_bounded(io, self.limits.request, Some(&budget)).await?;
+        self.inner.read_request(protocol, &mut &bytes[..]).await
+    }
+
+    async fn read_response<T>(&mut self, protocol: &StreamProtocol, io: &mut T) -> io::Result<Resp>
+    where
+        T: AsyncRead + Unpin + Send,
+    {
+        // Responses answer requests this machine chose to send, so their
+        // number is bounded by what it sends; only their size is bounded here.
+        let bytes = read_bounded(io, self.limits.response, None).await?;
+        self.inner.read_response(protocol, &mut &bytes[..]).await
+    }
+
+    async fn write_request<T>(
+        &mut self,
+        protocol: &StreamProtocol,
+        io: &mut T,
+        req: Req,
+    ) -> io::Result<()>
+    where
+        T: AsyncWrite + Unpin + Send,
+    {
+        self.inner.write_request(protocol, io, req).await
+    }
+
+    async fn write_response<T>(
+        &mut self,
+        protocol: &StreamProtocol,
+        io: &mut T,
+        res: Resp,
+    ) -> io::Result<()>
+    where
+        T: AsyncWrite + Unpin + Send,
+    {
+        self.inner.write_response(protocol, io, res).await
+    }
+}
+
+/// Decodes a list keeping at most `N` items; the rest are skipped without
+/// being stored. Callers that must tell "too many" from "exactly N" use
+/// one more than their limit.
+pub fn bounded<'de, D, T, const N: usize>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    struct Visit<T, const N: usize>(std::marker::PhantomData<T>);
+    impl<'de, T: serde::Deserialize<'de>, const N: usize> serde::de::Visitor<'de> for Visit<T, N> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a list")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(N).min(64));
+            while out.len() < N {
+                match seq.next_element()? {
+                    Some(item) => out.push(item),
+                    None => return Ok(out),
+                }
+            }
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Visit::<T, N>(std::marker::PhantomData))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
+    use super::*;
+
+    #[test]
+    fn reads_take_from_the_budget_and_give_it_back() {
+        futures::executor::block_on(async {
+            let budget = Budget::new(100 * 1024);
+            let data = vec![7u8; 40 * 1024];
+            let got = read_bounded(&mut &data[..], 64 * 1024, Some(&budget))
+                .await
+                .unwrap();
+            assert_eq!(got, data);
+            assert_eq!(budget.free(), 100 * 1024, "given back after the read");
+            // Over the size limit: refused, budget given back.
+            let e = read_bounded(&mut &data[..], 20 * 1024, Some(&budget))
+                .await
+                .unwrap_err();
+            assert!(e.to_string().contains("over its limit"), "{e}");
+            assert_eq!(budget.free(), 100 * 1024);
+            // A budget spent elsewhere refuses the read.
+            assert!(budget.take(100 * 1024 - 10));
+            let e = read_bounded(&mut &data[..], 64 * 1024, Some(&budget))
+                .await
+                .unwrap_err();
+            assert!(e.to_string().contains("try again later"), "{e}");
+            budget.give(100 * 1024 - 10);
+            assert_eq!(budget.free(), 100 * 1024);
+        });
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct List {
+        #[serde(deserialize_with = "bounded::<_, _, 3>")]
+        items: Vec<serde_bytes::ByteBuf>,
+        after: u8,
+    }
+
+    #[test]
+    fn long_lists_keep_their_first_items_and_decode_on() {
+        let mut bytes = vec![];
+        let items: Vec<serde_bytes::ByteBuf> = (0..1000u16)
+            .map(|i| serde_bytes::ByteBuf::from(i.to_be_bytes().to_vec()))
+            .collect();
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            items: &'a [serde_bytes::ByteBuf],
+            after: u8,
+        }
+        ciborium::into_writer(
+            &Out {
+                items: &items,
+                after: 9,
+            },
+            &mut bytes,
+        )
+        .unwrap();
+        let list: List = ciborium::from_reader(&bytes[..]).unwrap();
+        assert_eq!(list.items.len(), 3);
+        assert_eq!(list.items[2].as_slice(), &2u16.to_be_bytes());
+        assert_eq!(list.after, 9, "the fields after the list still decode");
+    }
+}

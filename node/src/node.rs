@@ -368,6 +368,9 @@ pub struct Node {
     /// at most [`MAX_SYNC_RETRIES`] each, forgotten when the sync ends.
     sync_retries: HashMap<PeerId, u32>,
     connects: Vec<ConnectWait>,
+    /// Joins admitted, answered once the first sync with their founder
+    /// ends (successfully or not: it has a deadline).
+    joined_waiting: Vec<(PeerId, u64, oneshot::Sender<Reply>)>,
     /// Peers with a sync in flight, and the blocks it brought so far.
     syncing: HashMap<PeerId, usize>,
     resync: HashSet<PeerId>,
@@ -474,6 +477,7 @@ impl Node {
             sync_waiting: Awaiting::default(),
             sync_retries: HashMap::new(),
             connects: vec![],
+            joined_waiting: vec![],
             syncing: HashMap::new(),
             resync: HashSet::new(),
             listen_addrs: vec![],
@@ -997,6 +1001,15 @@ impl Node {
         self.finish_connects(&peer, added, outcome);
         if self.resync.remove(&peer) && self.is_member(&peer) {
             self.start_sync(peer);
+        }
+        if !self.syncing.contains_key(&peer) {
+            let (done, waiting) = std::mem::take(&mut self.joined_waiting)
+                .into_iter()
+                .partition(|(founder, _, _)| *founder == peer);
+            self.joined_waiting = waiting;
+            for (_, join, reply) in done {
+                send(reply, self.join_state(join));
+            }
         }
     }
 
@@ -2011,7 +2024,19 @@ impl Node {
                         format!("unexpected answer from the founder: {other:?}"),
                     ),
                 };
-                send(reply, result.and_then(|()| self.join_state(join)));
+                match result {
+                    // Admitted: answered once the first sync with the
+                    // founder brought the rest of the team's blocks (the
+                    // admission carried only the Genesis and the Admit),
+                    // so `team show` right after `join` lists everyone.
+                    Ok(()) => match self.joins.get(&join).map(|s| s.founder) {
+                        Some(founder) if self.syncing.contains_key(&founder) => {
+                            self.joined_waiting.push((founder, join, reply));
+                        }
+                        _ => send(reply, self.join_state(join)),
+                    },
+                    Err(e) => send(reply, Err(e)),
+                }
             }
             JoinWaiter::Decline(join, reply) => send(reply, self.join_state(join)),
         }

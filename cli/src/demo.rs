@@ -242,7 +242,7 @@ fn run(root: &Path) -> anyhow::Result<()> {
         arrived(&mut a, "the reply", &reply_id).await?;
 
         step("demo-alice's peer table");
-        let peers: Vec<PeerRow> = a.call(Op::Peers).await?;
+        let peers: Vec<PeerRow> = a.peers().await?;
         for p in &peers {
             println!(
                 "{:<10} {}  {:<8} {:<7} {}",

@@ -76,7 +76,7 @@ pub fn peers(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
     let rows: Vec<PeerRow> = rt.block_on(async {
         let mut c = term::client(home).await?;
-        anyhow::Ok(c.call(agentmesh_node::api::Op::Peers).await?)
+        anyhow::Ok(c.peers().await?)
     })?;
     if json {
         term::json(&rows)?;

@@ -90,8 +90,16 @@ pub enum ClientFrame {
 pub enum Op {
     /// The daemon's identity, team and addresses.
     Status,
-    /// The peer table.
-    Peers,
+    /// The peer table, a page at a time (members first, then by name and
+    /// PeerId).
+    Peers {
+        /// Only rows after this one (paging; from `next_after`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after: Option<PeerCursor>,
+        /// At most this many rows (default and cap: 500).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<usize>,
+    },
     /// The team and its members.
     TeamShow,
     /// Found a team with this machine as its admin.
@@ -415,11 +423,35 @@ pub struct MemberView {
     pub this_machine: bool,
 }
 
+/// Where a page of `peers` ends: the sort key of its last row.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PeerCursor {
+    /// Members 0, revoked 1, relays 2, strangers 3.
+    pub rank: u8,
+    /// The machine name, if any.
+    pub name: Option<String>,
+    /// The PeerId.
+    pub peer_id: String,
+}
+
+/// One page of `peers`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeersPage {
+    /// The rows.
+    pub peers: Vec<PeerRow>,
+    /// Ask with this as `after` for the next page; null on the last.
+    pub next_after: Option<PeerCursor>,
+}
+
 /// `peers`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PeerRow {
     /// The machine name, if the team knows it.
     pub name: Option<String>,
+    /// The person who runs it, as its Admit says (members and revoked
+    /// machines): a name reused after a revocation shows another owner.
+    #[serde(default)]
+    pub owner: Option<String>,
     /// The PeerId.
     pub peer_id: String,
     /// `member`, `revoked`, `stranger` or `relay`.

@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use futures::{SinkExt, StreamExt};
 use serde::de::DeserializeOwned;
 use tokio::net::UnixStream;
-use tokio_util::codec::{Framed, LinesCodec};
+use tokio_util::codec::Framed;
 
 use crate::api::{self, API_VERSION, ApiError, ClientFrame, DaemonFrame, MAX_FRAME_BYTES, Op, Who};
+use crate::frames::{Line, LineCodec};
 use crate::home::Home;
 
 /// Why a call failed.
@@ -47,7 +48,7 @@ impl ClientError {
 /// An attached connection to the daemon.
 #[derive(Debug)]
 pub struct Client {
-    framed: Framed<UnixStream, LinesCodec>,
+    framed: Framed<UnixStream, LineCodec>,
     next_id: u64,
     /// Events that arrived while a call waited for its answer.
     pending: std::collections::VecDeque<api::Event>,
@@ -84,7 +85,7 @@ impl Client {
             .map_err(|_| ClientError::NotRunning {
                 socket: socket.clone(),
             })?;
-        let mut framed = Framed::new(stream, LinesCodec::new_with_max_length(MAX_FRAME_BYTES));
+        let mut framed = Framed::new(stream, LineCodec::new(MAX_FRAME_BYTES));
         let attach = ClientFrame::Attach {
             version: API_VERSION,
             who,
@@ -180,6 +181,20 @@ impl Client {
         self.call(Op::Status).await
     }
 
+    /// Every row of the peer table, gathered page by page.
+    pub async fn peers(&mut self) -> Result<Vec<api::PeerRow>, ClientError> {
+        let mut rows = vec![];
+        let mut after = None;
+        loop {
+            let page: api::PeersPage = self.call(Op::Peers { after, limit: None }).await?;
+            rows.extend(page.peers);
+            match page.next_after {
+                Some(next) => after = Some(next),
+                None => return Ok(rows),
+            }
+        }
+    }
+
     /// The next event pushed to this client, including those that arrived
     /// while [`Client::call`] waited for an answer.
     pub async fn next_event(&mut self) -> Result<api::Event, ClientError> {
@@ -202,7 +217,7 @@ impl Client {
 }
 
 async fn send(
-    framed: &mut Framed<UnixStream, LinesCodec>,
+    framed: &mut Framed<UnixStream, LineCodec>,
     frame: &ClientFrame,
 ) -> Result<(), ClientError> {
     framed
@@ -211,11 +226,24 @@ async fn send(
         .map_err(|e| ClientError::Io(e.to_string()))
 }
 
-async fn recv(framed: &mut Framed<UnixStream, LinesCodec>) -> Result<DaemonFrame, ClientError> {
+async fn recv(framed: &mut Framed<UnixStream, LineCodec>) -> Result<DaemonFrame, ClientError> {
     let line = framed
         .next()
         .await
         .ok_or_else(|| ClientError::Io("the daemon closed the connection".into()))?
         .map_err(|e| ClientError::Io(e.to_string()))?;
+    let line = match line {
+        Line::Text(l) => l,
+        Line::TooLarge => {
+            return Err(ClientError::Protocol(format!(
+                "the daemon sent a frame over {MAX_FRAME_BYTES} bytes"
+            )));
+        }
+        Line::NotUtf8 => {
+            return Err(ClientError::Protocol(
+                "the daemon sent a frame that is not UTF-8".into(),
+            ));
+        }
+    };
     serde_json::from_str(&line).map_err(|e| ClientError::Protocol(format!("{e}: {line}")))
 }

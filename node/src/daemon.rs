@@ -93,6 +93,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
         }
     }
 
+    raise_open_file_limit();
     let mut settings = Config::load(&home.config_file())?.validate()?;
     if !overrides.listen.is_empty() {
         settings.listen = overrides.listen;
@@ -153,6 +154,23 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     drop(lock);
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Raises the soft limit on open files to the hard one: every client,
+/// connection and sled file is a descriptor, and many systems start
+/// processes at 1,024, which a daemon holding a thousand idle sockets and a
+/// few hundred connections would reach.
+fn raise_open_file_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => {
+            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+                tracing::warn!(error = %e, soft, hard, "cannot raise the open file limit");
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot read the open file limit"),
+    }
 }
 
 async fn stop_on_signal(node: crate::node::Handle) {

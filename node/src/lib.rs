@@ -13,11 +13,14 @@
 //!   messages of agentmesh's join and sync protocols.
 //! - [`codec`]: the bounded request-response codec every protocol uses.
 //! - [`join`]: the founder's desk of join requests, with its limits.
+//! - [`limits`]: bounded per-key rate windows (audit and log floods,
+//!   revoked machines' grace).
 //! - [`peers`]: the peer table behind `agentmesh peers`.
 //! - [`store`]: what the daemon keeps between runs, behind the `Store`
 //!   trait, in sled.
-//! - [`api`], [`server`], [`client`]: the local API: its frames, the Unix
-//!   socket server, and the typed client.
+//! - [`api`], [`frames`], [`server`], [`client`]: the local API: its
+//!   frames and how lines are read, the Unix socket server, and the typed
+//!   client.
 //! - [`home`], [`config`]: where a node keeps its files, and its settings.
 //!
 //! - [`mail`]: messaging: the mailroom, the courier and the inbox, with
@@ -32,8 +35,10 @@ pub mod clock;
 pub mod codec;
 pub mod config;
 pub mod daemon;
+pub mod frames;
 pub mod home;
 pub mod join;
+pub mod limits;
 pub mod mail;
 pub mod node;
 pub mod peers;

@@ -42,6 +42,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::api::{self, ApiError, Event, MessageView, Op, Who, WhoKind};
 use crate::clock::now;
+use crate::limits::RateWindow;
 use crate::node::{Handle, Reply};
 use crate::store::{AuditEntry, FolderBinding, InboxRecord, OutboxRecord, OutboxStatus, Store};
 use crate::swarm::{MailOutcome, MailReply, MailRequest};
@@ -96,6 +97,17 @@ pub const MAX_AUDIT_LISTED: usize = 1000;
 
 /// A reason a remote machine gives is cut to this many characters.
 const MAX_REMOTE_REASON: usize = 300;
+
+/// Refusals of one kind from one machine audited one by one per window:
+/// the first; the rest of the window is one summary entry with a count,
+/// so a member sending garbage (or a revoked machine retrying) can't turn
+/// each envelope into a disk write.
+pub const REFUSALS_AUDITED_PER_WINDOW: u32 = 1;
+/// The window of [`REFUSALS_AUDITED_PER_WINDOW`].
+pub const REFUSAL_AUDIT_WINDOW: Duration = Duration::from_secs(60);
+/// (machine, reason) pairs whose refusals are counted at once; a pair past
+/// it is counted in one tally. Members times the few reasons there are.
+const MAX_REFUSAL_KEYS: usize = 4096;
 
 /// How many bytes `value` takes in a JSON answer, escapes included: a
 /// body of quotes or control characters grows up to six times, and a page
@@ -455,6 +467,8 @@ pub struct Mail {
     trusted: HashSet<String>,
     paused: bool,
     last_retention: Instant,
+    /// Refusals audited, per (machine, code), per window.
+    refusals: std::cell::RefCell<RateWindow<(PeerId, String)>>,
 }
 
 impl std::fmt::Debug for Mail {
@@ -486,6 +500,11 @@ fn refused(code: &str, reason: impl Into<String>) -> MailOutcome {
         code: code.into(),
         reason: reason.into(),
     }
+}
+
+/// The calendar clock as a duration, for rate windows: tests move it.
+fn calendar() -> Duration {
+    Duration::from_millis(now().as_unix_millis())
 }
 
 /// Parses `MAILBOX@MACHINE` or `@MACHINE`.
@@ -662,6 +681,11 @@ impl Mail {
             trusted: store.trusted()?.into_iter().collect(),
             paused: store.paused()?,
             last_retention: Instant::now(),
+            refusals: std::cell::RefCell::new(RateWindow::new(
+                REFUSAL_AUDIT_WINDOW,
+                REFUSALS_AUDITED_PER_WINDOW,
+                MAX_REFUSAL_KEYS,
+            )),
             store,
         };
         mail.load()?;
@@ -1414,14 +1438,19 @@ impl Mail {
         events: &mut Vec<Event>,
     ) -> MailOutcome {
         let refuse = |this: &Self, code: &str, reason: String, id: Option<String>| {
-            this.audit(AuditEntry {
-                event: "refused".into(),
-                peer: Some(peer.to_string()),
-                sender: Some(address(None, &dir.name_of(&peer))),
-                message_id: id,
-                detail: format!("{code}: {reason}"),
-                ..AuditEntry::default()
-            });
+            // Audited, but not one entry per envelope of a flood: the
+            // first of its kind per window, then a count (see `tick`).
+            let key = (peer, code.to_owned());
+            if this.refusals.borrow_mut().check(&key, calendar()) {
+                this.audit(AuditEntry {
+                    event: "refused".into(),
+                    peer: Some(peer.to_string()),
+                    sender: Some(address(None, &dir.name_of(&peer))),
+                    message_id: id,
+                    detail: format!("{code}: {reason}"),
+                    ..AuditEntry::default()
+                });
+            }
             refused(code, reason)
         };
         let envelope = match Envelope::from_wire(bytes) {
@@ -2113,8 +2142,40 @@ impl Mail {
         if now_i.duration_since(self.last_retention) >= RETENTION_EVERY {
             self.retention();
         }
+        self.audit_refusal_counts();
         self.shrink();
         self.write_pending();
+    }
+
+    /// One entry for each (machine, reason) whose refusals in a window
+    /// that just ended were counted rather than audited one by one.
+    fn audit_refusal_counts(&mut self) {
+        let (closed, overflow) = self.refusals.borrow_mut().closed(calendar());
+        if closed.is_empty() && overflow == 0 {
+            return;
+        }
+        let dir = self.directory();
+        let secs = REFUSAL_AUDIT_WINDOW.as_secs();
+        for ((peer, code), n) in closed {
+            self.audit(AuditEntry {
+                event: "refused".into(),
+                peer: Some(peer.to_string()),
+                sender: Some(address(None, &dir.name_of(&peer))),
+                detail: format!(
+                    "{code}: {n} more refused like it from this machine within {secs}s (counted, not audited one by one)"
+                ),
+                ..AuditEntry::default()
+            });
+        }
+        if overflow > 0 {
+            self.audit(AuditEntry {
+                event: "refused".into(),
+                detail: format!(
+                    "{overflow} more envelopes refused from machines past the first {MAX_REFUSAL_KEYS} counted within {secs}s"
+                ),
+                ..AuditEntry::default()
+            });
+        }
     }
 
     /// Gives back what a burst grew: maps and queues keep their capacity
@@ -2334,6 +2395,10 @@ mod tests {
 
         fn put_peer(&self, record: &PeerRecord) -> Result<(), StoreError> {
             self.inner.put_peer(record)
+        }
+
+        fn delete_peer(&self, peer_id: &str) -> Result<(), StoreError> {
+            self.inner.delete_peer(peer_id)
         }
 
         fn put_ticket(&self, nonce: &[u8; 16], expires_at: Timestamp) -> Result<(), StoreError> {

@@ -46,6 +46,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::api::{self, ApiError, Op};
 use crate::config::Settings;
 use crate::join::{CodeOutcome, Desk, DeskState};
+use crate::limits::RateWindow;
 use crate::mail::{Directory, MAX_BATCH_ENVELOPES, MailHandle, MailIn};
 use crate::peers::{PeerTable, without_peer};
 use crate::store::{AuditEntry, Store};
@@ -96,6 +97,13 @@ const MAX_SYNC_RETRIES: u32 = 2;
 /// How long a revoked machine that connects is kept, answered only with
 /// refusals, before it is disconnected.
 const REVOKED_GRACE: Duration = Duration::from_secs(2);
+
+/// A revoked machine gets one grace per this long: reconnecting in a loop
+/// it is disconnected at once, and its refusals can't become a flood.
+pub const REVOKED_GRACE_EVERY: Duration = Duration::from_secs(600);
+
+/// Revoked machines whose last grace is remembered, at most.
+const MAX_GRACES: usize = 1024;
 
 /// The protocol a relay lists in identify.
 const RELAY_HOP: &str = "/libp2p/circuit/relay/0.2.0/hop";
@@ -392,6 +400,10 @@ pub struct Node {
     newcomer_sync: Option<Instant>,
     /// Revoked machines to disconnect, and when.
     disconnecting: Vec<(PeerId, Instant)>,
+    /// When each revoked machine last had its grace.
+    graces: RateWindow<PeerId>,
+    /// When the node started: the zero of its rate windows.
+    started: Instant,
 }
 
 impl std::fmt::Debug for Node {
@@ -451,8 +463,20 @@ impl Node {
             }
             team = Some(state);
         }
-        let mut peers = PeerTable::from_records(store.peers()?);
-        peers.trim(team.as_ref());
+        // Records of machines outside the team (older versions kept
+        // anything that claimed to be a relay) are dropped.
+        let mut records = store.peers()?;
+        records.retain(|r| {
+            let keep = r
+                .peer_id
+                .parse::<PeerId>()
+                .is_ok_and(|p| team.as_ref().is_some_and(|t| t.member(&p).is_some()));
+            if !keep && let Err(e) = store.delete_peer(&r.peer_id) {
+                tracing::warn!(error = %e, "cannot forget a stranger's peer record");
+            }
+            keep
+        });
+        let peers = PeerTable::from_records(records);
         for (peer, bytes) in store.contacts()? {
             if let Ok(c) = SignedContact::from_bytes(&bytes) {
                 for a in c.record().addrs.iter().chain(&c.record().relays) {
@@ -494,6 +518,8 @@ impl Node {
             newcomer_sync: None,
             next_token: 0,
             disconnecting: vec![],
+            graces: RateWindow::new(REVOKED_GRACE_EVERY, 1, MAX_GRACES),
+            started: Instant::now(),
         };
         node.activate_team(None);
         Ok((
@@ -563,12 +589,12 @@ impl Node {
         }
     }
 
-    /// Whether a peer's record is worth keeping across restarts: members
-    /// and relays. Strangers are forgotten, so fresh PeerIds can't grow the
-    /// store.
+    /// Whether a peer's record is worth keeping across restarts: the team's
+    /// machines only. A peer that says it is a relay is not believed into
+    /// the store (relays a person configures come with the relay issue),
+    /// so fresh PeerIds can't grow it.
     fn worth_keeping(&self, peer: &PeerId) -> bool {
         self.team.as_ref().is_some_and(|t| t.member(peer).is_some())
-            || self.peers.get(peer).is_some_and(|e| e.relay)
     }
 
     fn save_peer(&self, peer: &PeerId) {
@@ -665,12 +691,17 @@ impl Node {
             gossip.remove_explicit_peer(peer);
         }
         if revoked && !self.disconnecting.iter().any(|(p, _)| p == peer) {
-            // Not at once: for a moment it is answered on every protocol
-            // with why it is refused, so its queued mail fails with a
-            // reason instead of retrying until it expires.
-            tracing::debug!(%peer, "disconnecting a revoked machine");
-            self.disconnecting
-                .push((*peer, Instant::now() + REVOKED_GRACE));
+            if self.graces.check(peer, self.started.elapsed()) {
+                // Not at once: for a moment it is answered on every
+                // protocol with why it is refused, so its queued mail fails
+                // with a reason instead of retrying until it expires.
+                tracing::debug!(%peer, "disconnecting a revoked machine after its grace");
+                self.disconnecting
+                    .push((*peer, Instant::now() + REVOKED_GRACE));
+            } else if self.peers.is_connected(peer) {
+                // It had its grace moments ago: no second one.
+                let _ = self.swarm.disconnect_peer_id(*peer);
+            }
         }
     }
 
@@ -1624,6 +1655,9 @@ impl Node {
     fn housekeeping(&mut self) {
         let now_i = Instant::now();
         self.expire_requests(now_i);
+        if self.peers.len() > crate::peers::MAX_PEERS {
+            self.peers.trim(self.team.as_ref());
+        }
         let due: Vec<PeerId> = self
             .disconnecting
             .iter()
@@ -1684,12 +1718,14 @@ impl Node {
         }
         if now_i.duration_since(self.last_maintenance) >= MAINTENANCE_EVERY {
             self.last_maintenance = now_i;
+            // Graces that are over free their slots.
+            self.graces.closed(self.started.elapsed());
             self.redial_members();
             let _ = self.store.prune_tickets(now());
             let _ = self
                 .store
                 .prune_audit(now().saturating_sub(self.settings.audit_retention));
-            self.peers.trim(self.team.as_ref());
+            self.peers.expire(now_i, self.team.as_ref());
             self.save_peers();
         }
     }
@@ -2331,7 +2367,12 @@ impl Node {
     fn handle_op(&mut self, op: Op, reply: oneshot::Sender<Reply>) {
         let answer = match op {
             Op::Status => self.status(),
-            Op::Peers => ok(self.peers.rows(&self.me.peer_id(), self.team.as_ref())),
+            Op::Peers { after, limit } => ok(self.peers.page(
+                &self.me.peer_id(),
+                self.team.as_ref(),
+                after.as_ref(),
+                limit,
+            )),
             Op::TeamShow => self.team_view(),
             Op::TeamCreate { name, owner } => self.team_create(&name, &owner),
             Op::TeamLeave => self.team_leave(),

@@ -1,15 +1,21 @@
 //! The peer table: every machine this one has met or whose team it shares,
 //! how it is reached now, and what was last measured.
+//!
+//! Members are kept for good (and stored between runs). Anyone else, a
+//! stranger or a relay that merely says it is one, is kept in memory only,
+//! at most [`MAX_PEERS`] of them, and forgotten [`STRANGER_TTL`] after it
+//! was last seen: a flood of fresh identities can't grow the table or the
+//! store.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use agentmesh_protocol::team::{Standing, TeamState};
 use agentmesh_protocol::{Multiaddr, PeerId};
 use libp2p::multiaddr::Protocol;
 use libp2p::swarm::ConnectionId;
 
-use crate::api::PeerRow;
+use crate::api::{PeerCursor, PeerRow, PeersPage};
 use crate::store::PeerRecord;
 
 /// The most addresses remembered per peer; the newest are kept. A machine
@@ -19,6 +25,17 @@ pub const MAX_ADDRS_PER_PEER: usize = 16;
 /// The most peers the table holds. Strangers beyond it are forgotten,
 /// oldest first; members are always kept.
 pub const MAX_PEERS: usize = 1024;
+
+/// How long a stranger that is not connected stays in the table after it
+/// was last seen.
+pub const STRANGER_TTL: Duration = Duration::from_secs(600);
+
+/// Rows in one `peers` answer page, at most; pages are also sized by their
+/// JSON to fit the API frame.
+pub const MAX_PEERS_PAGE: usize = 500;
+
+/// Bytes of rows in one `peers` page, about (the API frame is 1 MiB).
+const MAX_PEERS_PAGE_BYTES: usize = 640 * 1024;
 
 /// What is known about one peer.
 #[derive(Debug, Clone, Default)]
@@ -33,6 +50,8 @@ pub struct PeerEntry {
     pub connections: HashMap<ConnectionId, Multiaddr>,
     /// Whether it serves circuit relay.
     pub relay: bool,
+    /// When anything about it last changed here (monotonic).
+    pub touched: Option<Instant>,
 }
 
 /// The table.
@@ -111,9 +130,32 @@ impl PeerTable {
         })
     }
 
-    /// The entry of `peer`, created if new.
+    /// The entry of `peer`, created if new, marked as just seen.
     pub fn entry(&mut self, peer: PeerId) -> &mut PeerEntry {
-        self.peers.entry(peer).or_default()
+        let e = self.peers.entry(peer).or_default();
+        e.touched = Some(Instant::now());
+        e
+    }
+
+    /// How many peers the table holds.
+    pub fn len(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.peers.is_empty()
+    }
+
+    /// Forgets strangers that are not connected and were last seen more
+    /// than [`STRANGER_TTL`] before `now`.
+    pub fn expire(&mut self, now: Instant, team: Option<&TeamState>) {
+        self.peers.retain(|p, e| {
+            !e.connections.is_empty()
+                || team.is_some_and(|t| t.member(p).is_some())
+                || e.touched
+                    .is_some_and(|t| now.duration_since(t) < STRANGER_TTL)
+        });
     }
 
     /// The entry of `peer`, if known.
@@ -161,11 +203,11 @@ impl PeerTable {
         if self.peers.len() <= MAX_PEERS {
             return;
         }
-        let mut strangers: Vec<(Option<SystemTime>, PeerId)> = self
+        let mut strangers: Vec<(Option<Instant>, PeerId)> = self
             .peers
             .iter()
             .filter(|(p, e)| e.connections.is_empty() && team.is_none_or(|t| t.member(p).is_none()))
-            .map(|(p, e)| (e.last_seen, *p))
+            .map(|(p, e)| (e.touched, *p))
             .collect();
         strangers.sort();
         let excess = self.peers.len() - MAX_PEERS;
@@ -174,9 +216,46 @@ impl PeerTable {
         }
     }
 
-    /// The rows of `agentmesh peers`: every known peer and every team
-    /// member, except `me`, members first, then by name and PeerId.
-    pub fn rows(&self, me: &PeerId, team: Option<&TeamState>) -> Vec<PeerRow> {
+    /// One page of `agentmesh peers`: the rows after `after`, at most
+    /// `limit` (and [`MAX_PEERS_PAGE`]) that fit one answer.
+    pub fn page(
+        &self,
+        me: &PeerId,
+        team: Option<&TeamState>,
+        after: Option<&PeerCursor>,
+        limit: Option<usize>,
+    ) -> PeersPage {
+        let limit = limit.unwrap_or(MAX_PEERS_PAGE).clamp(1, MAX_PEERS_PAGE);
+        let mut peers = vec![];
+        let mut bytes = 0;
+        let mut more = false;
+        for (cursor, row) in self.rows(me, team) {
+            if after.is_some_and(|a| &cursor <= a) {
+                continue;
+            }
+            let size = serde_json::to_vec(&row).map_or(MAX_PEERS_PAGE_BYTES, |v| v.len() + 16);
+            if peers.len() == limit || (bytes + size > MAX_PEERS_PAGE_BYTES && !peers.is_empty()) {
+                more = true;
+                break;
+            }
+            bytes += size;
+            peers.push((cursor, row));
+        }
+        let next_after = if more {
+            peers.last().map(|(c, _)| c.clone())
+        } else {
+            None
+        };
+        PeersPage {
+            peers: peers.into_iter().map(|(_, r)| r).collect(),
+            next_after,
+        }
+    }
+
+    /// Every row of `agentmesh peers` with its sort key: every known peer
+    /// and every team member, except `me`, members first, then by name and
+    /// PeerId.
+    fn rows(&self, me: &PeerId, team: Option<&TeamState>) -> Vec<(PeerCursor, PeerRow)> {
         let mut ids: BTreeMap<PeerId, ()> = self.peers.keys().map(|p| (*p, ())).collect();
         if let Some(t) = team {
             for m in t.members() {
@@ -184,7 +263,7 @@ impl PeerTable {
             }
         }
         ids.remove(me);
-        let mut rows: Vec<PeerRow> = ids
+        let rows: Vec<PeerRow> = ids
             .keys()
             .map(|peer| {
                 let entry = self.peers.get(peer);
@@ -219,6 +298,7 @@ impl PeerTable {
                 };
                 PeerRow {
                     name: member.map(|m| m.name.to_string()),
+                    owner: member.map(|m| m.owner.to_string()),
                     peer_id: peer.to_string(),
                     membership: membership.into(),
                     connection: connection.into(),
@@ -238,8 +318,21 @@ impl PeerTable {
             "relay" => 2,
             _ => 3,
         };
-        rows.sort_by(|a, b| (rank(a), &a.name, &a.peer_id).cmp(&(rank(b), &b.name, &b.peer_id)));
-        rows
+        let mut keyed: Vec<(PeerCursor, PeerRow)> = rows
+            .into_iter()
+            .map(|r| {
+                (
+                    PeerCursor {
+                        rank: rank(&r),
+                        name: r.name.clone(),
+                        peer_id: r.peer_id.clone(),
+                    },
+                    r,
+                )
+            })
+            .collect();
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        keyed
     }
 }
 
@@ -259,6 +352,53 @@ mod tests {
         let d: Multiaddr = "/ip4/1.2.3.4/udp/1/quic-v1".parse().unwrap();
         assert_eq!(relay_of(&d), None);
         assert_eq!(transport_of(&d), "quic");
+    }
+
+    #[test]
+    fn pages_list_every_row_once_in_order() {
+        let mut t = PeerTable::default();
+        let me = PeerId::random();
+        for i in 0..1234u16 {
+            let p = PeerId::random();
+            // Rows as large as a stranger can make them: 16 addresses.
+            for port in 0..16u16 {
+                let a: Multiaddr = format!("/ip4/10.0.{}.{}/tcp/{port}", i / 256, i % 256)
+                    .parse()
+                    .unwrap();
+                t.add_addr(p, &a);
+            }
+        }
+        let (mut after, mut seen, mut pages) = (None, vec![], 0);
+        loop {
+            let page = t.page(&me, None, after.as_ref(), None);
+            pages += 1;
+            assert!(
+                serde_json::to_vec(&page).unwrap().len() < 1024 * 1024,
+                "a page must fit one API frame"
+            );
+            seen.extend(page.peers.into_iter().map(|r| r.peer_id));
+            match page.next_after {
+                Some(c) => after = Some(c),
+                None => break,
+            }
+        }
+        assert!(pages > 2, "{pages} pages");
+        let mut sorted = seen.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 1234, "every row once");
+        assert_eq!(seen, sorted, "strangers in PeerId order");
+    }
+
+    #[test]
+    fn strangers_are_forgotten_after_their_ttl() {
+        let mut t = PeerTable::default();
+        let p = PeerId::random();
+        t.add_addr(p, &"/ip4/10.0.0.1/tcp/1".parse().unwrap());
+        t.expire(Instant::now(), None);
+        assert_eq!(t.len(), 1, "seen just now");
+        t.expire(Instant::now() + STRANGER_TTL, None);
+        assert_eq!(t.len(), 0);
     }
 
     #[test]

@@ -5,16 +5,28 @@
 //! is the whole of its access control: every process of that user is
 //! trusted alike (docs/security.md). Each connection is served by its own
 //! task; requests go to the node over its bounded command channel.
+//!
+//! A connection has [`ATTACH_TIMEOUT`] to send its `attach` frame. Until it
+//! does it holds no client slot: at most [`MAX_CLIENTS`] clients are
+//! attached, and at most [`MAX_UNATTACHED`] connections wait to attach;
+//! past that the oldest waiting one is told `busy` and closed, so idle
+//! sockets can never lock a well-behaved client out. A client that finds
+//! every slot taken is told `busy` too, never reset without a word.
 
+use std::collections::VecDeque;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
 use tokio::net::{UnixListener, UnixStream};
-use tokio_util::codec::{Framed, LinesCodec, LinesCodecError};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio_util::codec::Framed;
 
 use crate::api::{
     API_VERSION, ClientFrame, DaemonFrame, Event, InboxPage, MAX_FRAME_BYTES, Op, Who, WhoKind,
 };
+use crate::frames::{Line, LineCodec, parse_strict};
 use crate::mail::MailHandle;
 use crate::node::Handle;
 use tokio::sync::broadcast;
@@ -23,6 +35,65 @@ use tokio::sync::broadcast;
 /// buffers; a runaway script opening connections in a loop hits this
 /// instead of exhausting file descriptors.
 pub const MAX_CLIENTS: usize = 256;
+
+/// How long a new connection may take to send its `attach` frame. Clients
+/// send it at once; this only frees what idle sockets hold.
+pub const ATTACH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections waiting to attach, at most; past it the oldest is closed
+/// with a `busy` frame. Each costs a task and a file descriptor.
+pub const MAX_UNATTACHED: usize = 1024;
+
+/// After a failed `accept` (out of file descriptors, most likely), the
+/// listener waits this long before the next, instead of spinning.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// A failed `accept` is logged at most this often.
+const ACCEPT_WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Connections that have not attached yet, oldest first, each with the
+/// way to tell it to make room.
+#[derive(Debug, Default)]
+struct Unattached {
+    next: u64,
+    queue: VecDeque<(u64, oneshot::Sender<()>)>,
+}
+
+impl Unattached {
+    /// Registers a new connection; evicts the oldest past
+    /// [`MAX_UNATTACHED`].
+    fn register(&mut self) -> (u64, oneshot::Receiver<()>) {
+        if self.queue.len() >= MAX_UNATTACHED
+            && let Some((_, evict)) = self.queue.pop_front()
+        {
+            let _ = evict.send(());
+        }
+        self.next += 1;
+        let (tx, rx) = oneshot::channel();
+        self.queue.push_back((self.next, tx));
+        (self.next, rx)
+    }
+
+    fn remove(&mut self, id: u64) {
+        self.queue.retain(|(i, _)| *i != id);
+    }
+}
+
+/// A connection's place among those waiting to attach, given up when it
+/// attaches or goes.
+struct Waiting {
+    id: u64,
+    registry: Arc<Mutex<Unattached>>,
+    evicted: oneshot::Receiver<()>,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if let Ok(mut r) = self.registry.lock() {
+            r.remove(self.id);
+        }
+    }
+}
 
 /// Binds the socket at `path`, replacing a stale one (the caller holds the
 /// daemon lock, so no live daemon owns it).
@@ -47,23 +118,40 @@ pub async fn serve(
     peer_id: String,
 ) {
     let uid = nix::unistd::geteuid().as_raw();
-    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
+    let slots = Arc::new(Semaphore::new(MAX_CLIENTS));
+    let registry = Arc::new(Mutex::new(Unattached::default()));
+    let mut last_warning: Option<Instant> = None;
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!(error = %e, "accepting a client failed");
+                if last_warning.is_none_or(|t| t.elapsed() >= ACCEPT_WARN_EVERY) {
+                    tracing::warn!(error = %e, "accepting a client failed; retrying");
+                    last_warning = Some(Instant::now());
+                }
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
                 continue;
             }
         };
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            tracing::warn!("refusing a client: {MAX_CLIENTS} are attached already");
-            continue;
+        let waiting = {
+            let Ok(mut r) = registry.lock() else {
+                return;
+            };
+            let (id, evicted) = r.register();
+            Waiting {
+                id,
+                registry: registry.clone(),
+                evicted,
+            }
         };
-        let (node, mail, name, peer_id) =
-            (node.clone(), mail.clone(), name.clone(), peer_id.clone());
+        let (node, mail, name, peer_id, slots) = (
+            node.clone(),
+            mail.clone(),
+            name.clone(),
+            peer_id.clone(),
+            slots.clone(),
+        );
         tokio::spawn(async move {
-            let _permit = permit;
             match stream.peer_cred() {
                 Ok(cred) if cred.uid() == uid => {
                     let client = Client {
@@ -73,13 +161,14 @@ pub async fn serve(
                         peer_id,
                         attached: None,
                         last_seq: 0,
+                        slots,
+                        slot: None,
                     };
-                    client.serve(stream).await;
+                    client.serve(stream, waiting).await;
                 }
                 Ok(cred) => {
                     tracing::warn!(uid = cred.uid(), "refused a client of another user");
-                    let mut framed =
-                        Framed::new(stream, LinesCodec::new_with_max_length(MAX_FRAME_BYTES));
+                    let mut framed = Framed::new(stream, LineCodec::new(MAX_FRAME_BYTES));
                     let _ = send(
                         &mut framed,
                         &DaemonFrame::Error {
@@ -94,6 +183,9 @@ pub async fn serve(
         });
     }
 }
+
+/// A frame to send before closing the connection.
+struct Closing(DaemonFrame);
 
 /// What a client attached as.
 #[derive(Debug, Clone)]
@@ -113,12 +205,15 @@ struct Client {
     attached: Option<Attached>,
     /// The last message seq sent to this client, for `lagged`.
     last_seq: u64,
+    /// The client slots.
+    slots: Arc<Semaphore>,
+    /// This client's slot, once attached.
+    slot: Option<OwnedSemaphorePermit>,
 }
 
-async fn send(
-    framed: &mut Framed<UnixStream, LinesCodec>,
-    frame: &DaemonFrame,
-) -> Result<(), LinesCodecError> {
+type Conn = Framed<UnixStream, LineCodec>;
+
+async fn send(framed: &mut Conn, frame: &DaemonFrame) -> Result<(), std::io::Error> {
     framed
         .send(serde_json::to_string(frame).expect("daemon frames always serialise"))
         .await
@@ -133,7 +228,7 @@ fn frame_error(code: &str, message: impl Into<String>) -> DaemonFrame {
 
 /// Reads one line into a frame, or says exactly what is wrong with it.
 fn parse(line: &str) -> Result<ClientFrame, DaemonFrame> {
-    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+    let value: serde_json::Value = parse_strict(line).map_err(|e| {
         frame_error(
             "malformed_frame",
             format!("the frame is not JSON ({e}); send one JSON object per line"),
@@ -148,17 +243,32 @@ fn parse(line: &str) -> Result<ClientFrame, DaemonFrame> {
             "malformed_frame",
             "the frame has no \"type\"; it must be \"attach\" or \"request\"",
         )),
-        Some("attach" | "request") => serde_json::from_value(value).map_err(|e| {
-            let msg = e.to_string();
-            if kind.as_deref() == Some("request") && msg.contains("unknown variant") {
-                frame_error("unknown_op", format!("unknown operation: {msg}"))
-            } else {
-                frame_error(
-                    "malformed_frame",
-                    format!("the {} frame is invalid: {msg}", kind.unwrap_or_default()),
-                )
-            }
-        }),
+        Some("attach" | "request") => serde_json::from_value(value.clone())
+            .or_else(|e| {
+                // An op whose arguments all have defaults may leave them
+                // out: `{"op":"peers"}` is `{"op":"peers","args":{}}`.
+                if kind.as_deref() == Some("request")
+                    && value.get("op").is_some()
+                    && value.get("args").is_none()
+                {
+                    let mut with_args = value;
+                    with_args["args"] = serde_json::json!({});
+                    serde_json::from_value(with_args).map_err(|_| e)
+                } else {
+                    Err(e)
+                }
+            })
+            .map_err(|e| {
+                let msg = e.to_string();
+                if kind.as_deref() == Some("request") && msg.contains("unknown variant") {
+                    frame_error("unknown_op", format!("unknown operation: {msg}"))
+                } else {
+                    frame_error(
+                        "malformed_frame",
+                        format!("the {} frame is invalid: {msg}", kind.unwrap_or_default()),
+                    )
+                }
+            }),
         Some(other) => Err(frame_error(
             "unknown_frame",
             format!("unknown frame type {other:?}; it must be \"attach\" or \"request\""),
@@ -167,27 +277,67 @@ fn parse(line: &str) -> Result<ClientFrame, DaemonFrame> {
 }
 
 impl Client {
-    async fn serve(mut self, stream: UnixStream) {
-        let mut framed = Framed::new(stream, LinesCodec::new_with_max_length(MAX_FRAME_BYTES));
+    async fn serve(mut self, stream: UnixStream, waiting: Waiting) {
+        let mut framed = Framed::new(stream, LineCodec::new(MAX_FRAME_BYTES));
         let mut events: Option<broadcast::Receiver<Event>> = None;
+        let mut waiting = Some(waiting);
+        let attach_by = tokio::time::sleep(ATTACH_TIMEOUT);
+        tokio::pin!(attach_by);
         loop {
+            if self.attached.is_some() {
+                // Attached: no longer among those waiting.
+                waiting = None;
+            }
             let next_event = async {
                 match events.as_mut() {
                     Some(rx) => rx.recv().await,
                     None => std::future::pending().await,
                 }
             };
+            let unattached = waiting.is_some();
+            let evicted = async {
+                match waiting.as_mut() {
+                    Some(w) => {
+                        let _ = (&mut w.evicted).await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
+                _ = &mut attach_by, if unattached => {
+                    let _ = send(&mut framed, &frame_error(
+                        "attach_timeout",
+                        format!("no attach frame within {}s; send attach first", ATTACH_TIMEOUT.as_secs()),
+                    )).await;
+                    return;
+                }
+                _ = evicted => {
+                    let _ = send(&mut framed, &frame_error(
+                        "busy",
+                        format!("{MAX_UNATTACHED} connections are waiting to attach; this one, the oldest, is closed; connect again and attach at once"),
+                    )).await;
+                    return;
+                }
                 line = framed.next() => {
                     let Some(line) = line else { return };
                     let reply = match line {
-                        Ok(l) if l.trim().is_empty() => continue,
-                        Ok(l) => self.frame(&l, &mut framed, &mut events).await,
-                        Err(LinesCodecError::MaxLineLengthExceeded) => Some(frame_error(
+                        Ok(Line::Text(l)) if l.trim().is_empty() => continue,
+                        Ok(Line::Text(l)) => match self.frame(&l, &mut framed, &mut events).await {
+                            Ok(reply) => reply,
+                            Err(Closing(frame)) => {
+                                let _ = send(&mut framed, &frame).await;
+                                return;
+                            }
+                        },
+                        Ok(Line::TooLarge) => Some(frame_error(
                             "frame_too_large",
-                            format!("frames are at most {MAX_FRAME_BYTES} bytes"),
+                            format!("frames are at most {MAX_FRAME_BYTES} bytes; the frame was skipped and the connection stays open"),
                         )),
-                        Err(LinesCodecError::Io(_)) => return,
+                        Ok(Line::NotUtf8) => Some(frame_error(
+                            "malformed_frame",
+                            "the frame is not UTF-8 text; send one JSON object per line",
+                        )),
+                        Err(_) => return,
                     };
                     if let Some(reply) = reply
                         && send(&mut framed, &reply).await.is_err()
@@ -238,14 +388,15 @@ impl Client {
         Some(event)
     }
 
-    /// Handles one frame; returns the frame to answer with, if any.
+    /// Handles one frame; returns the frame to answer with, if any, or
+    /// the last frame before closing the connection.
     async fn frame(
         &mut self,
         line: &str,
-        framed: &mut Framed<UnixStream, LinesCodec>,
+        framed: &mut Conn,
         events: &mut Option<broadcast::Receiver<Event>>,
-    ) -> Option<DaemonFrame> {
-        match parse(line) {
+    ) -> Result<Option<DaemonFrame>, Closing> {
+        Ok(match parse(line) {
             Err(frame) => Some(frame),
             Ok(ClientFrame::Attach {
                 version,
@@ -254,12 +405,12 @@ impl Client {
                 after_seq,
             }) => {
                 if version != API_VERSION {
-                    return Some(frame_error(
+                    return Ok(Some(frame_error(
                         "version_mismatch",
                         format!(
                             "this client speaks local API version {version}, the daemon speaks version {API_VERSION}; use the same agentmesh build for both"
                         ),
-                    ));
+                    )));
                 }
                 tracing::debug!(kind = ?who.kind, name = %who.name, ?mailbox, "client attached");
                 let mailbox_arg_is_owner = mailbox.as_deref() == Some("@");
@@ -267,9 +418,23 @@ impl Client {
                     None | Some("@") => None,
                     Some(m) => match agentmesh_protocol::Name::parse("mailbox name", m) {
                         Ok(n) => Some(n.to_string()),
-                        Err(e) => return Some(frame_error("bad_mailbox", e.to_string())),
+                        Err(e) => return Ok(Some(frame_error("bad_mailbox", e.to_string()))),
                     },
                 };
+                if self.slot.is_none() {
+                    match self.slots.clone().try_acquire_owned() {
+                        Ok(slot) => self.slot = Some(slot),
+                        Err(_) => {
+                            tracing::warn!("refusing a client: {MAX_CLIENTS} are attached already");
+                            return Err(Closing(frame_error(
+                                "busy",
+                                format!(
+                                    "{MAX_CLIENTS} clients are attached to this daemon already; close some (`watch`, MCP servers) and try again"
+                                ),
+                            )));
+                        }
+                    }
+                }
                 let owner_only = mailbox_arg_is_owner;
                 self.attached = Some(Attached {
                     who,
@@ -284,7 +449,7 @@ impl Client {
                     name: self.name.clone(),
                 };
                 if send(framed, &attached).await.is_err() {
-                    return None;
+                    return Ok(None);
                 }
                 // Without after_seq, only what arrives from now on.
                 self.last_seq = match after_seq {
@@ -333,12 +498,12 @@ impl Client {
                     },
                 })
             }
-        }
+        })
     }
 
     /// A person attaching sees what waits for their decision: every held
     /// message, as a prompt, whatever happened while no one watched.
-    async fn replay_held(&mut self, framed: &mut Framed<UnixStream, LinesCodec>) {
+    async fn replay_held(&mut self, framed: &mut Conn) {
         let Some(a) = self
             .attached
             .clone()
@@ -364,7 +529,7 @@ impl Client {
 
     /// Sends every stored message of the attached mailbox after `after`,
     /// as events, page by page.
-    async fn replay(&mut self, mut after: u64, framed: &mut Framed<UnixStream, LinesCodec>) {
+    async fn replay(&mut self, mut after: u64, framed: &mut Conn) {
         let Some(a) = self.attached.clone() else {
             return;
         };

@@ -207,6 +207,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn peers(&self) -> Result<Vec<PeerRecord>, StoreError>;
     /// Stores a peer record, replacing the previous one.
     fn put_peer(&self, record: &PeerRecord) -> Result<(), StoreError>;
+    /// Forgets a peer's record.
+    fn delete_peer(&self, peer_id: &str) -> Result<(), StoreError>;
     /// Records an unused invite ticket nonce and its expiry.
     fn put_ticket(&self, nonce: &[u8; 16], expires_at: Timestamp) -> Result<(), StoreError>;
     /// The expiry of an unused ticket nonce, without using it.
@@ -527,6 +529,11 @@ impl Store for SledStore {
     fn put_peer(&self, record: &PeerRecord) -> Result<(), StoreError> {
         self.peers
             .insert(record.peer_id.as_bytes(), to_record(record))?;
+        Ok(())
+    }
+
+    fn delete_peer(&self, peer_id: &str) -> Result<(), StoreError> {
+        self.peers.remove(peer_id.as_bytes())?;
         Ok(())
     }
 

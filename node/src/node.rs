@@ -1460,6 +1460,13 @@ impl Node {
                     request_id, error, ..
                 } => {
                     if let Some(peer) = self.sync_waiting.remove(&request_id) {
+                        if breaks_protocol(&error) {
+                            // An answer too large or not decodable: the
+                            // connection is closed rather than left with a
+                            // half-read stream; the member may reconnect.
+                            tracing::info!(%peer, %error, "a sync answer broke the protocol; disconnecting");
+                            let _ = self.swarm.disconnect_peer_id(peer);
+                        }
                         let closed = matches!(
                             error,
                             request_response::OutboundFailure::ConnectionClosed
@@ -2723,6 +2730,12 @@ impl Node {
         }
         self.connects.push(wait);
     }
+}
+
+/// Whether a request failed because the answer broke the protocol (over
+/// its size limit, or not decodable), as the codec reports it.
+fn breaks_protocol(error: &request_response::OutboundFailure) -> bool {
+    matches!(error, request_response::OutboundFailure::Io(e) if e.kind() == std::io::ErrorKind::InvalidData)
 }
 
 fn is_unspecified(a: &Multiaddr) -> bool {

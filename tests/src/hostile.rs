@@ -36,10 +36,66 @@ impl std::fmt::Debug for Flood {
     }
 }
 
+/// What a flood's strangers run: nothing, or identify and a circuit relay
+/// server, so identify tells the daemon each of them is a relay.
+#[derive(libp2p::swarm::NetworkBehaviour)]
+struct RelayClaim {
+    identify: libp2p::identify::Behaviour,
+    relay: libp2p::relay::Behaviour,
+}
+
+/// Runs one flooding stranger: dials, reports, holds the connection.
+async fn hold<B: libp2p::swarm::NetworkBehaviour>(
+    mut swarm: libp2p::Swarm<B>,
+    addr: Multiaddr,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    established: Arc<AtomicUsize>,
+    failed: Arc<AtomicUsize>,
+    done: tokio::sync::mpsc::UnboundedSender<()>,
+) {
+    if swarm.dial(addr).is_err() {
+        failed.fetch_add(1, Ordering::SeqCst);
+        let _ = done.send(());
+        return;
+    }
+    let mut permit = Some(permit);
+    let mut reported = false;
+    loop {
+        match swarm.select_next_some().await {
+            SwarmEvent::ConnectionEstablished { .. } if !reported => {
+                established.fetch_add(1, Ordering::SeqCst);
+                reported = true;
+                permit.take();
+                let _ = done.send(());
+            }
+            SwarmEvent::OutgoingConnectionError { .. } if !reported => {
+                failed.fetch_add(1, Ordering::SeqCst);
+                let _ = done.send(());
+                return;
+            }
+            SwarmEvent::ConnectionClosed { .. } if reported => {
+                established.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
+            _ => {}
+        }
+    }
+}
+
 impl Flood {
     /// Dials `addr` from `n` fresh identities and returns once every dial
     /// has connected or failed.
     pub fn connect(addr: &Multiaddr, n: usize) -> Flood {
+        Flood::start(addr, n, false)
+    }
+
+    /// [`Flood::connect`] with strangers whose identify lists the circuit
+    /// relay hop protocol: each claims to be a relay.
+    pub fn claiming_relay(addr: &Multiaddr, n: usize) -> Flood {
+        Flood::start(addr, n, true)
+    }
+
+    fn start(addr: &Multiaddr, n: usize, claim_relay: bool) -> Flood {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -58,49 +114,48 @@ impl Flood {
                     failed.clone(),
                     done_tx.clone(),
                 );
-                tokio::spawn(async move {
-                    let mut swarm = libp2p::SwarmBuilder::with_new_identity()
-                        .with_tokio()
-                        .with_tcp(
-                            tcp::Config::default(),
-                            noise::Config::new,
-                            yamux::Config::default,
-                        )
-                        .expect("tcp")
+                let builder = libp2p::SwarmBuilder::with_new_identity()
+                    .with_tokio()
+                    .with_tcp(
+                        tcp::Config::default(),
+                        noise::Config::new,
+                        yamux::Config::default,
+                    )
+                    .expect("tcp");
+                let config = |c: libp2p::swarm::Config| {
+                    c.with_idle_connection_timeout(Duration::from_secs(600))
+                };
+                if claim_relay {
+                    let swarm = builder
+                        .with_behaviour(|key| RelayClaim {
+                            identify: libp2p::identify::Behaviour::new(
+                                libp2p::identify::Config::new(
+                                    "/agentmesh/1.0.0".into(),
+                                    key.public(),
+                                ),
+                            ),
+                            relay: {
+                                let mut relay = libp2p::relay::Behaviour::new(
+                                    key.public().to_peer_id(),
+                                    Default::default(),
+                                );
+                                // Advertised even with no external address.
+                                relay.set_status(Some(libp2p::relay::Status::Enable));
+                                relay
+                            },
+                        })
+                        .expect("behaviour")
+                        .with_swarm_config(config)
+                        .build();
+                    tokio::spawn(hold(swarm, addr, permit, established, failed, done));
+                } else {
+                    let swarm = builder
                         .with_behaviour(|_| libp2p::swarm::dummy::Behaviour)
                         .expect("behaviour")
-                        .with_swarm_config(|c| {
-                            c.with_idle_connection_timeout(Duration::from_secs(600))
-                        })
+                        .with_swarm_config(config)
                         .build();
-                    if swarm.dial(addr).is_err() {
-                        failed.fetch_add(1, Ordering::SeqCst);
-                        let _ = done.send(());
-                        return;
-                    }
-                    let mut permit = Some(permit);
-                    let mut reported = false;
-                    loop {
-                        match swarm.select_next_some().await {
-                            SwarmEvent::ConnectionEstablished { .. } if !reported => {
-                                established.fetch_add(1, Ordering::SeqCst);
-                                reported = true;
-                                permit.take();
-                                let _ = done.send(());
-                            }
-                            SwarmEvent::OutgoingConnectionError { .. } if !reported => {
-                                failed.fetch_add(1, Ordering::SeqCst);
-                                let _ = done.send(());
-                                return;
-                            }
-                            SwarmEvent::ConnectionClosed { .. } if reported => {
-                                established.fetch_sub(1, Ordering::SeqCst);
-                                return;
-                            }
-                            _ => {}
-                        }
-                    }
-                });
+                    tokio::spawn(hold(swarm, addr, permit, established, failed, done));
+                }
             }
             for _ in 0..n {
                 done_rx.recv().await;
@@ -130,4 +185,343 @@ pub fn peer_of(addr: &Multiaddr) -> PeerId {
         Some(libp2p::multiaddr::Protocol::P2p(p)) => p,
         _ => panic!("{addr} does not end in /p2p/PEER"),
     }
+}
+
+/// How a [`Peer`] answers the sync requests a daemon sends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncAnswer {
+    /// "Same digest", with no contact records.
+    InSync,
+    /// A reply of about this many bytes of junk hashes: a member trying to
+    /// make the daemon decode more than the protocol needs.
+    Huge(usize),
+}
+
+/// What the daemon sent a [`Peer`] without being asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Received {
+    /// A sync request (it carries the team id and contact records).
+    Sync(String),
+    /// A sync answer of this peer's was written out in full.
+    SyncAnswered,
+    /// A sync answer of this peer's was cut off by the daemon.
+    SyncAnswerRefused,
+    /// The daemon closed a connection.
+    Disconnected,
+    /// A join message.
+    Join(String),
+    /// A mail batch.
+    Mail(usize),
+    /// A gossiped message.
+    Gossip(usize),
+}
+
+type Answer<T> = tokio::sync::oneshot::Sender<Result<T, String>>;
+
+enum Cmd {
+    Dial(Multiaddr, Answer<PeerId>),
+    Mail(PeerId, MailRequest, Answer<MailReply>),
+    Sync(PeerId, SyncRequest, Answer<SyncReply>),
+    Join(PeerId, JoinMsg, Answer<JoinReply>),
+    Disconnect(PeerId, Answer<()>),
+}
+
+use agentmesh_node::swarm::{
+    BehaviourEvent, JoinMsg, JoinReply, MailOutcome, MailReply, MailRequest, SyncReply, SyncRequest,
+};
+use libp2p::request_response::{self, OutboundRequestId};
+
+/// One hostile peer with the daemon's own behaviour and its own identity
+/// (a stranger's, or a member's key taken from its home).
+pub struct Peer {
+    rt: tokio::runtime::Runtime,
+    cmds: tokio::sync::mpsc::UnboundedSender<Cmd>,
+    received: Arc<std::sync::Mutex<Vec<Received>>>,
+    /// Its PeerId.
+    pub peer_id: PeerId,
+}
+
+impl std::fmt::Debug for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peer")
+            .field("peer_id", &self.peer_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How long a hostile peer waits for any answer.
+const PEER_DEADLINE: Duration = Duration::from_secs(30);
+
+impl Peer {
+    /// A peer with `identity`, answering syncs as `sync`.
+    pub fn new(identity: &Identity, sync: SyncAnswer) -> Peer {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let (cmds, mut rx) = tokio::sync::mpsc::unbounded_channel::<Cmd>();
+        let received = Arc::new(std::sync::Mutex::new(vec![]));
+        let log = received.clone();
+        let keypair = agentmesh_node::libp2p_keypair(identity);
+        let peer_id = keypair.public().to_peer_id();
+        rt.spawn(async move {
+            let mut swarm = agentmesh_node::swarm::build(keypair, false).expect("a swarm");
+            let mut dials: Vec<(Multiaddr, Answer<PeerId>)> = vec![];
+            let mut mail: HashMap<OutboundRequestId, Answer<MailReply>> = HashMap::new();
+            let mut syncs: HashMap<OutboundRequestId, Answer<SyncReply>> = HashMap::new();
+            let mut joins: HashMap<OutboundRequestId, Answer<JoinReply>> = HashMap::new();
+            let note = |r: Received| log.lock().expect("not poisoned").push(r);
+            loop {
+                tokio::select! {
+                    cmd = rx.recv() => match cmd {
+                        None => return,
+                        Some(Cmd::Dial(addr, answer)) => match swarm.dial(addr.clone()) {
+                            Ok(()) => dials.push((addr, answer)),
+                            Err(e) => { let _ = answer.send(Err(e.to_string())); }
+                        },
+                        Some(Cmd::Mail(to, req, answer)) => {
+                            mail.insert(swarm.behaviour_mut().mail.send_request(&to, req), answer);
+                        }
+                        Some(Cmd::Sync(to, req, answer)) => {
+                            syncs.insert(swarm.behaviour_mut().sync.send_request(&to, req), answer);
+                        }
+                        Some(Cmd::Join(to, req, answer)) => {
+                            joins.insert(swarm.behaviour_mut().join.send_request(&to, req), answer);
+                        }
+                        Some(Cmd::Disconnect(peer, answer)) => {
+                            let _ = swarm.disconnect_peer_id(peer);
+                            let _ = answer.send(Ok(()));
+                        }
+                    },
+                    event = swarm.select_next_some() => match event {
+                        SwarmEvent::ConnectionEstablished { peer_id, .. } => {
+                            // The tests dial one daemon at a time.
+                            for (_, answer) in dials.drain(..) {
+                                let _ = answer.send(Ok(peer_id));
+                            }
+                        }
+                        SwarmEvent::ConnectionClosed { .. } => note(Received::Disconnected),
+                        SwarmEvent::OutgoingConnectionError { error, .. } => {
+                            for (_, answer) in dials.drain(..) {
+                                let _ = answer.send(Err(error.to_string()));
+                            }
+                        }
+                        SwarmEvent::Behaviour(BehaviourEvent::Mail(e)) => match e {
+                            request_response::Event::Message { message, .. } => match message {
+                                request_response::Message::Request { request, channel, .. } => {
+                                    note(Received::Mail(request.envelopes.len()));
+                                    let n = request.envelopes.len();
+                                    let _ = swarm.behaviour_mut().mail.send_response(channel, MailReply { outcomes: vec![MailOutcome::Busy; n] });
+                                }
+                                request_response::Message::Response { request_id, response } => {
+                                    if let Some(a) = mail.remove(&request_id) { let _ = a.send(Ok(response)); }
+                                }
+                            },
+                            request_response::Event::OutboundFailure { request_id, error, .. } => {
+                                if let Some(a) = mail.remove(&request_id) { let _ = a.send(Err(error.to_string())); }
+                            }
+                            _ => {}
+                        },
+                        SwarmEvent::Behaviour(BehaviourEvent::Sync(e)) => match e {
+                            request_response::Event::Message { message, .. } => match message {
+                                request_response::Message::Request { request, channel, .. } => {
+                                    note(Received::Sync(format!("{request:?}").chars().take(200).collect()));
+                                    let reply = match sync {
+                                        SyncAnswer::InSync => SyncReply::InSync { contacts: vec![] },
+                                        SyncAnswer::Huge(bytes) => SyncReply::Have {
+                                            hashes: vec![serde_bytes::ByteBuf::from(vec![7u8; 1]); bytes / 2],
+                                            contacts: vec![],
+                                        },
+                                    };
+                                    let _ = swarm.behaviour_mut().sync.send_response(channel, reply);
+                                }
+                                request_response::Message::Response { request_id, response } => {
+                                    if let Some(a) = syncs.remove(&request_id) { let _ = a.send(Ok(response)); }
+                                }
+                            },
+                            request_response::Event::OutboundFailure { request_id, error, .. } => {
+                                if let Some(a) = syncs.remove(&request_id) { let _ = a.send(Err(error.to_string())); }
+                            }
+                            request_response::Event::ResponseSent { .. } => note(Received::SyncAnswered),
+                            request_response::Event::InboundFailure { .. } => note(Received::SyncAnswerRefused),
+                        },
+                        SwarmEvent::Behaviour(BehaviourEvent::Join(e)) => match e {
+                            request_response::Event::Message { message, .. } => match message {
+                                request_response::Message::Request { request, channel, .. } => {
+                                    note(Received::Join(format!("{request:?}").chars().take(200).collect()));
+                                    let _ = swarm.behaviour_mut().join.send_response(channel, JoinReply::Refused("no".into()));
+                                }
+                                request_response::Message::Response { request_id, response } => {
+                                    if let Some(a) = joins.remove(&request_id) { let _ = a.send(Ok(response)); }
+                                }
+                            },
+                            request_response::Event::OutboundFailure { request_id, error, .. } => {
+                                if let Some(a) = joins.remove(&request_id) { let _ = a.send(Err(error.to_string())); }
+                            }
+                            _ => {}
+                        },
+                        SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(libp2p::gossipsub::Event::Message { message, .. })) => {
+                            note(Received::Gossip(message.data.len()));
+                        }
+                        _ => {}
+                    },
+                }
+            }
+        });
+        Peer {
+            rt,
+            cmds,
+            received,
+            peer_id,
+        }
+    }
+
+    fn ask<T>(&self, make: impl FnOnce(Answer<T>) -> Cmd) -> Result<T, String> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.cmds.send(make(tx)).map_err(|_| "the peer stopped")?;
+        self.rt
+            .block_on(async { tokio::time::timeout(PEER_DEADLINE, rx).await })
+            .map_err(|_| "no answer within the deadline".to_owned())?
+            .map_err(|_| "the peer dropped the request".to_owned())?
+    }
+
+    /// Dials `addr`; the PeerId that answered.
+    pub fn dial(&self, addr: &Multiaddr) -> Result<PeerId, String> {
+        let addr = addr.clone();
+        self.ask(|a| Cmd::Dial(addr, a))
+    }
+
+    /// Sends a mail batch to `to`.
+    pub fn mail(&self, to: PeerId, envelopes: Vec<Vec<u8>>) -> Result<MailReply, String> {
+        let req = MailRequest {
+            envelopes: envelopes
+                .into_iter()
+                .map(serde_bytes::ByteBuf::from)
+                .collect(),
+        };
+        self.ask(|a| Cmd::Mail(to, req, a))
+    }
+
+    /// Sends a sync request to `to`.
+    pub fn sync(&self, to: PeerId, req: SyncRequest) -> Result<SyncReply, String> {
+        self.ask(|a| Cmd::Sync(to, req, a))
+    }
+
+    /// Sends a join message to `to`.
+    pub fn join(&self, to: PeerId, msg: JoinMsg) -> Result<JoinReply, String> {
+        self.ask(|a| Cmd::Join(to, msg, a))
+    }
+
+    /// Closes its connections to `peer`.
+    pub fn disconnect(&self, peer: PeerId) {
+        let _ = self.ask(|a| Cmd::Disconnect(peer, a));
+    }
+
+    /// Everything the daemon sent it unasked, so far.
+    pub fn received(&self) -> Vec<Received> {
+        self.received.lock().expect("not poisoned").clone()
+    }
+}
+
+use std::collections::HashMap;
+
+/// The peak resident memory of a process (VmHWM), MiB.
+pub fn peak_rss_mib(pid: i32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+/// The bytes a directory's files take, recursively.
+pub fn dir_bytes(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+use agentmesh_protocol::envelope::{Body, Envelope, Header, Kind, MessageId, Who, WhoKind};
+use agentmesh_protocol::team::TeamId;
+use agentmesh_protocol::{Identity, Timestamp};
+
+/// The identity kept in a node's home (its daemon should be stopped, or
+/// the test acts as that machine beside it).
+pub fn identity_of(home: &std::path::Path) -> Identity {
+    let bytes = std::fs::read(home.join("identity.key")).expect("a key file");
+    Identity::from_key_file(&bytes).expect("a valid key file")
+}
+
+/// An envelope from `from` to the owner's mailbox of `to`, as a courier
+/// seals it, sent at `sent_at` and valid for `lifetime`.
+pub fn envelope(
+    from: &Identity,
+    to: &Identity,
+    team: TeamId,
+    text: &str,
+    sent_at: Timestamp,
+    lifetime: Duration,
+) -> Envelope {
+    let id = MessageId::random(&mut rand::rng());
+    let header = Header {
+        id,
+        team,
+        from: from.peer_id(),
+        to: to.peer_id(),
+        kind: Kind::Tell,
+        in_reply_to: None,
+        thread: id,
+        hop: 0,
+        taint: false,
+        sent_at,
+        expires_at: sent_at.saturating_add(lifetime),
+    };
+    let body = Body {
+        who: Who {
+            kind: WhoKind::Agent,
+            name: "mallory".into(),
+            session_id: None,
+            task: None,
+        },
+        from_mailbox: None,
+        to_mailbox: None,
+        text: text.into(),
+        attachments: vec![],
+    };
+    agentmesh_protocol::seal(from, &to.x25519_public(), &header, &body, &mut rand::rng())
+        .expect("a valid envelope")
+}
+
+/// `wire` with its header's version field (the header's first item) set
+/// to `version`.
+pub fn with_version(wire: &[u8], version: u64) -> Vec<u8> {
+    use ciborium::Value;
+    let mut outer: Value = ciborium::from_reader(wire).expect("an envelope");
+    let Value::Array(items) = &mut outer else {
+        panic!("an envelope is an array")
+    };
+    let Value::Bytes(header) = &items[0] else {
+        panic!("the header is bytes")
+    };
+    let mut h: Value = ciborium::from_reader(&header[..]).expect("a header");
+    if let Value::Array(fields) = &mut h {
+        fields[0] = Value::Integer(version.into());
+    }
+    let mut header = vec![];
+    ciborium::into_writer(&h, &mut header).expect("encodes");
+    items[0] = Value::Bytes(header);
+    let mut out = vec![];
+    ciborium::into_writer(&outer, &mut out).expect("encodes");
+    out
 }

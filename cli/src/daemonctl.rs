@@ -24,8 +24,13 @@ fn overrides(net: &NetArgs) -> anyhow::Result<Overrides> {
         .listen
         .iter()
         .map(|a| {
-            a.parse::<Multiaddr>().with_context(|| {
-                format!("--listen {a:?} is not a multiaddr; write it like /ip4/0.0.0.0/tcp/7650")
+            a.parse::<Multiaddr>().map_err(|_| {
+                term::cli_error(
+                    "bad_address",
+                    format!(
+                        "--listen {a:?} is not a multiaddr; write it like /ip4/0.0.0.0/tcp/7650"
+                    ),
+                )
             })
         })
         .collect::<anyhow::Result<_>>()?;
@@ -35,21 +40,30 @@ fn overrides(net: &NetArgs) -> anyhow::Result<Overrides> {
     })
 }
 
-/// `agentmesh daemon`: runs in the foreground until stopped.
-pub fn daemon(home: &Home, net: &NetArgs, verbose: u8) -> anyhow::Result<ExitCode> {
+/// `agentmesh daemon`: runs in the foreground until stopped; with
+/// `--json`, logs JSON lines.
+pub fn daemon(home: &Home, net: &NetArgs, verbose: u8, json: bool) -> anyhow::Result<ExitCode> {
     let overrides = overrides(net)?;
+    // What a non-member can cause is logged at debug: strangers' refused
+    // streams (request-response warns on each) must not fill the log.
     let default = match verbose {
-        0 => "info,libp2p_mdns=warn,libp2p_swarm=warn,libp2p_gossipsub=warn",
+        0 => {
+            "info,libp2p_mdns=warn,libp2p_swarm=warn,libp2p_gossipsub=warn,libp2p_request_response=error"
+        }
         1 => "debug,agentmesh_node=debug",
         _ => "trace",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    if json {
+        logs.json().init();
+    } else {
+        logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -60,19 +74,23 @@ pub fn daemon(home: &Home, net: &NetArgs, verbose: u8) -> anyhow::Result<ExitCod
 
 /// `agentmesh up`: starts the daemon in the background, or reports the one
 /// already running.
-pub fn up(home: &Home, net: &NetArgs, verbose: u8) -> anyhow::Result<ExitCode> {
+pub fn up(home: &Home, net: &NetArgs, verbose: u8, json: bool) -> anyhow::Result<ExitCode> {
     overrides(net)?;
     let rt = term::runtime()?;
     if let Ok(mut c) = rt.block_on(term::client(home)) {
         let s = rt.block_on(c.status())?;
-        println!(
-            "agentmesh is already running (pid {}, peer {}).",
-            s.pid, s.peer_id
-        );
+        if json {
+            term::json(&serde_json::json!({ "started": false, "status": s }))?;
+        } else {
+            println!(
+                "agentmesh is already running (pid {}, peer {}).",
+                s.pid, s.peer_id
+            );
+        }
         return Ok(ExitCode::SUCCESS);
     }
-    fs::create_dir_all(home.root())
-        .with_context(|| format!("cannot create {}", home.root().display()))?;
+    // Private from the start; an existing home is checked, not chmodded.
+    home.create()?;
     let log = fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -94,38 +112,70 @@ pub fn up(home: &Home, net: &NetArgs, verbose: u8) -> anyhow::Result<ExitCode> {
         .stderr(log)
         // Its own process group: Ctrl-C in this terminal must not stop it.
         .process_group(0);
+    let log_start = fs::metadata(home.log_file()).map_or(0, |m| m.len());
     let mut child = cmd.spawn().context("cannot start the daemon")?;
+    let spin = (!json).then(|| term::spinner("starting the daemon…"));
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if let Ok(mut c) = rt.block_on(term::client(home)) {
             let status = rt.block_on(c.status())?;
-            println!(
-                "agentmesh started (pid {}); its log is {}",
-                status.pid,
-                home.log_file().display()
-            );
-            inspect::print_status(&status);
+            drop(spin);
+            if json {
+                term::json(&serde_json::json!({
+                    "started": true,
+                    "log": home.log_file(),
+                    "status": status,
+                }))?;
+            } else {
+                println!(
+                    "agentmesh started (pid {}); its log is {}",
+                    status.pid,
+                    home.log_file().display()
+                );
+                inspect::print_status(&status);
+            }
             return Ok(ExitCode::SUCCESS);
         }
         if let Some(exit) = child.try_wait()? {
-            let log = fs::read_to_string(home.log_file()).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(5).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            anyhow::bail!("the daemon exited at start ({exit}):\n{}", tail.join("\n"));
+            drop(spin);
+            // What this start wrote: its last error line says why.
+            let log = fs::read(home.log_file()).unwrap_or_default();
+            let ours = String::from_utf8_lossy(log.get(log_start as usize..).unwrap_or_default());
+            let why = ours
+                .lines()
+                .rev()
+                .find(|l| l.starts_with("error: ") || l.contains("\"code\""))
+                .map(|l| l.trim_start_matches("error: ").to_owned())
+                .unwrap_or_else(|| {
+                    let tail: Vec<&str> = ours.lines().rev().take(5).collect();
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                });
+            let code = if why.contains("is already in use") {
+                "port_in_use"
+            } else {
+                "daemon_failed"
+            };
+            return Err(term::cli_error(
+                code,
+                format!("the daemon exited at start ({exit}): {why}"),
+            ));
         }
         if Instant::now() > deadline {
-            anyhow::bail!(
-                "the daemon did not answer within {}s; see {}",
-                START_TIMEOUT.as_secs(),
-                home.log_file().display()
-            );
+            return Err(term::cli_error(
+                "daemon_failed",
+                format!(
+                    "the daemon did not answer within {}s; see {}",
+                    START_TIMEOUT.as_secs(),
+                    home.log_file().display()
+                ),
+            ));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
 /// `agentmesh down`.
-pub fn down(home: &Home) -> anyhow::Result<ExitCode> {
+pub fn down(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
     let mut c = rt.block_on(term::client(home))?;
     let pid = rt.block_on(c.status())?.pid;
@@ -142,31 +192,67 @@ pub fn down(home: &Home) -> anyhow::Result<ExitCode> {
     let lock = fs::File::open(home.lock_file())?;
     while let Err(e) = lock.try_lock() {
         if Instant::now() > deadline {
-            anyhow::bail!(
-                "the daemon (pid {pid}) did not stop within {}s ({e})",
-                STOP_TIMEOUT.as_secs()
-            );
+            return Err(term::cli_error(
+                "stop_timeout",
+                format!(
+                    "the daemon (pid {pid}) did not stop within {}s ({e}); stop it with `kill {pid}`",
+                    STOP_TIMEOUT.as_secs()
+                ),
+            ));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     drop(lock);
-    println!("agentmesh stopped (pid {pid}).");
+    if json {
+        term::json(&serde_json::json!({ "stopped": true, "pid": pid }))?;
+    } else {
+        println!("agentmesh stopped (pid {pid}).");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
+/// Why `init --name` can't rename a machine that is in a team.
+fn renaming_a_member(name: &str, team: &str, wanted: &str) -> anyhow::Error {
+    term::cli_error(
+        "admitted",
+        format!(
+            "this machine is {name} in team {team}, the name its admission gave it, and members know it by that name; it can't become {wanted} while it is a member. To use another name, leave (`agentmesh team leave`) and join again with `agentmesh join TICKET --name {wanted}`"
+        ),
+    )
+}
+
 /// `agentmesh init --name NAME`.
-pub fn init(home: &Home, name: &str) -> anyhow::Result<ExitCode> {
+pub fn init(home: &Home, name: &str, json: bool) -> anyhow::Result<ExitCode> {
     let name = Name::parse("machine name", name)?;
     let rt = term::runtime()?;
-    match rt.block_on(term::client(home)) {
-        Ok(c) if c.name != name.as_str() => anyhow::bail!(
-            "the daemon is running as {:?}; stop it with `agentmesh down`, run this again, then `agentmesh up`",
-            c.name
-        ),
-        Ok(_) | Err(_) => {}
+    let running = rt.block_on(term::client(home));
+    match running {
+        Ok(mut c) => {
+            let s = rt.block_on(c.status())?;
+            if let (Some(team), Some("member")) = (&s.team, s.team_standing.as_deref())
+                && s.name != name.as_str()
+            {
+                return Err(renaming_a_member(&s.name, &team.name, name.as_str()));
+            }
+            if c.name != name.as_str() {
+                return Err(term::cli_error(
+                    "daemon_running",
+                    format!(
+                        "the daemon is running as {:?}; stop it with `agentmesh down`, run this again, then `agentmesh up`",
+                        c.name
+                    ),
+                ));
+            }
+        }
+        Err(_) => {
+            if let Some((current, team)) = daemon::stored_membership(home)?
+                && current != name.as_str()
+            {
+                return Err(renaming_a_member(&current, &team, name.as_str()));
+            }
+        }
     }
-    fs::create_dir_all(home.root())
-        .with_context(|| format!("cannot create {}", home.root().display()))?;
+    home.create()?;
     let mut config = Config::load(&home.config_file())?;
     if config.name.as_deref() != Some(name.as_str()) {
         config.name = Some(name.to_string());
@@ -175,6 +261,18 @@ pub fn init(home: &Home, name: &str) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot write {}", home.config_file().display()))?;
     }
     let (id, created) = home.load_or_create_identity()?;
+    let not_running = matches!(
+        rt.block_on(term::client(home)),
+        Err(e) if matches!(e.downcast_ref::<ClientError>(), Some(ClientError::NotRunning { .. }))
+    );
+    if json {
+        term::json(&serde_json::json!({
+            "name": name.as_str(),
+            "peer_id": id.peer_id().to_string(),
+            "created": created,
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
         "{} {name} (peer {}).",
         if created {
@@ -184,8 +282,7 @@ pub fn init(home: &Home, name: &str) -> anyhow::Result<ExitCode> {
         },
         id.peer_id()
     );
-    if matches!(rt.block_on(term::client(home)), Err(e) if matches!(e.downcast_ref::<ClientError>(), Some(ClientError::NotRunning { .. })))
-    {
+    if not_running {
         println!("Next: start it with `agentmesh up`.");
     }
     Ok(ExitCode::SUCCESS)

@@ -25,6 +25,19 @@ use crate::term;
 
 const WAIT: Duration = Duration::from_secs(20);
 
+/// With `--json`, the narrative goes to stderr and a summary to stdout.
+static NARRATE_TO_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+macro_rules! say {
+    ($($arg:tt)*) => {
+        if NARRATE_TO_STDERR.load(std::sync::atomic::Ordering::Relaxed) {
+            eprintln!($($arg)*);
+        } else {
+            println!($($arg)*);
+        }
+    };
+}
+
 /// A daemon the demo started.
 struct DemoNode {
     name: &'static str,
@@ -116,30 +129,36 @@ async fn arrived(client: &mut Client, what: &str, id: &str) -> anyhow::Result<()
 }
 
 fn step(text: &str) {
-    println!("\n== {text}");
+    say!("\n== {text}");
 }
 
 /// `agentmesh demo`.
-pub fn demo() -> anyhow::Result<ExitCode> {
+pub fn demo(json: bool) -> anyhow::Result<ExitCode> {
+    NARRATE_TO_STDERR.store(json, std::sync::atomic::Ordering::Relaxed);
     let root: PathBuf = std::env::temp_dir().join(format!("agentmesh-demo-{}", std::process::id()));
     let result = run(&root);
     let _ = std::fs::remove_dir_all(&root);
-    result?;
-    println!(
+    let (ask, reply) = result?;
+    if json {
+        term::json(&serde_json::json!({ "ok": true, "ask": ask, "reply": reply }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    say!(
         "\nThe demo's daemons are stopped and its files removed. To do this for real, see the README's \"Two machines\"."
     );
     Ok(ExitCode::SUCCESS)
 }
 
-fn run(root: &Path) -> anyhow::Result<()> {
+/// Runs the demo; the ids of the ask and its reply.
+fn run(root: &Path) -> anyhow::Result<(String, String)> {
     step("starting two daemons on loopback, in temporary homes");
     let alice = start(root, "demo-alice")?;
     let bob = start(root, "demo-bob")?;
     let rt = term::runtime()?;
-    rt.block_on(async {
+    let ids = rt.block_on(async {
         let mut a = attach(&alice, None).await?;
         let mut b = attach(&bob, None).await?;
-        println!("demo-alice is {}\ndemo-bob   is {}", a.peer_id, b.peer_id);
+        say!("demo-alice is {}\ndemo-bob   is {}", a.peer_id, b.peer_id);
 
         step("demo-alice founds a team and invites demo-bob");
         a.call::<serde_json::Value>(Op::TeamCreate {
@@ -148,7 +167,7 @@ fn run(root: &Path) -> anyhow::Result<()> {
         })
         .await?;
         let invite: agentmesh_node::api::Invite = a.call(Op::Invite { ttl_secs: None }).await?;
-        println!("ticket: {}", invite.ticket);
+        say!("ticket: {}", invite.ticket);
 
         step("demo-bob asks to join; a person on each side compares codes");
         let started: JoinStarted = b
@@ -158,7 +177,7 @@ fn run(root: &Path) -> anyhow::Result<()> {
                 owner: "You".into(),
             })
             .await?;
-        println!(
+        say!(
             "demo-bob shows the pairing code     {}",
             started.pairing_code
         );
@@ -167,7 +186,7 @@ fn run(root: &Path) -> anyhow::Result<()> {
             Ok(list.into_iter().next())
         })
         .await?;
-        println!(
+        say!(
             "demo-alice's person types it into `agentmesh admit` ({} asks to join)",
             request.name
         );
@@ -177,7 +196,7 @@ fn run(root: &Path) -> anyhow::Result<()> {
                 code: started.pairing_code.clone(),
             })
             .await?;
-        println!("demo-alice shows the team code      {}", approved.team_code);
+        say!("demo-alice shows the team code      {}", approved.team_code);
         let state: JoinState = until("the founder's approval", async || {
             let s: JoinState = b
                 .call(Op::JoinStatus {
@@ -188,9 +207,9 @@ fn run(root: &Path) -> anyhow::Result<()> {
         })
         .await?;
         let shown = state.team_code.unwrap_or_default();
-        println!("demo-bob computed the team code     {shown}");
+        say!("demo-bob computed the team code     {shown}");
         anyhow::ensure!(shown == approved.team_code, "the team codes differ");
-        println!("they match, so demo-bob's person confirms");
+        say!("they match, so demo-bob's person confirms");
         b.call::<JoinState>(Op::JoinConfirm {
             join_id: started.join_id,
             accept: true,
@@ -207,7 +226,7 @@ fn run(root: &Path) -> anyhow::Result<()> {
                     mailbox: None,
                 })
                 .await?;
-            println!(
+            say!(
                 "{} -> mailbox {}",
                 path.display(),
                 v["mailbox"].as_str().unwrap_or_default()
@@ -225,7 +244,7 @@ fn run(root: &Path) -> anyhow::Result<()> {
             })
             .await?;
         let ask_id = ask["id"].as_str().unwrap_or_default().to_owned();
-        println!("sent {ask_id}");
+        say!("sent {ask_id}");
         arrived(&mut b, "the ask", &ask_id).await?;
 
         step("pipeline@demo-bob replies, in the same thread");
@@ -244,7 +263,7 @@ fn run(root: &Path) -> anyhow::Result<()> {
         step("demo-alice's peer table");
         let peers: Vec<PeerRow> = a.peers().await?;
         for p in &peers {
-            println!(
+            say!(
                 "{:<10} {}  {:<8} {:<7} {}",
                 p.name.clone().unwrap_or_default(),
                 term::short_peer(&p.peer_id),
@@ -264,7 +283,7 @@ fn run(root: &Path) -> anyhow::Result<()> {
                 })
                 .await?;
             for m in page.messages {
-                println!(
+                say!(
                     "{} {} from {} to {}@ ({} {}): {}",
                     m.kind,
                     m.id,
@@ -279,7 +298,7 @@ fn run(root: &Path) -> anyhow::Result<()> {
                     m.text
                 );
                 if let Some(r) = m.in_reply_to {
-                    println!("    in reply to {r}, thread {}", m.thread);
+                    say!("    in reply to {r}, thread {}", m.thread);
                 }
             }
         }
@@ -288,7 +307,7 @@ fn run(root: &Path) -> anyhow::Result<()> {
             let audit: Vec<agentmesh_node::api::AuditView> =
                 c.call(Op::Audit { since_secs: None }).await?;
             for e in audit {
-                println!(
+                say!(
                     "{} {:<14} {} {}",
                     e.at,
                     e.event,
@@ -303,7 +322,7 @@ fn run(root: &Path) -> anyhow::Result<()> {
         for c in [&mut a, &mut b] {
             let _ = c.call::<serde_json::Value>(Op::Shutdown).await;
         }
-        anyhow::Ok(())
+        anyhow::Ok((ask_id, reply_id))
     })?;
     let deadline = Instant::now() + WAIT;
     for mut n in [alice, bob] {
@@ -311,5 +330,5 @@ fn run(root: &Path) -> anyhow::Result<()> {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    Ok(())
+    Ok(ids)
 }

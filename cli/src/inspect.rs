@@ -4,10 +4,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::ExitCode;
 
-use agentmesh_node::api::{PeerRow, Status, TeamView};
+use agentmesh_node::api::{Op, OutboxView, PeerRow, Status, TeamView};
 use agentmesh_node::client::ClientError;
 use agentmesh_node::config::Config;
 use agentmesh_node::home::Home;
+use serde::Serialize;
 
 use crate::term;
 
@@ -15,6 +16,7 @@ use crate::term;
 pub fn print_status(s: &Status) {
     println!("machine    {}", s.name);
     println!("peer id    {}", s.peer_id);
+    let me = term::login_name();
     match (&s.team, s.team_standing.as_deref()) {
         (Some(t), Some("member")) => println!("team       {} ({})", t.name, &t.team_id[..12]),
         (Some(t), standing) => {
@@ -24,17 +26,14 @@ pub fn print_status(s: &Status) {
                 &t.team_id[..12],
                 standing.unwrap_or("not listed")
             );
-            println!("           create a team:  agentmesh team create NAME --owner YOU");
-            println!(
-                "           or join one:    agentmesh join TICKET --name {} --owner YOU",
-                s.name
-            );
+            println!("           create a team:  agentmesh team create NAME --owner {me}");
+            println!("           or join one:    agentmesh join TICKET");
         }
         (None, _) => {
             println!("team       none yet");
-            println!("           create one:  agentmesh team create NAME --owner YOU");
+            println!("           create one:  agentmesh team create NAME --owner {me}");
             println!(
-                "           or join one: agentmesh join TICKET --name {} --owner YOU",
+                "           or join one: agentmesh join TICKET (as {}, owner {me})",
                 s.name
             );
         }
@@ -50,6 +49,26 @@ pub fn print_status(s: &Status) {
     }
     println!("reachable  {}", s.reachability);
     println!("peers      {} connected", s.connected_peers);
+    if s.paused {
+        println!("inbound    PAUSED: mail is held until `agentmesh resume`");
+    }
+    if s.held > 0 {
+        println!(
+            "held       {} message(s) wait for approval: `agentmesh held`",
+            s.held
+        );
+    }
+    if s.outbox_waiting > 0 {
+        println!(
+            "outbox     {} message(s) on their way: `agentmesh outbox`",
+            s.outbox_waiting
+        );
+    }
+    if s.test_build {
+        println!(
+            "build      TEST BUILD: its clock can be moved through the local API; do not use it as your daemon"
+        );
+    }
 }
 
 /// `agentmesh status`.
@@ -91,6 +110,7 @@ pub fn peers(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
         .map(|r| {
             vec![
                 r.name.clone().unwrap_or_else(|| "-".into()),
+                term::clean(r.owner.as_deref().unwrap_or("-")),
                 term::short_peer(&r.peer_id),
                 r.membership.clone(),
                 match (&r.connection[..], &r.relay) {
@@ -100,7 +120,11 @@ pub fn peers(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
                 r.transport.clone().unwrap_or_else(|| "-".into()),
                 r.rtt_ms
                     .map_or_else(|| "-".into(), |ms| format!("{ms:.1}ms")),
-                r.last_seen.clone().unwrap_or_else(|| "never".into()),
+                match (&r.connection[..], &r.last_seen) {
+                    ("direct" | "relayed", _) => "now".into(),
+                    (_, Some(t)) => term::ago(t),
+                    (_, None) => "never".into(),
+                },
                 r.addresses.first().cloned().unwrap_or_else(|| "-".into())
                     + &if r.addresses.len() > 1 {
                         format!(" (+{})", r.addresses.len() - 1)
@@ -113,6 +137,7 @@ pub fn peers(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     term::table(
         &[
             "NAME",
+            "OWNER",
             "PEER",
             "MEMBERSHIP",
             "CONNECTION",
@@ -126,19 +151,56 @@ pub fn peers(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `agentmesh config show`.
-pub fn config_show(home: &Home) -> anyhow::Result<ExitCode> {
-    let mut config = Config::load(&home.config_file())?;
-    let settings = config.validate()?;
-    config.name = Some(settings.name.to_string());
-    println!("# {} (defaults filled in)", home.config_file().display());
-    print!("{}", config.to_toml());
+/// `agentmesh config show`: what the running daemon uses, or, with none
+/// running, what one would use.
+pub fn config_show(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
+    let rt = term::runtime()?;
+    let running = rt.block_on(async {
+        let mut c = term::client(home).await?;
+        let pid = c.status().await?.pid;
+        let v: serde_json::Value = c.call(Op::ConfigShow).await?;
+        anyhow::Ok((pid, v))
+    });
+    let (source, config, toml) = match running {
+        Ok((pid, v)) => (
+            format!("the running daemon (pid {pid}), command-line overrides included"),
+            v["config"].clone(),
+            v["toml"].as_str().unwrap_or_default().to_owned(),
+        ),
+        Err(e) => {
+            if !matches!(
+                e.downcast_ref::<ClientError>(),
+                Some(ClientError::NotRunning { .. })
+            ) {
+                return Err(e);
+            }
+            let mut config = Config::load(&home.config_file())?;
+            let settings = config.validate()?;
+            config.name = Some(settings.name.to_string());
+            (
+                format!(
+                    "{} with defaults filled in (no daemon is running)",
+                    home.config_file().display()
+                ),
+                serde_json::to_value(&config)?,
+                config.to_toml(),
+            )
+        }
+    };
+    if json {
+        term::json(&serde_json::json!({ "source": source, "config": config }))?;
+    } else {
+        println!("# {source}");
+        print!("{toml}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
 /// One finding of `doctor`.
+#[derive(Debug, Serialize)]
 struct Check {
-    ok: bool,
+    /// `ok`, `warn` (worth knowing, not broken) or `fail`.
+    status: &'static str,
     what: String,
     fix: Option<String>,
 }
@@ -149,21 +211,58 @@ fn mode_of(path: &Path) -> Option<u32> {
         .map(|m| m.permissions().mode() & 0o777)
 }
 
+/// Mail waiting for members that can't be reached now: per machine, how
+/// many and since when.
+fn stuck_mail(outbox: &[OutboxView], peers: &[PeerRow]) -> Vec<(String, usize, String)> {
+    let mut stuck: std::collections::BTreeMap<String, (usize, String)> = Default::default();
+    for m in outbox
+        .iter()
+        .filter(|m| m.status == "queued" || m.status == "sent")
+    {
+        let machine = m.to.rsplit('@').next().unwrap_or_default().to_owned();
+        let reachable = peers
+            .iter()
+            .any(|p| p.name.as_deref() == Some(machine.as_str()) && p.connection != "none");
+        if reachable {
+            continue;
+        }
+        let e = stuck.entry(machine).or_insert((0, m.created_at.clone()));
+        e.0 += 1;
+        if m.created_at < e.1 {
+            e.1 = m.created_at.clone();
+        }
+    }
+    stuck
+        .into_iter()
+        .map(|(machine, (n, oldest))| (machine, n, oldest))
+        .collect()
+}
+
 /// `agentmesh doctor`: every check reads; nothing is created, opened for
 /// writing, or changed, so it is safe to run at any time.
-pub fn doctor(home: &Home) -> anyhow::Result<ExitCode> {
+pub fn doctor(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     let mut checks = vec![];
-    let mut check =
-        |ok: bool, what: String, fix: Option<String>| checks.push(Check { ok, what, fix });
+    let mut check = |status: &'static str, what: String, fix: Option<String>| {
+        checks.push(Check { status, what, fix })
+    };
+    let pass = |ok: bool| if ok { "ok" } else { "fail" };
     let root = home.root();
     match mode_of(root) {
         None => check(
-            false,
+            "fail",
             format!("home {} does not exist", root.display()),
             Some("start agentmesh with `agentmesh up`, which creates it".into()),
         ),
+        Some(m) if m & 0o022 != 0 => check(
+            "fail",
+            format!(
+                "home {} has mode {m:o}: other users can write to it, so the daemon refuses it",
+                root.display()
+            ),
+            Some(format!("chmod 700 {}", root.display())),
+        ),
         Some(m) if m & 0o077 != 0 => check(
-            false,
+            "warn",
             format!(
                 "home {} has mode {m:o}: other users can look inside",
                 root.display()
@@ -171,135 +270,195 @@ pub fn doctor(home: &Home) -> anyhow::Result<ExitCode> {
             Some(format!("chmod 700 {}", root.display())),
         ),
         Some(_) => check(
-            true,
+            "ok",
             format!("home {} is private (700)", root.display()),
             None,
         ),
     }
     match mode_of(&home.key_file()) {
         None => check(
-            false,
+            "fail",
             "no identity yet".into(),
             Some("run `agentmesh init --name NAME` or `agentmesh up`".into()),
         ),
         Some(m) if m & 0o077 != 0 => check(
-            false,
+            "fail",
             format!("key file has mode {m:o}: other users can read this machine's keys"),
             Some(format!("chmod 600 {}", home.key_file().display())),
         ),
         Some(_) => match home.read_identity() {
             Ok(Some(id)) => check(
-                true,
+                "ok",
                 format!("identity {} (key file 600)", id.peer_id()),
                 None,
             ),
             Ok(None) => check(
-                false,
+                "fail",
                 "no identity yet".into(),
                 Some("run `agentmesh up`".into()),
             ),
-            Err(e) => check(false, format!("key file unusable: {e}"), None),
+            Err(e) => check("fail", format!("key file unusable: {e}"), None),
         },
     }
-    match Config::load(&home.config_file()).and_then(|c| c.validate()) {
+    let configured = Config::load(&home.config_file()).and_then(|c| c.validate());
+    match &configured {
         Ok(s) => check(
-            true,
+            "ok",
             format!("configuration valid (machine name {})", s.name),
             None,
         ),
         Err(e) => check(
-            false,
+            "fail",
             format!("configuration: {e}"),
             Some(format!("edit {}", home.config_file().display())),
         ),
     }
     match mode_of(&home.run_dir()) {
         Some(m) if m & 0o077 != 0 => check(
-            false,
+            "fail",
             format!("socket directory has mode {m:o}"),
             Some(format!("chmod 700 {}", home.run_dir().display())),
         ),
-        Some(_) => check(true, "socket directory is private (700)".into(), None),
+        Some(_) => check("ok", "socket directory is private (700)".into(), None),
         None => {}
     }
-    match mode_of(&home.socket()) {
-        Some(m) if m & 0o077 != 0 => check(
-            false,
+    if let Some(m) = mode_of(&home.socket())
+        && m & 0o077 != 0
+    {
+        check(
+            "fail",
             format!("socket has mode {m:o}"),
             Some(format!("chmod 600 {}", home.socket().display())),
-        ),
-        _ => {}
+        );
     }
     let rt = term::runtime()?;
-    let daemon: anyhow::Result<(Status, Option<TeamView>)> = rt.block_on(async {
+    type Seen = (Status, Option<TeamView>, Vec<OutboxView>, Vec<PeerRow>);
+    let daemon: anyhow::Result<Seen> = rt.block_on(async {
         let mut c = term::client(home).await?;
         let s = c.status().await?;
-        let team = c.call(agentmesh_node::api::Op::TeamShow).await.ok();
-        Ok((s, team))
+        let team = c.call(Op::TeamShow).await.ok();
+        let outbox = c.call(Op::Outbox).await.unwrap_or_default();
+        let peers = c.peers().await.unwrap_or_default();
+        Ok((s, team, outbox, peers))
     });
-    let mut failed = checks.iter().any(|c| !c.ok);
     match daemon {
         Err(e) => {
             let not_running = matches!(
                 e.downcast_ref::<ClientError>(),
                 Some(ClientError::NotRunning { .. })
             );
-            checks.push(Check {
-                ok: false,
-                what: if not_running {
+            check(
+                "fail",
+                if not_running {
                     "the daemon is not running".into()
                 } else {
                     format!("the daemon: {e:#}")
                 },
-                fix: Some("start it with `agentmesh up`".into()),
-            });
-            failed = true;
+                Some("start it with `agentmesh up`".into()),
+            );
         }
-        Ok((s, team)) => {
-            checks.push(Check {
-                ok: true,
-                what: format!("daemon running (pid {}), socket answers", s.pid),
-                fix: None,
-            });
+        Ok((s, team, outbox, peers)) => {
+            check(
+                "ok",
+                format!("daemon running (pid {}), socket answers", s.pid),
+                None,
+            );
             match team {
                 Some(t) => {
                     let me = t.members.iter().find(|m| m.this_machine);
                     let ok = me.is_some_and(|m| m.standing == "current");
-                    checks.push(Check {
-                        ok,
-                        what: format!(
+                    check(
+                        pass(ok),
+                        format!(
                             "team {}: {} members, this machine {}",
                             t.name,
                             t.members.iter().filter(|m| m.standing == "current").count(),
                             me.map_or("not listed", |m| m.standing.as_str())
                         ),
-                        fix: (!ok).then(|| "this machine is not a current member; join again with a new ticket".into()),
-                    });
-                    failed |= !ok;
+                        (!ok).then(|| {
+                            "this machine is not a current member; join again with a new ticket"
+                                .into()
+                        }),
+                    );
+                    if let (Some(me), Ok(settings)) = (me, &configured)
+                        && ok
+                        && me.name != settings.name.as_str()
+                    {
+                        check(
+                            "warn",
+                            format!(
+                                "config.toml names this machine {}, but its team knows it as {}; the team's name is the one used",
+                                settings.name, me.name
+                            ),
+                            Some(format!(
+                                "set `name = \"{}\"` in {}",
+                                me.name,
+                                home.config_file().display()
+                            )),
+                        );
+                    }
                 }
-                None => checks.push(Check {
-                    ok: true,
-                    what: "no team yet".into(),
-                    fix: Some("create one with `agentmesh team create NAME --owner YOU` or join one with `agentmesh join TICKET`".into()),
-                }),
+                None => check(
+                    "ok",
+                    "no team yet".into(),
+                    Some(format!(
+                        "create one with `agentmesh team create NAME --owner {}` or join one with `agentmesh join TICKET`",
+                        term::login_name()
+                    )),
+                ),
             }
             let ok = !s.listen_addrs.is_empty();
-            checks.push(Check {
-                ok,
-                what: if ok {
+            check(
+                pass(ok),
+                if ok {
                     format!("listening on {}", s.listen_addrs.join(", "))
                 } else {
                     "not listening on any address".into()
                 },
-                fix: (!ok).then(|| "check `listen` in config.toml and the daemon log".into()),
-            });
-            failed |= !ok;
+                (!ok).then(|| "check `listen` in config.toml and the daemon log".into()),
+            );
+            if s.paused {
+                check(
+                    "warn",
+                    "inbound mail is paused: everything that arrives is held".into(),
+                    Some("`agentmesh resume` delivers it again".into()),
+                );
+            }
+            if s.held > 0 {
+                check(
+                    "warn",
+                    format!("{} message(s) wait for approval", s.held),
+                    Some("see them with `agentmesh held`".into()),
+                );
+            }
+            for (machine, n, oldest) in stuck_mail(&outbox, &peers) {
+                check(
+                    "warn",
+                    format!(
+                        "{n} message(s) to {machine} wait in the outbox (the oldest sent {}); {machine} is not reachable now",
+                        term::ago(&oldest)
+                    ),
+                    Some(format!(
+                        "check that {machine}'s daemon runs; if it moved, `agentmesh connect /ip4/ADDRESS/tcp/PORT/p2p/PEER` reaches it (its address is in its `agentmesh status`)"
+                    )),
+                );
+            }
         }
     }
-    for c in &checks {
-        println!("{} {}", if c.ok { "ok  " } else { "FAIL" }, c.what);
-        if let Some(fix) = &c.fix {
-            println!("     -> {fix}");
+    let failed = checks.iter().any(|c| c.status == "fail");
+    if json {
+        term::json(&serde_json::json!({ "ok": !failed, "checks": checks }))?;
+    } else {
+        for c in &checks {
+            let mark = match c.status {
+                "ok" => "ok  ",
+                "warn" => "warn",
+                _ => "FAIL",
+            };
+            println!("{mark} {}", c.what);
+            if let Some(fix) = &c.fix {
+                println!("     -> {fix}");
+            }
         }
     }
     Ok(if failed {

@@ -4,7 +4,7 @@
 use std::io::Read as _;
 use std::process::ExitCode;
 
-use agentmesh_node::api::{AuditView, Event, InboxPage, MessageView, Op, OutboxView};
+use agentmesh_node::api::{AuditView, Event, InboxPage, MessageView, Op, OutboxView, Status};
 use agentmesh_node::client::Client;
 use agentmesh_node::home::Home;
 
@@ -71,7 +71,9 @@ pub fn send(
     })
 }
 
-fn print_message(m: &MessageView) {
+/// Prints a message for people: who sent it (machine and owner), as whom
+/// (human or agent, as claimed), when, and its text, made terminal-safe.
+pub fn print_message(m: &MessageView) {
     let kind = if m.who.kind == agentmesh_node::api::WhoKind::Agent {
         "agent"
     } else {
@@ -86,12 +88,15 @@ fn print_message(m: &MessageView) {
         .as_deref()
         .map_or_else(|| "@".to_owned(), |b| format!("{b}@"));
     let who = term::clean(&who);
+    let from = match &m.from_owner {
+        Some(owner) => format!("{} [{}]", m.from, term::clean(owner)),
+        None => m.from.clone(),
+    };
     println!(
-        "{} {} {} from {} ({who}) to {to}{}{}",
+        "{} {} {} from {from} ({who}) to {to}{}{}",
         m.received_at,
         m.kind,
         m.id,
-        m.from,
         if m.read { "" } else { " [unread]" },
         m.held
             .as_deref()
@@ -144,7 +149,19 @@ pub fn inbox(
     if json {
         term::json(&messages)?;
     } else if messages.is_empty() {
-        println!("No messages.");
+        let held = rt
+            .block_on(async {
+                let mut c = term::client(home).await?;
+                anyhow::Ok(c.status().await?)
+            })
+            .map_or(0, |s: Status| s.held);
+        if held > 0 {
+            println!(
+                "No messages. {held} message(s) wait for approval: see them with `agentmesh held`."
+            );
+        } else {
+            println!("No messages.");
+        }
     } else {
         for m in &messages {
             print_message(m);
@@ -168,16 +185,31 @@ pub fn outbox(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
         let table: Vec<Vec<String>> = rows
             .iter()
             .map(|r| {
+                let machine = r.to.rsplit('@').next().unwrap_or_default();
+                let mut status = r.status.clone();
+                if r.held {
+                    status.push_str(" (held)");
+                }
+                if let Some(ms) = r.retry_in_ms {
+                    status.push_str(&format!(
+                        " — retrying in {}",
+                        agentmesh_protocol::time::human_duration(std::time::Duration::from_millis(
+                            ms
+                        ))
+                    ));
+                }
+                if r.offline {
+                    status.push_str(&format!(" ({machine} offline)"));
+                }
                 vec![
-                    r.created_at.clone(),
+                    term::ago(&r.created_at),
                     r.id.clone(),
-                    r.to.clone(),
-                    r.kind.clone(),
-                    if r.held {
-                        format!("{} (held)", r.status)
-                    } else {
-                        r.status.clone()
+                    match &r.to_owner {
+                        Some(o) => format!("{} [{}]", r.to, term::clean(o)),
+                        None => r.to.clone(),
                     },
+                    r.kind.clone(),
+                    status,
                     term::clean(r.reason.as_deref().unwrap_or_default()),
                 ]
             })
@@ -228,6 +260,7 @@ pub fn decide(
     id: &str,
     approve: bool,
     reason: Option<String>,
+    json: bool,
 ) -> anyhow::Result<ExitCode> {
     let op = if approve {
         Op::Approve { id: id.into() }
@@ -237,7 +270,7 @@ pub fn decide(
             reason,
         }
     };
-    simple::<serde_json::Value>(home, op, false, |v| {
+    simple::<serde_json::Value>(home, op, json, |v| {
         println!(
             "{} {}.",
             if approve { "Approved" } else { "Rejected" },
@@ -247,13 +280,13 @@ pub fn decide(
 }
 
 /// `agentmesh trust MACHINE`.
-pub fn trust(home: &Home, machine: &str) -> anyhow::Result<ExitCode> {
+pub fn trust(home: &Home, machine: &str, json: bool) -> anyhow::Result<ExitCode> {
     simple::<serde_json::Value>(
         home,
         Op::Trust {
             machine: machine.into(),
         },
-        false,
+        json,
         |_| {
             println!("Mail from {machine} is no longer held.");
         },
@@ -266,6 +299,7 @@ pub fn allow(
     path: &str,
     mailbox: Option<String>,
     allowed: bool,
+    json: bool,
 ) -> anyhow::Result<ExitCode> {
     let absolute = if path.is_empty() {
         String::new()
@@ -286,17 +320,24 @@ pub fn allow(
             mailbox,
         }
     };
-    simple::<serde_json::Value>(home, op, false, |v| {
-        let mailbox = v["mailbox"].as_str().unwrap_or_default();
-        let path = v["path"].as_str().unwrap_or_default();
-        if allowed {
-            println!(
-                "{path} receives mail as mailbox {mailbox} (address: {mailbox}@THIS-MACHINE)."
-            );
-        } else {
-            println!("{path} (mailbox {mailbox}) no longer receives mail.");
-        }
-    })
+    let rt = term::runtime()?;
+    let (machine, v): (String, serde_json::Value) = rt.block_on(async {
+        let mut c = term::client(home).await?;
+        let v = c.call(op).await?;
+        anyhow::Ok((c.name.clone(), v))
+    })?;
+    if json {
+        term::json(&v)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mailbox = v["mailbox"].as_str().unwrap_or_default();
+    let path = v["path"].as_str().unwrap_or_default();
+    if allowed {
+        println!("{path} receives mail as mailbox {mailbox} (address: {mailbox}@{machine}).");
+    } else {
+        println!("{path} (mailbox {mailbox}) no longer receives mail.");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `agentmesh pause` / `agentmesh resume`.
@@ -333,7 +374,7 @@ pub fn audit(home: &Home, since: Option<&str>, json: bool) -> anyhow::Result<Exi
         .transpose()?;
     simple::<Vec<AuditView>>(home, Op::Audit { since_secs }, json, |rows| {
         for r in rows {
-            let mut parts = vec![r.at.clone(), r.event.clone()];
+            let mut parts = vec![format!("{} ({})", r.at, term::ago(&r.at)), r.event.clone()];
             if let Some(id) = &r.id {
                 parts.push(format!("id {id}"));
             }
@@ -354,38 +395,131 @@ pub fn audit(home: &Home, since: Option<&str>, json: bool) -> anyhow::Result<Exi
     })
 }
 
+/// How often `watch` tries to attach again while its daemon is away.
+const REATTACH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Prints one line of `watch` for people, or as one JSON object.
+fn watch_say(json: bool, value: serde_json::Value, text: &str) {
+    if json {
+        println!("{value}");
+    } else {
+        println!("{text}");
+    }
+}
+
 /// `agentmesh watch`: attaches as a person and prints events until Ctrl-C.
 /// Typing `approve ID` or `reject ID` answers a held-mail prompt.
-pub fn watch(home: &Home, mailbox: Option<String>) -> anyhow::Result<ExitCode> {
+///
+/// When the daemon goes away, `watch` says so at once and attaches again
+/// every second; back, it attaches with `after_seq`, so the messages that
+/// arrived meanwhile are shown and none twice. `--no-reconnect` exits
+/// non-zero instead.
+pub fn watch(
+    home: &Home,
+    mailbox: Option<String>,
+    no_reconnect: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    // Standard input is read on a thread of its own: a read blocked on a
+    // terminal must never keep `watch` from noticing that the daemon is
+    // gone, nor from exiting (a runtime waits for its blocking reads).
+    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
     let rt = term::runtime()?;
-    rt.block_on(async {
-        let mut events = Client::attach(home, term::who(), mailbox.clone(), None).await?;
-        let mut commands = term::client(home).await?;
-        println!(
-            "Watching {} on {} (Ctrl-C to stop; type `approve ID` or `reject ID` to answer a held message).",
-            mailbox.as_deref().map_or_else(|| "every mailbox".to_owned(), |m| format!("mailbox {m}")),
-            events.name
-        );
-        let mut stdin = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(tokio::io::stdin()));
-        let mut stdin_open = true;
+    let result: anyhow::Result<ExitCode> = rt.block_on(async {
+        // The newest message seq seen: reattaching after it misses nothing.
+        let mut after: Option<u64> = None;
+        let mut first = true;
         loop {
-            tokio::select! {
-                event = events.next_event() => match event? {
-                    Event::Message { message } => print_message(&message),
-                    Event::Held { message } => {
-                        println!("HELD for approval ({}):", message.held.clone().unwrap_or_default());
-                        print_message(&message);
-                        println!("  -> type `approve {}` or `reject {}`", message.id, message.id);
-                    }
-                    Event::Resolved { id, outcome } => println!("{id}: {outcome}"),
-                    Event::Lagged { missed, after_seq } => {
-                        println!("(fell behind by {missed} events; catching up)");
-                        events = Client::attach(home, term::who(), mailbox.clone(), Some(after_seq)).await?;
-                    }
-                },
-                line = stdin.next_line(), if stdin_open => match line? {
-                    None => stdin_open = false,
-                    Some(l) => {
+            let attached = async {
+                let events = Client::attach(home, term::who(), mailbox.clone(), after).await?;
+                let commands = term::client(home).await?;
+                anyhow::Ok((events, commands))
+            }
+            .await;
+            let (mut events, mut commands) = match attached {
+                Ok(c) => c,
+                // At the start, like every command: say how to start it.
+                Err(e) if first => return Err(e),
+                Err(_) => {
+                    tokio::time::sleep(REATTACH_EVERY).await;
+                    continue;
+                }
+            };
+            after = Some(after.unwrap_or(0).max(events.attached_seq));
+            if first {
+                watch_say(
+                    json,
+                    serde_json::json!({ "event": "watching", "machine": events.name, "mailbox": mailbox }),
+                    &format!(
+                        "Watching {} on {} (Ctrl-C to stop; type `approve ID` or `reject ID` to answer a held message).",
+                        mailbox.as_deref().map_or_else(|| "every mailbox".to_owned(), |m| format!("mailbox {m}")),
+                        events.name
+                    ),
+                );
+                first = false;
+            } else {
+                watch_say(
+                    json,
+                    serde_json::json!({ "event": "reattached", "machine": events.name }),
+                    &format!("The daemon is back; watching {} again (nothing missed).", events.name),
+                );
+            }
+            let gone = loop {
+                tokio::select! {
+                    event = events.next_event() => match event {
+                        Ok(event) => {
+                            if let Event::Message { message } = &event {
+                                after = Some(after.unwrap_or(0).max(message.seq));
+                            }
+                            if json {
+                                println!("{}", serde_json::to_string(&event)?);
+                            }
+                            match event {
+                                Event::Lagged { after_seq, .. } if json => {
+                                    after = Some(after.unwrap_or(0).max(after_seq));
+                                    break false;
+                                }
+                                _ if json => {}
+                                Event::Message { message } => print_message(&message),
+                                Event::Held { message } => {
+                                    println!("HELD for approval ({}):", message.held.clone().unwrap_or_default());
+                                    print_message(&message);
+                                    println!("  -> type `approve {}` or `reject {}`", message.id, message.id);
+                                }
+                                Event::Resolved { id, outcome } => println!("{id}: {outcome}"),
+                                Event::Lagged { missed, after_seq } => {
+                                    println!("(fell behind by {missed} events; catching up)");
+                                    after = Some(after.unwrap_or(0).max(after_seq));
+                                    break false;
+                                }
+                            }
+                        }
+                        Err(_) => {
+                            if no_reconnect {
+                                return Err(term::cli_error(
+                                    "daemon_gone",
+                                    "the daemon went away (stopped or restarted); run `agentmesh up`, then `agentmesh watch` again",
+                                ));
+                            }
+                            watch_say(
+                                json,
+                                serde_json::json!({ "event": "daemon_gone" }),
+                                "The daemon went away; attaching again every second (Ctrl-C to stop)…",
+                            );
+                            break true;
+                        }
+                    },
+                    line = lines.recv() => {
+                        let Some(l) = line else { continue };
                         let mut words = l.split_whitespace();
                         let op = match (words.next(), words.next()) {
                             (Some("approve"), Some(id)) => Some(Op::Approve { id: id.into() }),
@@ -401,13 +535,19 @@ pub fn watch(home: &Home, mailbox: Option<String>) -> anyhow::Result<ExitCode> {
                         };
                         if let Some(op) = op {
                             match commands.call::<serde_json::Value>(op).await {
+                                Ok(v) if json => println!("{v}"),
                                 Ok(v) => println!("{}: {}", v["id"].as_str().unwrap_or_default(), v["outcome"].as_str().unwrap_or_default()),
+                                Err(e) if json => println!("{}", serde_json::json!({ "event": "error", "code": e.code(), "message": e.to_string() })),
                                 Err(e) => println!("{e}"),
                             }
                         }
                     }
-                },
+                }
+            };
+            if gone {
+                tokio::time::sleep(REATTACH_EVERY).await;
             }
         }
-    })
+    });
+    result
 }

@@ -4,6 +4,10 @@
 //! the daemon talks to it through `agentmesh_node::client`, the same way
 //! every other client does; `daemon`, `up`, `init`, `config show` and
 //! `doctor` work without one.
+//!
+//! Every command takes `--json`: its result as JSON on stdout (`watch`:
+//! one object per line), and on failure a last line on stderr that is one
+//! JSON object, `{"code": …, "message": …}`, with the stable code.
 
 mod daemonctl;
 mod demo;
@@ -16,13 +20,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use agentmesh_node::home::Home;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-/// agentmesh: messages between AI coding agents and their people, across
-/// machines. A person admits every machine; nothing from the mesh counts as
-/// the user's own instruction.
+/// agentmesh: messages between AI coding agents and the people who run
+/// them, across machines. A person admits every machine; nothing from the
+/// mesh counts as the user's own instruction.
 #[derive(Debug, Parser)]
-#[command(name = "agentmesh", version, about, propagate_version = true)]
+#[command(name = "agentmesh", propagate_version = true)]
 struct Cli {
     /// The node's home directory (config, keys, data, socket). Default:
     /// $AGENTMESH_HOME, else ~/.local/share/agentmesh.
@@ -32,6 +36,10 @@ struct Cli {
     /// overrides it.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Print the result as JSON (errors too: the last line on stderr is
+    /// {"code": …, "message": …}).
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -49,7 +57,7 @@ struct NetArgs {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the daemon in the foreground.
+    /// Run the daemon in the foreground (with --json, its log as JSON lines).
     Daemon(NetArgs),
     /// Start the daemon in the background (does nothing if it runs).
     Up(NetArgs),
@@ -61,18 +69,10 @@ enum Command {
         #[arg(long)]
         name: String,
     },
-    /// Show the daemon's identity, team and addresses.
-    Status {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Show every known peer: membership, connection, addresses, RTT.
-    Peers {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    /// Show the daemon's identity, team, addresses and mail state.
+    Status,
+    /// Show every known peer: membership, owner, connection, addresses, RTT.
+    Peers,
     /// Check this node's setup and say what to fix. Never writes anything.
     Doctor,
     /// Show or check the configuration.
@@ -90,20 +90,18 @@ enum Command {
         /// How long the ticket lasts, e.g. 10m, 1h.
         #[arg(long, value_name = "DURATION")]
         ttl: Option<String>,
-        /// Print JSON: {"ticket": ..., "expires_at": ...}.
-        #[arg(long)]
-        json: bool,
     },
     /// Ask to join a team with a ticket from its founder.
     Join {
         /// The ticket `agentmesh invite` printed on the founder's machine.
         ticket: String,
-        /// This machine's name in the team.
+        /// This machine's name in the team. Default: its configured name
+        /// (`agentmesh init --name`, else the host name).
         #[arg(long)]
-        name: String,
-        /// The person who runs this machine.
+        name: Option<String>,
+        /// The person who runs this machine. Default: the login name.
         #[arg(long)]
-        owner: String,
+        owner: Option<String>,
     },
     /// Admit a machine that asked to join (a person must type its code).
     Admit,
@@ -111,6 +109,9 @@ enum Command {
     Revoke {
         /// The member's machine name.
         name: String,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
     },
     /// Send a message to MAILBOX@MACHINE (or @MACHINE, its owner).
     Send {
@@ -121,15 +122,12 @@ enum Command {
         /// Ask a question (a reply is expected) rather than tell.
         #[arg(long)]
         ask: bool,
-        /// Reply to the received message with this id (threaded).
+        /// Reply to the received message with this id (or a unique prefix).
         #[arg(long, value_name = "ID")]
         reply_to: Option<String>,
         /// Send from this mailbox (default: the owner's).
         #[arg(long, value_name = "MAILBOX")]
         from: Option<String>,
-        /// Print JSON: {"id": ...}.
-        #[arg(long)]
-        json: bool,
     },
     /// List received messages.
     Inbox {
@@ -142,29 +140,23 @@ enum Command {
         /// Only the newest N.
         #[arg(long, value_name = "N")]
         limit: Option<usize>,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
     },
     /// Show a received message and mark it read.
     Read {
-        /// The message id.
+        /// The message id, or a unique prefix of it.
         id: String,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
     },
     /// List sent messages and where each stands.
-    Outbox {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Outbox,
     /// Print messages and approval prompts as they arrive, until Ctrl-C.
     Watch {
         /// Only this mailbox.
         #[arg(long)]
         mailbox: Option<String>,
+        /// Exit (non-zero) when the daemon goes away, instead of waiting
+        /// for it to come back.
+        #[arg(long)]
+        no_reconnect: bool,
     },
     /// Opt a folder in: its mailbox receives mail.
     Allow {
@@ -184,25 +176,17 @@ enum Command {
         mailbox: Option<String>,
     },
     /// List the mailboxes: folders opted in (or out) and their names.
-    Mailboxes {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Mailboxes,
     /// List mail held for approval.
-    Held {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Held,
     /// Deliver a held message.
     Approve {
-        /// The message id.
+        /// The message id, or a unique prefix of it.
         id: String,
     },
     /// Drop a held message.
     Reject {
-        /// The message id.
+        /// The message id, or a unique prefix of it.
         id: String,
         /// Why, for the audit log.
         #[arg(long)]
@@ -214,26 +198,15 @@ enum Command {
         machine: String,
     },
     /// Hold all inbound mail until `resume`.
-    Pause {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Pause,
     /// Deliver inbound mail again, including what `pause` held (mail that
     /// would have been held anyway stays held).
-    Resume {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Resume,
     /// Show the audit log: every decision, with body hashes, never bodies.
     Audit {
         /// Only the last DURATION (e.g. 1h, 7d).
         #[arg(long, value_name = "DURATION")]
         since: Option<String>,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
     },
     /// Show the whole job on loopback: two temporary daemons, a team, an
     /// ask and its reply, the peer table, inboxes and audit trail.
@@ -242,15 +215,13 @@ enum Command {
     Connect {
         /// A multiaddr, such as /ip4/192.168.1.20/tcp/7650/p2p/12D3KooW...
         addr: String,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
     },
 }
 
 #[derive(Debug, Subcommand)]
 enum ConfigCommand {
-    /// Print the configuration in effect, defaults filled in.
+    /// Print the configuration in effect: what the running daemon uses, or
+    /// (with none running) the file with defaults filled in.
     Show,
 }
 
@@ -260,87 +231,111 @@ enum TeamCommand {
     Create {
         /// The team's name.
         name: String,
-        /// The person who runs this machine.
+        /// The person who runs this machine. Default: the login name.
         #[arg(long)]
-        owner: String,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
+        owner: Option<String>,
     },
     /// Show the team and its members.
-    Show {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Show,
     /// Leave the team (this machine revokes itself).
-    Leave,
+    Leave {
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+/// `agentmesh 0.1.0`, saying so when this is a test build.
+fn version() -> &'static str {
+    let v = if agentmesh_node::clock::TEST_BUILD {
+        format!(
+            "{} (test build: its daemon's clock can be moved through the local API; do not run it as your daemon)",
+            env!("CARGO_PKG_VERSION")
+        )
+    } else {
+        env!("CARGO_PKG_VERSION").to_owned()
+    };
+    Box::leak(v.into_boxed_str())
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let json = std::env::args().any(|a| a == "--json");
+    let matches = match Cli::command().version(version()).try_get_matches() {
+        Ok(m) => m,
+        Err(e) => return term::usage_error(e, json),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => return term::usage_error(e, json),
+    };
+    let json = cli.json;
     let home = match Home::resolve(cli.home.as_deref()) {
         Ok(h) => h,
-        Err(e) => return term::fail(&e.into()),
+        Err(e) => return term::fail(&e.into(), json),
     };
     let result = match cli.command {
-        Command::Daemon(net) => daemonctl::daemon(&home, &net, cli.verbose),
-        Command::Up(net) => daemonctl::up(&home, &net, cli.verbose),
-        Command::Down => daemonctl::down(&home),
-        Command::Init { name } => daemonctl::init(&home, &name),
-        Command::Status { json } => inspect::status(&home, json),
-        Command::Peers { json } => inspect::peers(&home, json),
-        Command::Doctor => inspect::doctor(&home),
+        Command::Daemon(net) => daemonctl::daemon(&home, &net, cli.verbose, json),
+        Command::Up(net) => daemonctl::up(&home, &net, cli.verbose, json),
+        Command::Down => daemonctl::down(&home, json),
+        Command::Init { name } => daemonctl::init(&home, &name, json),
+        Command::Status => inspect::status(&home, json),
+        Command::Peers => inspect::peers(&home, json),
+        Command::Doctor => inspect::doctor(&home, json),
         Command::Config {
             command: ConfigCommand::Show,
-        } => inspect::config_show(&home),
+        } => inspect::config_show(&home, json),
         Command::Team { command } => match command {
-            TeamCommand::Create { name, owner, json } => team::create(&home, &name, &owner, json),
-            TeamCommand::Show { json } => team::show(&home, json),
-            TeamCommand::Leave => team::leave(&home),
+            TeamCommand::Create { name, owner } => team::create(&home, &name, owner, json),
+            TeamCommand::Show => team::show(&home, json),
+            TeamCommand::Leave { yes } => team::leave(&home, yes, json),
         },
-        Command::Invite { ttl, json } => team::invite(&home, ttl.as_deref(), json),
+        Command::Invite { ttl } => team::invite(&home, ttl.as_deref(), json),
         Command::Join {
             ticket,
             name,
             owner,
-        } => team::join(&home, &ticket, &name, &owner),
-        Command::Admit => team::admit(&home),
-        Command::Revoke { name } => team::revoke(&home, &name),
-        Command::Connect { addr, json } => team::connect(&home, &addr, json),
-        Command::Demo => demo::demo(),
+        } => team::join(&home, &ticket, name, owner, json),
+        Command::Admit => team::admit(&home, json),
+        Command::Revoke { name, yes } => team::revoke(&home, &name, yes, json),
+        Command::Connect { addr } => team::connect(&home, &addr, json),
+        Command::Demo => demo::demo(json),
         Command::Send {
             to,
             text,
             ask,
             reply_to,
             from,
-            json,
         } => mail::send(&home, &to, &text, ask, reply_to, from, json),
         Command::Inbox {
             mailbox,
             unread,
             limit,
-            json,
         } => mail::inbox(&home, mailbox, unread, limit, json),
-        Command::Read { id, json } => mail::read(&home, &id, json),
-        Command::Outbox { json } => mail::outbox(&home, json),
-        Command::Watch { mailbox } => mail::watch(&home, mailbox),
-        Command::Allow { path, mailbox } => mail::allow(&home, &path, mailbox, true),
-        Command::Deny { path, mailbox } => {
-            mail::allow(&home, path.as_deref().unwrap_or_default(), mailbox, false)
-        }
-        Command::Held { json } => mail::held(&home, json),
-        Command::Mailboxes { json } => mail::mailboxes(&home, json),
-        Command::Approve { id } => mail::decide(&home, &id, true, None),
-        Command::Reject { id, reason } => mail::decide(&home, &id, false, reason),
-        Command::Trust { machine } => mail::trust(&home, &machine),
-        Command::Pause { json } => mail::pause(&home, true, json),
-        Command::Resume { json } => mail::pause(&home, false, json),
-        Command::Audit { since, json } => mail::audit(&home, since.as_deref(), json),
+        Command::Read { id } => mail::read(&home, &id, json),
+        Command::Outbox => mail::outbox(&home, json),
+        Command::Watch {
+            mailbox,
+            no_reconnect,
+        } => mail::watch(&home, mailbox, no_reconnect, json),
+        Command::Allow { path, mailbox } => mail::allow(&home, &path, mailbox, true, json),
+        Command::Deny { path, mailbox } => mail::allow(
+            &home,
+            path.as_deref().unwrap_or_default(),
+            mailbox,
+            false,
+            json,
+        ),
+        Command::Held => mail::held(&home, json),
+        Command::Mailboxes => mail::mailboxes(&home, json),
+        Command::Approve { id } => mail::decide(&home, &id, true, None, json),
+        Command::Reject { id, reason } => mail::decide(&home, &id, false, reason, json),
+        Command::Trust { machine } => mail::trust(&home, &machine, json),
+        Command::Pause => mail::pause(&home, true, json),
+        Command::Resume => mail::pause(&home, false, json),
+        Command::Audit { since } => mail::audit(&home, since.as_deref(), json),
     };
     match result {
         Ok(code) => code,
-        Err(e) => term::fail(&e),
+        Err(e) => term::fail(&e, json),
     }
 }

@@ -36,7 +36,7 @@ fn print_team(t: &TeamView) {
                 format!("{}{}", m.name, if m.this_machine { " *" } else { "" }),
                 m.owner.clone(),
                 term::short_peer(&m.peer_id),
-                m.admitted_at.clone(),
+                term::ago(&m.admitted_at),
                 if m.admin {
                     "admin".into()
                 } else {
@@ -49,14 +49,20 @@ fn print_team(t: &TeamView) {
 }
 
 /// `agentmesh team create`.
-pub fn create(home: &Home, name: &str, owner: &str, json: bool) -> anyhow::Result<ExitCode> {
+pub fn create(
+    home: &Home,
+    name: &str,
+    owner: Option<String>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let owner = owner.unwrap_or_else(term::login_name);
     let rt = term::runtime()?;
     let t: TeamView = rt.block_on(async {
         let mut c = term::client(home).await?;
         anyhow::Ok(
             c.call(Op::TeamCreate {
                 name: name.into(),
-                owner: owner.into(),
+                owner,
             })
             .await?,
         )
@@ -86,13 +92,27 @@ pub fn show(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 /// `agentmesh team leave`.
-pub fn leave(home: &Home) -> anyhow::Result<ExitCode> {
+pub fn leave(home: &Home, yes: bool, json: bool) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
-    rt.block_on(async {
+    let v = rt.block_on(async {
         let mut c = term::client(home).await?;
+        let t: TeamView = c.call(Op::TeamShow).await?;
+        if !term::confirm(
+            &format!(
+                "Leave team {}? This machine can't rejoin with its key; it would need a new identity and a new admission.",
+                t.name
+            ),
+            yes,
+        )? {
+            return Err(term::cli_error("declined", "not left: you answered no"));
+        }
         anyhow::Ok(c.call::<serde_json::Value>(Op::TeamLeave).await?)
     })?;
-    println!("This machine left its team; members stop accepting it as they learn of it.");
+    if json {
+        term::json(&v)?;
+    } else {
+        println!("This machine left its team; members stop accepting it as they learn of it.");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -117,40 +137,63 @@ pub fn invite(home: &Home, ttl: Option<&str>, json: bool) -> anyhow::Result<Exit
     } else {
         println!("{}", invite.ticket);
         eprintln!(
-            "\nSingle use, valid until {}. On the new machine run:\n  agentmesh join TICKET --name NAME --owner PERSON\nthen run `agentmesh admit` here and type the code it shows.",
-            invite.expires_at
+            "\nSingle use, valid until {} ({}). On the new machine run:\n  agentmesh join TICKET\n(it joins under its configured name; `--name NAME` picks another), then run `agentmesh admit` here and type the code it shows.",
+            invite.expires_at,
+            term::ago(&invite.expires_at)
         );
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// `agentmesh join`.
-pub fn join(home: &Home, ticket: &str, name: &str, owner: &str) -> anyhow::Result<ExitCode> {
+/// `agentmesh join`. With `--json`, what a person reads goes to stderr
+/// and the result to stdout.
+pub fn join(
+    home: &Home,
+    ticket: &str,
+    name: Option<String>,
+    owner: Option<String>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     // A mistyped or expired ticket is caught here, before the daemon.
     Ticket::parse(ticket, now())?;
     let rt = term::runtime()?;
+    let say = |text: &str| {
+        if json {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    };
     rt.block_on(async {
         let mut c = term::client(home).await?;
         if !term::interactive() {
-            anyhow::bail!(
-                "joining needs a person at an interactive terminal to compare codes with the founder; run `agentmesh join` in your own terminal"
-            );
+            return Err(term::cli_error(
+                "not_interactive",
+                "joining needs a person at an interactive terminal to compare codes with the founder; run `agentmesh join` in your own terminal",
+            ));
         }
+        // The configured name (what `init --name` set, else the host
+        // name) and the login name, unless given.
+        let name = name.unwrap_or_else(|| c.name.clone());
+        let owner = owner.unwrap_or_else(term::login_name);
         let spin = term::spinner("contacting the founder…");
         let started: Result<JoinStarted, _> = c
             .call(Op::JoinStart {
                 ticket: ticket.into(),
-                name: name.into(),
-                owner: owner.into(),
+                name: name.clone(),
+                owner: owner.clone(),
             })
             .await;
         spin.finish_and_clear();
         let started = started?;
-        println!("Asking to join team {} as {name}.", started.team_name);
-        println!();
-        println!("    Pairing code: {}", started.pairing_code);
-        println!();
-        println!("Read this code to the founder, who types it into `agentmesh admit`.");
+        say(&format!(
+            "Asking to join team {} as {name} (owner {owner}).",
+            started.team_name
+        ));
+        say("");
+        say(&format!("    Pairing code: {}", started.pairing_code));
+        say("");
+        say("Read this code to the founder, who types it into `agentmesh admit`.");
         let spin = term::spinner("waiting for the founder…");
         let state = loop {
             let s: JoinState = c.call(Op::JoinStatus { join_id: started.join_id }).await?;
@@ -162,14 +205,24 @@ pub fn join(home: &Home, ticket: &str, name: &str, owner: &str) -> anyhow::Resul
         spin.finish_and_clear();
         match state.state.as_str() {
             "approved" => {}
-            "refused" => anyhow::bail!("the founder refused: {}", state.reason.unwrap_or_default()),
-            other => anyhow::bail!("the join ended: {other}"),
+            "refused" => {
+                return Err(term::cli_error(
+                    "join_refused",
+                    format!("the founder refused: {}", state.reason.unwrap_or_default()),
+                ));
+            }
+            other => {
+                return Err(term::cli_error(
+                    "join_ended",
+                    format!("the join ended: {other}; start again with a new ticket"),
+                ));
+            }
         }
         let team_code = state.team_code.unwrap_or_default();
-        println!("The founder accepted the pairing code. Their screen now shows a team code.");
-        println!();
-        println!("    Team code: {team_code}");
-        println!();
+        say("The founder accepted the pairing code. Their screen now shows a team code.");
+        say("");
+        say(&format!("    Team code: {team_code}"));
+        say("");
         let answer = term::prompt("Does the founder's screen show this same team code? [y/N] ")?;
         let accept = matches!(answer.to_lowercase().as_str(), "y" | "yes");
         let done: JoinState = c
@@ -179,17 +232,22 @@ pub fn join(home: &Home, ticket: &str, name: &str, owner: &str) -> anyhow::Resul
             })
             .await?;
         if !accept {
-            anyhow::bail!(
-                "declined: the team codes differ, so this machine did not join; someone may be in the middle. Start again with a new ticket"
-            );
+            return Err(term::cli_error(
+                "declined",
+                "declined: the team codes differ, so this machine did not join; someone may be in the middle. Start again with a new ticket",
+            ));
         }
-        let team = done.team.map(|t| t.name).unwrap_or_default();
-        println!("Joined team {team} as {name}.");
+        if json {
+            term::json(&serde_json::json!({ "joined": done.team, "name": name, "owner": owner }))?;
+        } else {
+            let team = done.team.map(|t| t.name).unwrap_or_default();
+            println!("Joined team {team} as {name}.");
+        }
         anyhow::Ok(ExitCode::SUCCESS)
     })
 }
 
-async fn pick_request(c: &mut Client) -> anyhow::Result<JoinRequestView> {
+async fn pick_request(c: &mut Client, say: &impl Fn(&str)) -> anyhow::Result<JoinRequestView> {
     let mut spin = None;
     let requests = loop {
         let list: Vec<JoinRequestView> = c.call(Op::AdmitList).await?;
@@ -211,16 +269,16 @@ async fn pick_request(c: &mut Client) -> anyhow::Result<JoinRequestView> {
     if requests.len() == 1 {
         return Ok(requests.into_iter().next().expect("one request"));
     }
-    println!("Machines asking to join:");
+    say("Machines asking to join:");
     for (i, r) in requests.iter().enumerate() {
-        println!(
-            "  {}. {} (owner {}, peer {}, {}s ago)",
+        say(&format!(
+            "  {}. {} (owner {}, peer {}, {} ago)",
             i + 1,
             r.name,
             r.owner,
             term::short_peer(&r.peer_id),
-            r.age_secs
-        );
+            agentmesh_protocol::time::human_duration(Duration::from_secs(r.age_secs))
+        ));
     }
     loop {
         let answer = term::prompt(&format!("Which one? [1-{}] ", requests.len()))?;
@@ -231,32 +289,55 @@ async fn pick_request(c: &mut Client) -> anyhow::Result<JoinRequestView> {
         {
             return Ok(r.clone());
         }
-        println!("Type a number from 1 to {}.", requests.len());
+        say(&format!("Type a number from 1 to {}.", requests.len()));
     }
 }
 
-/// `agentmesh admit`.
-pub fn admit(home: &Home) -> anyhow::Result<ExitCode> {
+/// `agentmesh admit`. With `--json`, what a person reads goes to stderr
+/// and the result to stdout.
+pub fn admit(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
+    let say = |text: &str| {
+        if json {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    };
     rt.block_on(async {
         let mut c = term::client(home).await?;
         if !term::interactive() {
-            anyhow::bail!(
-                "admitting a machine needs a person at an interactive terminal; run `agentmesh admit` in your own terminal (it is never available to scripts or agents)"
-            );
+            return Err(term::cli_error(
+                "not_interactive",
+                "admitting a machine needs a person at an interactive terminal; run `agentmesh admit` in your own terminal (it is never available to scripts or agents)",
+            ));
         }
-        let r = pick_request(&mut c).await?;
-        println!(
+        let r = pick_request(&mut c, &say).await?;
+        say(&format!(
             "{} (owner {}, peer {}) asks to join.",
             r.name, r.owner, r.peer_id
-        );
-        println!("(Type `reject` to refuse it.)");
+        ));
+        if let Some(was) = &r.name_was {
+            say(&format!(
+                "WARNING: the name {} belonged to another machine ({}, owner {}, peer {}). Admitted, this machine's mail will show as from @{}: make sure that is what your team expects, or refuse and have it join with another --name.",
+                r.name,
+                was.standing.replace('_', " "),
+                was.owner,
+                term::short_peer(&was.peer_id),
+                r.name
+            ));
+        }
+        say("(Type `reject` to refuse it.)");
         let approved: AdmitApproved = loop {
             let typed = term::prompt(&format!("Type the pairing code shown on {}: ", r.name))?;
             if typed.eq_ignore_ascii_case("reject") {
                 c.call::<serde_json::Value>(Op::AdmitReject { request_id: r.request_id })
                     .await?;
-                println!("Refused the request from {}.", r.name);
+                if json {
+                    term::json(&serde_json::json!({ "rejected": r.name, "peer_id": r.peer_id }))?;
+                } else {
+                    println!("Refused the request from {}.", r.name);
+                }
                 return Ok(ExitCode::FAILURE);
             }
             match c
@@ -267,15 +348,15 @@ pub fn admit(home: &Home) -> anyhow::Result<ExitCode> {
                 .await
             {
                 Ok(a) => break a,
-                Err(e) if matches!(e.code(), Some("wrong_code" | "not_a_code")) => println!("{e}"),
+                Err(e) if matches!(e.code(), Some("wrong_code" | "not_a_code")) => say(&e.to_string()),
                 Err(e) => return Err(e.into()),
             }
         };
-        println!("The code matches.");
-        println!();
-        println!("    Team code: {}", approved.team_code);
-        println!();
-        println!("Read this team code to {}; they confirm it on their screen.", r.name);
+        say("The code matches.");
+        say("");
+        say(&format!("    Team code: {}", approved.team_code));
+        say("");
+        say(&format!("Read this team code to {}; they confirm it on their screen.", r.name));
         let spin = term::spinner(&format!("waiting for {} to confirm…", r.name));
         let end = loop {
             let s: AdmitState = c.call(Op::AdmitStatus { request_id: r.request_id }).await?;
@@ -287,34 +368,67 @@ pub fn admit(home: &Home) -> anyhow::Result<ExitCode> {
         spin.finish_and_clear();
         match end.state.as_str() {
             "admitted" => {
-                println!("{} is now a member of the team.", r.name);
+                if json {
+                    term::json(&serde_json::json!({ "admitted": r.name, "owner": r.owner, "peer_id": r.peer_id }))?;
+                } else {
+                    println!("{} is now a member of the team.", r.name);
+                }
                 Ok(ExitCode::SUCCESS)
             }
-            "declined" => anyhow::bail!(
-                "{} said the team codes differ, so it was not admitted; someone may be in the middle",
-                r.name
-            ),
-            other => anyhow::bail!(
-                "the request ended ({other}): {}",
-                end.reason.unwrap_or_default()
-            ),
+            "declined" => Err(term::cli_error(
+                "declined",
+                format!(
+                    "{} said the team codes differ, so it was not admitted; someone may be in the middle",
+                    r.name
+                ),
+            )),
+            other => Err(term::cli_error(
+                "request_ended",
+                format!(
+                    "the request ended ({other}): {}",
+                    end.reason.unwrap_or_default()
+                ),
+            )),
         }
     })
 }
 
 /// `agentmesh revoke NAME`.
-pub fn revoke(home: &Home, name: &str) -> anyhow::Result<ExitCode> {
+pub fn revoke(home: &Home, name: &str, yes: bool, json: bool) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
     let v: serde_json::Value = rt.block_on(async {
         let mut c = term::client(home).await?;
+        let t: TeamView = c.call(Op::TeamShow).await?;
+        let who = t
+            .members
+            .iter()
+            .find(|m| m.name == name && m.standing != "revoked")
+            .map(|m| {
+                format!(
+                    " (owner {}, peer {})",
+                    m.owner,
+                    term::short_peer(&m.peer_id)
+                )
+            })
+            .unwrap_or_default();
+        if !term::confirm(
+            &format!("Revoke {name}{who}? Every member will refuse it, for good."),
+            yes,
+        )? {
+            return Err(term::cli_error("declined", "not revoked: you answered no"));
+        }
         anyhow::Ok(c.call(Op::Revoke { name: name.into() }).await?)
     })?;
-    println!(
-        "Revoked {name} ({}). Members refuse it as the revocation reaches them.",
-        v.get("revoked")
-            .and_then(|p| p.as_str())
-            .unwrap_or_default()
-    );
+    if json {
+        term::json(&v)?;
+    } else {
+        println!(
+            "Revoked {name} ({}). Members refuse it as the revocation reaches them.",
+            v.get("revoked")
+                .and_then(|p| p.as_str())
+                .unwrap_or_default()
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

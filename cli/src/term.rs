@@ -10,10 +10,150 @@ use agentmesh_node::client::Client;
 use agentmesh_node::home::Home;
 use indicatif::{ProgressBar, ProgressStyle};
 
-/// Prints an error the way every command does, and gives the exit code.
-pub fn fail(e: &anyhow::Error) -> ExitCode {
-    eprintln!("error: {e:#}");
+/// An error of the command line itself, with a stable code for `--json`.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct CliError {
+    /// The stable code.
+    pub code: &'static str,
+    /// What went wrong and what to do.
+    pub message: String,
+}
+
+/// A [`CliError`] as an `anyhow::Error`.
+pub fn cli_error(code: &'static str, message: impl Into<String>) -> anyhow::Error {
+    CliError {
+        code,
+        message: message.into(),
+    }
+    .into()
+}
+
+/// The stable code of an error, for `--json`.
+pub fn error_code(e: &anyhow::Error) -> String {
+    use agentmesh_node::client::ClientError;
+    use agentmesh_node::daemon::DaemonError;
+    for cause in e.chain() {
+        if let Some(c) = cause.downcast_ref::<CliError>() {
+            return c.code.to_owned();
+        }
+        if let Some(c) = cause.downcast_ref::<ClientError>() {
+            return match c {
+                ClientError::NotRunning { .. } => "daemon_not_running".into(),
+                ClientError::Api(api) => api.code.clone(),
+                ClientError::Protocol(_) => "protocol".into(),
+                _ => "daemon_connection".into(),
+            };
+        }
+        if let Some(d) = cause.downcast_ref::<DaemonError>() {
+            return match d {
+                DaemonError::AlreadyRunning { .. } => "already_running",
+                DaemonError::PortInUse { .. } => "port_in_use",
+                DaemonError::Home(_) => "bad_home",
+                DaemonError::Config(_) => "bad_config",
+                _ => "daemon_failed",
+            }
+            .into();
+        }
+        if cause
+            .downcast_ref::<agentmesh_node::home::HomeError>()
+            .is_some()
+        {
+            return "bad_home".into();
+        }
+        if cause
+            .downcast_ref::<agentmesh_node::config::ConfigError>()
+            .is_some()
+        {
+            return "bad_config".into();
+        }
+        if cause
+            .downcast_ref::<agentmesh_protocol::ticket::TicketError>()
+            .is_some()
+        {
+            return "bad_ticket".into();
+        }
+        if cause
+            .downcast_ref::<agentmesh_protocol::names::NameError>()
+            .is_some()
+        {
+            return "bad_name".into();
+        }
+    }
+    "error".into()
+}
+
+/// Prints an error the way every command does, and gives the exit code:
+/// `error: …` for people; with `--json`, one JSON object as the last line.
+pub fn fail(e: &anyhow::Error, json: bool) -> ExitCode {
+    if json {
+        let line = serde_json::json!({ "code": error_code(e), "message": format!("{e:#}") });
+        eprintln!("{line}");
+    } else {
+        eprintln!("error: {e:#}");
+    }
     ExitCode::FAILURE
+}
+
+/// A command line clap refused (or `--help`, `--version`).
+pub fn usage_error(e: clap::Error, json: bool) -> ExitCode {
+    use clap::error::ErrorKind;
+    let is_error = !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+        && e.kind() != ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand;
+    if json && is_error {
+        let message = e.render().to_string();
+        let message = message
+            .trim()
+            .trim_start_matches("error: ")
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let line = serde_json::json!({ "code": "usage", "message": format!("{message}; see `agentmesh --help`") });
+        eprintln!("{line}");
+        return ExitCode::from(2);
+    }
+    let _ = e.print();
+    if is_error {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// When an RFC 3339 time is, for people: `3 min ago`, `in 2 h`.
+pub fn ago(rfc3339: &str) -> String {
+    match humantime::parse_rfc3339(rfc3339) {
+        Ok(t) => {
+            let ms = t
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            agentmesh_protocol::time::relative(
+                agentmesh_protocol::Timestamp::from_unix_millis(ms),
+                agentmesh_node::clock::now(),
+            )
+        }
+        Err(_) => rfc3339.to_owned(),
+    }
+}
+
+/// Asks a person to confirm `question` (y/N). `yes`, or no terminal to
+/// ask at (a script), confirms as before.
+pub fn confirm(question: &str, yes: bool) -> anyhow::Result<bool> {
+    if yes || !interactive() {
+        return Ok(true);
+    }
+    let answer = prompt(&format!("{question} [y/N] "))?;
+    Ok(matches!(answer.to_lowercase().as_str(), "y" | "yes"))
+}
+
+/// The login name: `$USER`, else `$LOGNAME`, else `human`.
+pub fn login_name() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .ok()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "human".into())
 }
 
 /// A runtime for one command.
@@ -25,12 +165,9 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// Who this command is: a human, named after the login user.
 pub fn who() -> Who {
-    let name = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "human".into());
     Who {
         kind: WhoKind::Human,
-        name,
+        name: login_name(),
         session_id: None,
         task: None,
     }
@@ -108,10 +245,37 @@ pub fn json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 }
 
 /// Text from the mesh, fit for a terminal: control characters (escape
-/// sequences, carriage returns, bells) become `?`, so a message can't move
-/// the cursor, rewrite what is on screen or retitle the window.
+/// sequences, carriage returns, bells) and invisible formatting characters
+/// (right-to-left overrides, zero-width characters, which can reorder what
+/// a line shows, such as `[held: other_owner]`) become `?`, so a message
+/// can't move the cursor, rewrite what is on screen, retitle the window or
+/// disguise itself. Tabs stay tabs: code is full of them.
 pub fn clean(text: &str) -> String {
     text.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
+        .map(|c| {
+            if c == '\t' {
+                c
+            } else if c.is_control() || agentmesh_protocol::names::is_invisible_format(c) {
+                '?'
+            } else {
+                c
+            }
+        })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_and_invisible_characters_are_shown_as_question_marks() {
+        assert_eq!(clean("a\x1b[2Jb\rc\u{7}"), "a?[2Jb?c?");
+        // A right-to-left override would make "[held: other_owner]" read
+        // backwards after it.
+        assert_eq!(clean("bob\u{202E}]renwo_rehto"), "bob?]renwo_rehto");
+        assert_eq!(clean("zero\u{200B}width\u{FEFF}"), "zero?width?");
+        assert_eq!(clean("fn main() {\n\tgo();\n}"), "fn main() {?\tgo();?}");
+        assert_eq!(clean("naïve café ✓"), "naïve café ✓");
+    }
 }

@@ -169,6 +169,9 @@ pub enum Op {
     },
     /// Stop the daemon.
     Shutdown,
+    /// The configuration the running daemon uses (command-line overrides
+    /// included).
+    ConfigShow,
     /// Send a message. The answer (its id) comes once it is durable.
     Send {
         /// `MAILBOX@MACHINE`, or `@MACHINE` for the machine's owner.
@@ -303,6 +306,10 @@ pub enum DaemonFrame {
         peer_id: String,
         /// Its name.
         name: String,
+        /// The newest message seq in this machine's inbox now: a client
+        /// that reattaches later with `after_seq` set to it misses nothing.
+        #[serde(default)]
+        last_seq: u64,
     },
     /// The answer to a request.
     Response {
@@ -376,6 +383,18 @@ pub struct Status {
     pub version: String,
     /// Peers currently connected.
     pub connected_peers: usize,
+    /// Inbound mail is paused (`agentmesh resume` delivers it again).
+    #[serde(default)]
+    pub paused: bool,
+    /// Messages held for approval (`agentmesh held`).
+    #[serde(default)]
+    pub held: usize,
+    /// Sent messages not yet delivered (`agentmesh outbox`).
+    #[serde(default)]
+    pub outbox_waiting: usize,
+    /// Whether this daemon is a test build whose clock the API can move.
+    #[serde(default)]
+    pub test_build: bool,
 }
 
 /// A team, briefly.
@@ -523,6 +542,10 @@ pub struct JoinRequestView {
     pub attempts_left: u32,
     /// `waiting`, or `approved` once the code matched.
     pub state: String,
+    /// The machine that held the name before (revoked or departed), if
+    /// any: admitted, this machine's mail shows under the same name.
+    #[serde(default)]
+    pub name_was: Option<MemberView>,
 }
 
 /// `admit_code`: the code matched.
@@ -613,6 +636,9 @@ pub struct MessageView {
     pub mailbox: Option<String>,
     /// Why it is held, if it is.
     pub held: Option<String>,
+    /// The person who runs the sending machine, as its Admit says.
+    #[serde(default)]
+    pub from_owner: Option<String>,
     /// How many peer messages caused it.
     pub hop: u8,
     /// Whether the sender had read untrusted text.
@@ -652,6 +678,13 @@ pub struct OutboxView {
     /// tries at once). Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_in_ms: Option<u64>,
+    /// For mail still on its way: the last attempt could not connect to
+    /// the recipient at all (it is offline or unreachable).
+    #[serde(default)]
+    pub offline: bool,
+    /// The person who runs the recipient machine, as its Admit says.
+    #[serde(default)]
+    pub to_owner: Option<String>,
 }
 
 /// `audit`.

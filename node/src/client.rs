@@ -61,6 +61,9 @@ pub struct Client {
     pub peer_id: String,
     /// The daemon's machine name.
     pub name: String,
+    /// The newest message seq in the daemon's inbox when this client
+    /// attached (see [`DaemonFrame::Attached`]).
+    pub attached_seq: u64,
 }
 
 impl Client {
@@ -94,7 +97,13 @@ impl Client {
         };
         send(&mut framed, &attach).await?;
         match recv(&mut framed).await? {
-            DaemonFrame::Attached { peer_id, name, .. } => Ok(Client {
+            DaemonFrame::Attached {
+                peer_id,
+                name,
+                last_seq,
+                ..
+            } => Ok(Client {
+                attached_seq: last_seq,
                 framed,
                 next_id: 0,
                 pending: std::collections::VecDeque::new(),

@@ -14,6 +14,9 @@ use std::time::{Duration, SystemTime};
 
 use agentmesh_protocol::Timestamp;
 
+/// Whether this is a test build, whose local API can move the clock.
+pub const TEST_BUILD: bool = cfg!(feature = "test-clock");
+
 /// How far the clock has been moved forward, in ms.
 static OFFSET_MS: AtomicU64 = AtomicU64::new(0);
 

@@ -174,6 +174,9 @@ pub struct Settings {
     pub message_lifetime: Duration,
     /// How long the audit log keeps entries.
     pub audit_retention: Duration,
+    /// The configuration these settings came from, defaults and the
+    /// machine name filled in (what `agentmesh config show` prints).
+    pub config: Config,
 }
 
 fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
@@ -286,6 +289,7 @@ impl Config {
         if audit_retention < Duration::from_secs(3600) {
             return Err(invalid("messages.audit_retention", "must be at least 1h"));
         }
+        let name_text = name.to_string();
         Ok(Settings {
             name,
             listen,
@@ -298,6 +302,10 @@ impl Config {
             max_per_peer_per_minute: self.join.max_per_peer_per_minute,
             message_lifetime,
             audit_retention,
+            config: Config {
+                name: Some(name_text),
+                ..self.clone()
+            },
         })
     }
 }

@@ -52,6 +52,20 @@ pub enum DaemonError {
     /// The node could not start.
     #[error(transparent)]
     Node(#[from] NodeError),
+    /// A fixed port to listen on is taken.
+    #[error(
+        "port {port} ({transport}, in {addr}) is already in use, perhaps by another agentmesh daemon with another home; stop it (`agentmesh --home OTHER down`), or choose another port with --listen (such as {suggestion}) or `listen` in config.toml"
+    )]
+    PortInUse {
+        /// The address asked for.
+        addr: Multiaddr,
+        /// Its port.
+        port: u16,
+        /// `TCP` or `UDP`.
+        transport: &'static str,
+        /// The same address on the next port.
+        suggestion: String,
+    },
     /// A file operation failed.
     #[error("{what}: {source}")]
     Io {
@@ -67,9 +81,8 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DaemonError {
     move |source| DaemonError::Io { what, source }
 }
 
-/// Runs the daemon for `home` until it is told to stop.
-pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
-    home.create()?;
+/// Takes the home's daemon lock: refused while a daemon holds it.
+fn lock_home(home: &Home) -> Result<fs::File, DaemonError> {
     let lock_path = home.lock_file();
     let lock = fs::OpenOptions::new()
         .create(true)
@@ -92,15 +105,61 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
             return Err(io(format!("cannot lock {}", lock_path.display()))(e));
         }
     }
+    Ok(lock)
+}
+
+/// This machine's name and its team's name, if it is a current member,
+/// read from the store of a home whose daemon is not running (taking the
+/// daemon lock meanwhile, so none starts). `None` without a store, an
+/// identity or a team.
+pub fn stored_membership(home: &Home) -> Result<Option<(String, String)>, DaemonError> {
+    if !home.data_dir().exists() {
+        return Ok(None);
+    }
+    let _lock = lock_home(home)?;
+    let Some(identity) = home.read_identity()? else {
+        return Ok(None);
+    };
+    let store = SledStore::open(&home.data_dir(), 1024 * 1024)?;
+    let Some(id) = crate::store::Store::team(&store)? else {
+        return Ok(None);
+    };
+    let mut team = agentmesh_protocol::team::TeamState::new(id);
+    for bytes in crate::store::Store::blocks(&store, &id)? {
+        if let Ok(b) = agentmesh_protocol::team::Block::from_bytes(&bytes) {
+            let _ = team.apply(b);
+        }
+    }
+    let me = identity.peer_id();
+    Ok(team
+        .member(&me)
+        .filter(|m| m.standing == agentmesh_protocol::team::Standing::Current)
+        .map(|m| {
+            (
+                m.name.to_string(),
+                team.genesis()
+                    .map(|g| g.team_name.to_string())
+                    .unwrap_or_default(),
+            )
+        }))
+}
+
+/// Runs the daemon for `home` until it is told to stop.
+pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
+    home.create()?;
+    let lock = lock_home(home)?;
 
     raise_open_file_limit();
     let mut settings = Config::load(&home.config_file())?.validate()?;
     if !overrides.listen.is_empty() {
+        settings.config.listen = overrides.listen.iter().map(ToString::to_string).collect();
         settings.listen = overrides.listen;
     }
     if overrides.no_mdns {
         settings.mdns = false;
+        settings.config.mdns = false;
     }
+    probe_ports(&settings.listen)?;
     let (identity, created) = home.load_or_create_identity()?;
     if created {
         tracing::info!(peer_id = %identity.peer_id(), "created this machine's identity");
@@ -153,6 +212,54 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     let _ = fs::remove_file(&pid_path);
     drop(lock);
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// Checks that every fixed port to listen on is free, by binding it
+/// without `SO_REUSEPORT` for a moment. libp2p-tcp sets `SO_REUSEPORT` on
+/// every listener (TCP hole punching needs it), so a second daemon given
+/// the same port would start, and the kernel would split incoming
+/// connections between the two without a word.
+fn probe_ports(listen: &[Multiaddr]) -> Result<(), DaemonError> {
+    use libp2p::multiaddr::Protocol;
+    for addr in listen {
+        let mut ip = None;
+        let mut port = None;
+        for p in addr.iter() {
+            match p {
+                Protocol::Ip4(a) => ip = Some(std::net::IpAddr::V4(a)),
+                Protocol::Ip6(a) => ip = Some(std::net::IpAddr::V6(a)),
+                Protocol::Tcp(n) => port = Some((n, "TCP")),
+                Protocol::Udp(n) => port = Some((n, "UDP")),
+                _ => {}
+            }
+        }
+        let (Some(ip), Some((port, transport))) = (ip, port) else {
+            continue;
+        };
+        if port == 0 {
+            continue;
+        }
+        let at = std::net::SocketAddr::new(ip, port);
+        let probe = if transport == "TCP" {
+            std::net::TcpListener::bind(at).map(drop)
+        } else {
+            std::net::UdpSocket::bind(at).map(drop)
+        };
+        if let Err(e) = probe
+            && e.kind() == std::io::ErrorKind::AddrInUse
+        {
+            let suggestion = addr
+                .to_string()
+                .replace(&format!("/{port}"), &format!("/{}", port.wrapping_add(1)));
+            return Err(DaemonError::PortInUse {
+                addr: addr.clone(),
+                port,
+                transport,
+                suggestion,
+            });
+        }
+    }
     Ok(())
 }
 

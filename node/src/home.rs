@@ -64,6 +64,30 @@ pub enum HomeError {
         /// Why.
         reason: String,
     },
+    /// A directory of the home can be written by other users.
+    #[error(
+        "{path} can be written by other users (mode {mode:o}), who could replace the daemon's files; run `chmod go-w {path}`, or use a private directory with --home"
+    )]
+    WritableByOthers {
+        /// The directory.
+        path: PathBuf,
+        /// Its mode bits.
+        mode: u32,
+    },
+    /// A directory of the home belongs to another user.
+    #[error("{path} belongs to another user (uid {uid}); use a directory of your own with --home")]
+    NotOwned {
+        /// The directory.
+        path: PathBuf,
+        /// Its owner.
+        uid: u32,
+    },
+    /// A path of the home is not a directory.
+    #[error("{path} is not a directory; remove it or use another --home")]
+    NotADirectory {
+        /// The path.
+        path: PathBuf,
+    },
     /// The socket path is longer than Unix sockets allow.
     #[error(
         "the socket path {path} is {len} bytes, over the {MAX_SOCKET_PATH}-byte limit of Unix sockets; use a shorter --home"
@@ -156,11 +180,41 @@ impl Home {
 
     /// Creates the home and its private directories (mode 0700), as the
     /// daemon needs them. Never called by read-only commands.
+    ///
+    /// Only what it creates gets its mode: a directory that exists is left
+    /// as it is (given the system's temp folder as its home, the daemon
+    /// must not lock every other user out of it), but one that others can
+    /// write to, or that belongs to another user, is refused. Its parents
+    /// are not checked: a home under a world-writable temp folder is fine.
     pub fn create(&self) -> Result<(), HomeError> {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+        let me = nix::unistd::geteuid().as_raw();
         for dir in [self.root.clone(), self.run_dir(), self.data_dir()] {
-            fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
-            fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))
-                .map_err(io_err("cannot set the mode of", &dir))?;
+            match fs::metadata(&dir) {
+                Ok(meta) => {
+                    if !meta.is_dir() {
+                        return Err(HomeError::NotADirectory { path: dir });
+                    }
+                    if meta.uid() != me {
+                        return Err(HomeError::NotOwned {
+                            path: dir,
+                            uid: meta.uid(),
+                        });
+                    }
+                    let mode = meta.permissions().mode() & 0o7777;
+                    if mode & 0o022 != 0 {
+                        return Err(HomeError::WritableByOthers { path: dir, mode });
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o700)
+                        .create(&dir)
+                        .map_err(io_err("cannot create", &dir))?;
+                }
+                Err(e) => return Err(io_err("cannot read", &dir)(e)),
+            }
         }
         let socket = self.socket();
         let len = socket.as_os_str().len();
@@ -250,6 +304,34 @@ mod tests {
         fs::set_permissions(home.key_file(), fs::Permissions::from_mode(0o644)).unwrap();
         let e = home.read_identity().unwrap_err().to_string();
         assert!(e.contains("chmod 600"), "{e}");
+    }
+
+    #[test]
+    fn an_existing_home_keeps_its_mode_and_one_others_can_write_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        // A home under a world-writable parent is fine; only the home
+        // itself is judged.
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o1777)).unwrap();
+        let shared = dir.path().join("shared");
+        fs::create_dir(&shared).unwrap();
+        fs::set_permissions(&shared, fs::Permissions::from_mode(0o755)).unwrap();
+        Home::at(&shared).create().unwrap();
+        let mode = fs::metadata(&shared).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o755, "an existing home is not chmodded");
+        let run = fs::metadata(shared.join("run"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(run, 0o700, "what it creates is private");
+        fs::set_permissions(&shared, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = Home::at(&shared).create().unwrap_err();
+        assert!(matches!(e, HomeError::WritableByOthers { .. }), "{e}");
+        assert!(e.to_string().contains("chmod go-w"), "{e}");
+        let fresh = dir.path().join("a/b/home");
+        Home::at(&fresh).create().unwrap();
+        let mode = fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
     }
 
     #[test]

@@ -273,6 +273,7 @@ impl Desk {
                     DeskState::Approved => "approved".into(),
                     _ => "waiting".into(),
                 },
+                name_was: None,
             })
             .collect()
     }

@@ -43,7 +43,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use crate::api::{self, ApiError, Event, MessageView, Op, Who, WhoKind};
 use crate::clock::now;
 use crate::limits::RateWindow;
-use crate::node::{Handle, Reply};
+use crate::node::{Handle, Reply, Undelivered};
 use crate::store::{AuditEntry, FolderBinding, InboxRecord, OutboxRecord, OutboxStatus, Store};
 use crate::swarm::{MailOutcome, MailReply, MailRequest};
 
@@ -94,6 +94,9 @@ const MAX_PAGE_BYTES: usize = 640 * 1024;
 
 /// Audit entries `audit` lists, at most (the newest).
 pub const MAX_AUDIT_LISTED: usize = 1000;
+
+/// The shortest message id prefix accepted where an id is asked for.
+pub const MIN_ID_PREFIX: usize = 4;
 
 /// A reason a remote machine gives is cut to this many characters.
 const MAX_REMOTE_REASON: usize = 300;
@@ -259,7 +262,7 @@ pub enum MailIn {
         /// The ids in the batch, in order.
         ids: Vec<String>,
         /// Its outcomes, or why the batch did not get through.
-        result: Result<MailReply, String>,
+        result: Result<MailReply, Undelivered>,
     },
     /// A flush finished: run what waited for it.
     Flushed(Vec<AfterFlush>),
@@ -295,12 +298,24 @@ pub enum AfterFlush {
     },
 }
 
+/// What `status` shows of the mailroom, published by the mail actor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MailSummary {
+    /// Inbound mail is paused.
+    pub paused: bool,
+    /// Messages held for approval.
+    pub held: usize,
+    /// Messages in the outbox not yet delivered.
+    pub outbox_waiting: usize,
+}
+
 /// A cloneable handle to the mail actor.
 #[derive(Debug, Clone)]
 pub struct MailHandle {
     tx: mpsc::Sender<MailIn>,
     events: broadcast::Sender<Event>,
     newest: Arc<std::sync::atomic::AtomicU64>,
+    summary: watch::Receiver<MailSummary>,
 }
 
 impl MailHandle {
@@ -327,6 +342,11 @@ impl MailHandle {
             return gone();
         }
         rx.await.unwrap_or_else(|_| gone())
+    }
+
+    /// What `status` shows of the mailroom, as of now.
+    pub fn summary(&self) -> MailSummary {
+        *self.summary.borrow()
     }
 
     /// The seq of the newest message in the inbox.
@@ -469,6 +489,10 @@ pub struct Mail {
     last_retention: Instant,
     /// Refusals audited, per (machine, code), per window.
     refusals: std::cell::RefCell<RateWindow<(PeerId, String)>>,
+    /// Recipients whose last attempt could not connect at all.
+    offline: HashSet<PeerId>,
+    /// What `status` shows, published.
+    summary: watch::Sender<MailSummary>,
 }
 
 impl std::fmt::Debug for Mail {
@@ -598,6 +622,15 @@ fn inbox_page(
     })
 }
 
+/// Who decided, for the audit log: `human ada`, `agent claude`.
+fn who_label(who: &Who) -> String {
+    let kind = match who.kind {
+        WhoKind::Human => "human",
+        WhoKind::Agent => "agent",
+    };
+    format!("{kind} {}", who.name)
+}
+
 /// A record's body hash for the audit log, if it has one.
 fn sha(hash: &str) -> Option<String> {
     (!hash.is_empty()).then(|| hash.to_owned())
@@ -617,6 +650,7 @@ fn view(r: &InboxRecord) -> MessageView {
         read: r.read_at.is_some(),
         mailbox: r.mailbox.clone(),
         held: r.held.clone(),
+        from_owner: r.from_owner.clone(),
         hop: r.hop,
         taint: r.taint,
     }
@@ -639,6 +673,8 @@ fn outbox_view(r: &OutboxRecord) -> api::OutboxView {
         attempts: r.attempts,
         created_at: rfc3339(r.created_at),
         retry_in_ms: None,
+        offline: false,
+        to_owner: None,
     }
 }
 
@@ -656,6 +692,7 @@ impl Mail {
         let (flushed_tx, flushed) = mpsc::unbounded_channel();
         let flusher = Flusher::start(store.clone(), flushed_tx);
         let first_seq = store.last_inbox_seq()?;
+        let (summary_tx, summary) = watch::channel(MailSummary::default());
         let newest = Arc::new(std::sync::atomic::AtomicU64::new(first_seq));
         let mut mail = Mail {
             me,
@@ -686,11 +723,22 @@ impl Mail {
                 REFUSALS_AUDITED_PER_WINDOW,
                 MAX_REFUSAL_KEYS,
             )),
+            offline: HashSet::new(),
+            summary: summary_tx,
             store,
         };
         mail.load()?;
+        mail.publish_summary();
         let task = tokio::spawn(mail.run());
-        Ok((MailHandle { tx, events, newest }, task))
+        Ok((
+            MailHandle {
+                tx,
+                events,
+                newest,
+                summary,
+            },
+            task,
+        ))
     }
 
     /// Loads undelivered mail into the courier and counts held mail.
@@ -796,6 +844,7 @@ impl Mail {
                 token,
             } => self.receive(peer, request, token),
             MailIn::Connected(peer) => {
+                self.offline.remove(&peer);
                 if let Some(q) = self.queues.get_mut(&peer) {
                     q.attempt = 0;
                     q.next_try = None;
@@ -810,6 +859,20 @@ impl Mail {
             }
         }
         self.write_pending();
+        self.publish_summary();
+    }
+
+    fn publish_summary(&self) {
+        let now = MailSummary {
+            paused: self.paused,
+            held: self.held_from.values().sum(),
+            outbox_waiting: self.outbox.len(),
+        };
+        self.summary.send_if_modified(|s| {
+            let changed = *s != now;
+            *s = now;
+            changed
+        });
     }
 
     fn after_flush(&mut self, work: AfterFlush) {
@@ -1135,29 +1198,12 @@ impl Mail {
         }
         q.in_flight += 1;
         q.sending.extend(ids.iter().cloned());
-        let mut first_sent = vec![];
         for id in &ids {
             if let Some(r) = self.outbox.get_mut(id) {
-                r.attempts += 1;
                 // Kept in memory only (the outbox list reads it from here):
                 // writing every attempt would double the store's work.
-                r.status = OutboxStatus::Sent;
-                if r.attempts == 1 {
-                    first_sent.push(AuditEntry {
-                        event: "sent".into(),
-                        peer: Some(peer.to_string()),
-                        recipient: Some(r.to.clone()),
-                        message_id: Some(r.id.clone()),
-                        body_sha256: sha(&r.body_sha256),
-                        detail: "on its way to the recipient".into(),
-                        ..AuditEntry::default()
-                    });
-                }
+                r.attempts += 1;
             }
-        }
-        // Audited once, at the first attempt; retries are in the outbox.
-        for entry in first_sent {
-            self.audit(entry);
         }
         let node = self.node.clone();
         let back = self.tx_clone();
@@ -1242,8 +1288,44 @@ impl Mail {
         self.tx_back.clone()
     }
 
-    fn delivered(&mut self, peer: PeerId, ids: Vec<String>, result: Result<MailReply, String>) {
+    fn delivered(
+        &mut self,
+        peer: PeerId,
+        ids: Vec<String>,
+        result: Result<MailReply, Undelivered>,
+    ) {
         let dir = self.directory();
+        // `sent` means an attempt went out on a connection (answered, or
+        // lost on the way); mail that never left (no connection could be
+        // made) stays `queued`. Audited once, when it first goes out.
+        let reached = result.as_ref().map_or_else(|u| u.reached, |_| true);
+        if reached {
+            self.offline.remove(&peer);
+        } else {
+            self.offline.insert(peer);
+        }
+        if reached {
+            let mut first_sent = vec![];
+            for id in &ids {
+                if let Some(r) = self.outbox.get_mut(id)
+                    && r.status == OutboxStatus::Queued
+                {
+                    r.status = OutboxStatus::Sent;
+                    first_sent.push(AuditEntry {
+                        event: "sent".into(),
+                        peer: Some(peer.to_string()),
+                        recipient: Some(r.to.clone()),
+                        message_id: Some(r.id.clone()),
+                        body_sha256: sha(&r.body_sha256),
+                        detail: "handed to the recipient".into(),
+                        ..AuditEntry::default()
+                    });
+                }
+            }
+            for entry in first_sent {
+                self.audit(entry);
+            }
+        }
         let mut changed = vec![];
         let transport_error = match result {
             Ok(reply) if reply.outcomes.len() == ids.len() => {
@@ -1282,7 +1364,12 @@ impl Mail {
                 busy.then(|| "the recipient is busy".to_owned())
             }
             Ok(_) => Some("the recipient answered a different number of outcomes".to_owned()),
-            Err(e) => Some(e),
+            Err(e) if e.reached => Some(e.why),
+            Err(e) => Some(format!(
+                "{} is offline: no connection could be made ({})",
+                dir.name_of(&peer),
+                e.why
+            )),
         };
         for r in &changed {
             self.outbox.remove(&r.id);
@@ -1593,6 +1680,7 @@ impl Mail {
             id: id.clone(),
             from_peer: peer.to_string(),
             from: sender.clone(),
+            from_owner: dir.machines.get(&peer).map(|m| m.owner.clone()),
             mailbox: body.to_mailbox.as_ref().map(ToString::to_string),
             who: Who {
                 kind: match body.who.kind {
@@ -1659,7 +1747,12 @@ impl Mail {
                 ask,
                 reply_to,
                 from_mailbox,
-            } => match self.send(&who, mailbox, &to, text, ask, reply_to, from_mailbox) {
+            } => match reply_to
+                .map(|r| self.full_id(&r))
+                .transpose()
+                .and_then(|reply_to| {
+                    self.send(&who, mailbox, &to, text, ask, reply_to, from_mailbox)
+                }) {
                 Ok(record) => return self.after(AfterFlush::Sent { reply, record }),
                 Err(e) => Err(e),
             },
@@ -1674,17 +1767,69 @@ impl Mail {
                 after_seq.unwrap_or(0),
                 limit.unwrap_or(MAX_INBOX_PAGE),
             ),
-            Op::Read { id } => return self.read(&id, reply),
+            Op::Read { id } => match self.full_id(&id) {
+                Ok(id) => return self.read(&id, reply),
+                Err(e) => Err(e),
+            },
             Op::Outbox => self.outbox_list(),
             Op::Held => self.held_list(),
-            Op::Approve { id } => return self.resolve(&who, &id, None, reply),
-            Op::Reject { id, reason } => {
-                let reason = reason.unwrap_or_default();
-                return self.resolve(&who, &id, Some(&reason), reply);
+            Op::Approve { id } => match self.full_id(&id) {
+                Ok(id) => return self.resolve(&who, &id, None, reply),
+                Err(e) => Err(e),
+            },
+            Op::Reject { id, reason } => match self.full_id(&id) {
+                Ok(id) => {
+                    let reason = reason.unwrap_or_default();
+                    return self.resolve(&who, &id, Some(&reason), reply);
+                }
+                Err(e) => Err(e),
+            },
+            // Consent decisions are audited, and answered once the entry
+            // is durable.
+            Op::Trust { machine } => {
+                let answer = self.trust(&machine);
+                if let Ok(v) = &answer {
+                    self.decided(
+                        &who,
+                        "trust",
+                        v["peer_id"].as_str().map(str::to_owned),
+                        format!("mail from {machine} is no longer held"),
+                    );
+                }
+                return self.answer_durably(reply, answer);
             }
-            Op::Trust { machine } => self.trust(&machine),
-            Op::Allow { path, mailbox } => self.allow(&path, mailbox.as_deref(), true),
-            Op::Deny { path, mailbox } => self.allow(&path, mailbox.as_deref(), false),
+            Op::Allow { path, mailbox } => {
+                let answer = self.allow(&path, mailbox.as_deref(), true);
+                if let Ok(v) = &answer {
+                    self.decided(
+                        &who,
+                        "allow",
+                        None,
+                        format!(
+                            "{} receives as mailbox {}",
+                            v["path"].as_str().unwrap_or_default(),
+                            v["mailbox"].as_str().unwrap_or_default()
+                        ),
+                    );
+                }
+                return self.answer_durably(reply, answer);
+            }
+            Op::Deny { path, mailbox } => {
+                let answer = self.allow(&path, mailbox.as_deref(), false);
+                if let Ok(v) = &answer {
+                    self.decided(
+                        &who,
+                        "deny",
+                        None,
+                        format!(
+                            "{} (mailbox {}) no longer receives",
+                            v["path"].as_str().unwrap_or_default(),
+                            v["mailbox"].as_str().unwrap_or_default()
+                        ),
+                    );
+                }
+                return self.answer_durably(reply, answer);
+            }
             Op::Mailboxes => {
                 let mut rows: Vec<&FolderBinding> = self.folders.values().collect();
                 rows.sort_by(|a, b| a.mailbox.cmp(&b.mailbox));
@@ -1693,8 +1838,19 @@ impl Mail {
                     .map(|b| serde_json::json!({ "mailbox": b.mailbox, "path": b.path, "allowed": b.allowed }))
                     .collect::<Vec<_>>())
             }
-            Op::Pause => self.set_paused(true),
-            Op::Resume => return self.resume(reply),
+            Op::Pause => {
+                let answer = self.set_paused(true);
+                if answer.is_ok() {
+                    self.decided(
+                        &who,
+                        "pause",
+                        None,
+                        "inbound mail is held until resume".into(),
+                    );
+                }
+                return self.answer_durably(reply, answer);
+            }
+            Op::Resume => return self.resume(&who, reply),
             Op::Audit { since_secs } => self.audit_list(since_secs),
             #[cfg(feature = "test-clock")]
             Op::ClockAdvance { secs } => {
@@ -1705,6 +1861,71 @@ impl Mail {
             _ => err("internal", "not a mail operation"),
         };
         let _ = reply.send(answer);
+    }
+
+    /// The received message id `given` names: the whole id, or a unique
+    /// prefix of at least [`MIN_ID_PREFIX`] characters, as git takes them.
+    fn full_id(&self, given: &str) -> Result<String, ApiError> {
+        let given = given.trim().to_ascii_lowercase();
+        if given.len() == 32 {
+            return Ok(given);
+        }
+        if given.len() < MIN_ID_PREFIX || !given.chars().all(|c| c.is_ascii_hexdigit()) {
+            return err(
+                "bad_id",
+                format!(
+                    "{given:?} is not a message id; give the id, or at least its first {MIN_ID_PREFIX} characters, as `agentmesh inbox` shows it"
+                ),
+            );
+        }
+        let found = self
+            .store
+            .inbox_ids_starting(&given, 6)
+            .map_err(|e| ApiError::new("store", e.to_string()))?;
+        match found.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => err(
+                "unknown_message",
+                format!("no received message has an id starting with {given}"),
+            ),
+            several => err(
+                "ambiguous_id",
+                format!(
+                    "{} received messages have ids starting with {given} ({}…); give more of the id",
+                    if several.len() > 5 {
+                        "more than 5".to_owned()
+                    } else {
+                        several.len().to_string()
+                    },
+                    several
+                        .iter()
+                        .take(5)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ),
+        }
+    }
+
+    /// Audits a person's (or an agent's) decision, naming who made it.
+    fn decided(&self, who: &Who, event: &str, peer: Option<String>, detail: String) {
+        self.audit(AuditEntry {
+            event: event.into(),
+            peer,
+            detail: format!("{detail} (by {})", who_label(who)),
+            ..AuditEntry::default()
+        });
+    }
+
+    /// Answers once everything written so far, audit entries included, is
+    /// durable.
+    fn answer_durably(&self, reply: oneshot::Sender<Reply>, value: Reply) {
+        self.after(AfterFlush::Answer {
+            reply,
+            value,
+            events: vec![],
+        });
     }
 
     fn inbox(&self, mailbox: Option<&str>, unread: bool, after: u64, limit: usize) -> Reply {
@@ -1757,15 +1978,18 @@ impl Mail {
         );
         all.sort_by_key(|r| r.created_at);
         let now_i = Instant::now();
+        let dir = self.directory();
         let all: Vec<_> = all
             .iter()
             .map(|r| {
                 let mut v = outbox_view(r);
+                let peer = r.to_peer.parse::<PeerId>().ok();
+                v.to_owner = peer
+                    .and_then(|p| dir.machines.get(&p))
+                    .map(|m| m.owner.clone());
                 if matches!(r.status, OutboxStatus::Queued | OutboxStatus::Sent) {
-                    v.retry_in_ms = r
-                        .to_peer
-                        .parse::<PeerId>()
-                        .ok()
+                    v.offline = peer.is_some_and(|p| self.offline.contains(&p));
+                    v.retry_in_ms = peer
                         .and_then(|p| self.queues.get(&p))
                         .filter(|q| !q.sending.contains(&r.id))
                         .and_then(|q| q.next_try)
@@ -1863,14 +2087,7 @@ impl Mail {
             message_id: Some(record.id.clone()),
             body_sha256: Some(record.body_sha256.clone()),
             detail: {
-                let by = format!(
-                    "held message {outcome} by {} {}",
-                    match who.kind {
-                        WhoKind::Human => "human",
-                        WhoKind::Agent => "agent",
-                    },
-                    who.name
-                );
+                let by = format!("held message {outcome} by {}", who_label(who));
                 match rejected.map(str::trim).filter(|r| !r.is_empty()) {
                     Some(r) => format!(
                         "{by}: {}",
@@ -2019,7 +2236,7 @@ impl Mail {
     }
 
     /// Resumes delivery, and delivers what `pause` held.
-    fn resume(&mut self, reply: oneshot::Sender<Reply>) {
+    fn resume(&mut self, who: &Who, reply: oneshot::Sender<Reply>) {
         if let Err(e) = self.set_paused(false) {
             let _ = reply.send(Err(e));
             return;
@@ -2043,6 +2260,17 @@ impl Mail {
                             return;
                         }
                         still_held += 1;
+                        self.audit(AuditEntry {
+                            event: "held".into(),
+                            peer: Some(r.from_peer.clone()),
+                            sender: Some(r.from.clone()),
+                            message_id: Some(r.id.clone()),
+                            body_sha256: Some(r.body_sha256.clone()),
+                            detail: format!(
+                                "held: {why} (it was held by pause; resume left it held)"
+                            ),
+                            ..AuditEntry::default()
+                        });
                         events.push(Event::Held { message: view(&r) });
                         continue;
                     }
@@ -2056,6 +2284,18 @@ impl Mail {
                     if let Some(n) = self.held_from.get_mut(&r.from_peer) {
                         *n = n.saturating_sub(1);
                     }
+                    self.audit(AuditEntry {
+                        event: "released".into(),
+                        peer: Some(r.from_peer.clone()),
+                        sender: Some(r.from.clone()),
+                        message_id: Some(r.id.clone()),
+                        body_sha256: Some(r.body_sha256.clone()),
+                        detail: format!(
+                            "held by pause, delivered to the inbox by resume (by {})",
+                            who_label(who)
+                        ),
+                        ..AuditEntry::default()
+                    });
                     events.push(Event::Message { message: view(&r) });
                     events.push(Event::Resolved {
                         id: r.id.clone(),
@@ -2069,6 +2309,15 @@ impl Mail {
                 return;
             }
         }
+        self.decided(
+            who,
+            "resume",
+            None,
+            format!(
+                "inbound mail is delivered again; {} held message(s) released, {still_held} still held",
+                released.len()
+            ),
+        );
         self.after(AfterFlush::Answer {
             reply,
             value: ok(serde_json::json!({
@@ -2144,6 +2393,7 @@ impl Mail {
         }
         self.audit_refusal_counts();
         self.shrink();
+        self.publish_summary();
         self.write_pending();
     }
 
@@ -2273,6 +2523,7 @@ mod tests {
             id: format!("{seq:032x}"),
             from_peer: "12D3KooWtest".into(),
             from: "@alpha".into(),
+            from_owner: None,
             mailbox: None,
             who: Who {
                 kind: WhoKind::Agent,
@@ -2395,6 +2646,14 @@ mod tests {
 
         fn put_peer(&self, record: &PeerRecord) -> Result<(), StoreError> {
             self.inner.put_peer(record)
+        }
+
+        fn inbox_ids_starting(
+            &self,
+            prefix: &str,
+            limit: usize,
+        ) -> Result<Vec<String>, StoreError> {
+            self.inner.inbox_ids_starting(prefix, limit)
         }
 
         fn delete_peer(&self, peer_id: &str) -> Result<(), StoreError> {

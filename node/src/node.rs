@@ -175,8 +175,28 @@ pub enum Command {
         /// The batch.
         request: MailRequest,
         /// Its answer, or why it did not get through.
-        reply: oneshot::Sender<Result<MailReply, String>>,
+        reply: oneshot::Sender<Result<MailReply, Undelivered>>,
     },
+}
+
+/// Why a mail batch got no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undelivered {
+    /// Whether it may have reached the recipient (it went out on a
+    /// connection), as opposed to never leaving (no connection could be
+    /// made).
+    pub reached: bool,
+    /// What happened.
+    pub why: String,
+}
+
+impl Undelivered {
+    fn never_left(why: impl Into<String>) -> Self {
+        Undelivered {
+            reached: false,
+            why: why.into(),
+        }
+    }
 }
 
 /// A cloneable handle to the node.
@@ -203,7 +223,11 @@ impl Handle {
     }
 
     /// Carries a mail batch to `peer` and waits for its answer.
-    pub async fn deliver(&self, peer: PeerId, request: MailRequest) -> Result<MailReply, String> {
+    pub async fn deliver(
+        &self,
+        peer: PeerId,
+        request: MailRequest,
+    ) -> Result<MailReply, Undelivered> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Command::Deliver {
@@ -212,9 +236,9 @@ impl Handle {
                 reply,
             })
             .await
-            .map_err(|_| "the daemon is shutting down".to_owned())?;
+            .map_err(|_| Undelivered::never_left("the daemon is shutting down"))?;
         rx.await
-            .map_err(|_| "the daemon is shutting down".to_owned())?
+            .map_err(|_| Undelivered::never_left("the daemon is shutting down"))?
     }
 
     /// A handle for the mail actor's unit tests: what it answers comes out
@@ -283,7 +307,7 @@ fn founder_unreachable(why: &str) -> Reply {
     )
 }
 
-const NOT_IN_TEAM: &str = "this machine is not in a team; create one with `agentmesh team create NAME --owner YOU` or join one with `agentmesh join TICKET --name NAME --owner YOU`";
+const NOT_IN_TEAM: &str = "this machine is not in a team; create one with `agentmesh team create NAME` or join one with `agentmesh join TICKET` (the owner defaults to your login name; `--owner` names another)";
 
 /// A join this machine is making.
 #[derive(Debug)]
@@ -391,7 +415,7 @@ pub struct Node {
     stopping: bool,
     mail: Option<MailHandle>,
     directory: watch::Sender<Arc<Directory>>,
-    mail_waiting: Awaiting<oneshot::Sender<Result<MailReply, String>>>,
+    mail_waiting: Awaiting<oneshot::Sender<Result<MailReply, Undelivered>>>,
     inbound: HashMap<u64, ResponseChannel<MailReply>>,
     next_token: u64,
     /// When mail or a sync from a machine this one does not know last made
@@ -801,6 +825,17 @@ impl Node {
         let Some(g) = team.genesis() else {
             return err("not_in_team", NOT_IN_TEAM);
         };
+        ok(api::TeamView {
+            team_id: team.id().to_string(),
+            name: g.team_name.to_string(),
+            founder: g.founder.to_string(),
+            founder_name: g.founder_name.to_string(),
+            members: self.member_views(team),
+        })
+    }
+
+    /// Every machine `team` admitted, admins first, then by name.
+    fn member_views(&self, team: &TeamState) -> Vec<api::MemberView> {
         let me = self.me.peer_id();
         let mut members: Vec<api::MemberView> = team
             .members()
@@ -821,13 +856,7 @@ impl Node {
             })
             .collect();
         members.sort_by(|a, b| (!a.admin, &a.name).cmp(&(!b.admin, &b.name)));
-        ok(api::TeamView {
-            team_id: team.id().to_string(),
-            name: g.team_name.to_string(),
-            founder: g.founder.to_string(),
-            founder_name: g.founder_name.to_string(),
-            members,
-        })
+        members
     }
 
     fn team_ref(&self) -> Option<api::TeamRef> {
@@ -1485,7 +1514,7 @@ impl Node {
         &mut self,
         peer: PeerId,
         request: MailRequest,
-        reply: oneshot::Sender<Result<MailReply, String>>,
+        reply: oneshot::Sender<Result<MailReply, Undelivered>>,
     ) {
         let addrs = self.known_addrs(&peer);
         let id = self
@@ -1573,7 +1602,11 @@ impl Node {
                 request_id, error, ..
             } => {
                 if let Some(reply) = self.mail_waiting.remove(&request_id) {
-                    let _ = reply.send(Err(error.to_string()));
+                    let reached = !matches!(error, request_response::OutboundFailure::DialFailure);
+                    let _ = reply.send(Err(Undelivered {
+                        reached,
+                        why: error.to_string(),
+                    }));
                 }
             }
             request_response::Event::InboundFailure { .. } => {
@@ -1649,7 +1682,12 @@ impl Node {
     fn expire_requests(&mut self, now: Instant) {
         let late = format!("no answer within {}s", ANSWER_DEADLINE.as_secs());
         for reply in self.mail_waiting.overdue(now) {
-            let _ = reply.send(Err(late.clone()));
+            // Sent on a connection that may have been dead all along: it
+            // may or may not have arrived.
+            let _ = reply.send(Err(Undelivered {
+                reached: true,
+                why: late.clone(),
+            }));
         }
         for peer in self.sync_waiting.overdue(now) {
             self.sync_failed(peer, late.clone(), false);
@@ -2403,6 +2441,10 @@ impl Node {
                 self.stopping = true;
                 ok(serde_json::json!({}))
             }
+            Op::ConfigShow => ok(serde_json::json!({
+                "config": self.settings.config,
+                "toml": self.settings.config.to_toml(),
+            })),
             _ => err("internal", "a mail operation reached the network node"),
         };
         send(reply, answer);
@@ -2446,6 +2488,11 @@ impl Node {
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").into(),
             connected_peers: self.peers.connected().count(),
+            // The mailroom's part is filled in by the server.
+            paused: false,
+            held: 0,
+            outbox_waiting: 0,
+            test_build: crate::clock::TEST_BUILD,
         })
     }
 
@@ -2558,7 +2605,17 @@ impl Node {
         if !self.am_admin() {
             return err("not_admin", "only the team's founder can admit machines");
         }
-        ok(self.desk.views(Instant::now()))
+        let mut views = self.desk.views(Instant::now());
+        if let Some(team) = &self.team {
+            let members = self.member_views(team);
+            for v in &mut views {
+                v.name_was = members
+                    .iter()
+                    .find(|m| m.name == v.name && m.standing != "current")
+                    .cloned();
+            }
+        }
+        ok(views)
     }
 
     fn admit_code(&mut self, id: u64, code: &str) -> Reply {

@@ -447,6 +447,7 @@ impl Client {
                     version: API_VERSION,
                     peer_id: self.peer_id.clone(),
                     name: self.name.clone(),
+                    last_seq: self.mail.last_seq(),
                 };
                 if send(framed, &attached).await.is_err() {
                     return Ok(None);
@@ -480,6 +481,16 @@ impl Client {
                         self.mail
                             .request(a.who.clone(), a.mailbox.clone(), op)
                             .await
+                    }
+                    (_, false) if op == Op::Status => {
+                        // The node's part, then the mailroom's.
+                        self.node.request(op).await.map(|mut v| {
+                            let m = self.mail.summary();
+                            v["paused"] = m.paused.into();
+                            v["held"] = m.held.into();
+                            v["outbox_waiting"] = m.outbox_waiting.into();
+                            v
+                        })
                     }
                     _ => self.node.request(op).await,
                 };

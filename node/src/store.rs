@@ -152,6 +152,10 @@ pub struct InboxRecord {
     pub from_peer: String,
     /// The sender, as `mailbox@machine`.
     pub from: String,
+    /// The person who ran the sending machine when it arrived, as its
+    /// Admit says (a name reused after a revocation has another owner).
+    #[serde(default)]
+    pub from_owner: Option<String>,
     /// The receiving mailbox (`None`: the owner's).
     pub mailbox: Option<String>,
     /// The sender's identity stamp.
@@ -273,6 +277,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>, StoreError>;
     /// Whether an inbox message has id `id`, without reading it.
     fn inbox_has(&self, id: &str) -> Result<bool, StoreError>;
+    /// The ids of inbox messages starting with `prefix`, at most `limit`.
+    fn inbox_ids_starting(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StoreError>;
     /// The inbox record at `seq`.
     fn inbox_at(&self, seq: u64) -> Result<Option<InboxRecord>, StoreError>;
     /// The held messages: (seq, sender PeerId), from an index, so that
@@ -870,6 +876,15 @@ impl Store for SledStore {
             Some(v) => Ok(Some(from_record(&v)?)),
             None => Ok(None),
         }
+    }
+
+    fn inbox_ids_starting(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.inbox_ids
+            .scan_prefix(prefix.as_bytes())
+            .keys()
+            .take(limit)
+            .map(|k| Ok(String::from_utf8_lossy(&k?).into_owned()))
+            .collect()
     }
 
     fn inbox_has(&self, id: &str) -> Result<bool, StoreError> {

@@ -505,7 +505,7 @@ pub enum OpenError {
     BadLifetime(String),
     /// `sent_at` is further in the future than the allowed clock skew.
     #[error(
-        "the envelope was sent at {sent_at}, ahead of this machine's clock ({now}) by more than the allowed skew; check both machines' clocks"
+        "the envelope was sent at {sent_at}, {} ahead of this machine's clock ({now}), more than the allowed skew; check both machines' clocks", crate::time::human_duration(sent_at.since(*now))
     )]
     NotYetValid {
         /// The header's `sent_at`.
@@ -514,7 +514,7 @@ pub enum OpenError {
         now: Timestamp,
     },
     /// The envelope expired (more than the allowed skew ago).
-    #[error("the envelope expired at {expires_at} (now {now})")]
+    #[error("the envelope expired {} (at {expires_at})", crate::time::relative(*expires_at, *now))]
     Expired {
         /// The header's `expires_at`.
         expires_at: Timestamp,

@@ -139,8 +139,8 @@ impl fmt::Display for Owner {
 /// Characters that change how surrounding text is displayed without being
 /// visible themselves: bidirectional overrides and isolates, zero-width
 /// characters and the byte-order mark. An owner holding one could show as
-/// another person's name.
-fn is_invisible_format(c: char) -> bool {
+/// another person's name; text holding one can reorder a terminal line.
+pub fn is_invisible_format(c: char) -> bool {
     matches!(
         c,
         '\u{00AD}'                      // soft hyphen

@@ -96,7 +96,7 @@ pub enum TicketError {
     },
     /// The ticket has expired.
     #[error(
-        "the ticket expired at {expires_at} (now {now}); ask the founder for a new one with `agentmesh invite`"
+        "the ticket expired {} (at {expires_at}); ask the founder for a new one with `agentmesh invite`", crate::time::relative(*expires_at, *now)
     )]
     Expired {
         /// When it expired.

@@ -52,12 +52,81 @@ impl Timestamp {
     }
 }
 
+/// RFC 3339 in UTC, to the second: `2026-12-01T09:30:00Z`.
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}ms", self.0)
+        let secs = self.0 / 1000;
+        let (days, rem) = (secs / 86_400, secs % 86_400);
+        // Days since 1970-01-01 to a civil date (Howard Hinnant's
+        // algorithm, for the proleptic Gregorian calendar).
+        let z = days as i64 + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097);
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        let year = yoe + era * 400 + i64::from(month <= 2);
+        write!(
+            f,
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+            rem / 3600,
+            rem % 3600 / 60,
+            rem % 60
+        )
+    }
+}
+
+/// How far apart two times are, for people: `3 min`, `2 h`, `5 days`.
+pub fn human_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=5_399 => format!("{} min", (s + 30) / 60),
+        5_400..=129_599 => format!("{} h", (s + 1_800) / 3_600),
+        _ => format!("{} days", (s + 43_200) / 86_400),
+    }
+}
+
+/// When `then` is, seen from `now`: `3 min ago`, `in 2 h`.
+pub fn relative(then: Timestamp, now: Timestamp) -> String {
+    if then <= now {
+        format!("{} ago", human_duration(now.since(then)))
+    } else {
+        format!("in {}", human_duration(then.since(now)))
     }
 }
 
 fn duration_ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_show_as_rfc3339_and_differences_as_people_say_them() {
+        assert_eq!(Timestamp(0).to_string(), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            Timestamp(1_795_996_800_000).to_string(),
+            "2026-11-30T00:00:00Z"
+        );
+        assert_eq!(
+            Timestamp(951_825_600_000).to_string(),
+            "2000-02-29T12:00:00Z"
+        );
+        let now = Timestamp(1_795_996_800_000);
+        assert_eq!(
+            relative(now.saturating_sub(Duration::from_secs(180)), now),
+            "3 min ago"
+        );
+        assert_eq!(
+            relative(now.saturating_add(Duration::from_secs(7200)), now),
+            "in 2 h"
+        );
+        assert_eq!(human_duration(Duration::from_secs(8 * 86_400)), "8 days");
+        assert_eq!(human_duration(Duration::from_secs(42)), "42 s");
+    }
 }

@@ -106,14 +106,24 @@ fn a_message_waits_for_a_receiver_that_is_down_and_arrives_once() {
             .map(|s| s == "queued" || s == "sent"),
         Some(true)
     );
-    // An attempt was made and failed: the outbox says sent, and why the
-    // last attempt failed.
+    // An attempt was made and could not connect: the mail never left, so
+    // the outbox says queued, the recipient offline, and why.
     let m = wait_for("alpha to try and fail", || {
         let m = a.json(&["outbox"])[0].clone();
         m["reason"].is_string().then_some(m)
     });
-    assert_eq!(m["status"], "sent", "{m}");
+    assert_eq!(m["status"], "queued", "{m}");
+    assert_eq!(m["offline"], true, "{m}");
+    assert!(
+        m["reason"].as_str().unwrap().contains("bravo is offline"),
+        "{m}"
+    );
     assert!(m["attempts"].as_u64().unwrap() >= 1, "{m}");
+    let text = a.ok(&["outbox"]);
+    assert!(
+        text.contains("queued — retrying in") && text.contains("(bravo offline)"),
+        "{text}"
+    );
     b.start();
     wait_for("bravo to receive the message after coming back", || {
         b.inbox_all().into_iter().find(|m| m["id"] == id.as_str())

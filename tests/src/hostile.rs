@@ -525,3 +525,113 @@ pub fn with_version(wire: &[u8], version: u64) -> Vec<u8> {
     ciborium::into_writer(&outer, &mut out).expect("encodes");
     out
 }
+
+/// A codec that writes a request's bytes exactly as given (truncated CBOR,
+/// junk, more than a limit) and reads back whatever comes.
+#[derive(Debug, Clone, Default)]
+struct RawCodec;
+
+impl request_response::Codec for RawCodec {
+    type Protocol = libp2p::StreamProtocol;
+    type Request = Vec<u8>;
+    type Response = Vec<u8>;
+
+    async fn read_request<T>(&mut self, _: &Self::Protocol, io: &mut T) -> std::io::Result<Vec<u8>>
+    where
+        T: futures::AsyncRead + Unpin + Send,
+    {
+        let mut v = vec![];
+        futures::AsyncReadExt::read_to_end(io, &mut v).await?;
+        Ok(v)
+    }
+
+    async fn read_response<T>(&mut self, _: &Self::Protocol, io: &mut T) -> std::io::Result<Vec<u8>>
+    where
+        T: futures::AsyncRead + Unpin + Send,
+    {
+        let mut v = vec![];
+        futures::AsyncReadExt::read_to_end(&mut futures::AsyncReadExt::take(io, 16 << 20), &mut v)
+            .await?;
+        Ok(v)
+    }
+
+    async fn write_request<T>(
+        &mut self,
+        _: &Self::Protocol,
+        io: &mut T,
+        req: Vec<u8>,
+    ) -> std::io::Result<()>
+    where
+        T: futures::AsyncWrite + Unpin + Send,
+    {
+        futures::AsyncWriteExt::write_all(io, &req).await?;
+        futures::AsyncWriteExt::close(io).await
+    }
+
+    async fn write_response<T>(
+        &mut self,
+        _: &Self::Protocol,
+        io: &mut T,
+        res: Vec<u8>,
+    ) -> std::io::Result<()>
+    where
+        T: futures::AsyncWrite + Unpin + Send,
+    {
+        futures::AsyncWriteExt::write_all(io, &res).await
+    }
+}
+
+/// Sends `payload`, as it is, as one request on `protocol` to the daemon
+/// at `addr`, from a fresh identity: the raw bytes of its answer, or why
+/// there was none.
+pub fn raw_request(
+    addr: &Multiaddr,
+    protocol: libp2p::StreamProtocol,
+    payload: Vec<u8>,
+) -> Result<Vec<u8>, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let mut swarm = libp2p::SwarmBuilder::with_new_identity()
+            .with_tokio()
+            .with_tcp(
+                tcp::Config::default(),
+                noise::Config::new,
+                yamux::Config::default,
+            )
+            .expect("tcp")
+            .with_behaviour(|_| {
+                request_response::Behaviour::with_codec(
+                    RawCodec,
+                    [(protocol, request_response::ProtocolSupport::Outbound)],
+                    request_response::Config::default()
+                        .with_request_timeout(Duration::from_secs(20)),
+                )
+            })
+            .expect("behaviour")
+            .build();
+        let peer = peer_of(addr);
+        swarm
+            .behaviour_mut()
+            .send_request_with_addresses(&peer, payload, vec![addr.clone()]);
+        let answer = tokio::time::timeout(PEER_DEADLINE, async {
+            loop {
+                match swarm.select_next_some().await {
+                    SwarmEvent::Behaviour(request_response::Event::Message {
+                        message: request_response::Message::Response { response, .. },
+                        ..
+                    }) => return Ok(response),
+                    SwarmEvent::Behaviour(request_response::Event::OutboundFailure {
+                        error,
+                        ..
+                    }) => return Err(error.to_string()),
+                    _ => {}
+                }
+            }
+        })
+        .await;
+        answer.unwrap_or_else(|_| Err("no answer within the deadline".into()))
+    })
+}

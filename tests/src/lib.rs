@@ -479,11 +479,39 @@ impl Node {
         counts
     }
 
-    /// Moves this node's daemon clock forward (a test build's `clock_advance`).
+    /// Moves this node's daemon clock forward (a test build's
+    /// `clock_advance`). Spoken as raw frames: this crate's own build has
+    /// no test clock (only `cargo test` turns it on), so the typed client
+    /// here does not know the op.
     pub fn advance_clock(&self, by: Duration) {
-        let mut c = ApiClient::attach(self, who(agentmesh_node::api::WhoKind::Human, "test"), None);
-        c.call(agentmesh_node::api::Op::ClockAdvance { secs: by.as_secs() })
+        use std::io::{BufRead, Write};
+        let mut s = std::os::unix::net::UnixStream::connect(self.home().join("run/agentmesh.sock"))
             .unwrap();
+        s.set_read_timeout(Some(DEADLINE)).unwrap();
+        let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+        let mut line = String::new();
+        writeln!(
+            s,
+            r#"{{"type":"attach","version":1,"who":{{"kind":"human","name":"test"}}}}"#
+        )
+        .unwrap();
+        r.read_line(&mut line).unwrap();
+        assert!(line.contains("\"attached\""), "{line}");
+        writeln!(
+            s,
+            r#"{{"type":"request","id":1,"op":"clock_advance","args":{{"secs":{}}}}}"#,
+            by.as_secs()
+        )
+        .unwrap();
+        loop {
+            line.clear();
+            r.read_line(&mut line).unwrap();
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["type"] == "response" {
+                assert_eq!(v["ok"], true, "clock_advance: {v} (is this a test build?)");
+                return;
+            }
+        }
     }
 
     /// Sends `text` to `to` with `agentmesh send`; the message id.

@@ -22,3 +22,41 @@ fn one_copy_of_the_signature_code() {
         );
     }
 }
+
+/// `cargo build --release --workspace --bins` (how scripts and the
+/// benchmarks build) must give no binary the test clock: in the feature
+/// resolution of a build without dev-dependencies, agentmesh-node has no
+/// `test-clock`. Before the fix the tests crate asked for it as a normal
+/// dependency, and feature unification put it into `agentmesh`.
+#[test]
+fn no_user_build_has_the_test_clock() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "tree",
+            "--workspace",
+            "--edges",
+            "normal,build",
+            "--invert",
+            "agentmesh-node",
+            "--format",
+            "{p} {f}",
+            "--locked",
+            "--offline",
+        ])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8(out.stdout).unwrap();
+    let first = tree.lines().next().unwrap_or_default();
+    assert!(first.starts_with("agentmesh-node"), "{tree}");
+    assert!(
+        !first.contains("test-clock"),
+        "a user build would have the test clock: {first}"
+    );
+}

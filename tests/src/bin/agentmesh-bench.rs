@@ -13,10 +13,9 @@
 //! having finished; then the resident memory of an idle daemon (a founder
 //! with one member, ten seconds after the last join).
 //!
-//! Build the daemon first: `cargo build --release -p agentmesh-tests && cargo build --release -p agentmesh`
-//! (two builds, in this order: one build of both would give the daemon the
-//! tests' `test-clock` feature; the second rebuilds it without)
-//! and run `target/release/agentmesh-bench join`.
+//! Build it with the daemon it measures: `cargo build --release --workspace
+//! --bins` (no binary it builds has the test clock), then run
+//! `target/release/agentmesh-bench join`.
 
 #![allow(clippy::unwrap_used)] // a benchmark that cannot unwrap has failed
 

@@ -438,6 +438,8 @@ pub fn watch(
         // The newest message seq seen: reattaching after it misses nothing.
         let mut after: Option<u64> = None;
         let mut first = true;
+        // Closed (`watch </dev/null`): no more lines to wait for.
+        let mut stdin_open = true;
         loop {
             let attached = async {
                 let events = Client::attach(home, term::who(), mailbox.clone(), after).await?;
@@ -454,7 +456,12 @@ pub fn watch(
                     continue;
                 }
             };
-            after = Some(after.unwrap_or(0).max(events.attached_seq));
+            // Attached "from now on" the first time; after that, only the
+            // messages actually shown move `after`, so a reattach that is cut
+            // short during its replay misses nothing the next time.
+            if after.is_none() {
+                after = Some(events.attached_seq);
+            }
             if first {
                 watch_say(
                     json,
@@ -518,8 +525,11 @@ pub fn watch(
                             break true;
                         }
                     },
-                    line = lines.recv() => {
-                        let Some(l) = line else { continue };
+                    line = lines.recv(), if stdin_open => {
+                        let Some(l) = line else {
+                            stdin_open = false;
+                            continue;
+                        };
                         let mut words = l.split_whitespace();
                         let op = match (words.next(), words.next()) {
                             (Some("approve"), Some(id)) => Some(Op::Approve { id: id.into() }),

@@ -25,8 +25,9 @@ use libp2p::StreamProtocol;
 use libp2p::request_response::{self, cbor};
 use serde::{Serialize, de::DeserializeOwned};
 
-/// How much of a message is read per step while reserving budget for it.
-const CHUNK: usize = 16 * 1024;
+/// How much of a message is read per step; only the bytes that arrived
+/// are taken from the budget.
+const CHUNK: usize = 4 * 1024;
 
 /// The bounds of one protocol.
 #[derive(Debug, Clone, Copy)]
@@ -53,7 +54,7 @@ impl Budget {
         }
     }
 
-    /// Bytes not in use now.
+    /// Bytes not in use now (shown by the codec's `Debug`).
     pub fn free(&self) -> usize {
         self.free.load(Ordering::Relaxed)
     }
@@ -84,8 +85,9 @@ impl Drop for Reserved<'_> {
     }
 }
 
-/// Reads at most `max` bytes from `io`, taking each chunk from `budget`
-/// before reading it (no budget: just the size bound).
+/// Reads at most `max` bytes from `io`, taking every byte that arrives from
+/// `budget` (no budget: just the size bound). A stream that sends nothing,
+/// or a byte at a time, holds only what it sent.
 async fn read_bounded<T: AsyncRead + Unpin + Send>(
     io: &mut T,
     max: usize,
@@ -102,17 +104,17 @@ async fn read_bounded<T: AsyncRead + Unpin + Send>(
             ));
         }
         let want = CHUNK.min(max + 1 - out.len());
+        let n = io.read(&mut chunk[..want]).await?;
+        if n == 0 {
+            return Ok(out);
+        }
         if let Some(r) = reserved.as_mut() {
-            if !r.budget.take(want) {
+            if !r.budget.take(n) {
                 return Err(io::Error::other(
                     "too many requests are being read at once; try again later",
                 ));
             }
-            r.bytes += want;
-        }
-        let n = io.read(&mut chunk[..want]).await?;
-        if n == 0 {
-            return Ok(out);
+            r.bytes += n;
         }
         out.extend_from_slice(&chunk[..n]);
     }
@@ -155,11 +157,6 @@ impl<Req, Resp> Codec<Req, Resp> {
             limits,
             budget: Budget::new(limits.inbound_budget),
         }
-    }
-
-    /// The shared inbound budget (tests and status read it).
-    pub fn budget(&self) -> &Budget {
-        &self.budget
     }
 }
 
@@ -267,6 +264,28 @@ mod tests {
                 .unwrap_err();
             assert!(e.to_string().contains("over its limit"), "{e}");
             assert_eq!(budget.free(), 100 * 1024);
+            // A stream trickling a byte at a time holds what it sent, not
+            // a chunk per read.
+            struct Trickle(usize);
+            impl AsyncRead for Trickle {
+                fn poll_read(
+                    mut self: std::pin::Pin<&mut Self>,
+                    _: &mut std::task::Context<'_>,
+                    buf: &mut [u8],
+                ) -> std::task::Poll<io::Result<usize>> {
+                    if self.0 == 0 || buf.is_empty() {
+                        return std::task::Poll::Ready(Ok(0));
+                    }
+                    self.0 -= 1;
+                    buf[0] = 1;
+                    std::task::Poll::Ready(Ok(1))
+                }
+            }
+            let small = Budget::new(300);
+            let got = read_bounded(&mut Trickle(200), 1024, Some(&small))
+                .await
+                .unwrap();
+            assert_eq!(got.len(), 200, "200 one-byte reads fit a 300-byte budget");
             // A budget spent elsewhere refuses the read.
             assert!(budget.take(100 * 1024 - 10));
             let e = read_bounded(&mut &data[..], 64 * 1024, Some(&budget))

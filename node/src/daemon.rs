@@ -121,15 +121,9 @@ pub fn stored_membership(home: &Home) -> Result<Option<(String, String)>, Daemon
         return Ok(None);
     };
     let store = SledStore::open(&home.data_dir(), 1024 * 1024)?;
-    let Some(id) = crate::store::Store::team(&store)? else {
+    let Some(team) = crate::node::load_team(&store)? else {
         return Ok(None);
     };
-    let mut team = agentmesh_protocol::team::TeamState::new(id);
-    for bytes in crate::store::Store::blocks(&store, &id)? {
-        if let Ok(b) = agentmesh_protocol::team::Block::from_bytes(&bytes) {
-            let _ = team.apply(b);
-        }
-    }
     let me = identity.peer_id();
     Ok(team
         .member(&me)

@@ -520,9 +520,17 @@ fn err<T>(code: &str, message: impl Into<String>) -> Result<T, ApiError> {
 }
 
 fn refused(code: &str, reason: impl Into<String>) -> MailOutcome {
+    let mut reason: String = reason.into();
+    if reason.len() > crate::swarm::MAX_REASON_BYTES {
+        let mut cut = crate::swarm::MAX_REASON_BYTES;
+        while !reason.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        reason.truncate(cut);
+    }
     MailOutcome::Refused {
         code: code.into(),
-        reason: reason.into(),
+        reason,
     }
 }
 

@@ -51,8 +51,9 @@ use crate::mail::{Directory, MAX_BATCH_ENVELOPES, MailHandle, MailIn};
 use crate::peers::{PeerTable, without_peer};
 use crate::store::{AuditEntry, Store};
 use crate::swarm::{
-    Behaviour, BehaviourEvent, JoinMsg, JoinReply, MAX_BLOCKS_PER_SYNC, MAX_CONTACTS_PER_SYNC,
-    MailOutcome, MailReply, MailRequest, SyncReply, SyncRequest, blocks_topic, stranger_score,
+    Behaviour, BehaviourEvent, JoinMsg, JoinReply, MAX_BLOCKS_PER_SYNC, MAX_CONTACT_BYTES_PER_SYNC,
+    MAX_CONTACTS_PER_SYNC, MailOutcome, MailReply, MailRequest, SyncReply, SyncRequest,
+    blocks_topic, stranger_score,
 };
 
 /// Commands waiting for the node: API requests from every attached client.
@@ -406,6 +407,12 @@ pub struct Node {
     /// Peers with a sync in flight, and the blocks it brought so far.
     syncing: HashMap<PeerId, usize>,
     resync: HashSet<PeerId>,
+    /// Peers whose last fetch left blocks to fetch (over
+    /// [`MAX_BLOCKS_PER_SYNC`]): synced again only if that round brought
+    /// blocks, so a member naming hashes it never sends can't loop.
+    more_to_fetch: HashSet<PeerId>,
+    /// Where the next sync starts in the members' contact records.
+    contact_rotation: usize,
     listen_addrs: Vec<Multiaddr>,
     contact: Option<SignedContact>,
     contact_addrs: Vec<Multiaddr>,
@@ -474,19 +481,7 @@ impl Node {
                     reason: e.to_string(),
                 })?;
         }
-        let mut team = None;
-        if let Some(id) = store.team()? {
-            let mut state = TeamState::new(id);
-            for bytes in store.blocks(&id)? {
-                match Block::from_bytes(&bytes) {
-                    Ok(b) => {
-                        let _ = state.apply(b);
-                    }
-                    Err(e) => tracing::warn!(error = %e, "ignoring a damaged stored block"),
-                }
-            }
-            team = Some(state);
-        }
+        let team = load_team(store.as_ref())?;
         // Records of machines outside the team (older versions kept
         // anything that claimed to be a relay) are dropped.
         let mut records = store.peers()?;
@@ -528,6 +523,8 @@ impl Node {
             joined_waiting: vec![],
             syncing: HashMap::new(),
             resync: HashSet::new(),
+            more_to_fetch: HashSet::new(),
+            contact_rotation: 0,
             listen_addrs: vec![],
             contact: None,
             contact_addrs: vec![],
@@ -739,7 +736,8 @@ impl Node {
         let before = team.hashes();
         for b in blocks {
             if let Err(e) = next.apply(b.clone()) {
-                tracing::warn!(block = %b.hash(), error = %e, "refused a team block");
+                // Debug: a member gossiping junk must not fill the log.
+                tracing::debug!(block = %b.hash(), error = %e, "refused a team block");
             }
         }
         let added: Vec<Block> = next
@@ -945,9 +943,22 @@ impl Node {
             .filter(|m| m.standing == Standing::Current && m.peer != me)
             .map(|m| m.peer)
             .collect();
-        for peer in members.into_iter().take(MAX_CONTACTS_PER_SYNC - 1) {
-            if let Ok(Some(bytes)) = self.store.contact(&peer) {
-                out.push(ByteBuf::from(bytes));
+        // Within the bytes one message may carry; when they don't all fit,
+        // each sync starts further along, so every record travels in turn.
+        let mut bytes = out.iter().map(|b| b.len()).sum::<usize>();
+        let n = members.len().max(1);
+        let start = self.contact_rotation % n;
+        self.contact_rotation = self.contact_rotation.wrapping_add(1);
+        for peer in members.iter().cycle().skip(start).take(members.len()) {
+            if out.len() >= MAX_CONTACTS_PER_SYNC {
+                break;
+            }
+            if let Ok(Some(record)) = self.store.contact(peer) {
+                if bytes + record.len() > MAX_CONTACT_BYTES_PER_SYNC {
+                    break;
+                }
+                bytes += record.len();
+                out.push(ByteBuf::from(record));
             }
         }
         out
@@ -1043,7 +1054,10 @@ impl Node {
             *retries += 1;
             let added = self.syncing.remove(&peer).unwrap_or(0);
             self.start_sync(peer);
-            self.syncing.insert(peer, added);
+            // Only if it did start (it ends at once for a non-member).
+            if let Some(n) = self.syncing.get_mut(&peer) {
+                *n = added;
+            }
             return;
         }
         self.sync_done(
@@ -1059,7 +1073,8 @@ impl Node {
         self.sync_retries.remove(&peer);
         let added = self.syncing.remove(&peer).unwrap_or(0);
         self.finish_connects(&peer, added, outcome);
-        if self.resync.remove(&peer) && self.is_member(&peer) {
+        let more = self.more_to_fetch.remove(&peer) && added > 0;
+        if (self.resync.remove(&peer) || more) && self.is_member(&peer) {
             self.start_sync(peer);
         }
         if !self.syncing.contains_key(&peer) {
@@ -1190,7 +1205,7 @@ impl Node {
         if missing.len() > MAX_BLOCKS_PER_SYNC {
             // Another round, once these are in, compares digests again.
             missing.truncate(MAX_BLOCKS_PER_SYNC);
-            self.resync.insert(peer);
+            self.more_to_fetch.insert(peer);
         }
         let request = SyncRequest::Fetch {
             team: team.id().0.to_vec(),
@@ -1496,11 +1511,12 @@ impl Node {
                             tracing::info!(%peer, %error, "a sync answer broke the protocol; disconnecting");
                             let _ = self.swarm.disconnect_peer_id(peer);
                         }
-                        let closed = matches!(
-                            error,
-                            request_response::OutboundFailure::ConnectionClosed
-                                | request_response::OutboundFailure::Io(_)
-                        );
+                        let closed = !breaks_protocol(&error)
+                            && matches!(
+                                error,
+                                request_response::OutboundFailure::ConnectionClosed
+                                    | request_response::OutboundFailure::Io(_)
+                            );
                         self.sync_failed(peer, error.to_string(), closed);
                     }
                 }
@@ -1602,7 +1618,13 @@ impl Node {
                 request_id, error, ..
             } => {
                 if let Some(reply) = self.mail_waiting.remove(&request_id) {
-                    let reached = !matches!(error, request_response::OutboundFailure::DialFailure);
+                    // No connection, or one that does not speak mail: it
+                    // never left.
+                    let reached = !matches!(
+                        error,
+                        request_response::OutboundFailure::DialFailure
+                            | request_response::OutboundFailure::UnsupportedProtocols
+                    );
                     let _ = reply.send(Err(Undelivered {
                         reached,
                         why: error.to_string(),
@@ -2233,7 +2255,8 @@ impl Node {
                 }
                 let reply = self.open_request(peer, &bytes);
                 if let JoinReply::Refused(why) = &reply {
-                    tracing::info!(%peer, reason = %why, "refused a join request");
+                    // Debug: anyone can cause these, with fresh identities.
+                    tracing::debug!(%peer, reason = %why, "refused a join request");
                 }
                 reply
             }
@@ -2789,6 +2812,23 @@ impl Node {
     }
 }
 
+/// The team this machine's store records, with every stored block applied.
+pub fn load_team(store: &dyn Store) -> Result<Option<TeamState>, crate::store::StoreError> {
+    let Some(id) = store.team()? else {
+        return Ok(None);
+    };
+    let mut state = TeamState::new(id);
+    for bytes in store.blocks(&id)? {
+        match Block::from_bytes(&bytes) {
+            Ok(b) => {
+                let _ = state.apply(b);
+            }
+            Err(e) => tracing::warn!(error = %e, "ignoring a damaged stored block"),
+        }
+    }
+    Ok(Some(state))
+}
+
 /// Whether a request failed because the answer broke the protocol (over
 /// its size limit, or not decodable), as the codec reports it.
 fn breaks_protocol(error: &request_response::OutboundFailure) -> bool {
@@ -2818,4 +2858,44 @@ fn is_loopback(a: &Multiaddr) -> bool {
         Protocol::Ip6(ip) => ip.is_loopback(),
         _ => false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
+    use super::*;
+
+    /// A request whose answer never comes is failed at its deadline: the
+    /// node's own, since request-response never reports one routed into a
+    /// connection it never saw close.
+    #[test]
+    fn requests_with_no_answer_are_overdue_at_their_deadline() {
+        // Request ids come from a behaviour; make two.
+        let mut b = request_response::Behaviour::with_codec(
+            crate::codec::Codec::<SyncRequest, SyncReply>::new(crate::swarm::SYNC_LIMITS),
+            [(
+                crate::swarm::SYNC_PROTOCOL,
+                request_response::ProtocolSupport::Full,
+            )],
+            request_response::Config::default(),
+        );
+        let peer = PeerId::random();
+        let req = || SyncRequest::Fetch {
+            team: vec![],
+            hashes: vec![],
+        };
+        let ids = [b.send_request(&peer, req()), b.send_request(&peer, req())];
+        let mut waiting: Awaiting<&str> = Awaiting::default();
+        waiting.insert(ids[0], "first");
+        waiting.insert(ids[1], "second");
+        assert_eq!(waiting.remove(&ids[1]), Some("second"), "answered");
+        let now = Instant::now();
+        assert!(waiting.overdue(now).is_empty(), "not yet");
+        assert_eq!(waiting.overdue(now + ANSWER_DEADLINE), vec!["first"]);
+        assert!(
+            waiting.overdue(now + ANSWER_DEADLINE).is_empty(),
+            "failed once"
+        );
+    }
 }

@@ -391,6 +391,19 @@ mod tests {
     }
 
     #[test]
+    fn strangers_are_capped_oldest_first() {
+        let mut t = PeerTable::default();
+        let first = PeerId::random();
+        t.add_addr(first, &"/ip4/10.0.0.1/tcp/1".parse().unwrap());
+        for _ in 0..MAX_PEERS + 50 {
+            t.add_addr(PeerId::random(), &"/ip4/10.0.0.2/tcp/1".parse().unwrap());
+        }
+        t.trim(None);
+        assert_eq!(t.len(), MAX_PEERS);
+        assert!(t.get(&first).is_none(), "the oldest went first");
+    }
+
+    #[test]
     fn strangers_are_forgotten_after_their_ttl() {
         let mut t = PeerTable::default();
         let p = PeerId::random();

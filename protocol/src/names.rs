@@ -151,8 +151,9 @@ pub fn is_invisible_format(c: char) -> bool {
             | '\u{2028}' | '\u{2029}'  // line and paragraph separators
             | '\u{202A}'..='\u{202E}'  // bidirectional embeddings and overrides
             | '\u{2060}'..='\u{2064}'  // word joiner, invisible operators
-            | '\u{2066}'..='\u{2069}'  // bidirectional isolates
+            | '\u{2066}'..='\u{206F}'  // bidirectional isolates, deprecated format controls
             | '\u{FEFF}'                // byte-order mark
+            | '\u{FFF9}'..='\u{FFFB}'  // interlinear annotation controls
             | '\u{E0000}'..='\u{E007F}' // tag characters
     )
 }

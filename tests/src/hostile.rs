@@ -187,13 +187,13 @@ pub fn peer_of(addr: &Multiaddr) -> PeerId {
     }
 }
 
-/// How a [`Peer`] answers the sync requests a daemon sends it.
+/// How a [`Peer`] answers the sync and join requests a daemon sends it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyncAnswer {
-    /// "Same digest", with no contact records.
+    /// "Same digest", with no contact records; joins refused in a word.
     InSync,
-    /// A reply of about this many bytes of junk hashes: a member trying to
-    /// make the daemon decode more than the protocol needs.
+    /// Replies of about this many bytes (junk hashes; a refusal that long):
+    /// a peer trying to make the daemon read more than the protocol needs.
     Huge(usize),
 }
 
@@ -219,6 +219,7 @@ pub enum Received {
 type Answer<T> = tokio::sync::oneshot::Sender<Result<T, String>>;
 
 enum Cmd {
+    Listen(Answer<Multiaddr>),
     Dial(Multiaddr, Answer<PeerId>),
     Mail(PeerId, MailRequest, Answer<MailReply>),
     Sync(PeerId, SyncRequest, Answer<SyncReply>),
@@ -268,6 +269,7 @@ impl Peer {
         rt.spawn(async move {
             let mut swarm = agentmesh_node::swarm::build(keypair, false).expect("a swarm");
             let mut dials: Vec<(Multiaddr, Answer<PeerId>)> = vec![];
+            let mut listens: Vec<Answer<Multiaddr>> = vec![];
             let mut mail: HashMap<OutboundRequestId, Answer<MailReply>> = HashMap::new();
             let mut syncs: HashMap<OutboundRequestId, Answer<SyncReply>> = HashMap::new();
             let mut joins: HashMap<OutboundRequestId, Answer<JoinReply>> = HashMap::new();
@@ -276,6 +278,12 @@ impl Peer {
                 tokio::select! {
                     cmd = rx.recv() => match cmd {
                         None => return,
+                        Some(Cmd::Listen(answer)) => {
+                            match swarm.listen_on("/ip4/127.0.0.1/tcp/0".parse().expect("an address")) {
+                                Ok(_) => listens.push(answer),
+                                Err(e) => { let _ = answer.send(Err(e.to_string())); }
+                            }
+                        }
                         Some(Cmd::Dial(addr, answer)) => match swarm.dial(addr.clone()) {
                             Ok(()) => dials.push((addr, answer)),
                             Err(e) => { let _ = answer.send(Err(e.to_string())); }
@@ -302,6 +310,11 @@ impl Peer {
                             }
                         }
                         SwarmEvent::ConnectionClosed { .. } => note(Received::Disconnected),
+                        SwarmEvent::NewListenAddr { address, .. } => {
+                            for answer in listens.drain(..) {
+                                let _ = answer.send(Ok(address.clone()));
+                            }
+                        }
                         SwarmEvent::OutgoingConnectionError { error, .. } => {
                             for (_, answer) in dials.drain(..) {
                                 let _ = answer.send(Err(error.to_string()));
@@ -350,7 +363,11 @@ impl Peer {
                             request_response::Event::Message { message, .. } => match message {
                                 request_response::Message::Request { request, channel, .. } => {
                                     note(Received::Join(format!("{request:?}").chars().take(200).collect()));
-                                    let _ = swarm.behaviour_mut().join.send_response(channel, JoinReply::Refused("no".into()));
+                                    let answer = match sync {
+                                        SyncAnswer::InSync => "no".to_owned(),
+                                        SyncAnswer::Huge(bytes) => "x".repeat(bytes),
+                                    };
+                                    let _ = swarm.behaviour_mut().join.send_response(channel, JoinReply::Refused(answer));
                                 }
                                 request_response::Message::Response { request_id, response } => {
                                     if let Some(a) = joins.remove(&request_id) { let _ = a.send(Ok(response)); }
@@ -384,6 +401,11 @@ impl Peer {
             .block_on(async { tokio::time::timeout(PEER_DEADLINE, rx).await })
             .map_err(|_| "no answer within the deadline".to_owned())?
             .map_err(|_| "the peer dropped the request".to_owned())?
+    }
+
+    /// Listens on loopback; the address, with no `/p2p` part.
+    pub fn listen(&self) -> Result<Multiaddr, String> {
+        self.ask(Cmd::Listen)
     }
 
     /// Dials `addr`; the PeerId that answered.

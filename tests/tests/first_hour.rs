@@ -140,6 +140,19 @@ fn a_second_daemon_on_a_taken_port_exits_naming_it() {
     );
     // The first daemon still has its port to itself.
     a.ok(&["status"]);
+    // QUIC's UDP port too.
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let uport = udp.local_addr().unwrap().port();
+    let quic = format!("/ip4/127.0.0.1/udp/{uport}/quic-v1");
+    let out = b
+        .command(&["daemon", "--no-mdns", "--listen", &quic])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains(&format!("port {uport} (UDP")), "{e}");
+    drop(udp);
 }
 
 /// Lines a child prints on stdout, as they come.
@@ -157,17 +170,35 @@ fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
     rx
 }
 
-/// The next line of `rx` that satisfies `wanted`, within the deadline.
-fn next_line(rx: &mpsc::Receiver<String>, what: &str, wanted: impl Fn(&str) -> bool) -> String {
+/// The next line of `rx` that satisfies `wanted`, within the deadline;
+/// every line read on the way is kept in `all`.
+fn next_line(
+    rx: &mpsc::Receiver<String>,
+    all: &mut Vec<String>,
+    what: &str,
+    wanted: impl Fn(&str) -> bool,
+) -> String {
     let start = Instant::now();
     loop {
         let left = DEADLINE.saturating_sub(start.elapsed());
         match rx.recv_timeout(left) {
-            Ok(l) if wanted(&l) => return l,
-            Ok(_) => {}
-            Err(_) => panic!("no line for {what} within {DEADLINE:?}"),
+            Ok(l) => {
+                all.push(l.clone());
+                if wanted(&l) {
+                    return l;
+                }
+            }
+            Err(_) => panic!("no line for {what} within {DEADLINE:?}: {all:?}"),
         }
     }
+}
+
+/// CPU time a process has used, in clock ticks (utime + stime).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
 #[test]
@@ -182,30 +213,66 @@ fn watch_notices_the_daemon_going_and_picks_up_where_it_left() {
         .spawn()
         .unwrap();
     let lines = lines_of(&mut watch);
-    next_line(&lines, "watch to start", |l| l.contains("\"watching\""));
+    let mut all = vec![];
+    let seen = |what: &str| {
+        let what = what.to_owned();
+        move |l: &str| l.contains(&what)
+    };
+    next_line(&lines, &mut all, "watch to start", seen("\"watching\""));
     let first = b.send("@alpha", "before the restart");
-    next_line(&lines, "the first message", |l| l.contains(&first));
+    next_line(&lines, &mut all, "the first message", seen(&first));
     a.stop();
-    next_line(&lines, "watch to notice the daemon went", |l| {
-        l.contains("daemon_gone")
-    });
+    next_line(&lines, &mut all, "watch to notice", seen("daemon_gone"));
     // Mail that arrives while watch is away from its daemon is shown once
     // it is back, and nothing twice.
     let second = b.send("@alpha", "while you were away");
     a.start();
-    next_line(&lines, "watch to attach again", |l| {
-        l.contains("reattached")
-    });
-    let got = next_line(&lines, "the second message", |l| l.contains(&second));
+    next_line(
+        &lines,
+        &mut all,
+        "watch to attach again",
+        seen("reattached"),
+    );
+    let got = next_line(&lines, &mut all, "the second message", seen(&second));
     assert!(got.contains("\"message\""), "{got}");
     let third = b.send("@alpha", "after the restart");
-    next_line(&lines, "the third message", |l| l.contains(&third));
+    next_line(&lines, &mut all, "the third message", seen(&third));
     let _ = watch.kill();
     let _ = watch.wait();
-    let seen: Vec<String> = lines.try_iter().collect();
+    all.extend(lines.try_iter());
+    for id in [&first, &second, &third] {
+        let shown = all
+            .iter()
+            .filter(|l| l.contains("\"event\":\"message\"") && l.contains(id.as_str()))
+            .count();
+        assert_eq!(shown, 1, "{id} shown {shown} times: {all:?}");
+    }
+
+    // With its standard input closed (`watch </dev/null`, a service), it
+    // waits without spinning.
+    let mut quiet = a
+        .command(&["watch", "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let q = lines_of(&mut quiet);
+    let mut all = vec![];
+    next_line(&q, &mut all, "watch to start", seen("\"watching\""));
+    let before = cpu_ticks(quiet.id());
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(2) {
+        let id = b.send("@alpha", "still here");
+        next_line(&q, &mut all, "a message", seen(&id));
+    }
+    let used = cpu_ticks(quiet.id()) - before;
+    let _ = quiet.kill();
+    let _ = quiet.wait();
     assert!(
-        !seen.iter().any(|l| l.contains(&first)),
-        "the first message was shown twice: {seen:?}"
+        used < 100,
+        "watch used {used} ticks of CPU in {:?} with stdin closed",
+        started.elapsed()
     );
 
     // With --no-reconnect it exits non-zero instead, at once.
@@ -217,7 +284,7 @@ fn watch_notices_the_daemon_going_and_picks_up_where_it_left() {
         .spawn()
         .unwrap();
     let lines = lines_of(&mut watch);
-    next_line(&lines, "watch to start", |l| l.contains("Watching"));
+    next_line(&lines, &mut vec![], "watch to start", seen("Watching"));
     a.stop();
     let status = exits_within(&mut watch, Duration::from_secs(10));
     assert!(!status.success());
@@ -556,6 +623,27 @@ fn ids_by_prefix_confirmations_human_times_and_the_running_config() {
     assert!(
         said.contains("proj@alpha") && !said.contains("THIS-MACHINE"),
         "{said}"
+    );
+    // Successful --json output parses, with the fields scripts read.
+    let v = a.json(&["allow", folder.path().to_str().unwrap()]);
+    assert_eq!(v["allowed"], true, "{v}");
+    let v = a.json(&["trust", "bravo"]);
+    assert_eq!(v["trusted"], "bravo", "{v}");
+    let v = a.json(&["pause"]);
+    assert_eq!(v["paused"], true, "{v}");
+    let v = a.json(&["resume"]);
+    assert_eq!(v["paused"], false, "{v}");
+    let v = a.json(&["mailboxes"]);
+    assert!(
+        v.as_array().unwrap().iter().any(|m| m["mailbox"] == "proj"),
+        "{v}"
+    );
+    let v = a.json(&["doctor"]);
+    assert_eq!(v["ok"], true, "{v}");
+    let v = a.json(&["config", "show"]);
+    assert!(
+        v["source"].as_str().unwrap().contains("running daemon"),
+        "{v}"
     );
     // The help promises nothing that does not exist yet.
     let help =

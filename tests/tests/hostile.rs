@@ -357,6 +357,32 @@ fn rows() -> Vec<Row> {
             drop(flood);
         }),
         (
+            "a hostile founder: a ticket to a peer answering joins with 8 MiB",
+            |_| {
+                let founder = Identity::generate(&mut rand::rng());
+                let p = Peer::new(&founder, SyncAnswer::Huge(8 << 20));
+                let at = p.listen().unwrap();
+                let ticket = agentmesh_protocol::ticket::Ticket {
+                    founder: founder.peer_id(),
+                    addrs: vec![at],
+                    nonce: [5; 16],
+                    expires_at: now().saturating_add(Duration::from_secs(600)),
+                }
+                .to_string();
+                let mut joiner = Node::new("hopeful");
+                joiner.start();
+                let pid = joiner.pid();
+                let mut j = joiner.pty(&["join", &ticket]);
+                j.exp_string("could not reach the founder").unwrap();
+                j.exp_eof().unwrap();
+                assert_ne!(agentmesh_tests::exit_code(&j), Some(0));
+                let peak = peak_rss_mib(pid);
+                assert!(peak < 120.0, "the joiner's memory peaked at {peak:.1} MiB");
+                joiner.ok(&["status"]);
+                joiner.stop();
+            },
+        ),
+        (
             "local socket: oversized, not UTF-8, duplicate keys, wrong version",
             |c| {
                 let mut s = std::os::unix::net::UnixStream::connect(
@@ -417,29 +443,41 @@ fn the_hostile_input_table() {
     let store_before = dir_bytes(&ctx.alpha.home().join("data"));
     let audit_before = ctx.alpha.json(&["audit"]).as_array().unwrap().len();
     let joins_before = joins_filed(&ctx.alpha);
-    let mut honest = vec![];
     let mut failures = vec![];
-    for (name, row) in rows() {
-        // Honest mail beside every row.
-        honest.push(bravo.send("@alpha", &format!("honest, beside: {name}")));
-        let started = std::time::Instant::now();
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| row(&ctx)));
-        let peak = peak_rss_mib(pid);
-        eprintln!(
-            "{:<72} {:>6} ms  peak {peak:>6.1} MiB  {}",
-            name,
-            started.elapsed().as_millis(),
-            if result.is_ok() { "ok" } else { "FAILED" }
-        );
-        if let Err(e) = result {
-            let why = e
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                .unwrap_or_default();
-            failures.push(format!("{name}: {why}"));
+    // Honest mail all along, while the rows run.
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let honest = std::thread::scope(|scope| {
+        let sender = scope.spawn(|| {
+            let mut ids = vec![];
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                ids.push(bravo.send("@alpha", &format!("honest {}", ids.len())));
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            ids
+        });
+        for (name, row) in rows() {
+            let started = std::time::Instant::now();
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| row(&ctx)));
+            let peak = peak_rss_mib(pid);
+            eprintln!(
+                "{:<72} {:>6} ms  peak {peak:>6.1} MiB  {}",
+                name,
+                started.elapsed().as_millis(),
+                if result.is_ok() { "ok" } else { "FAILED" }
+            );
+            if let Err(e) = result {
+                let why = e
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                    .unwrap_or_default();
+                failures.push(format!("{name}: {why}"));
+            }
         }
-    }
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        sender.join().unwrap()
+    });
+    assert!(honest.len() > 20, "{} honest messages", honest.len());
     assert!(failures.is_empty(), "rows failed:\n{}", failures.join("\n"));
     // Every honest message arrived, once.
     let a = &ctx.alpha;

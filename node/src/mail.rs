@@ -1808,35 +1808,11 @@ impl Mail {
             }
             Op::Allow { path, mailbox } => {
                 let answer = self.allow(&path, mailbox.as_deref(), true);
-                if let Ok(v) = &answer {
-                    self.decided(
-                        &who,
-                        "allow",
-                        None,
-                        format!(
-                            "{} receives as mailbox {}",
-                            v["path"].as_str().unwrap_or_default(),
-                            v["mailbox"].as_str().unwrap_or_default()
-                        ),
-                    );
-                }
-                return self.answer_durably(reply, answer);
+                return self.folder_decided(&who, "allow", reply, answer);
             }
             Op::Deny { path, mailbox } => {
                 let answer = self.allow(&path, mailbox.as_deref(), false);
-                if let Ok(v) = &answer {
-                    self.decided(
-                        &who,
-                        "deny",
-                        None,
-                        format!(
-                            "{} (mailbox {}) no longer receives",
-                            v["path"].as_str().unwrap_or_default(),
-                            v["mailbox"].as_str().unwrap_or_default()
-                        ),
-                    );
-                }
-                return self.answer_durably(reply, answer);
+                return self.folder_decided(&who, "deny", reply, answer);
             }
             Op::Mailboxes => {
                 let mut rows: Vec<&FolderBinding> = self.folders.values().collect();
@@ -1924,6 +1900,23 @@ impl Mail {
             detail: format!("{detail} (by {})", who_label(who)),
             ..AuditEntry::default()
         });
+    }
+
+    /// Audits an `allow` or `deny` that succeeded, then answers durably.
+    fn folder_decided(&self, who: &Who, event: &str, reply: oneshot::Sender<Reply>, answer: Reply) {
+        if let Ok(v) = &answer {
+            let (path, mailbox) = (
+                v["path"].as_str().unwrap_or_default(),
+                v["mailbox"].as_str().unwrap_or_default(),
+            );
+            let detail = if event == "allow" {
+                format!("{path} receives as mailbox {mailbox}")
+            } else {
+                format!("{path} (mailbox {mailbox}) no longer receives")
+            };
+            self.decided(who, event, None, detail);
+        }
+        self.answer_durably(reply, answer);
     }
 
     /// Answers once everything written so far, audit entries included, is

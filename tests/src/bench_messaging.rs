@@ -50,10 +50,15 @@ pub struct Figures {
 
 /// A process's resident memory (VmRSS), MiB; 0 if it can't be read.
 pub fn rss_mib(pid: i32) -> f64 {
+    proc_status_mib(pid, "VmRSS")
+}
+
+/// A memory figure of `/proc/PID/status` (`VmRSS`, `VmHWM`…), MiB.
+pub fn proc_status_mib(pid: i32, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse::<f64>().ok())
         .map_or(0.0, |kib| kib / 1024.0)

@@ -450,13 +450,7 @@ use std::collections::HashMap;
 
 /// The peak resident memory of a process (VmHWM), MiB.
 pub fn peak_rss_mib(pid: i32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse::<f64>().ok())
-        .map_or(0.0, |kib| kib / 1024.0)
+    crate::bench_messaging::proc_status_mib(pid, "VmHWM")
 }
 
 /// The bytes a directory's files take, recursively.

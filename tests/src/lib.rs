@@ -346,13 +346,36 @@ pub fn team<const N: usize>(members: [(&str, &str); N]) -> [Node; N] {
 /// Joins `joiner` to the team `founder` runs, typing both codes through
 /// pseudo-terminals as two people would. Returns the pairing and team codes.
 pub fn join(founder: &Node, joiner: &Node, owner: &str) -> (String, String) {
+    join_with(
+        founder,
+        joiner,
+        &["--name", &joiner.name, "--owner", owner],
+        |_| {},
+        |_| {},
+    )
+}
+
+/// [`join`] with `args` after the ticket, and a look at what each side
+/// shows before its code: `at_join` sees the joiner's screen, `at_admit`
+/// the founder's.
+pub fn join_with(
+    founder: &Node,
+    joiner: &Node,
+    args: &[&str],
+    at_join: impl FnOnce(&mut PtySession),
+    at_admit: impl FnOnce(&mut PtySession),
+) -> (String, String) {
     let ticket = founder.json(&["invite"])["ticket"]
         .as_str()
         .unwrap()
         .to_owned();
-    let mut j = joiner.pty(&["join", &ticket, "--name", &joiner.name, "--owner", owner]);
+    let mut command = vec!["join", &ticket];
+    command.extend_from_slice(args);
+    let mut j = joiner.pty(&command);
+    at_join(&mut j);
     let pairing = read_code(&mut j, "Pairing code");
     let mut a = founder.pty(&["admit"]);
+    at_admit(&mut a);
     a.exp_string(&format!("Type the pairing code shown on {}: ", joiner.name))
         .unwrap();
     a.send_line(&pairing).unwrap();

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use agentmesh_tests::{DEADLINE, Node, bin, exit_code, read_code, team, wait_for};
+use agentmesh_tests::{DEADLINE, Node, bin, exit_code, team, wait_for};
 
 /// A command for an arbitrary home, not yet run.
 fn at(home: &std::path::Path, args: &[&str]) -> Command {
@@ -351,22 +351,13 @@ fn one_machine_name_from_init_to_join_and_no_rename_after() {
     b.start();
     // `join` with neither --name nor --owner: the configured name, the
     // login name.
-    let ticket = a.json(&["invite"])["ticket"].as_str().unwrap().to_owned();
-    let mut j = b.pty(&["join", &ticket]);
-    j.exp_string("as bravo (owner ").unwrap();
-    let pairing = read_code(&mut j, "Pairing code");
-    let mut adm = a.pty(&["admit"]);
-    adm.exp_string("Type the pairing code shown on bravo: ")
-        .unwrap();
-    adm.send_line(&pairing).unwrap();
-    read_code(&mut adm, "Team code");
-    read_code(&mut j, "Team code");
-    j.exp_string("[y/N]").unwrap();
-    j.send_line("y").unwrap();
-    j.exp_string("Joined team core as bravo").unwrap();
-    adm.exp_eof().unwrap();
-    j.exp_eof().unwrap();
-    assert_eq!(exit_code(&j), Some(0));
+    agentmesh_tests::join_with(
+        &a,
+        &b,
+        &[],
+        |j| j.exp_string("as bravo (owner ").map(drop).unwrap(),
+        |_| {},
+    );
     assert_eq!(b.status()["name"], "bravo");
     // Renaming a member is refused, daemon running or not, saying why.
     for running in [true, false] {
@@ -393,24 +384,18 @@ fn a_departed_members_name_is_flagged_and_owners_shown() {
     // Another machine asks for the name bravo.
     let mut eve = Node::new("bravo");
     eve.start();
-    let ticket = a.json(&["invite"])["ticket"].as_str().unwrap().to_owned();
-    let mut j = eve.pty(&["join", &ticket, "--owner", "Eve"]);
-    let pairing = read_code(&mut j, "Pairing code");
-    let mut adm = a.pty(&["admit"]);
-    let (_, warning) = adm
-        .exp_regex("WARNING: the name bravo belonged to another machine[^\\n]*")
-        .unwrap();
-    assert!(warning.contains("owner Bob"), "{warning}");
-    adm.exp_string("Type the pairing code shown on bravo: ")
-        .unwrap();
-    adm.send_line(&pairing).unwrap();
-    read_code(&mut adm, "Team code");
-    read_code(&mut j, "Team code");
-    j.exp_string("[y/N]").unwrap();
-    j.send_line("y").unwrap();
-    j.exp_string("Joined team").unwrap();
-    adm.exp_eof().unwrap();
-    j.exp_eof().unwrap();
+    agentmesh_tests::join_with(
+        &a,
+        &eve,
+        &["--owner", "Eve"],
+        |_| {},
+        |adm| {
+            let (_, warning) = adm
+                .exp_regex("WARNING: the name bravo belonged to another machine[^\\n]*")
+                .unwrap();
+            assert!(warning.contains("owner Bob"), "{warning}");
+        },
+    );
     // Its mail shows its owner, and so does the peer table.
     let id = eve.send("@alpha", "hello, I am the new bravo");
     a.ok(&["trust", "bravo"]);

@@ -278,6 +278,16 @@ impl Node {
             .cloned()
     }
 
+    /// How many rows of `peers --json` have `membership`.
+    pub fn count_peers(&self, membership: &str) -> usize {
+        self.json(&["peers"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["membership"] == membership)
+            .count()
+    }
+
     /// The member named `name` in `team show --json`.
     pub fn member(&self, name: &str) -> Option<Value> {
         self.json(&["team", "show"])["members"]

@@ -43,13 +43,7 @@ fn strangers_claiming_to_be_relays_are_listed_in_pages_and_never_stored() {
     for wave in 0..2 {
         let flood = Flood::claiming_relay(&addr, 240);
         rows = wait_for(&format!("wave {wave}'s relays to be listed"), || {
-            let relays = a
-                .json(&["peers"])
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|r| r["membership"] == "relay")
-                .count();
+            let relays = a.count_peers("relay");
             (relays >= 200 * (wave + 1)).then_some(relays)
         });
         drop(flood);

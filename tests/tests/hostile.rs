@@ -344,15 +344,7 @@ fn rows() -> Vec<Row> {
         ("relay claims: 150 strangers saying they are relays", |c| {
             let flood = Flood::claiming_relay(&c.addr, 150);
             wait_for("them to be listed", || {
-                let n = c
-                    .alpha
-                    .json(&["peers"])
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .filter(|r| r["membership"] == "relay")
-                    .count();
-                (n >= 100).then_some(())
+                (c.alpha.count_peers("relay") >= 100).then_some(())
             });
             drop(flood);
         }),

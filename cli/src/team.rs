@@ -18,7 +18,7 @@ use crate::term;
 const POLL: Duration = Duration::from_millis(100);
 
 fn now() -> Timestamp {
-    agentmesh_node::node::now()
+    agentmesh_node::clock::now()
 }
 
 fn print_team(t: &TeamView) {

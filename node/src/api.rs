@@ -357,6 +357,46 @@ impl ApiError {
             message: message.into(),
         }
     }
+
+    /// The daemon is stopping: the answer every part gives once its inbox
+    /// has closed.
+    pub fn shutting_down() -> Self {
+        ApiError::new("shutting_down", "the daemon is shutting down")
+    }
+}
+
+impl From<crate::store::StoreError> for ApiError {
+    fn from(e: crate::store::StoreError) -> Self {
+        ApiError::new("store", e.to_string())
+    }
+}
+
+/// An API answer.
+pub type Reply = Result<serde_json::Value, ApiError>;
+
+/// `value` as an answer.
+pub fn ok<T: Serialize>(value: T) -> Reply {
+    Ok(serde_json::to_value(value).expect("API results always serialise"))
+}
+
+/// An error answer with `code` and `message`.
+pub fn err<T>(code: &str, message: impl Into<String>) -> Result<T, ApiError> {
+    Err(ApiError::new(code, message))
+}
+
+/// A time as the API shows it: RFC 3339, to the second. Saturates rather
+/// than overflows on absurd (but signed) timestamps.
+pub fn rfc3339(t: agentmesh_protocol::Timestamp) -> String {
+    rfc3339_ms(t.as_unix_millis())
+}
+
+/// [`rfc3339`] of Unix milliseconds, as records keep them.
+pub fn rfc3339_ms(ms: u64) -> String {
+    let secs = (ms / 1000).min(253_402_300_799); // 9999-12-31
+    humantime::format_rfc3339_seconds(
+        std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs),
+    )
+    .to_string()
 }
 
 /// `status`.

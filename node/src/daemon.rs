@@ -7,14 +7,15 @@ use std::io::Write;
 use std::sync::Arc;
 
 use agentmesh_protocol::Multiaddr;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
-use crate::api::Op;
 use crate::config::{Config, ConfigError};
 use crate::home::{Home, HomeError};
 use crate::mail::Mail;
+use crate::net::{self as swarm, BuildError};
 use crate::node::{Node, NodeError};
 use crate::store::{SledStore, StoreError};
-use crate::swarm::{self, BuildError};
 
 /// Overrides from the command line.
 #[derive(Debug, Clone, Default)]
@@ -167,15 +168,20 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
         "this is a test build: its local API can move the daemon's clock (clock_advance)"
     );
     let lifetime = settings.message_lifetime;
-    let (mut node, handle) = Node::new(swarm, identity.clone(), settings, store.clone())?;
+    let (node, handle, link) = Node::new(swarm, identity.clone(), settings, store.clone())?;
+    let (commit, flusher) = crate::store::GroupCommit::start(store.clone());
+    // One token for the daemon: the node fires it on `shutdown`, a signal
+    // fires it, and every task stops on it.
+    let cancel = CancellationToken::new();
     let (mail, mail_task) = Mail::start(
         identity,
         store.clone(),
         node.directory(),
-        handle.clone(),
+        (handle.clone(), link),
+        commit,
         lifetime,
+        cancel.child_token(),
     )?;
-    node.set_mail(mail.clone());
 
     let socket = home.socket();
     let listener = crate::server::bind(&socket)
@@ -184,20 +190,35 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     fs::File::create(&pid_path)
         .and_then(|mut f| writeln!(f, "{}", std::process::id()))
         .map_err(io(format!("cannot write {}", pid_path.display())))?;
-    let server = tokio::spawn(crate::server::serve(
+    let mut tasks = JoinSet::new();
+    tasks.spawn(mail_task);
+    tasks.spawn(crate::server::serve(
         listener,
-        handle.clone(),
+        handle,
         mail,
-        name,
-        peer_id,
+        (name, peer_id),
+        cancel.child_token(),
     ));
-    let signals = tokio::spawn(stop_on_signal(handle));
+    tasks.spawn(stop_on_signal(cancel.clone()));
 
-    node.run().await;
+    node.run(cancel.clone()).await;
 
-    server.abort();
-    signals.abort();
-    mail_task.abort();
+    cancel.cancel();
+    if tokio::time::timeout(STOP_TIMEOUT, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await
+    .is_err()
+    {
+        tracing::warn!("tasks did not stop within {STOP_TIMEOUT:?}; aborting them");
+        tasks.abort_all();
+    }
+    // Every actor has stopped and dropped its handle to the flusher: what
+    // they submitted is written, then the flusher's thread ends.
+    let joined = tokio::task::spawn_blocking(move || flusher.join());
+    if tokio::time::timeout(STOP_TIMEOUT, joined).await.is_err() {
+        tracing::error!("the flusher did not finish within {STOP_TIMEOUT:?}");
+    }
     // Peer records and statuses written without a flush reach the disk now.
     if let Err(e) = crate::store::Store::flush(store.as_ref()) {
         tracing::error!(error = %e, "cannot flush the store at shutdown");
@@ -208,6 +229,9 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     tracing::info!("stopped");
     Ok(())
 }
+
+/// How long the daemon's tasks, then its flusher, get to stop.
+const STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Checks that every fixed port to listen on is free, by binding it
 /// without `SO_REUSEPORT` for a moment. libp2p-tcp sets `SO_REUSEPORT` on
@@ -274,7 +298,7 @@ fn raise_open_file_limit() {
     }
 }
 
-async fn stop_on_signal(node: crate::node::Handle) {
+async fn stop_on_signal(cancel: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
@@ -286,7 +310,8 @@ async fn stop_on_signal(node: crate::node::Handle) {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+        () = cancel.cancelled() => return,
     }
     tracing::info!("signal received, stopping");
-    let _ = node.request(Op::Shutdown).await;
+    cancel.cancel();
 }

@@ -30,21 +30,21 @@
 #![deny(missing_docs)]
 
 pub mod api;
+pub mod audit;
 pub mod client;
 pub mod clock;
-pub mod codec;
 pub mod config;
 pub mod daemon;
 pub mod frames;
 pub mod home;
-pub mod join;
 pub mod limits;
 pub mod mail;
+pub mod net;
 pub mod node;
-pub mod peers;
 pub mod server;
 pub mod store;
-pub mod swarm;
+pub mod team;
+pub mod wire;
 
 use agentmesh_protocol::Identity;
 

@@ -32,20 +32,24 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use agentmesh_protocol::envelope::{Body, Envelope, Header, Kind, MessageId, Opened};
-use agentmesh_protocol::team::{Standing, TeamId, TeamState};
+use agentmesh_protocol::team::Standing;
 use agentmesh_protocol::time::MAX_CLOCK_SKEW;
-use agentmesh_protocol::{Identity, Name, PeerId, Timestamp, Wire, X25519Public};
+use agentmesh_protocol::{Identity, Name, PeerId, Timestamp, Wire};
 use serde::Serialize;
 use serde_bytes::ByteBuf;
 use sha2::{Digest, Sha256};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, ApiError, Event, MessageView, Op, Who, WhoKind};
 use crate::clock::now;
 use crate::limits::RateWindow;
-use crate::node::{Handle, Reply, Undelivered};
-use crate::store::{AuditEntry, FolderBinding, InboxRecord, OutboxRecord, OutboxStatus, Store};
-use crate::swarm::{MailOutcome, MailReply, MailRequest};
+use crate::node::{Carry, Delivered, Handle, MailEvent, MailLink, Reply, Undelivered};
+use crate::store::{
+    AuditEntry, FolderBinding, GroupCommit, InboxRecord, OutboxRecord, OutboxStatus, Store, Writes,
+};
+use crate::team::Directory;
+use crate::wire::{MAX_BATCH_BYTES, MAX_BATCH_ENVELOPES, MailOutcome, MailReply, MailRequest};
 
 /// Messages held for approval from one machine, at most. Beyond it, its
 /// mail is refused with a reason it sees, so an unvetted sender cannot fill
@@ -61,11 +65,6 @@ pub const OUTBOX_KEEP: Duration = Duration::from_secs(30 * 24 * 3600);
 pub const MAX_OUTBOX_LISTED: usize = 1000;
 /// Messages waiting in the outbox at once, at most; `send` refuses beyond.
 pub const MAX_OUTBOX: usize = 100_000;
-/// Envelopes in one delivery batch, at most.
-pub const MAX_BATCH_ENVELOPES: usize = 256;
-/// Bytes of envelopes in one batch, at most: under request-response's
-/// 1 MiB request limit with room for framing.
-pub const MAX_BATCH_BYTES: usize = 900 * 1024;
 /// Batches on their way to one recipient at once: while it stores one,
 /// the next is already opening.
 pub const MAX_IN_FLIGHT: usize = 2;
@@ -74,8 +73,6 @@ pub const MAX_IN_FLIGHT: usize = 2;
 pub const EVENT_QUEUE: usize = 1024;
 /// Requests waiting for the mail actor.
 pub const MAIL_QUEUE: usize = 1024;
-/// Writers waiting for a flush at once.
-const FLUSH_QUEUE: usize = 4096;
 /// The first retry of an undelivered batch waits this long, doubling.
 const BACKOFF_MIN: Duration = Duration::from_secs(1);
 /// Retries never wait longer than this.
@@ -149,88 +146,12 @@ fn within_page<T>(mut rows: Vec<T>, size: impl Fn(&T) -> usize) -> Vec<T> {
     rows
 }
 
-/// What the mail actor knows about the team, published by the node actor
-/// whenever the team changes.
-#[derive(Debug, Clone, Default)]
-pub struct Directory {
-    /// This machine.
-    pub me: Option<PeerId>,
-    /// The team, if this machine is in one.
-    pub team: Option<TeamId>,
-    /// This machine's name and owner in the team.
-    pub my_name: String,
-    /// This machine's owner.
-    pub my_owner: String,
-    /// Whether this machine is a current member.
-    pub member: bool,
-    /// Every machine the team admitted.
-    pub machines: HashMap<PeerId, Machine>,
-}
-
-/// A machine of the team.
-#[derive(Debug, Clone)]
-pub struct Machine {
-    /// Its name.
-    pub name: String,
-    /// The person who runs it.
-    pub owner: String,
-    /// Its X25519 key.
-    pub x25519: X25519Public,
-    /// Where it stands.
-    pub standing: Standing,
-}
-
-impl Directory {
-    /// The directory of `team` as `me` sees it.
-    pub fn of(me: PeerId, fallback_name: &str, team: Option<&TeamState>) -> Directory {
-        let mut d = Directory {
-            me: Some(me),
-            my_name: fallback_name.into(),
-            ..Directory::default()
-        };
-        let Some(team) = team else {
-            return d;
-        };
-        d.team = Some(team.id());
-        for m in team.members() {
-            d.machines.insert(
-                m.peer,
-                Machine {
-                    name: m.name.to_string(),
-                    owner: m.owner.to_string(),
-                    x25519: m.x25519,
-                    standing: m.standing,
-                },
-            );
-        }
-        if let Some(mine) = d.machines.get(&me) {
-            d.my_name = mine.name.clone();
-            d.my_owner = mine.owner.clone();
-            d.member = mine.standing == Standing::Current;
-        }
-        d
-    }
-
-    fn current(&self, name: &str) -> Option<(PeerId, &Machine)> {
-        self.machines
-            .iter()
-            .find(|(_, m)| m.name == name && m.standing == Standing::Current)
-            .map(|(p, m)| (*p, m))
-    }
-
-    fn name_of(&self, peer: &PeerId) -> String {
-        self.machines
-            .get(peer)
-            .map_or_else(|| peer.to_string(), |m| m.name.clone())
-    }
-}
-
 /// `mailbox@machine`, or `@machine` for the owner's mailbox.
 pub fn address(mailbox: Option<&str>, machine: &str) -> String {
     format!("{}@{machine}", mailbox.unwrap_or(""))
 }
 
-/// What reaches the mail actor.
+/// What reaches the mail actor from clients.
 #[derive(Debug)]
 pub enum MailIn {
     /// A client's request.
@@ -244,28 +165,6 @@ pub enum MailIn {
         /// Where the answer goes.
         reply: oneshot::Sender<Reply>,
     },
-    /// A batch from another machine; answer with `Command::MailAnswer`.
-    Inbound {
-        /// The sending machine, as its connection authenticated it.
-        peer: PeerId,
-        /// The envelopes.
-        request: MailRequest,
-        /// Names the batch in the answer.
-        token: u64,
-    },
-    /// A connection to `peer` came up: deliver its mail now.
-    Connected(PeerId),
-    /// The answer to a delivery batch.
-    Delivered {
-        /// The recipient.
-        peer: PeerId,
-        /// The ids in the batch, in order.
-        ids: Vec<String>,
-        /// Its outcomes, or why the batch did not get through.
-        result: Result<MailReply, Undelivered>,
-    },
-    /// A flush finished: run what waited for it.
-    Flushed(Vec<AfterFlush>),
 }
 
 /// Work that waits for durable storage.
@@ -358,96 +257,6 @@ impl MailHandle {
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.events.subscribe()
     }
-
-    /// Hands the actor something without waiting; false if its queue is
-    /// full.
-    pub fn offer(&self, msg: MailIn) -> bool {
-        self.tx.try_send(msg).is_ok()
-    }
-}
-
-/// Writes that wait for the next flush, made by the flusher thread in one
-/// batch per flush.
-#[derive(Debug, Default)]
-struct Writes {
-    outbox: Vec<OutboxRecord>,
-    audit: Vec<AuditEntry>,
-}
-
-impl Writes {
-    fn is_empty(&self) -> bool {
-        self.outbox.is_empty() && self.audit.is_empty()
-    }
-}
-
-/// Writes, and what waits for them to be durable.
-#[derive(Debug)]
-struct Job {
-    writes: Writes,
-    work: Option<AfterFlush>,
-}
-
-/// Makes writes durable in groups: the flusher thread takes every job
-/// waiting, writes them all in one batch per tree, flushes once, and hands
-/// the work that waited back to the mail actor. Every writer waiting when
-/// a flush starts is covered by it (group commit), and the mail actor never
-/// waits for the disk.
-#[derive(Debug, Clone)]
-struct Flusher {
-    tx: std::sync::mpsc::SyncSender<Job>,
-}
-
-impl Flusher {
-    /// `back` is unbounded so that the flusher never waits for the mail
-    /// actor while the actor waits for room in the flush queue (each would
-    /// wait for the other for ever). It is bounded by construction: what
-    /// it carries comes from jobs that were in the flush queue, at most
-    /// [`FLUSH_QUEUE`] plus the one being written, and the actor takes
-    /// these answers before anything else.
-    fn start(store: Arc<dyn Store>, back: mpsc::UnboundedSender<Vec<AfterFlush>>) -> Flusher {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(FLUSH_QUEUE);
-        std::thread::Builder::new()
-            .name("agentmesh-flush".into())
-            .spawn(move || {
-                while let Ok(first) = rx.recv() {
-                    let mut jobs = vec![first];
-                    while let Ok(more) = rx.try_recv() {
-                        jobs.push(more);
-                    }
-                    let mut all = Writes::default();
-                    let mut done = vec![];
-                    for job in jobs {
-                        all.outbox.extend(job.writes.outbox);
-                        all.audit.extend(job.writes.audit);
-                        done.extend(job.work);
-                    }
-                    // Nothing is acknowledged that is not durable: a failed
-                    // write (a full disk) is tried again, with growing
-                    // pauses, while everything behind it waits. The mail
-                    // actor feels it as back-pressure; nothing is dropped.
-                    let mut pause = Duration::from_millis(100);
-                    while let Err(e) = store
-                        .put_outbox(&all.outbox)
-                        .and_then(|()| store.audit_many(&all.audit))
-                        .and_then(|()| store.flush())
-                    {
-                        tracing::error!(error = %e, retry_in = ?pause, "writing mail state failed; nothing is acknowledged until it succeeds");
-                        std::thread::sleep(pause);
-                        pause = (pause * 2).min(Duration::from_secs(5));
-                    }
-                    if !done.is_empty() && back.send(done).is_err() {
-                        return;
-                    }
-                }
-            })
-            .expect("a thread can be spawned at start");
-        Flusher { tx }
-    }
-
-    fn submit(&self, writes: Writes, work: Option<AfterFlush>) {
-        // A full queue waits: back-pressure on the mail actor, bounded.
-        let _ = self.tx.send(Job { writes, work });
-    }
 }
 
 /// One recipient's queue in the courier.
@@ -468,12 +277,17 @@ pub struct Mail {
     store: Arc<dyn Store>,
     dir: watch::Receiver<Arc<Directory>>,
     node: Handle,
-    flusher: Flusher,
-    /// What waited for a flush, handed back by the flusher.
-    flushed: mpsc::UnboundedReceiver<Vec<AfterFlush>>,
+    link: MailLink,
+    commit: GroupCommit,
+    /// What waited for a flush, handed back once it is durable.
+    flushed: mpsc::UnboundedReceiver<AfterFlush>,
+    /// The other end, which each job's `then` sends on.
+    flushed_tx: mpsc::UnboundedSender<AfterFlush>,
     events: broadcast::Sender<Event>,
     rx: mpsc::Receiver<MailIn>,
-    tx_back: mpsc::Sender<MailIn>,
+    /// Batches on their way, by the id they were carried under.
+    batches: HashMap<u64, (PeerId, Vec<String>)>,
+    next_batch: u64,
     lifetime: Duration,
     /// Undelivered outbox records, by id.
     outbox: HashMap<String, OutboxRecord>,
@@ -521,8 +335,8 @@ fn err<T>(code: &str, message: impl Into<String>) -> Result<T, ApiError> {
 
 fn refused(code: &str, reason: impl Into<String>) -> MailOutcome {
     let mut reason: String = reason.into();
-    if reason.len() > crate::swarm::MAX_REASON_BYTES {
-        let mut cut = crate::swarm::MAX_REASON_BYTES;
+    if reason.len() > crate::wire::MAX_REASON_BYTES {
+        let mut cut = crate::wire::MAX_REASON_BYTES;
         while !reason.is_char_boundary(cut) {
             cut -= 1;
         }
@@ -692,13 +506,14 @@ impl Mail {
         me: Identity,
         store: Arc<dyn Store>,
         dir: watch::Receiver<Arc<Directory>>,
-        node: Handle,
+        (node, link): (Handle, MailLink),
+        commit: GroupCommit,
         lifetime: Duration,
-    ) -> Result<(MailHandle, tokio::task::JoinHandle<()>), crate::store::StoreError> {
+        cancel: CancellationToken,
+    ) -> Result<(MailHandle, impl Future<Output = ()> + use<>), crate::store::StoreError> {
         let (tx, rx) = mpsc::channel(MAIL_QUEUE);
         let (events, _) = broadcast::channel(EVENT_QUEUE);
         let (flushed_tx, flushed) = mpsc::unbounded_channel();
-        let flusher = Flusher::start(store.clone(), flushed_tx);
         let first_seq = store.last_inbox_seq()?;
         let (summary_tx, summary) = watch::channel(MailSummary::default());
         let newest = Arc::new(std::sync::atomic::AtomicU64::new(first_seq));
@@ -706,11 +521,14 @@ impl Mail {
             me,
             dir,
             node,
-            flusher,
+            link,
+            commit,
             flushed,
+            flushed_tx,
             events: events.clone(),
             rx,
-            tx_back: tx.clone(),
+            batches: HashMap::new(),
+            next_batch: 0,
             lifetime,
             outbox: HashMap::new(),
             queues: HashMap::new(),
@@ -737,7 +555,7 @@ impl Mail {
         };
         mail.load()?;
         mail.publish_summary();
-        let task = tokio::spawn(mail.run());
+        let task = mail.run(cancel);
         Ok((
             MailHandle {
                 tx,
@@ -770,22 +588,33 @@ impl Mail {
         Ok(())
     }
 
-    async fn run(mut self) {
+    /// Runs until its inbox or the network's link closes, or `cancel`
+    /// fires.
+    async fn run(mut self, cancel: CancellationToken) {
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 biased;
-                done = self.flushed.recv() => match done {
+                () = cancel.cancelled() => break,
+                // The actor holds a sender itself: this never closes.
+                Some(done) = self.flushed.recv() => self.after_flush(done),
+                delivered = self.link.delivered.recv() => match delivered {
                     None => break,
-                    Some(done) => self.handle(MailIn::Flushed(done)),
+                    Some(d) => self.on_delivered(d),
+                },
+                event = self.link.events.recv() => match event {
+                    None => break,
+                    Some(e) => self.on_event(e),
                 },
                 msg = self.rx.recv() => match msg {
                     None => break,
-                    Some(m) => self.handle(m),
+                    Some(MailIn::Api { who, mailbox, op, reply }) => self.api(who, mailbox, op, reply),
                 },
                 _ = tick.tick() => self.tick(),
             }
+            self.write_pending();
+            self.publish_summary();
         }
     }
 
@@ -809,14 +638,21 @@ impl Mail {
     /// Runs `work` once everything written so far is durable.
     fn after(&self, work: AfterFlush) {
         let writes = self.pending.take();
-        self.flusher.submit(writes, Some(work));
+        let back = self.flushed_tx.clone();
+        self.commit.submit(
+            writes,
+            Some(Box::new(move || {
+                // The actor gone means the daemon is stopping.
+                let _ = back.send(work);
+            })),
+        );
     }
 
     /// Hands pending writes to the flusher even if nothing waits for them.
     fn write_pending(&self) {
         if !self.pending.borrow().is_empty() {
             let writes = self.pending.take();
-            self.flusher.submit(writes, None);
+            self.commit.submit(writes, None);
         }
     }
 
@@ -838,20 +674,14 @@ impl Mail {
         }
     }
 
-    fn handle(&mut self, msg: MailIn) {
-        match msg {
-            MailIn::Api {
-                who,
-                mailbox,
-                op,
-                reply,
-            } => self.api(who, mailbox, op, reply),
-            MailIn::Inbound {
+    fn on_event(&mut self, event: MailEvent) {
+        match event {
+            MailEvent::Inbound {
                 peer,
                 request,
                 token,
             } => self.receive(peer, request, token),
-            MailIn::Connected(peer) => {
+            MailEvent::Connected(peer) => {
                 self.offline.remove(&peer);
                 if let Some(q) = self.queues.get_mut(&peer) {
                     q.attempt = 0;
@@ -859,15 +689,13 @@ impl Mail {
                 }
                 self.dispatch(peer);
             }
-            MailIn::Delivered { peer, ids, result } => self.delivered(peer, ids, result),
-            MailIn::Flushed(done) => {
-                for work in done {
-                    self.after_flush(work);
-                }
-            }
         }
-        self.write_pending();
-        self.publish_summary();
+    }
+
+    fn on_delivered(&mut self, d: Delivered) {
+        if let Some((peer, ids)) = self.batches.remove(&d.batch) {
+            self.delivered(peer, ids, d.result);
+        }
     }
 
     fn publish_summary(&self) {
@@ -1213,12 +1041,20 @@ impl Mail {
                 r.attempts += 1;
             }
         }
-        let node = self.node.clone();
-        let back = self.tx_clone();
-        tokio::spawn(async move {
-            let result = node.deliver(peer, MailRequest { envelopes }).await;
-            let _ = back.send(MailIn::Delivered { peer, ids, result }).await;
-        });
+        self.next_batch += 1;
+        let batch = self.next_batch;
+        let carry = Carry {
+            batch,
+            peer,
+            request: MailRequest { envelopes },
+        };
+        if self.node.carry(carry) {
+            self.batches.insert(batch, (peer, ids));
+        } else {
+            let gone = Undelivered::never_left("the daemon is shutting down");
+            self.delivered(peer, ids, Err(gone));
+            return false;
+        }
         true
     }
 
@@ -1290,10 +1126,6 @@ impl Mail {
             }
         }
         self.pending.borrow_mut().outbox.extend(changed);
-    }
-
-    fn tx_clone(&self) -> mpsc::Sender<MailIn> {
-        self.tx_back.clone()
     }
 
     fn delivered(
@@ -2512,11 +2344,11 @@ mod tests {
     #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
     use super::*;
-    use std::collections::BTreeMap;
-
-    use agentmesh_protocol::team::BlockHash;
-
-    use crate::store::{PeerRecord, SledStore, StoreError};
+    use crate::store::SledStore;
+    use crate::store::testing::Flaky;
+    use crate::store::{AuditStore, MailStore};
+    use crate::team::Machine;
+    use agentmesh_protocol::team::TeamId;
 
     fn record(seq: u64, unread: bool) -> InboxRecord {
         InboxRecord {
@@ -2583,238 +2415,15 @@ mod tests {
         assert_eq!(all, (1..=12_345).collect::<Vec<_>>());
     }
 
-    /// A sled store whose dedup lookups and inbox writes can be made to fail.
-    #[derive(Debug)]
-    struct Flaky {
-        inner: SledStore,
-        fail_seen: std::sync::atomic::AtomicBool,
-        fail_put_inbox: std::sync::atomic::AtomicBool,
-    }
-
-    fn injected() -> StoreError {
-        StoreError::Corrupt("injected failure".into())
-    }
-
-    impl Store for Flaky {
-        fn seen(&self, key: &[u8]) -> Result<bool, StoreError> {
-            if self.fail_seen.load(std::sync::atomic::Ordering::SeqCst) {
-                return Err(injected());
-            }
-            self.inner.seen(key)
-        }
-
-        fn put_inbox(
-            &self,
-            records: &[InboxRecord],
-            seen: &[(Vec<u8>, u64)],
-        ) -> Result<(), StoreError> {
-            if self
-                .fail_put_inbox
-                .load(std::sync::atomic::Ordering::SeqCst)
-            {
-                return Err(injected());
-            }
-            self.inner.put_inbox(records, seen)
-        }
-
-        fn team(&self) -> Result<Option<TeamId>, StoreError> {
-            self.inner.team()
-        }
-
-        fn set_team(&self, team: Option<TeamId>) -> Result<(), StoreError> {
-            self.inner.set_team(team)
-        }
-
-        fn blocks(&self, team: &TeamId) -> Result<Vec<Vec<u8>>, StoreError> {
-            self.inner.blocks(team)
-        }
-
-        fn put_blocks(
-            &self,
-            team: &TeamId,
-            blocks: &[(BlockHash, &[u8])],
-        ) -> Result<(), StoreError> {
-            self.inner.put_blocks(team, blocks)
-        }
-
-        fn delete_team(&self, team: &TeamId) -> Result<(), StoreError> {
-            self.inner.delete_team(team)
-        }
-
-        fn peers(&self) -> Result<Vec<PeerRecord>, StoreError> {
-            self.inner.peers()
-        }
-
-        fn put_peer(&self, record: &PeerRecord) -> Result<(), StoreError> {
-            self.inner.put_peer(record)
-        }
-
-        fn inbox_ids_starting(
-            &self,
-            prefix: &str,
-            limit: usize,
-        ) -> Result<Vec<String>, StoreError> {
-            self.inner.inbox_ids_starting(prefix, limit)
-        }
-
-        fn delete_peer(&self, peer_id: &str) -> Result<(), StoreError> {
-            self.inner.delete_peer(peer_id)
-        }
-
-        fn put_ticket(&self, nonce: &[u8; 16], expires_at: Timestamp) -> Result<(), StoreError> {
-            self.inner.put_ticket(nonce, expires_at)
-        }
-
-        fn ticket(&self, nonce: &[u8; 16]) -> Result<Option<Timestamp>, StoreError> {
-            self.inner.ticket(nonce)
-        }
-
-        fn take_ticket(&self, nonce: &[u8; 16]) -> Result<Option<Timestamp>, StoreError> {
-            self.inner.take_ticket(nonce)
-        }
-
-        fn prune_tickets(&self, now: Timestamp) -> Result<usize, StoreError> {
-            self.inner.prune_tickets(now)
-        }
-
-        fn contacts(&self) -> Result<BTreeMap<PeerId, Vec<u8>>, StoreError> {
-            self.inner.contacts()
-        }
-
-        fn contact(&self, peer: &PeerId) -> Result<Option<Vec<u8>>, StoreError> {
-            self.inner.contact(peer)
-        }
-
-        fn put_contact(&self, peer: &PeerId, record: &[u8]) -> Result<(), StoreError> {
-            self.inner.put_contact(peer, record)
-        }
-
-        fn next_contact_seq(&self) -> Result<u64, StoreError> {
-            self.inner.next_contact_seq()
-        }
-
-        fn audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
-            self.inner.audit(entry)
-        }
-
-        fn audit_many(&self, entries: &[AuditEntry]) -> Result<(), StoreError> {
-            self.inner.audit_many(entries)
-        }
-
-        fn audit_since(
-            &self,
-            since: Timestamp,
-            limit: usize,
-        ) -> Result<Vec<AuditEntry>, StoreError> {
-            self.inner.audit_since(since, limit)
-        }
-
-        fn prune_audit(&self, before: Timestamp) -> Result<usize, StoreError> {
-            self.inner.prune_audit(before)
-        }
-
-        fn flush(&self) -> Result<(), StoreError> {
-            self.inner.flush()
-        }
-
-        fn put_outbox(&self, records: &[OutboxRecord]) -> Result<(), StoreError> {
-            self.inner.put_outbox(records)
-        }
-
-        fn outbox(&self) -> Result<Vec<OutboxRecord>, StoreError> {
-            self.inner.outbox()
-        }
-
-        fn outbox_envelope(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-            self.inner.outbox_envelope(id)
-        }
-
-        fn outbox_done(&self, limit: usize) -> Result<Vec<OutboxRecord>, StoreError> {
-            self.inner.outbox_done(limit)
-        }
-
-        fn prune_outbox_done(&self, before: Timestamp) -> Result<usize, StoreError> {
-            self.inner.prune_outbox_done(before)
-        }
-
-        fn move_inbox(&self, old_seq: u64, record: &InboxRecord) -> Result<(), StoreError> {
-            self.inner.move_inbox(old_seq, record)
-        }
-
-        fn update_inbox(&self, records: &[InboxRecord]) -> Result<(), StoreError> {
-            self.inner.update_inbox(records)
-        }
-
-        fn inbox_after(&self, after: u64, limit: usize) -> Result<Vec<InboxRecord>, StoreError> {
-            self.inner.inbox_after(after, limit)
-        }
-
-        fn delete_inbox(&self, seqs: &[u64]) -> Result<(), StoreError> {
-            self.inner.delete_inbox(seqs)
-        }
-
-        fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>, StoreError> {
-            self.inner.inbox_get(id)
-        }
-
-        fn inbox_has(&self, id: &str) -> Result<bool, StoreError> {
-            self.inner.inbox_has(id)
-        }
-
-        fn inbox_at(&self, seq: u64) -> Result<Option<InboxRecord>, StoreError> {
-            self.inner.inbox_at(seq)
-        }
-
-        fn held_index(&self) -> Result<Vec<(u64, String)>, StoreError> {
-            self.inner.held_index()
-        }
-
-        fn read_before(&self, before: Timestamp) -> Result<Vec<u64>, StoreError> {
-            self.inner.read_before(before)
-        }
-
-        fn last_inbox_seq(&self) -> Result<u64, StoreError> {
-            self.inner.last_inbox_seq()
-        }
-
-        fn prune_seen(&self, now: Timestamp) -> Result<usize, StoreError> {
-            self.inner.prune_seen(now)
-        }
-
-        fn folders(&self) -> Result<Vec<FolderBinding>, StoreError> {
-            self.inner.folders()
-        }
-
-        fn put_folder(&self, binding: &FolderBinding) -> Result<(), StoreError> {
-            self.inner.put_folder(binding)
-        }
-
-        fn trusted(&self) -> Result<Vec<String>, StoreError> {
-            self.inner.trusted()
-        }
-
-        fn put_trusted(&self, peer: &str) -> Result<(), StoreError> {
-            self.inner.put_trusted(peer)
-        }
-
-        fn paused(&self) -> Result<bool, StoreError> {
-            self.inner.paused()
-        }
-
-        fn set_paused(&self, paused: bool) -> Result<(), StoreError> {
-            self.inner.set_paused(paused)
-        }
-    }
-
     /// Sends `envelope` from `peer` to the mail actor; its one outcome.
     async fn deliver(
-        mail: &MailHandle,
+        events: &mpsc::Sender<MailEvent>,
         answers: &mut mpsc::Receiver<(u64, MailReply)>,
         peer: PeerId,
         envelope: &[u8],
     ) -> MailOutcome {
-        mail.tx
-            .send(MailIn::Inbound {
+        events
+            .send(MailEvent::Inbound {
                 peer,
                 request: MailRequest {
                     envelopes: vec![ByteBuf::from(envelope.to_vec())],
@@ -2831,11 +2440,8 @@ mod tests {
     #[tokio::test]
     async fn a_store_that_fails_answers_busy_and_audits_nothing_it_did_not_keep() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(Flaky {
-            inner: SledStore::open(dir.path(), 1 << 20).unwrap(),
-            fail_seen: false.into(),
-            fail_put_inbox: true.into(),
-        });
+        let store = Arc::new(Flaky::new(SledStore::open(dir.path(), 1 << 20).unwrap()));
+        store.fail_put_inbox(true);
         let mut rng = rand::rng();
         let (me, alpha) = (Identity::generate(&mut rng), Identity::generate(&mut rng));
         let team = TeamId([3; 32]);
@@ -2859,15 +2465,19 @@ mod tests {
             .collect(),
         };
         let (_dir_tx, dir_rx) = watch::channel(Arc::new(dir_value));
-        let (node, mut answers) = Handle::for_tests();
-        let (mail, _task) = Mail::start(
+        let (node, link, mut ends) = Handle::for_tests();
+        let (commit, _flusher) = GroupCommit::start(store.clone());
+        let (_mail, task) = Mail::start(
             me.clone(),
             store.clone(),
             dir_rx,
-            node,
+            (node, link),
+            commit,
             Duration::from_secs(3600),
+            CancellationToken::new(),
         )
         .unwrap();
+        let _task = tokio::spawn(task);
         let sent_at = now();
         let id = MessageId::random(&mut rng);
         let header = Header {
@@ -2909,33 +2519,113 @@ mod tests {
         };
 
         // The inbox write fails: busy, nothing stored, nothing audited.
-        let outcome = deliver(&mail, &mut answers, alpha.peer_id(), &envelope).await;
+        let outcome = deliver(&ends.events, &mut ends.answers, alpha.peer_id(), &envelope).await;
         assert_eq!(outcome, MailOutcome::Busy);
         assert_eq!(received(&store), 0);
         assert!(store.inbox_after(0, 10).unwrap().is_empty());
 
         // The retry lands once, and is audited once.
-        store
-            .fail_put_inbox
-            .store(false, std::sync::atomic::Ordering::SeqCst);
-        let outcome = deliver(&mail, &mut answers, alpha.peer_id(), &envelope).await;
+        store.fail_put_inbox(false);
+        let outcome = deliver(&ends.events, &mut ends.answers, alpha.peer_id(), &envelope).await;
         assert_eq!(outcome, MailOutcome::Accepted { held: false });
         assert_eq!(received(&store), 1);
 
         // A dedup lookup that fails is not "new": busy, not stored again.
-        store
-            .fail_seen
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        let outcome = deliver(&mail, &mut answers, alpha.peer_id(), &envelope).await;
+        store.fail_seen(true);
+        let outcome = deliver(&ends.events, &mut ends.answers, alpha.peer_id(), &envelope).await;
         assert_eq!(outcome, MailOutcome::Busy);
         assert_eq!(store.inbox_after(0, 10).unwrap().len(), 1);
 
         // And once it answers again, a duplicate.
-        store
-            .fail_seen
-            .store(false, std::sync::atomic::Ordering::SeqCst);
-        let outcome = deliver(&mail, &mut answers, alpha.peer_id(), &envelope).await;
+        store.fail_seen(false);
+        let outcome = deliver(&ends.events, &mut ends.answers, alpha.peer_id(), &envelope).await;
         assert_eq!(outcome, MailOutcome::Duplicate);
         assert_eq!(received(&store), 1);
+    }
+
+    /// A send is carried by the node as a batch, with no task of its own;
+    /// the batch's answer, which comes back on the link, delivers it.
+    #[tokio::test]
+    async fn a_send_is_carried_and_its_answer_delivers_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(SledStore::open(dir.path(), 1 << 20).unwrap());
+        let mut rng = rand::rng();
+        let (me, alpha) = (Identity::generate(&mut rng), Identity::generate(&mut rng));
+        let machine = |name: &str, id: &Identity| Machine {
+            name: name.into(),
+            owner: "Ada".into(),
+            x25519: id.x25519_public(),
+            standing: Standing::Current,
+        };
+        let directory = Directory {
+            me: Some(me.peer_id()),
+            team: Some(TeamId([3; 32])),
+            my_name: "bravo".into(),
+            my_owner: "Ada".into(),
+            member: true,
+            machines: [
+                (me.peer_id(), machine("bravo", &me)),
+                (alpha.peer_id(), machine("alpha", &alpha)),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let (_dir_tx, dir_rx) = watch::channel(Arc::new(directory));
+        let (node, link, mut ends) = Handle::for_tests();
+        let (commit, _flusher) = GroupCommit::start(store.clone());
+        let (mail, task) = Mail::start(
+            me,
+            store.clone(),
+            dir_rx,
+            (node, link),
+            commit,
+            Duration::from_secs(3600),
+            CancellationToken::new(),
+        )
+        .unwrap();
+        let _task = tokio::spawn(task);
+        let who = Who {
+            kind: WhoKind::Human,
+            name: "ada".into(),
+            session_id: None,
+            task: None,
+        };
+        let send = Op::Send {
+            to: "@alpha".into(),
+            text: "hello".into(),
+            ask: false,
+            reply_to: None,
+            from_mailbox: None,
+        };
+        let id = mail.request(who.clone(), None, send).await.unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let carried = ends.carried.recv().await.unwrap();
+        assert_eq!(carried.peer, alpha.peer_id());
+        assert_eq!(carried.request.envelopes.len(), 1);
+        let status = |v: serde_json::Value| v[0]["status"].as_str().unwrap().to_owned();
+        let outbox = mail.request(who.clone(), None, Op::Outbox).await.unwrap();
+        assert_eq!(status(outbox), "queued", "no answer yet");
+        ends.delivered
+            .send(Delivered {
+                batch: carried.batch,
+                result: Ok(MailReply {
+                    outcomes: vec![MailOutcome::Accepted { held: false }],
+                }),
+            })
+            .unwrap();
+        // Delivered once the answer is handled; polled, it is a queue.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let outbox = mail.request(who.clone(), None, Op::Outbox).await.unwrap();
+            if status(outbox.clone()) == "delivered" {
+                assert_eq!(outbox[0]["id"], id.as_str());
+                break;
+            }
+            assert!(Instant::now() < deadline, "not delivered: {outbox}");
+            tokio::task::yield_now().await;
+        }
+        assert!(ends.carried.try_recv().is_err(), "carried once");
     }
 }

@@ -42,18 +42,20 @@ use libp2p::{Swarm, gossipsub, identify, mdns, ping};
 use serde::Serialize;
 use serde_bytes::ByteBuf;
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, ApiError, Op};
 use crate::config::Settings;
-use crate::join::{CodeOutcome, Desk, DeskState};
 use crate::limits::RateWindow;
-use crate::mail::{Directory, MAX_BATCH_ENVELOPES, MailHandle, MailIn};
-use crate::peers::{PeerTable, without_peer};
+use crate::net::behaviour::{Behaviour, BehaviourEvent, blocks_topic, stranger_score};
+use crate::net::peers::{PeerTable, without_peer};
 use crate::store::{AuditEntry, Store};
-use crate::swarm::{
-    Behaviour, BehaviourEvent, JoinMsg, JoinReply, MAX_BLOCKS_PER_SYNC, MAX_CONTACT_BYTES_PER_SYNC,
-    MAX_CONTACTS_PER_SYNC, MailOutcome, MailReply, MailRequest, SyncReply, SyncRequest,
-    blocks_topic, stranger_score,
+use crate::team::Directory;
+use crate::team::desk::{CodeOutcome, Desk, DeskState};
+use crate::wire::MAX_BATCH_ENVELOPES;
+use crate::wire::{
+    JoinMsg, JoinReply, MAX_BLOCKS_PER_SYNC, MAX_CONTACT_BYTES_PER_SYNC, MAX_CONTACTS_PER_SYNC,
+    MailOutcome, MailReply, MailRequest, SyncReply, SyncRequest,
 };
 
 /// Commands waiting for the node: API requests from every attached client.
@@ -75,7 +77,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long any request this machine sends (a mail batch, a sync step, a
 /// join message) may wait for its answer before it counts as failed.
-/// request-response has its own timeout ([`crate::swarm::REQUEST_TIMEOUT`]),
+/// request-response has its own timeout ([`crate::net::behaviour::REQUEST_TIMEOUT`]),
 /// but a request routed into a connection that is already gone is never
 /// answered or failed by it; this deadline is the node's own.
 pub const ANSWER_DEADLINE: Duration = Duration::from_secs(20);
@@ -159,7 +161,7 @@ impl<T> Awaiting<T> {
     }
 }
 
-/// What the API and the mail actor ask of the node.
+/// What the API asks of the node.
 #[derive(Debug)]
 pub enum Command {
     /// Run `op` and answer on `reply`.
@@ -169,15 +171,60 @@ pub enum Command {
         /// Where the answer goes.
         reply: oneshot::Sender<Reply>,
     },
-    /// Carry a batch of mail to `peer`.
-    Deliver {
-        /// The recipient.
+}
+
+/// A batch of mail to carry to `peer`; its answer comes back as a
+/// [`Delivered`] with the same `batch`.
+#[derive(Debug)]
+pub struct Carry {
+    /// Names the batch in its answer (chosen by the mail actor).
+    pub batch: u64,
+    /// The recipient.
+    pub peer: PeerId,
+    /// The envelopes.
+    pub request: MailRequest,
+}
+
+/// The answer to a [`Carry`].
+#[derive(Debug)]
+pub struct Delivered {
+    /// The batch.
+    pub batch: u64,
+    /// Its outcomes, or why it did not get through.
+    pub result: Result<MailReply, Undelivered>,
+}
+
+/// What the network tells the mail actor, as it happens.
+#[derive(Debug)]
+pub enum MailEvent {
+    /// A batch from a member (or a revoked machine, to be refused with a
+    /// reason); answer it with [`Handle::answer_mail`] and its `token`.
+    Inbound {
+        /// The sending machine, as its connection authenticated it.
         peer: PeerId,
-        /// The batch.
+        /// The envelopes.
         request: MailRequest,
-        /// Its answer, or why it did not get through.
-        reply: oneshot::Sender<Result<MailReply, Undelivered>>,
+        /// Names the batch in the answer.
+        token: u64,
     },
+    /// A first connection to `peer` came up: deliver its mail now.
+    Connected(PeerId),
+}
+
+/// Events bound for inbound mail and connection news, at most; past it
+/// inbound batches are answered busy (their senders retry) and connection
+/// news is dropped (the courier's own timers cover it).
+pub const MAIL_EVENTS: usize = 1024;
+
+/// The mail actor's end of the network: what the node emits for it. The
+/// node never names the mail actor: it only sends on these.
+#[derive(Debug)]
+pub struct MailLink {
+    /// Inbound mail and connection news.
+    pub events: mpsc::Receiver<MailEvent>,
+    /// Answers to carried batches. Unbounded, bounded by construction:
+    /// one per batch the mail actor has in flight.
+    pub delivered: mpsc::UnboundedReceiver<Delivered>,
 }
 
 /// Why a mail batch got no answer.
@@ -192,7 +239,8 @@ pub struct Undelivered {
 }
 
 impl Undelivered {
-    fn never_left(why: impl Into<String>) -> Self {
+    /// A batch that never left this machine.
+    pub fn never_left(why: impl Into<String>) -> Self {
         Undelivered {
             reached: false,
             why: why.into(),
@@ -200,11 +248,28 @@ impl Undelivered {
     }
 }
 
+/// The node's ends of a [`MailLink`] and [`Handle`], for unit tests.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct TestEnds {
+    /// Where inbound mail goes in.
+    pub events: mpsc::Sender<MailEvent>,
+    /// What the mail actor answers.
+    pub answers: mpsc::Receiver<(u64, MailReply)>,
+    /// What it carries.
+    pub carried: mpsc::UnboundedReceiver<Carry>,
+    /// Where carried batches are answered.
+    pub delivered: mpsc::UnboundedSender<Delivered>,
+}
+
 /// A cloneable handle to the node.
 #[derive(Debug, Clone)]
 pub struct Handle {
     tx: mpsc::Sender<Command>,
     answers: mpsc::Sender<(u64, MailReply)>,
+    /// Unbounded, bounded by construction: the mail actor keeps at most
+    /// [`crate::mail::MAX_IN_FLIGHT`] batches on their way per recipient.
+    carry: mpsc::UnboundedSender<Carry>,
 }
 
 impl Handle {
@@ -223,32 +288,31 @@ impl Handle {
         rx.await.unwrap_or_else(|_| gone())
     }
 
-    /// Carries a mail batch to `peer` and waits for its answer.
-    pub async fn deliver(
-        &self,
-        peer: PeerId,
-        request: MailRequest,
-    ) -> Result<MailReply, Undelivered> {
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(Command::Deliver {
-                peer,
-                request,
-                reply,
-            })
-            .await
-            .map_err(|_| Undelivered::never_left("the daemon is shutting down"))?;
-        rx.await
-            .map_err(|_| Undelivered::never_left("the daemon is shutting down"))?
+    /// Hands a batch to the node to carry; its answer comes back on the
+    /// [`MailLink`]. False if the node has stopped.
+    pub fn carry(&self, carry: Carry) -> bool {
+        self.carry.send(carry).is_ok()
     }
 
-    /// A handle for the mail actor's unit tests: what it answers comes out
-    /// of the receiver; asking the node anything fails.
+    /// A handle and link for the mail actor's unit tests, with the ends
+    /// the node would hold.
     #[cfg(test)]
-    pub(crate) fn for_tests() -> (Handle, mpsc::Receiver<(u64, MailReply)>) {
+    pub(crate) fn for_tests() -> (Handle, MailLink, TestEnds) {
         let (tx, _) = mpsc::channel(1);
-        let (answers, rx) = mpsc::channel(16);
-        (Handle { tx, answers }, rx)
+        let (answers, answers_rx) = mpsc::channel(16);
+        let (carry, carried) = mpsc::unbounded_channel();
+        let (events_tx, events) = mpsc::channel(16);
+        let (delivered_tx, delivered) = mpsc::unbounded_channel();
+        (
+            Handle { tx, answers, carry },
+            MailLink { events, delivered },
+            TestEnds {
+                events: events_tx,
+                answers: answers_rx,
+                carried,
+                delivered: delivered_tx,
+            },
+        )
     }
 
     /// Answers an inbound mail batch (the mail actor, once it is durable).
@@ -419,10 +483,12 @@ pub struct Node {
     last_maintenance: Instant,
     commands: mpsc::Receiver<Command>,
     answers: mpsc::Receiver<(u64, MailReply)>,
+    carry: mpsc::UnboundedReceiver<Carry>,
     stopping: bool,
-    mail: Option<MailHandle>,
+    mail_events: mpsc::Sender<MailEvent>,
+    delivered: mpsc::UnboundedSender<Delivered>,
     directory: watch::Sender<Arc<Directory>>,
-    mail_waiting: Awaiting<oneshot::Sender<Result<MailReply, Undelivered>>>,
+    mail_waiting: Awaiting<u64>,
     inbound: HashMap<u64, ResponseChannel<MailReply>>,
     next_token: u64,
     /// When mail or a sync from a machine this one does not know last made
@@ -472,7 +538,7 @@ impl Node {
         me: Identity,
         settings: Settings,
         store: Arc<dyn Store>,
-    ) -> Result<(Node, Handle), NodeError> {
+    ) -> Result<(Node, Handle, MailLink), NodeError> {
         for addr in &settings.listen {
             swarm
                 .listen_on(addr.clone())
@@ -505,6 +571,9 @@ impl Node {
         }
         let (tx, commands) = mpsc::channel(COMMAND_QUEUE);
         let (answers_tx, answers) = mpsc::channel(MAX_INBOUND_PENDING);
+        let (carry_tx, carry) = mpsc::unbounded_channel();
+        let (mail_events, events) = mpsc::channel(MAIL_EVENTS);
+        let (delivered, delivered_rx) = mpsc::unbounded_channel();
         let (directory, _) = watch::channel(Arc::new(Directory::default()));
         let mut node = Node {
             swarm,
@@ -531,8 +600,10 @@ impl Node {
             last_maintenance: Instant::now(),
             commands,
             answers,
+            carry,
             stopping: false,
-            mail: None,
+            mail_events,
+            delivered,
             directory,
             mail_waiting: Awaiting::default(),
             inbound: HashMap::new(),
@@ -548,6 +619,11 @@ impl Node {
             Handle {
                 tx,
                 answers: answers_tx,
+                carry: carry_tx,
+            },
+            MailLink {
+                events,
+                delivered: delivered_rx,
             },
         ))
     }
@@ -555,11 +631,6 @@ impl Node {
     /// The team directory the mail actor reads, kept current by the node.
     pub fn directory(&self) -> watch::Receiver<Arc<Directory>> {
         self.directory.subscribe()
-    }
-
-    /// Connects the mail actor: inbound mail and connection news go to it.
-    pub fn set_mail(&mut self, mail: MailHandle) {
-        self.mail = Some(mail);
     }
 
     fn publish_directory(&self) {
@@ -571,19 +642,21 @@ impl Node {
         self.directory.send_replace(Arc::new(d));
     }
 
-    /// Runs until a `shutdown` op or until every handle is dropped.
-    pub async fn run(mut self) {
+    /// Runs until `cancel` fires, a `shutdown` op (which fires it), or
+    /// until every handle is dropped.
+    pub async fn run(mut self, cancel: CancellationToken) {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.redial_members();
         while !self.stopping {
             tokio::select! {
                 biased;
+                () = cancel.cancelled() => break,
                 cmd = self.commands.recv() => match cmd {
                     None => break,
                     Some(Command::Api { op, reply }) => self.handle_op(op, reply),
-                    Some(Command::Deliver { peer, request, reply }) => self.deliver(peer, request, reply),
                 },
+                Some(carry) = self.carry.recv() => self.deliver(carry),
                 Some((token, reply)) = self.answers.recv() => {
                     if let Some(channel) = self.inbound.remove(&token) {
                         let _ = self.swarm.behaviour_mut().mail.send_response(channel, reply);
@@ -593,6 +666,7 @@ impl Node {
                 _ = tick.tick() => self.housekeeping(),
             }
         }
+        cancel.cancel();
         self.save_peers();
         tracing::info!("node stopped");
     }
@@ -1345,10 +1419,8 @@ impl Node {
                 self.apply_membership_to(&peer_id);
                 if num_established.get() == 1 && self.is_member(&peer_id) {
                     self.start_sync(peer_id);
-                    if let Some(mail) = &self.mail {
-                        // A hint; the courier's own timers cover a full queue.
-                        mail.offer(MailIn::Connected(peer_id));
-                    }
+                    // A hint; the courier's own timers cover a full queue.
+                    let _ = self.mail_events.try_send(MailEvent::Connected(peer_id));
                 }
                 self.connection_up(peer_id, &remote, connection_id);
             }
@@ -1526,19 +1598,24 @@ impl Node {
         }
     }
 
-    fn deliver(
-        &mut self,
-        peer: PeerId,
-        request: MailRequest,
-        reply: oneshot::Sender<Result<MailReply, Undelivered>>,
-    ) {
+    fn deliver(&mut self, carry: Carry) {
+        let Carry {
+            batch,
+            peer,
+            request,
+        } = carry;
         let addrs = self.known_addrs(&peer);
         let id = self
             .swarm
             .behaviour_mut()
             .mail
             .send_request_with_addresses(&peer, request, addrs);
-        self.mail_waiting.insert(id, reply);
+        self.mail_waiting.insert(id, batch);
+    }
+
+    fn answer_carried(&self, batch: u64, result: Result<MailReply, Undelivered>) {
+        // The mail actor gone means the daemon is stopping.
+        let _ = self.delivered.send(Delivered { batch, result });
     }
 
     fn handle_mail_event(&mut self, event: request_response::Event<MailRequest, MailReply>) {
@@ -1577,25 +1654,22 @@ impl Node {
                         self.newcomer_hint();
                         return;
                     }
-                    let Some(mail) = self
-                        .mail
-                        .as_ref()
-                        .filter(|_| self.inbound.len() < MAX_INBOUND_PENDING)
-                    else {
+                    if self.inbound.len() >= MAX_INBOUND_PENDING {
                         let _ = self
                             .swarm
                             .behaviour_mut()
                             .mail
                             .send_response(channel, busy(n));
                         return;
-                    };
+                    }
                     self.next_token += 1;
                     let token = self.next_token;
-                    if mail.offer(MailIn::Inbound {
+                    let event = MailEvent::Inbound {
                         peer,
                         request,
                         token,
-                    }) {
+                    };
+                    if self.mail_events.try_send(event).is_ok() {
                         self.inbound.insert(token, channel);
                     } else {
                         let _ = self
@@ -1609,15 +1683,15 @@ impl Node {
                     request_id,
                     response,
                 } => {
-                    if let Some(reply) = self.mail_waiting.remove(&request_id) {
-                        let _ = reply.send(Ok(response));
+                    if let Some(batch) = self.mail_waiting.remove(&request_id) {
+                        self.answer_carried(batch, Ok(response));
                     }
                 }
             },
             request_response::Event::OutboundFailure {
                 request_id, error, ..
             } => {
-                if let Some(reply) = self.mail_waiting.remove(&request_id) {
+                if let Some(batch) = self.mail_waiting.remove(&request_id) {
                     // No connection, or one that does not speak mail: it
                     // never left.
                     let reached = !matches!(
@@ -1625,10 +1699,8 @@ impl Node {
                         request_response::OutboundFailure::DialFailure
                             | request_response::OutboundFailure::UnsupportedProtocols
                     );
-                    let _ = reply.send(Err(Undelivered {
-                        reached,
-                        why: error.to_string(),
-                    }));
+                    let why = error.to_string();
+                    self.answer_carried(batch, Err(Undelivered { reached, why }));
                 }
             }
             request_response::Event::InboundFailure { .. } => {
@@ -1703,13 +1775,11 @@ impl Node {
     /// a connection that died unseen would otherwise wait for ever.
     fn expire_requests(&mut self, now: Instant) {
         let late = format!("no answer within {}s", ANSWER_DEADLINE.as_secs());
-        for reply in self.mail_waiting.overdue(now) {
+        for batch in self.mail_waiting.overdue(now) {
             // Sent on a connection that may have been dead all along: it
             // may or may not have arrived.
-            let _ = reply.send(Err(Undelivered {
-                reached: true,
-                why: late.clone(),
-            }));
+            let why = late.clone();
+            self.answer_carried(batch, Err(Undelivered { reached: true, why }));
         }
         for peer in self.sync_waiting.overdue(now) {
             self.sync_failed(peer, late.clone(), false);
@@ -1722,7 +1792,7 @@ impl Node {
     fn housekeeping(&mut self) {
         let now_i = Instant::now();
         self.expire_requests(now_i);
-        if self.peers.len() > crate::peers::MAX_PEERS {
+        if self.peers.len() > crate::net::peers::MAX_PEERS {
             self.peers.trim(self.team.as_ref());
         }
         let due: Vec<PeerId> = self
@@ -2873,9 +2943,9 @@ mod tests {
     fn requests_with_no_answer_are_overdue_at_their_deadline() {
         // Request ids come from a behaviour; make two.
         let mut b = request_response::Behaviour::with_codec(
-            crate::codec::Codec::<SyncRequest, SyncReply>::new(crate::swarm::SYNC_LIMITS),
+            crate::net::codec::Codec::<SyncRequest, SyncReply>::new(crate::wire::SYNC_LIMITS),
             [(
-                crate::swarm::SYNC_PROTOCOL,
+                crate::net::SYNC_PROTOCOL,
                 request_response::ProtocolSupport::Full,
             )],
             request_response::Config::default(),

@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 use futures::{SinkExt, StreamExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::task::JoinSet;
 use tokio_util::codec::Framed;
+use tokio_util::sync::CancellationToken;
 
 use crate::api::{
     API_VERSION, ClientFrame, DaemonFrame, Event, InboxPage, MAX_FRAME_BYTES, Op, Who, WhoKind,
@@ -109,20 +111,28 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
-/// Serves clients until the node stops.
+/// Serves clients until `cancel` fires; every client connection is a
+/// task of this one, aborted with it.
 pub async fn serve(
     listener: UnixListener,
     node: Handle,
     mail: MailHandle,
-    name: String,
-    peer_id: String,
+    (name, peer_id): (String, String),
+    cancel: CancellationToken,
 ) {
     let uid = nix::unistd::geteuid().as_raw();
     let slots = Arc::new(Semaphore::new(MAX_CLIENTS));
     let registry = Arc::new(Mutex::new(Unattached::default()));
     let mut last_warning: Option<Instant> = None;
+    let mut clients = JoinSet::new();
     loop {
-        let (stream, _) = match listener.accept().await {
+        let accepted = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return,
+            Some(_) = clients.join_next(), if !clients.is_empty() => continue,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, _) = match accepted {
             Ok(s) => s,
             Err(e) => {
                 if last_warning.is_none_or(|t| t.elapsed() >= ACCEPT_WARN_EVERY) {
@@ -151,7 +161,7 @@ pub async fn serve(
             peer_id.clone(),
             slots.clone(),
         );
-        tokio::spawn(async move {
+        clients.spawn(async move {
             match stream.peer_cred() {
                 Ok(cred) if cred.uid() == uid => {
                     let client = Client {

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentmesh_node::api::{Event, WhoKind};
-use agentmesh_node::swarm::{BehaviourEvent, MailOutcome, MailReply, MailRequest};
+use agentmesh_node::net::BehaviourEvent;
+use agentmesh_node::wire::{MailOutcome, MailReply, MailRequest};
 use agentmesh_protocol::{Body, Header, Identity, Kind, MessageId, TeamId, Timestamp, Who};
 use futures::StreamExt;
 use libp2p::request_response;
@@ -172,9 +173,9 @@ fn raw_transport(messages: usize) -> f64 {
     rt.block_on(async {
         let mut rng = rand::rng();
         let (ia, ib) = (Identity::generate(&mut rng), Identity::generate(&mut rng));
-        let mut a = agentmesh_node::swarm::build(agentmesh_node::libp2p_keypair(&ia), false)
+        let mut a = agentmesh_node::net::build(agentmesh_node::libp2p_keypair(&ia), false)
             .expect("a swarm");
-        let mut b = agentmesh_node::swarm::build(agentmesh_node::libp2p_keypair(&ib), false)
+        let mut b = agentmesh_node::net::build(agentmesh_node::libp2p_keypair(&ib), false)
             .expect("a swarm");
         b.listen_on("/ip4/127.0.0.1/tcp/0".parse().expect("an address"))
             .expect("listens");
@@ -204,7 +205,7 @@ fn raw_transport(messages: usize) -> f64 {
                 }
             }
         });
-        let batch = agentmesh_node::mail::MAX_BATCH_ENVELOPES.min(600 * 1024 / 1100);
+        let batch = agentmesh_node::wire::MAX_BATCH_ENVELOPES.min(600 * 1024 / 1100);
         let blob = serde_bytes::ByteBuf::from(vec![7u8; 1100]);
         let peer = ib.peer_id();
         a.add_peer_address(peer, addr);

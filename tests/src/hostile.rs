@@ -227,8 +227,9 @@ enum Cmd {
     Disconnect(PeerId, Answer<()>),
 }
 
-use agentmesh_node::swarm::{
-    BehaviourEvent, JoinMsg, JoinReply, MailOutcome, MailReply, MailRequest, SyncReply, SyncRequest,
+use agentmesh_node::net::BehaviourEvent;
+use agentmesh_node::wire::{
+    JoinMsg, JoinReply, MailOutcome, MailReply, MailRequest, SyncReply, SyncRequest,
 };
 use libp2p::request_response::{self, OutboundRequestId};
 
@@ -267,7 +268,7 @@ impl Peer {
         let keypair = agentmesh_node::libp2p_keypair(identity);
         let peer_id = keypair.public().to_peer_id();
         rt.spawn(async move {
-            let mut swarm = agentmesh_node::swarm::build(keypair, false).expect("a swarm");
+            let mut swarm = agentmesh_node::net::build(keypair, false).expect("a swarm");
             let mut dials: Vec<(Multiaddr, Answer<PeerId>)> = vec![];
             let mut listens: Vec<Answer<Multiaddr>> = vec![];
             let mut mail: HashMap<OutboundRequestId, Answer<MailReply>> = HashMap::new();

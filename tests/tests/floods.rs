@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use agentmesh_node::swarm::SyncRequest;
+use agentmesh_node::wire::SyncRequest;
 use agentmesh_protocol::team::TeamId;
 use agentmesh_tests::hostile::{
     Flood, Peer, Received, SyncAnswer, dir_bytes, envelope, identity_of, peak_rss_mib,
@@ -84,7 +84,7 @@ fn a_member_sending_garbage_is_audited_once_with_a_count() {
         let reply = peer.mail(alpha, vec![vec![0xa1; 100]; 256]).unwrap();
         for o in reply.outcomes {
             match o {
-                agentmesh_node::swarm::MailOutcome::Refused { code, .. } => {
+                agentmesh_node::wire::MailOutcome::Refused { code, .. } => {
                     assert_eq!(code, "Malformed");
                     refused += 1;
                 }
@@ -153,7 +153,7 @@ fn a_revoked_machine_reconnecting_in_a_loop_gets_one_grace() {
     // after it, every attempt found the door shut before an answer.
     assert!(!answered.is_empty());
     assert!(
-        matches!(&answered[0].1[0], agentmesh_node::swarm::MailOutcome::Refused { code, .. } if code == "revoked"),
+        matches!(&answered[0].1[0], agentmesh_node::wire::MailOutcome::Refused { code, .. } if code == "revoked"),
         "{answered:?}"
     );
     let first = answered[0].0;

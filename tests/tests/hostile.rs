@@ -14,10 +14,8 @@
 use std::io::{BufRead, BufReader, Write};
 use std::time::Duration;
 
-use agentmesh_node::swarm::{
-    JOIN_PROTOCOL, JoinMsg, JoinReply, MAIL_PROTOCOL, MailOutcome, SYNC_PROTOCOL, SyncReply,
-    SyncRequest,
-};
+use agentmesh_node::net::{JOIN_PROTOCOL, MAIL_PROTOCOL, SYNC_PROTOCOL};
+use agentmesh_node::wire::{JoinMsg, JoinReply, MailOutcome, SyncReply, SyncRequest};
 use agentmesh_protocol::join::JoinRequest;
 use agentmesh_protocol::team::TeamId;
 use agentmesh_protocol::{Identity, Name, Owner, PeerId, Timestamp, Wire};
@@ -51,7 +49,7 @@ fn now() -> Timestamp {
     agentmesh_node::clock::now()
 }
 
-fn outcome(reply: Result<agentmesh_node::swarm::MailReply, String>) -> Vec<MailOutcome> {
+fn outcome(reply: Result<agentmesh_node::wire::MailReply, String>) -> Vec<MailOutcome> {
     reply.expect("an answer").outcomes
 }
 
@@ -334,8 +332,7 @@ fn rows() -> Vec<Row> {
         ("connection flood: 300 strangers", |c| {
             let flood = Flood::connect(&c.addr, 300);
             wait_for("the flood to be held to the strangers' limit", || {
-                (flood.established() <= agentmesh_node::swarm::MAX_CONNECTIONS as usize)
-                    .then_some(())
+                (flood.established() <= agentmesh_node::net::MAX_CONNECTIONS as usize).then_some(())
             });
             // It filled the strangers' share, no more; the rest were
             // turned away at the handshake or right after it.

@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
-use agentmesh_node::swarm::MAX_CONNECTIONS;
+use agentmesh_node::net::MAX_CONNECTIONS;
 use agentmesh_tests::hostile::Flood;
 use agentmesh_tests::{Node, team, wait_for};
 

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use agentmesh_node::store::{OutboxRecord, SledStore, Store};
+use agentmesh_node::store::{MailStore, OutboxRecord, SledStore, Store};
 use agentmesh_tests::{Node, team, wait_for};
 
 /// How many audit entries of `event` node `n` has for message `id`.

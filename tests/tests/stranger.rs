@@ -16,11 +16,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentmesh_node::mail::MAX_BATCH_ENVELOPES;
-use agentmesh_node::swarm::{
-    BehaviourEvent, JoinMsg, JoinReply, MailOutcome, MailRequest, SyncReply, SyncRequest,
-    blocks_topic,
-};
+use agentmesh_node::net::{BehaviourEvent, blocks_topic};
+use agentmesh_node::wire::MAX_BATCH_ENVELOPES;
+use agentmesh_node::wire::{JoinMsg, JoinReply, MailOutcome, MailRequest, SyncReply, SyncRequest};
 use agentmesh_protocol::join::JoinRequest;
 use agentmesh_protocol::team::TeamId;
 use agentmesh_protocol::{Identity, Name, Owner, PeerId, Wire};
@@ -40,7 +38,7 @@ fn a_stranger_is_refused_everywhere_and_gets_no_blocks() {
     let stranger = Identity::from_secrets(&[0x55; 32], &[0x66; 32]);
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let mut swarm = agentmesh_node::swarm::build(agentmesh_node::libp2p_keypair(&stranger), false).unwrap();
+        let mut swarm = agentmesh_node::net::build(agentmesh_node::libp2p_keypair(&stranger), false).unwrap();
         swarm.dial(a_addr).unwrap();
         // What alpha's identify says, whenever it arrives.
         let mut identified = None;
@@ -204,10 +202,10 @@ fn a_stranger_is_refused_everywhere_and_gets_no_blocks() {
         for t in &topics_seen {
             assert_eq!(t, &topic.hash(), "a topic other than the shared one");
         }
-        assert_eq!(topic.hash().as_str(), agentmesh_node::swarm::BLOCKS_TOPIC);
+        assert_eq!(topic.hash().as_str(), agentmesh_node::wire::BLOCKS_TOPIC);
         let info = identified.expect("identify ran");
         assert!(
-            !info.protocols.iter().any(|p| p.as_ref() == agentmesh_node::swarm::KAD_PROTOCOL.as_ref()),
+            !info.protocols.iter().any(|p| p.as_ref() == agentmesh_node::net::KAD_PROTOCOL.as_ref()),
             "alpha offers Kademlia to strangers: {:?}",
             info.protocols
         );

@@ -25,20 +25,11 @@ use libp2p::StreamProtocol;
 use libp2p::request_response::{self, cbor};
 use serde::{Serialize, de::DeserializeOwned};
 
+pub use crate::wire::{Limits, bounded};
+
 /// How much of a message is read per step; only the bytes that arrived
 /// are taken from the budget.
 const CHUNK: usize = 4 * 1024;
-
-/// The bounds of one protocol.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// The largest request read, bytes.
-    pub request: usize,
-    /// The largest response read, bytes.
-    pub response: usize,
-    /// Bytes of inbound requests being read at once, over every connection.
-    pub inbound_budget: usize,
-}
 
 /// Bytes that may be in use at once, shared by every clone.
 #[derive(Debug, Clone)]
@@ -211,35 +202,6 @@ where
     {
         self.inner.write_response(protocol, io, res).await
     }
-}
-
-/// Decodes a list keeping at most `N` items; the rest are skipped without
-/// being stored. Callers that must tell "too many" from "exactly N" use
-/// one more than their limit.
-pub fn bounded<'de, D, T, const N: usize>(d: D) -> Result<Vec<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: serde::Deserialize<'de>,
-{
-    struct Visit<T, const N: usize>(std::marker::PhantomData<T>);
-    impl<'de, T: serde::Deserialize<'de>, const N: usize> serde::de::Visitor<'de> for Visit<T, N> {
-        type Value = Vec<T>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            write!(f, "a list")
-        }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
-            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(N).min(64));
-            while out.len() < N {
-                match seq.next_element()? {
-                    Some(item) => out.push(item),
-                    None => return Ok(out),
-                }
-            }
-            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-            Ok(out)
-        }
-    }
-    d.deserialize_seq(Visit::<T, N>(std::marker::PhantomData))
 }
 
 #[cfg(test)]

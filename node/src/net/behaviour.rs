@@ -31,25 +31,23 @@ use libp2p::gossipsub::{
 };
 use libp2p::request_response::{self, ProtocolSupport};
 
-use crate::codec::{self, Limits, bounded};
+use super::codec;
+use crate::wire::{
+    BLOCKS_TOPIC, IDENTIFY_PROTOCOL, JOIN_LIMITS, JoinMsg, JoinReply, MAIL_LIMITS, MailReply,
+    MailRequest, SYNC_LIMITS, SyncReply, SyncRequest,
+};
 use libp2p::swarm::NetworkBehaviour;
 use libp2p::swarm::behaviour::toggle::Toggle;
 use libp2p::{StreamProtocol, Swarm, identify, identity::Keypair, mdns, noise, ping, tcp, yamux};
-use serde::{Deserialize, Serialize};
 
-use agentmesh_protocol::team::MAX_TEAM_BLOCKS;
-
-/// identify's protocol version: peers speaking another are not agentmesh.
-pub const IDENTIFY_PROTOCOL: &str = "/agentmesh/1.0.0";
 /// The join protocol.
-pub const JOIN_PROTOCOL: StreamProtocol = StreamProtocol::new("/agentmesh/join/1");
+pub const JOIN_PROTOCOL: StreamProtocol = StreamProtocol::new(crate::wire::JOIN);
 /// The team sync protocol.
-pub const SYNC_PROTOCOL: StreamProtocol = StreamProtocol::new("/agentmesh/sync/1");
+pub const SYNC_PROTOCOL: StreamProtocol = StreamProtocol::new(crate::wire::SYNC);
 /// The mail protocol: sealed envelopes, in batches.
-pub const MAIL_PROTOCOL: StreamProtocol = StreamProtocol::new("/agentmesh/mail/1");
-/// Kademlia's private protocol name, to stay off the public IPFS DHT (not run
-/// yet: the relay issue adds Kademlia with the lookups that use it).
-pub const KAD_PROTOCOL: StreamProtocol = StreamProtocol::new("/agentmesh/kad/1.0.0");
+pub const MAIL_PROTOCOL: StreamProtocol = StreamProtocol::new(crate::wire::MAIL);
+/// Kademlia's private protocol name (see [`crate::wire::KAD`]).
+pub const KAD_PROTOCOL: StreamProtocol = StreamProtocol::new(crate::wire::KAD);
 
 /// How long an idle connection stays open. Members keep a gossipsub
 /// stream open, so this only closes connections to strangers and relays
@@ -76,51 +74,6 @@ pub const MAX_NEGOTIATING_STREAMS: usize = 16;
 /// is a single round trip.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// The most blocks one fetch asks for (8 KiB each at most, so a reply
-/// stays under [`SYNC_LIMITS`]). A requester missing more fetches again.
-pub const MAX_BLOCKS_PER_SYNC: usize = 100;
-
-/// The most contact records one sync message carries: one per member.
-pub const MAX_CONTACTS_PER_SYNC: usize = 1024;
-
-/// Bytes of contact records one sync message carries, at most; records
-/// beyond travel with later syncs (each member's own record always goes
-/// first, in its own syncs).
-pub const MAX_CONTACT_BYTES_PER_SYNC: usize = 256 * 1024;
-
-/// Join messages are a request and an offer of a few hundred bytes; the
-/// admission carries two blocks (the Genesis and the joiner's Admit), the
-/// joiner syncs the rest as a member. A founder that is not yet a member
-/// in the joiner's eyes can make it read no more than this.
-pub const JOIN_LIMITS: Limits = Limits {
-    request: 8 * 1024,
-    response: 32 * 1024,
-    inbound_budget: 1024 * 1024,
-};
-
-/// A digest with contact records, a fetch of at most
-/// [`MAX_BLOCKS_PER_SYNC`] hashes, every hash of a full team (4,096 × 34
-/// bytes), or [`MAX_BLOCKS_PER_SYNC`] blocks of 8 KiB: all under 1 MiB.
-pub const SYNC_LIMITS: Limits = Limits {
-    request: 1024 * 1024,
-    response: 1024 * 1024,
-    inbound_budget: 8 * 1024 * 1024,
-};
-
-/// A batch is under 1 MiB ([`crate::mail::MAX_BATCH_BYTES`] of envelopes
-/// plus framing); its reply is one outcome per envelope, each with a code
-/// and a reason of at most [`MAX_REASON_BYTES`]. Inbound batches read at
-/// once share 64 MiB: 32 senders with both their batches in flight.
-pub const MAIL_LIMITS: Limits = Limits {
-    request: 1024 * 1024,
-    response: 512 * 1024,
-    inbound_budget: 64 * 1024 * 1024,
-};
-
-/// The longest refusal reason this machine sends (a receiver shows at most
-/// 300 characters of it).
-pub const MAX_REASON_BYTES: usize = 1024;
-
 /// Request-response streams open at once on one connection, per protocol:
 /// two mail batches in flight each way, a sync each way, a join.
 pub const MAX_STREAMS_PER_CONNECTION: usize = 8;
@@ -135,158 +88,14 @@ pub fn stranger_score() -> f64 {
     -1000.0
 }
 
-/// The gossipsub topic team blocks travel on: one name for every team.
-/// gossipsub announces subscriptions to every connected peer, strangers
-/// included, so a topic named after the team would tell a stranger which
-/// machines share a team. Blocks name their team and are applied only to
-/// it; only members exchange gossip at all.
-pub const BLOCKS_TOPIC: &str = "agentmesh/blocks/1";
-
 /// [`BLOCKS_TOPIC`] as a topic.
 pub fn blocks_topic() -> IdentTopic {
     IdentTopic::new(BLOCKS_TOPIC)
 }
 
-/// Blocks an admission carries: the Genesis and the joiner's Admit.
-pub const MAX_ADMITTED_BLOCKS: usize = 2;
+pub use derived::{Behaviour, BehaviourEvent};
 
-/// A message of the join protocol, from the joiner.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum JoinMsg {
-    /// A `JoinRequest` (agentmesh-protocol's canonical CBOR).
-    Request(#[serde(with = "serde_bytes")] Vec<u8>),
-    /// Where does my request (named by its nonce) stand?
-    Poll(#[serde(with = "serde_bytes")] Vec<u8>),
-    /// The person confirmed the team code: admit me.
-    Confirm(#[serde(with = "serde_bytes")] Vec<u8>),
-    /// The person did not confirm the team code: forget my request.
-    Decline(#[serde(with = "serde_bytes")] Vec<u8>),
-}
-
-/// The founder's answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum JoinReply {
-    /// A `JoinOffer` (agentmesh-protocol's canonical CBOR).
-    Offer(#[serde(with = "serde_bytes")] Vec<u8>),
-    /// Nobody has typed the pairing code yet.
-    Waiting,
-    /// The pairing code matched; the joiner should confirm the team code.
-    Approved,
-    /// Admitted: the Genesis and the joiner's Admit (the joiner syncs the
-    /// rest of the team's blocks as a member).
-    Admitted(
-        #[serde(deserialize_with = "bounded::<_, _, MAX_ADMITTED_BLOCKS>")]
-        Vec<serde_bytes::ByteBuf>,
-    ),
-    /// Acknowledged (a decline).
-    Done,
-    /// Refused, and why.
-    Refused(String),
-}
-
-/// An anti-entropy sync request.
-///
-/// ```text
-/// A ── Digest{team, digest, contacts} ──> B     B: same digest? InSync : Have{every hash}
-/// A <── InSync{contacts} | Have{hashes, contacts}   (B, seeing a different digest,
-/// A ── Fetch{team, hashes A lacks} ──> B         also syncs toward A to pull)
-/// A <── Blocks{blocks, more}
-/// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum SyncRequest {
-    /// "This is the digest of my block set, and the contact records I hold."
-    Digest {
-        /// The team.
-        #[serde(with = "serde_bytes")]
-        team: Vec<u8>,
-        /// `TeamState::digest()`: SHA-256 of the sorted block hashes.
-        #[serde(with = "serde_bytes")]
-        digest: Vec<u8>,
-        /// Signed contact records of current members, the sender's own included.
-        #[serde(deserialize_with = "bounded::<_, _, MAX_CONTACTS_PER_SYNC>")]
-        contacts: Vec<serde_bytes::ByteBuf>,
-    },
-    /// "Send me these blocks."
-    Fetch {
-        /// The team.
-        #[serde(with = "serde_bytes")]
-        team: Vec<u8>,
-        /// Hashes of the blocks wanted, at most [`MAX_BLOCKS_PER_SYNC`].
-        #[serde(deserialize_with = "bounded::<_, _, MAX_BLOCKS_PER_SYNC>")]
-        hashes: Vec<serde_bytes::ByteBuf>,
-    },
-}
-
-/// The answer to a sync request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum SyncReply {
-    /// Same digest: nothing to exchange but contact records.
-    InSync {
-        /// Signed contact records of current members.
-        #[serde(deserialize_with = "bounded::<_, _, MAX_CONTACTS_PER_SYNC>")]
-        contacts: Vec<serde_bytes::ByteBuf>,
-    },
-    /// Different digest: every hash the responder holds.
-    Have {
-        /// Block hashes.
-        #[serde(deserialize_with = "bounded::<_, _, MAX_TEAM_BLOCKS>")]
-        hashes: Vec<serde_bytes::ByteBuf>,
-        /// Signed contact records of current members.
-        #[serde(deserialize_with = "bounded::<_, _, MAX_CONTACTS_PER_SYNC>")]
-        contacts: Vec<serde_bytes::ByteBuf>,
-    },
-    /// The blocks asked for that the responder holds.
-    Blocks {
-        /// Blocks, Genesis first if included.
-        #[serde(deserialize_with = "bounded::<_, _, MAX_BLOCKS_PER_SYNC>")]
-        blocks: Vec<serde_bytes::ByteBuf>,
-    },
-    /// Refused, and why.
-    Refused(String),
-}
-
-/// A batch of sealed envelopes for one machine.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MailRequest {
-    /// Envelopes (agentmesh-protocol wire form), at most
-    /// `crate::mail::MAX_BATCH_ENVELOPES`, under 1 MiB in all. One more
-    /// is kept while decoding, so an oversized batch is told apart.
-    #[serde(deserialize_with = "bounded::<_, _, { crate::mail::MAX_BATCH_ENVELOPES + 1 }>")]
-    pub envelopes: Vec<serde_bytes::ByteBuf>,
-}
-
-/// What the receiver did with each envelope of a batch, in order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MailReply {
-    /// One outcome per envelope.
-    #[serde(deserialize_with = "bounded::<_, _, { crate::mail::MAX_BATCH_ENVELOPES + 1 }>")]
-    pub outcomes: Vec<MailOutcome>,
-}
-
-/// What the receiver did with one envelope.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum MailOutcome {
-    /// Stored: in the inbox, or held for the owner's approval.
-    Accepted {
-        /// Held for approval.
-        held: bool,
-    },
-    /// Already received: acknowledged and dropped.
-    Duplicate,
-    /// Refused for good, with a code and a reason for the sender.
-    Refused {
-        /// A stable code: `not_a_member`, `revoked`, `expired`, `no_mailbox`…
-        code: String,
-        /// What the sender's person should know.
-        reason: String,
-    },
-    /// The receiver is overloaded; try again later.
-    Busy,
-}
-
-pub use behaviour::{Behaviour, BehaviourEvent};
-
-mod behaviour {
+mod derived {
     // The derive generates `BehaviourEvent`, one variant per field, which
     // carries no docs of its own and has no Debug.
     #![allow(missing_docs, missing_debug_implementations)]

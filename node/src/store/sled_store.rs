@@ -1,13 +1,4 @@
-//! The store: everything the daemon keeps between runs, behind [`Store`].
-//!
-//! [`SledStore`] keeps it in sled, in `HOME/data`. Only the daemon opens it
-//! (sled takes a file lock, so a second process cannot); every other command
-//! goes through the local socket, and `agentmesh doctor` never opens it.
-//! The machine's keys are not here but in the key file (`Home::key_file`,
-//! mode 0600), so the store can be copied or inspected without exposing them.
-//!
-//! The store records its format version. A daemon refuses a store written
-//! by a newer version, and migrates an older one step by step at open.
+//! The sled implementation of the store, and its migrations.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -16,295 +7,7 @@ use agentmesh_protocol::team::{BlockHash, TeamId};
 use agentmesh_protocol::{PeerId, Timestamp};
 use serde::{Deserialize, Serialize};
 
-/// The format this build writes. Bump it, and add a step to
-/// [`MIGRATIONS`], whenever the layout of any tree changes.
-pub const FORMAT_VERSION: u32 = 3;
-
-/// Why the store failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// sled failed (disk full, corruption, permissions).
-    #[error("the store failed: {0}")]
-    Sled(#[from] sled::Error),
-    /// Another process holds the store open.
-    #[error(
-        "the store {path} is in use by another process (is another agentmesh daemon running on this home?)"
-    )]
-    Locked {
-        /// The store directory.
-        path: String,
-    },
-    /// The store was written by a newer agentmesh.
-    #[error(
-        "the store {path} was written by a newer agentmesh (store format {found}; this build reads up to {supported}); upgrade agentmesh"
-    )]
-    TooNew {
-        /// The store directory.
-        path: String,
-        /// The store's format.
-        found: u32,
-        /// [`FORMAT_VERSION`].
-        supported: u32,
-    },
-    /// A record in the store does not decode.
-    #[error("a record in the store is damaged ({0})")]
-    Corrupt(String),
-}
-
-/// What the daemon remembers about a peer between runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PeerRecord {
-    /// The peer.
-    pub peer_id: String,
-    /// Addresses it was reached at or announced, newest first.
-    pub addrs: Vec<String>,
-    /// The last measured round-trip time, in microseconds.
-    pub rtt_us: Option<u64>,
-    /// When it was last connected, Unix ms.
-    pub last_seen: Option<u64>,
-    /// Whether it serves circuit relay (identify listed the hop protocol).
-    pub relay: bool,
-}
-
-/// One decision the daemon made, for `agentmesh audit` and for people
-/// asking "what happened".
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct AuditEntry {
-    /// When, Unix ms.
-    pub at: u64,
-    /// What happened: `team_created`, `admitted`, `revoked`, `accepted`,
-    /// `held`, `refused`, `delivered`…
-    pub event: String,
-    /// The machine it concerns, if any (for messages: the other machine).
-    pub peer: Option<String>,
-    /// Details, never message bodies.
-    pub detail: String,
-    /// For messages: the sender, as `mailbox@machine`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sender: Option<String>,
-    /// For messages: the recipient, as `mailbox@machine`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recipient: Option<String>,
-    /// For messages: the message id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message_id: Option<String>,
-    /// For messages: the SHA-256 of the body (hex), never the body.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub body_sha256: Option<String>,
-}
-
-/// Where a sent message stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OutboxStatus {
-    /// Stored, not yet handed to the recipient.
-    Queued,
-    /// Handed over at least once, not yet acknowledged.
-    Sent,
-    /// The recipient stored it (in its inbox, or held).
-    Delivered,
-    /// Refused by the recipient, or expired undelivered; see `reason`.
-    Failed,
-}
-
-/// A message in the outbox.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OutboxRecord {
-    /// The message id, hex.
-    pub id: String,
-    /// The recipient machine.
-    pub to_peer: String,
-    /// The recipient, as `mailbox@machine`.
-    pub to: String,
-    /// `tell`, `ask`, `reply`.
-    pub kind: String,
-    /// The sealed envelope.
-    #[serde(with = "serde_bytes")]
-    pub envelope: Vec<u8>,
-    /// Where it stands.
-    pub status: OutboxStatus,
-    /// Why it failed, or why the last attempt did.
-    pub reason: Option<String>,
-    /// Delivery attempts so far.
-    pub attempts: u32,
-    /// When it was accepted, Unix ms.
-    pub created_at: u64,
-    /// When it stops being deliverable, Unix ms.
-    pub expires_at: u64,
-    /// Whether the recipient held it for approval.
-    #[serde(default)]
-    pub held: bool,
-    /// SHA-256 of the body, hex, for the audit log (empty in records
-    /// written before it was kept).
-    #[serde(default)]
-    pub body_sha256: String,
-}
-
-/// A message in the inbox.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct InboxRecord {
-    /// Its place in this machine's inbox; increases with every message.
-    pub seq: u64,
-    /// The message id, hex.
-    pub id: String,
-    /// The sending machine.
-    pub from_peer: String,
-    /// The sender, as `mailbox@machine`.
-    pub from: String,
-    /// The person who ran the sending machine when it arrived, as its
-    /// Admit says (a name reused after a revocation has another owner).
-    #[serde(default)]
-    pub from_owner: Option<String>,
-    /// The receiving mailbox (`None`: the owner's).
-    pub mailbox: Option<String>,
-    /// The sender's identity stamp.
-    pub who: crate::api::Who,
-    /// `tell`, `ask`, `reply`, `broadcast`.
-    pub kind: String,
-    /// The conversation, hex.
-    pub thread: String,
-    /// The message answered, hex.
-    pub in_reply_to: Option<String>,
-    /// How many peer messages caused it.
-    pub hop: u8,
-    /// Whether the sender had read untrusted text.
-    pub taint: bool,
-    /// The message.
-    pub text: String,
-    /// When it was received, Unix ms.
-    pub received_at: u64,
-    /// When its envelope expires, Unix ms.
-    pub expires_at: u64,
-    /// Whether a client read it, and when (Unix ms).
-    pub read_at: Option<u64>,
-    /// Why it is held for approval, if it is (`other_owner`, `paused`).
-    pub held: Option<String>,
-    /// The SHA-256 of the sealed body, hex.
-    pub body_sha256: String,
-}
-
-/// A folder opted in (or out) of receiving, and the mailbox bound to it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FolderBinding {
-    /// The mailbox name.
-    pub mailbox: String,
-    /// The folder, absolute.
-    pub path: String,
-    /// Whether it receives now (`allow`) or not (`deny`).
-    pub allowed: bool,
-}
-
-/// The daemon's persistent state.
-pub trait Store: Send + Sync + std::fmt::Debug {
-    /// The team this machine belongs to, if any.
-    fn team(&self) -> Result<Option<TeamId>, StoreError>;
-    /// Records the team this machine belongs to (or none). Durable on return.
-    fn set_team(&self, team: Option<TeamId>) -> Result<(), StoreError>;
-    /// Every block stored for `team`, in hash order.
-    fn blocks(&self, team: &TeamId) -> Result<Vec<Vec<u8>>, StoreError>;
-    /// Stores blocks of `team`. Durable on return.
-    fn put_blocks(&self, team: &TeamId, blocks: &[(BlockHash, &[u8])]) -> Result<(), StoreError>;
-    /// Forgets every block of `team`.
-    fn delete_team(&self, team: &TeamId) -> Result<(), StoreError>;
-    /// Every peer record.
-    fn peers(&self) -> Result<Vec<PeerRecord>, StoreError>;
-    /// Stores a peer record, replacing the previous one.
-    fn put_peer(&self, record: &PeerRecord) -> Result<(), StoreError>;
-    /// Forgets a peer's record.
-    fn delete_peer(&self, peer_id: &str) -> Result<(), StoreError>;
-    /// Records an unused invite ticket nonce and its expiry.
-    fn put_ticket(&self, nonce: &[u8; 16], expires_at: Timestamp) -> Result<(), StoreError>;
-    /// The expiry of an unused ticket nonce, without using it.
-    fn ticket(&self, nonce: &[u8; 16]) -> Result<Option<Timestamp>, StoreError>;
-    /// Removes a ticket nonce (single use) and returns its expiry, if it
-    /// was known. Durable on return.
-    fn take_ticket(&self, nonce: &[u8; 16]) -> Result<Option<Timestamp>, StoreError>;
-    /// Forgets tickets that expired before `now`.
-    fn prune_tickets(&self, now: Timestamp) -> Result<usize, StoreError>;
-    /// The latest signed contact record of each machine, by PeerId.
-    fn contacts(&self) -> Result<BTreeMap<PeerId, Vec<u8>>, StoreError>;
-    /// The latest signed contact record of one machine.
-    fn contact(&self, peer: &PeerId) -> Result<Option<Vec<u8>>, StoreError>;
-    /// Stores a machine's signed contact record.
-    fn put_contact(&self, peer: &PeerId, record: &[u8]) -> Result<(), StoreError>;
-    /// The sequence number of this machine's last contact record.
-    fn next_contact_seq(&self) -> Result<u64, StoreError>;
-    /// Appends to the audit log.
-    fn audit(&self, entry: &AuditEntry) -> Result<(), StoreError>;
-    /// Appends several entries to the audit log at once.
-    fn audit_many(&self, entries: &[AuditEntry]) -> Result<(), StoreError>;
-    /// Audit entries at or after `since`, oldest first.
-    /// The newest `limit` audit entries from `since` on, oldest first.
-    fn audit_since(&self, since: Timestamp, limit: usize) -> Result<Vec<AuditEntry>, StoreError>;
-    /// Forgets audit entries older than `before`.
-    fn prune_audit(&self, before: Timestamp) -> Result<usize, StoreError>;
-
-    /// Makes every write so far durable. Writers that need durability
-    /// write, then wait for a flush (see `crate::mail::Flusher`, which
-    /// shares one flush among every writer waiting at the time).
-    fn flush(&self) -> Result<(), StoreError>;
-    /// Writes outbox records (not durable until the next flush). Records
-    /// still on their way are kept apart from delivered and failed ones, so
-    /// loading what is left to deliver reads only that.
-    fn put_outbox(&self, records: &[OutboxRecord]) -> Result<(), StoreError>;
-    /// The records still to deliver (queued or sent), without their
-    /// envelopes: up to 100,000 of 64 KiB would not fit in memory at once.
-    fn outbox(&self) -> Result<Vec<OutboxRecord>, StoreError>;
-    /// The sealed envelope of a record still to deliver. The courier keeps
-    /// only what it needs to schedule in memory and reads envelopes from
-    /// here when it sends them, so a full outbox does not fill memory.
-    fn outbox_envelope(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError>;
-    /// The newest `limit` delivered or failed records, newest first.
-    fn outbox_done(&self, limit: usize) -> Result<Vec<OutboxRecord>, StoreError>;
-    /// Forgets delivered and failed records sent before `before`.
-    fn prune_outbox_done(&self, before: Timestamp) -> Result<usize, StoreError>;
-    /// Stores received messages and their dedup records atomically: after a
-    /// crash, either both are there or neither (not durable until the next
-    /// flush). `seen` pairs are (sender PeerId bytes ‖ message id, until).
-    fn put_inbox(&self, records: &[InboxRecord], seen: &[(Vec<u8>, u64)])
-    -> Result<(), StoreError>;
-    /// Moves an inbox record to a new seq (a held message delivered now
-    /// takes its place at the end of the inbox), atomically.
-    fn move_inbox(&self, old_seq: u64, record: &InboxRecord) -> Result<(), StoreError>;
-    /// Replaces inbox records (read).
-    fn update_inbox(&self, records: &[InboxRecord]) -> Result<(), StoreError>;
-    /// At most `limit` inbox records with a seq after `after`, in order.
-    fn inbox_after(&self, after: u64, limit: usize) -> Result<Vec<InboxRecord>, StoreError>;
-    /// Forgets inbox records.
-    fn delete_inbox(&self, seqs: &[u64]) -> Result<(), StoreError>;
-    /// The inbox record of a message id.
-    fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>, StoreError>;
-    /// Whether an inbox message has id `id`, without reading it.
-    fn inbox_has(&self, id: &str) -> Result<bool, StoreError>;
-    /// The ids of inbox messages starting with `prefix`, at most `limit`.
-    fn inbox_ids_starting(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StoreError>;
-    /// The inbox record at `seq`.
-    fn inbox_at(&self, seq: u64) -> Result<Option<InboxRecord>, StoreError>;
-    /// The held messages: (seq, sender PeerId), from an index, so that
-    /// finding them reads no message.
-    fn held_index(&self) -> Result<Vec<(u64, String)>, StoreError>;
-    /// The seqs of messages read before `before`, from an index.
-    fn read_before(&self, before: Timestamp) -> Result<Vec<u64>, StoreError>;
-    /// The highest inbox seq ever stored.
-    fn last_inbox_seq(&self) -> Result<u64, StoreError>;
-    /// Whether (sender ‖ id) was received and is still remembered.
-    fn seen(&self, key: &[u8]) -> Result<bool, StoreError>;
-    /// Forgets dedup records whose window ended before `now`.
-    fn prune_seen(&self, now: Timestamp) -> Result<usize, StoreError>;
-    /// Folder bindings.
-    fn folders(&self) -> Result<Vec<FolderBinding>, StoreError>;
-    /// Stores a folder binding (durable on return).
-    fn put_folder(&self, binding: &FolderBinding) -> Result<(), StoreError>;
-    /// Machines whose mail is not held.
-    fn trusted(&self) -> Result<Vec<String>, StoreError>;
-    /// Trusts a machine (durable on return).
-    fn put_trusted(&self, peer: &str) -> Result<(), StoreError>;
-    /// Whether inbound delivery is paused.
-    fn paused(&self) -> Result<bool, StoreError>;
-    /// Pauses or resumes inbound delivery (durable on return).
-    fn set_paused(&self, paused: bool) -> Result<(), StoreError>;
-}
+use super::*;
 
 /// A migration from format `i` to `i + 1` is `MIGRATIONS[i]`.
 type Migration = fn(&sled::Db) -> Result<(), StoreError>;
@@ -483,7 +186,7 @@ fn from_record<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, StoreErr
     ciborium::from_reader(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-impl Store for SledStore {
+impl TeamStore for SledStore {
     fn team(&self) -> Result<Option<TeamId>, StoreError> {
         match self.meta.get(TEAM_KEY)? {
             None => Ok(None),
@@ -614,7 +317,9 @@ impl Store for SledStore {
             .map_or(1, u64::from_be_bytes);
         Ok(next)
     }
+}
 
+impl AuditStore for SledStore {
     fn audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
         // Key: time, then sled's monotonic id, so entries sort by time and
         // two in one millisecond never collide.
@@ -657,11 +362,9 @@ impl Store for SledStore {
         }
         Ok(gone)
     }
+}
 
-    fn flush(&self) -> Result<(), StoreError> {
-        self.sync()
-    }
-
+impl MailStore for SledStore {
     fn put_outbox(&self, records: &[OutboxRecord]) -> Result<(), StoreError> {
         let (mut live, mut done) = (sled::Batch::default(), sled::Batch::default());
         for r in records {
@@ -963,9 +666,16 @@ impl Store for SledStore {
     }
 }
 
+impl Store for SledStore {
+    fn flush(&self) -> Result<(), StoreError> {
+        self.sync()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{MailStore, TeamStore};
 
     /// Opens a store whose previous `sled::Db` in this process was just
     /// dropped: sled's background thread lets go of the file lock a moment

@@ -1,0 +1,187 @@
+//! The store: everything the daemon keeps between runs, behind [`Store`].
+//!
+//! [`SledStore`] keeps it in sled, in `HOME/data`. Only the daemon opens it
+//! (sled takes a file lock, so a second process cannot); every other command
+//! goes through the local socket, and `agentmesh doctor` never opens it.
+//! The machine's keys are not here but in the key file (`Home::key_file`,
+//! mode 0600), so the store can be copied or inspected without exposing them.
+//!
+//! The store records its format version. A daemon refuses a store written
+//! by a newer version, and migrates an older one step by step at open.
+
+use std::collections::BTreeMap;
+
+use agentmesh_protocol::team::{BlockHash, TeamId};
+use agentmesh_protocol::{PeerId, Timestamp};
+
+mod flush;
+mod records;
+mod sled_store;
+#[cfg(test)]
+pub(crate) mod testing;
+
+pub use flush::{Done, GroupCommit, Writes};
+pub use records::{AuditEntry, FolderBinding, InboxRecord, OutboxRecord, OutboxStatus, PeerRecord};
+pub use sled_store::SledStore;
+
+/// The format this build writes. Bump it, and add a step to
+/// [`MIGRATIONS`], whenever the layout of any tree changes.
+pub const FORMAT_VERSION: u32 = 3;
+
+/// Why the store failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// sled failed (disk full, corruption, permissions).
+    #[error("the store failed: {0}")]
+    Sled(#[from] sled::Error),
+    /// Another process holds the store open.
+    #[error(
+        "the store {path} is in use by another process (is another agentmesh daemon running on this home?)"
+    )]
+    Locked {
+        /// The store directory.
+        path: String,
+    },
+    /// The store was written by a newer agentmesh.
+    #[error(
+        "the store {path} was written by a newer agentmesh (store format {found}; this build reads up to {supported}); upgrade agentmesh"
+    )]
+    TooNew {
+        /// The store directory.
+        path: String,
+        /// The store's format.
+        found: u32,
+        /// [`FORMAT_VERSION`].
+        supported: u32,
+    },
+    /// A record in the store does not decode.
+    #[error("a record in the store is damaged ({0})")]
+    Corrupt(String),
+}
+
+/// What the team's part keeps: the team, its blocks, peer records,
+/// tickets and contact records.
+pub trait TeamStore: Send + Sync + std::fmt::Debug {
+    /// The team this machine belongs to, if any.
+    fn team(&self) -> Result<Option<TeamId>, StoreError>;
+    /// Records the team this machine belongs to (or none). Durable on return.
+    fn set_team(&self, team: Option<TeamId>) -> Result<(), StoreError>;
+    /// Every block stored for `team`, in hash order.
+    fn blocks(&self, team: &TeamId) -> Result<Vec<Vec<u8>>, StoreError>;
+    /// Stores blocks of `team`. Durable on return.
+    fn put_blocks(&self, team: &TeamId, blocks: &[(BlockHash, &[u8])]) -> Result<(), StoreError>;
+    /// Forgets every block of `team`.
+    fn delete_team(&self, team: &TeamId) -> Result<(), StoreError>;
+    /// Every peer record.
+    fn peers(&self) -> Result<Vec<PeerRecord>, StoreError>;
+    /// Stores a peer record, replacing the previous one.
+    fn put_peer(&self, record: &PeerRecord) -> Result<(), StoreError>;
+    /// Forgets a peer's record.
+    fn delete_peer(&self, peer_id: &str) -> Result<(), StoreError>;
+    /// Records an unused invite ticket nonce and its expiry.
+    fn put_ticket(&self, nonce: &[u8; 16], expires_at: Timestamp) -> Result<(), StoreError>;
+    /// The expiry of an unused ticket nonce, without using it.
+    fn ticket(&self, nonce: &[u8; 16]) -> Result<Option<Timestamp>, StoreError>;
+    /// Removes a ticket nonce (single use) and returns its expiry, if it
+    /// was known. Durable on return.
+    fn take_ticket(&self, nonce: &[u8; 16]) -> Result<Option<Timestamp>, StoreError>;
+    /// Forgets tickets that expired before `now`.
+    fn prune_tickets(&self, now: Timestamp) -> Result<usize, StoreError>;
+    /// The latest signed contact record of each machine, by PeerId.
+    fn contacts(&self) -> Result<BTreeMap<PeerId, Vec<u8>>, StoreError>;
+    /// The latest signed contact record of one machine.
+    fn contact(&self, peer: &PeerId) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Stores a machine's signed contact record.
+    fn put_contact(&self, peer: &PeerId, record: &[u8]) -> Result<(), StoreError>;
+    /// The sequence number of this machine's last contact record.
+    fn next_contact_seq(&self) -> Result<u64, StoreError>;
+}
+
+/// The audit log's records (written only by [`crate::audit::AuditLog`]
+/// through the group commit).
+pub trait AuditStore: Send + Sync + std::fmt::Debug {
+    /// Appends to the audit log.
+    fn audit(&self, entry: &AuditEntry) -> Result<(), StoreError>;
+    /// Appends several entries to the audit log at once.
+    fn audit_many(&self, entries: &[AuditEntry]) -> Result<(), StoreError>;
+    /// Audit entries at or after `since`, oldest first.
+    /// The newest `limit` audit entries from `since` on, oldest first.
+    fn audit_since(&self, since: Timestamp, limit: usize) -> Result<Vec<AuditEntry>, StoreError>;
+    /// Forgets audit entries older than `before`.
+    fn prune_audit(&self, before: Timestamp) -> Result<usize, StoreError>;
+}
+
+/// What the mail actor keeps: the outbox, the inbox with its dedup
+/// records and indices, and consent.
+pub trait MailStore: Send + Sync + std::fmt::Debug {
+    /// Writes outbox records (not durable until the next flush). Records
+    /// still on their way are kept apart from delivered and failed ones, so
+    /// loading what is left to deliver reads only that.
+    fn put_outbox(&self, records: &[OutboxRecord]) -> Result<(), StoreError>;
+    /// The records still to deliver (queued or sent), without their
+    /// envelopes: up to 100,000 of 64 KiB would not fit in memory at once.
+    fn outbox(&self) -> Result<Vec<OutboxRecord>, StoreError>;
+    /// The sealed envelope of a record still to deliver. The courier keeps
+    /// only what it needs to schedule in memory and reads envelopes from
+    /// here when it sends them, so a full outbox does not fill memory.
+    fn outbox_envelope(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// The newest `limit` delivered or failed records, newest first.
+    fn outbox_done(&self, limit: usize) -> Result<Vec<OutboxRecord>, StoreError>;
+    /// Forgets delivered and failed records sent before `before`.
+    fn prune_outbox_done(&self, before: Timestamp) -> Result<usize, StoreError>;
+    /// Stores received messages and their dedup records atomically: after a
+    /// crash, either both are there or neither (not durable until the next
+    /// flush). `seen` pairs are (sender PeerId bytes ‖ message id, until).
+    fn put_inbox(&self, records: &[InboxRecord], seen: &[(Vec<u8>, u64)])
+    -> Result<(), StoreError>;
+    /// Moves an inbox record to a new seq (a held message delivered now
+    /// takes its place at the end of the inbox), atomically.
+    fn move_inbox(&self, old_seq: u64, record: &InboxRecord) -> Result<(), StoreError>;
+    /// Replaces inbox records (read).
+    fn update_inbox(&self, records: &[InboxRecord]) -> Result<(), StoreError>;
+    /// At most `limit` inbox records with a seq after `after`, in order.
+    fn inbox_after(&self, after: u64, limit: usize) -> Result<Vec<InboxRecord>, StoreError>;
+    /// Forgets inbox records.
+    fn delete_inbox(&self, seqs: &[u64]) -> Result<(), StoreError>;
+    /// The inbox record of a message id.
+    fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>, StoreError>;
+    /// Whether an inbox message has id `id`, without reading it.
+    fn inbox_has(&self, id: &str) -> Result<bool, StoreError>;
+    /// The ids of inbox messages starting with `prefix`, at most `limit`.
+    fn inbox_ids_starting(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StoreError>;
+    /// The inbox record at `seq`.
+    fn inbox_at(&self, seq: u64) -> Result<Option<InboxRecord>, StoreError>;
+    /// The held messages: (seq, sender PeerId), from an index, so that
+    /// finding them reads no message.
+    fn held_index(&self) -> Result<Vec<(u64, String)>, StoreError>;
+    /// The seqs of messages read before `before`, from an index.
+    fn read_before(&self, before: Timestamp) -> Result<Vec<u64>, StoreError>;
+    /// The highest inbox seq ever stored.
+    fn last_inbox_seq(&self) -> Result<u64, StoreError>;
+    /// Whether (sender ‖ id) was received and is still remembered.
+    fn seen(&self, key: &[u8]) -> Result<bool, StoreError>;
+    /// Forgets dedup records whose window ended before `now`.
+    fn prune_seen(&self, now: Timestamp) -> Result<usize, StoreError>;
+    /// Folder bindings.
+    fn folders(&self) -> Result<Vec<FolderBinding>, StoreError>;
+    /// Stores a folder binding (durable on return).
+    fn put_folder(&self, binding: &FolderBinding) -> Result<(), StoreError>;
+    /// Machines whose mail is not held.
+    fn trusted(&self) -> Result<Vec<String>, StoreError>;
+    /// Trusts a machine (durable on return).
+    fn put_trusted(&self, peer: &str) -> Result<(), StoreError>;
+    /// Whether inbound delivery is paused.
+    fn paused(&self) -> Result<bool, StoreError>;
+    /// Pauses or resumes inbound delivery (durable on return).
+    fn set_paused(&self, paused: bool) -> Result<(), StoreError>;
+}
+
+/// The daemon's persistent state: every part's records, in one database
+/// that one flush makes durable.
+pub trait Store: TeamStore + AuditStore + MailStore {
+    /// Makes every write so far durable. Writers that need durability
+    /// write, then wait for a flush (see `crate::mail::Flusher`, which
+    /// shares one flush among every writer waiting at the time).
+    fn flush(&self) -> Result<(), StoreError>;
+}

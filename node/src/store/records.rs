@@ -1,0 +1,146 @@
+//! The records the store keeps, as serde types (CBOR on disk).
+
+use serde::{Deserialize, Serialize};
+
+/// What the daemon remembers about a peer between runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerRecord {
+    /// The peer.
+    pub peer_id: String,
+    /// Addresses it was reached at or announced, newest first.
+    pub addrs: Vec<String>,
+    /// The last measured round-trip time, in microseconds.
+    pub rtt_us: Option<u64>,
+    /// When it was last connected, Unix ms.
+    pub last_seen: Option<u64>,
+    /// Whether it serves circuit relay (identify listed the hop protocol).
+    pub relay: bool,
+}
+
+/// One decision the daemon made, for `agentmesh audit` and for people
+/// asking "what happened".
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AuditEntry {
+    /// When, Unix ms.
+    pub at: u64,
+    /// What happened: `team_created`, `admitted`, `revoked`, `accepted`,
+    /// `held`, `refused`, `delivered`…
+    pub event: String,
+    /// The machine it concerns, if any (for messages: the other machine).
+    pub peer: Option<String>,
+    /// Details, never message bodies.
+    pub detail: String,
+    /// For messages: the sender, as `mailbox@machine`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<String>,
+    /// For messages: the recipient, as `mailbox@machine`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipient: Option<String>,
+    /// For messages: the message id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// For messages: the SHA-256 of the body (hex), never the body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_sha256: Option<String>,
+}
+
+/// Where a sent message stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxStatus {
+    /// Stored, not yet handed to the recipient.
+    Queued,
+    /// Handed over at least once, not yet acknowledged.
+    Sent,
+    /// The recipient stored it (in its inbox, or held).
+    Delivered,
+    /// Refused by the recipient, or expired undelivered; see `reason`.
+    Failed,
+}
+
+/// A message in the outbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutboxRecord {
+    /// The message id, hex.
+    pub id: String,
+    /// The recipient machine.
+    pub to_peer: String,
+    /// The recipient, as `mailbox@machine`.
+    pub to: String,
+    /// `tell`, `ask`, `reply`.
+    pub kind: String,
+    /// The sealed envelope.
+    #[serde(with = "serde_bytes")]
+    pub envelope: Vec<u8>,
+    /// Where it stands.
+    pub status: OutboxStatus,
+    /// Why it failed, or why the last attempt did.
+    pub reason: Option<String>,
+    /// Delivery attempts so far.
+    pub attempts: u32,
+    /// When it was accepted, Unix ms.
+    pub created_at: u64,
+    /// When it stops being deliverable, Unix ms.
+    pub expires_at: u64,
+    /// Whether the recipient held it for approval.
+    #[serde(default)]
+    pub held: bool,
+    /// SHA-256 of the body, hex, for the audit log (empty in records
+    /// written before it was kept).
+    #[serde(default)]
+    pub body_sha256: String,
+}
+
+/// A message in the inbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InboxRecord {
+    /// Its place in this machine's inbox; increases with every message.
+    pub seq: u64,
+    /// The message id, hex.
+    pub id: String,
+    /// The sending machine.
+    pub from_peer: String,
+    /// The sender, as `mailbox@machine`.
+    pub from: String,
+    /// The person who ran the sending machine when it arrived, as its
+    /// Admit says (a name reused after a revocation has another owner).
+    #[serde(default)]
+    pub from_owner: Option<String>,
+    /// The receiving mailbox (`None`: the owner's).
+    pub mailbox: Option<String>,
+    /// The sender's identity stamp.
+    pub who: crate::api::Who,
+    /// `tell`, `ask`, `reply`, `broadcast`.
+    pub kind: String,
+    /// The conversation, hex.
+    pub thread: String,
+    /// The message answered, hex.
+    pub in_reply_to: Option<String>,
+    /// How many peer messages caused it.
+    pub hop: u8,
+    /// Whether the sender had read untrusted text.
+    pub taint: bool,
+    /// The message.
+    pub text: String,
+    /// When it was received, Unix ms.
+    pub received_at: u64,
+    /// When its envelope expires, Unix ms.
+    pub expires_at: u64,
+    /// Whether a client read it, and when (Unix ms).
+    pub read_at: Option<u64>,
+    /// Why it is held for approval, if it is (`other_owner`, `paused`).
+    pub held: Option<String>,
+    /// The SHA-256 of the sealed body, hex.
+    pub body_sha256: String,
+}
+
+/// A folder opted in (or out) of receiving, and the mailbox bound to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FolderBinding {
+    /// The mailbox name.
+    pub mailbox: String,
+    /// The folder, absolute.
+    pub path: String,
+    /// Whether it receives now (`allow`) or not (`deny`).
+    pub allowed: bool,
+}

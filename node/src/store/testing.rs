@@ -1,0 +1,248 @@
+//! A store for unit tests whose dedup lookups and inbox writes can be made
+//! to fail, over a real sled store.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use agentmesh_protocol::team::{BlockHash, TeamId};
+use agentmesh_protocol::{PeerId, Timestamp};
+
+use super::*;
+
+/// A sled store whose `seen` and `put_inbox` fail while their flag is set.
+#[derive(Debug)]
+pub struct Flaky {
+    /// The real store.
+    pub inner: SledStore,
+    /// `seen` fails.
+    pub fail_seen: AtomicBool,
+    /// `put_inbox` fails.
+    pub fail_put_inbox: AtomicBool,
+}
+
+impl Flaky {
+    /// Over `inner`, failing nothing yet.
+    pub fn new(inner: SledStore) -> Flaky {
+        Flaky {
+            inner,
+            fail_seen: false.into(),
+            fail_put_inbox: false.into(),
+        }
+    }
+
+    /// Sets whether `seen` fails.
+    pub fn fail_seen(&self, fail: bool) {
+        self.fail_seen.store(fail, Ordering::SeqCst);
+    }
+
+    /// Sets whether `put_inbox` fails.
+    pub fn fail_put_inbox(&self, fail: bool) {
+        self.fail_put_inbox.store(fail, Ordering::SeqCst);
+    }
+}
+
+fn injected() -> StoreError {
+    StoreError::Corrupt("injected failure".into())
+}
+
+impl TeamStore for Flaky {
+    fn team(&self) -> Result<Option<TeamId>, StoreError> {
+        self.inner.team()
+    }
+
+    fn set_team(&self, team: Option<TeamId>) -> Result<(), StoreError> {
+        self.inner.set_team(team)
+    }
+
+    fn blocks(&self, team: &TeamId) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.inner.blocks(team)
+    }
+
+    fn put_blocks(&self, team: &TeamId, blocks: &[(BlockHash, &[u8])]) -> Result<(), StoreError> {
+        self.inner.put_blocks(team, blocks)
+    }
+
+    fn delete_team(&self, team: &TeamId) -> Result<(), StoreError> {
+        self.inner.delete_team(team)
+    }
+
+    fn peers(&self) -> Result<Vec<PeerRecord>, StoreError> {
+        self.inner.peers()
+    }
+
+    fn put_peer(&self, record: &PeerRecord) -> Result<(), StoreError> {
+        self.inner.put_peer(record)
+    }
+
+    fn delete_peer(&self, peer_id: &str) -> Result<(), StoreError> {
+        self.inner.delete_peer(peer_id)
+    }
+
+    fn put_ticket(&self, nonce: &[u8; 16], expires_at: Timestamp) -> Result<(), StoreError> {
+        self.inner.put_ticket(nonce, expires_at)
+    }
+
+    fn ticket(&self, nonce: &[u8; 16]) -> Result<Option<Timestamp>, StoreError> {
+        self.inner.ticket(nonce)
+    }
+
+    fn take_ticket(&self, nonce: &[u8; 16]) -> Result<Option<Timestamp>, StoreError> {
+        self.inner.take_ticket(nonce)
+    }
+
+    fn prune_tickets(&self, now: Timestamp) -> Result<usize, StoreError> {
+        self.inner.prune_tickets(now)
+    }
+
+    fn contacts(&self) -> Result<BTreeMap<PeerId, Vec<u8>>, StoreError> {
+        self.inner.contacts()
+    }
+
+    fn contact(&self, peer: &PeerId) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.contact(peer)
+    }
+
+    fn put_contact(&self, peer: &PeerId, record: &[u8]) -> Result<(), StoreError> {
+        self.inner.put_contact(peer, record)
+    }
+
+    fn next_contact_seq(&self) -> Result<u64, StoreError> {
+        self.inner.next_contact_seq()
+    }
+}
+
+impl AuditStore for Flaky {
+    fn audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+        self.inner.audit(entry)
+    }
+
+    fn audit_many(&self, entries: &[AuditEntry]) -> Result<(), StoreError> {
+        self.inner.audit_many(entries)
+    }
+
+    fn audit_since(&self, since: Timestamp, limit: usize) -> Result<Vec<AuditEntry>, StoreError> {
+        self.inner.audit_since(since, limit)
+    }
+
+    fn prune_audit(&self, before: Timestamp) -> Result<usize, StoreError> {
+        self.inner.prune_audit(before)
+    }
+}
+
+impl MailStore for Flaky {
+    fn put_outbox(&self, records: &[OutboxRecord]) -> Result<(), StoreError> {
+        self.inner.put_outbox(records)
+    }
+
+    fn outbox(&self) -> Result<Vec<OutboxRecord>, StoreError> {
+        self.inner.outbox()
+    }
+
+    fn outbox_envelope(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.outbox_envelope(id)
+    }
+
+    fn outbox_done(&self, limit: usize) -> Result<Vec<OutboxRecord>, StoreError> {
+        self.inner.outbox_done(limit)
+    }
+
+    fn prune_outbox_done(&self, before: Timestamp) -> Result<usize, StoreError> {
+        self.inner.prune_outbox_done(before)
+    }
+
+    fn put_inbox(
+        &self,
+        records: &[InboxRecord],
+        seen: &[(Vec<u8>, u64)],
+    ) -> Result<(), StoreError> {
+        if self.fail_put_inbox.load(Ordering::SeqCst) {
+            return Err(injected());
+        }
+        self.inner.put_inbox(records, seen)
+    }
+
+    fn move_inbox(&self, old_seq: u64, record: &InboxRecord) -> Result<(), StoreError> {
+        self.inner.move_inbox(old_seq, record)
+    }
+
+    fn update_inbox(&self, records: &[InboxRecord]) -> Result<(), StoreError> {
+        self.inner.update_inbox(records)
+    }
+
+    fn inbox_after(&self, after: u64, limit: usize) -> Result<Vec<InboxRecord>, StoreError> {
+        self.inner.inbox_after(after, limit)
+    }
+
+    fn delete_inbox(&self, seqs: &[u64]) -> Result<(), StoreError> {
+        self.inner.delete_inbox(seqs)
+    }
+
+    fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>, StoreError> {
+        self.inner.inbox_get(id)
+    }
+
+    fn inbox_has(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.inbox_has(id)
+    }
+
+    fn inbox_ids_starting(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.inner.inbox_ids_starting(prefix, limit)
+    }
+
+    fn inbox_at(&self, seq: u64) -> Result<Option<InboxRecord>, StoreError> {
+        self.inner.inbox_at(seq)
+    }
+
+    fn held_index(&self) -> Result<Vec<(u64, String)>, StoreError> {
+        self.inner.held_index()
+    }
+
+    fn read_before(&self, before: Timestamp) -> Result<Vec<u64>, StoreError> {
+        self.inner.read_before(before)
+    }
+
+    fn last_inbox_seq(&self) -> Result<u64, StoreError> {
+        self.inner.last_inbox_seq()
+    }
+
+    fn seen(&self, key: &[u8]) -> Result<bool, StoreError> {
+        if self.fail_seen.load(Ordering::SeqCst) {
+            return Err(injected());
+        }
+        self.inner.seen(key)
+    }
+
+    fn prune_seen(&self, now: Timestamp) -> Result<usize, StoreError> {
+        self.inner.prune_seen(now)
+    }
+
+    fn folders(&self) -> Result<Vec<FolderBinding>, StoreError> {
+        self.inner.folders()
+    }
+
+    fn put_folder(&self, binding: &FolderBinding) -> Result<(), StoreError> {
+        self.inner.put_folder(binding)
+    }
+
+    fn trusted(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.trusted()
+    }
+
+    fn put_trusted(&self, peer: &str) -> Result<(), StoreError> {
+        self.inner.put_trusted(peer)
+    }
+
+    fn paused(&self) -> Result<bool, StoreError> {
+        self.inner.paused()
+    }
+
+    fn set_paused(&self, paused: bool) -> Result<(), StoreError> {
+        self.inner.set_paused(paused)
+    }
+}
+
+impl Store for Flaky {
+    fn flush(&self) -> Result<(), StoreError> {
+        self.inner.flush()
+    }
+}

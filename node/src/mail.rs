@@ -41,10 +41,11 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::api::Reply;
 use crate::api::{self, ApiError, Event, MessageView, Op, Who, WhoKind};
 use crate::clock::now;
 use crate::limits::RateWindow;
-use crate::node::{Carry, Delivered, Handle, MailEvent, MailLink, Reply, Undelivered};
+use crate::net::{Carry, Delivered, Handle, MailEvent, MailLink, Undelivered};
 use crate::store::{
     AuditEntry, FolderBinding, GroupCommit, InboxRecord, OutboxRecord, OutboxStatus, Store, Writes,
 };
@@ -680,6 +681,7 @@ impl Mail {
                 peer,
                 request,
                 token,
+                ..
             } => self.receive(peer, request, token),
             MailEvent::Connected(peer) => {
                 self.offline.remove(&peer);
@@ -2425,6 +2427,7 @@ mod tests {
         events
             .send(MailEvent::Inbound {
                 peer,
+                revoked: false,
                 request: MailRequest {
                     envelopes: vec![ByteBuf::from(envelope.to_vec())],
                 },

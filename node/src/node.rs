@@ -111,8 +111,7 @@ const MAX_GRACES: usize = 1024;
 /// The protocol a relay lists in identify.
 const RELAY_HOP: &str = "/libp2p/circuit/relay/0.2.0/hop";
 
-/// An API answer.
-pub type Reply = Result<serde_json::Value, ApiError>;
+pub use crate::api::Reply;
 
 /// Inbound mail batches waiting for the mail actor's answer, at most;
 /// beyond it, batches are answered `Busy` and their senders retry.
@@ -199,9 +198,13 @@ pub struct Delivered {
 pub enum MailEvent {
     /// A batch from a member (or a revoked machine, to be refused with a
     /// reason); answer it with [`Handle::answer_mail`] and its `token`.
+    /// The node checked the sender against the team, once: strangers'
+    /// batches never get here.
     Inbound {
         /// The sending machine, as its connection authenticated it.
         peer: PeerId,
+        /// Whether it was revoked (else it is a current member).
+        revoked: bool,
         /// The envelopes.
         request: MailRequest,
         /// Names the batch in the answer.
@@ -267,8 +270,8 @@ pub(crate) struct TestEnds {
 pub struct Handle {
     tx: mpsc::Sender<Command>,
     answers: mpsc::Sender<(u64, MailReply)>,
-    /// Unbounded, bounded by construction: the mail actor keeps at most
-    /// [`crate::mail::MAX_IN_FLIGHT`] batches on their way per recipient.
+    /// Unbounded, bounded by construction: the mail actor keeps a few
+    /// batches on their way per recipient.
     carry: mpsc::UnboundedSender<Carry>,
 }
 
@@ -1666,6 +1669,7 @@ impl Node {
                     let token = self.next_token;
                     let event = MailEvent::Inbound {
                         peer,
+                        revoked: self.is_revoked(&peer),
                         request,
                         token,
                     };

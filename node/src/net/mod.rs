@@ -9,3 +9,7 @@ pub use behaviour::{
     Behaviour, BehaviourEvent, BuildError, JOIN_PROTOCOL, KAD_PROTOCOL, MAIL_PROTOCOL,
     MAX_CONNECTIONS, SYNC_PROTOCOL, blocks_topic, build,
 };
+
+// The node's event loop moves here (the split's next step); its mail
+// carriage is named from here already.
+pub use crate::node::{Carry, Delivered, Handle, MAIL_EVENTS, MailEvent, MailLink, Undelivered};

@@ -267,30 +267,59 @@ pub enum Op {
     },
 }
 
+/// Who serves an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// The network's event loop: status, peers, connect, shutdown, config.
+    Net,
+    /// The team part (inside the network's loop): team, invite, join,
+    /// admit, revoke.
+    Team,
+    /// The mail actor: messages, consent, the audit log.
+    Mail,
+}
+
 impl Op {
-    /// Whether the mailroom (rather than the network node) answers it.
-    pub fn is_mail(&self) -> bool {
-        #[cfg(feature = "test-clock")]
-        if matches!(self, Op::ClockAdvance { .. }) {
-            return true;
-        }
-        matches!(
-            self,
+    /// Who serves it. Exhaustive: a new op must say.
+    pub fn owner(&self) -> Owner {
+        match self {
+            Op::Status | Op::Peers { .. } | Op::Connect { .. } | Op::Shutdown | Op::ConfigShow => {
+                Owner::Net
+            }
+            Op::TeamShow
+            | Op::TeamCreate { .. }
+            | Op::TeamLeave
+            | Op::Invite { .. }
+            | Op::JoinStart { .. }
+            | Op::JoinStatus { .. }
+            | Op::JoinConfirm { .. }
+            | Op::AdmitList
+            | Op::AdmitCode { .. }
+            | Op::AdmitStatus { .. }
+            | Op::AdmitReject { .. }
+            | Op::Revoke { .. } => Owner::Team,
             Op::Send { .. }
-                | Op::Inbox { .. }
-                | Op::Read { .. }
-                | Op::Outbox
-                | Op::Held
-                | Op::Approve { .. }
-                | Op::Reject { .. }
-                | Op::Trust { .. }
-                | Op::Allow { .. }
-                | Op::Deny { .. }
-                | Op::Mailboxes
-                | Op::Pause
-                | Op::Resume
-                | Op::Audit { .. }
-        )
+            | Op::Inbox { .. }
+            | Op::Read { .. }
+            | Op::Outbox
+            | Op::Held
+            | Op::Approve { .. }
+            | Op::Reject { .. }
+            | Op::Trust { .. }
+            | Op::Allow { .. }
+            | Op::Deny { .. }
+            | Op::Mailboxes
+            | Op::Pause
+            | Op::Resume
+            | Op::Audit { .. } => Owner::Mail,
+            #[cfg(feature = "test-clock")]
+            Op::ClockAdvance { .. } => Owner::Mail,
+        }
+    }
+
+    /// Whether the mailroom (rather than the network) answers it.
+    pub fn is_mail(&self) -> bool {
+        self.owner() == Owner::Mail
     }
 }
 

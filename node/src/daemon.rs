@@ -14,7 +14,7 @@ use crate::config::{Config, ConfigError};
 use crate::home::{Home, HomeError};
 use crate::mail::Mail;
 use crate::net::{self as swarm, BuildError};
-use crate::node::{Node, NodeError};
+use crate::net::{Net, NetError, NetSetup};
 use crate::store::{SledStore, StoreError};
 
 /// Overrides from the command line.
@@ -50,9 +50,9 @@ pub enum DaemonError {
     /// The network could not start.
     #[error(transparent)]
     Swarm(#[from] BuildError),
-    /// The node could not start.
+    /// The network could not start.
     #[error(transparent)]
-    Node(#[from] NodeError),
+    Net(#[from] NetError),
     /// A fixed port to listen on is taken.
     #[error(
         "port {port} ({transport}, in {addr}) is already in use, perhaps by another agentmesh daemon with another home; stop it (`agentmesh --home OTHER down`), or choose another port with --listen (such as {suggestion}) or `listen` in config.toml"
@@ -122,7 +122,7 @@ pub fn stored_membership(home: &Home) -> Result<Option<(String, String)>, Daemon
         return Ok(None);
     };
     let store = SledStore::open(&home.data_dir(), 1024 * 1024)?;
-    let Some(team) = crate::node::load_team(&store)? else {
+    let Some(team) = crate::team::load_team(&store)? else {
         return Ok(None);
     };
     let me = identity.peer_id();
@@ -167,16 +167,22 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     tracing::warn!(
         "this is a test build: its local API can move the daemon's clock (clock_advance)"
     );
-    let lifetime = settings.message_lifetime;
-    let (node, handle, link) = Node::new(swarm, identity.clone(), settings, store.clone())?;
+    let lifetime = (settings.message_lifetime, settings.audit_retention);
     let (commit, flusher) = crate::store::GroupCommit::start(store.clone());
+    let (net, handle, link) = Net::new(NetSetup {
+        swarm,
+        me: identity.clone(),
+        settings,
+        store: store.clone(),
+        commit: commit.clone(),
+    })?;
     // One token for the daemon: the node fires it on `shutdown`, a signal
     // fires it, and every task stops on it.
     let cancel = CancellationToken::new();
     let (mail, mail_task) = Mail::start(
         identity,
         store.clone(),
-        node.directory(),
+        net.directory(),
         (handle.clone(), link),
         commit,
         lifetime,
@@ -201,7 +207,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     ));
     tasks.spawn(stop_on_signal(cancel.clone()));
 
-    node.run(cancel.clone()).await;
+    net.run(cancel.clone()).await;
 
     cancel.cancel();
     if tokio::time::timeout(STOP_TIMEOUT, async {

@@ -40,7 +40,7 @@ pub mod home;
 pub mod limits;
 pub mod mail;
 pub mod net;
-pub mod node;
+
 pub mod server;
 pub mod store;
 pub mod team;

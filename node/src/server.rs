@@ -30,7 +30,7 @@ use crate::api::{
 };
 use crate::frames::{Line, LineCodec, parse_strict};
 use crate::mail::MailHandle;
-use crate::node::Handle;
+use crate::net::Handle;
 use tokio::sync::broadcast;
 
 /// The most clients attached at once. Each costs a task and two small

@@ -1,6 +1,6 @@
 //! The libp2p side: the behaviour the daemon's swarm runs, the wire
 //! messages of agentmesh's own request-response protocols, and building
-//! the swarm. Only [`crate::node`]'s event loop touches the `Swarm`.
+//! the swarm. Only [`crate::net`]'s event loop touches the `Swarm`.
 //!
 //! | protocol | carries | who may use it |
 //! |---|---|---|

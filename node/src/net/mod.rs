@@ -1,15 +1,703 @@
-//! The network: the event loop that alone owns the libp2p swarm, its
-//! behaviour and codec, the peer table.
+//! The network: the one task that owns the libp2p swarm, and everything
+//! that changes with connections: the peer table (the address book and
+//! connection set), `connect` waiters, mail carriage, the answer
+//! deadlines of every request it sends. The team part ([`crate::team`])
+//! runs inside it, as a state machine the loop feeds; the mail actor is
+//! reached only through events on its [`MailLink`].
+//!
+//! ```text
+//!  api::server ── Command::Api(op, reply) ──┐    mail actor ── Carry ──┐  ── answer_mail ──┐
+//!                                           v                          v                   v
+//!                    ┌──────────── Net::run (biased select) ───────────────────────────────┐
+//!                    │ 0. the daemon's cancel token                                         │
+//!                    │ 1. commands: net ops here, team ops to Team::op                      │
+//!                    │ 2. answers to inbound mail; 3. batches to carry                      │
+//!                    │ 4. swarm events: connections, identify, ping, mDNS, gossip, join,    │
+//!                    │    sync (to the team) and mail (carriage, then MailEvents out)       │
+//!                    │ 5. tick (100 ms): deadlines, connects, joins; every 20 s: redials,   │
+//!                    │    peer records                                                      │
+//!                    └──────────────────────────────────────────────────────────────────────┘
+//! ```
 
+pub mod awaiting;
 pub mod behaviour;
+pub mod carriage;
 pub mod codec;
+pub mod connect;
+pub mod guard;
+pub mod handle;
 pub mod peers;
+pub mod port;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use agentmesh_protocol::contact::SignedContact;
+use agentmesh_protocol::{Identity, Multiaddr, PeerId};
+use futures::StreamExt;
+use libp2p::multiaddr::Protocol;
+use libp2p::request_response;
+use libp2p::swarm::dial_opts::DialOpts;
+use libp2p::swarm::{ConnectionId, SwarmEvent};
+use libp2p::{Swarm, gossipsub, identify, mdns, ping};
+use tokio::sync::{oneshot, watch};
+use tokio_util::sync::CancellationToken;
 
 pub use behaviour::{
     Behaviour, BehaviourEvent, BuildError, JOIN_PROTOCOL, KAD_PROTOCOL, MAIL_PROTOCOL,
     MAX_CONNECTIONS, SYNC_PROTOCOL, blocks_topic, build,
 };
+pub use carriage::{Carry, Delivered, MAIL_EVENTS, MailEvent, MailLink, Undelivered};
+pub use handle::{Command, Handle};
 
-// The node's event loop moves here (the split's next step); its mail
-// carriage is named from here already.
-pub use crate::node::{Carry, Delivered, Handle, MAIL_EVENTS, MailEvent, MailLink, Undelivered};
+use crate::api::{self, Op, Reply, err, ok};
+use crate::audit::AuditLog;
+use crate::config::Settings;
+use crate::store::{GroupCommit, Store, StoreError, TeamStore};
+use crate::team::{Directory, Membership, Team};
+use awaiting::ANSWER_DEADLINE;
+use carriage::{Carriage, MAX_INBOUND_PENDING, Sender};
+use connect::{Answer, Connects};
+use guard::Guard;
+use handle::Inbox;
+use peers::{PeerTable, without_peer};
+use port::{Port, Waiting, dialable};
+
+/// How often the loop polls joins, expires requests and connects. A
+/// person is waiting on a join's answer, so this sets how long after the
+/// founder types the code the joiner sees the team code.
+const TICK: Duration = Duration::from_millis(100);
+
+/// How often a disconnected member is redialled and peer records saved.
+const MAINTENANCE_EVERY: Duration = Duration::from_secs(20);
+
+/// The protocol a relay lists in identify.
+const RELAY_HOP: &str = "/libp2p/circuit/relay/0.2.0/hop";
+
+/// Why the network could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// An address could not be listened on.
+    #[error(
+        "cannot listen on {addr}: {reason}; pick another with --listen or `listen` in config.toml"
+    )]
+    Listen {
+        /// The address.
+        addr: Multiaddr,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Whether a request failed because the answer broke the protocol (over
+/// its size limit, or not decodable), as the codec reports it.
+fn breaks_protocol(error: &request_response::OutboundFailure) -> bool {
+    matches!(error, request_response::OutboundFailure::Io(e) if e.kind() == std::io::ErrorKind::InvalidData)
+}
+
+fn send_all(answers: Vec<Answer>) {
+    for (reply, answer) in answers {
+        // A client that hung up does not want its answer.
+        let _ = reply.send(answer);
+    }
+}
+
+/// The network's event loop.
+pub struct Net {
+    swarm: Swarm<Behaviour>,
+    store: Arc<dyn Store>,
+    peers: PeerTable,
+    team: Team,
+    connects: Connects,
+    carriage: Carriage,
+    waiting: Waiting,
+    guard: Guard,
+    inbox: Inbox,
+    last_maintenance: Instant,
+    stopping: bool,
+}
+
+impl std::fmt::Debug for Net {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Net")
+            .field("peer_id", self.swarm.local_peer_id())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the network needs to start.
+pub struct NetSetup {
+    /// The swarm, built.
+    pub swarm: Swarm<Behaviour>,
+    /// This machine.
+    pub me: Identity,
+    /// The daemon's settings.
+    pub settings: Settings,
+    /// The store.
+    pub store: Arc<dyn Store>,
+    /// The group commit the team's audit entries go through.
+    pub commit: GroupCommit,
+}
+
+impl std::fmt::Debug for NetSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetSetup").finish_non_exhaustive()
+    }
+}
+
+impl Net {
+    /// The loop over `setup.swarm`, with its team and peers loaded from
+    /// the store; its handle and the mail actor's link.
+    pub fn new(setup: NetSetup) -> Result<(Net, Handle, MailLink), NetError> {
+        let NetSetup {
+            mut swarm,
+            me,
+            settings,
+            store,
+            commit,
+        } = setup;
+        for addr in &settings.listen {
+            swarm
+                .listen_on(addr.clone())
+                .map_err(|e| NetError::Listen {
+                    addr: addr.clone(),
+                    reason: e.to_string(),
+                })?;
+        }
+        let team = Team::new(me, settings, store.clone(), AuditLog::new(commit))?;
+        let peers = load_peers(store.as_ref(), team.state())?;
+        for (peer, bytes) in store.contacts()? {
+            if let Ok(c) = SignedContact::from_bytes(&bytes) {
+                for a in c.record().addrs.iter().chain(&c.record().relays) {
+                    swarm.add_peer_address(peer, a.clone());
+                }
+            }
+        }
+        let (handle, inbox) = Handle::new(MAX_INBOUND_PENDING);
+        let (carriage, link) = Carriage::new();
+        let now = Instant::now();
+        let mut net = Net {
+            swarm,
+            store,
+            peers,
+            team,
+            connects: Connects::default(),
+            carriage,
+            waiting: Waiting::default(),
+            guard: Guard::new(now),
+            inbox,
+            last_maintenance: now,
+            stopping: false,
+        };
+        net.with_team(now, |team, port| team.start(port));
+        Ok((net, handle, link))
+    }
+
+    /// The team directory every part reads.
+    pub fn directory(&self) -> watch::Receiver<Arc<Directory>> {
+        self.team.directory()
+    }
+
+    /// Runs `f` on the team with the network borrowed as its [`Port`].
+    fn with_team<R>(&mut self, now: Instant, f: impl FnOnce(&mut Team, &mut Port<'_>) -> R) -> R {
+        let mut port = Port {
+            swarm: &mut self.swarm,
+            peers: &mut self.peers,
+            connects: &mut self.connects,
+            waiting: &mut self.waiting,
+            guard: &mut self.guard,
+            now,
+        };
+        f(&mut self.team, &mut port)
+    }
+
+    /// Runs until `cancel` fires, a `shutdown` op (which fires it), or
+    /// until every handle is dropped.
+    pub async fn run(mut self, cancel: CancellationToken) {
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        while !self.stopping {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => break,
+                cmd = self.inbox.commands.recv() => match cmd {
+                    None => break,
+                    Some(Command::Api { op, reply }) => self.op(op, reply),
+                },
+                Some((token, reply)) = self.inbox.answers.recv() => {
+                    self.carriage.answer(&mut self.swarm.behaviour_mut().mail, token, reply);
+                },
+                Some(carry) = self.inbox.carry.recv() => {
+                    let addrs = self.peers.addrs(&carry.peer);
+                    let mail = &mut self.swarm.behaviour_mut().mail;
+                    self.carriage.carry(mail, carry, addrs, Instant::now());
+                },
+                event = self.swarm.select_next_some() => self.on_swarm(event),
+                _ = tick.tick() => self.housekeeping(),
+            }
+        }
+        cancel.cancel();
+        self.save_peers();
+        tracing::info!("node stopped");
+    }
+
+    // ----- peer records ----------------------------------------------------
+
+    /// Only the team's machines are kept across restarts: a peer that says
+    /// it is a relay is not believed into the store (relays a person
+    /// configures come with the relay issue), so fresh PeerIds can't grow
+    /// it.
+    fn save_peer(&self, peer: &PeerId) {
+        if self.team.state().is_none_or(|t| t.member(peer).is_none()) {
+            return;
+        }
+        if let Some(rec) = self.peers.record(peer)
+            && let Err(e) = self.store.put_peer(&rec)
+        {
+            tracing::warn!(error = %e, "cannot save a peer record");
+        }
+    }
+
+    fn save_peers(&self) {
+        for peer in self.peers.known() {
+            self.save_peer(&peer);
+        }
+    }
+
+    // ----- swarm events -----------------------------------------------------
+
+    fn on_swarm(&mut self, event: SwarmEvent<BehaviourEvent>) {
+        let now = Instant::now();
+        match event {
+            SwarmEvent::NewListenAddr { address, .. } => {
+                tracing::info!("listening on {address}/p2p/{}", self.swarm.local_peer_id());
+            }
+            SwarmEvent::ConnectionEstablished {
+                peer_id,
+                connection_id,
+                endpoint,
+                num_established,
+                ..
+            } => {
+                let remote = endpoint.get_remote_address().clone();
+                if endpoint.is_dialer() {
+                    self.peers.add_addr(peer_id, &remote);
+                }
+                let e = self.peers.entry(peer_id);
+                e.connections.insert(connection_id, remote.clone());
+                e.last_seen = Some(SystemTime::now());
+                let team = self.team.state();
+                self.guard
+                    .apply_to(&mut self.swarm, team, &peer_id, true, now);
+                if num_established.get() == 1 && self.team.is_member(&peer_id) {
+                    self.with_team(now, |team, port| team.on_connected(port, peer_id));
+                    self.carriage.connected(peer_id);
+                }
+                self.connection_up(peer_id, &remote, connection_id, now);
+            }
+            SwarmEvent::ConnectionClosed {
+                peer_id,
+                connection_id,
+                num_established,
+                ..
+            } => {
+                let e = self.peers.entry(peer_id);
+                e.connections.remove(&connection_id);
+                e.last_seen = Some(SystemTime::now());
+                if num_established == 0 {
+                    self.save_peer(&peer_id);
+                    send_all(self.connects.connection_closed(peer_id, connection_id));
+                }
+            }
+            SwarmEvent::OutgoingConnectionError {
+                peer_id,
+                connection_id,
+                error,
+                ..
+            } => self.dial_failed(peer_id, connection_id, &error, now),
+            SwarmEvent::Behaviour(event) => self.on_behaviour(event, now),
+            _ => {}
+        }
+    }
+
+    fn connection_up(
+        &mut self,
+        peer: PeerId,
+        remote: &Multiaddr,
+        connection: ConnectionId,
+        now: Instant,
+    ) {
+        let relay = self.peers.get(&peer).is_some_and(|e| e.relay);
+        let membership = Membership::of(self.team.state(), &peer, relay);
+        let up = self
+            .connects
+            .connection_up(peer, remote, connection, membership);
+        send_all(up.answers);
+        if up.sync {
+            self.with_team(now, |team, port| team.sync_with(port, peer));
+        }
+    }
+
+    fn dial_failed(
+        &mut self,
+        peer_id: Option<PeerId>,
+        connection_id: ConnectionId,
+        error: &libp2p::swarm::DialError,
+        now: Instant,
+    ) {
+        tracing::debug!(?peer_id, %error, "dial failed");
+        // A connect whose own dial reached the machine but was closed
+        // because this machine already has as many connections to it as it
+        // keeps, syncs over those. Any other failure fails the connect: it
+        // never reports success for an address it could not dial. Only the
+        // connect whose dial this was fails: other dials to the machine
+        // (its old addresses, a courier's) failing leave a connect's own
+        // dial to go on.
+        let reached = matches!(
+            error,
+            libp2p::swarm::DialError::Denied { cause }
+                if cause.downcast_ref::<libp2p::connection_limits::Exceeded>().is_some()
+        );
+        let why = error.to_string();
+        let why = match peer_id.filter(|p| self.peers.is_connected(p)) {
+            Some(_) => format!(
+                "{why} (the machine is connected another way, which `agentmesh peers` shows; this address is not how to reach it)"
+            ),
+            None => why,
+        };
+        let peers = &self.peers;
+        let (fallback, answers) =
+            self.connects
+                .dial_failed(connection_id, reached, |p| peers.is_connected(p), &why);
+        for (p, addr) in fallback {
+            self.connection_up(p, &addr, connection_id, now);
+        }
+        send_all(answers);
+    }
+
+    fn on_behaviour(&mut self, event: BehaviourEvent, now: Instant) {
+        match event {
+            BehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. }) => {
+                let relay = info.protocols.iter().any(|p| p.as_ref() == RELAY_HOP);
+                self.peers.entry(peer_id).relay = relay;
+                for a in info.listen_addrs.iter().filter(|a| dialable(a)) {
+                    self.peers.add_addr(peer_id, a);
+                }
+            }
+            BehaviourEvent::Ping(ping::Event {
+                peer,
+                result: Ok(rtt),
+                ..
+            }) => {
+                self.peers.entry(peer).rtt = Some(rtt);
+            }
+            BehaviourEvent::Mdns(mdns::Event::Discovered(found)) => {
+                for (peer, addr) in found {
+                    if peer == *self.swarm.local_peer_id() {
+                        continue;
+                    }
+                    tracing::debug!(%peer, %addr, "found on the local network");
+                    self.with_team(now, |team, port| {
+                        use crate::team::Network;
+                        port.add_addresses(peer, std::slice::from_ref(&addr));
+                        team.on_found(port, peer);
+                    });
+                }
+            }
+            BehaviourEvent::Gossipsub(gossipsub::Event::Message {
+                propagation_source,
+                message,
+                ..
+            }) => self.with_team(now, |team, port| {
+                team.on_gossip(port, message.source, propagation_source, &message.data)
+            }),
+            BehaviourEvent::Join(event) => self.on_join(event, now),
+            BehaviourEvent::Mail(event) => {
+                let team = &self.team;
+                let sender = |p: &PeerId| {
+                    if team.is_member(p) {
+                        Sender::Member
+                    } else if team.is_revoked(p) {
+                        Sender::Revoked
+                    } else {
+                        Sender::Unknown
+                    }
+                };
+                let mail = &mut self.swarm.behaviour_mut().mail;
+                if self.carriage.on_event(mail, event, sender) {
+                    // Asking a member for blocks (at most every few
+                    // seconds) teaches this machine about a real newcomer.
+                    self.with_team(now, |team, port| team.on_stranger(port, now));
+                }
+            }
+            BehaviourEvent::Sync(event) => self.on_sync(event, now),
+            _ => {}
+        }
+    }
+
+    fn on_sync(
+        &mut self,
+        event: request_response::Event<crate::wire::SyncRequest, crate::wire::SyncReply>,
+        now: Instant,
+    ) {
+        match event {
+            request_response::Event::Message { peer, message, .. } => match message {
+                request_response::Message::Request {
+                    request, channel, ..
+                } => {
+                    let reply = self.with_team(now, |team, port| {
+                        team.on_sync_request(port, peer, request, now)
+                    });
+                    let _ = self
+                        .swarm
+                        .behaviour_mut()
+                        .sync
+                        .send_response(channel, reply);
+                }
+                request_response::Message::Response {
+                    request_id,
+                    response,
+                } => {
+                    if let Some(peer) = self.waiting.sync.remove(&request_id) {
+                        self.with_team(now, |team, port| team.on_sync_reply(port, peer, response));
+                    }
+                }
+            },
+            request_response::Event::OutboundFailure {
+                request_id, error, ..
+            } => {
+                let Some(peer) = self.waiting.sync.remove(&request_id) else {
+                    return;
+                };
+                if breaks_protocol(&error) {
+                    // An answer too large or not decodable: the connection
+                    // is closed rather than left with a half-read stream;
+                    // the member may reconnect.
+                    tracing::info!(%peer, %error, "a sync answer broke the protocol; disconnecting");
+                    let _ = self.swarm.disconnect_peer_id(peer);
+                }
+                let closed = !breaks_protocol(&error)
+                    && matches!(
+                        error,
+                        request_response::OutboundFailure::ConnectionClosed
+                            | request_response::OutboundFailure::Io(_)
+                    );
+                let why = error.to_string();
+                self.with_team(now, |team, port| {
+                    team.on_sync_failed(port, peer, why, closed)
+                });
+            }
+            _ => {}
+        }
+    }
+
+    fn on_join(
+        &mut self,
+        event: request_response::Event<crate::wire::JoinMsg, crate::wire::JoinReply>,
+        now: Instant,
+    ) {
+        match event {
+            request_response::Event::Message { peer, message, .. } => match message {
+                request_response::Message::Request {
+                    request, channel, ..
+                } => {
+                    let reply = self.with_team(now, |team, port| {
+                        team.on_join_request(port, peer, request, now)
+                    });
+                    let _ = self
+                        .swarm
+                        .behaviour_mut()
+                        .join
+                        .send_response(channel, reply);
+                }
+                request_response::Message::Response {
+                    request_id,
+                    response,
+                } => {
+                    if let Some(w) = self.waiting.join.remove(&request_id) {
+                        self.with_team(now, |team, port| team.on_join_answer(port, w, response));
+                    }
+                }
+            },
+            request_response::Event::OutboundFailure {
+                request_id, error, ..
+            } => {
+                if let Some(w) = self.waiting.join.remove(&request_id) {
+                    let why = format!("could not reach the founder: {error}");
+                    self.with_team(now, |team, port| team.on_join_failed(port, w, why, now));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // ----- time -------------------------------------------------------------
+
+    /// Fails every request whose answer is overdue: a request routed into
+    /// a connection that died unseen would otherwise wait for ever.
+    fn expire_requests(&mut self, now: Instant) {
+        let late = format!("no answer within {}s", ANSWER_DEADLINE.as_secs());
+        self.carriage.expire(now);
+        for peer in self.waiting.sync.overdue(now) {
+            let why = late.clone();
+            self.with_team(now, |team, port| {
+                team.on_sync_failed(port, peer, why, false)
+            });
+        }
+        for waiter in self.waiting.join.overdue(now) {
+            let why = format!("the founder gave {late}");
+            self.with_team(now, |team, port| {
+                team.on_join_failed(port, waiter, why, now)
+            });
+        }
+    }
+
+    fn housekeeping(&mut self) {
+        let now = Instant::now();
+        self.expire_requests(now);
+        if self.peers.len() > peers::MAX_PEERS {
+            self.peers.trim(self.team.state());
+        }
+        self.guard.tick(&mut self.swarm, self.team.state(), now);
+        self.with_team(now, |team, port| team.tick(port, now));
+        send_all(self.connects.expire(now));
+        if now.duration_since(self.last_maintenance) >= MAINTENANCE_EVERY {
+            self.last_maintenance = now;
+            self.guard.maintain(now);
+            self.with_team(now, |team, port| team.maintain(port));
+            self.peers.expire(now, self.team.state());
+            self.save_peers();
+        }
+    }
+
+    // ----- the network's API ops -------------------------------------------
+
+    fn op(&mut self, op: Op, reply: oneshot::Sender<Reply>) {
+        let now = Instant::now();
+        let answer = match op.owner() {
+            api::Owner::Team => {
+                let handed = self.with_team(now, |team, port| team.op(port, op, reply, now));
+                if let Err((_, reply)) = handed {
+                    let _ = reply.send(err("internal", "an operation reached the wrong part"));
+                }
+                return;
+            }
+            api::Owner::Mail => err("internal", "a mail operation reached the network"),
+            api::Owner::Net => match op {
+                Op::Status => self.status(),
+                Op::Peers { after, limit } => ok(self.peers.page(
+                    self.swarm.local_peer_id(),
+                    self.team.state(),
+                    after.as_ref(),
+                    limit,
+                )),
+                Op::Connect { addr } => return self.connect(&addr, reply, now),
+                Op::Shutdown => {
+                    self.stopping = true;
+                    ok(serde_json::json!({}))
+                }
+                Op::ConfigShow => {
+                    let config = &self.team.settings().config;
+                    ok(serde_json::json!({ "config": config, "toml": config.to_toml() }))
+                }
+                _ => err("internal", "an operation reached the wrong part"),
+            },
+        };
+        let _ = reply.send(answer);
+    }
+
+    fn status(&self) -> Reply {
+        let reachability = if self.swarm.external_addresses().next().is_some() {
+            "public"
+        } else {
+            "unknown"
+        };
+        let own = self.team.own_standing();
+        ok(api::Status {
+            peer_id: self.swarm.local_peer_id().to_string(),
+            name: own.name,
+            team: own.team,
+            team_standing: own.standing.map(Into::into),
+            listen_addrs: port::listen_addrs(&self.swarm)
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            external_addrs: self
+                .swarm
+                .external_addresses()
+                .map(ToString::to_string)
+                .collect(),
+            reachability: reachability.into(),
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            connected_peers: self.peers.connected().count(),
+            // The mailroom's part is filled in by the server.
+            paused: false,
+            held: 0,
+            outbox_waiting: 0,
+            test_build: crate::clock::TEST_BUILD,
+        })
+    }
+
+    fn connect(&mut self, addr: &str, reply: oneshot::Sender<Reply>, now: Instant) {
+        let addr: Multiaddr = match addr.parse() {
+            Ok(a) => a,
+            Err(e) => {
+                let why = format!("{addr:?} is not a multiaddr ({e})");
+                let _ = reply.send(err("bad_address", why));
+                return;
+            }
+        };
+        let peer = match addr.iter().last() {
+            Some(Protocol::P2p(p)) => Some(p),
+            _ => None,
+        };
+        if peer.as_ref() == Some(self.swarm.local_peer_id()) {
+            let _ = reply.send(err("bad_address", "that is this machine's own address"));
+            return;
+        }
+        // Dialled even when a connection to the machine is up: that one may
+        // be left over from before the machine restarted, and the person
+        // asked for this address.
+        let opts = match peer {
+            // Always: the person asked for this address, even if a dial to
+            // older addresses of the same machine is still pending.
+            Some(p) => DialOpts::peer_id(p)
+                .condition(libp2p::swarm::dial_opts::PeerCondition::Always)
+                .addresses(vec![without_peer(&addr)])
+                .build(),
+            None => DialOpts::unknown_peer_id().address(addr.clone()).build(),
+        };
+        let dial = opts.connection_id();
+        if let Err(e) = self.swarm.dial(opts) {
+            let _ = reply.send(err("connect_failed", format!("cannot dial {addr}: {e}")));
+            return;
+        }
+        self.connects.push(addr, peer, dial, reply, now);
+    }
+}
+
+/// The peer table at start: the stored records of the team's machines.
+/// Records of machines outside the team (older versions kept anything
+/// that claimed to be a relay) are dropped.
+fn load_peers(
+    store: &dyn TeamStore,
+    team: Option<&agentmesh_protocol::team::TeamState>,
+) -> Result<PeerTable, StoreError> {
+    let mut records = store.peers()?;
+    records.retain(|r| {
+        let keep = r
+            .peer_id
+            .parse::<PeerId>()
+            .is_ok_and(|p| team.is_some_and(|t| t.member(&p).is_some()));
+        if !keep && let Err(e) = store.delete_peer(&r.peer_id) {
+            tracing::warn!(error = %e, "cannot forget a stranger's peer record");
+        }
+        keep
+    });
+    Ok(PeerTable::from_records(records))
+}

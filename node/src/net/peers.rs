@@ -10,13 +10,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant, SystemTime};
 
-use agentmesh_protocol::team::{Standing, TeamState};
+use agentmesh_protocol::team::TeamState;
 use agentmesh_protocol::{Multiaddr, PeerId};
 use libp2p::multiaddr::Protocol;
 use libp2p::swarm::ConnectionId;
 
 use crate::api::{PeerCursor, PeerRow, PeersPage};
 use crate::store::PeerRecord;
+use crate::team::Membership;
 
 /// The most addresses remembered per peer; the newest are kept. A machine
 /// has a handful of interfaces times two transports, plus relay circuits.
@@ -178,6 +179,14 @@ impl PeerTable {
         !was_known
     }
 
+    /// The addresses known for `peer`, newest first, to dial it with.
+    pub fn addrs(&self, peer: &PeerId) -> Vec<Multiaddr> {
+        self.peers
+            .get(peer)
+            .map(|e| e.addrs.clone())
+            .unwrap_or_default()
+    }
+
     /// Every peer in the table.
     pub fn known(&self) -> Vec<PeerId> {
         self.peers.keys().copied().collect()
@@ -268,16 +277,8 @@ impl PeerTable {
             .map(|peer| {
                 let entry = self.peers.get(peer);
                 let member = team.and_then(|t| t.member(peer));
-                let revoked = team.is_some_and(|t| t.is_revoked(peer));
-                let membership = if revoked {
-                    "revoked"
-                } else if member.is_some_and(|m| m.standing == Standing::Current) {
-                    "member"
-                } else if entry.is_some_and(|e| e.relay) {
-                    "relay"
-                } else {
-                    "stranger"
-                };
+                let relay = entry.is_some_and(|e| e.relay);
+                let membership = Membership::of(team, peer, relay).as_str();
                 let conns: Vec<&Multiaddr> = entry
                     .map(|e| e.connections.values().collect())
                     .unwrap_or_default();

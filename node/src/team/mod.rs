@@ -1,7 +1,472 @@
 //! The team: its state and every membership action, the one published
-//! [`Directory`], the founder's desk of join requests.
+//! [`Directory`], sync, the joiner's and the founder's sides of joining,
+//! and the team's API ops. No I/O of its own: the network's event loop
+//! drives it and carries what it sends ([`Network`]), so all of it runs
+//! in unit tests without a swarm.
+//!
+//! ```text
+//!  net event loop ── on_connected / on_gossip / on_sync_request ── Team ──> Network (send_sync,
+//!                 ── on_sync_reply / on_sync_failed                          send_join, publish,
+//!                 ── on_join_request / on_join_answer / on_join_failed       membership_changed,
+//!                 ── op (team show/create/leave, invite, join, admit, revoke) dial, sync_finished)
+//!                 ── tick (100 ms), maintain (20 s)
+//!  every call ends a round: announce if the team changed, answer joins whose first sync
+//!  ended, and send the round's answers once its audit entries are durable
+//! ```
 
+pub mod contacts;
 pub mod desk;
 pub mod directory;
+pub mod founder;
+pub mod joiner;
+pub mod network;
+pub mod state;
+pub mod sync;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use agentmesh_protocol::team::{Block, BlockBody, Genesis, Revoke, Standing, TeamState};
+use agentmesh_protocol::{Identity, Name, Owner, PeerId};
+use tokio::sync::{oneshot, watch};
 
 pub use directory::{Directory, Machine};
+pub use joiner::JoinWaiter;
+pub use network::Network;
+pub use state::{Membership, NOT_IN_TEAM, load_team};
+
+use crate::api::{ApiError, Op, Reply, err, ok};
+use crate::audit::{AuditEvent, AuditLog};
+use crate::clock::now;
+use crate::config::Settings;
+use crate::store::{Store, StoreError};
+use crate::wire::{JoinMsg, JoinReply, SyncReply, SyncRequest};
+use founder::Founder;
+use joiner::{JoinStart, Joiner};
+use state::TeamCore;
+use sync::Sync;
+
+fn random16() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    rand::Rng::fill_bytes(&mut rand::rng(), &mut b);
+    b
+}
+
+/// The team part of the daemon.
+#[derive(Debug)]
+pub struct Team {
+    core: TeamCore,
+    sync: Sync,
+    joiner: Joiner,
+    founder: Founder,
+}
+
+/// What this machine's own standing is, for `status`.
+#[derive(Debug, Clone)]
+pub struct OwnStanding {
+    /// Its name in the team, or the configured one.
+    pub name: String,
+    /// The team.
+    pub team: Option<crate::api::TeamRef>,
+    /// `member`, `revoked`, `name_taken`, if it is in a team.
+    pub standing: Option<&'static str>,
+}
+
+impl Team {
+    /// The team `store` records, as `me` sees it.
+    pub fn new(
+        me: Identity,
+        settings: Settings,
+        store: Arc<dyn Store>,
+        audit: AuditLog,
+    ) -> Result<Team, StoreError> {
+        Ok(Team {
+            core: TeamCore::new(me, settings, store, audit)?,
+            sync: Sync::default(),
+            joiner: Joiner::default(),
+            founder: Founder::default(),
+        })
+    }
+
+    /// Applies the loaded team to the network and dials its members.
+    pub fn start(&mut self, net: &mut dyn Network) {
+        self.core.activate(net, None);
+        self.redial(net);
+        self.settle(net);
+    }
+
+    /// The directory every part reads.
+    pub fn directory(&self) -> watch::Receiver<Arc<Directory>> {
+        self.core.directory()
+    }
+
+    /// The team, if this machine is in one.
+    pub fn state(&self) -> Option<&TeamState> {
+        self.core.state()
+    }
+
+    /// Whether `peer` is a current member.
+    pub fn is_member(&self, peer: &PeerId) -> bool {
+        self.core.is_member(peer)
+    }
+
+    /// Whether `peer` was revoked.
+    pub fn is_revoked(&self, peer: &PeerId) -> bool {
+        self.core.is_revoked(peer)
+    }
+
+    /// How `peer` stands with the team.
+    pub fn membership(&self, peer: &PeerId, net: &dyn Network) -> Membership {
+        self.core.membership(peer, net)
+    }
+
+    /// The settings the daemon runs with.
+    pub fn settings(&self) -> &Settings {
+        &self.core.settings
+    }
+
+    /// This machine's name, team and standing, for `status`.
+    pub fn own_standing(&self) -> OwnStanding {
+        let me = self.core.me.peer_id();
+        let member = self.core.state().and_then(|t| t.member(&me));
+        OwnStanding {
+            name: member.map_or_else(
+                || self.core.settings.name.to_string(),
+                |m| m.name.to_string(),
+            ),
+            team: self.core.team_ref(),
+            standing: member.map(|m| state::own_standing_word(m.standing)),
+        }
+    }
+
+    /// Ends a round (see the module docs).
+    fn settle(&mut self, net: &mut dyn Network) {
+        if self.core.take_announce() {
+            self.sync.announce(&mut self.core, net);
+        }
+        self.joiner.synced(&mut self.core, &self.sync);
+        self.core.finish();
+    }
+
+    // ----- what the network reports ---------------------------------------
+
+    /// A first connection to a member came up: sync with it.
+    pub fn on_connected(&mut self, net: &mut dyn Network, peer: PeerId) {
+        if self.core.is_member(&peer) {
+            self.sync.start(&mut self.core, net, peer);
+        }
+        self.settle(net);
+    }
+
+    /// Syncs with `peer` now (a `connect` waits for it).
+    pub fn sync_with(&mut self, net: &mut dyn Network, peer: PeerId) {
+        self.sync.start(&mut self.core, net, peer);
+        self.settle(net);
+    }
+
+    /// A connection to a machine the team has no answer for asked
+    /// something that hints it may be a new member (mail from it).
+    pub fn on_stranger(&mut self, net: &mut dyn Network, now: Instant) {
+        self.sync.newcomer_hint(&mut self.core, net, now);
+        self.settle(net);
+    }
+
+    /// A block arrived by gossip from `source` (the author) through
+    /// `via`; only members' blocks through members count.
+    pub fn on_gossip(
+        &mut self,
+        net: &mut dyn Network,
+        source: Option<PeerId>,
+        via: PeerId,
+        data: &[u8],
+    ) {
+        let from_member = source.is_some_and(|s| self.core.is_member(&s));
+        if !from_member || !self.core.is_member(&via) {
+            return;
+        }
+        match Block::from_bytes(data) {
+            Ok(block) => {
+                self.core.merge_blocks(net, vec![block]);
+            }
+            Err(e) => tracing::warn!(error = %e, "a gossiped block does not decode"),
+        }
+        self.settle(net);
+    }
+
+    /// A machine asked for a sync step: the answer.
+    pub fn on_sync_request(
+        &mut self,
+        net: &mut dyn Network,
+        peer: PeerId,
+        request: SyncRequest,
+        now: Instant,
+    ) -> SyncReply {
+        let reply = self
+            .sync
+            .on_request(&mut self.core, net, peer, request, now);
+        if let SyncReply::Refused(why) = &reply {
+            tracing::debug!(%peer, reason = %why, "refused a sync request");
+        }
+        self.settle(net);
+        reply
+    }
+
+    /// A member answered a sync step.
+    pub fn on_sync_reply(&mut self, net: &mut dyn Network, peer: PeerId, reply: SyncReply) {
+        self.sync.on_reply(&mut self.core, net, peer, reply);
+        self.settle(net);
+    }
+
+    /// A sync step got no answer.
+    pub fn on_sync_failed(
+        &mut self,
+        net: &mut dyn Network,
+        peer: PeerId,
+        why: String,
+        closed: bool,
+    ) {
+        self.sync.on_failed(&mut self.core, net, peer, why, closed);
+        self.settle(net);
+    }
+
+    /// A joiner's message, answered as the founder.
+    pub fn on_join_request(
+        &mut self,
+        net: &mut dyn Network,
+        peer: PeerId,
+        msg: JoinMsg,
+        now: Instant,
+    ) -> JoinReply {
+        let reply = self.founder.answer(&mut self.core, net, peer, msg, now);
+        self.settle(net);
+        reply
+    }
+
+    /// The founder answered one of this machine's join messages.
+    pub fn on_join_answer(&mut self, net: &mut dyn Network, waiter: JoinWaiter, reply: JoinReply) {
+        self.joiner
+            .on_answer(&mut self.core, &mut self.sync, net, waiter, reply);
+        self.settle(net);
+    }
+
+    /// One of this machine's join messages got no answer.
+    pub fn on_join_failed(
+        &mut self,
+        net: &mut dyn Network,
+        waiter: JoinWaiter,
+        why: String,
+        now: Instant,
+    ) {
+        self.joiner.on_failed(&mut self.core, net, waiter, why, now);
+        self.settle(net);
+    }
+
+    /// mDNS found `peer` on the local network.
+    pub fn on_found(&mut self, net: &mut dyn Network, peer: PeerId) {
+        if self.core.is_member(&peer) && !net.is_connected(&peer) {
+            net.dial(peer);
+        }
+        self.joiner.found_by_mdns(net, peer);
+        self.settle(net);
+    }
+
+    /// Join polls and expiries, every tick.
+    pub fn tick(&mut self, net: &mut dyn Network, now: Instant) {
+        self.founder.tick(&mut self.core, now);
+        self.joiner.tick(&mut self.core, net, now);
+        self.settle(net);
+    }
+
+    /// Redials members that are not connected (every 20 s).
+    pub fn maintain(&mut self, net: &mut dyn Network) {
+        self.redial(net);
+        self.settle(net);
+    }
+
+    fn redial(&mut self, net: &mut dyn Network) {
+        if !self.core.am_member() {
+            return;
+        }
+        for (p, _) in self.core.other_members() {
+            if !net.is_connected(&p) {
+                net.dial(p);
+            }
+        }
+    }
+
+    // ----- the team's API ops ---------------------------------------------
+
+    /// Runs a team op; the answer goes to `reply` (once what it audited
+    /// is durable). Hands back ops that are not the team's.
+    pub fn op(
+        &mut self,
+        net: &mut dyn Network,
+        op: Op,
+        reply: oneshot::Sender<Reply>,
+        now: Instant,
+    ) -> Result<(), (Op, oneshot::Sender<Reply>)> {
+        let answer = match op {
+            Op::TeamShow => self.core.team_view(),
+            Op::TeamCreate { name, owner } => self.team_create(net, &name, &owner),
+            Op::TeamLeave => self.team_leave(net),
+            Op::Invite { ttl_secs } => Founder::invite(&mut self.core, net, ttl_secs),
+            Op::JoinStart {
+                ticket,
+                name,
+                owner,
+            } => {
+                let start = JoinStart {
+                    ticket: &ticket,
+                    name: &name,
+                    owner: &owner,
+                    reply,
+                    now,
+                };
+                self.joiner.start(&mut self.core, net, start);
+                self.settle(net);
+                return Ok(());
+            }
+            Op::JoinStatus { join_id } => self.joiner.state(join_id),
+            Op::JoinConfirm { join_id, accept } => {
+                self.joiner
+                    .confirm(&mut self.core, net, join_id, accept, reply);
+                self.settle(net);
+                return Ok(());
+            }
+            Op::AdmitList => self.founder.list(&self.core, now),
+            Op::AdmitCode { request_id, code } => {
+                self.founder.code(&mut self.core, request_id, &code, now)
+            }
+            Op::AdmitStatus { request_id } => self.founder.status(request_id),
+            Op::AdmitReject { request_id } => self.founder.reject(&mut self.core, request_id, now),
+            Op::Revoke { name } => self.revoke(net, &name),
+            other => return Err((other, reply)),
+        };
+        self.core.reply(reply, answer);
+        self.settle(net);
+        Ok(())
+    }
+
+    fn team_create(&mut self, net: &mut dyn Network, name: &str, owner: &str) -> Reply {
+        let core = &mut self.core;
+        if core.am_member() {
+            return err(
+                "already_in_team",
+                "this machine is already in a team; a machine belongs to one team",
+            );
+        }
+        let team_name =
+            Name::parse("team name", name).map_err(|e| ApiError::new("bad_name", e.to_string()))?;
+        let owner = Owner::parse(owner).map_err(|e| ApiError::new("bad_owner", e.to_string()))?;
+        let genesis = Block::sign(
+            BlockBody::Genesis(Genesis {
+                team_name,
+                founder: core.me.peer_id(),
+                founder_x25519: core.me.x25519_public(),
+                founder_name: core.settings.name.clone(),
+                founder_owner: owner,
+                admins: vec![core.me.peer_id()],
+                created_at: now(),
+                nonce: random16(),
+            }),
+            &core.me,
+        )
+        .map_err(|e| ApiError::new("internal", e.to_string()))?;
+        let state = TeamState::from_genesis(genesis)
+            .map_err(|e| ApiError::new("internal", e.to_string()))?;
+        core.replace_team(net, state)?;
+        core.audit(AuditEvent::TeamCreated, None, format!("team {name}"));
+        core.team_view()
+    }
+
+    fn team_leave(&mut self, net: &mut dyn Network) -> Reply {
+        let core = &mut self.core;
+        if !core.am_member() {
+            return err("not_in_team", NOT_IN_TEAM);
+        }
+        if core.am_admin() {
+            return err(
+                "admin_cannot_leave",
+                "the founder cannot leave its team: admins can't be revoked; to end the team, stop using it",
+            );
+        }
+        let team = core
+            .state()
+            .map(TeamState::id)
+            .ok_or_else(|| ApiError::new("not_in_team", NOT_IN_TEAM))?;
+        let me = core.me.peer_id();
+        core.add_own_block(
+            net,
+            BlockBody::Revoke(Revoke {
+                team,
+                peer: me,
+                revoked_by: me,
+                at: now(),
+            }),
+        )?;
+        core.audit(AuditEvent::Left, Some(&me), "this machine left its team");
+        ok(serde_json::json!({ "left": team.to_string() }))
+    }
+
+    fn revoke(&mut self, net: &mut dyn Network, name: &str) -> Reply {
+        let core = &mut self.core;
+        if !core.am_admin() {
+            return if core.am_member() {
+                err(
+                    "not_admin",
+                    "only the team's founder can revoke machines; to leave, run `agentmesh team leave`",
+                )
+            } else {
+                err("not_in_team", NOT_IN_TEAM)
+            };
+        }
+        let Some(team) = core.state() else {
+            return err("not_in_team", NOT_IN_TEAM);
+        };
+        // The current holder of the name; a name can also be held by a
+        // machine whose Admit lost a conflict (name_taken): that one is
+        // revoked by name only if no current member holds it.
+        let holder = team.by_name(name).or_else(|| {
+            team.members()
+                .find(|m| m.name.as_str() == name && m.standing == Standing::NameTaken)
+        });
+        let Some(member) = holder else {
+            let known = team
+                .members()
+                .filter(|m| m.standing == Standing::Current)
+                .map(|m| m.name.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            return err(
+                "unknown_member",
+                format!("no current member is named {name:?}; members: {known}"),
+            );
+        };
+        if member.admin {
+            return err(
+                "admin",
+                "the founder cannot be revoked; a lost founder key means founding a new team",
+            );
+        }
+        let (peer, id) = (member.peer, team.id());
+        let by = core.me.peer_id();
+        core.add_own_block(
+            net,
+            BlockBody::Revoke(Revoke {
+                team: id,
+                peer,
+                revoked_by: by,
+                at: now(),
+            }),
+        )?;
+        core.audit(
+            AuditEvent::Revoked,
+            Some(&peer),
+            format!("{name} revoked here"),
+        );
+        ok(serde_json::json!({ "revoked": peer.to_string(), "name": name }))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,392 @@
+//! `agentmesh connect ADDR`: the dial the person asked for, and what it
+//! waits for, as a state machine with no I/O.
+//!
+//! ```text
+//!  push (dialled) ──> connection up ── a member: sync ── sync_finished ── Connected{new_blocks}
+//!                                   ── revoked: refused      ── stranger/relay: Connected at once
+//!                 ──> dial failed (denied only for too many connections, and connected
+//!                     another way: as if up) ── otherwise connect_failed
+//!                 ──> 10 s without an answer: connect_failed
+//! ```
+//!
+//! The dial race: a sync that fails on another connection (one the
+//! peer's restart left behind, or the loser of a simultaneous dial) waits
+//! for the connect's own dial instead of failing it.
+
+use std::time::{Duration, Instant};
+
+use agentmesh_protocol::{Multiaddr, PeerId};
+use libp2p::swarm::ConnectionId;
+use tokio::sync::oneshot;
+
+use super::peers::without_peer;
+use crate::api::{self, Reply, err, ok};
+use crate::team::Membership;
+
+/// How long `agentmesh connect` waits for the connection and the sync:
+/// the person gets an answer well within 15 s.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An answer to send.
+pub type Answer = (oneshot::Sender<Reply>, Reply);
+
+/// An `agentmesh connect` waiting for its connection or its sync.
+#[derive(Debug)]
+struct ConnectWait {
+    addr: Multiaddr,
+    peer: Option<PeerId>,
+    dial: ConnectionId,
+    /// Whether that dial has connected.
+    dial_up: bool,
+    reply: oneshot::Sender<Reply>,
+    deadline: Instant,
+    syncing: bool,
+}
+
+impl ConnectWait {
+    /// Whether this connect's own dial is still on its way.
+    fn own_dial_pending(&self) -> bool {
+        !self.dial_up
+    }
+}
+
+/// What a connection coming up decided.
+#[derive(Debug, Default)]
+pub struct Up {
+    /// Connects answered.
+    pub answers: Vec<Answer>,
+    /// Whether a connect waits for a sync with the peer.
+    pub sync: bool,
+}
+
+/// The connects waiting.
+#[derive(Debug, Default)]
+pub struct Connects {
+    waits: Vec<ConnectWait>,
+}
+
+impl Connects {
+    /// Waits for `addr` (of `peer`, if the address names it), dialled as
+    /// `dial`, until `now` + [`CONNECT_TIMEOUT`].
+    pub fn push(
+        &mut self,
+        addr: Multiaddr,
+        peer: Option<PeerId>,
+        dial: ConnectionId,
+        reply: oneshot::Sender<Reply>,
+        now: Instant,
+    ) {
+        self.waits.push(ConnectWait {
+            addr,
+            peer,
+            dial,
+            dial_up: false,
+            reply,
+            deadline: now + CONNECT_TIMEOUT,
+            syncing: false,
+        });
+    }
+
+    /// Takes out the waits `matches` picks.
+    fn take(&mut self, matches: impl Fn(&ConnectWait) -> bool) -> Vec<ConnectWait> {
+        let (out, keep) = std::mem::take(&mut self.waits)
+            .into_iter()
+            .partition(|c| matches(c));
+        self.waits = keep;
+        out
+    }
+
+    /// A connection to `peer` at `remote` came up as `connection`.
+    pub fn connection_up(
+        &mut self,
+        peer: PeerId,
+        remote: &Multiaddr,
+        connection: ConnectionId,
+        membership: Membership,
+    ) -> Up {
+        let mut up = Up::default();
+        for c in &mut self.waits {
+            if c.dial == connection {
+                c.dial_up = true;
+            }
+        }
+        let matching = |c: &ConnectWait| {
+            !c.syncing
+                && (c.peer == Some(peer)
+                    || c.dial == connection
+                    || (c.peer.is_none() && without_peer(&c.addr) == without_peer(remote)))
+        };
+        if membership == Membership::Member {
+            for c in self.waits.iter_mut().filter(|c| matching(c)) {
+                c.peer = Some(peer);
+                c.syncing = true;
+                up.sync = true;
+            }
+            return up;
+        }
+        for c in self.take(matching) {
+            let answer = if membership == Membership::Revoked {
+                err(
+                    "revoked",
+                    format!("{peer} was revoked from the team; this machine refuses it"),
+                )
+            } else {
+                ok(api::Connected {
+                    peer_id: peer.to_string(),
+                    membership: membership.as_str().into(),
+                    new_blocks: 0,
+                })
+            };
+            up.answers.push((c.reply, answer));
+        }
+        up
+    }
+
+    /// The last connection to `peer` closed; `connection` was one of them.
+    pub fn connection_closed(&mut self, peer: PeerId, connection: ConnectionId) -> Vec<Answer> {
+        for c in &mut self.waits {
+            if c.peer == Some(peer) && c.own_dial_pending() {
+                c.syncing = false;
+            }
+        }
+        // A connect still dialling waits for its own dial: the connection
+        // that closed may be one left over from before the peer restarted.
+        self.fail(
+            |c| c.dial == connection || (c.peer == Some(peer) && !c.own_dial_pending()),
+            "the peer closed the connection (if this machine was revoked, members refuse it)",
+        )
+    }
+
+    /// The dial `connection` failed (`why`). `reached`: it reached the
+    /// machine and was denied only because this machine already has as
+    /// many connections to it as it keeps; a connect whose machine is
+    /// `connected` then goes on as if its dial came up, over those. The
+    /// connects to go on that way are returned with their addresses.
+    pub fn dial_failed(
+        &mut self,
+        connection: ConnectionId,
+        reached: bool,
+        connected: impl Fn(&PeerId) -> bool,
+        why: &str,
+    ) -> (Vec<(PeerId, Multiaddr)>, Vec<Answer>) {
+        let mut fallback = vec![];
+        for c in &mut self.waits {
+            if reached
+                && c.dial == connection
+                && let Some(p) = c.peer.filter(|p| connected(p))
+            {
+                c.dial_up = true;
+                fallback.push((p, c.addr.clone()));
+            }
+        }
+        let answers = self.fail(|c| c.dial == connection && !c.dial_up, why);
+        (fallback, answers)
+    }
+
+    /// The sync with `peer` ended: connects waiting on it are answered,
+    /// except those whose own dial is still on its way after a failure
+    /// (they sync again once it is up).
+    pub fn sync_finished(
+        &mut self,
+        peer: PeerId,
+        added: usize,
+        membership: &str,
+        outcome: &Result<(), String>,
+    ) -> Vec<Answer> {
+        for c in &mut self.waits {
+            if outcome.is_err() && c.peer == Some(peer) && c.own_dial_pending() {
+                c.syncing = false;
+            }
+        }
+        self.take(|c| c.peer == Some(peer) && c.syncing)
+            .into_iter()
+            .map(|c| {
+                let answer = match outcome {
+                    Ok(()) => ok(api::Connected {
+                        peer_id: peer.to_string(),
+                        membership: membership.to_owned(),
+                        new_blocks: added,
+                    }),
+                    Err(why) => err("refused", format!("{peer} refused to sync: {why}")),
+                };
+                (c.reply, answer)
+            })
+            .collect()
+    }
+
+    /// Connects past their deadline.
+    pub fn expire(&mut self, now: Instant) -> Vec<Answer> {
+        self.take(|c| c.deadline <= now)
+            .into_iter()
+            .map(|c| {
+                let why = format!(
+                    "{}: no answer within {}s",
+                    c.addr,
+                    CONNECT_TIMEOUT.as_secs()
+                );
+                (c.reply, err("connect_failed", why))
+            })
+            .collect()
+    }
+
+    fn fail(&mut self, matches: impl Fn(&ConnectWait) -> bool, why: &str) -> Vec<Answer> {
+        self.take(matches)
+            .into_iter()
+            .map(|c| {
+                let why = format!("{}: {why}", c.addr);
+                (c.reply, err("connect_failed", why))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
+    use super::*;
+
+    fn addr(peer: &PeerId) -> Multiaddr {
+        format!("/ip4/10.0.0.2/tcp/4001/p2p/{peer}")
+            .parse()
+            .unwrap()
+    }
+
+    fn code(answer: &Answer) -> String {
+        match &answer.1 {
+            Ok(v) => v["membership"].as_str().unwrap().to_owned(),
+            Err(e) => e.code.clone(),
+        }
+    }
+
+    #[test]
+    fn a_member_is_answered_after_its_sync() {
+        let mut c = Connects::default();
+        let peer = PeerId::random();
+        let dial = ConnectionId::new_unchecked(1);
+        let (tx, mut rx) = oneshot::channel();
+        c.push(addr(&peer), Some(peer), dial, tx, Instant::now());
+        let up = c.connection_up(peer, &addr(&peer), dial, Membership::Member);
+        assert!(up.sync && up.answers.is_empty(), "waits for the sync");
+        let done = c.sync_finished(peer, 3, "member", &Ok(()));
+        assert_eq!(done.len(), 1);
+        let (reply, answer) = done.into_iter().next().unwrap();
+        reply.send(answer).unwrap();
+        assert_eq!(rx.try_recv().unwrap().unwrap()["new_blocks"], 3);
+    }
+
+    #[test]
+    fn a_sync_failing_on_another_connection_waits_for_the_own_dial() {
+        let mut c = Connects::default();
+        let peer = PeerId::random();
+        let (old, dial) = (
+            ConnectionId::new_unchecked(1),
+            ConnectionId::new_unchecked(2),
+        );
+        let (tx, _rx) = oneshot::channel();
+        c.push(addr(&peer), Some(peer), dial, tx, Instant::now());
+        // The peer's old connection (left over from before it restarted)
+        // comes up in the table first and the sync on it fails.
+        let up = c.connection_up(peer, &addr(&peer), old, Membership::Member);
+        assert!(up.sync);
+        let failed = c.sync_finished(peer, 0, "member", &Err("closed".into()));
+        assert!(failed.is_empty(), "its own dial is still on its way");
+        assert!(c.connection_closed(peer, old).is_empty());
+        // Its own dial comes up: synced again, then answered.
+        assert!(
+            c.connection_up(peer, &addr(&peer), dial, Membership::Member)
+                .sync
+        );
+        let done = c.sync_finished(peer, 0, "member", &Ok(()));
+        assert_eq!(done.len(), 1);
+        assert!(done[0].1.is_ok());
+    }
+
+    #[test]
+    fn strangers_and_revoked_machines_are_answered_at_once() {
+        let mut c = Connects::default();
+        let (stranger, revoked) = (PeerId::random(), PeerId::random());
+        let (d1, d2) = (
+            ConnectionId::new_unchecked(1),
+            ConnectionId::new_unchecked(2),
+        );
+        c.push(
+            addr(&stranger),
+            None,
+            d1,
+            oneshot::channel().0,
+            Instant::now(),
+        );
+        c.push(
+            addr(&revoked),
+            Some(revoked),
+            d2,
+            oneshot::channel().0,
+            Instant::now(),
+        );
+        let up = c.connection_up(stranger, &addr(&stranger), d1, Membership::Stranger);
+        assert_eq!(
+            up.answers.iter().map(code).collect::<Vec<_>>(),
+            ["stranger"]
+        );
+        let up = c.connection_up(revoked, &addr(&revoked), d2, Membership::Revoked);
+        assert_eq!(up.answers.iter().map(code).collect::<Vec<_>>(), ["revoked"]);
+        assert!(
+            c.expire(Instant::now() + CONNECT_TIMEOUT).is_empty(),
+            "none left"
+        );
+    }
+
+    #[test]
+    fn a_dial_denied_for_too_many_connections_goes_on_over_them() {
+        let mut c = Connects::default();
+        let peer = PeerId::random();
+        let dial = ConnectionId::new_unchecked(7);
+        c.push(
+            addr(&peer),
+            Some(peer),
+            dial,
+            oneshot::channel().0,
+            Instant::now(),
+        );
+        let (fallback, failed) = c.dial_failed(dial, true, |_| true, "denied");
+        assert_eq!(fallback, vec![(peer, addr(&peer))]);
+        assert!(failed.is_empty());
+        // Any other failure fails the connect: it never reports success
+        // for an address it could not dial.
+        let other = ConnectionId::new_unchecked(8);
+        c.push(
+            addr(&peer),
+            Some(peer),
+            other,
+            oneshot::channel().0,
+            Instant::now(),
+        );
+        let (fallback, failed) = c.dial_failed(other, false, |_| true, "refused");
+        assert!(fallback.is_empty());
+        assert_eq!(
+            failed.iter().map(code).collect::<Vec<_>>(),
+            ["connect_failed"]
+        );
+    }
+
+    #[test]
+    fn connects_expire_at_their_deadline() {
+        let mut c = Connects::default();
+        let peer = PeerId::random();
+        let now = Instant::now();
+        c.push(
+            addr(&peer),
+            Some(peer),
+            ConnectionId::new_unchecked(1),
+            oneshot::channel().0,
+            now,
+        );
+        assert!(c.expire(now).is_empty());
+        let expired = c.expire(now + CONNECT_TIMEOUT);
+        assert_eq!(
+            expired.iter().map(code).collect::<Vec<_>>(),
+            ["connect_failed"]
+        );
+    }
+}

@@ -1,0 +1,130 @@
+//! What membership means on the wire: members score 0, are explicit
+//! gossip peers and bypass the limits on strangers' connections; everyone
+//! else scores as a stranger, is not an explicit peer and counts against
+//! those limits (connected or not); revoked machines are disconnected,
+//! after one short grace per [`REVOKED_GRACE_EVERY`].
+
+use std::time::{Duration, Instant};
+
+use agentmesh_protocol::PeerId;
+use agentmesh_protocol::team::{Standing, TeamState};
+use libp2p::Swarm;
+
+use super::behaviour::{Behaviour, stranger_score};
+use crate::limits::RateWindow;
+
+/// How long a revoked machine that connects is kept, answered only with
+/// refusals, before it is disconnected.
+pub const REVOKED_GRACE: Duration = Duration::from_secs(2);
+
+/// A revoked machine gets one grace per this long: reconnecting in a loop
+/// it is disconnected at once, and its refusals can't become a flood.
+pub const REVOKED_GRACE_EVERY: Duration = Duration::from_secs(600);
+
+/// Revoked machines whose last grace is remembered, at most.
+const MAX_GRACES: usize = 1024;
+
+/// Revoked machines to disconnect, and their graces.
+#[derive(Debug)]
+pub struct Guard {
+    /// Revoked machines to disconnect, and when.
+    disconnecting: Vec<(PeerId, Instant)>,
+    /// When each revoked machine last had its grace.
+    graces: RateWindow<PeerId>,
+    /// When the node started: the zero of the grace window.
+    started: Instant,
+}
+
+impl Guard {
+    /// A guard whose clock starts at `now`.
+    pub fn new(now: Instant) -> Guard {
+        Guard {
+            disconnecting: vec![],
+            graces: RateWindow::new(REVOKED_GRACE_EVERY, 1, MAX_GRACES),
+            started: now,
+        }
+    }
+
+    /// The team changed: applies it to every member and every connected
+    /// peer.
+    pub fn apply(
+        &mut self,
+        swarm: &mut Swarm<Behaviour>,
+        team: Option<&TeamState>,
+        connected: &[PeerId],
+        now: Instant,
+    ) {
+        let standings: Vec<(PeerId, bool)> = team
+            .iter()
+            .flat_map(|t| t.members())
+            .map(|m| (m.peer, m.standing == Standing::Current))
+            .collect();
+        for (peer, current) in standings {
+            let b = swarm.behaviour_mut();
+            if current {
+                b.limits.bypass_peer_id(&peer);
+            } else {
+                b.limits.remove_peer_id(&peer);
+                b.gossipsub.remove_explicit_peer(&peer);
+            }
+        }
+        for peer in connected {
+            self.apply_to(swarm, team, peer, true, now);
+        }
+    }
+
+    /// Applies the team to one peer (connected or not).
+    pub fn apply_to(
+        &mut self,
+        swarm: &mut Swarm<Behaviour>,
+        team: Option<&TeamState>,
+        peer: &PeerId,
+        connected: bool,
+        now: Instant,
+    ) {
+        let me = *swarm.local_peer_id();
+        let member = team.is_some_and(|t| t.is_member(peer) && t.is_member(&me));
+        let revoked = team.is_some_and(|t| t.is_revoked(peer));
+        let gossip = &mut swarm.behaviour_mut().gossipsub;
+        if member {
+            gossip.set_application_score(peer, 0.0);
+            gossip.add_explicit_peer(peer);
+        } else {
+            gossip.set_application_score(peer, stranger_score());
+            gossip.remove_explicit_peer(peer);
+        }
+        if revoked && !self.disconnecting.iter().any(|(p, _)| p == peer) {
+            if self.graces.check(peer, now.duration_since(self.started)) {
+                // Not at once: for a moment it is answered on every
+                // protocol with why it is refused, so its queued mail fails
+                // with a reason instead of retrying until it expires.
+                tracing::debug!(%peer, "disconnecting a revoked machine after its grace");
+                self.disconnecting.push((*peer, now + REVOKED_GRACE));
+            } else if connected {
+                // It had its grace moments ago: no second one.
+                let _ = swarm.disconnect_peer_id(*peer);
+            }
+        }
+    }
+
+    /// Disconnects revoked machines whose grace is over.
+    pub fn tick(&mut self, swarm: &mut Swarm<Behaviour>, team: Option<&TeamState>, now: Instant) {
+        let due: Vec<PeerId> = self
+            .disconnecting
+            .iter()
+            .filter(|(_, at)| *at <= now)
+            .map(|(p, _)| *p)
+            .collect();
+        self.disconnecting.retain(|(_, at)| *at > now);
+        for p in due {
+            if team.is_some_and(|t| t.is_revoked(&p)) {
+                let _ = swarm.disconnect_peer_id(p);
+            }
+        }
+    }
+
+    /// Graces that are over free their slots.
+    pub fn maintain(&mut self, now: Instant) {
+        self.graces.closed(now.duration_since(self.started));
+    }
+}

@@ -1,0 +1,122 @@
+//! The network's handle: how the local API and the mail actor reach the
+//! network's event loop. Everything they send is bounded, or bounded by
+//! construction.
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::carriage::Carry;
+#[cfg(test)]
+use super::carriage::MailLink;
+use crate::api::{ApiError, Op, Reply};
+use crate::wire::MailReply;
+
+/// Commands waiting for the node: API requests from every attached client.
+/// Small, because each client waits for its answer before asking again.
+pub const COMMAND_QUEUE: usize = 64;
+
+/// What the API asks of the network's event loop.
+#[derive(Debug)]
+pub enum Command {
+    /// Run `op` and answer on `reply`.
+    Api {
+        /// The operation.
+        op: Op,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Reply>,
+    },
+}
+
+/// The event loop's ends of its [`Handle`]s.
+#[derive(Debug)]
+pub struct Inbox {
+    /// API requests.
+    pub commands: mpsc::Receiver<Command>,
+    /// The mail actor's answers to inbound batches.
+    pub answers: mpsc::Receiver<(u64, MailReply)>,
+    /// Batches the mail actor hands over to carry.
+    pub carry: mpsc::UnboundedReceiver<Carry>,
+}
+
+/// A cloneable handle to the network's event loop.
+#[derive(Debug, Clone)]
+pub struct Handle {
+    tx: mpsc::Sender<Command>,
+    answers: mpsc::Sender<(u64, MailReply)>,
+    /// Unbounded, bounded by construction: the mail actor keeps a few
+    /// batches on their way per recipient.
+    carry: mpsc::UnboundedSender<Carry>,
+}
+
+impl Handle {
+    /// A handle and the loop's inbox; `pending` bounds the answers to
+    /// inbound batches (one slot per batch waiting).
+    pub fn new(pending: usize) -> (Handle, Inbox) {
+        let (tx, commands) = mpsc::channel(COMMAND_QUEUE);
+        let (answers, answers_rx) = mpsc::channel(pending);
+        let (carry, carry_rx) = mpsc::unbounded_channel();
+        (
+            Handle { tx, answers, carry },
+            Inbox {
+                commands,
+                answers: answers_rx,
+                carry: carry_rx,
+            },
+        )
+    }
+
+    /// Runs `op` on the node.
+    pub async fn request(&self, op: Op) -> Reply {
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(Command::Api { op, reply }).await.is_err() {
+            return Err(ApiError::shutting_down());
+        }
+        rx.await.unwrap_or_else(|_| Err(ApiError::shutting_down()))
+    }
+
+    /// Hands a batch to the node to carry; its answer comes back on the
+    /// [`MailLink`]. False if the node has stopped.
+    pub fn carry(&self, carry: Carry) -> bool {
+        self.carry.send(carry).is_ok()
+    }
+
+    /// Answers an inbound mail batch (the mail actor, once it is durable).
+    /// Never blocks: the channel holds one slot per pending batch.
+    pub fn answer_mail(&self, token: u64, reply: MailReply) {
+        if self.answers.try_send((token, reply)).is_err() {
+            tracing::warn!("dropping a mail acknowledgement; the sender will retry");
+        }
+    }
+
+    /// A handle and link for the mail actor's unit tests, with the ends
+    /// the node would hold.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> (Handle, MailLink, TestEnds) {
+        let (handle, inbox) = Handle::new(16);
+        let (events_tx, events) = mpsc::channel(16);
+        let (delivered_tx, delivered) = mpsc::unbounded_channel();
+        (
+            handle,
+            MailLink { events, delivered },
+            TestEnds {
+                events: events_tx,
+                answers: inbox.answers,
+                carried: inbox.carry,
+                delivered: delivered_tx,
+            },
+        )
+    }
+}
+
+/// The node's ends of a [`MailLink`] and [`Handle`], for unit tests.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct TestEnds {
+    /// Where inbound mail goes in.
+    pub events: mpsc::Sender<super::MailEvent>,
+    /// What the mail actor answers.
+    pub answers: mpsc::Receiver<(u64, MailReply)>,
+    /// What it carries.
+    pub carried: mpsc::UnboundedReceiver<Carry>,
+    /// Where carried batches are answered.
+    pub delivered: mpsc::UnboundedSender<super::Delivered>,
+}

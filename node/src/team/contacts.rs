@@ -1,0 +1,110 @@
+//! Contact records: where each member can be reached, signed by it,
+//! carried by every sync so a member that moved is found through whichever
+//! member heard from it last.
+
+use agentmesh_protocol::contact::{ContactRecord, SignedContact};
+use agentmesh_protocol::{Multiaddr, PeerId};
+use serde_bytes::ByteBuf;
+
+use super::network::Network;
+use super::state::TeamCore;
+use crate::clock::now;
+use crate::wire::{MAX_CONTACT_BYTES_PER_SYNC, MAX_CONTACTS_PER_SYNC};
+
+/// This machine's record and where the next sync starts among the
+/// members' records.
+#[derive(Debug, Default)]
+pub struct Contacts {
+    mine: Option<SignedContact>,
+    mine_addrs: Vec<Multiaddr>,
+    rotation: usize,
+}
+
+impl Contacts {
+    /// This machine's contact record, remade when its addresses change.
+    fn mine(&mut self, core: &TeamCore, net: &dyn Network) -> Option<&SignedContact> {
+        let mut addrs = net.advertised_addrs();
+        addrs.truncate(agentmesh_protocol::contact::MAX_CONTACT_ADDRS);
+        if self.mine.is_none() || addrs != self.mine_addrs {
+            let seq = match core.store.next_contact_seq() {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot number a contact record");
+                    return self.mine.as_ref();
+                }
+            };
+            let record = ContactRecord {
+                peer: core.me.peer_id(),
+                seq,
+                addrs: addrs.clone(),
+                relays: vec![],
+                at: now(),
+            };
+            self.mine = SignedContact::sign(record, &core.me).ok();
+            self.mine_addrs = addrs;
+        }
+        self.mine.as_ref()
+    }
+
+    /// The records a sync message carries: this machine's, and the latest
+    /// held for each current member, within the bytes one message may
+    /// carry; when they don't all fit, each sync starts further along, so
+    /// every record travels in turn.
+    pub fn share(&mut self, core: &TeamCore, net: &dyn Network) -> Vec<ByteBuf> {
+        let mut out: Vec<ByteBuf> = self
+            .mine(core, net)
+            .map(|c| ByteBuf::from(c.bytes().to_vec()))
+            .into_iter()
+            .collect();
+        let members: Vec<PeerId> = core.other_members().into_iter().map(|(p, _)| p).collect();
+        let mut bytes = out.iter().map(|b| b.len()).sum::<usize>();
+        let n = members.len().max(1);
+        let start = self.rotation % n;
+        self.rotation = self.rotation.wrapping_add(1);
+        for peer in members.iter().cycle().skip(start).take(members.len()) {
+            if out.len() >= MAX_CONTACTS_PER_SYNC {
+                break;
+            }
+            if let Ok(Some(record)) = core.store.contact(peer) {
+                if bytes + record.len() > MAX_CONTACT_BYTES_PER_SYNC {
+                    break;
+                }
+                bytes += record.len();
+                out.push(ByteBuf::from(record));
+            }
+        }
+        out
+    }
+
+    /// Keeps the records that verify, name a member, and supersede what
+    /// is stored; their addresses go to the address book.
+    pub fn take(core: &TeamCore, net: &mut dyn Network, contacts: &[ByteBuf]) {
+        for bytes in contacts.iter().take(MAX_CONTACTS_PER_SYNC) {
+            let Ok(contact) = SignedContact::from_bytes(bytes) else {
+                tracing::debug!("ignoring a contact record that does not verify");
+                continue;
+            };
+            let peer = contact.record().peer;
+            if peer == core.me.peer_id() || !core.is_member(&peer) {
+                continue;
+            }
+            let newer = core
+                .store
+                .contact(&peer)
+                .ok()
+                .flatten()
+                .and_then(|b| SignedContact::from_bytes(&b).ok())
+                .is_none_or(|old| contact.supersedes(&old));
+            if !newer {
+                continue;
+            }
+            if let Err(e) = core.store.put_contact(&peer, contact.bytes()) {
+                tracing::warn!(error = %e, "cannot store a contact record");
+                continue;
+            }
+            let r = contact.record();
+            let addrs: Vec<Multiaddr> = r.addrs.iter().chain(&r.relays).cloned().collect();
+            net.add_addresses(peer, &addrs);
+        }
+    }
+}

@@ -1,0 +1,414 @@
+//! The founder's side of joining: tickets, the checks a join request must
+//! pass, the desk where requests wait for a person, and admission.
+//!
+//! ```text
+//!  invite ── ticket (single use, stored) ── the joiner
+//!  Request ── checks (rate, ticket, admin, standing, name, room) ── Offer; filed on the desk
+//!  Poll    ── Waiting | Approved | Refused
+//!  admit CODE (the person) ── Matched: Approved | Wrong | Cancelled
+//!  Confirm ── sign the Admit ── Admitted(Genesis, Admit)   Decline ── Done
+//! ```
+
+use std::time::{Duration, Instant};
+
+use agentmesh_protocol::join::{self as pjoin, JoinOffer, JoinRequest};
+use agentmesh_protocol::team::{Admit, Block, BlockBody};
+use agentmesh_protocol::ticket::Ticket;
+use agentmesh_protocol::{PeerId, Wire};
+use serde_bytes::ByteBuf;
+
+use super::desk::{CodeOutcome, Desk, DeskState};
+use super::network::Network;
+use super::state::{NOT_IN_TEAM, TeamCore};
+use crate::api::{self, Reply, err, ok, rfc3339};
+use crate::audit::AuditEvent;
+use crate::clock::now;
+use crate::wire::{JoinMsg, JoinReply};
+
+fn random16() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    rand::Rng::fill_bytes(&mut rand::rng(), &mut b);
+    b
+}
+
+/// The founder's desk of join requests.
+#[derive(Debug, Default)]
+pub struct Founder {
+    desk: Desk,
+}
+
+impl Founder {
+    /// Answers a joiner's message.
+    pub fn answer(
+        &mut self,
+        core: &mut TeamCore,
+        net: &mut dyn Network,
+        peer: PeerId,
+        msg: JoinMsg,
+        now: Instant,
+    ) -> JoinReply {
+        let refused = |why: &str| JoinReply::Refused(why.into());
+        match msg {
+            JoinMsg::Request(bytes) => {
+                if !self
+                    .desk
+                    .allow(peer, now, core.settings.max_per_peer_per_minute)
+                {
+                    // Not audited: a flood must not turn into disk writes.
+                    return refused("too many join requests from this machine; wait a minute");
+                }
+                let reply = self.open_request(core, peer, &bytes, now);
+                if let JoinReply::Refused(why) = &reply {
+                    // Debug: anyone can cause these, with fresh identities.
+                    tracing::debug!(%peer, reason = %why, "refused a join request");
+                }
+                reply
+            }
+            JoinMsg::Poll(nonce) => match self.desk.find(&peer, &nonce) {
+                None => refused(
+                    "no such join request (it may have expired); start again with a new ticket",
+                ),
+                Some(r) => match &r.state {
+                    DeskState::Waiting => JoinReply::Waiting,
+                    DeskState::Approved | DeskState::Admitted => JoinReply::Approved,
+                    DeskState::Declined => refused("declined"),
+                    DeskState::Cancelled(why) => JoinReply::Refused(why.clone()),
+                },
+            },
+            JoinMsg::Confirm(nonce) => self.admit(core, net, peer, &nonce, now),
+            JoinMsg::Decline(nonce) => {
+                if let Some(id) = self
+                    .desk
+                    .find(&peer, &nonce)
+                    .filter(|r| r.state == DeskState::Approved)
+                    .map(|r| r.id)
+                {
+                    self.desk.settle(id, DeskState::Declined, now);
+                    core.audit(
+                        AuditEvent::JoinDeclined,
+                        Some(&peer),
+                        "the joiner said the team codes differ",
+                    );
+                }
+                JoinReply::Done
+            }
+        }
+    }
+
+    /// The checks a join request must pass, in an order that tells a
+    /// machine without a valid ticket nothing about the team.
+    fn open_request(
+        &mut self,
+        core: &mut TeamCore,
+        peer: PeerId,
+        bytes: &[u8],
+        at: Instant,
+    ) -> JoinReply {
+        let refused = |why: String| JoinReply::Refused(why);
+        let request = match JoinRequest::from_bytes(bytes) {
+            Ok(r) => r,
+            Err(e) => return refused(format!("the request is malformed: {e}")),
+        };
+        if request.joiner != peer {
+            return refused("the request names another machine than the one sending it".into());
+        }
+        match core.store.ticket(&request.ticket_nonce) {
+            Ok(Some(expires)) if expires >= now() => {}
+            Ok(Some(_)) => {
+                return refused(
+                    "the ticket expired; ask the founder for a new one (agentmesh invite)".into(),
+                );
+            }
+            Ok(None) => {
+                return refused("the ticket is unknown or was already used; ask the founder for a new one (agentmesh invite)".into());
+            }
+            Err(e) => return refused(format!("the founder's store failed: {e}")),
+        }
+        let am_admin = core.am_admin();
+        let Some(team) = core.state() else {
+            return refused("this machine is not in a team".into());
+        };
+        if !am_admin {
+            return refused("this machine cannot admit machines to its team".into());
+        }
+        match team.member(&peer).map(|m| m.standing) {
+            Some(agentmesh_protocol::team::Standing::Revoked) => {
+                return refused("this machine was revoked from the team and cannot rejoin with the same key; a new key is a new machine".into());
+            }
+            Some(_) => return refused("this machine was already admitted to the team".into()),
+            None => {}
+        }
+        if team.by_name(request.name.as_str()).is_some()
+            || self.desk.name_pending(&request.name, &peer)
+        {
+            return refused(format!(
+                "the name {} is taken in this team; join with another --name",
+                request.name
+            ));
+        }
+        if self.desk.open_count(Some(&peer)) >= core.settings.max_pending {
+            return refused(
+                "the founder has too many join requests waiting; try again later".into(),
+            );
+        }
+        match core.store.take_ticket(&request.ticket_nonce) {
+            Ok(Some(_)) => {}
+            Ok(None) => return refused("the ticket was just used by another request".into()),
+            Err(e) => return refused(format!("the founder's store failed: {e}")),
+        }
+        let genesis = team
+            .genesis()
+            .expect("a team with an admin has its genesis");
+        // Drawn only now that the whole request has arrived: the order the
+        // pairing code's strength rests on (docs/protocol.md §7.5).
+        let offer = JoinOffer {
+            team: team.id(),
+            team_name: genesis.team_name.clone(),
+            founder: core.me.peer_id(),
+            nonce: random16(),
+        };
+        let codes = pjoin::codes(&request, &offer);
+        let detail = format!("{} (owner {}) asks to join", request.name, request.owner);
+        let offer_bytes = offer.to_bytes();
+        self.desk.file(peer, request, offer, codes, at);
+        core.audit(AuditEvent::JoinRequested, Some(&peer), detail);
+        JoinReply::Offer(offer_bytes)
+    }
+
+    /// What an admission carries: the Genesis and `peer`'s Admit, a few
+    /// KiB whatever the team's size. The new member syncs the rest.
+    fn admission_blocks(core: &TeamCore, peer: &PeerId) -> Vec<ByteBuf> {
+        let Some(team) = core.state() else {
+            return vec![];
+        };
+        let genesis = team
+            .blocks()
+            .find(|b| matches!(b.body(), BlockBody::Genesis(_)));
+        let admit = team
+            .blocks()
+            .find(|b| matches!(b.body(), BlockBody::Admit(a) if a.peer == *peer));
+        genesis
+            .into_iter()
+            .chain(admit)
+            .map(|b| ByteBuf::from(Block::bytes(b).to_vec()))
+            .collect()
+    }
+
+    /// The joiner confirmed the team code: sign its Admit. A repeated
+    /// Confirm (its answer was lost) gets the same blocks again.
+    fn admit(
+        &mut self,
+        core: &mut TeamCore,
+        net: &mut dyn Network,
+        peer: PeerId,
+        nonce: &[u8],
+        at: Instant,
+    ) -> JoinReply {
+        let Some(r) = self.desk.find(&peer, nonce) else {
+            return JoinReply::Refused("no such join request".into());
+        };
+        match r.state {
+            DeskState::Approved => {}
+            DeskState::Admitted => return JoinReply::Admitted(Self::admission_blocks(core, &peer)),
+            _ => {
+                return JoinReply::Refused("the founder has not accepted the pairing code".into());
+            }
+        }
+        let (id, request) = (r.id, r.request.clone());
+        let Some(team) = core.state() else {
+            return JoinReply::Refused("this machine is no longer in a team".into());
+        };
+        if team.by_name(request.name.as_str()).is_some() {
+            self.desk.settle(
+                id,
+                DeskState::Cancelled(format!(
+                    "the name {} was taken meanwhile; join with another --name",
+                    request.name
+                )),
+                at,
+            );
+            return JoinReply::Refused(format!("the name {} was taken meanwhile", request.name));
+        }
+        let body = BlockBody::Admit(Admit {
+            team: team.id(),
+            peer,
+            x25519: request.x25519,
+            name: request.name.clone(),
+            owner: request.owner.clone(),
+            admitted_by: core.me.peer_id(),
+            at: now(),
+        });
+        match core.add_own_block(net, body) {
+            Ok(_) => {
+                self.desk.settle(id, DeskState::Admitted, at);
+                core.audit(
+                    AuditEvent::Admitted,
+                    Some(&peer),
+                    format!("{} (owner {})", request.name, request.owner),
+                );
+                JoinReply::Admitted(Self::admission_blocks(core, &peer))
+            }
+            Err(e) => JoinReply::Refused(e.message),
+        }
+    }
+
+    /// Expires requests nobody decided within the request lifetime.
+    pub fn tick(&mut self, core: &mut TeamCore, now: Instant) {
+        for id in self.desk.expire(now, core.settings.request_ttl) {
+            core.audit(
+                AuditEvent::JoinExpired,
+                None,
+                format!("request {id} expired"),
+            );
+        }
+    }
+
+    /// `invite`: a single-use ticket, stored before it is shown.
+    pub fn invite(core: &mut TeamCore, net: &dyn Network, ttl_secs: Option<u64>) -> Reply {
+        if !core.am_admin() {
+            return if core.am_member() {
+                err("not_admin", "only the team's founder can invite machines")
+            } else {
+                err("not_in_team", NOT_IN_TEAM)
+            };
+        }
+        let ttl = ttl_secs.map_or(core.settings.invite_ttl, Duration::from_secs);
+        if ttl > core.settings.max_invite_ttl || ttl.is_zero() {
+            return err(
+                "bad_ttl",
+                format!(
+                    "--ttl must be between 1s and {} (join.max_invite_ttl in config.toml)",
+                    humantime::format_duration(core.settings.max_invite_ttl)
+                ),
+            );
+        }
+        let mut addrs = net.advertised_addrs();
+        addrs.truncate(agentmesh_protocol::ticket::MAX_TICKET_ADDRS);
+        if addrs.is_empty() {
+            return err(
+                "no_addresses",
+                "this machine is not listening on any address yet; check `agentmesh status`",
+            );
+        }
+        let nonce = random16();
+        let expires_at = now().saturating_add(ttl);
+        core.store.put_ticket(&nonce, expires_at)?;
+        let ticket = Ticket {
+            founder: core.me.peer_id(),
+            addrs,
+            nonce,
+            expires_at,
+        };
+        core.audit(
+            AuditEvent::Invited,
+            None,
+            format!("ticket valid until {}", rfc3339(expires_at)),
+        );
+        ok(api::Invite {
+            ticket: ticket.to_string(),
+            expires_at: rfc3339(expires_at),
+        })
+    }
+
+    /// `admit` (the list): requests waiting for this admin.
+    pub fn list(&self, core: &TeamCore, now: Instant) -> Reply {
+        if !core.am_admin() {
+            return err("not_admin", "only the team's founder can admit machines");
+        }
+        let mut views = self.desk.views(now);
+        if let Some(team) = core.state() {
+            let members = core.member_views(team);
+            for v in &mut views {
+                v.name_was = members
+                    .iter()
+                    .find(|m| m.name == v.name && m.standing != "current")
+                    .cloned();
+            }
+        }
+        ok(views)
+    }
+
+    /// `admit ID CODE`: checks the pairing code a person typed.
+    pub fn code(&mut self, core: &mut TeamCore, id: u64, code: &str, now: Instant) -> Reply {
+        if !core.am_admin() {
+            return err("not_admin", "only the team's founder can admit machines");
+        }
+        let (name, peer) = match self.desk.get(id) {
+            Some(r) => (r.request.name.to_string(), Some(r.peer)),
+            None => (String::new(), None),
+        };
+        match self.desk.check_code(id, code, now) {
+            CodeOutcome::Matched(team) => ok(api::AdmitApproved {
+                team_code: team.to_string(),
+            }),
+            CodeOutcome::Wrong(left) => {
+                core.audit(
+                    AuditEvent::WrongCode,
+                    peer.as_ref(),
+                    format!("{left} tries left"),
+                );
+                err(
+                    "wrong_code",
+                    format!(
+                        "that is not the code {name} shows; {left} {} left",
+                        if left == 1 { "try" } else { "tries" }
+                    ),
+                )
+            }
+            CodeOutcome::Cancelled => {
+                core.audit(
+                    AuditEvent::JoinCancelled,
+                    peer.as_ref(),
+                    "three wrong codes",
+                );
+                err(
+                    "request_cancelled",
+                    format!(
+                        "that was the third wrong code: the request from {name} is cancelled; if the codes really differ, someone may be in the middle"
+                    ),
+                )
+            }
+            CodeOutcome::NotACode(why) => err("not_a_code", why),
+            CodeOutcome::Unknown => err("unknown_request", "no waiting join request with that id"),
+        }
+    }
+
+    /// Where an approved request stands.
+    pub fn status(&mut self, id: u64) -> Reply {
+        let Some(r) = self.desk.get(id) else {
+            return err("unknown_request", "no join request with that id");
+        };
+        let (state, reason) = match &r.state {
+            DeskState::Waiting => ("waiting", None),
+            DeskState::Approved => ("awaiting_confirmation", None),
+            DeskState::Admitted => ("admitted", None),
+            DeskState::Declined => ("declined", None),
+            DeskState::Cancelled(why) => ("cancelled", Some(why.clone())),
+        };
+        ok(api::AdmitState {
+            state: state.into(),
+            reason,
+        })
+    }
+
+    /// `admit reject ID`.
+    pub fn reject(&mut self, core: &mut TeamCore, id: u64, now: Instant) -> Reply {
+        if !core.am_admin() {
+            return err("not_admin", "only the team's founder can admit machines");
+        }
+        let Some(peer) = self.desk.get(id).map(|r| r.peer) else {
+            return err("unknown_request", "no join request with that id");
+        };
+        self.desk.settle(
+            id,
+            DeskState::Cancelled("the founder refused the request".into()),
+            now,
+        );
+        core.audit(
+            AuditEvent::JoinRejected,
+            Some(&peer),
+            "refused by the founder",
+        );
+        ok(serde_json::json!({}))
+    }
+}

@@ -1,0 +1,608 @@
+//! Joining a team: the joiner's side of the join protocol.
+//!
+//! ```text
+//!  start ── Request ──> founder ── Offer ── the person compares pairing codes
+//!  every 100 ms while Waiting: Poll ──> Waiting | Approved | Refused
+//!  confirm(accept) ── Confirm ──> Admitted(Genesis, Admit): install, sync,
+//!                                 answered once the first sync with the founder ends
+//!                  ── Decline ──> Done
+//!  a Request whose ticket addresses fail waits up to 10 s for mDNS to find the founder
+//! ```
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use agentmesh_protocol::join::{self as pjoin, Codes, JoinOffer, JoinRequest};
+use agentmesh_protocol::team::{Block, Standing, TeamState};
+use agentmesh_protocol::ticket::{Ticket, TicketError};
+use agentmesh_protocol::{Multiaddr, Name, Owner, PeerId, Wire};
+use serde_bytes::ByteBuf;
+use tokio::sync::oneshot;
+
+use super::network::Network;
+use super::state::TeamCore;
+use super::sync::Sync;
+use crate::api::{self, ApiError, Reply, err, ok};
+use crate::audit::AuditEvent;
+use crate::clock::now;
+use crate::wire::{JoinMsg, JoinReply};
+
+/// The most joins this machine runs as a joiner at once.
+pub const MAX_JOIN_SESSIONS: usize = 8;
+
+/// Polls of the founder that may fail in a row before the join is given
+/// up as unreachable. Failed polls back off to one a second.
+pub const MAX_POLL_FAILURES: u32 = 10;
+
+/// Times a lost `Confirm` is sent again before the join reports failure
+/// (the founder answers a repeated Confirm with the same blocks).
+pub const MAX_CONFIRM_TRIES: u32 = 5;
+
+/// How long a join whose ticket addresses failed waits for mDNS to find
+/// the founder on the local network.
+pub const MDNS_JOIN_WAIT: Duration = Duration::from_secs(10);
+
+/// What a join request's answer is for.
+#[derive(Debug)]
+pub enum JoinWaiter {
+    /// The first request; `join` waits on it.
+    Start(u64, oneshot::Sender<Reply>),
+    /// A poll.
+    Poll(u64),
+    /// The confirmation; `join` waits on it.
+    Confirm(u64, oneshot::Sender<Reply>),
+    /// The decline.
+    Decline(u64, oneshot::Sender<Reply>),
+}
+
+/// Where a join stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JoinPhase {
+    /// The request is on its way.
+    Offering,
+    /// The founder has not typed the pairing code yet.
+    Waiting,
+    /// The founder typed it; the person confirms the team code.
+    Approved,
+    /// The confirmation is on its way.
+    Confirming,
+    /// Joined.
+    Joined(api::TeamRef),
+    /// Refused, and why.
+    Refused(String),
+    /// The person declined.
+    Declined,
+}
+
+impl JoinPhase {
+    fn finished(&self) -> bool {
+        matches!(
+            self,
+            JoinPhase::Joined(_) | JoinPhase::Refused(_) | JoinPhase::Declined
+        )
+    }
+}
+
+/// A join this machine is making.
+#[derive(Debug)]
+struct Session {
+    founder: PeerId,
+    addrs: Vec<Multiaddr>,
+    request: JoinRequest,
+    offer: Option<JoinOffer>,
+    codes: Option<Codes>,
+    state: JoinPhase,
+    in_flight: bool,
+    next_poll: Instant,
+    poll_failures: u32,
+    confirm_tries: u32,
+    started: Instant,
+    /// The `join` call still waiting for the founder's first answer, kept
+    /// while mDNS may yet find the founder after the ticket's addresses
+    /// failed.
+    awaiting_mdns: Option<oneshot::Sender<Reply>>,
+}
+
+fn random16() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    rand::Rng::fill_bytes(&mut rand::rng(), &mut b);
+    b
+}
+
+fn founder_unreachable(why: &str) -> Reply {
+    err(
+        "founder_unreachable",
+        format!(
+            "{why}; check that the ticket's addresses are reachable from here and the founder's daemon is running"
+        ),
+    )
+}
+
+/// The joins in progress.
+#[derive(Debug, Default)]
+pub struct Joiner {
+    joins: BTreeMap<u64, Session>,
+    next_join: u64,
+    /// Joins admitted, answered once the first sync with their founder
+    /// ends (successfully or not: it has a deadline).
+    joined_waiting: Vec<(PeerId, u64, oneshot::Sender<Reply>)>,
+}
+
+/// What starting a join needs.
+#[derive(Debug)]
+pub struct JoinStart<'a> {
+    /// The ticket, as typed.
+    pub ticket: &'a str,
+    /// This machine's name in the team.
+    pub name: &'a str,
+    /// Its owner.
+    pub owner: &'a str,
+    /// Where `join`'s answer goes.
+    pub reply: oneshot::Sender<Reply>,
+    /// Now.
+    pub now: Instant,
+}
+
+impl Joiner {
+    /// Where join `join` stands, as `join` shows it.
+    pub fn state(&self, join: u64) -> Reply {
+        let Some(s) = self.joins.get(&join) else {
+            return err(
+                "unknown_join",
+                "no join with that id (it may have finished long ago)",
+            );
+        };
+        let team_code = match s.state {
+            JoinPhase::Approved | JoinPhase::Confirming => s.codes.map(|c| c.team.to_string()),
+            _ => None,
+        };
+        let (state, reason, team) = match &s.state {
+            JoinPhase::Offering | JoinPhase::Waiting => ("waiting", None, None),
+            JoinPhase::Approved | JoinPhase::Confirming => ("approved", None, None),
+            JoinPhase::Joined(t) => ("joined", None, Some(t.clone())),
+            JoinPhase::Refused(r) => ("refused", Some(r.clone()), None),
+            JoinPhase::Declined => ("declined", None, None),
+        };
+        ok(api::JoinState {
+            state: state.into(),
+            team_code,
+            reason,
+            team,
+        })
+    }
+
+    /// Sends a join request for `start.ticket`; the founder's offer
+    /// answers `start.reply`.
+    pub fn start(&mut self, core: &mut TeamCore, net: &mut dyn Network, start: JoinStart<'_>) {
+        let JoinStart {
+            ticket,
+            name,
+            owner,
+            reply,
+            now: at,
+        } = start;
+        let ticket = match Ticket::parse(ticket, now()) {
+            Ok(t) => t,
+            Err(e @ TicketError::Expired { .. }) => {
+                return core.reply(reply, err("ticket_expired", e.to_string()));
+            }
+            Err(e) => return core.reply(reply, err("bad_ticket", e.to_string())),
+        };
+        if core.am_member() {
+            return core.reply(
+                reply,
+                err(
+                    "already_in_team",
+                    "this machine is already in a team; a machine belongs to one team",
+                ),
+            );
+        }
+        let name = match Name::parse("machine name", name) {
+            Ok(n) => n,
+            Err(e) => return core.reply(reply, err("bad_name", e.to_string())),
+        };
+        let owner = match Owner::parse(owner) {
+            Ok(o) => o,
+            Err(e) => return core.reply(reply, err("bad_owner", e.to_string())),
+        };
+        if ticket.founder == core.me.peer_id() {
+            return core.reply(
+                reply,
+                err(
+                    "bad_ticket",
+                    "this ticket was made by this machine; run `agentmesh join` on the machine that should join",
+                ),
+            );
+        }
+        // Finished joins make room; joins still running count.
+        self.joins.retain(|_, s| !s.state.finished());
+        if self.joins.len() >= MAX_JOIN_SESSIONS {
+            return core.reply(
+                reply,
+                err(
+                    "busy",
+                    format!(
+                        "{MAX_JOIN_SESSIONS} joins are already in progress; finish or abandon one first"
+                    ),
+                ),
+            );
+        }
+        let request = JoinRequest {
+            ticket_nonce: ticket.nonce,
+            joiner: core.me.peer_id(),
+            x25519: core.me.x25519_public(),
+            name,
+            owner,
+            nonce: random16(),
+        };
+        net.add_addresses(ticket.founder, &ticket.addrs);
+        self.next_join += 1;
+        let join = self.next_join;
+        let bytes = request.to_bytes();
+        self.joins.insert(
+            join,
+            Session {
+                founder: ticket.founder,
+                addrs: ticket.addrs.clone(),
+                request,
+                offer: None,
+                codes: None,
+                state: JoinPhase::Offering,
+                in_flight: true,
+                next_poll: at,
+                poll_failures: 0,
+                confirm_tries: 0,
+                started: at,
+                awaiting_mdns: None,
+            },
+        );
+        net.send_join(
+            ticket.founder,
+            ticket.addrs,
+            JoinMsg::Request(bytes),
+            JoinWaiter::Start(join, reply),
+        );
+    }
+
+    /// The person accepted (the team codes match) or declined.
+    pub fn confirm(
+        &mut self,
+        core: &mut TeamCore,
+        net: &mut dyn Network,
+        join: u64,
+        accept: bool,
+        reply: oneshot::Sender<Reply>,
+    ) {
+        let Some(s) = self.joins.get_mut(&join) else {
+            return core.reply(
+                reply,
+                err("unknown_join", "no join in progress with that id"),
+            );
+        };
+        if s.state != JoinPhase::Approved {
+            return core.reply(
+                reply,
+                err(
+                    "not_approved",
+                    "the founder has not accepted the pairing code yet",
+                ),
+            );
+        }
+        s.state = if accept {
+            JoinPhase::Confirming
+        } else {
+            JoinPhase::Declined
+        };
+        self.send_confirm(core, net, join, accept, reply);
+    }
+
+    fn send_confirm(
+        &mut self,
+        core: &mut TeamCore,
+        net: &mut dyn Network,
+        join: u64,
+        accept: bool,
+        reply: oneshot::Sender<Reply>,
+    ) {
+        let Some(s) = self.joins.get_mut(&join) else {
+            return core.reply(reply, err("unknown_join", "the join was cancelled"));
+        };
+        s.confirm_tries += 1;
+        let nonce = s.request.nonce.to_vec();
+        let (msg, waiter) = if accept {
+            (JoinMsg::Confirm(nonce), JoinWaiter::Confirm(join, reply))
+        } else {
+            (JoinMsg::Decline(nonce), JoinWaiter::Decline(join, reply))
+        };
+        net.send_join(s.founder, s.addrs.clone(), msg, waiter);
+    }
+
+    /// Polls the founders of joins waiting for their pairing code, and
+    /// gives up joins whose founder mDNS did not find in time.
+    pub fn tick(&mut self, core: &mut TeamCore, net: &mut dyn Network, now: Instant) {
+        for (join, s) in &mut self.joins {
+            if s.state == JoinPhase::Waiting && !s.in_flight && s.next_poll <= now {
+                s.in_flight = true;
+                let poll = JoinMsg::Poll(s.request.nonce.to_vec());
+                net.send_join(s.founder, s.addrs.clone(), poll, JoinWaiter::Poll(*join));
+            }
+        }
+        let lost: Vec<u64> = self
+            .joins
+            .iter()
+            .filter(|(_, s)| {
+                s.awaiting_mdns.is_some() && now.duration_since(s.started) >= MDNS_JOIN_WAIT
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for join in lost {
+            if let Some(reply) = self.joins.remove(&join).and_then(|s| s.awaiting_mdns) {
+                core.reply(
+                    reply,
+                    founder_unreachable(&format!(
+                        "could not reach the founder at the ticket's addresses, nor find it on the local network within {}s",
+                        MDNS_JOIN_WAIT.as_secs()
+                    )),
+                );
+            }
+        }
+    }
+
+    /// mDNS found `founder`: sends again the join requests waiting for it.
+    pub fn found_by_mdns(&mut self, net: &mut dyn Network, founder: PeerId) {
+        for (join, s) in &mut self.joins {
+            if s.founder != founder {
+                continue;
+            }
+            let Some(reply) = s.awaiting_mdns.take() else {
+                continue;
+            };
+            s.in_flight = true;
+            let request = JoinMsg::Request(s.request.to_bytes());
+            net.send_join(founder, vec![], request, JoinWaiter::Start(*join, reply));
+        }
+    }
+
+    /// A join message got no answer (`why`): retry, wait for mDNS, or
+    /// give up, as its step allows.
+    pub fn on_failed(
+        &mut self,
+        core: &mut TeamCore,
+        net: &mut dyn Network,
+        waiter: JoinWaiter,
+        why: String,
+        now: Instant,
+    ) {
+        match waiter {
+            JoinWaiter::Start(join, reply) => {
+                let wait = core.settings.mdns
+                    && self
+                        .joins
+                        .get(&join)
+                        .is_some_and(|s| now.duration_since(s.started) < MDNS_JOIN_WAIT);
+                if let (true, Some(s)) = (wait, self.joins.get_mut(&join)) {
+                    // The ticket's addresses failed; the founder may
+                    // still turn up on the local network.
+                    tracing::info!(
+                        "the ticket's addresses failed; looking for the founder with mDNS"
+                    );
+                    s.in_flight = false;
+                    s.awaiting_mdns = Some(reply);
+                } else {
+                    self.joins.remove(&join);
+                    core.reply(reply, founder_unreachable(&why));
+                }
+            }
+            JoinWaiter::Poll(join) => {
+                if let Some(s) = self.joins.get_mut(&join) {
+                    s.in_flight = false;
+                    s.poll_failures += 1;
+                    s.next_poll = now + Duration::from_secs(1);
+                    if s.poll_failures >= MAX_POLL_FAILURES {
+                        s.state = JoinPhase::Refused(format!(
+                            "{why}, {MAX_POLL_FAILURES} times in a row; start again with a new ticket when the founder is back"
+                        ));
+                    }
+                }
+            }
+            JoinWaiter::Confirm(join, reply) => {
+                // The founder may have admitted us and the answer
+                // got lost; it answers a repeated Confirm the same.
+                let again = self
+                    .joins
+                    .get(&join)
+                    .is_some_and(|s| s.confirm_tries < MAX_CONFIRM_TRIES);
+                if again {
+                    self.send_confirm(core, net, join, true, reply);
+                } else {
+                    if let Some(s) = self.joins.get_mut(&join) {
+                        s.state = JoinPhase::Refused(why.clone());
+                    }
+                    core.reply(reply, err("founder_unreachable", why));
+                }
+            }
+            JoinWaiter::Decline(join, reply) => core.reply(reply, self.state(join)),
+        }
+    }
+
+    /// The founder answered a join message.
+    pub fn on_answer(
+        &mut self,
+        core: &mut TeamCore,
+        sync: &mut Sync,
+        net: &mut dyn Network,
+        waiter: JoinWaiter,
+        response: JoinReply,
+    ) {
+        match waiter {
+            JoinWaiter::Start(join, reply) => {
+                let result = self.on_offer(join, response);
+                if result.is_err() {
+                    self.joins.remove(&join);
+                }
+                core.reply(reply, result);
+            }
+            JoinWaiter::Poll(join) => {
+                let Some(s) = self.joins.get_mut(&join) else {
+                    return;
+                };
+                s.in_flight = false;
+                s.poll_failures = 0;
+                match response {
+                    JoinReply::Approved if s.state == JoinPhase::Waiting => {
+                        s.state = JoinPhase::Approved
+                    }
+                    JoinReply::Refused(r) => s.state = JoinPhase::Refused(r),
+                    _ => {}
+                }
+            }
+            JoinWaiter::Confirm(join, reply) => {
+                let result = match response {
+                    JoinReply::Admitted(blocks) => self.install_team(core, net, join, blocks),
+                    JoinReply::Refused(r) => {
+                        if let Some(s) = self.joins.get_mut(&join) {
+                            s.state = JoinPhase::Refused(r.clone());
+                        }
+                        err("join_refused", r)
+                    }
+                    other => err(
+                        "protocol",
+                        format!("unexpected answer from the founder: {other:?}"),
+                    ),
+                };
+                match result {
+                    Ok(()) => {
+                        sync.announce(core, net);
+                        // Admitted: answered once the first sync with the
+                        // founder brought the rest of the team's blocks
+                        // (the admission carried only the Genesis and the
+                        // Admit), so `team show` right after `join` lists
+                        // everyone.
+                        match self.joins.get(&join).map(|s| s.founder) {
+                            Some(founder) if sync.is_open(&founder) => {
+                                self.joined_waiting.push((founder, join, reply));
+                            }
+                            _ => core.reply(reply, self.state(join)),
+                        }
+                    }
+                    Err(e) => core.reply(reply, Err(e)),
+                }
+            }
+            JoinWaiter::Decline(join, reply) => core.reply(reply, self.state(join)),
+        }
+    }
+
+    /// Answers the joins whose first sync with their founder has ended.
+    pub fn synced(&mut self, core: &mut TeamCore, sync: &Sync) {
+        if self.joined_waiting.is_empty() {
+            return;
+        }
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.joined_waiting)
+            .into_iter()
+            .partition(|(founder, _, _)| !sync.is_open(founder));
+        self.joined_waiting = waiting;
+        for (_, join, reply) in done {
+            core.reply(reply, self.state(join));
+        }
+    }
+
+    fn on_offer(&mut self, join: u64, response: JoinReply) -> Reply {
+        let offer = match response {
+            JoinReply::Offer(bytes) => JoinOffer::from_bytes(&bytes).map_err(|e| {
+                ApiError::new("protocol", format!("the founder's offer is malformed: {e}"))
+            })?,
+            JoinReply::Refused(why) => {
+                return err("join_refused", format!("the founder refused: {why}"));
+            }
+            other => {
+                return err(
+                    "protocol",
+                    format!("unexpected answer from the founder: {other:?}"),
+                );
+            }
+        };
+        let s = self
+            .joins
+            .get_mut(&join)
+            .ok_or_else(|| ApiError::new("unknown_join", "the join was cancelled"))?;
+        if offer.founder != s.founder {
+            return err(
+                "protocol",
+                "the offer names another founder than the ticket",
+            );
+        }
+        let codes = pjoin::codes(&s.request, &offer);
+        s.codes = Some(codes);
+        s.state = JoinPhase::Waiting;
+        s.in_flight = false;
+        let started = api::JoinStarted {
+            join_id: join,
+            pairing_code: codes.pairing.to_string(),
+            team_name: offer.team_name.to_string(),
+            founder: offer.founder.to_string(),
+        };
+        s.offer = Some(offer);
+        ok(started)
+    }
+
+    /// Checks the blocks the founder sent and, if they make this machine a
+    /// member of the team it was offered, exactly as it asked, stores them
+    /// and joins.
+    fn install_team(
+        &mut self,
+        core: &mut TeamCore,
+        net: &mut dyn Network,
+        join: u64,
+        blocks: Vec<ByteBuf>,
+    ) -> Result<(), ApiError> {
+        let s = self
+            .joins
+            .get(&join)
+            .ok_or_else(|| ApiError::new("unknown_join", "the join was cancelled"))?;
+        let offer = s
+            .offer
+            .clone()
+            .ok_or_else(|| ApiError::new("protocol", "no offer"))?;
+        let mut state = TeamState::new(offer.team);
+        for b in &blocks {
+            let block = Block::from_bytes(b).map_err(|e| {
+                ApiError::new("protocol", format!("the founder sent a bad block: {e}"))
+            })?;
+            state.apply(block).map_err(|e| {
+                ApiError::new(
+                    "protocol",
+                    format!("the founder sent a block the team refuses: {e}"),
+                )
+            })?;
+        }
+        let me = core.me.peer_id();
+        let good = state
+            .genesis()
+            .is_some_and(|g| g.founder == offer.founder && g.team_name == offer.team_name)
+            && state.member(&me).is_some_and(|m| {
+                m.standing == Standing::Current
+                    && m.x25519 == s.request.x25519
+                    && m.name == s.request.name
+                    && m.owner == s.request.owner
+            });
+        if !good {
+            return err(
+                "protocol",
+                "the founder's blocks do not admit this machine as it asked",
+            );
+        }
+        core.replace_team(net, state)?;
+        core.audit(
+            AuditEvent::Joined,
+            Some(&offer.founder),
+            format!("joined team {}", offer.team_name),
+        );
+        let team = core
+            .team_ref()
+            .ok_or_else(|| ApiError::new("internal", "team vanished"))?;
+        if let Some(s) = self.joins.get_mut(&join) {
+            s.state = JoinPhase::Joined(team);
+        }
+        Ok(())
+    }
+}

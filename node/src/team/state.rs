@@ -1,0 +1,389 @@
+//! The team's state and its one owner: the blocks this machine holds,
+//! applied; what they say about each machine; the published
+//! [`Directory`]. Anything learned is stored before it is acted on: a
+//! block is applied to a copy of the team, written and flushed, and only
+//! then becomes the team.
+
+use std::sync::Arc;
+
+use agentmesh_protocol::team::{Block, BlockBody, BlockHash, Standing, TeamState};
+use agentmesh_protocol::{Identity, PeerId};
+use tokio::sync::{oneshot, watch};
+
+use super::Directory;
+use super::network::Network;
+use crate::api::{self, ApiError, Reply, err, ok, rfc3339};
+use crate::audit::{AuditEvent, AuditLog};
+use crate::clock::now;
+use crate::config::Settings;
+use crate::store::{Store, StoreError, TeamStore};
+
+/// The answer every team op gives a machine outside any team.
+pub const NOT_IN_TEAM: &str = "this machine is not in a team; create one with `agentmesh team create NAME` or join one with `agentmesh join TICKET` (the owner defaults to your login name; `--owner` names another)";
+
+/// How a machine stands with this one's team, as `peers` and `connect`
+/// show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Membership {
+    /// A current member.
+    Member,
+    /// Revoked from the team.
+    Revoked,
+    /// Not a member, and says it serves circuit relay.
+    Relay,
+    /// Anyone else.
+    Stranger,
+}
+
+impl Membership {
+    /// How `machine`, which says it is a relay or not, stands with `team`.
+    pub fn of(team: Option<&TeamState>, machine: &PeerId, relay: bool) -> Membership {
+        let member = team.and_then(|t| t.member(machine)).map(|m| m.standing);
+        match member {
+            _ if team.is_some_and(|t| t.is_revoked(machine)) => Membership::Revoked,
+            Some(Standing::Current) => Membership::Member,
+            _ if relay => Membership::Relay,
+            _ => Membership::Stranger,
+        }
+    }
+
+    /// The word the API uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Membership::Member => "member",
+            Membership::Revoked => "revoked",
+            Membership::Relay => "relay",
+            Membership::Stranger => "stranger",
+        }
+    }
+}
+
+/// A member's standing as `team show` words it.
+pub fn standing_word(s: Standing) -> &'static str {
+    match s {
+        Standing::Current => "current",
+        Standing::Revoked => "revoked",
+        Standing::NameTaken => "name_taken",
+    }
+}
+
+/// This machine's own standing as `status` words it (`team_standing`).
+pub fn own_standing_word(s: Standing) -> &'static str {
+    match s {
+        Standing::Current => "member",
+        Standing::Revoked => "revoked",
+        Standing::NameTaken => "name_taken",
+    }
+}
+
+/// The team this machine's store records, with every stored block applied.
+pub fn load_team(store: &dyn TeamStore) -> Result<Option<TeamState>, StoreError> {
+    let Some(id) = store.team()? else {
+        return Ok(None);
+    };
+    let mut state = TeamState::new(id);
+    for bytes in store.blocks(&id)? {
+        match Block::from_bytes(&bytes) {
+            Ok(b) => {
+                let _ = state.apply(b);
+            }
+            Err(e) => tracing::warn!(error = %e, "ignoring a damaged stored block"),
+        }
+    }
+    Ok(Some(state))
+}
+
+/// The team's state and what is written about it.
+#[derive(Debug)]
+pub struct TeamCore {
+    /// This machine.
+    pub me: Identity,
+    /// The daemon's settings.
+    pub settings: Settings,
+    /// The store.
+    pub store: Arc<dyn Store>,
+    state: Option<TeamState>,
+    directory: watch::Sender<Arc<Directory>>,
+    /// The team's audit entries, on their way to the disk.
+    pub audit: AuditLog,
+    /// The team changed in a way members should sync about.
+    announce: bool,
+    /// Answers that wait for this round's audit entries to be durable.
+    replies: Vec<(oneshot::Sender<Reply>, Reply)>,
+}
+
+impl TeamCore {
+    /// The core over the team `store` records.
+    pub fn new(
+        me: Identity,
+        settings: Settings,
+        store: Arc<dyn Store>,
+        audit: AuditLog,
+    ) -> Result<TeamCore, StoreError> {
+        let state = load_team(store.as_ref())?;
+        let (directory, _) = watch::channel(Arc::new(Directory::default()));
+        let core = TeamCore {
+            me,
+            settings,
+            store,
+            state,
+            directory,
+            audit,
+            announce: false,
+            replies: vec![],
+        };
+        core.publish_directory();
+        Ok(core)
+    }
+
+    /// The team, if this machine is in one.
+    pub fn state(&self) -> Option<&TeamState> {
+        self.state.as_ref()
+    }
+
+    /// The directory every part reads.
+    pub fn directory(&self) -> watch::Receiver<Arc<Directory>> {
+        self.directory.subscribe()
+    }
+
+    fn publish_directory(&self) {
+        let d = Directory::of(
+            self.me.peer_id(),
+            self.settings.name.as_str(),
+            self.state.as_ref(),
+        );
+        self.directory.send_replace(Arc::new(d));
+    }
+
+    /// Whether `peer` is a current member.
+    pub fn is_member(&self, peer: &PeerId) -> bool {
+        self.state.as_ref().is_some_and(|t| t.is_member(peer))
+    }
+
+    /// Whether `peer` was revoked.
+    pub fn is_revoked(&self, peer: &PeerId) -> bool {
+        self.state.as_ref().is_some_and(|t| t.is_revoked(peer))
+    }
+
+    /// Whether this machine is a current member.
+    pub fn am_member(&self) -> bool {
+        self.is_member(&self.me.peer_id())
+    }
+
+    /// Whether this machine is a current admin (the founder).
+    pub fn am_admin(&self) -> bool {
+        self.state
+            .as_ref()
+            .and_then(|t| t.member(&self.me.peer_id()))
+            .is_some_and(|m| m.admin && m.standing == Standing::Current)
+    }
+
+    /// The current members other than this machine, with whether each is
+    /// an admin.
+    pub fn other_members(&self) -> Vec<(PeerId, bool)> {
+        let me = self.me.peer_id();
+        self.state
+            .iter()
+            .flat_map(|t| t.members())
+            .filter(|m| m.standing == Standing::Current && m.peer != me)
+            .map(|m| (m.peer, m.admin))
+            .collect()
+    }
+
+    /// How `peer` stands, with whether the network says it is a relay.
+    pub fn membership(&self, peer: &PeerId, net: &dyn Network) -> Membership {
+        Membership::of(self.state.as_ref(), peer, net.is_relay(peer))
+    }
+
+    /// Audits `event` about `peer`.
+    pub fn audit(&mut self, event: AuditEvent, peer: Option<&PeerId>, detail: impl Into<String>) {
+        let peer = peer.map(ToString::to_string);
+        self.audit.note(event, now(), peer, detail);
+    }
+
+    /// Answers a client once what this round audited is durable.
+    pub fn reply(&mut self, reply: oneshot::Sender<Reply>, value: Reply) {
+        self.replies.push((reply, value));
+    }
+
+    /// Ends a round: hands its audit entries to the group commit and sends
+    /// the answers that waited for them once they are durable (at once if
+    /// nothing was audited).
+    pub fn finish(&mut self) {
+        let replies = std::mem::take(&mut self.replies);
+        let send = move || {
+            for (reply, value) in replies {
+                // A client that hung up does not want its answer.
+                let _ = reply.send(value);
+            }
+        };
+        if self.audit.has_pending() {
+            self.audit.submit(vec![], Some(Box::new(send)));
+        } else {
+            send();
+        }
+    }
+
+    /// Whether the team changed so that connected members should sync
+    /// (a block of this machine's, a team installed); asked once.
+    pub fn take_announce(&mut self) -> bool {
+        std::mem::take(&mut self.announce)
+    }
+
+    /// Subscribes to the blocks topic (or leaves it) and applies
+    /// membership to every connection. Called at start and whenever the
+    /// team is replaced.
+    pub fn activate(&mut self, net: &mut dyn Network, old: Option<&TeamState>) {
+        if old.is_some() && self.state.is_none() {
+            net.subscribe_blocks(false);
+        }
+        if self.state.is_some() {
+            net.subscribe_blocks(true);
+        }
+        self.apply_membership(net);
+    }
+
+    fn apply_membership(&mut self, net: &mut dyn Network) {
+        net.membership_changed(self.state.as_ref());
+        self.publish_directory();
+    }
+
+    /// Applies blocks to a copy of the team, stores the new ones, and only
+    /// then makes the copy the team. Returns how many were new.
+    pub fn merge_blocks(&mut self, net: &mut dyn Network, blocks: Vec<Block>) -> usize {
+        let Some(team) = &self.state else {
+            return 0;
+        };
+        let mut next = team.clone();
+        let before = team.hashes();
+        for b in blocks {
+            if let Err(e) = next.apply(b.clone()) {
+                // Debug: a member gossiping junk must not fill the log.
+                tracing::debug!(block = %b.hash(), error = %e, "refused a team block");
+            }
+        }
+        let added: Vec<Block> = next
+            .blocks()
+            .filter(|b| !before.contains(&b.hash()))
+            .cloned()
+            .collect();
+        if added.is_empty() {
+            return 0;
+        }
+        let pairs: Vec<(BlockHash, &[u8])> = added.iter().map(|b| (b.hash(), b.bytes())).collect();
+        if let Err(e) = self.store.put_blocks(&next.id(), &pairs) {
+            tracing::error!(error = %e, "cannot store team blocks; not applying them");
+            return 0;
+        }
+        self.state = Some(next);
+        for b in &added {
+            match b.body() {
+                BlockBody::Revoke(r) => self.audit(
+                    AuditEvent::Revoked,
+                    Some(&r.peer),
+                    format!("learned; revoked by {}", r.revoked_by),
+                ),
+                BlockBody::Admit(a) => self.audit(
+                    AuditEvent::Admitted,
+                    Some(&a.peer),
+                    format!("learned; {} ({})", a.name, a.owner),
+                ),
+                BlockBody::Genesis(_) => {}
+            }
+        }
+        self.apply_membership(net);
+        added.len()
+    }
+
+    /// Signs a block, stores it, then adds it to the team and spreads it.
+    pub fn add_own_block(
+        &mut self,
+        net: &mut dyn Network,
+        body: BlockBody,
+    ) -> Result<Block, ApiError> {
+        let block =
+            Block::sign(body, &self.me).map_err(|e| ApiError::new("internal", e.to_string()))?;
+        let team = self
+            .state
+            .as_ref()
+            .ok_or_else(|| ApiError::new("not_in_team", NOT_IN_TEAM))?;
+        let mut next = team.clone();
+        next.apply(block.clone())
+            .map_err(|e| ApiError::new("refused", e.to_string()))?;
+        self.store
+            .put_blocks(&next.id(), &[(block.hash(), block.bytes())])?;
+        self.state = Some(next);
+        net.publish_block(block.bytes().to_vec());
+        self.apply_membership(net);
+        self.announce = true;
+        Ok(block)
+    }
+
+    /// Replaces the team with `state`: stores it and points at it first,
+    /// then forgets the old one.
+    pub fn replace_team(
+        &mut self,
+        net: &mut dyn Network,
+        state: TeamState,
+    ) -> Result<(), ApiError> {
+        let pairs: Vec<(BlockHash, &[u8])> =
+            state.blocks().map(|b| (b.hash(), b.bytes())).collect();
+        self.store
+            .put_blocks(&state.id(), &pairs)
+            .and_then(|()| self.store.set_team(Some(state.id())))?;
+        let old = self.state.replace(state);
+        if let Some(old) = &old
+            && Some(old.id()) != self.state.as_ref().map(TeamState::id)
+        {
+            let _ = self.store.delete_team(&old.id());
+        }
+        self.activate(net, old.as_ref());
+        Ok(())
+    }
+
+    /// The team as `team show` shows it.
+    pub fn team_view(&self) -> Reply {
+        let Some(team) = &self.state else {
+            return err("not_in_team", NOT_IN_TEAM);
+        };
+        let Some(g) = team.genesis() else {
+            return err("not_in_team", NOT_IN_TEAM);
+        };
+        ok(api::TeamView {
+            team_id: team.id().to_string(),
+            name: g.team_name.to_string(),
+            founder: g.founder.to_string(),
+            founder_name: g.founder_name.to_string(),
+            members: self.member_views(team),
+        })
+    }
+
+    /// Every machine `team` admitted, admins first, then by name.
+    pub fn member_views(&self, team: &TeamState) -> Vec<api::MemberView> {
+        let me = self.me.peer_id();
+        let mut members: Vec<api::MemberView> = team
+            .members()
+            .map(|m| api::MemberView {
+                name: m.name.to_string(),
+                owner: m.owner.to_string(),
+                peer_id: m.peer.to_string(),
+                admitted_at: rfc3339(m.admitted_at),
+                revoked: m.standing == Standing::Revoked,
+                admin: m.admin,
+                standing: standing_word(m.standing).into(),
+                this_machine: m.peer == me,
+            })
+            .collect();
+        members.sort_by(|a, b| (!a.admin, &a.name).cmp(&(!b.admin, &b.name)));
+        members
+    }
+
+    /// The team's id and name.
+    pub fn team_ref(&self) -> Option<api::TeamRef> {
+        let t = self.state.as_ref()?;
+        Some(api::TeamRef {
+            team_id: t.id().to_string(),
+            name: t.genesis()?.team_name.to_string(),
+        })
+    }
+}

@@ -1,0 +1,317 @@
+//! The team without a swarm: two machines' teams wired through recording
+//! networks, messages carried by hand.
+
+#![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
+use std::time::{Duration, Instant};
+
+use agentmesh_protocol::team::{Admit, Block, BlockBody};
+use agentmesh_protocol::{Identity, Name, Owner, PeerId};
+use tokio::sync::oneshot;
+
+use super::network::fake::{Call, FakeNet};
+use super::*;
+use crate::store::{GroupCommit, SledStore};
+use crate::wire::{JoinReply, MAX_BLOCKS_PER_SYNC, SyncRequest};
+
+/// One machine: its team part, its network, and what keeps them alive.
+struct Machine {
+    id: PeerId,
+    team: Team,
+    net: FakeNet,
+    _dir: tempfile::TempDir,
+    _flusher: std::thread::JoinHandle<()>,
+}
+
+fn machine(name: &str) -> Machine {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SledStore::open(dir.path(), 1 << 20).unwrap());
+    let (commit, flusher) = GroupCommit::start(store.clone());
+    let me = Identity::generate(&mut rand::rng());
+    let config = crate::config::Config {
+        name: Some(name.into()),
+        ..Default::default()
+    };
+    let settings = config.validate().unwrap();
+    let mut team = Team::new(me.clone(), settings, store, AuditLog::new(commit)).unwrap();
+    let mut net = FakeNet::default();
+    team.start(&mut net);
+    Machine {
+        id: me.peer_id(),
+        team,
+        net,
+        _dir: dir,
+        _flusher: flusher,
+    }
+}
+
+/// Runs `op` and waits for its answer (it comes once what it audited is
+/// durable, from the flusher's thread).
+fn op(m: &mut Machine, op: Op) -> Reply {
+    let (tx, rx) = oneshot::channel();
+    m.team.op(&mut m.net, op, tx, Instant::now()).unwrap();
+    rx.blocking_recv().unwrap()
+}
+
+/// Carries the sync requests `from` sent to `to`, and the answers back.
+/// Returns how many were fetches, and whether any moved.
+fn carry_syncs(from: &mut Machine, to: &mut Machine) -> (usize, bool) {
+    let (mut fetches, mut moved) = (0, false);
+    for call in std::mem::take(&mut from.net.calls) {
+        let Call::Sync(peer, request) = call else {
+            from.net.calls.push(call);
+            continue;
+        };
+        assert_eq!(peer, to.id, "syncs go only to the other member");
+        fetches += usize::from(matches!(request, SyncRequest::Fetch { .. }));
+        let reply = to
+            .team
+            .on_sync_request(&mut to.net, from.id, request, Instant::now());
+        from.team.on_sync_reply(&mut from.net, to.id, reply);
+        moved = true;
+    }
+    (fetches, moved)
+}
+
+/// Carries syncs both ways until neither side sends more. Returns the
+/// fetches `b` sent.
+fn pump(a: &mut Machine, b: &mut Machine) -> usize {
+    let mut fetches = 0;
+    loop {
+        let (f, moved_b) = carry_syncs(b, a);
+        let (_, moved_a) = carry_syncs(a, b);
+        fetches += f;
+        if !moved_a && !moved_b {
+            return fetches;
+        }
+    }
+}
+
+/// `founder` admits `joiner` directly (as its own Admit block would),
+/// and `joiner` installs the Genesis and that Admit, as a join would.
+fn admit(founder: &mut Machine, joiner: &mut Machine, name: &str) {
+    let me = founder.team.core.me.clone();
+    let joiner_id = joiner.team.core.me.clone();
+    let team = founder.team.state().unwrap().id();
+    let block = Block::sign(
+        BlockBody::Admit(Admit {
+            team,
+            peer: joiner.id,
+            x25519: joiner_id.x25519_public(),
+            name: Name::parse("machine name", name).unwrap(),
+            owner: Owner::parse("ada").unwrap(),
+            admitted_by: me.peer_id(),
+            at: now(),
+        }),
+        &me,
+    )
+    .unwrap();
+    founder
+        .team
+        .core
+        .merge_blocks(&mut founder.net, vec![block]);
+    let mut state = TeamState::new(team);
+    for b in founder.team.state().unwrap().blocks() {
+        state.apply(b.clone()).unwrap();
+    }
+    joiner
+        .team
+        .core
+        .replace_team(&mut joiner.net, state)
+        .unwrap();
+}
+
+#[test]
+fn nothing_team_derived_is_sent_to_a_stranger() {
+    let mut a = machine("alpha");
+    op(
+        &mut a,
+        Op::TeamCreate {
+            name: "ward".into(),
+            owner: "ada".into(),
+        },
+    )
+    .unwrap();
+    let stranger = PeerId::random();
+    a.net.calls.clear();
+    a.team.on_connected(&mut a.net, stranger);
+    a.team.sync_with(&mut a.net, stranger);
+    assert!(a.net.syncs().is_empty(), "no sync request to a stranger");
+    assert!(a.net.calls.contains(&Call::Finished(
+        stranger,
+        0,
+        Err("it is not a member of the team".into())
+    )));
+    // A stranger naming the team is refused, and makes this machine ask
+    // a connected member instead (none here).
+    let id = a.team.state().unwrap().id();
+    let ask = SyncRequest::Fetch {
+        team: id.0.to_vec(),
+        hashes: vec![],
+    };
+    let reply = a
+        .team
+        .on_sync_request(&mut a.net, stranger, ask, Instant::now());
+    assert!(matches!(reply, SyncReply::Refused(_)), "{reply:?}");
+    assert!(a.net.syncs().is_empty());
+}
+
+#[test]
+fn a_member_missing_more_than_a_fetch_syncs_again_until_it_has_every_block() {
+    let (mut a, mut b) = (machine("alpha"), machine("bravo"));
+    op(
+        &mut a,
+        Op::TeamCreate {
+            name: "ward".into(),
+            owner: "ada".into(),
+        },
+    )
+    .unwrap();
+    admit(&mut a, &mut b, "bravo");
+    // 250 more machines admitted while bravo was away.
+    let me = a.team.core.me.clone();
+    let team = a.team.state().unwrap().id();
+    let blocks: Vec<Block> = (0..250)
+        .map(|i| {
+            let id = Identity::generate(&mut rand::rng());
+            Block::sign(
+                BlockBody::Admit(Admit {
+                    team,
+                    peer: id.peer_id(),
+                    x25519: id.x25519_public(),
+                    name: Name::parse("machine name", &format!("m{i}")).unwrap(),
+                    owner: Owner::parse("ada").unwrap(),
+                    admitted_by: me.peer_id(),
+                    at: now(),
+                }),
+                &me,
+            )
+            .unwrap()
+        })
+        .collect();
+    assert_eq!(a.team.core.merge_blocks(&mut a.net, blocks), 250);
+    a.net.connected = vec![b.id];
+    b.net.connected = vec![a.id];
+    a.net.calls.clear();
+    b.net.calls.clear();
+    b.team.on_connected(&mut b.net, a.id);
+    let fetches = pump(&mut a, &mut b);
+    assert_eq!(
+        b.team.state().unwrap().digest(),
+        a.team.state().unwrap().digest(),
+        "bravo has every block"
+    );
+    assert_eq!(
+        fetches,
+        250usize.div_ceil(MAX_BLOCKS_PER_SYNC),
+        "a fetch per 100 blocks"
+    );
+}
+
+#[test]
+fn a_sync_on_a_closed_connection_is_tried_again_while_another_is_up() {
+    let (mut a, mut b) = (machine("alpha"), machine("bravo"));
+    op(
+        &mut a,
+        Op::TeamCreate {
+            name: "ward".into(),
+            owner: "ada".into(),
+        },
+    )
+    .unwrap();
+    admit(&mut a, &mut b, "bravo");
+    b.net.connected = vec![a.id];
+    b.net.calls.clear();
+    b.team.sync_with(&mut b.net, a.id);
+    assert_eq!(b.net.syncs().len(), 1);
+    b.team
+        .on_sync_failed(&mut b.net, a.id, "closed".into(), true);
+    assert_eq!(b.net.syncs().len(), 2, "tried again");
+    b.team
+        .on_sync_failed(&mut b.net, a.id, "closed".into(), true);
+    b.team
+        .on_sync_failed(&mut b.net, a.id, "closed".into(), true);
+    assert_eq!(b.net.syncs().len(), 3, "twice, then it ends");
+    assert!(matches!(
+        b.net.calls.last(),
+        Some(Call::Finished(_, 0, Err(_)))
+    ));
+}
+
+#[test]
+fn a_join_runs_from_ticket_to_member_without_a_swarm() {
+    let (mut a, mut b) = (machine("alpha"), machine("bravo"));
+    op(
+        &mut a,
+        Op::TeamCreate {
+            name: "ward".into(),
+            owner: "ada".into(),
+        },
+    )
+    .unwrap();
+    let ticket = op(&mut a, Op::Invite { ttl_secs: None }).unwrap()["ticket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The joiner's request goes to the founder; its offer comes back.
+    let (tx, rx) = oneshot::channel();
+    let start = Op::JoinStart {
+        ticket,
+        name: "bravo".into(),
+        owner: "ada".into(),
+    };
+    b.team.op(&mut b.net, start, tx, Instant::now()).unwrap();
+    let carry = |from: &mut Machine, to: &mut Machine| {
+        let call = from
+            .net
+            .calls
+            .iter()
+            .rposition(|c| matches!(c, Call::Join(..)))
+            .unwrap();
+        let Call::Join(founder, msg) = from.net.calls.remove(call) else {
+            unreachable!()
+        };
+        assert_eq!(founder, to.id);
+        let waiter = from.net.waiters.pop().unwrap();
+        let reply = to
+            .team
+            .on_join_request(&mut to.net, from.id, msg, Instant::now());
+        from.team
+            .on_join_answer(&mut from.net, waiter, reply.clone());
+        reply
+    };
+    assert!(matches!(carry(&mut b, &mut a), JoinReply::Offer(_)));
+    let started = rx.blocking_recv().unwrap().unwrap();
+    let (join_id, code) = (
+        started["join_id"].as_u64().unwrap(),
+        started["pairing_code"].as_str().unwrap().to_owned(),
+    );
+    // Polled while nobody typed the code.
+    b.team.tick(&mut b.net, Instant::now());
+    assert_eq!(carry(&mut b, &mut a), JoinReply::Waiting);
+    let list = op(&mut a, Op::AdmitList).unwrap();
+    let request_id = list[0]["request_id"].as_u64().unwrap();
+    op(&mut a, Op::AdmitCode { request_id, code }).unwrap();
+    // The next poll says approved.
+    b.team
+        .tick(&mut b.net, Instant::now() + Duration::from_secs(1));
+    assert_eq!(carry(&mut b, &mut a), JoinReply::Approved);
+    let state = op(&mut b, Op::JoinStatus { join_id }).unwrap();
+    assert_eq!(state["state"], "approved");
+    // Confirmed: admitted, and answered once the first sync with the
+    // founder ended.
+    a.net.connected = vec![b.id];
+    b.net.connected = vec![a.id];
+    let (tx, mut rx) = oneshot::channel();
+    let confirm = Op::JoinConfirm {
+        join_id,
+        accept: true,
+    };
+    b.team.op(&mut b.net, confirm, tx, Instant::now()).unwrap();
+    assert!(matches!(carry(&mut b, &mut a), JoinReply::Admitted(_)));
+    assert!(rx.try_recv().is_err(), "not before the first sync");
+    pump(&mut a, &mut b);
+    let joined = rx.blocking_recv().unwrap().unwrap();
+    assert_eq!(joined["state"], "joined");
+    assert!(b.team.is_member(&b.id));
+}

@@ -1,5 +1,18 @@
 //! The typed client of the local API: the one way every command talks to
 //! the daemon.
+//!
+//! A [`Client`] makes one call at a time and keeps the events that arrive
+//! meanwhile. [`Client::split`] turns it into a request half and an event
+//! half, so one process (the MCP server) can wait for events while it
+//! makes calls:
+//!
+//! ```text
+//!  Requests::call ── (op, answer) ──┐                    ┌── responses, by id ──> answer
+//!                                   v                    │
+//!                      the connection's task: frames out and in
+//!                                                        └── events (bounded; a full
+//!                                                            queue turns into `lagged`) ──> Events::next
+//! ```
 
 use std::path::PathBuf;
 
@@ -119,20 +132,7 @@ impl Client {
 
     /// Runs `op` and reads its result as `T`.
     pub async fn call<T: DeserializeOwned>(&mut self, op: Op) -> Result<T, ClientError> {
-        // Said here, before the text is escaped into a frame whose own
-        // limit would give a less useful answer.
-        if let Op::Send { text, .. } = &op
-            && text.len() > agentmesh_protocol::cbor::MAX_BODY_BYTES
-        {
-            return Err(ClientError::Api(ApiError::new(
-                "too_large",
-                format!(
-                    "the message is {} bytes, over the limit of {} bytes (64 KiB); send less text, or send it in parts",
-                    text.len(),
-                    agentmesh_protocol::cbor::MAX_BODY_BYTES
-                ),
-            )));
-        }
+        too_large(&op)?;
         self.next_id += 1;
         let id = self.next_id;
         send(&mut self.framed, &ClientFrame::Request { id, op }).await?;
@@ -144,14 +144,8 @@ impl Client {
                     result,
                     error,
                 } if got == id => {
-                    return if ok {
-                        serde_json::from_value(result.unwrap_or(serde_json::Value::Null))
-                            .map_err(|e| ClientError::Protocol(e.to_string()))
-                    } else {
-                        Err(ClientError::Api(error.unwrap_or_else(|| {
-                            ApiError::new("unknown", "the daemon gave no reason")
-                        })))
-                    };
+                    return serde_json::from_value(result_of(ok, result, error)?)
+                        .map_err(|e| ClientError::Protocol(e.to_string()));
                 }
                 DaemonFrame::Error { code, message } => {
                     return Err(ClientError::Api(ApiError { code, message }));
@@ -225,6 +219,39 @@ impl Client {
     }
 }
 
+/// A message too large is said here, before the text is escaped into a
+/// frame whose own limit would give a less useful answer.
+fn too_large(op: &Op) -> Result<(), ClientError> {
+    if let Op::Send { text, .. } = op
+        && text.len() > agentmesh_protocol::cbor::MAX_BODY_BYTES
+    {
+        return Err(ClientError::Api(ApiError::new(
+            "too_large",
+            format!(
+                "the message is {} bytes, over the limit of {} bytes (64 KiB); send less text, or send it in parts",
+                text.len(),
+                agentmesh_protocol::cbor::MAX_BODY_BYTES
+            ),
+        )));
+    }
+    Ok(())
+}
+
+/// A response frame as a call's result.
+fn result_of(
+    ok: bool,
+    result: Option<serde_json::Value>,
+    error: Option<ApiError>,
+) -> Result<serde_json::Value, ClientError> {
+    if ok {
+        Ok(result.unwrap_or(serde_json::Value::Null))
+    } else {
+        Err(ClientError::Api(error.unwrap_or_else(|| {
+            ApiError::new("unknown", "the daemon gave no reason")
+        })))
+    }
+}
+
 async fn send(
     framed: &mut Framed<UnixStream, LineCodec>,
     frame: &ClientFrame,
@@ -255,4 +282,253 @@ async fn recv(framed: &mut Framed<UnixStream, LineCodec>) -> Result<DaemonFrame,
         }
     };
     serde_json::from_str(&line).map_err(|e| ClientError::Protocol(format!("{e}: {line}")))
+}
+
+/// How many calls may wait to be written at once.
+const CALL_QUEUE: usize = 64;
+
+/// Aborts the connection's task once both halves are gone.
+#[derive(Debug)]
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+type Answer = tokio::sync::oneshot::Sender<Result<serde_json::Value, ClientError>>;
+
+/// The request half of a split client: calls, from any task, at once.
+#[derive(Debug, Clone)]
+pub struct Requests {
+    out: tokio::sync::mpsc::Sender<(Op, Answer)>,
+    _task: std::sync::Arc<AbortOnDrop>,
+    /// The daemon's PeerId.
+    pub peer_id: String,
+    /// The daemon's machine name.
+    pub name: String,
+}
+
+/// The event half of a split client.
+#[derive(Debug)]
+pub struct Events {
+    rx: tokio::sync::mpsc::Receiver<Result<api::Event, ClientError>>,
+    _task: std::sync::Arc<AbortOnDrop>,
+}
+
+impl Requests {
+    /// Runs `op` and reads its result as `T`.
+    pub async fn call<T: DeserializeOwned>(&self, op: Op) -> Result<T, ClientError> {
+        too_large(&op)?;
+        let (answer, rx) = tokio::sync::oneshot::channel();
+        let gone = || ClientError::Io("the daemon closed the connection".into());
+        self.out.send((op, answer)).await.map_err(|_| gone())?;
+        let value = rx.await.map_err(|_| gone())??;
+        serde_json::from_value(value).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+}
+
+impl Events {
+    /// The next event pushed to this client; an error once the connection
+    /// is gone.
+    pub async fn next(&mut self) -> Result<api::Event, ClientError> {
+        self.rx
+            .recv()
+            .await
+            .unwrap_or_else(|| Err(ClientError::Io("the daemon closed the connection".into())))
+    }
+}
+
+/// Events for the event half that did not fit its queue: how many, and
+/// the last message seq queued before them.
+#[derive(Debug, Default)]
+struct Lost {
+    missed: u64,
+    after_seq: u64,
+    queued_seq: u64,
+}
+
+impl Lost {
+    /// Queues `event`, or counts it lost; a loss is told (as `lagged`)
+    /// before the next event that fits.
+    fn queue(
+        &mut self,
+        tx: &tokio::sync::mpsc::Sender<Result<api::Event, ClientError>>,
+        event: api::Event,
+    ) {
+        use tokio::sync::mpsc::error::TrySendError;
+        if self.missed > 0 {
+            let lagged = api::Event::Lagged {
+                missed: self.missed,
+                after_seq: self.after_seq,
+            };
+            match tx.try_send(Ok(lagged)) {
+                Ok(()) => self.missed = 0,
+                Err(TrySendError::Full(_)) => {
+                    self.missed += 1;
+                    return;
+                }
+                Err(TrySendError::Closed(_)) => return,
+            }
+        }
+        let seq = match &event {
+            api::Event::Message { message } => Some(message.seq),
+            _ => None,
+        };
+        match tx.try_send(Ok(event)) {
+            Ok(()) => {
+                if let Some(seq) = seq {
+                    self.queued_seq = self.queued_seq.max(seq);
+                }
+            }
+            Err(TrySendError::Full(_)) => {
+                // Caught up to what was queued, or (nothing queued yet) to
+                // just before the first message lost.
+                self.after_seq = match seq {
+                    Some(s) if self.queued_seq == 0 => s.saturating_sub(1),
+                    _ => self.queued_seq,
+                };
+                self.missed = 1;
+            }
+            Err(TrySendError::Closed(_)) => {}
+        }
+    }
+}
+
+impl Client {
+    /// Splits the client into a request half and an event half, served by
+    /// one task that ends with the connection (or once both halves are
+    /// dropped). Events that arrived before are kept, in order.
+    pub fn split(self) -> (Requests, Events) {
+        let (out, mut calls) = tokio::sync::mpsc::channel::<(Op, Answer)>(CALL_QUEUE);
+        let (events, rx) = tokio::sync::mpsc::channel(crate::mail::EVENT_QUEUE);
+        let Client {
+            mut framed,
+            mut next_id,
+            pending,
+            lost,
+            yielded_seq,
+            peer_id,
+            name,
+            ..
+        } = self;
+        let task = tokio::spawn(async move {
+            let mut lost_now = Lost {
+                queued_seq: yielded_seq,
+                ..Lost::default()
+            };
+            if let Some((missed, after_seq)) = lost {
+                let _ = events.try_send(Ok(api::Event::Lagged { missed, after_seq }));
+            }
+            for e in pending {
+                lost_now.queue(&events, e);
+            }
+            let mut waiting: std::collections::HashMap<u64, Answer> = Default::default();
+            let mut calling = true;
+            loop {
+                tokio::select! {
+                    call = calls.recv(), if calling => match call {
+                        None => calling = false,
+                        Some((op, answer)) => {
+                            next_id += 1;
+                            let frame = ClientFrame::Request { id: next_id, op };
+                            match send(&mut framed, &frame).await {
+                                Ok(()) => {
+                                    waiting.insert(next_id, answer);
+                                }
+                                Err(e) => {
+                                    let _ = answer.send(Err(e));
+                                }
+                            }
+                        }
+                    },
+                    frame = recv(&mut framed) => match frame {
+                        Ok(DaemonFrame::Response { id, ok, result, error }) => {
+                            if let Some(answer) = waiting.remove(&id) {
+                                let _ = answer.send(result_of(ok, result, error));
+                            }
+                        }
+                        Ok(DaemonFrame::Event { event }) => lost_now.queue(&events, *event),
+                        Ok(DaemonFrame::Error { code, message }) => {
+                            // Not tied to a request id: every call waiting
+                            // hears it.
+                            for (_, answer) in waiting.drain() {
+                                let e = ApiError { code: code.clone(), message: message.clone() };
+                                let _ = answer.send(Err(ClientError::Api(e)));
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            for (_, answer) in waiting.drain() {
+                                let _ = answer.send(Err(ClientError::Io(e.to_string())));
+                            }
+                            let _ = events.send(Err(e)).await;
+                            return;
+                        }
+                    },
+                }
+                if !calling && waiting.is_empty() && events.is_closed() {
+                    return;
+                }
+            }
+        });
+        let task = std::sync::Arc::new(AbortOnDrop(task));
+        (
+            Requests {
+                out,
+                _task: task.clone(),
+                peer_id,
+                name,
+            },
+            Events { rx, _task: task },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
+    use super::*;
+
+    fn message(seq: u64) -> api::Event {
+        let m = serde_json::json!({
+            "id": format!("{seq:032x}"), "seq": seq, "from": "@alpha",
+            "who": {"kind": "agent", "name": "codex"}, "kind": "tell",
+            "thread": format!("{seq:032x}"), "in_reply_to": null, "text": "hi",
+            "received_at": "2026-12-01T00:00:00Z", "read": false, "mailbox": null,
+            "held": null, "hop": 0, "taint": false,
+        });
+        api::Event::Message {
+            message: serde_json::from_value(m).unwrap(),
+        }
+    }
+
+    /// A full event queue loses events but says so: `lagged`, with how
+    /// many and where to catch up, before the next event that fits.
+    #[test]
+    fn a_full_event_queue_turns_into_lagged() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+        let mut lost = Lost::default();
+        for seq in 1..=5 {
+            lost.queue(&tx, message(seq));
+        }
+        let seqs: Vec<u64> = (0..2)
+            .map(|_| match rx.try_recv().unwrap().unwrap() {
+                api::Event::Message { message } => message.seq,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(seqs, [1, 2]);
+        lost.queue(&tx, message(6));
+        match rx.try_recv().unwrap().unwrap() {
+            api::Event::Lagged { missed, after_seq } => assert_eq!((missed, after_seq), (3, 2)),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            rx.try_recv().unwrap().unwrap(),
+            api::Event::Message { .. }
+        ));
+    }
 }

@@ -486,7 +486,9 @@ impl Client {
                 })
             }
             Ok(ClientFrame::Request { id, op }) => {
-                let answer = match (&self.attached, op.is_mail()) {
+                // Each op to its owner: the mail actor, or the network's
+                // loop (which runs the team's ops too).
+                let answer = match (&self.attached, op.owner() == crate::api::Owner::Mail) {
                     (Some(a), true) => {
                         self.mail
                             .request(a.who.clone(), a.mailbox.clone(), op)

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError};
 use crate::home::{Home, HomeError};
-use crate::mail::Mail;
+use crate::mail::{Mail, MailSetup};
 use crate::net::{self as swarm, BuildError};
 use crate::node::{Node, NodeError};
 use crate::store::{SledStore, StoreError};
@@ -168,20 +168,23 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
         "this is a test build: its local API can move the daemon's clock (clock_advance)"
     );
     let lifetime = settings.message_lifetime;
+    let audit_retention = settings.audit_retention;
     let (node, handle, link) = Node::new(swarm, identity.clone(), settings, store.clone())?;
     let (commit, flusher) = crate::store::GroupCommit::start(store.clone());
     // One token for the daemon: the node fires it on `shutdown`, a signal
     // fires it, and every task stops on it.
     let cancel = CancellationToken::new();
-    let (mail, mail_task) = Mail::start(
-        identity,
-        store.clone(),
-        node.directory(),
-        (handle.clone(), link),
+    let (mail, mail_task) = Mail::start(MailSetup {
+        me: identity,
+        store: store.clone(),
+        directory: node.directory(),
+        net: handle.clone(),
+        link,
         commit,
         lifetime,
-        cancel.child_token(),
-    )?;
+        audit_retention,
+        cancel: cancel.child_token(),
+    })?;
 
     let socket = home.socket();
     let listener = crate::server::bind(&socket)

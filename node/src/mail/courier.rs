@@ -167,6 +167,10 @@ pub(super) struct Courier {
     offline: HashSet<PeerId>,
     /// Outbox records changed since the last flush.
     writes: Vec<OutboxRecord>,
+    /// Delivered and failed records on their way to the store, by id:
+    /// listed from here until the store has them, so `outbox` never
+    /// misses a message that just finished.
+    settling: HashMap<String, OutboxRecord>,
 }
 
 impl Courier {
@@ -202,9 +206,26 @@ impl Courier {
         self.writes.push(record);
     }
 
-    /// The outbox records to write with the next flush.
-    pub(super) fn take_writes(&mut self) -> Vec<OutboxRecord> {
-        std::mem::take(&mut self.writes)
+    /// The outbox records to write with the next flush, and the ids of
+    /// the finished ones among them, to pass to [`Courier::settled`] once
+    /// they are durable.
+    pub(super) fn take_writes(&mut self) -> (Vec<OutboxRecord>, Vec<String>) {
+        let writes = std::mem::take(&mut self.writes);
+        let mut settle = vec![];
+        for r in &writes {
+            if matches!(r.status, OutboxStatus::Delivered | OutboxStatus::Failed) {
+                self.settling.insert(r.id.clone(), r.clone());
+                settle.push(r.id.clone());
+            }
+        }
+        (writes, settle)
+    }
+
+    /// The finished records `ids` are in the store.
+    pub(super) fn settled(&mut self, ids: &[String]) {
+        for id in ids {
+            self.settling.remove(id);
+        }
     }
 
     /// Messages not yet delivered.
@@ -213,8 +234,15 @@ impl Courier {
     }
 
     /// What is still on its way, current (attempts, status, reason).
+    #[cfg(test)]
     pub(super) fn undelivered(&self) -> impl Iterator<Item = &OutboxRecord> {
         self.outbox.values()
+    }
+
+    /// What `outbox` lists from memory: what is on its way, and what just
+    /// finished and may not be in the store yet.
+    pub(super) fn listed(&self) -> impl Iterator<Item = &OutboxRecord> {
+        self.outbox.values().chain(self.settling.values())
     }
 
     /// Whether `peer`'s last attempt could not connect.

@@ -34,7 +34,7 @@ use crate::api::{self, ApiError, Event, Op, Reply, Who, WhoKind, ok};
 use crate::audit::AuditLog;
 use crate::clock::now;
 use crate::net::{Delivered, Handle, MailEvent, MailLink};
-use crate::store::{GroupCommit, OutboxRecord, Store, StoreError};
+use crate::store::{Done, GroupCommit, OutboxRecord, Store, StoreError};
 use crate::team::Directory;
 use crate::wire::MailReply;
 
@@ -102,6 +102,8 @@ enum AfterFlush {
         /// Events for attached clients.
         events: Vec<Event>,
     },
+    /// These finished outbox records are in the store now.
+    Settled(Vec<String>),
     /// Answer a client, then tell clients.
     Answer {
         /// The client's answer.
@@ -215,6 +217,33 @@ struct Ctx<'a> {
     now: Now,
 }
 
+/// What every part reads or records into, lent to one part per call.
+#[derive(Debug)]
+struct Shared {
+    store: Arc<dyn Store>,
+    dir: watch::Receiver<Arc<Directory>>,
+    /// The one writer of mail's audit entries.
+    log: AuditLog,
+}
+
+impl Shared {
+    /// The team as of now (kept apart from the lent context, which
+    /// borrows it).
+    fn directory(&self) -> Arc<Directory> {
+        self.dir.borrow().clone()
+    }
+
+    /// The context for one call, at the current time.
+    fn lend<'a>(&'a mut self, dir: &'a Directory) -> Ctx<'a> {
+        Ctx {
+            store: self.store.as_ref(),
+            dir,
+            log: &mut self.log,
+            now: Now::current(),
+        }
+    }
+}
+
 /// The actor's inboxes, read only by its loop.
 #[derive(Debug)]
 struct Inboxes {
@@ -227,11 +256,8 @@ struct Inboxes {
 /// The mail actor: the parts, and what they need from outside.
 #[derive(Debug)]
 pub struct Mail {
-    store: Arc<dyn Store>,
-    dir: watch::Receiver<Arc<Directory>>,
+    shared: Shared,
     net: Handle,
-    /// The one writer of mail's audit entries.
-    log: AuditLog,
     /// The other end of [`Inboxes::flushed`], which each job's `then`
     /// sends on.
     flushed_tx: mpsc::UnboundedSender<AfterFlush>,
@@ -266,17 +292,20 @@ impl Mail {
         let fanout = fanout::Fanout::new(last_seq);
         let mut courier = courier::Courier::default();
         courier.load(store.outbox()?);
+        let consent = consent::Consent::load(store.as_ref())?;
         let mail = Mail {
-            dir: directory,
+            shared: Shared {
+                store,
+                dir: directory,
+                log: AuditLog::new(commit),
+            },
             net,
-            log: AuditLog::new(commit),
             flushed_tx,
             mailroom: mailroom::Mailroom::new(me.clone(), lifetime),
             courier,
             inbox: inbox::Inbox::new(me, last_seq),
-            consent: consent::Consent::load(store.as_ref())?,
+            consent,
             retention: retention::Retention::new(audit_retention),
-            store,
             fanout,
         };
         mail.publish_summary();
@@ -323,14 +352,29 @@ impl Mail {
 
     /// Runs `work` once everything recorded so far is durable.
     fn after(&mut self, work: AfterFlush) {
-        let back = self.flushed_tx.clone();
-        self.log.submit(
-            self.courier.take_writes(),
+        self.submit(Some(work));
+    }
+
+    /// Hands what was recorded so far to the group commit; once it is
+    /// durable, `work` comes back, and the courier forgets the finished
+    /// outbox records it kept listing until the store had them.
+    fn submit(&mut self, work: Option<AfterFlush>) {
+        let (writes, settle) = self.courier.take_writes();
+        let then: Option<Done> = if work.is_none() && settle.is_empty() {
+            None
+        } else {
+            let back = self.flushed_tx.clone();
             Some(Box::new(move || {
                 // The actor gone means the daemon is stopping.
-                let _ = back.send(work);
-            })),
-        );
+                if !settle.is_empty() {
+                    let _ = back.send(AfterFlush::Settled(settle));
+                }
+                if let Some(work) = work {
+                    let _ = back.send(work);
+                }
+            }))
+        };
+        self.shared.log.submit(writes, then);
     }
 
     /// Answers once everything written so far, audit entries included, is
@@ -345,7 +389,7 @@ impl Mail {
 
     /// Hands pending writes to the flusher even if nothing waits for them.
     fn write_pending(&mut self) {
-        self.log.submit(self.courier.take_writes(), None);
+        self.submit(None);
     }
 
     fn publish_summary(&self) {
@@ -360,13 +404,8 @@ impl Mail {
         match work {
             AfterFlush::Sent { reply, record } => {
                 let _ = reply.send(ok(serde_json::json!({ "id": record.id })));
-                let dir = self.dir.borrow().clone();
-                let mut ctx = Ctx {
-                    store: self.store.as_ref(),
-                    dir: &dir,
-                    log: &mut self.log,
-                    now: Now::current(),
-                };
+                let dir = self.shared.directory();
+                let mut ctx = self.shared.lend(&dir);
                 self.courier.queue(*record, &self.net, &mut ctx);
             }
             AfterFlush::Received {
@@ -377,6 +416,7 @@ impl Mail {
                 self.net.answer_mail(token, reply);
                 self.fanout.emit(events);
             }
+            AfterFlush::Settled(ids) => self.courier.settled(&ids),
             AfterFlush::Answer {
                 reply,
                 value,
@@ -389,13 +429,8 @@ impl Mail {
     }
 
     fn on_event(&mut self, event: MailEvent) {
-        let dir = self.dir.borrow().clone();
-        let mut ctx = Ctx {
-            store: self.store.as_ref(),
-            dir: &dir,
-            log: &mut self.log,
-            now: Now::current(),
-        };
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
         match event {
             MailEvent::Inbound {
                 peer,
@@ -418,24 +453,14 @@ impl Mail {
     }
 
     fn on_delivered(&mut self, d: Delivered) {
-        let dir = self.dir.borrow().clone();
-        let mut ctx = Ctx {
-            store: self.store.as_ref(),
-            dir: &dir,
-            log: &mut self.log,
-            now: Now::current(),
-        };
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
         self.courier.delivered(d, &self.net, &mut ctx);
     }
 
     fn tick(&mut self) {
-        let dir = self.dir.borrow().clone();
-        let mut ctx = Ctx {
-            store: self.store.as_ref(),
-            dir: &dir,
-            log: &mut self.log,
-            now: Now::current(),
-        };
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
         self.courier.retry_due(&self.net, &mut ctx);
         if self.retention.due(ctx.now.mono) {
             let events = self
@@ -450,13 +475,8 @@ impl Mail {
     /// Routes a client's request to the part that serves it. Consent
     /// decisions are audited, and answered once the entry is durable.
     fn api(&mut self, who: Who, mailbox: Option<String>, op: Op, reply: oneshot::Sender<Reply>) {
-        let dir = self.dir.borrow().clone();
-        let mut ctx = Ctx {
-            store: self.store.as_ref(),
-            dir: &dir,
-            log: &mut self.log,
-            now: Now::current(),
-        };
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
         let answer = match op {
             Op::Send {
                 to,
@@ -573,13 +593,8 @@ impl Mail {
         decision: ops::Decision,
         reply: oneshot::Sender<Reply>,
     ) {
-        let dir = self.dir.borrow().clone();
-        let mut ctx = Ctx {
-            store: self.store.as_ref(),
-            dir: &dir,
-            log: &mut self.log,
-            now: Now::current(),
-        };
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
         let resolved = ops::full_id(ctx.store, id).and_then(|id| {
             ops::resolve(
                 who,

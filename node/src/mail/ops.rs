@@ -2,6 +2,8 @@
 //! them, `read`, `outbox`, `held`, `audit`, `approve` and `reject`. Each
 //! takes the parts it reads; the actor routes to them.
 
+use std::collections::HashSet;
+
 use crate::api::{ApiError, Event, Reply, Who, err, ok};
 use crate::store::{InboxRecord, MailStore, OutboxRecord, OutboxStatus, Store};
 
@@ -84,8 +86,14 @@ pub(super) fn read(store: &dyn MailStore, id: &str, now: Now) -> Result<Reply, A
 /// `outbox`: what is still on its way, current in memory (attempts,
 /// status), and the newest of what is done.
 pub(super) fn outbox_list(courier: &Courier, ctx: &Ctx<'_>) -> Reply {
-    let mut all: Vec<OutboxRecord> = courier.undelivered().cloned().collect();
-    all.extend(ctx.store.outbox_done(MAX_OUTBOX_LISTED)?);
+    let mut all: Vec<OutboxRecord> = courier.listed().cloned().collect();
+    let known: HashSet<String> = all.iter().map(|r| r.id.clone()).collect();
+    all.extend(
+        ctx.store
+            .outbox_done(MAX_OUTBOX_LISTED)?
+            .into_iter()
+            .filter(|r| !known.contains(&r.id)),
+    );
     all.sort_by_key(|r| r.created_at);
     let now = ctx.now.mono;
     let all: Vec<_> = all

@@ -1047,11 +1047,13 @@ fn outcomes_map_to_delivered_and_failed() {
     ];
     courier.delivered(answer(&carry, outcomes), &net, &mut ctx);
     assert_eq!(courier.waiting(), 0);
-    let written: HashMap<String, OutboxRecord> = courier
-        .take_writes()
-        .into_iter()
-        .map(|r| (r.id.clone(), r))
-        .collect();
+    let (writes, settle) = courier.take_writes();
+    assert_eq!(settle.len(), 4, "listed until the store has them");
+    assert_eq!(courier.listed().count(), 4);
+    courier.settled(&settle);
+    assert_eq!(courier.listed().count(), 0);
+    let written: HashMap<String, OutboxRecord> =
+        writes.into_iter().map(|r| (r.id.clone(), r)).collect();
     let of = |n: usize| &written[&format!("{n:032x}")];
     assert_eq!(of(0).status, OutboxStatus::Delivered);
     assert!(!of(0).held);
@@ -1098,7 +1100,7 @@ fn mail_past_its_lifetime_fails_as_expired_instead_of_going_late() {
     courier.retry_due(&net, &mut ctx);
     assert!(net.take().is_empty());
     assert_eq!(courier.waiting(), 0);
-    let failed = courier.take_writes();
+    let (failed, _) = courier.take_writes();
     assert_eq!(
         failed[0].reason.as_deref(),
         Some("expired before the recipient could be reached")

@@ -182,6 +182,13 @@ impl AuditLog {
         self.pending.len()
     }
 
+    /// The entries waiting, oldest first (unit tests read what a part
+    /// recorded).
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> &[AuditEntry] {
+        &self.pending
+    }
+
     /// Hands the entries recorded so far, with `outbox` records written in
     /// the same flush, to the group commit; `then` runs once they are
     /// durable.

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError};
 use crate::home::{Home, HomeError};
-use crate::mail::Mail;
+use crate::mail::{Mail, MailSetup};
 use crate::net::{self as swarm, BuildError};
 use crate::net::{Net, NetError, NetSetup};
 use crate::store::{SledStore, StoreError};
@@ -167,7 +167,8 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     tracing::warn!(
         "this is a test build: its local API can move the daemon's clock (clock_advance)"
     );
-    let lifetime = (settings.message_lifetime, settings.audit_retention);
+    let lifetime = settings.message_lifetime;
+    let audit_retention = settings.audit_retention;
     let (commit, flusher) = crate::store::GroupCommit::start(store.clone());
     let (net, handle, link) = Net::new(NetSetup {
         swarm,
@@ -179,15 +180,17 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     // One token for the daemon: the node fires it on `shutdown`, a signal
     // fires it, and every task stops on it.
     let cancel = CancellationToken::new();
-    let (mail, mail_task) = Mail::start(
-        identity,
-        store.clone(),
-        net.directory(),
-        (handle.clone(), link),
+    let (mail, mail_task) = Mail::start(MailSetup {
+        me: identity,
+        store: store.clone(),
+        directory: net.directory(),
+        net: handle.clone(),
+        link,
         commit,
         lifetime,
-        cancel.child_token(),
-    )?;
+        audit_retention,
+        cancel: cancel.child_token(),
+    })?;
 
     let socket = home.socket();
     let listener = crate::server::bind(&socket)

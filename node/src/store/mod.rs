@@ -181,7 +181,7 @@ pub trait MailStore: Send + Sync + std::fmt::Debug {
 /// that one flush makes durable.
 pub trait Store: TeamStore + AuditStore + MailStore {
     /// Makes every write so far durable. Writers that need durability
-    /// write, then wait for a flush (see `crate::mail::Flusher`, which
+    /// write, then wait for a flush (see [`GroupCommit`], which
     /// shares one flush among every writer waiting at the time).
     fn flush(&self) -> Result<(), StoreError>;
 }

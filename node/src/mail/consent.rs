@@ -1,0 +1,533 @@
+//! Consent: which folders receive (as mailboxes), which machines' mail is
+//! not held, whether inbound mail is paused, and the mail held for
+//! approval.
+//!
+//! ```text
+//!  allow / deny / trust / pause ── store (durable) ── audited decision
+//!  inbox verdict ── decide ── deliver / hold (paused, other_owner) / refuse
+//!  resume ── decide again for what pause held ── release / stay held
+//!  approve ── release          reject ── delete
+//! ```
+//!
+//! [`Consent::decide`] is the one rule, at receive and at resume: a
+//! mailbox must exist and be opted in; a pause holds everything; mail from
+//! a machine another person owns is held unless that machine is trusted.
+//! A sender the directory does not know is not another person's: it
+//! cannot be told apart from a member admitted a moment ago, and the
+//! network already checked that it is one. (Before this rule was one
+//! function, `resume` counted such a sender as another owner's and kept
+//! its mail held; it now releases it, as receiving would have delivered
+//! it.)
+//!
+//! Releasing held mail is one path, [`Consent::release`], audited
+//! `approved` when a person approves it and `released` when `resume` does.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+
+use agentmesh_protocol::PeerId;
+
+use super::mailroom::mailbox_name;
+use super::pages::view;
+use super::{Ctx, MAX_REMOTE_REASON, inbox::Seqs, peer_of, who_label};
+use crate::api::{ApiError, Event, Reply, Who, err, ok};
+use crate::audit::AuditEvent;
+use crate::store::{AuditEntry, FolderBinding, InboxRecord, MailStore, StoreError};
+use crate::team::Directory;
+
+/// Messages held for approval from one machine, at most. Beyond it, its
+/// mail is refused with a reason it sees, so an unvetted sender cannot fill
+/// the disk.
+pub const MAX_HELD_PER_SENDER: usize = 100;
+
+/// Why a message is held for approval. The words are a contract:
+/// `agentmesh held --json` shows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeldReason {
+    /// Inbound mail is paused.
+    Paused,
+    /// Its sender's machine is another person's, and not trusted.
+    OtherOwner,
+    /// Its mailbox was denied or removed while pause held it.
+    FolderNotAllowed,
+}
+
+impl HeldReason {
+    /// The word records and clients use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeldReason::Paused => "paused",
+            HeldReason::OtherOwner => "other_owner",
+            HeldReason::FolderNotAllowed => "folder_not_allowed",
+        }
+    }
+
+    /// The reason a record names.
+    pub fn parse(word: &str) -> Option<HeldReason> {
+        [
+            HeldReason::Paused,
+            HeldReason::OtherOwner,
+            HeldReason::FolderNotAllowed,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == word)
+    }
+}
+
+/// What consent says of a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Decision {
+    /// Into the inbox.
+    Deliver,
+    /// Held for approval.
+    Hold(HeldReason),
+    /// Its mailbox does not exist.
+    NoMailbox(String),
+    /// Its mailbox's folder is not opted in.
+    FolderDenied(String),
+}
+
+/// Why a message cannot be held now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NoRoom {
+    /// The sender's held mail is at its cap, and a pause holds it: the
+    /// sender keeps it and tries again after the pause.
+    Wait,
+    /// The sender's held mail is at its cap: refused.
+    Full,
+}
+
+/// How a held message comes to be delivered.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Release<'a> {
+    /// A person (or agent) approved it.
+    Approved(&'a Who),
+    /// `resume` delivered what pause held.
+    Resumed(&'a Who),
+}
+
+/// Consent's state, loaded from the store and written through on change.
+#[derive(Debug, Default)]
+pub(super) struct Consent {
+    /// Folder bindings, by mailbox.
+    folders: HashMap<String, FolderBinding>,
+    /// Machines whose mail is not held.
+    trusted: HashSet<PeerId>,
+    paused: bool,
+    /// Messages held, per sending machine.
+    held_from: HashMap<PeerId, usize>,
+}
+
+impl Consent {
+    /// What the store keeps, and the held mail counted.
+    pub(super) fn load(store: &dyn MailStore) -> Result<Consent, StoreError> {
+        let mut held_from: HashMap<PeerId, usize> = HashMap::new();
+        for (_, from) in store.held_index()? {
+            if let Some(peer) = peer_of(&from) {
+                *held_from.entry(peer).or_default() += 1;
+            }
+        }
+        Ok(Consent {
+            folders: store
+                .folders()?
+                .into_iter()
+                .map(|f| (f.mailbox.clone(), f))
+                .collect(),
+            // A record that does not parse names no machine that can send.
+            trusted: store.trusted()?.iter().filter_map(|p| peer_of(p)).collect(),
+            paused: store.paused()?,
+            held_from,
+        })
+    }
+
+    /// Whether inbound mail is paused.
+    pub(super) fn paused(&self) -> bool {
+        self.paused
+    }
+
+    /// Messages held, from every machine.
+    pub(super) fn held_total(&self) -> usize {
+        self.held_from.values().sum()
+    }
+
+    /// The one consent rule (see the module docs): what becomes of a
+    /// message from `from` to `mailbox` (`None`: the owner's).
+    pub(super) fn decide(&self, from: PeerId, mailbox: Option<&str>, dir: &Directory) -> Decision {
+        if let Some(m) = mailbox {
+            match self.folders.get(m) {
+                None => return Decision::NoMailbox(m.to_owned()),
+                Some(b) if !b.allowed => return Decision::FolderDenied(m.to_owned()),
+                Some(_) => {}
+            }
+        }
+        if self.paused {
+            return Decision::Hold(HeldReason::Paused);
+        }
+        let other_owner = dir
+            .machines
+            .get(&from)
+            .is_some_and(|m| m.owner != dir.my_owner);
+        if other_owner && !self.trusted.contains(&from) {
+            Decision::Hold(HeldReason::OtherOwner)
+        } else {
+            Decision::Deliver
+        }
+    }
+
+    /// Whether one more message from `from`, held for `why`, fits beside
+    /// what is held already and `also` held in the batch being decided.
+    pub(super) fn room_to_hold(
+        &self,
+        from: PeerId,
+        why: HeldReason,
+        also: usize,
+    ) -> Result<(), NoRoom> {
+        let held = self.held_from.get(&from).copied().unwrap_or(0) + also;
+        match (held >= MAX_HELD_PER_SENDER, why) {
+            (false, _) => Ok(()),
+            (true, HeldReason::Paused) => Err(NoRoom::Wait),
+            (true, _) => Err(NoRoom::Full),
+        }
+    }
+
+    /// A message from `from` is held (stored).
+    pub(super) fn count_held(&mut self, from: PeerId) {
+        *self.held_from.entry(from).or_default() += 1;
+    }
+
+    /// A held message from `from` (a stored PeerId) is held no more.
+    pub(super) fn uncount(&mut self, from: &str) {
+        if let Some(n) = peer_of(from).and_then(|p| self.held_from.get_mut(&p)) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// Why a message `pause` held stays held once delivery resumed, by
+    /// the rule it would have met without the pause.
+    pub(super) fn still_held(&self, r: &InboxRecord, dir: &Directory) -> Option<HeldReason> {
+        let Some(from) = peer_of(&r.from_peer) else {
+            // A damaged record names nobody to trust: it stays held.
+            return Some(HeldReason::OtherOwner);
+        };
+        match self.decide(from, r.mailbox.as_deref(), dir) {
+            Decision::Deliver => None,
+            Decision::Hold(why) => Some(why),
+            Decision::NoMailbox(_) | Decision::FolderDenied(_) => {
+                Some(HeldReason::FolderNotAllowed)
+            }
+        }
+    }
+
+    /// Delivers the held message `record`: it takes its place at the end of
+    /// the inbox. The events that announce it.
+    pub(super) fn release(
+        &mut self,
+        record: InboxRecord,
+        how: Release<'_>,
+        seqs: &mut Seqs,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<Vec<Event>, StoreError> {
+        let old_seq = record.seq;
+        let r = InboxRecord {
+            held: None,
+            seq: seqs.take(),
+            ..record
+        };
+        ctx.store.move_inbox(old_seq, &r)?;
+        self.uncount(&r.from_peer);
+        let (event, detail) = match how {
+            Release::Approved(who) => (
+                AuditEvent::Approved,
+                format!("held message approved by {}", who_label(who)),
+            ),
+            Release::Resumed(who) => (
+                AuditEvent::Released,
+                format!(
+                    "held by pause, delivered to the inbox by resume (by {})",
+                    who_label(who)
+                ),
+            ),
+        };
+        ctx.log.record(event, ctx.now.wall, held_entry(&r, detail));
+        Ok(vec![
+            Event::Message { message: view(&r) },
+            Event::Resolved {
+                id: r.id.clone(),
+                outcome: "approved".into(),
+            },
+        ])
+    }
+
+    /// Deletes the held message `record`, rejected by `who` for `reason`
+    /// (empty: none given).
+    pub(super) fn reject(
+        &mut self,
+        record: &InboxRecord,
+        who: &Who,
+        reason: &str,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<Vec<Event>, StoreError> {
+        ctx.store.delete_inbox(&[record.seq])?;
+        self.uncount(&record.from_peer);
+        let by = format!("held message rejected by {}", who_label(who));
+        let detail = match reason.trim() {
+            "" => by,
+            r => format!(
+                "{by}: {}",
+                r.chars().take(MAX_REMOTE_REASON).collect::<String>()
+            ),
+        };
+        ctx.log.record(
+            AuditEvent::Rejected,
+            ctx.now.wall,
+            held_entry(record, detail),
+        );
+        Ok(vec![Event::Resolved {
+            id: record.id.clone(),
+            outcome: "rejected".into(),
+        }])
+    }
+
+    // ----- the API --------------------------------------------------------
+
+    /// `mailboxes`: every binding, by name.
+    pub(super) fn mailboxes(&self) -> Reply {
+        let mut rows: Vec<&FolderBinding> = self.folders.values().collect();
+        rows.sort_by(|a, b| a.mailbox.cmp(&b.mailbox));
+        ok(rows.iter().map(|b| binding_json(b)).collect::<Vec<_>>())
+    }
+
+    /// `trust MACHINE`: its mail is no longer held.
+    pub(super) fn trust(&mut self, who: &Who, machine: &str, ctx: &mut Ctx<'_>) -> Reply {
+        let Some((peer, _)) = ctx.dir.current(machine) else {
+            return err(
+                "unknown_machine",
+                format!("no current member is named {machine}"),
+            );
+        };
+        ctx.store.put_trusted(&peer.to_string())?;
+        self.trusted.insert(peer);
+        let detail = format!("mail from {machine} is no longer held");
+        decided(who, AuditEvent::Trust, Some(peer.to_string()), detail, ctx);
+        ok(serde_json::json!({ "trusted": machine, "peer_id": peer.to_string() }))
+    }
+
+    /// `allow` (`allowed`) or `deny` a folder, audited when it succeeds.
+    pub(super) fn allow(
+        &mut self,
+        who: &Who,
+        path: &str,
+        mailbox: Option<&str>,
+        allowed: bool,
+        ctx: &mut Ctx<'_>,
+    ) -> Reply {
+        let b = self.bind(path, mailbox, allowed, ctx.store)?;
+        let (event, detail) = if allowed {
+            (
+                AuditEvent::Allow,
+                format!("{} receives as mailbox {}", b.path, b.mailbox),
+            )
+        } else {
+            (
+                AuditEvent::Deny,
+                format!("{} (mailbox {}) no longer receives", b.path, b.mailbox),
+            )
+        };
+        decided(who, event, None, detail, ctx);
+        ok(binding_json(&b))
+    }
+
+    fn bind(
+        &mut self,
+        path: &str,
+        mailbox: Option<&str>,
+        allowed: bool,
+        store: &dyn MailStore,
+    ) -> Result<FolderBinding, ApiError> {
+        if !allowed && let Some(b) = self.binding_named(path, mailbox) {
+            // Denying works by the path as it was allowed, or by mailbox
+            // name, even once the folder is gone.
+            let b = FolderBinding {
+                allowed: false,
+                ..b.clone()
+            };
+            store.put_folder(&b)?;
+            self.folders.insert(b.mailbox.clone(), b.clone());
+            return Ok(b);
+        }
+        if !allowed && path.is_empty() {
+            return err(
+                "not_bound",
+                format!(
+                    "no mailbox is named {}; `agentmesh mailboxes` lists them",
+                    mailbox.unwrap_or_default()
+                ),
+            );
+        }
+        let path = PathBuf::from(path);
+        let path = std::fs::canonicalize(&path).map_err(|e| {
+            ApiError::new(
+                "bad_path",
+                format!("{}: {e}; give an existing folder", path.display()),
+            )
+        })?;
+        if !path.is_dir() {
+            return err("bad_path", format!("{} is not a folder", path.display()));
+        }
+        let path_text = path.display().to_string();
+        let existing = self.folders.values().find(|f| f.path == path_text).cloned();
+        let binding = match (existing, allowed) {
+            (Some(mut b), _) => {
+                if let Some(m) = mailbox
+                    && m != b.mailbox
+                {
+                    return err(
+                        "bound",
+                        format!("{path_text} is already bound to mailbox {}", b.mailbox),
+                    );
+                }
+                b.allowed = allowed;
+                b
+            }
+            (None, false) => {
+                return err(
+                    "not_bound",
+                    format!("{path_text} was never opted in; nothing to deny"),
+                );
+            }
+            (None, true) => {
+                let name = match mailbox {
+                    Some(m) => mailbox_name(m)?,
+                    None => crate::config::fold_name(
+                        &path
+                            .file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                            .unwrap_or_default(),
+                    ),
+                };
+                if let Some(other) = self.folders.get(name.as_str()) {
+                    return err(
+                        "mailbox_taken",
+                        format!(
+                            "mailbox {name} is already bound to {}; choose another with --mailbox",
+                            other.path
+                        ),
+                    );
+                }
+                FolderBinding {
+                    mailbox: name.to_string(),
+                    path: path_text,
+                    allowed: true,
+                }
+            }
+        };
+        store.put_folder(&binding)?;
+        self.folders
+            .insert(binding.mailbox.clone(), binding.clone());
+        Ok(binding)
+    }
+
+    /// The binding `deny` names without resolving the folder: by its
+    /// stored path (as given, or made absolute), or by mailbox name.
+    fn binding_named(&self, path: &str, mailbox: Option<&str>) -> Option<&FolderBinding> {
+        let absolute = std::path::absolute(path)
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        self.folders.values().find(|b| {
+            mailbox.is_some_and(|m| m == b.mailbox)
+                || (!path.is_empty() && (b.path == path || b.path == absolute))
+        })
+    }
+
+    fn set_paused(&mut self, paused: bool, store: &dyn MailStore) -> Result<(), StoreError> {
+        store.set_paused(paused)?;
+        self.paused = paused;
+        Ok(())
+    }
+
+    /// `pause`: inbound mail is held until `resume`.
+    pub(super) fn pause(&mut self, who: &Who, ctx: &mut Ctx<'_>) -> Reply {
+        self.set_paused(true, ctx.store)?;
+        let detail = "inbound mail is held until resume".to_owned();
+        decided(who, AuditEvent::Pause, None, detail, ctx);
+        ok(serde_json::json!({ "paused": true }))
+    }
+
+    /// `resume`: delivery resumes, and what `pause` held is released, but
+    /// only what would have been delivered had there been no pause. The
+    /// answer, and the events to announce once it is durable.
+    pub(super) fn resume(
+        &mut self,
+        who: &Who,
+        seqs: &mut Seqs,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<(serde_json::Value, Vec<Event>), ApiError> {
+        self.set_paused(false, ctx.store)?;
+        let mut released = 0;
+        let mut still_held = 0;
+        let mut events = vec![];
+        let by_pause = held_records(ctx.store)?
+            .into_iter()
+            .filter(|r| r.held.as_deref().and_then(HeldReason::parse) == Some(HeldReason::Paused));
+        for mut r in by_pause {
+            if let Some(why) = self.still_held(&r, ctx.dir) {
+                r.held = Some(why.as_str().into());
+                ctx.store.update_inbox(std::slice::from_ref(&r))?;
+                still_held += 1;
+                let detail = format!(
+                    "held: {} (it was held by pause; resume left it held)",
+                    why.as_str()
+                );
+                ctx.log
+                    .record(AuditEvent::Held, ctx.now.wall, held_entry(&r, detail));
+                events.push(Event::Held { message: view(&r) });
+                continue;
+            }
+            events.extend(self.release(r, Release::Resumed(who), seqs, ctx)?);
+            released += 1;
+        }
+        let detail = format!(
+            "inbound mail is delivered again; {released} held message(s) released, {still_held} still held"
+        );
+        decided(who, AuditEvent::Resume, None, detail, ctx);
+        let value = serde_json::json!({
+            "paused": false,
+            "released": released,
+            "still_held": still_held,
+        });
+        Ok((value, events))
+    }
+}
+
+/// The held messages, oldest first, found through the store's index.
+pub(super) fn held_records(store: &dyn MailStore) -> Result<Vec<InboxRecord>, StoreError> {
+    let mut out = vec![];
+    for (seq, _) in store.held_index()? {
+        if let Some(r) = store.inbox_at(seq)? {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+/// The audit entry of a decision about the held message `r`.
+pub(super) fn held_entry(r: &InboxRecord, detail: String) -> AuditEntry {
+    AuditEntry {
+        peer: Some(r.from_peer.clone()),
+        sender: Some(r.from.clone()),
+        message_id: Some(r.id.clone()),
+        body_sha256: Some(r.body_sha256.clone()),
+        detail,
+        ..AuditEntry::default()
+    }
+}
+
+/// Audits a person's (or an agent's) decision, naming who made it.
+fn decided(who: &Who, event: AuditEvent, peer: Option<String>, detail: String, ctx: &mut Ctx<'_>) {
+    let detail = format!("{detail} (by {})", who_label(who));
+    ctx.log.note(event, ctx.now.wall, peer, detail);
+}
+
+fn binding_json(b: &FolderBinding) -> serde_json::Value {
+    serde_json::json!({ "mailbox": b.mailbox, "path": b.path, "allowed": b.allowed })
+}

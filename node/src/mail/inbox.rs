@@ -1,0 +1,492 @@
+//! The inbox: a verdict for every envelope of an inbound batch, decided
+//! before anything is written; then the accepted messages and their dedup
+//! records are written together, and only once that write succeeded are
+//! they audited, counted and announced.
+//!
+//! ```text
+//!  MailEvent::Inbound ── verdict per envelope (no writes):
+//!     decodes? ── names the connection's sender? ── not revoked? ── we are
+//!     in its team? ── not expired? ── new (batch, dedup records)? ── id
+//!     free? ── opens? ── consent: deliver / hold / refuse
+//!  ── put_inbox(accepted, dedup) ── audit, events, held counts
+//!  ── AfterFlush::Received: answer the batch, tell clients
+//! ```
+//!
+//! The network checked the sender against the team once: a sender here is
+//! a current member unless it says `revoked`. The directory is read only
+//! for names and owners.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use agentmesh_protocol::envelope::{Envelope, OpenError, Opened};
+use agentmesh_protocol::time::MAX_CLOCK_SKEW;
+use agentmesh_protocol::{Identity, Name, PeerId, Timestamp, Wire};
+use sha2::{Digest, Sha256};
+
+use super::consent::{Consent, Decision, HeldReason, NoRoom};
+use super::{Ctx, address, hex, pages::view};
+use crate::api::{Event, Who, WhoKind};
+use crate::audit::AuditEvent;
+use crate::limits::RateWindow;
+use crate::store::{AuditEntry, InboxRecord};
+use crate::wire::{MAX_BATCH_ENVELOPES, MailOutcome, MailReply, MailRequest};
+
+/// Refusals of one kind from one machine audited one by one per window:
+/// the first; the rest of the window is one summary entry with a count,
+/// so a member sending garbage (or a revoked machine retrying) can't turn
+/// each envelope into a disk write.
+pub const REFUSALS_AUDITED_PER_WINDOW: u32 = 1;
+/// The window of [`REFUSALS_AUDITED_PER_WINDOW`].
+pub const REFUSAL_AUDIT_WINDOW: Duration = Duration::from_secs(60);
+/// (machine, reason) pairs whose refusals are counted at once; a pair past
+/// it is counted in one tally. Members times the few reasons there are.
+const MAX_REFUSAL_KEYS: usize = 4096;
+
+/// The sender of an inbound batch, as the network authenticated and
+/// checked it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Sender {
+    /// The machine, as its connection authenticated it.
+    pub peer: PeerId,
+    /// Whether the team revoked it (else it is a current member).
+    pub revoked: bool,
+}
+
+/// Why an envelope is refused: what the sender sees, and what the audit
+/// log records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Refusal {
+    /// The code the sender sees.
+    pub code: String,
+    /// Why, for the sender.
+    pub reason: String,
+    /// The message id, if the envelope decoded.
+    pub id: Option<String>,
+}
+
+/// A message to store.
+#[derive(Debug)]
+pub(super) struct Accepted {
+    /// Its inbox record (its seq given when the batch is written).
+    pub record: InboxRecord,
+    /// Its dedup key (sender ‖ id) and how long it is kept, Unix ms.
+    pub seen: (Vec<u8>, u64),
+    /// The receiving address, for the audit log.
+    pub recipient: String,
+    /// Why it is held, if it is.
+    pub held: Option<HeldReason>,
+}
+
+/// What becomes of one envelope.
+#[derive(Debug)]
+pub(super) enum Verdict {
+    /// Refused with a reason the sender sees.
+    Refused(Refusal),
+    /// Not now: the sender tries again later.
+    Busy,
+    /// Already received.
+    Duplicate,
+    /// Stored (delivered, or held).
+    Accepted(Box<Accepted>),
+}
+
+/// What the verdicts so far in one batch decided, which the next ones
+/// depend on.
+#[derive(Debug, Default)]
+pub(super) struct Batch {
+    keys: HashSet<Vec<u8>>,
+    ids: HashSet<String>,
+    /// Messages held so far in this batch (all from its one sender).
+    held: usize,
+}
+
+impl Batch {
+    /// Takes a verdict into account.
+    pub(super) fn note(&mut self, v: &Verdict) {
+        if let Verdict::Accepted(a) = v {
+            self.keys.insert(a.seen.0.clone());
+            self.ids.insert(a.record.id.clone());
+            self.held += usize::from(a.held.is_some());
+        }
+    }
+}
+
+/// Inbox seqs: every message takes the next one (a held message delivered
+/// later takes a new one, at the end of the inbox).
+#[derive(Debug)]
+pub(super) struct Seqs {
+    last: u64,
+}
+
+impl Seqs {
+    /// The next seq.
+    pub(super) fn take(&mut self) -> u64 {
+        self.last += 1;
+        self.last
+    }
+}
+
+/// What receives.
+#[derive(Debug)]
+pub(super) struct Inbox {
+    me: Identity,
+    seqs: Seqs,
+    /// Refusals audited, per (machine, code), per window.
+    refusals: RateWindow<(PeerId, String)>,
+}
+
+impl Inbox {
+    /// An inbox whose newest message so far is `last_seq`.
+    pub(super) fn new(me: Identity, last_seq: u64) -> Inbox {
+        Inbox {
+            me,
+            seqs: Seqs { last: last_seq },
+            refusals: RateWindow::new(
+                REFUSAL_AUDIT_WINDOW,
+                REFUSALS_AUDITED_PER_WINDOW,
+                MAX_REFUSAL_KEYS,
+            ),
+        }
+    }
+
+    /// The inbox's seqs (a release takes one too).
+    pub(super) fn seqs(&mut self) -> &mut Seqs {
+        &mut self.seqs
+    }
+
+    /// Decides, writes and audits an inbound batch; its answer and the
+    /// events to announce once it is durable.
+    pub(super) fn receive(
+        &mut self,
+        from: Sender,
+        request: &MailRequest,
+        consent: &mut Consent,
+        ctx: &mut Ctx<'_>,
+    ) -> (MailReply, Vec<Event>) {
+        let mut batch = Batch::default();
+        let mut verdicts = vec![];
+        for bytes in request.envelopes.iter().take(MAX_BATCH_ENVELOPES) {
+            let v = self.verdict(from, bytes, &batch, consent, ctx);
+            batch.note(&v);
+            verdicts.push(v);
+        }
+        for v in &mut verdicts {
+            if let Verdict::Accepted(a) = v {
+                a.record.seq = self.seqs.take();
+            }
+        }
+        let (records, seen): (Vec<InboxRecord>, Vec<(Vec<u8>, u64)>) = verdicts
+            .iter()
+            .filter_map(|v| match v {
+                Verdict::Accepted(a) => Some((a.record.clone(), a.seen.clone())),
+                _ => None,
+            })
+            .unzip();
+        let stored = records.is_empty()
+            || match ctx.store.put_inbox(&records, &seen) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot store received mail");
+                    false
+                }
+            };
+        let mut outcomes = vec![];
+        let mut events = vec![];
+        for v in verdicts {
+            outcomes.push(match v {
+                // Refusals are audited whether or not the rest was stored.
+                Verdict::Refused(r) => self.refuse(from.peer, r, ctx),
+                Verdict::Busy => MailOutcome::Busy,
+                Verdict::Duplicate => MailOutcome::Duplicate,
+                // Nothing stored: the sender tries again later, and the
+                // audit says it was received only when the retry lands.
+                Verdict::Accepted(_) if !stored => MailOutcome::Busy,
+                Verdict::Accepted(a) => {
+                    let held = a.held.is_some();
+                    events.push(received(from.peer, *a, consent, ctx));
+                    MailOutcome::Accepted { held }
+                }
+            });
+        }
+        for _ in request.envelopes.iter().skip(MAX_BATCH_ENVELOPES) {
+            outcomes.push(refused(
+                "batch_too_large",
+                format!("a batch carries at most {MAX_BATCH_ENVELOPES} envelopes"),
+            ));
+        }
+        (MailReply { outcomes }, events)
+    }
+
+    /// What becomes of one envelope from `from`, after `batch`; reads the
+    /// store's dedup records and inbox ids, writes nothing.
+    pub(super) fn verdict(
+        &self,
+        from: Sender,
+        bytes: &[u8],
+        batch: &Batch,
+        consent: &Consent,
+        ctx: &Ctx<'_>,
+    ) -> Verdict {
+        let (dir, now, peer) = (ctx.dir, ctx.now.wall, from.peer);
+        let refuse = |code: &str, reason: String, id: Option<String>| {
+            Verdict::Refused(Refusal {
+                code: code.into(),
+                reason,
+                id,
+            })
+        };
+        let envelope = match Envelope::from_wire(bytes) {
+            Ok(e) => e,
+            Err(e) => return refuse(e.name(), e.to_string(), None),
+        };
+        let h = &envelope.header;
+        let id = h.id.to_string();
+        if h.from != peer {
+            return refuse(
+                "sender_mismatch",
+                "the envelope names another sender than the connection".into(),
+                Some(id),
+            );
+        }
+        if from.revoked {
+            return refuse(
+                "revoked",
+                "the sender was revoked from the team".into(),
+                Some(id),
+            );
+        }
+        if !dir.member || dir.team != Some(h.team) {
+            return refuse(
+                "not_a_member",
+                "this machine is not a member of the sender's team".into(),
+                Some(id),
+            );
+        }
+        // Past its expiry and the allowed skew the dedup record may be gone:
+        // an envelope that old is refused as expired before anything is
+        // looked up, so a late replay never lands and never reads as new.
+        if now > h.expires_at.saturating_add(MAX_CLOCK_SKEW) {
+            let e = OpenError::Expired {
+                expires_at: h.expires_at,
+                now,
+            };
+            return refuse(e.name(), e.to_string(), Some(id));
+        }
+        let key = [peer.to_bytes(), h.id.0.to_vec()].concat();
+        // A store that cannot answer is not an answer of "new": the sender
+        // tries again later.
+        let Ok(seen_before) = ctx.store.seen(&key) else {
+            return Verdict::Busy;
+        };
+        if batch.keys.contains(&key) || seen_before {
+            return Verdict::Duplicate;
+        }
+        let Ok(id_in_inbox) = ctx.store.inbox_has(&id) else {
+            return Verdict::Busy;
+        };
+        // Ids are random; one another sender already used would make
+        // `read ID` ambiguous, so it is refused (the sender makes a new one).
+        if batch.ids.contains(&id) || id_in_inbox {
+            return refuse(
+                "id_taken",
+                "another message here already has this id".into(),
+                Some(id),
+            );
+        }
+        let Opened { header, body } = match envelope.open(&self.me, now) {
+            Ok(o) => o,
+            Err(e) => return refuse(e.name(), e.to_string(), Some(id)),
+        };
+        let held = match consent.decide(peer, body.to_mailbox.as_ref().map(Name::as_str), dir) {
+            Decision::Deliver => None,
+            Decision::Hold(why) => Some(why),
+            Decision::NoMailbox(m) => {
+                return refuse(
+                    "no_mailbox",
+                    format!(
+                        "there is no mailbox {m} on {}; its owner can make one with `agentmesh allow FOLDER --mailbox {m}`",
+                        dir.my_name
+                    ),
+                    Some(id),
+                );
+            }
+            Decision::FolderDenied(m) => {
+                return refuse(
+                    "folder_not_allowed",
+                    format!("the folder of mailbox {m} is not opted in to receiving"),
+                    Some(id),
+                );
+            }
+        };
+        if let Some(why) = held {
+            match consent.room_to_hold(peer, why, batch.held) {
+                Ok(()) => {}
+                // A pause holds, it does not refuse: the sender keeps the
+                // mail and tries again after the pause.
+                Err(NoRoom::Wait) => return Verdict::Busy,
+                Err(NoRoom::Full) => {
+                    return refuse(
+                        "held_full",
+                        format!(
+                            "{} messages from you already wait for {}'s approval; wait until they are approved or expire",
+                            super::MAX_HELD_PER_SENDER,
+                            dir.my_owner
+                        ),
+                        Some(id),
+                    );
+                }
+            }
+        }
+        let from_machine = dir.name_of(&peer);
+        let sender = address(body.from_mailbox.as_ref().map(Name::as_str), &from_machine);
+        let recipient = address(body.to_mailbox.as_ref().map(Name::as_str), &dir.my_name);
+        let record = InboxRecord {
+            seq: 0,
+            id,
+            from_peer: peer.to_string(),
+            from: sender,
+            from_owner: dir.machines.get(&peer).map(|m| m.owner.clone()),
+            mailbox: body.to_mailbox.as_ref().map(ToString::to_string),
+            who: Who {
+                kind: match body.who.kind {
+                    agentmesh_protocol::WhoKind::Human => WhoKind::Human,
+                    agentmesh_protocol::WhoKind::Agent => WhoKind::Agent,
+                },
+                name: body.who.name.clone(),
+                session_id: body.who.session_id.clone(),
+                task: body.who.task.clone(),
+            },
+            kind: header.kind.as_str().into(),
+            thread: header.thread.to_string(),
+            in_reply_to: header.in_reply_to.map(|m| m.to_string()),
+            hop: header.hop,
+            taint: header.taint,
+            body_sha256: hex(&Sha256::digest(body.to_bytes())),
+            text: body.text,
+            received_at: now.as_unix_millis(),
+            expires_at: header.expires_at.as_unix_millis(),
+            read_at: None,
+            held: held.map(|h| h.as_str().to_owned()),
+        };
+        let until = header
+            .expires_at
+            .saturating_add(MAX_CLOCK_SKEW)
+            .as_unix_millis();
+        Verdict::Accepted(Box::new(Accepted {
+            record,
+            seen: (key, until),
+            recipient,
+            held,
+        }))
+    }
+
+    /// Audits a refusal, but not one entry per envelope of a flood: the
+    /// first of its kind per window, then a count (see
+    /// [`Inbox::audit_refusal_counts`]).
+    fn refuse(&mut self, peer: PeerId, r: Refusal, ctx: &mut Ctx<'_>) -> MailOutcome {
+        let key = (peer, r.code.clone());
+        if self.refusals.check(&key, calendar(ctx.now.wall)) {
+            ctx.log.record(
+                AuditEvent::Refused,
+                ctx.now.wall,
+                AuditEntry {
+                    peer: Some(peer.to_string()),
+                    sender: Some(address(None, &ctx.dir.name_of(&peer))),
+                    message_id: r.id,
+                    detail: format!("{}: {}", r.code, r.reason),
+                    ..AuditEntry::default()
+                },
+            );
+        }
+        refused(&r.code, r.reason)
+    }
+
+    /// One entry for each (machine, reason) whose refusals in a window
+    /// that just ended were counted rather than audited one by one.
+    pub(super) fn audit_refusal_counts(&mut self, ctx: &mut Ctx<'_>) {
+        let (closed, overflow) = self.refusals.closed(calendar(ctx.now.wall));
+        let secs = REFUSAL_AUDIT_WINDOW.as_secs();
+        for ((peer, code), n) in closed {
+            ctx.log.record(
+                AuditEvent::Refused,
+                ctx.now.wall,
+                AuditEntry {
+                    peer: Some(peer.to_string()),
+                    sender: Some(address(None, &ctx.dir.name_of(&peer))),
+                    detail: format!(
+                        "{code}: {n} more refused like it from this machine within {secs}s (counted, not audited one by one)"
+                    ),
+                    ..AuditEntry::default()
+                },
+            );
+        }
+        if overflow > 0 {
+            ctx.log.note(
+                AuditEvent::Refused,
+                ctx.now.wall,
+                None,
+                format!(
+                    "{overflow} more envelopes refused from machines past the first {MAX_REFUSAL_KEYS} counted within {secs}s"
+                ),
+            );
+        }
+    }
+}
+
+/// A stored message: audited as received or held, counted if held; the
+/// event that announces it.
+fn received(peer: PeerId, a: Accepted, consent: &mut Consent, ctx: &mut Ctx<'_>) -> Event {
+    let r = &a.record;
+    if a.held.is_some() {
+        consent.count_held(peer);
+    }
+    ctx.log.record(
+        if a.held.is_some() {
+            AuditEvent::Held
+        } else {
+            AuditEvent::Received
+        },
+        ctx.now.wall,
+        AuditEntry {
+            peer: Some(peer.to_string()),
+            sender: Some(r.from.clone()),
+            recipient: Some(a.recipient.clone()),
+            message_id: Some(r.id.clone()),
+            body_sha256: Some(r.body_sha256.clone()),
+            detail: a.held.map_or_else(
+                || format!("{} delivered to the inbox", r.kind),
+                |h| format!("held: {}", h.as_str()),
+            ),
+            ..AuditEntry::default()
+        },
+    );
+    let message = view(r);
+    if a.held.is_some() {
+        Event::Held { message }
+    } else {
+        Event::Message { message }
+    }
+}
+
+/// The calendar clock as a duration, for rate windows: tests move it.
+fn calendar(now: Timestamp) -> Duration {
+    Duration::from_millis(now.as_unix_millis())
+}
+
+/// A refusal as the sender sees it, its reason cut to what the wire
+/// carries.
+fn refused(code: &str, reason: impl Into<String>) -> MailOutcome {
+    let mut reason: String = reason.into();
+    if reason.len() > crate::wire::MAX_REASON_BYTES {
+        let mut cut = crate::wire::MAX_REASON_BYTES;
+        while !reason.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        reason.truncate(cut);
+    }
+    MailOutcome::Refused {
+        code: code.into(),
+        reason,
+    }
+}

@@ -1,0 +1,639 @@
+//! Messaging: one task, the mail actor, routes what reaches it to the part
+//! that owns the state it concerns. Each part is a plain struct with its
+//! own fields; the actor only carries out what they decide.
+//!
+//! ```text
+//!            cancel token ─────────────┐ (first: biased)
+//!  flusher ── AfterFlush (durable) ────┤
+//!  net ── Delivered (a carried batch) ─┤
+//!  net ── MailEvent (inbound, connected)┤──> Mail::run ──┬─ mailroom   send: resolve, seal, outbox record
+//!  server ── MailIn::Api (client op) ──┤                 ├─ courier    queues, batches, backoff ── Carry ──> net
+//!  tick (100 ms) ──────────────────────┘                 ├─ inbox      verdict per envelope, then write
+//!                                                        ├─ consent    folders, trust, pause, held mail
+//!                                                        ├─ fanout     events to attached clients, summary
+//!                                                        ├─ retention  expiry and pruning (audit, tickets too)
+//!                                                        └─ AuditLog ── GroupCommit ── then: AfterFlush
+//! ```
+//!
+//! Accepted means durable: a sender gets its message id only after the
+//! sealed envelope is flushed to the outbox, and a receiver acknowledges
+//! only after the message and its dedup record are flushed, so a message is
+//! never lost and, with the dedup records (kept until the envelope's expiry
+//! plus the clock skew), never delivered twice. Flushes are shared: every
+//! writer waiting when a flush starts is covered by it (group commit).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use agentmesh_protocol::{Identity, PeerId, Timestamp};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{self, ApiError, Event, Op, Reply, Who, WhoKind, ok};
+use crate::audit::AuditLog;
+use crate::clock::now;
+use crate::net::{Delivered, Handle, MailEvent, MailLink};
+use crate::store::{Done, GroupCommit, OutboxRecord, Store, StoreError};
+use crate::team::Directory;
+use crate::wire::MailReply;
+
+mod consent;
+mod courier;
+mod fanout;
+mod inbox;
+mod mailroom;
+mod ops;
+mod pages;
+mod retention;
+#[cfg(test)]
+mod tests;
+
+pub use consent::{HeldReason, MAX_HELD_PER_SENDER};
+pub use courier::MAX_IN_FLIGHT;
+pub use fanout::EVENT_QUEUE;
+pub use inbox::{REFUSAL_AUDIT_WINDOW, REFUSALS_AUDITED_PER_WINDOW};
+pub use mailroom::{MAX_OUTBOX, address, parse_address};
+pub use ops::{MAX_OUTBOX_LISTED, MIN_ID_PREFIX};
+pub use pages::{MAX_INBOX_PAGE, MAX_INBOX_SCAN};
+pub use retention::{HELD_EXPIRY, OUTBOX_KEEP, READ_EXPIRY};
+
+/// Requests waiting for the mail actor.
+pub const MAIL_QUEUE: usize = 1024;
+/// How often the actor looks at its timers (courier retries, retention,
+/// refusal counts): a retry is at most this late.
+const TICK: Duration = Duration::from_millis(100);
+/// A reason a remote machine or a person gives is cut to this many
+/// characters: enough to read, too short to flood the audit log.
+const MAX_REMOTE_REASON: usize = 300;
+
+/// What reaches the mail actor from clients.
+#[derive(Debug)]
+pub enum MailIn {
+    /// A client's request.
+    Api {
+        /// Who the client attached as.
+        who: Who,
+        /// The mailbox it attached to.
+        mailbox: Option<String>,
+        /// The operation.
+        op: Op,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Reply>,
+    },
+}
+
+/// Work that waits for durable storage.
+#[derive(Debug)]
+enum AfterFlush {
+    /// Answer a `send` and hand the message to the courier.
+    Sent {
+        /// The client's answer.
+        reply: oneshot::Sender<Reply>,
+        /// The message.
+        record: Box<OutboxRecord>,
+    },
+    /// Acknowledge an inbound batch, then tell clients.
+    Received {
+        /// The batch.
+        token: u64,
+        /// Its outcomes.
+        reply: MailReply,
+        /// Events for attached clients.
+        events: Vec<Event>,
+    },
+    /// These finished outbox records are in the store now.
+    Settled(Vec<String>),
+    /// Answer a client, then tell clients.
+    Answer {
+        /// The client's answer.
+        reply: oneshot::Sender<Reply>,
+        /// It.
+        value: Reply,
+        /// Events for attached clients.
+        events: Vec<Event>,
+    },
+}
+
+/// What `status` shows of the mailroom, published by the mail actor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MailSummary {
+    /// Inbound mail is paused.
+    pub paused: bool,
+    /// Messages held for approval.
+    pub held: usize,
+    /// Messages in the outbox not yet delivered.
+    pub outbox_waiting: usize,
+}
+
+/// A cloneable handle to the mail actor.
+#[derive(Debug, Clone)]
+pub struct MailHandle {
+    tx: mpsc::Sender<MailIn>,
+    events: broadcast::Sender<Event>,
+    newest: Arc<AtomicU64>,
+    summary: watch::Receiver<MailSummary>,
+}
+
+impl MailHandle {
+    /// Runs a mail op for a client attached as `who` to `mailbox`.
+    pub async fn request(&self, who: Who, mailbox: Option<String>, op: Op) -> Reply {
+        let (reply, rx) = oneshot::channel();
+        let msg = MailIn::Api {
+            who,
+            mailbox,
+            op,
+            reply,
+        };
+        if self.tx.send(msg).await.is_err() {
+            return Err(ApiError::shutting_down());
+        }
+        rx.await.unwrap_or_else(|_| Err(ApiError::shutting_down()))
+    }
+
+    /// What `status` shows of the mailroom, as of now.
+    pub fn summary(&self) -> MailSummary {
+        *self.summary.borrow()
+    }
+
+    /// The seq of the newest message in the inbox.
+    pub fn last_seq(&self) -> u64 {
+        self.newest.load(Ordering::Relaxed)
+    }
+
+    /// Subscribes to events for attached clients.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+}
+
+/// What the mail actor is started with.
+#[derive(Debug)]
+pub struct MailSetup {
+    /// This machine.
+    pub me: Identity,
+    /// The store.
+    pub store: Arc<dyn Store>,
+    /// The team as the team's owner publishes it: names, owners, keys.
+    pub directory: watch::Receiver<Arc<Directory>>,
+    /// The network, which carries batches.
+    pub net: Handle,
+    /// What the network emits for mail.
+    pub link: MailLink,
+    /// The group commit every write that must be durable goes through.
+    pub commit: GroupCommit,
+    /// How long a sent message stays deliverable.
+    pub lifetime: Duration,
+    /// How long audit entries are kept.
+    pub audit_retention: Duration,
+    /// Stops the actor.
+    pub cancel: CancellationToken,
+}
+
+/// The time as the parts see it: the calendar (which test builds move) for
+/// what expires, the monotonic clock for retries. Passed in, never read by
+/// a part itself, so tests choose it.
+#[derive(Debug, Clone, Copy)]
+struct Now {
+    wall: Timestamp,
+    mono: Instant,
+}
+
+impl Now {
+    fn current() -> Now {
+        Now {
+            wall: now(),
+            mono: Instant::now(),
+        }
+    }
+}
+
+/// What most decisions read, and where they record: lent to a part for
+/// one call.
+struct Ctx<'a> {
+    store: &'a dyn Store,
+    dir: &'a Directory,
+    log: &'a mut AuditLog,
+    now: Now,
+}
+
+/// What every part reads or records into, lent to one part per call.
+#[derive(Debug)]
+struct Shared {
+    store: Arc<dyn Store>,
+    dir: watch::Receiver<Arc<Directory>>,
+    /// The one writer of mail's audit entries.
+    log: AuditLog,
+}
+
+impl Shared {
+    /// The team as of now (kept apart from the lent context, which
+    /// borrows it).
+    fn directory(&self) -> Arc<Directory> {
+        self.dir.borrow().clone()
+    }
+
+    /// The context for one call, at the current time.
+    fn lend<'a>(&'a mut self, dir: &'a Directory) -> Ctx<'a> {
+        Ctx {
+            store: self.store.as_ref(),
+            dir,
+            log: &mut self.log,
+            now: Now::current(),
+        }
+    }
+}
+
+/// The actor's inboxes, read only by its loop.
+#[derive(Debug)]
+struct Inboxes {
+    rx: mpsc::Receiver<MailIn>,
+    link: MailLink,
+    /// What waited for a flush, handed back once it is durable.
+    flushed: mpsc::UnboundedReceiver<AfterFlush>,
+}
+
+/// The mail actor: the parts, and what they need from outside.
+#[derive(Debug)]
+pub struct Mail {
+    shared: Shared,
+    net: Handle,
+    /// The other end of [`Inboxes::flushed`], which each job's `then`
+    /// sends on.
+    flushed_tx: mpsc::UnboundedSender<AfterFlush>,
+    mailroom: mailroom::Mailroom,
+    courier: courier::Courier,
+    inbox: inbox::Inbox,
+    consent: consent::Consent,
+    fanout: fanout::Fanout,
+    retention: retention::Retention,
+}
+
+impl Mail {
+    /// Loads the mail actor's state from the store; its handle, and the
+    /// task to run (it ends when `setup.cancel` fires or an inbox closes).
+    pub fn start(
+        setup: MailSetup,
+    ) -> Result<(MailHandle, impl Future<Output = ()> + use<>), StoreError> {
+        let MailSetup {
+            me,
+            store,
+            directory,
+            net,
+            link,
+            commit,
+            lifetime,
+            audit_retention,
+            cancel,
+        } = setup;
+        let (tx, rx) = mpsc::channel(MAIL_QUEUE);
+        let (flushed_tx, flushed) = mpsc::unbounded_channel();
+        let last_seq = store.last_inbox_seq()?;
+        let fanout = fanout::Fanout::new(last_seq);
+        let mut courier = courier::Courier::default();
+        courier.load(store.outbox()?);
+        let consent = consent::Consent::load(store.as_ref())?;
+        let mail = Mail {
+            shared: Shared {
+                store,
+                dir: directory,
+                log: AuditLog::new(commit),
+            },
+            net,
+            flushed_tx,
+            mailroom: mailroom::Mailroom::new(me.clone(), lifetime),
+            courier,
+            inbox: inbox::Inbox::new(me, last_seq),
+            consent,
+            retention: retention::Retention::new(audit_retention),
+            fanout,
+        };
+        mail.publish_summary();
+        let (events, newest, summary) = mail.fanout.ends();
+        let handle = MailHandle {
+            tx,
+            events,
+            newest,
+            summary,
+        };
+        let inboxes = Inboxes { rx, link, flushed };
+        Ok((handle, mail.run(inboxes, cancel)))
+    }
+
+    /// Runs until its inbox or the network's link closes, or `cancel`
+    /// fires.
+    async fn run(mut self, mut inboxes: Inboxes, cancel: CancellationToken) {
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => break,
+                // The actor holds a sender itself: this never closes.
+                Some(done) = inboxes.flushed.recv() => self.after_flush(done),
+                delivered = inboxes.link.delivered.recv() => match delivered {
+                    None => break,
+                    Some(d) => self.on_delivered(d),
+                },
+                event = inboxes.link.events.recv() => match event {
+                    None => break,
+                    Some(e) => self.on_event(e),
+                },
+                msg = inboxes.rx.recv() => match msg {
+                    None => break,
+                    Some(MailIn::Api { who, mailbox, op, reply }) => self.api(who, mailbox, op, reply),
+                },
+                _ = tick.tick() => self.tick(),
+            }
+            self.write_pending();
+            self.publish_summary();
+        }
+    }
+
+    /// Runs `work` once everything recorded so far is durable.
+    fn after(&mut self, work: AfterFlush) {
+        self.submit(Some(work));
+    }
+
+    /// Hands what was recorded so far to the group commit; once it is
+    /// durable, `work` comes back, and the courier forgets the finished
+    /// outbox records it kept listing until the store had them.
+    fn submit(&mut self, work: Option<AfterFlush>) {
+        let (writes, settle) = self.courier.take_writes();
+        let then: Option<Done> = if work.is_none() && settle.is_empty() {
+            None
+        } else {
+            let back = self.flushed_tx.clone();
+            Some(Box::new(move || {
+                // The actor gone means the daemon is stopping.
+                if !settle.is_empty() {
+                    let _ = back.send(AfterFlush::Settled(settle));
+                }
+                if let Some(work) = work {
+                    let _ = back.send(work);
+                }
+            }))
+        };
+        self.shared.log.submit(writes, then);
+    }
+
+    /// Answers once everything written so far, audit entries included, is
+    /// durable.
+    fn answer_durably(&mut self, reply: oneshot::Sender<Reply>, value: Reply, events: Vec<Event>) {
+        self.after(AfterFlush::Answer {
+            reply,
+            value,
+            events,
+        });
+    }
+
+    /// Hands pending writes to the flusher even if nothing waits for them.
+    fn write_pending(&mut self) {
+        self.submit(None);
+    }
+
+    fn publish_summary(&self) {
+        self.fanout.publish(MailSummary {
+            paused: self.consent.paused(),
+            held: self.consent.held_total(),
+            outbox_waiting: self.courier.waiting(),
+        });
+    }
+
+    fn after_flush(&mut self, work: AfterFlush) {
+        match work {
+            AfterFlush::Sent { reply, record } => {
+                let _ = reply.send(ok(serde_json::json!({ "id": record.id })));
+                let dir = self.shared.directory();
+                let mut ctx = self.shared.lend(&dir);
+                self.courier.queue(*record, &self.net, &mut ctx);
+            }
+            AfterFlush::Received {
+                token,
+                reply,
+                events,
+            } => {
+                self.net.answer_mail(token, reply);
+                self.fanout.emit(events);
+            }
+            AfterFlush::Settled(ids) => self.courier.settled(&ids),
+            AfterFlush::Answer {
+                reply,
+                value,
+                events,
+            } => {
+                let _ = reply.send(value);
+                self.fanout.emit(events);
+            }
+        }
+    }
+
+    fn on_event(&mut self, event: MailEvent) {
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
+        match event {
+            MailEvent::Inbound {
+                peer,
+                revoked,
+                request,
+                token,
+            } => {
+                let sender = inbox::Sender { peer, revoked };
+                let (reply, events) =
+                    self.inbox
+                        .receive(sender, &request, &mut self.consent, &mut ctx);
+                self.after(AfterFlush::Received {
+                    token,
+                    reply,
+                    events,
+                });
+            }
+            MailEvent::Connected(peer) => self.courier.connected(peer, &self.net, &mut ctx),
+        }
+    }
+
+    fn on_delivered(&mut self, d: Delivered) {
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
+        self.courier.delivered(d, &self.net, &mut ctx);
+    }
+
+    fn tick(&mut self) {
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
+        self.courier.retry_due(&self.net, &mut ctx);
+        if self.retention.due(ctx.now.mono) {
+            let events = self
+                .retention
+                .run(&mut self.courier, &mut self.consent, &mut ctx);
+            self.fanout.emit(events);
+        }
+        self.inbox.audit_refusal_counts(&mut ctx);
+        self.courier.shrink();
+    }
+
+    /// Routes a client's request to the part that serves it. Consent
+    /// decisions are audited, and answered once the entry is durable.
+    fn api(&mut self, who: Who, mailbox: Option<String>, op: Op, reply: oneshot::Sender<Reply>) {
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
+        let answer = match op {
+            Op::Send {
+                to,
+                text,
+                ask,
+                reply_to,
+                from_mailbox,
+            } => {
+                let sent = reply_to
+                    .map(|r| ops::full_id(ctx.store, &r))
+                    .transpose()
+                    .and_then(|reply_to| {
+                        let request = mailroom::SendRequest {
+                            who: &who,
+                            attached: mailbox,
+                            to: &to,
+                            text,
+                            ask,
+                            reply_to,
+                            from_mailbox,
+                        };
+                        self.mailroom
+                            .send(request, self.courier.waiting(), &mut ctx)
+                    });
+                match sent {
+                    Ok(record) => {
+                        self.courier.write(record.clone());
+                        let record = Box::new(record);
+                        return self.after(AfterFlush::Sent { reply, record });
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Op::Inbox {
+                mailbox,
+                unread,
+                after_seq,
+                limit,
+            } => pages::inbox_page(
+                ctx.store,
+                mailbox.as_deref(),
+                unread,
+                after_seq.unwrap_or(0),
+                limit.unwrap_or(MAX_INBOX_PAGE),
+            )
+            .and_then(ok),
+            Op::Read { id } => match ops::full_id(ctx.store, &id)
+                .and_then(|id| ops::read(ctx.store, &id, ctx.now))
+            {
+                // Answered once what it wrote is durable.
+                Ok(answer) => return self.answer_durably(reply, answer, vec![]),
+                Err(e) => Err(e),
+            },
+            Op::Outbox => ops::outbox_list(&self.courier, &ctx),
+            Op::Held => ops::held_list(ctx.store),
+            Op::Approve { id } => {
+                let decision = ops::Decision::Approve;
+                return self.resolve(&who, &id, decision, reply);
+            }
+            Op::Reject { id, reason } => {
+                let decision = ops::Decision::Reject(reason.unwrap_or_default());
+                return self.resolve(&who, &id, decision, reply);
+            }
+            Op::Trust { machine } => {
+                let answer = self.consent.trust(&who, &machine, &mut ctx);
+                return self.answer_durably(reply, answer, vec![]);
+            }
+            Op::Allow { path, mailbox } => {
+                let answer = self
+                    .consent
+                    .allow(&who, &path, mailbox.as_deref(), true, &mut ctx);
+                return self.answer_durably(reply, answer, vec![]);
+            }
+            Op::Deny { path, mailbox } => {
+                let answer = self
+                    .consent
+                    .allow(&who, &path, mailbox.as_deref(), false, &mut ctx);
+                return self.answer_durably(reply, answer, vec![]);
+            }
+            Op::Mailboxes => self.consent.mailboxes(),
+            Op::Pause => {
+                let answer = self.consent.pause(&who, &mut ctx);
+                return self.answer_durably(reply, answer, vec![]);
+            }
+            Op::Resume => {
+                return match self.consent.resume(&who, self.inbox.seqs(), &mut ctx) {
+                    Ok((value, events)) => self.answer_durably(reply, Ok(value), events),
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                };
+            }
+            Op::Audit { since_secs } => ops::audit_list(ctx.store, ctx.now, since_secs),
+            #[cfg(feature = "test-clock")]
+            Op::ClockAdvance { secs } => {
+                crate::clock::advance(Duration::from_secs(secs));
+                // Everything that expires by the calendar, at once.
+                ctx.now = Now::current();
+                let events = self
+                    .retention
+                    .run(&mut self.courier, &mut self.consent, &mut ctx);
+                self.fanout.emit(events);
+                ok(serde_json::json!({ "offset_secs": crate::clock::offset().as_secs() }))
+            }
+            _ => api::err("internal", "not a mail operation"),
+        };
+        let _ = reply.send(answer);
+    }
+
+    fn resolve(
+        &mut self,
+        who: &Who,
+        id: &str,
+        decision: ops::Decision,
+        reply: oneshot::Sender<Reply>,
+    ) {
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
+        let resolved = ops::full_id(ctx.store, id).and_then(|id| {
+            ops::resolve(
+                who,
+                &id,
+                decision,
+                &mut self.consent,
+                self.inbox.seqs(),
+                &mut ctx,
+            )
+        });
+        match resolved {
+            Ok((value, events)) => self.answer_durably(reply, Ok(value), events),
+            // Answered at once: nothing was decided.
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+}
+
+/// Who decided, for the audit log: `human ada`, `agent claude`.
+fn who_label(who: &Who) -> String {
+    let kind = match who.kind {
+        WhoKind::Human => "human",
+        WhoKind::Agent => "agent",
+    };
+    format!("{kind} {}", who.name)
+}
+
+/// A record's body hash for the audit log, if it has one.
+fn sha(hash: &str) -> Option<String> {
+    (!hash.is_empty()).then(|| hash.to_owned())
+}
+
+fn hex(b: &[u8]) -> String {
+    data_encoding::HEXLOWER.encode(b)
+}
+
+/// A stored PeerId, parsed back; `None` for a damaged record.
+fn peer_of(text: &str) -> Option<PeerId> {
+    text.parse().ok()
+}

@@ -1,0 +1,180 @@
+//! The mail API's reading ops and the approval desk: ids as clients give
+//! them, `read`, `outbox`, `held`, `audit`, `approve` and `reject`. Each
+//! takes the parts it reads; the actor routes to them.
+
+use std::collections::HashSet;
+
+use crate::api::{ApiError, Event, Reply, Who, err, ok};
+use crate::store::{InboxRecord, MailStore, OutboxRecord, OutboxStatus, Store};
+
+use super::consent::{Consent, Release, held_records};
+use super::courier::Courier;
+use super::inbox::Seqs;
+use super::pages::{first_page, json_size, outbox_view, view, within_page};
+use super::{Ctx, Now, peer_of};
+
+/// Delivered and failed messages `outbox` lists, at most (the newest).
+pub const MAX_OUTBOX_LISTED: usize = 1000;
+/// The shortest message id prefix accepted where an id is asked for.
+pub const MIN_ID_PREFIX: usize = 4;
+
+/// The received message id `given` names: the whole id, or a unique
+/// prefix of at least [`MIN_ID_PREFIX`] characters, as git takes them.
+pub(super) fn full_id(store: &dyn MailStore, given: &str) -> Result<String, ApiError> {
+    let given = given.trim().to_ascii_lowercase();
+    if given.len() == 32 {
+        return Ok(given);
+    }
+    if given.len() < MIN_ID_PREFIX || !given.chars().all(|c| c.is_ascii_hexdigit()) {
+        return err(
+            "bad_id",
+            format!(
+                "{given:?} is not a message id; give the id, or at least its first {MIN_ID_PREFIX} characters, as `agentmesh inbox` shows it"
+            ),
+        );
+    }
+    let found = store.inbox_ids_starting(&given, 6)?;
+    match found.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => err(
+            "unknown_message",
+            format!("no received message has an id starting with {given}"),
+        ),
+        several => err(
+            "ambiguous_id",
+            format!(
+                "{} received messages have ids starting with {given} ({}…); give more of the id",
+                if several.len() > 5 {
+                    "more than 5".to_owned()
+                } else {
+                    several.len().to_string()
+                },
+                several
+                    .iter()
+                    .take(5)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
+    }
+}
+
+/// `read ID`: the message, marked read. The answer, to give once the mark
+/// is durable; an error at once if the mark could not be written.
+pub(super) fn read(store: &dyn MailStore, id: &str, now: Now) -> Result<Reply, ApiError> {
+    Ok(match store.inbox_get(id) {
+        Ok(Some(mut r)) if r.held.is_none() => {
+            if r.read_at.is_none() {
+                r.read_at = Some(now.wall.as_unix_millis());
+                store.update_inbox(std::slice::from_ref(&r))?;
+            }
+            ok(view(&r))
+        }
+        Ok(Some(_)) => err(
+            "held",
+            format!("message {id} is held for approval; see `agentmesh held`"),
+        ),
+        Ok(None) => err(
+            "unknown_message",
+            format!("no received message has id {id}"),
+        ),
+        Err(e) => Err(e.into()),
+    })
+}
+
+/// `outbox`: what is still on its way, current in memory (attempts,
+/// status), and the newest of what is done.
+pub(super) fn outbox_list(courier: &Courier, ctx: &Ctx<'_>) -> Reply {
+    let mut all: Vec<OutboxRecord> = courier.listed().cloned().collect();
+    let known: HashSet<String> = all.iter().map(|r| r.id.clone()).collect();
+    all.extend(
+        ctx.store
+            .outbox_done(MAX_OUTBOX_LISTED)?
+            .into_iter()
+            .filter(|r| !known.contains(&r.id)),
+    );
+    all.sort_by_key(|r| r.created_at);
+    let now = ctx.now.mono;
+    let all: Vec<_> = all
+        .iter()
+        .map(|r| {
+            let mut v = outbox_view(r);
+            let peer = peer_of(&r.to_peer);
+            v.to_owner = peer
+                .and_then(|p| ctx.dir.machines.get(&p))
+                .map(|m| m.owner.clone());
+            if matches!(r.status, OutboxStatus::Queued | OutboxStatus::Sent) {
+                v.offline = peer.is_some_and(|p| courier.offline(&p));
+                v.retry_in_ms = peer
+                    .and_then(|p| courier.retry_in(&p, &r.id, now))
+                    .map(|d| d.as_millis() as u64);
+            }
+            v
+        })
+        .collect();
+    ok(within_page(all, json_size))
+}
+
+/// `held`: the oldest first (they expire first). What does not fit one
+/// page shows once these are decided.
+pub(super) fn held_list(store: &dyn MailStore) -> Reply {
+    let views = held_records(store)?.iter().map(view).collect();
+    ok(first_page(views, json_size))
+}
+
+/// `audit`: the newest entries that fit one page.
+pub(super) fn audit_list(store: &dyn Store, now: Now, since_secs: Option<u64>) -> Reply {
+    ok(crate::audit::list(
+        store,
+        now.wall,
+        since_secs,
+        |entries| within_page(entries, |e| json_size(e) + 100),
+    )?)
+}
+
+/// What a person decides about a held message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Decision {
+    /// Deliver it.
+    Approve,
+    /// Drop it, with a reason (empty: none).
+    Reject(String),
+}
+
+/// Approves or rejects the held message `id`. The first answer wins;
+/// others are told it was already decided. The answer, and the events to
+/// announce once it is durable.
+pub(super) fn resolve(
+    who: &Who,
+    id: &str,
+    decision: Decision,
+    consent: &mut Consent,
+    seqs: &mut Seqs,
+    ctx: &mut Ctx<'_>,
+) -> Result<(serde_json::Value, Vec<Event>), ApiError> {
+    let record: InboxRecord = match ctx.store.inbox_get(id)? {
+        Some(r) if r.held.is_some() => r,
+        Some(_) => {
+            return err(
+                "not_held",
+                format!("message {id} is not held (it may have been decided already)"),
+            );
+        }
+        None => {
+            return err(
+                "unknown_message",
+                format!("no held message has id {id} (it may have been rejected already)"),
+            );
+        }
+    };
+    let id = record.id.clone();
+    let (outcome, events) = match decision {
+        Decision::Approve => (
+            "approved",
+            consent.release(record, Release::Approved(who), seqs, ctx)?,
+        ),
+        Decision::Reject(reason) => ("rejected", consent.reject(&record, who, &reason, ctx)?),
+    };
+    Ok((serde_json::json!({ "id": id, "outcome": outcome }), events))
+}

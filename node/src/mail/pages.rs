@@ -1,0 +1,170 @@
+//! Pages: how stored mail is shown, and how much of it fits one answer.
+
+use serde::Serialize;
+
+use crate::api::{ApiError, InboxPage, MessageView, OutboxView, rfc3339_ms};
+use crate::store::{InboxRecord, MailStore, OutboxRecord, OutboxStatus};
+
+/// Messages in one `inbox` page, at most.
+pub const MAX_INBOX_PAGE: usize = 1000;
+/// Stored messages one `inbox` call looks at, at most: a filter that
+/// matches little (`--unread`, `--mailbox`) answers a short page and where
+/// to go on, instead of reading a whole large inbox while delivery waits.
+pub const MAX_INBOX_SCAN: usize = 5 * MAX_INBOX_PAGE;
+/// Bytes of messages in one page, about: pages must fit one API frame
+/// (1 MiB).
+pub(super) const MAX_PAGE_BYTES: usize = 640 * 1024;
+
+/// How many bytes `value` takes in a JSON answer, escapes included: a
+/// body of quotes or control characters grows up to six times, and a page
+/// sized by raw length could outgrow the 1 MiB frame.
+pub(super) fn json_size<T: Serialize>(value: &T) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        // The separator between rows, and room to spare.
+        Ok(()) => count.0 + 16,
+        Err(_) => MAX_PAGE_BYTES,
+    }
+}
+
+/// The newest rows of `rows` (oldest first) that fit one answer page.
+pub(super) fn within_page<T>(mut rows: Vec<T>, size: impl Fn(&T) -> usize) -> Vec<T> {
+    let mut bytes = 0;
+    let mut keep = 0;
+    for r in rows.iter().rev() {
+        bytes += size(r);
+        if bytes > MAX_PAGE_BYTES && keep > 0 {
+            break;
+        }
+        keep += 1;
+    }
+    rows.drain(..rows.len() - keep);
+    rows
+}
+
+/// The oldest rows of `rows` that fit one answer page.
+pub(super) fn first_page<T>(rows: Vec<T>, size: impl Fn(&T) -> usize) -> Vec<T> {
+    let mut bytes = 0;
+    let mut out = vec![];
+    for r in rows {
+        bytes += size(&r);
+        if bytes > MAX_PAGE_BYTES && !out.is_empty() {
+            break;
+        }
+        out.push(r);
+    }
+    out
+}
+
+/// One page of `inbox`: messages after `after` matching the filter, at
+/// most `limit`, that fit one answer, looking at no more than
+/// [`MAX_INBOX_SCAN`] stored messages; `next_after_seq` says where to go
+/// on (it may follow an empty page when the scan stopped first).
+pub(super) fn inbox_page(
+    store: &dyn MailStore,
+    mailbox: Option<&str>,
+    unread: bool,
+    after: u64,
+    limit: usize,
+) -> Result<InboxPage, ApiError> {
+    let limit = limit.clamp(1, MAX_INBOX_PAGE);
+    let want_owner = mailbox == Some("@");
+    let mut out = vec![];
+    let mut cursor = after;
+    let mut more = false;
+    let mut bytes = 0;
+    let mut scanned = 0;
+    'pages: loop {
+        if scanned >= MAX_INBOX_SCAN {
+            // The caller goes on from here.
+            more = true;
+            break;
+        }
+        let page = store.inbox_after(cursor, MAX_INBOX_PAGE)?;
+        let Some(last) = page.last() else { break };
+        let last_seq = last.seq;
+        scanned += page.len();
+        for r in page {
+            let matches = r.held.is_none()
+                && (!unread || r.read_at.is_none())
+                && match mailbox {
+                    None => true,
+                    Some(_) if want_owner => r.mailbox.is_none(),
+                    Some(m) => r.mailbox.as_deref() == Some(m),
+                };
+            if matches {
+                // A page must fit one API frame (1 MiB) with room to spare.
+                let v = view(&r);
+                let size = json_size(&v);
+                if out.len() == limit || (bytes + size > MAX_PAGE_BYTES && !out.is_empty()) {
+                    more = true;
+                    cursor = out.last().map_or(cursor, |m: &MessageView| m.seq);
+                    break 'pages;
+                }
+                bytes += size;
+                out.push(v);
+            }
+        }
+        cursor = last_seq;
+    }
+    let next_after_seq = more.then_some(cursor);
+    Ok(InboxPage {
+        messages: out,
+        next_after_seq,
+    })
+}
+
+/// A received message as clients see it.
+pub(super) fn view(r: &InboxRecord) -> MessageView {
+    MessageView {
+        id: r.id.clone(),
+        seq: r.seq,
+        from: r.from.clone(),
+        who: r.who.clone(),
+        kind: r.kind.clone(),
+        thread: r.thread.clone(),
+        in_reply_to: r.in_reply_to.clone(),
+        text: r.text.clone(),
+        received_at: rfc3339_ms(r.received_at),
+        read: r.read_at.is_some(),
+        mailbox: r.mailbox.clone(),
+        held: r.held.clone(),
+        from_owner: r.from_owner.clone(),
+        hop: r.hop,
+        taint: r.taint,
+    }
+}
+
+/// A sent message as `outbox` shows it, before what only the courier
+/// knows (retry, offline) and the directory (owner) are added.
+pub(super) fn outbox_view(r: &OutboxRecord) -> OutboxView {
+    OutboxView {
+        id: r.id.clone(),
+        to: r.to.clone(),
+        kind: r.kind.clone(),
+        status: match r.status {
+            OutboxStatus::Queued => "queued",
+            OutboxStatus::Sent => "sent",
+            OutboxStatus::Delivered => "delivered",
+            OutboxStatus::Failed => "failed",
+        }
+        .into(),
+        reason: r.reason.clone(),
+        held: r.held,
+        attempts: r.attempts,
+        created_at: rfc3339_ms(r.created_at),
+        retry_in_ms: None,
+        offline: false,
+        to_owner: None,
+    }
+}

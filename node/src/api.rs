@@ -28,6 +28,11 @@ use serde::{Deserialize, Serialize};
 /// with both versions named.
 pub const API_VERSION: u32 = 1;
 
+/// Events the daemon buffers for an attached client (and a split client
+/// for its reader); a client further behind than this gets `lagged` and
+/// catches up with `after_seq`.
+pub const EVENT_QUEUE: usize = 1024;
+
 /// The longest frame either side accepts, in bytes. Requests are small; a
 /// team listing of a thousand machines is well under this.
 pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
@@ -391,12 +396,6 @@ impl ApiError {
     /// has closed.
     pub fn shutting_down() -> Self {
         ApiError::new("shutting_down", "the daemon is shutting down")
-    }
-}
-
-impl From<crate::store::StoreError> for ApiError {
-    fn from(e: crate::store::StoreError) -> Self {
-        ApiError::new("store", e.to_string())
     }
 }
 

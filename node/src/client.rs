@@ -152,7 +152,7 @@ impl Client {
                 }
                 // Kept for `next_event`, bounded like the daemon's queue.
                 DaemonFrame::Event { event } => {
-                    if self.pending.len() == crate::mail::EVENT_QUEUE {
+                    if self.pending.len() == api::EVENT_QUEUE {
                         // Dropped, but not silently: the next event this
                         // client reads says how many were missed and from
                         // where to catch up, as the daemon's own does.
@@ -402,7 +402,7 @@ impl Client {
     /// dropped). Events that arrived before are kept, in order.
     pub fn split(self) -> (Requests, Events) {
         let (out, mut calls) = tokio::sync::mpsc::channel::<(Op, Answer)>(CALL_QUEUE);
-        let (events, rx) = tokio::sync::mpsc::channel(crate::mail::EVENT_QUEUE);
+        let (events, rx) = tokio::sync::mpsc::channel(api::EVENT_QUEUE);
         let Client {
             mut framed,
             mut next_id,

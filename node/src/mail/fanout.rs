@@ -9,9 +9,7 @@ use tokio::sync::{broadcast, watch};
 use super::MailSummary;
 use crate::api::Event;
 
-/// Events buffered for attached clients; a client further behind than
-/// this gets `lagged` and catches up with `after_seq`.
-pub const EVENT_QUEUE: usize = 1024;
+pub use crate::api::EVENT_QUEUE;
 
 /// What attached clients hear, and what `status` reads.
 #[derive(Debug)]

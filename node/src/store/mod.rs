@@ -185,3 +185,10 @@ pub trait Store: TeamStore + AuditStore + MailStore {
     /// shares one flush among every writer waiting at the time).
     fn flush(&self) -> Result<(), StoreError>;
 }
+
+/// A store failure as an API answer: code `store`.
+impl From<StoreError> for crate::api::ApiError {
+    fn from(e: StoreError) -> Self {
+        crate::api::ApiError::new("store", e.to_string())
+    }
+}

@@ -22,6 +22,7 @@
 //! rights come from how a client connected (the socket admits only the
 //! daemon's own user), not from what it says it is.
 
+use crate::codes;
 use serde::{Deserialize, Serialize};
 
 /// The API version this build speaks. `attach` with another is refused
@@ -395,7 +396,7 @@ impl ApiError {
     /// The daemon is stopping: the answer every part gives once its inbox
     /// has closed.
     pub fn shutting_down() -> Self {
-        ApiError::new("shutting_down", "the daemon is shutting down")
+        ApiError::new(codes::SHUTTING_DOWN, "the daemon is shutting down")
     }
 }
 

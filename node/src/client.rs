@@ -22,6 +22,7 @@ use tokio::net::UnixStream;
 use tokio_util::codec::Framed;
 
 use crate::api::{self, API_VERSION, ApiError, ClientFrame, DaemonFrame, MAX_FRAME_BYTES, Op, Who};
+use crate::codes;
 use crate::frames::{Line, LineCodec};
 use crate::home::Home;
 
@@ -226,7 +227,7 @@ fn too_large(op: &Op) -> Result<(), ClientError> {
         && text.len() > agentmesh_protocol::cbor::MAX_BODY_BYTES
     {
         return Err(ClientError::Api(ApiError::new(
-            "too_large",
+            codes::TOO_LARGE,
             format!(
                 "the message is {} bytes, over the limit of {} bytes (64 KiB); send less text, or send it in parts",
                 text.len(),
@@ -247,7 +248,7 @@ fn result_of(
         Ok(result.unwrap_or(serde_json::Value::Null))
     } else {
         Err(ClientError::Api(error.unwrap_or_else(|| {
-            ApiError::new("unknown", "the daemon gave no reason")
+            ApiError::new(codes::UNKNOWN, "the daemon gave no reason")
         })))
     }
 }

@@ -33,6 +33,7 @@ pub mod api;
 pub mod audit;
 pub mod client;
 pub mod clock;
+pub mod codes;
 pub mod config;
 pub mod daemon;
 pub mod frames;

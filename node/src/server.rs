@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{
     API_VERSION, ClientFrame, DaemonFrame, Event, InboxPage, MAX_FRAME_BYTES, Op, Who, WhoKind,
 };
+use crate::codes;
 use crate::frames::{Line, LineCodec, parse_strict};
 use crate::mail::MailHandle;
 use crate::net::Handle;
@@ -182,7 +183,7 @@ pub async fn serve(
                     let _ = send(
                         &mut framed,
                         &DaemonFrame::Error {
-                            code: "forbidden".into(),
+                            code: codes::FORBIDDEN.into(),
                             message: "this daemon serves only its own user".into(),
                         },
                     )
@@ -240,7 +241,7 @@ fn frame_error(code: &str, message: impl Into<String>) -> DaemonFrame {
 fn parse(line: &str) -> Result<ClientFrame, DaemonFrame> {
     let value: serde_json::Value = parse_strict(line).map_err(|e| {
         frame_error(
-            "malformed_frame",
+            codes::MALFORMED_FRAME,
             format!("the frame is not JSON ({e}); send one JSON object per line"),
         )
     })?;
@@ -250,7 +251,7 @@ fn parse(line: &str) -> Result<ClientFrame, DaemonFrame> {
         .map(str::to_owned);
     match kind.as_deref() {
         None => Err(frame_error(
-            "malformed_frame",
+            codes::MALFORMED_FRAME,
             "the frame has no \"type\"; it must be \"attach\" or \"request\"",
         )),
         Some("attach" | "request") => serde_json::from_value(value.clone())
@@ -271,16 +272,16 @@ fn parse(line: &str) -> Result<ClientFrame, DaemonFrame> {
             .map_err(|e| {
                 let msg = e.to_string();
                 if kind.as_deref() == Some("request") && msg.contains("unknown variant") {
-                    frame_error("unknown_op", format!("unknown operation: {msg}"))
+                    frame_error(codes::UNKNOWN_OP, format!("unknown operation: {msg}"))
                 } else {
                     frame_error(
-                        "malformed_frame",
+                        codes::MALFORMED_FRAME,
                         format!("the {} frame is invalid: {msg}", kind.unwrap_or_default()),
                     )
                 }
             }),
         Some(other) => Err(frame_error(
-            "unknown_frame",
+            codes::UNKNOWN_FRAME,
             format!("unknown frame type {other:?}; it must be \"attach\" or \"request\""),
         )),
     }
@@ -316,14 +317,14 @@ impl Client {
             tokio::select! {
                 _ = &mut attach_by, if unattached => {
                     let _ = send(&mut framed, &frame_error(
-                        "attach_timeout",
+                        codes::ATTACH_TIMEOUT,
                         format!("no attach frame within {}s; send attach first", ATTACH_TIMEOUT.as_secs()),
                     )).await;
                     return;
                 }
                 _ = evicted => {
                     let _ = send(&mut framed, &frame_error(
-                        "busy",
+                        codes::BUSY,
                         format!("{MAX_UNATTACHED} connections are waiting to attach; this one, the oldest, is closed; connect again and attach at once"),
                     )).await;
                     return;
@@ -340,11 +341,11 @@ impl Client {
                             }
                         },
                         Ok(Line::TooLarge) => Some(frame_error(
-                            "frame_too_large",
+                            codes::FRAME_TOO_LARGE,
                             format!("frames are at most {MAX_FRAME_BYTES} bytes; the frame was skipped and the connection stays open"),
                         )),
                         Ok(Line::NotUtf8) => Some(frame_error(
-                            "malformed_frame",
+                            codes::MALFORMED_FRAME,
                             "the frame is not UTF-8 text; send one JSON object per line",
                         )),
                         Err(_) => return,
@@ -416,7 +417,7 @@ impl Client {
             }) => {
                 if version != API_VERSION {
                     return Ok(Some(frame_error(
-                        "version_mismatch",
+                        codes::VERSION_MISMATCH,
                         format!(
                             "this client speaks local API version {version}, the daemon speaks version {API_VERSION}; use the same agentmesh build for both"
                         ),
@@ -428,7 +429,7 @@ impl Client {
                     None | Some("@") => None,
                     Some(m) => match agentmesh_protocol::Name::parse("mailbox name", m) {
                         Ok(n) => Some(n.to_string()),
-                        Err(e) => return Ok(Some(frame_error("bad_mailbox", e.to_string()))),
+                        Err(e) => return Ok(Some(frame_error(codes::BAD_MAILBOX, e.to_string()))),
                     },
                 };
                 if self.slot.is_none() {
@@ -437,7 +438,7 @@ impl Client {
                         Err(_) => {
                             tracing::warn!("refusing a client: {MAX_CLIENTS} are attached already");
                             return Err(Closing(frame_error(
-                                "busy",
+                                codes::BUSY,
                                 format!(
                                     "{MAX_CLIENTS} clients are attached to this daemon already; close some (`watch`, MCP servers) and try again"
                                 ),
@@ -480,7 +481,7 @@ impl Client {
                     ok: false,
                     result: None,
                     error: Some(crate::api::ApiError::new(
-                        "not_attached",
+                        codes::NOT_ATTACHED,
                         "send an attach frame before any request",
                     )),
                 })

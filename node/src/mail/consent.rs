@@ -32,6 +32,7 @@ use super::pages::view;
 use super::{Ctx, MAX_REMOTE_REASON, inbox::Seqs, peer_of, who_label};
 use crate::api::{ApiError, Event, Reply, Who, err, ok};
 use crate::audit::AuditEvent;
+use crate::codes;
 use crate::store::{AuditEntry, FolderBinding, InboxRecord, MailStore, StoreError};
 use crate::team::Directory;
 
@@ -301,7 +302,7 @@ impl Consent {
     pub(super) fn trust(&mut self, who: &Who, machine: &str, ctx: &mut Ctx<'_>) -> Reply {
         let Some((peer, _)) = ctx.dir.current(machine) else {
             return err(
-                "unknown_machine",
+                codes::UNKNOWN_MACHINE,
                 format!("no current member is named {machine}"),
             );
         };
@@ -357,7 +358,7 @@ impl Consent {
         }
         if !allowed && path.is_empty() {
             return err(
-                "not_bound",
+                codes::NOT_BOUND,
                 format!(
                     "no mailbox is named {}; `agentmesh mailboxes` lists them",
                     mailbox.unwrap_or_default()
@@ -367,12 +368,15 @@ impl Consent {
         let path = PathBuf::from(path);
         let path = std::fs::canonicalize(&path).map_err(|e| {
             ApiError::new(
-                "bad_path",
+                codes::BAD_PATH,
                 format!("{}: {e}; give an existing folder", path.display()),
             )
         })?;
         if !path.is_dir() {
-            return err("bad_path", format!("{} is not a folder", path.display()));
+            return err(
+                codes::BAD_PATH,
+                format!("{} is not a folder", path.display()),
+            );
         }
         let path_text = path.display().to_string();
         let existing = self.folders.values().find(|f| f.path == path_text).cloned();
@@ -382,7 +386,7 @@ impl Consent {
                     && m != b.mailbox
                 {
                     return err(
-                        "bound",
+                        codes::BOUND,
                         format!("{path_text} is already bound to mailbox {}", b.mailbox),
                     );
                 }
@@ -391,7 +395,7 @@ impl Consent {
             }
             (None, false) => {
                 return err(
-                    "not_bound",
+                    codes::NOT_BOUND,
                     format!("{path_text} was never opted in; nothing to deny"),
                 );
             }
@@ -407,7 +411,7 @@ impl Consent {
                 };
                 if let Some(other) = self.folders.get(name.as_str()) {
                     return err(
-                        "mailbox_taken",
+                        codes::MAILBOX_TAKEN,
                         format!(
                             "mailbox {name} is already bound to {}; choose another with --mailbox",
                             other.path

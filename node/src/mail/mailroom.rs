@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use super::{Ctx, hex};
 use crate::api::{ApiError, Who, WhoKind, err};
 use crate::audit::AuditEvent;
+use crate::codes;
 use crate::store::{AuditEntry, OutboxRecord, OutboxStatus};
 
 /// Messages waiting in the outbox at once, at most; `send` refuses beyond.
@@ -26,14 +27,14 @@ pub fn address(mailbox: Option<&str>, machine: &str) -> String {
 pub fn parse_address(to: &str) -> Result<(Option<Name>, Name), ApiError> {
     let Some((mailbox, machine)) = to.rsplit_once('@') else {
         return err(
-            "bad_address",
+            codes::BAD_ADDRESS,
             format!(
                 "{to:?} is not an address; write MAILBOX@MACHINE, or @MACHINE for the machine's owner"
             ),
         );
     };
     let machine = Name::parse("machine name", machine)
-        .map_err(|e| ApiError::new("bad_address", e.to_string()))?;
+        .map_err(|e| ApiError::new(codes::BAD_ADDRESS, e.to_string()))?;
     let mailbox = if mailbox.is_empty() {
         None
     } else {
@@ -44,7 +45,7 @@ pub fn parse_address(to: &str) -> Result<(Option<Name>, Name), ApiError> {
 
 /// A mailbox name, or the `bad_mailbox` error a client sees.
 pub(super) fn mailbox_name(m: &str) -> Result<Name, ApiError> {
-    Name::parse("mailbox name", m).map_err(|e| ApiError::new("bad_mailbox", e.to_string()))
+    Name::parse("mailbox name", m).map_err(|e| ApiError::new(codes::BAD_MAILBOX, e.to_string()))
 }
 
 /// A client's `send`.
@@ -90,13 +91,13 @@ impl Mailroom {
         let dir = ctx.dir;
         let Some(team) = dir.team.filter(|_| dir.member) else {
             return err(
-                "not_in_team",
+                codes::NOT_IN_TEAM,
                 "this machine is not in a team; create one with `agentmesh team create` or join one with `agentmesh join`",
             );
         };
         if waiting >= MAX_OUTBOX {
             return err(
-                "outbox_full",
+                codes::OUTBOX_FULL,
                 format!(
                     "{MAX_OUTBOX} messages are waiting to be delivered; wait for them, or check `agentmesh outbox`"
                 ),
@@ -110,7 +111,7 @@ impl Mailroom {
                 .any(|m| m.name == machine.as_str() && m.standing == Standing::Revoked);
             return if revoked {
                 err(
-                    "revoked_recipient",
+                    codes::REVOKED_RECIPIENT,
                     format!("{machine} was revoked from the team; it receives nothing"),
                 )
             } else {
@@ -121,7 +122,7 @@ impl Mailroom {
                     .map(|m| m.name.as_str())
                     .collect();
                 err(
-                    "unknown_recipient",
+                    codes::UNKNOWN_RECIPIENT,
                     format!(
                         "no machine named {machine} in the team; members: {}",
                         names.join(", ")
@@ -131,7 +132,7 @@ impl Mailroom {
         };
         if dir.me == Some(peer) {
             return err(
-                "own_machine",
+                codes::OWN_MACHINE,
                 format!(
                     "{machine} is this machine; agentmesh carries messages between machines, so name another member"
                 ),
@@ -147,13 +148,13 @@ impl Mailroom {
             Some(rid) => {
                 let original = ctx.store.inbox_get(&rid)?.ok_or_else(|| {
                     ApiError::new(
-                        "unknown_message",
+                        codes::UNKNOWN_MESSAGE,
                         format!("no received message has id {rid}"),
                     )
                 })?;
                 let parse = |h: &str| {
                     MessageId::parse(h)
-                        .ok_or_else(|| ApiError::new("store", "a stored id is damaged"))
+                        .ok_or_else(|| ApiError::new(codes::STORE, "a stored id is damaged"))
                 };
                 (
                     Kind::Reply,
@@ -204,13 +205,13 @@ impl Mailroom {
                 .is_some_and(|s| s.len() > agentmesh_protocol::envelope::MAX_TASK)
         {
             return err(
-                "bad_who",
+                codes::BAD_WHO,
                 "the attached client's who is too long (name 64, session_id 128, task 256 bytes)",
             );
         }
         let envelope =
             agentmesh_protocol::seal(&self.me, &target.x25519, &header, &body, &mut rand::rng())
-                .map_err(|e| ApiError::new("too_large", e.to_string()))?;
+                .map_err(|e| ApiError::new(codes::TOO_LARGE, e.to_string()))?;
         let record = OutboxRecord {
             id: id.to_string(),
             to_peer: peer.to_string(),

@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{self, ApiError, Event, Op, Reply, Who, WhoKind, ok};
 use crate::audit::AuditLog;
 use crate::clock::now;
+use crate::codes;
 use crate::net::{Delivered, Handle, MailEvent, MailLink};
 use crate::store::{Done, GroupCommit, OutboxRecord, Store, StoreError};
 use crate::team::Directory;
@@ -581,7 +582,7 @@ impl Mail {
                 self.fanout.emit(events);
                 ok(serde_json::json!({ "offset_secs": crate::clock::offset().as_secs() }))
             }
-            _ => api::err("internal", "not a mail operation"),
+            _ => api::err(codes::INTERNAL, "not a mail operation"),
         };
         let _ = reply.send(answer);
     }

@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 
 use crate::api::{ApiError, Event, Reply, Who, err, ok};
+use crate::codes;
 use crate::store::{InboxRecord, MailStore, OutboxRecord, OutboxStatus, Store};
 
 use super::consent::{Consent, Release, held_records};
@@ -27,7 +28,7 @@ pub(super) fn full_id(store: &dyn MailStore, given: &str) -> Result<String, ApiE
     }
     if given.len() < MIN_ID_PREFIX || !given.chars().all(|c| c.is_ascii_hexdigit()) {
         return err(
-            "bad_id",
+            codes::BAD_ID,
             format!(
                 "{given:?} is not a message id; give the id, or at least its first {MIN_ID_PREFIX} characters, as `agentmesh inbox` shows it"
             ),
@@ -37,11 +38,11 @@ pub(super) fn full_id(store: &dyn MailStore, given: &str) -> Result<String, ApiE
     match found.as_slice() {
         [one] => Ok(one.clone()),
         [] => err(
-            "unknown_message",
+            codes::UNKNOWN_MESSAGE,
             format!("no received message has an id starting with {given}"),
         ),
         several => err(
-            "ambiguous_id",
+            codes::AMBIGUOUS_ID,
             format!(
                 "{} received messages have ids starting with {given} ({}…); give more of the id",
                 if several.len() > 5 {
@@ -72,11 +73,11 @@ pub(super) fn read(store: &dyn MailStore, id: &str, now: Now) -> Result<Reply, A
             ok(view(&r))
         }
         Ok(Some(_)) => err(
-            "held",
+            codes::HELD,
             format!("message {id} is held for approval; see `agentmesh held`"),
         ),
         Ok(None) => err(
-            "unknown_message",
+            codes::UNKNOWN_MESSAGE,
             format!("no received message has id {id}"),
         ),
         Err(e) => Err(e.into()),
@@ -157,13 +158,13 @@ pub(super) fn resolve(
         Some(r) if r.held.is_some() => r,
         Some(_) => {
             return err(
-                "not_held",
+                codes::NOT_HELD,
                 format!("message {id} is not held (it may have been decided already)"),
             );
         }
         None => {
             return err(
-                "unknown_message",
+                codes::UNKNOWN_MESSAGE,
                 format!("no held message has id {id} (it may have been rejected already)"),
             );
         }

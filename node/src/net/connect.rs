@@ -21,6 +21,7 @@ use tokio::sync::oneshot;
 
 use super::peers::without_peer;
 use crate::api::{self, Reply, err, ok};
+use crate::codes;
 use crate::team::Membership;
 
 /// How long `agentmesh connect` waits for the connection and the sync:
@@ -127,7 +128,7 @@ impl Connects {
         for c in self.take(matching) {
             let answer = if membership == Membership::Revoked {
                 err(
-                    "revoked",
+                    codes::REVOKED,
                     format!("{peer} was revoked from the team; this machine refuses it"),
                 )
             } else {
@@ -207,7 +208,7 @@ impl Connects {
                         membership: membership.to_owned(),
                         new_blocks: added,
                     }),
-                    Err(why) => err("refused", format!("{peer} refused to sync: {why}")),
+                    Err(why) => err(codes::REFUSED, format!("{peer} refused to sync: {why}")),
                 };
                 (c.reply, answer)
             })
@@ -224,7 +225,7 @@ impl Connects {
                     c.addr,
                     CONNECT_TIMEOUT.as_secs()
                 );
-                (c.reply, err("connect_failed", why))
+                (c.reply, err(codes::CONNECT_FAILED, why))
             })
             .collect()
     }
@@ -234,7 +235,7 @@ impl Connects {
             .into_iter()
             .map(|c| {
                 let why = format!("{}: {why}", c.addr);
-                (c.reply, err("connect_failed", why))
+                (c.reply, err(codes::CONNECT_FAILED, why))
             })
             .collect()
     }

@@ -52,6 +52,7 @@ pub use handle::{Command, Handle};
 
 use crate::api::{self, Op, Reply, err, ok};
 use crate::audit::AuditLog;
+use crate::codes;
 use crate::config::Settings;
 use crate::store::{GroupCommit, Store, StoreError, TeamStore};
 use crate::team::{Directory, Membership, Team};
@@ -582,11 +583,11 @@ impl Net {
             api::Owner::Team => {
                 let handed = self.with_team(now, |team, port| team.op(port, op, reply, now));
                 if let Err((_, reply)) = handed {
-                    let _ = reply.send(err("internal", "an operation reached the wrong part"));
+                    let _ = reply.send(err(codes::INTERNAL, "an operation reached the wrong part"));
                 }
                 return;
             }
-            api::Owner::Mail => err("internal", "a mail operation reached the network"),
+            api::Owner::Mail => err(codes::INTERNAL, "a mail operation reached the network"),
             api::Owner::Net => match op {
                 Op::Status => self.status(),
                 Op::Peers { after, limit } => ok(self.peers.page(
@@ -604,7 +605,7 @@ impl Net {
                     let config = &self.team.settings().config;
                     ok(serde_json::json!({ "config": config, "toml": config.to_toml() }))
                 }
-                _ => err("internal", "an operation reached the wrong part"),
+                _ => err(codes::INTERNAL, "an operation reached the wrong part"),
             },
         };
         let _ = reply.send(answer);
@@ -648,7 +649,7 @@ impl Net {
             Ok(a) => a,
             Err(e) => {
                 let why = format!("{addr:?} is not a multiaddr ({e})");
-                let _ = reply.send(err("bad_address", why));
+                let _ = reply.send(err(codes::BAD_ADDRESS, why));
                 return;
             }
         };
@@ -657,7 +658,10 @@ impl Net {
             _ => None,
         };
         if peer.as_ref() == Some(self.swarm.local_peer_id()) {
-            let _ = reply.send(err("bad_address", "that is this machine's own address"));
+            let _ = reply.send(err(
+                codes::BAD_ADDRESS,
+                "that is this machine's own address",
+            ));
             return;
         }
         // Dialled even when a connection to the machine is up: that one may
@@ -674,7 +678,10 @@ impl Net {
         };
         let dial = opts.connection_id();
         if let Err(e) = self.swarm.dial(opts) {
-            let _ = reply.send(err("connect_failed", format!("cannot dial {addr}: {e}")));
+            let _ = reply.send(err(
+                codes::CONNECT_FAILED,
+                format!("cannot dial {addr}: {e}"),
+            ));
             return;
         }
         self.connects.push(addr, peer, dial, reply, now);

@@ -19,17 +19,13 @@ use serde_bytes::ByteBuf;
 
 use super::desk::{CodeOutcome, Desk, DeskState};
 use super::network::Network;
+use super::random16;
 use super::state::{NOT_IN_TEAM, TeamCore};
 use crate::api::{self, Reply, err, ok, rfc3339};
 use crate::audit::AuditEvent;
 use crate::clock::now;
+use crate::codes;
 use crate::wire::{JoinMsg, JoinReply};
-
-fn random16() -> [u8; 16] {
-    let mut b = [0u8; 16];
-    rand::Rng::fill_bytes(&mut rand::rng(), &mut b);
-    b
-}
 
 /// The founder's desk of join requests.
 #[derive(Debug, Default)]
@@ -267,15 +263,18 @@ impl Founder {
     pub fn invite(core: &mut TeamCore, net: &dyn Network, ttl_secs: Option<u64>) -> Reply {
         if !core.am_admin() {
             return if core.am_member() {
-                err("not_admin", "only the team's founder can invite machines")
+                err(
+                    codes::NOT_ADMIN,
+                    "only the team's founder can invite machines",
+                )
             } else {
-                err("not_in_team", NOT_IN_TEAM)
+                err(codes::NOT_IN_TEAM, NOT_IN_TEAM)
             };
         }
         let ttl = ttl_secs.map_or(core.settings.invite_ttl, Duration::from_secs);
         if ttl > core.settings.max_invite_ttl || ttl.is_zero() {
             return err(
-                "bad_ttl",
+                codes::BAD_TTL,
                 format!(
                     "--ttl must be between 1s and {} (join.max_invite_ttl in config.toml)",
                     humantime::format_duration(core.settings.max_invite_ttl)
@@ -286,7 +285,7 @@ impl Founder {
         addrs.truncate(agentmesh_protocol::ticket::MAX_TICKET_ADDRS);
         if addrs.is_empty() {
             return err(
-                "no_addresses",
+                codes::NO_ADDRESSES,
                 "this machine is not listening on any address yet; check `agentmesh status`",
             );
         }
@@ -313,7 +312,10 @@ impl Founder {
     /// `admit` (the list): requests waiting for this admin.
     pub fn list(&self, core: &TeamCore, now: Instant) -> Reply {
         if !core.am_admin() {
-            return err("not_admin", "only the team's founder can admit machines");
+            return err(
+                codes::NOT_ADMIN,
+                "only the team's founder can admit machines",
+            );
         }
         let mut views = self.desk.views(now);
         if let Some(team) = core.state() {
@@ -331,7 +333,10 @@ impl Founder {
     /// `admit ID CODE`: checks the pairing code a person typed.
     pub fn code(&mut self, core: &mut TeamCore, id: u64, code: &str, now: Instant) -> Reply {
         if !core.am_admin() {
-            return err("not_admin", "only the team's founder can admit machines");
+            return err(
+                codes::NOT_ADMIN,
+                "only the team's founder can admit machines",
+            );
         }
         let (name, peer) = match self.desk.get(id) {
             Some(r) => (r.request.name.to_string(), Some(r.peer)),
@@ -348,7 +353,7 @@ impl Founder {
                     format!("{left} tries left"),
                 );
                 err(
-                    "wrong_code",
+                    codes::WRONG_CODE,
                     format!(
                         "that is not the code {name} shows; {left} {} left",
                         if left == 1 { "try" } else { "tries" }
@@ -362,21 +367,24 @@ impl Founder {
                     "three wrong codes",
                 );
                 err(
-                    "request_cancelled",
+                    codes::REQUEST_CANCELLED,
                     format!(
                         "that was the third wrong code: the request from {name} is cancelled; if the codes really differ, someone may be in the middle"
                     ),
                 )
             }
-            CodeOutcome::NotACode(why) => err("not_a_code", why),
-            CodeOutcome::Unknown => err("unknown_request", "no waiting join request with that id"),
+            CodeOutcome::NotACode(why) => err(codes::NOT_A_CODE, why),
+            CodeOutcome::Unknown => err(
+                codes::UNKNOWN_REQUEST,
+                "no waiting join request with that id",
+            ),
         }
     }
 
     /// Where an approved request stands.
     pub fn status(&mut self, id: u64) -> Reply {
         let Some(r) = self.desk.get(id) else {
-            return err("unknown_request", "no join request with that id");
+            return err(codes::UNKNOWN_REQUEST, "no join request with that id");
         };
         let (state, reason) = match &r.state {
             DeskState::Waiting => ("waiting", None),
@@ -394,10 +402,13 @@ impl Founder {
     /// `admit reject ID`.
     pub fn reject(&mut self, core: &mut TeamCore, id: u64, now: Instant) -> Reply {
         if !core.am_admin() {
-            return err("not_admin", "only the team's founder can admit machines");
+            return err(
+                codes::NOT_ADMIN,
+                "only the team's founder can admit machines",
+            );
         }
         let Some(peer) = self.desk.get(id).map(|r| r.peer) else {
-            return err("unknown_request", "no join request with that id");
+            return err(codes::UNKNOWN_REQUEST, "no join request with that id");
         };
         self.desk.settle(
             id,

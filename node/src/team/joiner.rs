@@ -20,11 +20,13 @@ use serde_bytes::ByteBuf;
 use tokio::sync::oneshot;
 
 use super::network::Network;
+use super::random16;
 use super::state::TeamCore;
 use super::sync::Sync;
 use crate::api::{self, ApiError, Reply, err, ok};
 use crate::audit::AuditEvent;
 use crate::clock::now;
+use crate::codes;
 use crate::wire::{JoinMsg, JoinReply};
 
 /// The most joins this machine runs as a joiner at once.
@@ -103,15 +105,9 @@ struct Session {
     awaiting_mdns: Option<oneshot::Sender<Reply>>,
 }
 
-fn random16() -> [u8; 16] {
-    let mut b = [0u8; 16];
-    rand::Rng::fill_bytes(&mut rand::rng(), &mut b);
-    b
-}
-
 fn founder_unreachable(why: &str) -> Reply {
     err(
-        "founder_unreachable",
+        codes::FOUNDER_UNREACHABLE,
         format!(
             "{why}; check that the ticket's addresses are reachable from here and the founder's daemon is running"
         ),
@@ -148,7 +144,7 @@ impl Joiner {
     pub fn state(&self, join: u64) -> Reply {
         let Some(s) = self.joins.get(&join) else {
             return err(
-                "unknown_join",
+                codes::UNKNOWN_JOIN,
                 "no join with that id (it may have finished long ago)",
             );
         };
@@ -184,32 +180,32 @@ impl Joiner {
         let ticket = match Ticket::parse(ticket, now()) {
             Ok(t) => t,
             Err(e @ TicketError::Expired { .. }) => {
-                return core.reply(reply, err("ticket_expired", e.to_string()));
+                return core.reply(reply, err(codes::TICKET_EXPIRED, e.to_string()));
             }
-            Err(e) => return core.reply(reply, err("bad_ticket", e.to_string())),
+            Err(e) => return core.reply(reply, err(codes::BAD_TICKET, e.to_string())),
         };
         if core.am_member() {
             return core.reply(
                 reply,
                 err(
-                    "already_in_team",
+                    codes::ALREADY_IN_TEAM,
                     "this machine is already in a team; a machine belongs to one team",
                 ),
             );
         }
         let name = match Name::parse("machine name", name) {
             Ok(n) => n,
-            Err(e) => return core.reply(reply, err("bad_name", e.to_string())),
+            Err(e) => return core.reply(reply, err(codes::BAD_NAME, e.to_string())),
         };
         let owner = match Owner::parse(owner) {
             Ok(o) => o,
-            Err(e) => return core.reply(reply, err("bad_owner", e.to_string())),
+            Err(e) => return core.reply(reply, err(codes::BAD_OWNER, e.to_string())),
         };
         if ticket.founder == core.me.peer_id() {
             return core.reply(
                 reply,
                 err(
-                    "bad_ticket",
+                    codes::BAD_TICKET,
                     "this ticket was made by this machine; run `agentmesh join` on the machine that should join",
                 ),
             );
@@ -220,7 +216,7 @@ impl Joiner {
             return core.reply(
                 reply,
                 err(
-                    "busy",
+                    codes::BUSY,
                     format!(
                         "{MAX_JOIN_SESSIONS} joins are already in progress; finish or abandon one first"
                     ),
@@ -276,14 +272,14 @@ impl Joiner {
         let Some(s) = self.joins.get_mut(&join) else {
             return core.reply(
                 reply,
-                err("unknown_join", "no join in progress with that id"),
+                err(codes::UNKNOWN_JOIN, "no join in progress with that id"),
             );
         };
         if s.state != JoinPhase::Approved {
             return core.reply(
                 reply,
                 err(
-                    "not_approved",
+                    codes::NOT_APPROVED,
                     "the founder has not accepted the pairing code yet",
                 ),
             );
@@ -305,7 +301,7 @@ impl Joiner {
         reply: oneshot::Sender<Reply>,
     ) {
         let Some(s) = self.joins.get_mut(&join) else {
-            return core.reply(reply, err("unknown_join", "the join was cancelled"));
+            return core.reply(reply, err(codes::UNKNOWN_JOIN, "the join was cancelled"));
         };
         s.confirm_tries += 1;
         let nonce = s.request.nonce.to_vec();
@@ -418,7 +414,7 @@ impl Joiner {
                     if let Some(s) = self.joins.get_mut(&join) {
                         s.state = JoinPhase::Refused(why.clone());
                     }
-                    core.reply(reply, err("founder_unreachable", why));
+                    core.reply(reply, err(codes::FOUNDER_UNREACHABLE, why));
                 }
             }
             JoinWaiter::Decline(join, reply) => core.reply(reply, self.state(join)),
@@ -463,10 +459,10 @@ impl Joiner {
                         if let Some(s) = self.joins.get_mut(&join) {
                             s.state = JoinPhase::Refused(r.clone());
                         }
-                        err("join_refused", r)
+                        err(codes::JOIN_REFUSED, r)
                     }
                     other => err(
-                        "protocol",
+                        codes::PROTOCOL,
                         format!("unexpected answer from the founder: {other:?}"),
                     ),
                 };
@@ -509,14 +505,17 @@ impl Joiner {
     fn on_offer(&mut self, join: u64, response: JoinReply) -> Reply {
         let offer = match response {
             JoinReply::Offer(bytes) => JoinOffer::from_bytes(&bytes).map_err(|e| {
-                ApiError::new("protocol", format!("the founder's offer is malformed: {e}"))
+                ApiError::new(
+                    codes::PROTOCOL,
+                    format!("the founder's offer is malformed: {e}"),
+                )
             })?,
             JoinReply::Refused(why) => {
-                return err("join_refused", format!("the founder refused: {why}"));
+                return err(codes::JOIN_REFUSED, format!("the founder refused: {why}"));
             }
             other => {
                 return err(
-                    "protocol",
+                    codes::PROTOCOL,
                     format!("unexpected answer from the founder: {other:?}"),
                 );
             }
@@ -524,10 +523,10 @@ impl Joiner {
         let s = self
             .joins
             .get_mut(&join)
-            .ok_or_else(|| ApiError::new("unknown_join", "the join was cancelled"))?;
+            .ok_or_else(|| ApiError::new(codes::UNKNOWN_JOIN, "the join was cancelled"))?;
         if offer.founder != s.founder {
             return err(
-                "protocol",
+                codes::PROTOCOL,
                 "the offer names another founder than the ticket",
             );
         }
@@ -558,19 +557,22 @@ impl Joiner {
         let s = self
             .joins
             .get(&join)
-            .ok_or_else(|| ApiError::new("unknown_join", "the join was cancelled"))?;
+            .ok_or_else(|| ApiError::new(codes::UNKNOWN_JOIN, "the join was cancelled"))?;
         let offer = s
             .offer
             .clone()
-            .ok_or_else(|| ApiError::new("protocol", "no offer"))?;
+            .ok_or_else(|| ApiError::new(codes::PROTOCOL, "no offer"))?;
         let mut state = TeamState::new(offer.team);
         for b in &blocks {
             let block = Block::from_bytes(b).map_err(|e| {
-                ApiError::new("protocol", format!("the founder sent a bad block: {e}"))
+                ApiError::new(
+                    codes::PROTOCOL,
+                    format!("the founder sent a bad block: {e}"),
+                )
             })?;
             state.apply(block).map_err(|e| {
                 ApiError::new(
-                    "protocol",
+                    codes::PROTOCOL,
                     format!("the founder sent a block the team refuses: {e}"),
                 )
             })?;
@@ -587,7 +589,7 @@ impl Joiner {
             });
         if !good {
             return err(
-                "protocol",
+                codes::PROTOCOL,
                 "the founder's blocks do not admit this machine as it asked",
             );
         }
@@ -599,7 +601,7 @@ impl Joiner {
         );
         let team = core
             .team_ref()
-            .ok_or_else(|| ApiError::new("internal", "team vanished"))?;
+            .ok_or_else(|| ApiError::new(codes::INTERNAL, "team vanished"))?;
         if let Some(s) = self.joins.get_mut(&join) {
             s.state = JoinPhase::Joined(team);
         }

@@ -38,6 +38,7 @@ pub use state::{Membership, NOT_IN_TEAM, load_team};
 use crate::api::{ApiError, Op, Reply, err, ok};
 use crate::audit::{AuditEvent, AuditLog};
 use crate::clock::now;
+use crate::codes;
 use crate::config::Settings;
 use crate::store::{Store, StoreError};
 use crate::wire::{JoinMsg, JoinReply, SyncReply, SyncRequest};
@@ -46,6 +47,7 @@ use joiner::{JoinStart, Joiner};
 use state::TeamCore;
 use sync::Sync;
 
+/// 16 random bytes: a nonce.
 fn random16() -> [u8; 16] {
     let mut b = [0u8; 16];
     rand::Rng::fill_bytes(&mut rand::rng(), &mut b);
@@ -351,13 +353,14 @@ impl Team {
         let core = &mut self.core;
         if core.am_member() {
             return err(
-                "already_in_team",
+                codes::ALREADY_IN_TEAM,
                 "this machine is already in a team; a machine belongs to one team",
             );
         }
-        let team_name =
-            Name::parse("team name", name).map_err(|e| ApiError::new("bad_name", e.to_string()))?;
-        let owner = Owner::parse(owner).map_err(|e| ApiError::new("bad_owner", e.to_string()))?;
+        let team_name = Name::parse("team name", name)
+            .map_err(|e| ApiError::new(codes::BAD_NAME, e.to_string()))?;
+        let owner =
+            Owner::parse(owner).map_err(|e| ApiError::new(codes::BAD_OWNER, e.to_string()))?;
         let genesis = Block::sign(
             BlockBody::Genesis(Genesis {
                 team_name,
@@ -371,9 +374,9 @@ impl Team {
             }),
             &core.me,
         )
-        .map_err(|e| ApiError::new("internal", e.to_string()))?;
+        .map_err(|e| ApiError::new(codes::INTERNAL, e.to_string()))?;
         let state = TeamState::from_genesis(genesis)
-            .map_err(|e| ApiError::new("internal", e.to_string()))?;
+            .map_err(|e| ApiError::new(codes::INTERNAL, e.to_string()))?;
         core.replace_team(net, state)?;
         core.audit(AuditEvent::TeamCreated, None, format!("team {name}"));
         core.team_view()
@@ -382,18 +385,18 @@ impl Team {
     fn team_leave(&mut self, net: &mut dyn Network) -> Reply {
         let core = &mut self.core;
         if !core.am_member() {
-            return err("not_in_team", NOT_IN_TEAM);
+            return err(codes::NOT_IN_TEAM, NOT_IN_TEAM);
         }
         if core.am_admin() {
             return err(
-                "admin_cannot_leave",
+                codes::ADMIN_CANNOT_LEAVE,
                 "the founder cannot leave its team: admins can't be revoked; to end the team, stop using it",
             );
         }
         let team = core
             .state()
             .map(TeamState::id)
-            .ok_or_else(|| ApiError::new("not_in_team", NOT_IN_TEAM))?;
+            .ok_or_else(|| ApiError::new(codes::NOT_IN_TEAM, NOT_IN_TEAM))?;
         let me = core.me.peer_id();
         core.add_own_block(
             net,
@@ -413,15 +416,15 @@ impl Team {
         if !core.am_admin() {
             return if core.am_member() {
                 err(
-                    "not_admin",
+                    codes::NOT_ADMIN,
                     "only the team's founder can revoke machines; to leave, run `agentmesh team leave`",
                 )
             } else {
-                err("not_in_team", NOT_IN_TEAM)
+                err(codes::NOT_IN_TEAM, NOT_IN_TEAM)
             };
         }
         let Some(team) = core.state() else {
-            return err("not_in_team", NOT_IN_TEAM);
+            return err(codes::NOT_IN_TEAM, NOT_IN_TEAM);
         };
         // The current holder of the name; a name can also be held by a
         // machine whose Admit lost a conflict (name_taken): that one is
@@ -438,13 +441,13 @@ impl Team {
                 .collect::<Vec<_>>()
                 .join(", ");
             return err(
-                "unknown_member",
+                codes::UNKNOWN_MEMBER,
                 format!("no current member is named {name:?}; members: {known}"),
             );
         };
         if member.admin {
             return err(
-                "admin",
+                codes::ADMIN,
                 "the founder cannot be revoked; a lost founder key means founding a new team",
             );
         }

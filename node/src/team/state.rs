@@ -15,6 +15,7 @@ use super::network::Network;
 use crate::api::{self, ApiError, Reply, err, ok, rfc3339};
 use crate::audit::{AuditEvent, AuditLog};
 use crate::clock::now;
+use crate::codes;
 use crate::config::Settings;
 use crate::store::{Store, StoreError, TeamStore};
 
@@ -301,15 +302,15 @@ impl TeamCore {
         net: &mut dyn Network,
         body: BlockBody,
     ) -> Result<Block, ApiError> {
-        let block =
-            Block::sign(body, &self.me).map_err(|e| ApiError::new("internal", e.to_string()))?;
+        let block = Block::sign(body, &self.me)
+            .map_err(|e| ApiError::new(codes::INTERNAL, e.to_string()))?;
         let team = self
             .state
             .as_ref()
-            .ok_or_else(|| ApiError::new("not_in_team", NOT_IN_TEAM))?;
+            .ok_or_else(|| ApiError::new(codes::NOT_IN_TEAM, NOT_IN_TEAM))?;
         let mut next = team.clone();
         next.apply(block.clone())
-            .map_err(|e| ApiError::new("refused", e.to_string()))?;
+            .map_err(|e| ApiError::new(codes::REFUSED, e.to_string()))?;
         self.store
             .put_blocks(&next.id(), &[(block.hash(), block.bytes())])?;
         self.state = Some(next);
@@ -344,10 +345,10 @@ impl TeamCore {
     /// The team as `team show` shows it.
     pub fn team_view(&self) -> Reply {
         let Some(team) = &self.state else {
-            return err("not_in_team", NOT_IN_TEAM);
+            return err(codes::NOT_IN_TEAM, NOT_IN_TEAM);
         };
         let Some(g) = team.genesis() else {
-            return err("not_in_team", NOT_IN_TEAM);
+            return err(codes::NOT_IN_TEAM, NOT_IN_TEAM);
         };
         ok(api::TeamView {
             team_id: team.id().to_string(),

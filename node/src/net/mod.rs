@@ -170,11 +170,14 @@ impl Net {
                 })?;
         }
         let team = Team::new(me, settings, store.clone(), AuditLog::new(commit))?;
-        let peers = load_peers(store.as_ref(), team.state())?;
+        // The one address book: the peer table, fed by stored records,
+        // contact records, identify, mDNS and tickets; every dial and
+        // request takes its addresses from it (the swarm keeps none).
+        let mut peers = load_peers(store.as_ref(), team.state())?;
         for (peer, bytes) in store.contacts()? {
             if let Ok(c) = SignedContact::from_bytes(&bytes) {
                 for a in c.record().addrs.iter().chain(&c.record().relays) {
-                    swarm.add_peer_address(peer, a.clone());
+                    peers.add_addr(peer, a);
                 }
             }
         }

@@ -135,6 +135,12 @@ impl Network for Port<'_> {
         msg: JoinMsg,
         waiter: JoinWaiter,
     ) {
+        // No addresses given (mDNS just found the founder): the book's.
+        let addrs = if addrs.is_empty() {
+            self.peers.addrs(&founder)
+        } else {
+            addrs
+        };
         let id = self
             .swarm
             .behaviour_mut()
@@ -172,7 +178,6 @@ impl Network for Port<'_> {
     fn add_addresses(&mut self, peer: PeerId, addrs: &[Multiaddr]) {
         for a in addrs {
             self.peers.add_addr(peer, a);
-            self.swarm.add_peer_address(peer, a.clone());
         }
     }
 

@@ -3,29 +3,26 @@
 //! The agentmesh daemon, one per machine, and the typed client every
 //! command uses to talk to it. A guide to the modules:
 //!
-//! - [`daemon`]: start-up and shutdown: the home lock, configuration,
-//!   identity, store, swarm and socket.
-//! - [`node`]: the one task that owns the libp2p swarm and the state that
-//!   changes with the network: the team, the peer table, joins in progress.
-//!   API requests reach it over a bounded channel ([`node::Handle`]).
-//! - [`swarm`]: the network behaviour (TCP and QUIC, Noise, Yamux,
-//!   identify, ping, mDNS, Kademlia, gossipsub, request-response) and the
-//!   messages of agentmesh's join and sync protocols.
-//! - [`codec`]: the bounded request-response codec every protocol uses.
-//! - [`join`]: the founder's desk of join requests, with its limits.
-//! - [`limits`]: bounded per-key rate windows (audit and log floods,
-//!   revoked machines' grace).
-//! - [`peers`]: the peer table behind `agentmesh peers`.
-//! - [`store`]: what the daemon keeps between runs, behind the `Store`
-//!   trait, in sled.
-//! - [`api`], [`frames`], [`server`], [`client`]: the local API: its
-//!   frames and how lines are read, the Unix socket server, and the typed
-//!   client.
-//! - [`home`], [`config`]: where a node keeps its files, and its settings.
-//!
-//! - [`mail`]: messaging: the mailroom, the courier and the inbox, with
-//!   consent and the fan-out to attached clients, in one actor.
-//! - [`clock`]: the calendar clock, which test builds can move.
+//! - [`daemon`]: wiring: the home lock, configuration, identity, store,
+//!   swarm and socket; one cancel token and a task set for the daemon.
+//! - [`net`]: the event loop that alone owns the libp2p swarm: the peer
+//!   table (the one address book), `connect`, mail carriage, answer
+//!   deadlines; it runs [`team`] and tells [`mail`] what happens as events.
+//! - [`team`]: the team's state, sync, joining (both sides) and team ops,
+//!   as a state machine the network drives through [`team::Network`].
+//! - [`mail`]: messaging: the mailroom, the courier, the inbox, consent,
+//!   fan-out to attached clients and retention, each its own part of one
+//!   actor.
+//! - [`wire`]: what machines say to each other (no libp2p types).
+//! - [`store`]: what the daemon keeps between runs, behind traits split by
+//!   owner, in sled; the group commit every durable write goes through.
+//! - [`audit`]: the audit log's one writer and its event names.
+//! - [`api`], [`codes`], [`frames`], [`server`], [`client`]: the local API:
+//!   its frames and error codes, how lines are read, the Unix socket
+//!   server, and the typed client (split into requests and events).
+//! - [`limits`]: bounded per-key rate windows.
+//! - [`home`], [`config`], [`clock`]: where a node keeps its files, its
+//!   settings, and the calendar clock test builds can move.
 
 #![deny(missing_docs)]
 

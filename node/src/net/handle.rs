@@ -74,7 +74,7 @@ impl Handle {
     }
 
     /// Hands a batch to the node to carry; its answer comes back on the
-    /// [`MailLink`]. False if the node has stopped.
+    /// [`super::MailLink`]. False if the node has stopped.
     pub fn carry(&self, carry: Carry) -> bool {
         self.carry.send(carry).is_ok()
     }

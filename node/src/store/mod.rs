@@ -26,7 +26,7 @@ pub use records::{AuditEntry, FolderBinding, InboxRecord, OutboxRecord, OutboxSt
 pub use sled_store::SledStore;
 
 /// The format this build writes. Bump it, and add a step to
-/// [`MIGRATIONS`], whenever the layout of any tree changes.
+/// `MIGRATIONS` (in `sled_store.rs`), whenever the layout of any tree changes.
 pub const FORMAT_VERSION: u32 = 3;
 
 /// Why the store failed.

@@ -202,6 +202,22 @@ impl AuditLog {
         }
         self.commit.submit(writes, then);
     }
+
+    /// Like [`AuditLog::submit`] without waiting: a full group-commit queue
+    /// keeps the entries for the next try and hands `then` back.
+    pub fn try_submit(&mut self, then: Option<Done>) -> Result<(), Option<Done>> {
+        let writes = Writes {
+            outbox: vec![],
+            audit: std::mem::take(&mut self.pending),
+        };
+        match self.commit.try_submit(writes, then) {
+            Ok(()) => Ok(()),
+            Err((writes, then)) => {
+                self.pending = writes.audit;
+                Err(then)
+            }
+        }
+    }
 }
 
 /// The newest entries from the last `since_secs` seconds (all without

@@ -170,7 +170,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     let lifetime = settings.message_lifetime;
     let audit_retention = settings.audit_retention;
     let (commit, flusher) = crate::store::GroupCommit::start(store.clone());
-    let (net, handle, link) = Net::new(NetSetup {
+    let (net, handle, carrier, link) = Net::new(NetSetup {
         swarm,
         me: identity.clone(),
         settings,
@@ -184,7 +184,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
         me: identity,
         store: store.clone(),
         directory: net.directory(),
-        net: handle.clone(),
+        net: carrier,
         link,
         commit,
         lifetime,

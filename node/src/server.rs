@@ -51,6 +51,10 @@ pub const MAX_UNATTACHED: usize = 1024;
 /// listener waits this long before the next, instead of spinning.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
+/// How long client connections get to write what they have when the
+/// daemon stops.
+const CLOSE_GRACE: Duration = Duration::from_millis(200);
+
 /// A failed `accept` is logged at most this often.
 const ACCEPT_WARN_EVERY: Duration = Duration::from_secs(10);
 
@@ -129,7 +133,15 @@ pub async fn serve(
     loop {
         let accepted = tokio::select! {
             biased;
-            () = cancel.cancelled() => return,
+            () = cancel.cancelled() => {
+                // Answers already on their way (the `shutdown` one among
+                // them) get a moment to be written before the clients go.
+                let _ = tokio::time::timeout(CLOSE_GRACE, async {
+                    while clients.join_next().await.is_some() {}
+                })
+                .await;
+                return;
+            }
             Some(_) = clients.join_next(), if !clients.is_empty() => continue,
             accepted = listener.accept() => accepted,
         };

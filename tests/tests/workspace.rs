@@ -132,6 +132,7 @@ fn struct_fields(code: &str) -> Vec<(String, usize)> {
     while let Some(line) = lines.next() {
         let t = line
             .trim_start_matches("pub(crate) ")
+            .trim_start_matches("pub(super) ")
             .trim_start_matches("pub ");
         let Some(rest) = t.strip_prefix("struct ") else {
             continue;
@@ -150,6 +151,7 @@ fn struct_fields(code: &str) -> Vec<(String, usize)> {
             }
             let f = l
                 .trim_start_matches("    pub(crate) ")
+                .trim_start_matches("    pub(super) ")
                 .trim_start_matches("    pub ");
             let f = f.strip_prefix("    ").unwrap_or(f);
             if l.starts_with("    ")

@@ -23,7 +23,7 @@ use serde_bytes::ByteBuf;
 
 use super::{Ctx, MAX_REMOTE_REASON, peer_of, sha};
 use crate::audit::AuditEvent;
-use crate::net::{Carry, Delivered, Handle, Undelivered};
+use crate::net::{Carry, CarryHandle, Delivered, Undelivered};
 use crate::store::{AuditEntry, OutboxRecord, OutboxStatus};
 use crate::wire::{MAX_BATCH_BYTES, MAX_BATCH_ENVELOPES, MailOutcome, MailReply, MailRequest};
 
@@ -49,9 +49,9 @@ pub(super) trait Carrier {
     fn carry(&self, carry: Carry) -> bool;
 }
 
-impl Carrier for Handle {
+impl Carrier for CarryHandle {
     fn carry(&self, carry: Carry) -> bool {
-        Handle::carry(self, carry)
+        CarryHandle::carry(self, carry)
     }
 }
 

@@ -34,7 +34,7 @@ use crate::api::{self, ApiError, Event, Op, Reply, Who, WhoKind, ok};
 use crate::audit::AuditLog;
 use crate::clock::now;
 use crate::codes;
-use crate::net::{Delivered, Handle, MailEvent, MailLink};
+use crate::net::{CarryHandle, Delivered, MailEvent, MailLink};
 use crate::store::{Done, GroupCommit, OutboxRecord, Store, StoreError};
 use crate::team::Directory;
 use crate::wire::MailReply;
@@ -178,7 +178,7 @@ pub struct MailSetup {
     /// The team as the team's owner publishes it: names, owners, keys.
     pub directory: watch::Receiver<Arc<Directory>>,
     /// The network, which carries batches.
-    pub net: Handle,
+    pub net: CarryHandle,
     /// What the network emits for mail.
     pub link: MailLink,
     /// The group commit every write that must be durable goes through.
@@ -258,7 +258,7 @@ struct Inboxes {
 #[derive(Debug)]
 pub struct Mail {
     shared: Shared,
-    net: Handle,
+    net: CarryHandle,
     /// The other end of [`Inboxes::flushed`], which each job's `then`
     /// sends on.
     flushed_tx: mpsc::UnboundedSender<AfterFlush>,
@@ -306,7 +306,7 @@ impl Mail {
             courier,
             inbox: inbox::Inbox::new(me, last_seq),
             consent,
-            retention: retention::Retention::new(audit_retention),
+            retention: retention::Retention::new(audit_retention, Instant::now()),
             fanout,
         };
         mail.publish_summary();
@@ -469,6 +469,7 @@ impl Mail {
                 .run(&mut self.courier, &mut self.consent, &mut ctx);
             self.fanout.emit(events);
         }
+        self.retention.prune_if_due(&mut ctx);
         self.inbox.audit_refusal_counts(&mut ctx);
         self.courier.shrink();
     }

@@ -29,27 +29,47 @@ pub const OUTBOX_KEEP: Duration = Duration::from_secs(30 * 24 * 3600);
 /// mail, whose lifetime is at least minutes) is a few minutes late at most,
 /// and a sweep costs an index scan, not a read of the inbox.
 pub(super) const RETENTION_EVERY: Duration = Duration::from_secs(600);
+/// How often the audit log and tickets are pruned (cheap: a range scan).
+pub(super) const PRUNE_EVERY: Duration = Duration::from_secs(20);
 
 /// When retention last ran, and how long audit entries are kept.
 #[derive(Debug)]
 pub(super) struct Retention {
-    /// When it last ran (never: at the first tick).
-    last: Option<Instant>,
+    /// When the full sweep last ran (at start: the first is one period in).
+    last: Instant,
+    /// When the audit log and tickets were last pruned.
+    last_prune: Instant,
     audit_retention: Duration,
 }
 
 impl Retention {
-    pub(super) fn new(audit_retention: Duration) -> Retention {
+    pub(super) fn new(audit_retention: Duration, now: Instant) -> Retention {
         Retention {
-            last: None,
+            last: now,
+            last_prune: now,
             audit_retention,
         }
     }
 
-    /// Whether it is time to run at `now`.
+    /// Whether the full sweep is due at `now`.
     pub(super) fn due(&self, now: Instant) -> bool {
-        self.last
-            .is_none_or(|t| now.saturating_duration_since(t) >= RETENTION_EVERY)
+        now.saturating_duration_since(self.last) >= RETENTION_EVERY
+    }
+
+    /// Prunes the audit log and tickets every [`PRUNE_EVERY`].
+    pub(super) fn prune_if_due(&mut self, ctx: &mut Ctx<'_>) {
+        if ctx.now.mono.saturating_duration_since(self.last_prune) >= PRUNE_EVERY {
+            self.prune(ctx);
+        }
+    }
+
+    fn prune(&mut self, ctx: &mut Ctx<'_>) {
+        self.last_prune = ctx.now.mono;
+        let (store, now) = (ctx.store, ctx.now.wall);
+        crate::audit::prune(store, now, self.audit_retention);
+        if let Err(e) = store.prune_tickets(now) {
+            tracing::warn!(error = %e, "cannot prune invite tickets");
+        }
     }
 
     /// Forgets what is past its time at `ctx.now`; the events to announce
@@ -60,7 +80,7 @@ impl Retention {
         consent: &mut Consent,
         ctx: &mut Ctx<'_>,
     ) -> Vec<Event> {
-        self.last = Some(ctx.now.mono);
+        self.last = ctx.now.mono;
         let now = ctx.now.wall;
         let store = ctx.store;
         // Undelivered mail past its expiry fails, visibly.
@@ -97,10 +117,7 @@ impl Retention {
         if let Err(e) = store.prune_seen(now) {
             tracing::warn!(error = %e, "cannot prune dedup records");
         }
-        crate::audit::prune(store, now, self.audit_retention);
-        if let Err(e) = store.prune_tickets(now) {
-            tracing::warn!(error = %e, "cannot prune invite tickets");
-        }
+        self.prune(ctx);
         events
     }
 }

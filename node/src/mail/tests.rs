@@ -14,7 +14,7 @@ use super::courier::{BACKOFF_MAX, Carrier, Courier, PeerQueue, backoff};
 use super::inbox::{Inbox, Sender};
 use super::pages::inbox_page;
 use super::*;
-use crate::net::{Carry, Undelivered};
+use crate::net::{Carry, CarryHandle, Handle, Undelivered};
 use crate::store::testing::Flaky;
 use crate::store::{AuditEntry, AuditStore, InboxRecord, MailStore, OutboxStatus, SledStore};
 use crate::team::Machine;
@@ -1114,7 +1114,7 @@ fn setup(
     me: Identity,
     store: Arc<dyn Store>,
     dir: Directory,
-    net: Handle,
+    net: CarryHandle,
     link: MailLink,
 ) -> MailSetup {
     // The receiver keeps the last value after its sender is gone.
@@ -1277,9 +1277,13 @@ fn retention_prunes_the_audit_log_and_tickets_too() {
     d.store
         .put_ticket(&[2; 16], Timestamp::from_unix_millis(T0 + day))
         .unwrap();
-    let mut retention = retention::Retention::new(Duration::from_secs(90 * 24 * 3600));
     let t0 = Instant::now();
-    assert!(retention.due(t0), "runs at the first tick");
+    let mut retention = retention::Retention::new(Duration::from_secs(90 * 24 * 3600), t0);
+    assert!(
+        !retention.due(t0),
+        "the first sweep is one period after start"
+    );
+    assert!(retention.due(t0 + Duration::from_secs(600)));
     let mut ctx = Ctx {
         store: d.store.as_ref(),
         dir: &t.dir,

@@ -37,10 +37,18 @@ pub struct Inbox {
     pub carry: mpsc::UnboundedReceiver<Carry>,
 }
 
-/// A cloneable handle to the network's event loop.
+/// A cloneable handle to the network's event loop, for the local API.
+/// The loop stops once every one is dropped.
 #[derive(Debug, Clone)]
 pub struct Handle {
     tx: mpsc::Sender<Command>,
+}
+
+/// The mail actor's handle to the network: it carries batches and answers
+/// inbound ones, and asks nothing else (so it never keeps the loop's
+/// command inbox open).
+#[derive(Debug, Clone)]
+pub struct CarryHandle {
     answers: mpsc::Sender<(u64, MailReply)>,
     /// Unbounded, bounded by construction: the mail actor keeps a few
     /// batches on their way per recipient.
@@ -48,14 +56,15 @@ pub struct Handle {
 }
 
 impl Handle {
-    /// A handle and the loop's inbox; `pending` bounds the answers to
+    /// The handles and the loop's inbox; `pending` bounds the answers to
     /// inbound batches (one slot per batch waiting).
-    pub fn new(pending: usize) -> (Handle, Inbox) {
+    pub fn new(pending: usize) -> (Handle, CarryHandle, Inbox) {
         let (tx, commands) = mpsc::channel(COMMAND_QUEUE);
         let (answers, answers_rx) = mpsc::channel(pending);
         let (carry, carry_rx) = mpsc::unbounded_channel();
         (
-            Handle { tx, answers, carry },
+            Handle { tx },
+            CarryHandle { answers, carry },
             Inbox {
                 commands,
                 answers: answers_rx,
@@ -73,6 +82,27 @@ impl Handle {
         rx.await.unwrap_or_else(|_| Err(ApiError::shutting_down()))
     }
 
+    /// A handle and link for the mail actor's unit tests, with the ends
+    /// the node would hold.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> (CarryHandle, MailLink, TestEnds) {
+        let (_, carrier, inbox) = Handle::new(16);
+        let (events_tx, events) = mpsc::channel(16);
+        let (delivered_tx, delivered) = mpsc::unbounded_channel();
+        (
+            carrier,
+            MailLink { events, delivered },
+            TestEnds {
+                events: events_tx,
+                answers: inbox.answers,
+                carried: inbox.carry,
+                delivered: delivered_tx,
+            },
+        )
+    }
+}
+
+impl CarryHandle {
     /// Hands a batch to the node to carry; its answer comes back on the
     /// [`super::MailLink`]. False if the node has stopped.
     pub fn carry(&self, carry: Carry) -> bool {
@@ -85,25 +115,6 @@ impl Handle {
         if self.answers.try_send((token, reply)).is_err() {
             tracing::warn!("dropping a mail acknowledgement; the sender will retry");
         }
-    }
-
-    /// A handle and link for the mail actor's unit tests, with the ends
-    /// the node would hold.
-    #[cfg(test)]
-    pub(crate) fn for_tests() -> (Handle, MailLink, TestEnds) {
-        let (handle, inbox) = Handle::new(16);
-        let (events_tx, events) = mpsc::channel(16);
-        let (delivered_tx, delivered) = mpsc::unbounded_channel();
-        (
-            handle,
-            MailLink { events, delivered },
-            TestEnds {
-                events: events_tx,
-                answers: inbox.answers,
-                carried: inbox.carry,
-                delivered: delivered_tx,
-            },
-        )
     }
 }
 

@@ -48,7 +48,7 @@ pub use behaviour::{
     MAX_CONNECTIONS, SYNC_PROTOCOL, blocks_topic, build,
 };
 pub use carriage::{Carry, Delivered, MAIL_EVENTS, MailEvent, MailLink, Undelivered};
-pub use handle::{Command, Handle};
+pub use handle::{CarryHandle, Command, Handle};
 
 use crate::api::{self, Op, Reply, err, ok};
 use crate::audit::AuditLog;
@@ -118,6 +118,9 @@ pub struct Net {
     waiting: Waiting,
     guard: Guard,
     inbox: Inbox,
+    /// The configured listen addresses: the order `status` and tickets
+    /// list the swarm's in.
+    configured: Vec<Multiaddr>,
     last_maintenance: Instant,
     stopping: bool,
 }
@@ -152,8 +155,8 @@ impl std::fmt::Debug for NetSetup {
 
 impl Net {
     /// The loop over `setup.swarm`, with its team and peers loaded from
-    /// the store; its handle and the mail actor's link.
-    pub fn new(setup: NetSetup) -> Result<(Net, Handle, MailLink), NetError> {
+    /// the store; its handle, the mail actor's handle and its link.
+    pub fn new(setup: NetSetup) -> Result<(Net, Handle, CarryHandle, MailLink), NetError> {
         let NetSetup {
             mut swarm,
             me,
@@ -169,6 +172,7 @@ impl Net {
                     reason: e.to_string(),
                 })?;
         }
+        let configured = settings.listen.clone();
         let team = Team::new(me, settings, store.clone(), AuditLog::new(commit))?;
         // The one address book: the peer table, fed by stored records,
         // contact records, identify, mDNS and tickets; every dial and
@@ -181,7 +185,7 @@ impl Net {
                 }
             }
         }
-        let (handle, inbox) = Handle::new(MAX_INBOUND_PENDING);
+        let (handle, carrier, inbox) = Handle::new(MAX_INBOUND_PENDING);
         let (carriage, link) = Carriage::new();
         let now = Instant::now();
         let mut net = Net {
@@ -194,11 +198,12 @@ impl Net {
             waiting: Waiting::default(),
             guard: Guard::new(now),
             inbox,
+            configured,
             last_maintenance: now,
             stopping: false,
         };
         net.with_team(now, |team, port| team.start(port));
-        Ok((net, handle, link))
+        Ok((net, handle, carrier, link))
     }
 
     /// The team directory every part reads.
@@ -214,6 +219,7 @@ impl Net {
             connects: &mut self.connects,
             waiting: &mut self.waiting,
             guard: &mut self.guard,
+            configured: &self.configured,
             now,
         };
         f(&mut self.team, &mut port)
@@ -245,6 +251,7 @@ impl Net {
             }
         }
         cancel.cancel();
+        self.team.stop();
         self.save_peers();
         tracing::info!("node stopped");
     }
@@ -590,7 +597,7 @@ impl Net {
                 }
                 return;
             }
-            api::Owner::Mail => err(codes::INTERNAL, "a mail operation reached the network"),
+            api::Owner::Mail => err(codes::INTERNAL, "a mail operation reached the network node"),
             api::Owner::Net => match op {
                 Op::Status => self.status(),
                 Op::Peers { after, limit } => ok(self.peers.page(
@@ -626,7 +633,7 @@ impl Net {
             name: own.name,
             team: own.team,
             team_standing: own.standing.map(Into::into),
-            listen_addrs: port::listen_addrs(&self.swarm)
+            listen_addrs: port::listen_addrs(&self.swarm, &self.configured)
                 .iter()
                 .map(ToString::to_string)
                 .collect(),

@@ -13,6 +13,9 @@ use super::behaviour::{Behaviour, blocks_topic};
 use super::connect::Connects;
 use super::guard::Guard;
 use super::peers::PeerTable;
+use tokio::sync::oneshot;
+
+use crate::api::Reply;
 use crate::team::{JoinWaiter, Network};
 use crate::wire::{JoinMsg, SyncRequest};
 
@@ -38,6 +41,8 @@ pub struct Port<'a> {
     pub waiting: &'a mut Waiting,
     /// Revoked machines' disconnection.
     pub guard: &'a mut Guard,
+    /// The configured listen addresses (for their order).
+    pub configured: &'a [Multiaddr],
     /// Now.
     pub now: Instant,
 }
@@ -78,14 +83,35 @@ pub fn dialable(a: &Multiaddr) -> bool {
     !is_unspecified(a) && !is_link_local(a)
 }
 
-/// The addresses the swarm listens on, in a stable order (its own is a
-/// hash map's): TCP first, then QUIC, each by address.
-pub fn listen_addrs(swarm: &Swarm<Behaviour>) -> Vec<Multiaddr> {
+/// The transport, IP family and port of an address: what a listen address
+/// and the configured one it came from share.
+fn shape(a: &Multiaddr) -> (&'static str, bool, Option<u16>) {
+    let mut v6 = false;
+    let mut port = None;
+    for p in a.iter() {
+        match p {
+            Protocol::Ip6(_) => v6 = true,
+            Protocol::Tcp(n) | Protocol::Udp(n) => port = Some(n),
+            _ => {}
+        }
+    }
+    (super::peers::transport_of(a), v6, port)
+}
+
+/// The addresses the swarm listens on, in the order of the configured
+/// addresses they came from (the swarm keeps them in a hash map), each
+/// configured address's by address.
+pub fn listen_addrs(swarm: &Swarm<Behaviour>, configured: &[Multiaddr]) -> Vec<Multiaddr> {
     let mut addrs: Vec<Multiaddr> = swarm.listeners().cloned().collect();
-    let rank = |a: &Multiaddr| match super::peers::transport_of(a) {
-        "tcp" => 0,
-        "quic" => 1,
-        _ => 2,
+    let rank = |a: &Multiaddr| {
+        let (transport, v6, port) = shape(a);
+        configured
+            .iter()
+            .position(|c| {
+                let (t, c6, p) = shape(c);
+                t == transport && c6 == v6 && (p == Some(0) || p == port)
+            })
+            .unwrap_or(configured.len())
     };
     addrs.sort_by_cached_key(|a| (rank(a), a.to_string()));
     addrs
@@ -93,8 +119,8 @@ pub fn listen_addrs(swarm: &Swarm<Behaviour>) -> Vec<Multiaddr> {
 
 /// Addresses worth telling others: concrete, dialable listen and external
 /// addresses (the swarm's own), non-loopback first.
-pub fn advertised(swarm: &Swarm<Behaviour>) -> Vec<Multiaddr> {
-    let mut addrs: Vec<Multiaddr> = listen_addrs(swarm)
+pub fn advertised(swarm: &Swarm<Behaviour>, configured: &[Multiaddr]) -> Vec<Multiaddr> {
+    let mut addrs: Vec<Multiaddr> = listen_addrs(swarm, configured)
         .iter()
         .chain(swarm.external_addresses())
         .filter(|a| dialable(a))
@@ -192,7 +218,7 @@ impl Network for Port<'_> {
     }
 
     fn advertised_addrs(&self) -> Vec<Multiaddr> {
-        advertised(self.swarm)
+        advertised(self.swarm, self.configured)
     }
 
     fn sync_finished(
@@ -201,12 +227,8 @@ impl Network for Port<'_> {
         added: usize,
         membership: &str,
         outcome: &Result<(), String>,
-    ) {
-        for (reply, answer) in self
-            .connects
+    ) -> Vec<(oneshot::Sender<Reply>, Reply)> {
+        self.connects
             .sync_finished(peer, added, membership, outcome)
-        {
-            let _ = reply.send(answer);
-        }
     }
 }

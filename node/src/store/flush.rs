@@ -93,6 +93,21 @@ impl GroupCommit {
     pub fn submit(&self, writes: Writes, then: Option<Done>) {
         let _ = self.tx.send(Job { writes, then });
     }
+
+    /// Queues `writes` unless the queue is full, without waiting: for the
+    /// network's loop, which must never wait for the disk. A full queue
+    /// hands both back to try again later.
+    pub fn try_submit(
+        &self,
+        writes: Writes,
+        then: Option<Done>,
+    ) -> Result<(), (Writes, Option<Done>)> {
+        use std::sync::mpsc::TrySendError;
+        match self.tx.try_send(Job { writes, then }) {
+            Ok(()) | Err(TrySendError::Disconnected(_)) => Ok(()),
+            Err(TrySendError::Full(job)) => Err((job.writes, job.then)),
+        }
+    }
 }
 
 /// Nothing is acknowledged that is not durable: a failed write (a full

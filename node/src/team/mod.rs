@@ -141,6 +141,11 @@ impl Team {
         }
     }
 
+    /// At shutdown: hands what waits to the group commit.
+    pub fn stop(&mut self) {
+        self.core.finish_blocking();
+    }
+
     /// Ends a round (see the module docs).
     fn settle(&mut self, net: &mut dyn Network) {
         if self.core.take_announce() {

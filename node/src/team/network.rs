@@ -6,7 +6,10 @@
 use agentmesh_protocol::team::TeamState;
 use agentmesh_protocol::{Multiaddr, PeerId};
 
+use tokio::sync::oneshot;
+
 use super::joiner::JoinWaiter;
+use crate::api::Reply;
 use crate::wire::{JoinMsg, SyncRequest};
 
 /// The network as the team sees it.
@@ -42,14 +45,16 @@ pub trait Network {
     fn dial(&mut self, peer: PeerId);
     /// This machine's addresses worth telling others, best first.
     fn advertised_addrs(&self) -> Vec<Multiaddr>;
-    /// A sync with `peer` ended: `agentmesh connect` waits for this.
+    /// A sync with `peer` ended: `agentmesh connect` waits for this. The
+    /// answers it gives are sent with the team's round (once its audit
+    /// entries are durable).
     fn sync_finished(
         &mut self,
         peer: PeerId,
         added: usize,
         membership: &str,
         outcome: &Result<(), String>,
-    );
+    ) -> Vec<(oneshot::Sender<Reply>, Reply)>;
 }
 
 #[cfg(test)]
@@ -124,8 +129,15 @@ pub(crate) mod fake {
         fn advertised_addrs(&self) -> Vec<Multiaddr> {
             vec!["/ip4/10.0.0.1/tcp/4001".parse().expect("an address")]
         }
-        fn sync_finished(&mut self, p: PeerId, n: usize, _: &str, o: &Result<(), String>) {
+        fn sync_finished(
+            &mut self,
+            p: PeerId,
+            n: usize,
+            _: &str,
+            o: &Result<(), String>,
+        ) -> Vec<(oneshot::Sender<Reply>, Reply)> {
             self.calls.push(Call::Finished(p, n, o.clone()));
+            vec![]
         }
     }
 }

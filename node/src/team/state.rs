@@ -95,7 +95,6 @@ pub fn load_team(store: &dyn TeamStore) -> Result<Option<TeamState>, StoreError>
 }
 
 /// The team's state and what is written about it.
-#[derive(Debug)]
 pub struct TeamCore {
     /// This machine.
     pub me: Identity,
@@ -111,6 +110,17 @@ pub struct TeamCore {
     announce: bool,
     /// Answers that wait for this round's audit entries to be durable.
     replies: Vec<(oneshot::Sender<Reply>, Reply)>,
+    /// Answers of earlier rounds whose entries found the group commit's
+    /// queue full, sent once they are durable.
+    waiting: Vec<crate::store::Done>,
+}
+
+impl std::fmt::Debug for TeamCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TeamCore")
+            .field("me", &self.me.peer_id())
+            .finish_non_exhaustive()
+    }
 }
 
 impl TeamCore {
@@ -132,6 +142,7 @@ impl TeamCore {
             audit,
             announce: false,
             replies: vec![],
+            waiting: vec![],
         };
         core.publish_directory();
         Ok(core)
@@ -210,19 +221,44 @@ impl TeamCore {
     /// Ends a round: hands its audit entries to the group commit and sends
     /// the answers that waited for them once they are durable (at once if
     /// nothing was audited).
+    ///
+    /// Never waits: the network's loop runs this. When the group commit's
+    /// queue is full (the disk is failing and writes pile up), the entries
+    /// and the answers wait for the next round (every tick).
     pub fn finish(&mut self) {
         let replies = std::mem::take(&mut self.replies);
-        let send = move || {
-            for (reply, value) in replies {
-                // A client that hung up does not want its answer.
-                let _ = reply.send(value);
+        let mut thens = std::mem::take(&mut self.waiting);
+        if !replies.is_empty() {
+            thens.push(Box::new(move || {
+                for (reply, value) in replies {
+                    // A client that hung up does not want its answer.
+                    let _ = reply.send(value);
+                }
+            }));
+        }
+        let all = move || {
+            for then in thens {
+                then();
             }
         };
-        if self.audit.has_pending() {
-            self.audit.submit(vec![], Some(Box::new(send)));
-        } else {
-            send();
+        if !self.audit.has_pending() {
+            return all();
         }
+        if let Err(Some(then)) = self.audit.try_submit(Some(Box::new(all))) {
+            self.waiting.push(then);
+        }
+    }
+
+    /// At shutdown: what waits is submitted, waiting for room if it must.
+    pub fn finish_blocking(&mut self) {
+        self.finish();
+        let waiting = std::mem::take(&mut self.waiting);
+        let then: crate::store::Done = Box::new(move || {
+            for then in waiting {
+                then();
+            }
+        });
+        self.audit.submit(vec![], Some(then));
     }
 
     /// Whether the team changed so that connected members should sync

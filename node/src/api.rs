@@ -63,6 +63,34 @@ pub enum WhoKind {
     Agent,
 }
 
+impl WhoKind {
+    /// The word the API and the audit log use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WhoKind::Human => "human",
+            WhoKind::Agent => "agent",
+        }
+    }
+}
+
+impl From<WhoKind> for agentmesh_protocol::WhoKind {
+    fn from(k: WhoKind) -> Self {
+        match k {
+            WhoKind::Human => agentmesh_protocol::WhoKind::Human,
+            WhoKind::Agent => agentmesh_protocol::WhoKind::Agent,
+        }
+    }
+}
+
+impl From<agentmesh_protocol::WhoKind> for WhoKind {
+    fn from(k: agentmesh_protocol::WhoKind) -> Self {
+        match k {
+            agentmesh_protocol::WhoKind::Human => WhoKind::Human,
+            agentmesh_protocol::WhoKind::Agent => WhoKind::Agent,
+        }
+    }
+}
+
 /// A frame from a client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]

@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 
 use super::consent::{Consent, Decision, HeldReason, NoRoom};
 use super::{Ctx, address, hex, pages::view};
-use crate::api::{Event, Who, WhoKind};
+use crate::api::{Event, Who};
 use crate::audit::AuditEvent;
 use crate::limits::RateWindow;
 use crate::store::{AuditEntry, InboxRecord};
@@ -349,10 +349,7 @@ impl Inbox {
             from_owner: dir.machines.get(&peer).map(|m| m.owner.clone()),
             mailbox: body.to_mailbox.as_ref().map(ToString::to_string),
             who: Who {
-                kind: match body.who.kind {
-                    agentmesh_protocol::WhoKind::Human => WhoKind::Human,
-                    agentmesh_protocol::WhoKind::Agent => WhoKind::Agent,
-                },
+                kind: body.who.kind.into(),
                 name: body.who.name.clone(),
                 session_id: body.who.session_id.clone(),
                 task: body.who.task.clone(),

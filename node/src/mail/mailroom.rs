@@ -10,7 +10,7 @@ use agentmesh_protocol::{Identity, Name, Wire};
 use sha2::{Digest, Sha256};
 
 use super::{Ctx, hex};
-use crate::api::{ApiError, Who, WhoKind, err};
+use crate::api::{ApiError, Who, err};
 use crate::audit::AuditEvent;
 use crate::codes;
 use crate::store::{AuditEntry, OutboxRecord, OutboxStatus};
@@ -181,10 +181,7 @@ impl Mailroom {
         let who = req.who;
         let body = Body {
             who: agentmesh_protocol::Who {
-                kind: match who.kind {
-                    WhoKind::Human => agentmesh_protocol::WhoKind::Human,
-                    WhoKind::Agent => agentmesh_protocol::WhoKind::Agent,
-                },
+                kind: who.kind.into(),
                 name: who.name.clone(),
                 session_id: who.session_id.clone(),
                 task: who.task.clone(),

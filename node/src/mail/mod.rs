@@ -30,7 +30,7 @@ use agentmesh_protocol::{Identity, PeerId, Timestamp};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{self, ApiError, Event, Op, Reply, Who, WhoKind, ok};
+use crate::api::{self, ApiError, Event, Op, Reply, Who, ok};
 use crate::audit::AuditLog;
 use crate::clock::now;
 use crate::codes;
@@ -619,11 +619,7 @@ impl Mail {
 
 /// Who decided, for the audit log: `human ada`, `agent claude`.
 fn who_label(who: &Who) -> String {
-    let kind = match who.kind {
-        WhoKind::Human => "human",
-        WhoKind::Agent => "agent",
-    };
-    format!("{kind} {}", who.name)
+    format!("{} {}", who.kind.as_str(), who.name)
 }
 
 /// A record's body hash for the audit log, if it has one.

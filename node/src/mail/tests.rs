@@ -14,6 +14,7 @@ use super::courier::{BACKOFF_MAX, Carrier, Courier, PeerQueue, backoff};
 use super::inbox::{Inbox, Sender};
 use super::pages::inbox_page;
 use super::*;
+use crate::api::WhoKind;
 use crate::net::{Carry, CarryHandle, Handle, Undelivered};
 use crate::store::testing::Flaky;
 use crate::store::{AuditEntry, AuditStore, InboxRecord, MailStore, OutboxStatus, SledStore};

@@ -40,6 +40,9 @@ pub struct RateWindow<K> {
     /// Events of new keys turned away while every slot was taken, since
     /// the last [`RateWindow::closed`].
     overflow: u64,
+    /// When every slot is taken, a new key takes the slot of the key whose
+    /// window started longest ago instead of being turned away.
+    evicting: bool,
 }
 
 impl<K: Eq + Hash + Clone> RateWindow<K> {
@@ -52,14 +55,27 @@ impl<K: Eq + Hash + Clone> RateWindow<K> {
             max_keys,
             slots: HashMap::new(),
             overflow: 0,
+            evicting: false,
+        }
+    }
+
+    /// Like [`RateWindow::new`], but a new key past `max_keys` takes the
+    /// slot of the key whose window started longest ago: for limits where
+    /// a flood of fresh keys must not lock a real one out (the founder's
+    /// join desk), rather than for counting.
+    pub fn evicting(window: Duration, per_window: u32, max_keys: usize) -> Self {
+        RateWindow {
+            evicting: true,
+            ..RateWindow::new(window, per_window, max_keys)
         }
     }
 
     /// Whether an event of `key` at `now` passes; if not, it is counted.
     pub fn check(&mut self, key: &K, now: Instant) -> bool {
         if let Some(slot) = self.slots.get_mut(key) {
-            if since(now, slot.started) >= self.window && slot.suppressed == 0 {
-                // A quiet window ended: a fresh one starts.
+            if since(now, slot.started) >= self.window && (slot.suppressed == 0 || self.evicting) {
+                // A quiet window ended (or, evicting, any window: nothing
+                // is reported): a fresh one starts.
                 *slot = Slot {
                     started: now,
                     passed: 0,
@@ -77,6 +93,16 @@ impl<K: Eq + Hash + Clone> RateWindow<K> {
             let window = self.window;
             self.slots
                 .retain(|_, s| since(now, s.started) < window || s.suppressed > 0);
+            if self.slots.len() >= self.max_keys && self.evicting {
+                let oldest = self
+                    .slots
+                    .iter()
+                    .min_by_key(|(_, s)| s.started)
+                    .map(|(k, _)| k.clone());
+                if let Some(k) = oldest {
+                    self.slots.remove(&k);
+                }
+            }
             if self.slots.len() >= self.max_keys {
                 self.overflow += 1;
                 return false;
@@ -173,6 +199,23 @@ mod tests {
         assert_eq!(overflow, 2);
         // Slots of finished windows are free again.
         assert!(w.check(&99, t0 + Duration::from_secs(11)));
+    }
+
+    #[test]
+    fn an_evicting_window_makes_room_for_a_new_key() {
+        let t0 = Duration::from_secs(1_000);
+        let mut w = RateWindow::evicting(Duration::from_secs(60), 1, 3);
+        for k in 0..3u32 {
+            assert!(w.check(&k, t0 + Duration::from_secs(u64::from(k))));
+        }
+        assert!(
+            w.check(&99, t0 + Duration::from_secs(5)),
+            "a new key gets a slot"
+        );
+        assert_eq!(w.len(), 3);
+        // The oldest (0) was forgotten; the others keep their windows.
+        assert!(!w.check(&1, t0 + Duration::from_secs(6)));
+        assert!(w.check(&0, t0 + Duration::from_secs(7)), "0 starts afresh");
     }
 
     #[test]

@@ -222,6 +222,7 @@ impl Net {
             configured: &self.configured,
             now,
         };
+        self.team.at(crate::clock::now());
         f(&mut self.team, &mut port)
     }
 

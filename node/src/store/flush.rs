@@ -110,6 +110,26 @@ impl GroupCommit {
     }
 }
 
+/// A group commit whose queue holds `capacity` jobs and is never written:
+/// unit tests take the jobs out themselves (a disk that stalls).
+#[cfg(test)]
+pub(crate) fn stalled(capacity: usize) -> (GroupCommit, Stalled) {
+    let (tx, rx) = std::sync::mpsc::sync_channel(capacity);
+    (GroupCommit { tx }, Stalled(rx))
+}
+
+/// The other end of a [`stalled`] group commit.
+#[cfg(test)]
+pub(crate) struct Stalled(std::sync::mpsc::Receiver<Job>);
+
+#[cfg(test)]
+impl Stalled {
+    /// The next job queued, if any: its writes and what waits for them.
+    pub(crate) fn take(&self) -> Option<(Writes, Option<Done>)> {
+        self.0.try_recv().ok().map(|j| (j.writes, j.then))
+    }
+}
+
 /// Nothing is acknowledged that is not durable: a failed write (a full
 /// disk) is tried again, with growing pauses, while everything behind it
 /// waits. Writers feel it as back-pressure; nothing is dropped.

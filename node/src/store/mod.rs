@@ -21,6 +21,8 @@ mod sled_store;
 #[cfg(test)]
 pub(crate) mod testing;
 
+#[cfg(test)]
+pub(crate) use flush::stalled;
 pub use flush::{Done, GroupCommit, Writes};
 pub use records::{AuditEntry, FolderBinding, InboxRecord, OutboxRecord, OutboxStatus, PeerRecord};
 pub use sled_store::SledStore;

@@ -8,7 +8,6 @@ use serde_bytes::ByteBuf;
 
 use super::network::Network;
 use super::state::TeamCore;
-use crate::clock::now;
 use crate::wire::{MAX_CONTACT_BYTES_PER_SYNC, MAX_CONTACTS_PER_SYNC};
 
 /// This machine's record and where the next sync starts among the
@@ -38,7 +37,7 @@ impl Contacts {
                 seq,
                 addrs: addrs.clone(),
                 relays: vec![],
-                at: now(),
+                at: core.wall(),
             };
             self.mine = SignedContact::sign(record, &core.me).ok();
             self.mine_addrs = addrs;

@@ -14,13 +14,14 @@
 //! (`request_ttl`). A request whose code is mistyped [`MAX_CODE_ATTEMPTS`]
 //! times is cancelled: the joiner must start again with a new ticket.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use agentmesh_protocol::PeerId;
 use agentmesh_protocol::join::{Code, Codes, JoinOffer, JoinRequest};
 
 use crate::api::JoinRequestView;
+use crate::limits::RateWindow;
 
 /// Wrong pairing codes before a request is cancelled.
 pub const MAX_CODE_ATTEMPTS: u32 = 3;
@@ -102,42 +103,23 @@ pub enum CodeOutcome {
 pub struct Desk {
     next_id: u64,
     requests: BTreeMap<u64, PendingJoin>,
-    recent: HashMap<PeerId, VecDeque<Instant>>,
+    /// Requests per machine per minute, counted from the first request.
+    recent: Option<(Instant, RateWindow<PeerId>)>,
 }
 
 impl Desk {
     /// Counts a request from `peer`; false if it is over `per_minute`.
+    /// At most [`MAX_RATE_ENTRIES`] machines are remembered; a new one
+    /// takes the place of the one whose minute started longest ago, so a
+    /// flood of fresh identities can't lock a real joiner out.
     pub fn allow(&mut self, peer: PeerId, now: Instant, per_minute: u32) -> bool {
-        if self.recent.len() >= MAX_RATE_ENTRIES && !self.recent.contains_key(&peer) {
-            self.recent.retain(|_, times| {
-                times
-                    .back()
-                    .is_some_and(|t| now.duration_since(*t) < RATE_WINDOW)
-            });
-            // Still full of machines that asked this minute: forget the one
-            // that asked longest ago rather than refuse everyone new.
-            if self.recent.len() >= MAX_RATE_ENTRIES
-                && let Some(oldest) = self
-                    .recent
-                    .iter()
-                    .min_by_key(|(_, times)| times.back().copied())
-                    .map(|(p, _)| *p)
-            {
-                self.recent.remove(&oldest);
-            }
-        }
-        let times = self.recent.entry(peer).or_default();
-        while times
-            .front()
-            .is_some_and(|t| now.duration_since(*t) >= RATE_WINDOW)
-        {
-            times.pop_front();
-        }
-        if times.len() >= per_minute as usize {
-            return false;
-        }
-        times.push_back(now);
-        true
+        let (epoch, window) = self.recent.get_or_insert_with(|| {
+            (
+                now,
+                RateWindow::evicting(RATE_WINDOW, per_minute, MAX_RATE_ENTRIES),
+            )
+        });
+        window.check(&peer, now.saturating_duration_since(*epoch))
     }
 
     /// Open requests (waiting or approved) from machines other than
@@ -254,6 +236,11 @@ impl Desk {
             r.settled
                 .is_none_or(|t| now.duration_since(t) < SETTLED_LINGER)
         });
+        // Finished minutes free their machines' slots (nothing is reported:
+        // refused requests are not audited).
+        if let Some((epoch, window)) = &mut self.recent {
+            window.closed(now.saturating_duration_since(*epoch));
+        }
         expired
     }
 

@@ -23,7 +23,6 @@ use super::random16;
 use super::state::{NOT_IN_TEAM, TeamCore};
 use crate::api::{self, Reply, err, ok, rfc3339};
 use crate::audit::AuditEvent;
-use crate::clock::now;
 use crate::codes;
 use crate::wire::{JoinMsg, JoinReply};
 
@@ -109,7 +108,7 @@ impl Founder {
             return refused("the request names another machine than the one sending it".into());
         }
         match core.store.ticket(&request.ticket_nonce) {
-            Ok(Some(expires)) if expires >= now() => {}
+            Ok(Some(expires)) if expires >= core.wall() => {}
             Ok(Some(_)) => {
                 return refused(
                     "the ticket expired; ask the founder for a new one (agentmesh invite)".into(),
@@ -232,7 +231,7 @@ impl Founder {
             name: request.name.clone(),
             owner: request.owner.clone(),
             admitted_by: core.me.peer_id(),
-            at: now(),
+            at: core.wall(),
         });
         match core.add_own_block(net, body) {
             Ok(_) => {
@@ -290,7 +289,7 @@ impl Founder {
             );
         }
         let nonce = random16();
-        let expires_at = now().saturating_add(ttl);
+        let expires_at = core.wall().saturating_add(ttl);
         core.store.put_ticket(&nonce, expires_at)?;
         let ticket = Ticket {
             founder: core.me.peer_id(),

@@ -25,7 +25,6 @@ use super::state::TeamCore;
 use super::sync::Sync;
 use crate::api::{self, ApiError, Reply, err, ok};
 use crate::audit::AuditEvent;
-use crate::clock::now;
 use crate::codes;
 use crate::wire::{JoinMsg, JoinReply};
 
@@ -177,7 +176,7 @@ impl Joiner {
             reply,
             now: at,
         } = start;
-        let ticket = match Ticket::parse(ticket, now()) {
+        let ticket = match Ticket::parse(ticket, core.wall()) {
             Ok(t) => t,
             Err(e @ TicketError::Expired { .. }) => {
                 return core.reply(reply, err(codes::TICKET_EXPIRED, e.to_string()));

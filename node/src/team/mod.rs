@@ -37,7 +37,6 @@ pub use state::{Membership, NOT_IN_TEAM, load_team};
 
 use crate::api::{ApiError, Op, Reply, err, ok};
 use crate::audit::{AuditEvent, AuditLog};
-use crate::clock::now;
 use crate::codes;
 use crate::config::Settings;
 use crate::store::{Store, StoreError};
@@ -95,6 +94,12 @@ impl Team {
         self.core.activate(net, None);
         self.redial(net);
         self.settle(net);
+    }
+
+    /// Starts a round at calendar time `now` (the network's loop reads the
+    /// clock, the team does not).
+    pub fn at(&mut self, now: agentmesh_protocol::Timestamp) {
+        self.core.at(now);
     }
 
     /// The directory every part reads.
@@ -374,7 +379,7 @@ impl Team {
                 founder_name: core.settings.name.clone(),
                 founder_owner: owner,
                 admins: vec![core.me.peer_id()],
-                created_at: now(),
+                created_at: core.wall(),
                 nonce: random16(),
             }),
             &core.me,
@@ -409,7 +414,7 @@ impl Team {
                 team,
                 peer: me,
                 revoked_by: me,
-                at: now(),
+                at: core.wall(),
             }),
         )?;
         core.audit(AuditEvent::Left, Some(&me), "this machine left its team");
@@ -464,7 +469,7 @@ impl Team {
                 team: id,
                 peer,
                 revoked_by: by,
-                at: now(),
+                at: core.wall(),
             }),
         )?;
         core.audit(

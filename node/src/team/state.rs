@@ -7,14 +7,13 @@
 use std::sync::Arc;
 
 use agentmesh_protocol::team::{Block, BlockBody, BlockHash, Standing, TeamState};
-use agentmesh_protocol::{Identity, PeerId};
+use agentmesh_protocol::{Identity, PeerId, Timestamp};
 use tokio::sync::{oneshot, watch};
 
 use super::Directory;
 use super::network::Network;
 use crate::api::{self, ApiError, Reply, err, ok, rfc3339};
 use crate::audit::{AuditEvent, AuditLog};
-use crate::clock::now;
 use crate::codes;
 use crate::config::Settings;
 use crate::store::{Store, StoreError, TeamStore};
@@ -108,6 +107,9 @@ pub struct TeamCore {
     pub audit: AuditLog,
     /// The team changed in a way members should sync about.
     announce: bool,
+    /// The calendar time of this round, as the network's loop gives it
+    /// (the team never reads the clock).
+    now: Timestamp,
     /// Answers that wait for this round's audit entries to be durable.
     replies: Vec<(oneshot::Sender<Reply>, Reply)>,
     /// Answers of earlier rounds whose entries found the group commit's
@@ -141,6 +143,7 @@ impl TeamCore {
             directory,
             audit,
             announce: false,
+            now: crate::clock::now(),
             replies: vec![],
             waiting: vec![],
         };
@@ -151,6 +154,16 @@ impl TeamCore {
     /// The team, if this machine is in one.
     pub fn state(&self) -> Option<&TeamState> {
         self.state.as_ref()
+    }
+
+    /// The calendar time of this round.
+    pub fn wall(&self) -> Timestamp {
+        self.now
+    }
+
+    /// Starts a round at calendar time `now`.
+    pub fn at(&mut self, now: Timestamp) {
+        self.now = now;
     }
 
     /// The directory every part reads.
@@ -210,7 +223,7 @@ impl TeamCore {
     /// Audits `event` about `peer`.
     pub fn audit(&mut self, event: AuditEvent, peer: Option<&PeerId>, detail: impl Into<String>) {
         let peer = peer.map(ToString::to_string);
-        self.audit.note(event, now(), peer, detail);
+        self.audit.note(event, self.now, peer, detail);
     }
 
     /// Answers a client once what this round audited is durable.

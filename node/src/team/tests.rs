@@ -11,6 +11,7 @@ use tokio::sync::oneshot;
 
 use super::network::fake::{Call, FakeNet};
 use super::*;
+use crate::clock::now;
 use crate::store::{GroupCommit, SledStore};
 use crate::wire::{JoinReply, MAX_BLOCKS_PER_SYNC, SyncRequest};
 
@@ -314,4 +315,43 @@ fn a_join_runs_from_ticket_to_member_without_a_swarm() {
     let joined = rx.blocking_recv().unwrap().unwrap();
     assert_eq!(joined["state"], "joined");
     assert!(b.team.is_member(&b.id));
+}
+
+/// The network's loop never waits for the disk: with the group commit's
+/// queue full, a team op's answer (and its audit entry) waits for a later
+/// round, then goes out once its entry is written.
+#[test]
+fn a_full_group_commit_queue_delays_answers_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SledStore::open(dir.path(), 1 << 20).unwrap());
+    let (commit, disk) = crate::store::stalled(1);
+    // Someone else's job fills the queue.
+    commit.submit(crate::store::Writes::default(), None);
+    let config = crate::config::Config {
+        name: Some("alpha".into()),
+        ..Default::default()
+    };
+    let me = Identity::generate(&mut rand::rng());
+    let mut team = Team::new(me, config.validate().unwrap(), store, AuditLog::new(commit)).unwrap();
+    let mut net = FakeNet::default();
+    team.start(&mut net);
+    let (tx, mut rx) = oneshot::channel();
+    let create = Op::TeamCreate {
+        name: "ward".into(),
+        owner: "ada".into(),
+    };
+    team.op(&mut net, create, tx, Instant::now()).unwrap();
+    assert!(
+        rx.try_recv().is_err(),
+        "not answered before its entry is written"
+    );
+    // The disk takes the job ahead; the next round hands this one over.
+    assert!(disk.take().is_some());
+    team.tick(&mut net, Instant::now());
+    let (writes, then) = disk.take().expect("the op's job, queued by the tick");
+    assert_eq!(writes.audit.len(), 1);
+    assert_eq!(writes.audit[0].event, "team_created");
+    assert!(rx.try_recv().is_err(), "still not before it is durable");
+    then.unwrap()();
+    assert_eq!(rx.try_recv().unwrap().unwrap()["name"], "ward");
 }

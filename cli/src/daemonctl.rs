@@ -89,6 +89,36 @@ pub fn up(home: &Home, net: &NetArgs, verbose: u8, json: bool) -> anyhow::Result
         }
         return Ok(ExitCode::SUCCESS);
     }
+    let spin = (!json).then(|| term::spinner("starting the daemon…"));
+    let status = start(home, net, verbose);
+    drop(spin);
+    let status = status?;
+    if json {
+        term::json(&serde_json::json!({
+            "started": true,
+            "log": home.log_file(),
+            "status": status,
+        }))?;
+    } else {
+        println!(
+            "agentmesh started (pid {}); its log is {}",
+            status.pid,
+            home.log_file().display()
+        );
+        inspect::print_status(&status);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Starts the daemon of `home` in the background, as `up` does, and waits
+/// until it answers; its status. Prints nothing (the MCP server's stdout
+/// is its protocol).
+pub fn start(
+    home: &Home,
+    net: &NetArgs,
+    verbose: u8,
+) -> anyhow::Result<agentmesh_node::api::Status> {
+    let rt = term::runtime()?;
     // Private from the start; an existing home is checked, not chmodded.
     home.create()?;
     let log = fs::OpenOptions::new()
@@ -114,30 +144,12 @@ pub fn up(home: &Home, net: &NetArgs, verbose: u8, json: bool) -> anyhow::Result
         .process_group(0);
     let log_start = fs::metadata(home.log_file()).map_or(0, |m| m.len());
     let mut child = cmd.spawn().context("cannot start the daemon")?;
-    let spin = (!json).then(|| term::spinner("starting the daemon…"));
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if let Ok(mut c) = rt.block_on(term::client(home)) {
-            let status = rt.block_on(c.status())?;
-            drop(spin);
-            if json {
-                term::json(&serde_json::json!({
-                    "started": true,
-                    "log": home.log_file(),
-                    "status": status,
-                }))?;
-            } else {
-                println!(
-                    "agentmesh started (pid {}); its log is {}",
-                    status.pid,
-                    home.log_file().display()
-                );
-                inspect::print_status(&status);
-            }
-            return Ok(ExitCode::SUCCESS);
+            return Ok(rt.block_on(c.status())?);
         }
         if let Some(exit) = child.try_wait()? {
-            drop(spin);
             // What this start wrote: its last error line says why.
             let log = fs::read(home.log_file()).unwrap_or_default();
             let ours = String::from_utf8_lossy(log.get(log_start as usize..).unwrap_or_default());

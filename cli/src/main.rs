@@ -9,6 +9,7 @@
 //! one object per line), and on failure a last line on stderr that is one
 //! JSON object, `{"code": …, "message": …}`, with the stable code.
 
+mod agents;
 mod daemonctl;
 mod demo;
 mod inspect;
@@ -216,6 +217,20 @@ enum Command {
         /// A multiaddr, such as /ip4/192.168.1.20/tcp/7650/p2p/12D3KooW...
         addr: String,
     },
+    /// Run the MCP server an agent's session talks to (stdio; started by
+    /// the agent, see `agentmesh setup`).
+    Mcp(agents::mcp::McpArgs),
+    /// Bring mail into an agent's session at a turn boundary (run by the
+    /// agent's hooks; reads the hook's JSON on stdin, always exits 0).
+    Hook {
+        /// The agent whose hook this is.
+        agent: agents::hooks::Agent,
+        /// The hook event: SessionStart, UserPromptSubmit, PostToolUse, Stop.
+        event: String,
+        /// The mailbox to serve, instead of the one of the hook's folder.
+        #[arg(long)]
+        mailbox: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -299,6 +314,12 @@ fn main() -> ExitCode {
         Command::Revoke { name, yes } => team::revoke(&home, &name, yes, json),
         Command::Connect { addr } => team::connect(&home, &addr, json),
         Command::Demo => demo::demo(json),
+        Command::Mcp(args) => agents::mcp::run(&home, args),
+        Command::Hook {
+            agent,
+            event,
+            mailbox,
+        } => Ok(agents::hooks::run(&home, agent, &event, mailbox.as_deref())),
         Command::Send {
             to,
             text,

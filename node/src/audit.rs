@@ -83,6 +83,11 @@ pub enum AuditEvent {
     Pause,
     /// Inbound mail was resumed.
     Resume,
+    /// A send was refused: its hop reached the limit (loop safety).
+    HopLimit,
+    /// A send was refused: its pair sent its hourly allowance of messages
+    /// peers caused (loop safety).
+    RateLimited,
 }
 
 impl AuditEvent {
@@ -117,6 +122,8 @@ impl AuditEvent {
             AuditEvent::Deny => "deny",
             AuditEvent::Pause => "pause",
             AuditEvent::Resume => "resume",
+            AuditEvent::HopLimit => "hop_limit",
+            AuditEvent::RateLimited => "rate_limited",
         }
     }
 }
@@ -291,6 +298,8 @@ mod tests {
             Deny,
             Pause,
             Resume,
+            HopLimit,
+            RateLimited,
         ];
         let names: std::collections::HashSet<&str> = all.iter().map(|e| e.as_str()).collect();
         assert_eq!(names.len(), all.len());

@@ -71,8 +71,6 @@ pub const NOT_HELD: &str = "not_held";
 pub const NOT_IN_TEAM: &str = "not_in_team";
 /// `outbox_full`.
 pub const OUTBOX_FULL: &str = "outbox_full";
-/// `own_machine`.
-pub const OWN_MACHINE: &str = "own_machine";
 /// `protocol`.
 pub const PROTOCOL: &str = "protocol";
 /// `refused`.
@@ -114,6 +112,17 @@ pub const VERSION_MISMATCH: &str = "version_mismatch";
 /// `wrong_code`.
 pub const WRONG_CODE: &str = "wrong_code";
 
+/// `hop_limit`.
+pub const HOP_LIMIT: &str = "hop_limit";
+/// `rate_limited`.
+pub const RATE_LIMITED: &str = "rate_limited";
+/// `no_mailbox`.
+pub const NO_MAILBOX: &str = "no_mailbox";
+/// `folder_not_allowed`.
+pub const FOLDER_NOT_ALLOWED: &str = "folder_not_allowed";
+/// `held_full`.
+pub const HELD_FULL: &str = "held_full";
+
 /// Every code, for checks that they stay distinct.
 pub const ALL: &[&str] = &[
     ADMIN,
@@ -150,7 +159,6 @@ pub const ALL: &[&str] = &[
     NOT_HELD,
     NOT_IN_TEAM,
     OUTBOX_FULL,
-    OWN_MACHINE,
     PROTOCOL,
     REFUSED,
     REQUEST_CANCELLED,
@@ -171,6 +179,11 @@ pub const ALL: &[&str] = &[
     UNKNOWN_REQUEST,
     VERSION_MISMATCH,
     WRONG_CODE,
+    HOP_LIMIT,
+    RATE_LIMITED,
+    NO_MAILBOX,
+    FOLDER_NOT_ALLOWED,
+    HELD_FULL,
 ];
 
 #[cfg(test)]

@@ -64,6 +64,57 @@ pub struct Config {
     pub join: JoinConfig,
     /// Messaging.
     pub messages: MessagesConfig,
+    /// Agents: loop safety.
+    pub agents: AgentsConfig,
+}
+
+/// Loop safety for agents' messages (docs/agents.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentsConfig {
+    /// A new message of this hop or more is refused. Default 2: A asks B
+    /// (hop 0), B asks C (hop 1), C can ask no one. Replies are never
+    /// refused for their hop. From 1 to 16.
+    pub max_hop: u8,
+    /// Messages of hop 1 or more from one mailbox to one address in an
+    /// hour, at most. Default 6. Hop 0 (a person, or an agent its person
+    /// started) is never counted.
+    pub pair_limit_per_hour: u32,
+    /// With no peer mail for this long, a mailbox's hop falls back to 0
+    /// (agents whose hooks never report the person's prompt). Default "10m".
+    pub hop_reset: String,
+}
+
+impl Default for AgentsConfig {
+    fn default() -> Self {
+        AgentsConfig {
+            max_hop: 2,
+            pair_limit_per_hour: 6,
+            hop_reset: "10m".into(),
+        }
+    }
+}
+
+/// The loop rules, from `[agents]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopRules {
+    /// A new message of this hop or more is refused.
+    pub max_hop: u8,
+    /// Messages of hop ≥ 1 from one mailbox to one address per hour, at
+    /// most.
+    pub pair_per_hour: u32,
+    /// With no peer mail for this long, a mailbox's hop falls back to 0.
+    pub hop_reset: Duration,
+}
+
+impl Default for LoopRules {
+    fn default() -> Self {
+        LoopRules {
+            max_hop: 2,
+            pair_per_hour: 6,
+            hop_reset: Duration::from_secs(600),
+        }
+    }
 }
 
 /// Messaging settings.
@@ -127,6 +178,7 @@ impl Default for Config {
             store: StoreConfig::default(),
             join: JoinConfig::default(),
             messages: MessagesConfig::default(),
+            agents: AgentsConfig::default(),
         }
     }
 }
@@ -172,6 +224,8 @@ pub struct Settings {
     pub max_per_peer_per_minute: u32,
     /// How long a sent message stays deliverable.
     pub message_lifetime: Duration,
+    /// Loop safety.
+    pub loops: LoopRules,
     /// How long the audit log keeps entries.
     pub audit_retention: Duration,
     /// The configuration these settings came from, defaults and the
@@ -289,6 +343,25 @@ impl Config {
         if audit_retention < Duration::from_secs(3600) {
             return Err(invalid("messages.audit_retention", "must be at least 1h"));
         }
+        let a = &self.agents;
+        if !(1..=16).contains(&a.max_hop) {
+            return Err(invalid("agents.max_hop", "must be from 1 to 16"));
+        }
+        if a.pair_limit_per_hour == 0 {
+            return Err(invalid(
+                "agents.pair_limit_per_hour",
+                "must be at least 1 (hop 0 is never limited; to stop agents passing mail on, lower agents.max_hop)",
+            ));
+        }
+        let hop_reset = duration("agents.hop_reset", &a.hop_reset)?;
+        if hop_reset < Duration::from_secs(10) {
+            return Err(invalid("agents.hop_reset", "must be at least 10s"));
+        }
+        let loops = LoopRules {
+            max_hop: a.max_hop,
+            pair_per_hour: a.pair_limit_per_hour,
+            hop_reset,
+        };
         let name_text = name.to_string();
         Ok(Settings {
             name,
@@ -301,6 +374,7 @@ impl Config {
             max_pending: self.join.max_pending,
             max_per_peer_per_minute: self.join.max_per_peer_per_minute,
             message_lifetime,
+            loops,
             audit_retention,
             config: Config {
                 name: Some(name_text),

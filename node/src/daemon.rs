@@ -169,6 +169,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     );
     let lifetime = settings.message_lifetime;
     let audit_retention = settings.audit_retention;
+    let loops = settings.loops;
     let (commit, flusher) = crate::store::GroupCommit::start(store.clone());
     let (net, handle, carrier, link) = Net::new(NetSetup {
         swarm,
@@ -189,6 +190,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
         commit,
         lifetime,
         audit_retention,
+        loops,
         cancel: cancel.child_token(),
     })?;
 

@@ -148,8 +148,16 @@ fn clear_errors_for_bad_recipients_and_bodies() {
         e.contains("no machine named nobody") && e.contains("bravo"),
         "{e}"
     );
-    let e = a.fails(&["send", "@alpha", "talking to myself"]);
-    assert!(e.contains("alpha is this machine"), "{e}");
+    // This machine's own mailboxes are reached without the network (issue
+    // 10: the `own_machine` refusal is gone); one that does not exist is
+    // refused at once, saying how to make it.
+    let e = a.fails(&["send", "nobox@", "hi"]);
+    assert!(
+        e.contains("no mailbox nobox") && e.contains("agentmesh allow"),
+        "{e}"
+    );
+    let e = a.fails(&["send", "nobox@alpha", "hi"]);
+    assert!(e.contains("no mailbox nobox"), "{e}");
     let e = a.fails(&["send", "Bad@bravo", "hi"]);
     assert!(e.contains("invalid mailbox name"), "{e}");
     let e = a.fails(&["send", "bravo", "hi"]);

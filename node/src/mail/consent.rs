@@ -289,6 +289,49 @@ impl Consent {
         }])
     }
 
+    /// The binding of `mailbox`, if a folder is bound to it.
+    pub(super) fn binding(&self, mailbox: &str) -> Option<&FolderBinding> {
+        self.folders.get(mailbox)
+    }
+
+    /// `mailbox_for PATH`: the mailbox bound to the folder or its nearest
+    /// bound ancestor, else the folder's base name (how the MCP server and
+    /// the hooks find their mailbox).
+    pub(super) fn mailbox_for(&self, path: &str) -> Reply {
+        let given = std::path::Path::new(path);
+        let path = std::fs::canonicalize(given)
+            .or_else(|_| std::path::absolute(given))
+            .map_err(|e| {
+                ApiError::new(
+                    codes::BAD_PATH,
+                    format!("{path}: {e}; give a folder's path"),
+                )
+            })?;
+        let bound = path.ancestors().find_map(|a| {
+            let text = a.display().to_string();
+            self.folders.values().find(|b| b.path == text)
+        });
+        let answer = match bound {
+            Some(b) => crate::api::MailboxFor {
+                mailbox: b.mailbox.clone(),
+                bound_path: Some(b.path.clone()),
+                receives: b.allowed,
+            },
+            None => crate::api::MailboxFor {
+                mailbox: crate::config::fold_name(
+                    &path
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                )
+                .to_string(),
+                bound_path: None,
+                receives: false,
+            },
+        };
+        ok(answer)
+    }
+
     // ----- the API --------------------------------------------------------
 
     /// `mailboxes`: every binding, by name.
@@ -512,6 +555,14 @@ pub(super) fn held_records(store: &dyn MailStore) -> Result<Vec<InboxRecord>, St
         }
     }
     Ok(out)
+}
+
+/// Held messages for `mailbox` (`None`: the owner's).
+pub(super) fn held_in(store: &dyn MailStore, mailbox: Option<&str>) -> Result<usize, StoreError> {
+    Ok(held_records(store)?
+        .iter()
+        .filter(|r| r.mailbox.as_deref() == mailbox)
+        .count())
 }
 
 /// The audit entry of a decision about the held message `r`.

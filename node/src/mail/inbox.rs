@@ -433,7 +433,12 @@ impl Inbox {
 
 /// A stored message: audited as received or held, counted if held; the
 /// event that announces it.
-fn received(peer: PeerId, a: Accepted, consent: &mut Consent, ctx: &mut Ctx<'_>) -> Event {
+pub(super) fn received(
+    peer: PeerId,
+    a: Accepted,
+    consent: &mut Consent,
+    ctx: &mut Ctx<'_>,
+) -> Event {
     let r = &a.record;
     if a.held.is_some() {
         consent.count_held(peer);

@@ -1,19 +1,28 @@
 //! The mailroom: a client's `send` becomes a sealed envelope in an outbox
-//! record, audited as `accepted`. The actor answers with its id once the
-//! record is durable, then hands it to the courier.
+//! record, audited as `accepted`; the actor answers with its id once the
+//! record is durable, then hands it to the courier. A message to a mailbox
+//! on this machine needs no envelope and no team: it becomes the inbox
+//! record itself, decided by the same consent rule as mail that arrives,
+//! and the actor writes it as the inbox writes received mail.
+//!
+//! Every new message gets its hop from the loop rules ([`Loops`]); a send
+//! they refuse is audited.
 
 use std::time::Duration;
 
-use agentmesh_protocol::envelope::{Body, Header, Kind, MessageId};
+use agentmesh_protocol::cbor::MAX_BODY_BYTES;
+use agentmesh_protocol::envelope::{Body, Header, Kind, MessageId, SealError};
 use agentmesh_protocol::team::Standing;
 use agentmesh_protocol::{Identity, Name, Wire};
 use sha2::{Digest, Sha256};
 
+use super::consent::{Consent, Decision, HeldReason, MAX_HELD_PER_SENDER};
+use super::loops::{LoopRefusal, Loops};
 use super::{Ctx, hex};
 use crate::api::{ApiError, Who, err};
 use crate::audit::AuditEvent;
 use crate::codes;
-use crate::store::{AuditEntry, OutboxRecord, OutboxStatus};
+use crate::store::{AuditEntry, InboxRecord, OutboxRecord, OutboxStatus};
 
 /// Messages waiting in the outbox at once, at most; `send` refuses beyond.
 pub const MAX_OUTBOX: usize = 100_000;
@@ -23,18 +32,25 @@ pub fn address(mailbox: Option<&str>, machine: &str) -> String {
     format!("{}@{machine}", mailbox.unwrap_or(""))
 }
 
-/// Parses `MAILBOX@MACHINE` or `@MACHINE`.
-pub fn parse_address(to: &str) -> Result<(Option<Name>, Name), ApiError> {
+/// Parses `MAILBOX@MACHINE` or `@MACHINE`; `MAILBOX@` (no machine) is a
+/// mailbox on this machine, and the machine is `None`.
+pub fn parse_address(to: &str) -> Result<(Option<Name>, Option<Name>), ApiError> {
     let Some((mailbox, machine)) = to.rsplit_once('@') else {
         return err(
             codes::BAD_ADDRESS,
             format!(
-                "{to:?} is not an address; write MAILBOX@MACHINE, or @MACHINE for the machine's owner"
+                "{to:?} is not an address; write MAILBOX@MACHINE (MAILBOX@ for a mailbox on this machine), or @MACHINE for the machine's owner"
             ),
         );
     };
-    let machine = Name::parse("machine name", machine)
-        .map_err(|e| ApiError::new(codes::BAD_ADDRESS, e.to_string()))?;
+    let machine = if machine.is_empty() {
+        None
+    } else {
+        Some(
+            Name::parse("machine name", machine)
+                .map_err(|e| ApiError::new(codes::BAD_ADDRESS, e.to_string()))?,
+        )
+    };
     let mailbox = if mailbox.is_empty() {
         None
     } else {
@@ -55,7 +71,8 @@ pub(super) struct SendRequest<'a> {
     pub who: &'a Who,
     /// The mailbox the client attached to.
     pub attached: Option<String>,
-    /// `MAILBOX@MACHINE` or `@MACHINE`.
+    /// `MAILBOX@MACHINE`, `MAILBOX@` (this machine) or `@MACHINE`; empty
+    /// for a reply, which goes to the sender of the message it answers.
     pub to: &'a str,
     /// The message.
     pub text: String,
@@ -63,8 +80,46 @@ pub(super) struct SendRequest<'a> {
     pub ask: bool,
     /// The full id of the received message answered.
     pub reply_to: Option<String>,
-    /// The mailbox it is sent from (else the attached one).
+    /// The mailbox it is sent from (else the attached one; for a reply,
+    /// else the mailbox that received what it answers).
     pub from_mailbox: Option<String>,
+}
+
+/// Where a sent message goes.
+#[derive(Debug)]
+pub(super) enum Outgoing {
+    /// To another machine: its outbox record, holding the sealed
+    /// envelope, for the courier.
+    Remote(OutboxRecord),
+    /// To a mailbox on this machine.
+    Local(Box<LocalMail>),
+}
+
+/// A message to a mailbox on this machine: no envelope, the inbox record
+/// itself (its seq given when it is written), and an outbox record that
+/// lists it as delivered.
+#[derive(Debug)]
+pub(super) struct LocalMail {
+    /// The inbox record.
+    pub record: InboxRecord,
+    /// How `outbox` lists it.
+    pub outbox: OutboxRecord,
+    /// Why it is held, if it is.
+    pub held: Option<HeldReason>,
+    /// The receiving address, for the audit log.
+    pub recipient: String,
+}
+
+/// What a send decides by besides the request: the courier's backlog,
+/// the consent rules (for a mailbox here), the loop rules.
+#[derive(Debug)]
+pub(super) struct SendRules<'a> {
+    /// Messages the courier has yet to deliver.
+    pub waiting: usize,
+    /// Consent, for mail to a mailbox on this machine.
+    pub consent: &'a Consent,
+    /// Hops and pair limits.
+    pub loops: &'a mut Loops,
 }
 
 /// Seals what clients send.
@@ -80,104 +135,78 @@ impl Mailroom {
         Mailroom { me, lifetime }
     }
 
-    /// The outbox record of `req`, sealed, its `accepted` entry recorded;
-    /// `waiting` is how many messages the courier has yet to deliver.
+    /// This machine.
+    pub(super) fn peer_id(&self) -> agentmesh_protocol::PeerId {
+        self.me.peer_id()
+    }
+
+    /// What becomes of `req`: an outbox record sealed for another machine,
+    /// or an inbox record for a mailbox here; its `accepted` entry
+    /// recorded.
     pub(super) fn send(
         &self,
         req: SendRequest<'_>,
-        waiting: usize,
+        rules: SendRules<'_>,
         ctx: &mut Ctx<'_>,
-    ) -> Result<OutboxRecord, ApiError> {
+    ) -> Result<Outgoing, ApiError> {
+        check_who(req.who)?;
         let dir = ctx.dir;
-        let Some(team) = dir.team.filter(|_| dir.member) else {
-            return err(
-                codes::NOT_IN_TEAM,
-                "this machine is not in a team; create one with `agentmesh team create` or join one with `agentmesh join`",
-            );
-        };
-        if waiting >= MAX_OUTBOX {
-            return err(
-                codes::OUTBOX_FULL,
-                format!(
-                    "{MAX_OUTBOX} messages are waiting to be delivered; wait for them, or check `agentmesh outbox`"
-                ),
-            );
-        }
-        let (mailbox, machine) = parse_address(req.to)?;
-        let Some((peer, target)) = dir.current(machine.as_str()) else {
-            let revoked = dir
-                .machines
-                .values()
-                .any(|m| m.name == machine.as_str() && m.standing == Standing::Revoked);
-            return if revoked {
-                err(
-                    codes::REVOKED_RECIPIENT,
-                    format!("{machine} was revoked from the team; it receives nothing"),
+        let original = match &req.reply_to {
+            Some(rid) => Some(ctx.store.inbox_get(rid)?.ok_or_else(|| {
+                ApiError::new(
+                    codes::UNKNOWN_MESSAGE,
+                    format!("no received message has id {rid}"),
                 )
-            } else {
-                let names: Vec<&str> = dir
-                    .machines
-                    .values()
-                    .filter(|m| m.standing == Standing::Current)
-                    .map(|m| m.name.as_str())
-                    .collect();
-                err(
-                    codes::UNKNOWN_RECIPIENT,
-                    format!(
-                        "no machine named {machine} in the team; members: {}",
-                        names.join(", ")
-                    ),
-                )
-            };
+            })?),
+            None => None,
         };
-        if dir.me == Some(peer) {
-            return err(
-                codes::OWN_MACHINE,
-                format!(
-                    "{machine} is this machine; agentmesh carries messages between machines, so name another member"
-                ),
-            );
-        }
-        let from_mailbox = match req.from_mailbox.or(req.attached) {
+        let to = match (req.to.trim(), &original) {
+            ("", Some(o)) => o.from.clone(),
+            ("", None) => {
+                return err(
+                    codes::BAD_ADDRESS,
+                    "no address given; write MAILBOX@MACHINE, MAILBOX@ for a mailbox on this machine, or @MACHINE",
+                );
+            }
+            (to, _) => to.to_owned(),
+        };
+        let (mailbox, machine) = parse_address(&to)?;
+        let local = machine.as_ref().is_none_or(|m| m.as_str() == dir.my_name);
+        let machine = machine.map_or_else(|| dir.my_name.clone(), |m| m.to_string());
+        let target = if local {
+            None
+        } else {
+            Some(remote_target(&machine, rules.waiting, dir)?)
+        };
+        let from_mailbox = match req
+            .from_mailbox
+            .or(req.attached)
+            .or_else(|| original.as_ref().and_then(|o| o.mailbox.clone()))
+        {
             Some(m) => Some(mailbox_name(&m)?),
             None => None,
         };
-        let sent_at = ctx.now.wall;
+        let from_addr = address(from_mailbox.as_ref().map(Name::as_str), &dir.my_name);
+        let to_addr = address(mailbox.as_ref().map(Name::as_str), &machine);
+        let now = ctx.now.wall;
         let id = MessageId::random(&mut rand::rng());
-        let (kind, thread, in_reply_to, hop) = match req.reply_to {
-            Some(rid) => {
-                let original = ctx.store.inbox_get(&rid)?.ok_or_else(|| {
-                    ApiError::new(
-                        codes::UNKNOWN_MESSAGE,
-                        format!("no received message has id {rid}"),
-                    )
-                })?;
-                let parse = |h: &str| {
-                    MessageId::parse(h)
-                        .ok_or_else(|| ApiError::new(codes::STORE, "a stored id is damaged"))
-                };
-                (
-                    Kind::Reply,
-                    parse(&original.thread)?,
-                    Some(parse(&original.id)?),
-                    original.hop,
-                )
-            }
-            None => (if req.ask { Kind::Ask } else { Kind::Tell }, id, None, 0),
+        let parse = |h: &str| {
+            MessageId::parse(h).ok_or_else(|| ApiError::new(codes::STORE, "a stored id is damaged"))
         };
-        let header = Header {
-            id,
-            team,
-            from: self.me.peer_id(),
-            to: peer,
-            kind,
-            in_reply_to,
-            thread,
-            hop,
-            taint: false,
-            sent_at,
-            expires_at: sent_at.saturating_add(self.lifetime),
+        let (kind, thread, in_reply_to, answers) = match &original {
+            Some(o) => (
+                Kind::Reply,
+                parse(&o.thread)?,
+                Some(parse(&o.id)?),
+                Some(o.hop),
+            ),
+            None => (if req.ask { Kind::Ask } else { Kind::Tell }, id, None, None),
         };
+        let sender = from_mailbox.as_ref().map(Name::as_str);
+        let hop = rules
+            .loops
+            .hop_for(req.who.kind, sender, answers, now)
+            .map_err(|r| refuse(r, &from_addr, &to_addr, ctx))?;
         let who = req.who;
         let body = Body {
             who: agentmesh_protocol::Who {
@@ -191,54 +220,247 @@ impl Mailroom {
             text: req.text,
             attachments: vec![],
         };
-        if who.name.len() > agentmesh_protocol::envelope::MAX_WHO_NAME
-            || who
-                .session_id
-                .as_ref()
-                .is_some_and(|s| s.len() > agentmesh_protocol::envelope::MAX_SESSION_ID)
-            || who
-                .task
-                .as_ref()
-                .is_some_and(|s| s.len() > agentmesh_protocol::envelope::MAX_TASK)
-        {
-            return err(
-                codes::BAD_WHO,
-                "the attached client's who is too long (name 64, session_id 128, task 256 bytes)",
-            );
-        }
-        let envelope =
-            agentmesh_protocol::seal(&self.me, &target.x25519, &header, &body, &mut rand::rng())
+        let body_bytes = body.to_bytes();
+        let body_sha256 = hex(&Sha256::digest(&body_bytes));
+        let expires_at = now.saturating_add(self.lifetime);
+        let me = self.me.peer_id();
+        let (to_peer, envelope, held) = match target {
+            Some((peer, key)) => {
+                let header = Header {
+                    id,
+                    team: key.team,
+                    from: me,
+                    to: peer,
+                    kind,
+                    in_reply_to,
+                    thread,
+                    hop,
+                    taint: false,
+                    sent_at: now,
+                    expires_at,
+                };
+                let envelope = agentmesh_protocol::seal(
+                    &self.me,
+                    &key.x25519,
+                    &header,
+                    &body,
+                    &mut rand::rng(),
+                )
                 .map_err(|e| ApiError::new(codes::TOO_LARGE, e.to_string()))?;
-        let record = OutboxRecord {
+                (peer, envelope.to_wire(), None)
+            }
+            None => {
+                if body_bytes.len() > MAX_BODY_BYTES {
+                    let e = SealError::TooLarge {
+                        len: body_bytes.len(),
+                        limit: MAX_BODY_BYTES,
+                    };
+                    return err(codes::TOO_LARGE, e.to_string());
+                }
+                let m = mailbox.as_ref().map(Name::as_str);
+                (me, vec![], local_consent(me, m, rules.consent, dir)?)
+            }
+        };
+        rules
+            .loops
+            .count_pair(&from_addr, &to_addr, hop, now)
+            .map_err(|r| refuse(r, &from_addr, &to_addr, ctx))?;
+        let outbox = OutboxRecord {
             id: id.to_string(),
-            to_peer: peer.to_string(),
-            to: address(mailbox.as_ref().map(Name::as_str), machine.as_str()),
+            to_peer: to_peer.to_string(),
+            to: to_addr.clone(),
             kind: kind.as_str().into(),
-            envelope: envelope.to_wire(),
-            status: OutboxStatus::Queued,
+            envelope,
+            status: if local {
+                OutboxStatus::Delivered
+            } else {
+                OutboxStatus::Queued
+            },
             reason: None,
             attempts: 0,
-            created_at: sent_at.as_unix_millis(),
-            expires_at: header.expires_at.as_unix_millis(),
-            held: false,
-            body_sha256: hex(&Sha256::digest(body.to_bytes())),
+            created_at: now.as_unix_millis(),
+            expires_at: expires_at.as_unix_millis(),
+            held: held.is_some(),
+            body_sha256: body_sha256.clone(),
         };
         ctx.log.record(
             AuditEvent::Accepted,
-            ctx.now.wall,
+            now,
             AuditEntry {
-                peer: Some(peer.to_string()),
-                sender: Some(address(
-                    from_mailbox.as_ref().map(Name::as_str),
-                    &dir.my_name,
-                )),
-                recipient: Some(record.to.clone()),
-                message_id: Some(record.id.clone()),
-                body_sha256: Some(record.body_sha256.clone()),
-                detail: format!("{} queued for delivery", kind.as_str()),
+                peer: Some(to_peer.to_string()),
+                sender: Some(from_addr.clone()),
+                recipient: Some(to_addr.clone()),
+                message_id: Some(outbox.id.clone()),
+                body_sha256: Some(body_sha256.clone()),
+                detail: if local {
+                    format!("{} for a mailbox on this machine, hop {hop}", kind.as_str())
+                } else {
+                    format!("{} queued for delivery, hop {hop}", kind.as_str())
+                },
                 ..AuditEntry::default()
             },
         );
-        Ok(record)
+        if !local {
+            return Ok(Outgoing::Remote(outbox));
+        }
+        let record = InboxRecord {
+            seq: 0,
+            id: outbox.id.clone(),
+            from_peer: me.to_string(),
+            from: from_addr,
+            from_owner: (!dir.my_owner.is_empty()).then(|| dir.my_owner.clone()),
+            mailbox: mailbox.as_ref().map(ToString::to_string),
+            who: who.clone(),
+            kind: kind.as_str().into(),
+            thread: thread.to_string(),
+            in_reply_to: in_reply_to.map(|m| m.to_string()),
+            hop,
+            taint: false,
+            text: body.text,
+            received_at: now.as_unix_millis(),
+            expires_at: expires_at.as_unix_millis(),
+            read_at: None,
+            held: held.map(|h| h.as_str().to_owned()),
+            body_sha256,
+        };
+        Ok(Outgoing::Local(Box::new(LocalMail {
+            record,
+            outbox,
+            held,
+            recipient: to_addr,
+        })))
     }
+}
+
+/// The machine a remote message goes to and its key, or why it cannot be
+/// sent.
+struct Target {
+    team: agentmesh_protocol::TeamId,
+    x25519: agentmesh_protocol::X25519Public,
+}
+
+fn remote_target(
+    machine: &str,
+    waiting: usize,
+    dir: &crate::team::Directory,
+) -> Result<(agentmesh_protocol::PeerId, Target), ApiError> {
+    let Some(team) = dir.team.filter(|_| dir.member) else {
+        return err(
+            codes::NOT_IN_TEAM,
+            format!(
+                "this machine is not in a team, so it cannot reach {machine}; create one with `agentmesh team create` or join one with `agentmesh join` (mailboxes on this machine need no team: MAILBOX@)"
+            ),
+        );
+    };
+    if waiting >= MAX_OUTBOX {
+        return err(
+            codes::OUTBOX_FULL,
+            format!(
+                "{MAX_OUTBOX} messages are waiting to be delivered; wait for them, or check `agentmesh outbox`"
+            ),
+        );
+    }
+    let Some((peer, m)) = dir.current(machine) else {
+        let revoked = dir
+            .machines
+            .values()
+            .any(|m| m.name == machine && m.standing == Standing::Revoked);
+        return if revoked {
+            err(
+                codes::REVOKED_RECIPIENT,
+                format!("{machine} was revoked from the team; it receives nothing"),
+            )
+        } else {
+            let names: Vec<&str> = dir
+                .machines
+                .values()
+                .filter(|m| m.standing == Standing::Current)
+                .map(|m| m.name.as_str())
+                .collect();
+            err(
+                codes::UNKNOWN_RECIPIENT,
+                format!(
+                    "no machine named {machine} in the team; members: {}",
+                    names.join(", ")
+                ),
+            )
+        };
+    };
+    Ok((
+        peer,
+        Target {
+            team,
+            x25519: m.x25519,
+        },
+    ))
+}
+
+/// What consent says of a message from this machine to its own `mailbox`:
+/// held (and why), or delivered; refused with what to do.
+fn local_consent(
+    me: agentmesh_protocol::PeerId,
+    mailbox: Option<&str>,
+    consent: &Consent,
+    dir: &crate::team::Directory,
+) -> Result<Option<HeldReason>, ApiError> {
+    match consent.decide(me, mailbox, dir) {
+        Decision::Deliver => Ok(None),
+        Decision::Hold(why) => match consent.room_to_hold(me, why, 0) {
+            Ok(()) => Ok(Some(why)),
+            Err(_) => err(
+                codes::HELD_FULL,
+                format!(
+                    "{MAX_HELD_PER_SENDER} messages from this machine already wait for approval (inbound mail is {}); see `agentmesh held`, or `agentmesh resume`",
+                    if consent.paused() { "paused" } else { "held" }
+                ),
+            ),
+        },
+        Decision::NoMailbox(m) => err(
+            codes::NO_MAILBOX,
+            format!(
+                "there is no mailbox {m} on this machine; a person makes one with `agentmesh allow FOLDER --mailbox {m}` (`agentmesh mailboxes` lists them)"
+            ),
+        ),
+        Decision::FolderDenied(m) => err(
+            codes::FOLDER_NOT_ALLOWED,
+            format!(
+                "the folder of mailbox {m} is opted out of receiving; a person can opt it in again with `agentmesh allow FOLDER`"
+            ),
+        ),
+    }
+}
+
+/// A loop refusal, audited; what the client is told.
+fn refuse(r: LoopRefusal, from: &str, to: &str, ctx: &mut Ctx<'_>) -> ApiError {
+    let event = match r {
+        LoopRefusal::Hop { .. } => AuditEvent::HopLimit,
+        LoopRefusal::Pair { .. } => AuditEvent::RateLimited,
+    };
+    ctx.log.record(
+        event,
+        ctx.now.wall,
+        AuditEntry {
+            sender: Some(from.to_owned()),
+            recipient: Some(to.to_owned()),
+            detail: r.detail(),
+            ..AuditEntry::default()
+        },
+    );
+    r.error(from, to)
+}
+
+/// The attached client's `who` fits what an envelope carries.
+fn check_who(who: &Who) -> Result<(), ApiError> {
+    use agentmesh_protocol::envelope::{MAX_SESSION_ID, MAX_TASK, MAX_WHO_NAME};
+    let long = |s: &Option<String>, max: usize| s.as_ref().is_some_and(|s| s.len() > max);
+    if who.name.len() > MAX_WHO_NAME
+        || long(&who.session_id, MAX_SESSION_ID)
+        || long(&who.task, MAX_TASK)
+    {
+        return err(
+            codes::BAD_WHO,
+            "the attached client's who is too long (name 64, session_id 128, task 256 bytes)",
+        );
+    }
+    Ok(())
 }

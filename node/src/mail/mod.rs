@@ -43,21 +43,25 @@ mod consent;
 mod courier;
 mod fanout;
 mod inbox;
+mod loops;
 mod mailroom;
 mod ops;
 mod pages;
 mod retention;
 #[cfg(test)]
 mod tests;
+mod unread;
 
 pub use consent::{HeldReason, MAX_HELD_PER_SENDER};
 pub use courier::MAX_IN_FLIGHT;
 pub use fanout::EVENT_QUEUE;
 pub use inbox::{REFUSAL_AUDIT_WINDOW, REFUSALS_AUDITED_PER_WINDOW};
+pub use loops::LoopRules;
 pub use mailroom::{MAX_OUTBOX, address, parse_address};
 pub use ops::{MAX_OUTBOX_LISTED, MIN_ID_PREFIX};
 pub use pages::{MAX_INBOX_PAGE, MAX_INBOX_SCAN};
 pub use retention::{HELD_EXPIRY, OUTBOX_KEEP, READ_EXPIRY};
+pub use unread::MAX_TAKE;
 
 /// Requests waiting for the mail actor.
 pub const MAIL_QUEUE: usize = 1024;
@@ -187,6 +191,8 @@ pub struct MailSetup {
     pub lifetime: Duration,
     /// How long audit entries are kept.
     pub audit_retention: Duration,
+    /// Hops and the pair limit.
+    pub loops: LoopRules,
     /// Stops the actor.
     pub cancel: CancellationToken,
 }
@@ -268,6 +274,8 @@ pub struct Mail {
     consent: consent::Consent,
     fanout: fanout::Fanout,
     retention: retention::Retention,
+    loops: loops::Loops,
+    unread: unread::Unread,
 }
 
 impl Mail {
@@ -285,6 +293,7 @@ impl Mail {
             commit,
             lifetime,
             audit_retention,
+            loops,
             cancel,
         } = setup;
         let (tx, rx) = mpsc::channel(MAIL_QUEUE);
@@ -294,6 +303,7 @@ impl Mail {
         let mut courier = courier::Courier::default();
         courier.load(store.outbox()?);
         let consent = consent::Consent::load(store.as_ref())?;
+        let unread = unread::Unread::load(store.as_ref())?;
         let mail = Mail {
             shared: Shared {
                 store,
@@ -308,6 +318,8 @@ impl Mail {
             consent,
             retention: retention::Retention::new(audit_retention, Instant::now()),
             fanout,
+            loops: loops::Loops::new(loops),
+            unread,
         };
         mail.publish_summary();
         let (events, newest, summary) = mail.fanout.ends();
@@ -443,6 +455,7 @@ impl Mail {
                 let (reply, events) =
                     self.inbox
                         .receive(sender, &request, &mut self.consent, &mut ctx);
+                heard(&mut self.unread, &mut self.loops, &events, &ctx);
                 self.after(AfterFlush::Received {
                     token,
                     reply,
@@ -500,14 +513,21 @@ impl Mail {
                             reply_to,
                             from_mailbox,
                         };
-                        self.mailroom
-                            .send(request, self.courier.waiting(), &mut ctx)
+                        let rules = mailroom::SendRules {
+                            waiting: self.courier.waiting(),
+                            consent: &self.consent,
+                            loops: &mut self.loops,
+                        };
+                        self.mailroom.send(request, rules, &mut ctx)
                     });
                 match sent {
-                    Ok(record) => {
+                    Ok(mailroom::Outgoing::Remote(record)) => {
                         self.courier.write(record.clone());
                         let record = Box::new(record);
                         return self.after(AfterFlush::Sent { reply, record });
+                    }
+                    Ok(mailroom::Outgoing::Local(local)) => {
+                        return self.deliver_here(*local, reply);
                     }
                     Err(e) => Err(e),
                 }
@@ -526,7 +546,7 @@ impl Mail {
             )
             .and_then(ok),
             Op::Read { id } => match ops::full_id(ctx.store, &id)
-                .and_then(|id| ops::read(ctx.store, &id, ctx.now))
+                .and_then(|id| ops::read(ctx.store, &id, &mut self.unread, ctx.now))
             {
                 // Answered once what it wrote is durable.
                 Ok(answer) => return self.answer_durably(reply, answer, vec![]),
@@ -565,11 +585,53 @@ impl Mail {
             }
             Op::Resume => {
                 return match self.consent.resume(&who, self.inbox.seqs(), &mut ctx) {
-                    Ok((value, events)) => self.answer_durably(reply, Ok(value), events),
+                    Ok((value, events)) => {
+                        heard(&mut self.unread, &mut self.loops, &events, &ctx);
+                        self.answer_durably(reply, Ok(value), events)
+                    }
                     Err(e) => {
                         let _ = reply.send(Err(e));
                     }
                 };
+            }
+            Op::Take {
+                mailbox: m,
+                limit,
+                peek,
+            } => {
+                let m = which_mailbox(m, mailbox);
+                let limit = limit.unwrap_or(MAX_TAKE);
+                let taken = self
+                    .unread
+                    .take(ctx.store, m.as_deref(), limit, peek, ctx.now)
+                    .map_err(ApiError::from)
+                    .and_then(|records| {
+                        let own = address(m.as_deref(), &ctx.dir.my_name);
+                        for r in records.iter().filter(|r| r.from != own) {
+                            self.loops.received(m.as_deref(), r.hop, ctx.now.wall);
+                        }
+                        let held = consent::held_in(ctx.store, m.as_deref())?;
+                        ok(api::Taken {
+                            messages: records.iter().map(pages::view).collect(),
+                            unread: self.unread.count(m.as_deref()),
+                            held,
+                        })
+                    });
+                match taken {
+                    // What it marked read is durable before it is shown.
+                    Ok(value) if !peek => return self.answer_durably(reply, Ok(value), vec![]),
+                    other => other,
+                }
+            }
+            Op::MailboxState { mailbox: m } => {
+                let m = which_mailbox(m, mailbox);
+                mailbox_state(&self.consent, &self.unread, &self.loops, m.as_deref(), &ctx)
+            }
+            Op::MailboxFor { path } => self.consent.mailbox_for(&path),
+            Op::HopReset { mailbox: m } => {
+                let m = which_mailbox(m, mailbox);
+                self.loops.reset(m.as_deref());
+                mailbox_state(&self.consent, &self.unread, &self.loops, m.as_deref(), &ctx)
             }
             Op::Audit { since_secs } => ops::audit_list(ctx.store, ctx.now, since_secs),
             #[cfg(feature = "test-clock")]
@@ -586,6 +648,40 @@ impl Mail {
             _ => api::err(codes::INTERNAL, "not a mail operation"),
         };
         let _ = reply.send(answer);
+    }
+
+    /// Writes a message to a mailbox on this machine, as the inbox writes
+    /// what arrives; answers its id once it is durable, then tells
+    /// clients.
+    fn deliver_here(&mut self, local: mailroom::LocalMail, reply: oneshot::Sender<Reply>) {
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
+        let mailroom::LocalMail {
+            mut record,
+            outbox,
+            held,
+            recipient,
+        } = local;
+        record.seq = self.inbox.seqs().take();
+        if let Err(e) = ctx.store.put_inbox(std::slice::from_ref(&record), &[]) {
+            tracing::error!(error = %e, "cannot store a message for this machine");
+            let _ = reply.send(Err(e.into()));
+            return;
+        }
+        let me = self.mailroom.peer_id();
+        let id = record.id.clone();
+        let accepted = inbox::Accepted {
+            record,
+            seen: (vec![], 0),
+            recipient,
+            held,
+        };
+        let event = inbox::received(me, accepted, &mut self.consent, &mut ctx);
+        let events = vec![event];
+        heard(&mut self.unread, &mut self.loops, &events, &ctx);
+        self.courier.write(outbox);
+        let value = ok(serde_json::json!({ "id": id, "local": true, "held": held.is_some() }));
+        self.answer_durably(reply, value, events);
     }
 
     fn resolve(
@@ -608,12 +704,62 @@ impl Mail {
             )
         });
         match resolved {
-            Ok((value, events)) => self.answer_durably(reply, Ok(value), events),
+            Ok((value, events)) => {
+                heard(&mut self.unread, &mut self.loops, &events, &ctx);
+                self.answer_durably(reply, Ok(value), events)
+            }
             // Answered at once: nothing was decided.
             Err(e) => {
                 let _ = reply.send(Err(e));
             }
         }
+    }
+}
+
+/// Messages newly in the inbox (received, delivered here, released):
+/// counted unread, and their mailboxes are handling their hops (unless a
+/// mailbox wrote to itself: that is no peer's message).
+fn heard(unread: &mut unread::Unread, loops: &mut loops::Loops, events: &[Event], ctx: &Ctx<'_>) {
+    for e in events {
+        if let Event::Message { message } = e {
+            let m = message.mailbox.as_deref();
+            unread.add(m, message.seq);
+            if message.from != address(m, &ctx.dir.my_name) {
+                loops.received(m, message.hop, ctx.now.wall);
+            }
+        }
+    }
+}
+
+/// `mailbox_state`: what an agent's session shows in every result.
+fn mailbox_state(
+    consent: &consent::Consent,
+    unread: &unread::Unread,
+    loops: &loops::Loops,
+    m: Option<&str>,
+    ctx: &Ctx<'_>,
+) -> Reply {
+    let binding = m.and_then(|m| consent.binding(m));
+    let now = ctx.now.wall;
+    ok(api::MailboxStateView {
+        mailbox: m.map(str::to_owned),
+        address: address(m, &ctx.dir.my_name),
+        unread: unread.count(m),
+        held: consent::held_in(ctx.store, m)?,
+        hop: loops.handling(m, now),
+        handling: loops.is_handling(m, now),
+        path: binding.map(|b| b.path.clone()),
+        receives: m.is_none() || binding.is_some_and(|b| b.allowed),
+    })
+}
+
+/// The mailbox an agent op names: `@` the owner's, a name, or (none
+/// given) the one the client attached to.
+fn which_mailbox(given: Option<String>, attached: Option<String>) -> Option<String> {
+    match given.as_deref() {
+        Some("@") => None,
+        Some(_) => given,
+        None => attached,
     }
 }
 

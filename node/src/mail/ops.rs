@@ -12,6 +12,7 @@ use super::consent::{Consent, Release, held_records};
 use super::courier::Courier;
 use super::inbox::Seqs;
 use super::pages::{first_page, json_size, outbox_view, view, within_page};
+use super::unread::Unread;
 use super::{Ctx, Now, peer_of};
 
 /// Delivered and failed messages `outbox` lists, at most (the newest).
@@ -63,12 +64,18 @@ pub(super) fn full_id(store: &dyn MailStore, given: &str) -> Result<String, ApiE
 
 /// `read ID`: the message, marked read. The answer, to give once the mark
 /// is durable; an error at once if the mark could not be written.
-pub(super) fn read(store: &dyn MailStore, id: &str, now: Now) -> Result<Reply, ApiError> {
+pub(super) fn read(
+    store: &dyn MailStore,
+    id: &str,
+    unread: &mut Unread,
+    now: Now,
+) -> Result<Reply, ApiError> {
     Ok(match store.inbox_get(id) {
         Ok(Some(mut r)) if r.held.is_none() => {
             if r.read_at.is_none() {
                 r.read_at = Some(now.wall.as_unix_millis());
                 store.update_inbox(std::slice::from_ref(&r))?;
+                unread.remove(r.mailbox.as_deref(), r.seq);
             }
             ok(view(&r))
         }

@@ -1130,6 +1130,7 @@ fn setup(
         commit,
         lifetime: Duration::from_secs(3600),
         audit_retention: Duration::from_secs(90 * 24 * 3600),
+        loops: LoopRules::default(),
         cancel: CancellationToken::new(),
     }
 }

@@ -29,7 +29,7 @@ pub use sled_store::SledStore;
 
 /// The format this build writes. Bump it, and add a step to
 /// `MIGRATIONS` (in `sled_store.rs`), whenever the layout of any tree changes.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
@@ -158,6 +158,9 @@ pub trait MailStore: Send + Sync + std::fmt::Debug {
     /// The held messages: (seq, sender PeerId), from an index, so that
     /// finding them reads no message.
     fn held_index(&self) -> Result<Vec<(u64, String)>, StoreError>;
+    /// The delivered messages not yet read: (seq, mailbox; `None` the
+    /// owner's), oldest first, from an index.
+    fn unread_index(&self) -> Result<Vec<(u64, Option<String>)>, StoreError>;
     /// The seqs of messages read before `before`, from an index.
     fn read_before(&self, before: Timestamp) -> Result<Vec<u64>, StoreError>;
     /// The highest inbox seq ever stored.

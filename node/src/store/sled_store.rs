@@ -18,8 +18,9 @@ type Migration = fn(&sled::Db) -> Result<(), StoreError>;
 /// them as CBOR (about a third of the size for envelopes, whose bytes JSON
 /// spells out as numbers, and faster to write). Format 3 adds an index of
 /// dedup records by the end of their window, so forgetting them reads only
-/// the expired ones.
-const MIGRATIONS: [Migration; 3] = [|_db| Ok(()), json_to_cbor, index_seen];
+/// the expired ones. Format 4 adds an index of unread messages by mailbox,
+/// so an agent's unread count never reads the whole inbox.
+const MIGRATIONS: [Migration; 4] = [|_db| Ok(()), json_to_cbor, index_seen, index_unread];
 
 /// The trees whose values are serde records.
 const RECORD_TREES: [&str; 6] = [
@@ -58,7 +59,32 @@ fn index_seen(db: &sled::Db) -> Result<(), StoreError> {
     Ok(())
 }
 
+fn index_unread(db: &sled::Db) -> Result<(), StoreError> {
+    let inbox = db.open_tree("inbox")?;
+    let unread = db.open_tree(UNREAD)?;
+    for kv in inbox.iter() {
+        let (k, v) = kv?;
+        let r: InboxRecord = from_record(&v)?;
+        if is_unread(&r) {
+            unread.insert(k, unread_value(&r))?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether `r` belongs in the unread index: delivered, and not read.
+fn is_unread(r: &InboxRecord) -> bool {
+    r.read_at.is_none() && r.held.is_none()
+}
+
+/// The unread index's value: the mailbox, empty for the owner's (a
+/// mailbox name is never empty).
+fn unread_value(r: &InboxRecord) -> &[u8] {
+    r.mailbox.as_deref().unwrap_or("").as_bytes()
+}
+
 const SEEN_BY_UNTIL: &str = "seen_by_until";
+const UNREAD: &str = "inbox_unread";
 const META: &str = "meta";
 const FORMAT_KEY: &[u8] = b"format_version";
 const TEAM_KEY: &[u8] = b"team";
@@ -83,6 +109,9 @@ pub struct SledStore {
     held: sled::Tree,
     /// Index of read messages: read_at ‖ seq -> ().
     read: sled::Tree,
+    /// Index of unread delivered messages: seq -> mailbox (empty: the
+    /// owner's).
+    unread: sled::Tree,
     /// Dedup records: sender ‖ id -> end of the window (Unix ms, BE).
     seen: sled::Tree,
     /// The same, by the end of their window: until ‖ sender ‖ id -> ().
@@ -145,6 +174,7 @@ impl SledStore {
             inbox_ids: db.open_tree("inbox_ids")?,
             held: db.open_tree("inbox_held")?,
             read: db.open_tree("inbox_read")?,
+            unread: db.open_tree(UNREAD)?,
             seen: db.open_tree("seen")?,
             seen_by_until: db.open_tree(SEEN_BY_UNTIL)?,
             consent: db.open_tree("consent")?,
@@ -441,13 +471,17 @@ impl MailStore for SledStore {
             &self.seen_by_until,
             &self.meta,
             &self.held,
+            &self.unread,
         )
-            .transaction(|(inbox, ids, seen_tree, by_until, meta, held)| {
+            .transaction(|(inbox, ids, seen_tree, by_until, meta, held, unread)| {
                 for r in records {
                     inbox.insert(&r.seq.to_be_bytes(), to_record(r))?;
                     ids.insert(r.id.as_bytes(), &r.seq.to_be_bytes())?;
                     if r.held.is_some() {
                         held.insert(&r.seq.to_be_bytes(), r.from_peer.as_bytes())?;
+                    }
+                    if is_unread(r) {
+                        unread.insert(&r.seq.to_be_bytes(), unread_value(r))?;
                     }
                 }
                 for (key, until) in seen {
@@ -469,12 +503,22 @@ impl MailStore for SledStore {
 
     fn move_inbox(&self, old_seq: u64, record: &InboxRecord) -> Result<(), StoreError> {
         use sled::Transactional;
-        (&self.inbox, &self.inbox_ids, &self.meta, &self.held)
-            .transaction(|(inbox, ids, meta, held)| {
+        (
+            &self.inbox,
+            &self.inbox_ids,
+            &self.meta,
+            &self.held,
+            &self.unread,
+        )
+            .transaction(|(inbox, ids, meta, held, unread)| {
                 inbox.remove(&old_seq.to_be_bytes())?;
                 held.remove(&old_seq.to_be_bytes())?;
+                unread.remove(&old_seq.to_be_bytes())?;
                 if record.held.is_some() {
                     held.insert(&record.seq.to_be_bytes(), record.from_peer.as_bytes())?;
+                }
+                if is_unread(record) {
+                    unread.insert(&record.seq.to_be_bytes(), unread_value(record))?;
                 }
                 inbox.insert(&record.seq.to_be_bytes(), to_record(record))?;
                 ids.insert(record.id.as_bytes(), &record.seq.to_be_bytes())?;
@@ -493,10 +537,15 @@ impl MailStore for SledStore {
         use sled::Transactional;
         // One transaction: the read index never names a record that is not
         // read, which retention would otherwise forget unread.
-        (&self.inbox, &self.read, &self.held)
-            .transaction(|(inbox, read, held)| {
+        (&self.inbox, &self.read, &self.held, &self.unread)
+            .transaction(|(inbox, read, held, unread)| {
                 for r in records {
                     inbox.insert(&r.seq.to_be_bytes(), to_record(r))?;
+                    if is_unread(r) {
+                        unread.insert(&r.seq.to_be_bytes(), unread_value(r))?;
+                    } else {
+                        unread.remove(&r.seq.to_be_bytes())?;
+                    }
                     if let Some(at) = r.read_at {
                         read.insert(
                             [at.to_be_bytes(), r.seq.to_be_bytes()].concat(),
@@ -524,6 +573,18 @@ impl MailStore for SledStore {
                 let (k, v) = kv?;
                 let seq = <[u8; 8]>::try_from(k.as_ref()).map_or(0, u64::from_be_bytes);
                 Ok((seq, String::from_utf8_lossy(&v).into_owned()))
+            })
+            .collect()
+    }
+
+    fn unread_index(&self) -> Result<Vec<(u64, Option<String>)>, StoreError> {
+        self.unread
+            .iter()
+            .map(|kv| {
+                let (k, v) = kv?;
+                let seq = <[u8; 8]>::try_from(k.as_ref()).map_or(0, u64::from_be_bytes);
+                let mailbox = String::from_utf8_lossy(&v).into_owned();
+                Ok((seq, (!mailbox.is_empty()).then_some(mailbox)))
             })
             .collect()
     }
@@ -559,6 +620,7 @@ impl MailStore for SledStore {
     fn delete_inbox(&self, seqs: &[u64]) -> Result<(), StoreError> {
         for s in seqs {
             self.held.remove(s.to_be_bytes())?;
+            self.unread.remove(s.to_be_bytes())?;
             if let Some(old) = self.inbox.remove(s.to_be_bytes())? {
                 let r: InboxRecord = from_record(&old)?;
                 self.inbox_ids.remove(r.id.as_bytes())?;

@@ -197,6 +197,10 @@ impl MailStore for Flaky {
         self.inner.held_index()
     }
 
+    fn unread_index(&self) -> Result<Vec<(u64, Option<String>)>, StoreError> {
+        self.inner.unread_index()
+    }
+
     fn read_before(&self, before: Timestamp) -> Result<Vec<u64>, StoreError> {
         self.inner.read_before(before)
     }

@@ -1,0 +1,401 @@
+//! What the API's answers and events look like: the views of the
+//! daemon's state that clients read.
+
+use serde::{Deserialize, Serialize};
+
+use super::Who;
+
+/// `status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// This machine's PeerId.
+    pub peer_id: String,
+    /// Its name.
+    pub name: String,
+    /// Its team, if any.
+    pub team: Option<TeamRef>,
+    /// Where this machine stands in that team: `member`, `revoked` (revoked
+    /// or left), or `name_taken`.
+    pub team_standing: Option<String>,
+    /// Addresses it listens on.
+    pub listen_addrs: Vec<String>,
+    /// Addresses others observed or confirmed for it.
+    pub external_addrs: Vec<String>,
+    /// `public`, `private` or `unknown`.
+    pub reachability: String,
+    /// The daemon's process id.
+    pub pid: u32,
+    /// The agentmesh version.
+    pub version: String,
+    /// Peers currently connected.
+    pub connected_peers: usize,
+    /// Inbound mail is paused (`agentmesh resume` delivers it again).
+    #[serde(default)]
+    pub paused: bool,
+    /// Messages held for approval (`agentmesh held`).
+    #[serde(default)]
+    pub held: usize,
+    /// Sent messages not yet delivered (`agentmesh outbox`).
+    #[serde(default)]
+    pub outbox_waiting: usize,
+    /// Whether this daemon is a test build whose clock the API can move.
+    #[serde(default)]
+    pub test_build: bool,
+}
+
+/// A team, briefly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TeamRef {
+    /// The team id, hex.
+    pub team_id: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// `team show`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TeamView {
+    /// The team id, hex.
+    pub team_id: String,
+    /// The team's name.
+    pub name: String,
+    /// The founder's PeerId.
+    pub founder: String,
+    /// The founder's machine name.
+    pub founder_name: String,
+    /// Every machine the team admitted, revoked ones included.
+    pub members: Vec<MemberView>,
+}
+
+/// One machine of a team.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberView {
+    /// Its machine name.
+    pub name: String,
+    /// The person who runs it.
+    pub owner: String,
+    /// Its PeerId.
+    pub peer_id: String,
+    /// When it was admitted, RFC 3339.
+    pub admitted_at: String,
+    /// Whether it was revoked (or left).
+    pub revoked: bool,
+    /// Whether it is an admin.
+    pub admin: bool,
+    /// `current`, `revoked`, or `name_taken`.
+    pub standing: String,
+    /// Whether this is the machine answering.
+    pub this_machine: bool,
+}
+
+/// Where a page of `peers` ends: the sort key of its last row.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PeerCursor {
+    /// Members 0, revoked 1, relays 2, strangers 3.
+    pub rank: u8,
+    /// The machine name, if any.
+    pub name: Option<String>,
+    /// The PeerId.
+    pub peer_id: String,
+}
+
+/// One page of `peers`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeersPage {
+    /// The rows.
+    pub peers: Vec<PeerRow>,
+    /// Ask with this as `after` for the next page; null on the last.
+    pub next_after: Option<PeerCursor>,
+}
+
+/// `peers`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerRow {
+    /// The machine name, if the team knows it.
+    pub name: Option<String>,
+    /// The person who runs it, as its Admit says (members and revoked
+    /// machines): a name reused after a revocation shows another owner.
+    #[serde(default)]
+    pub owner: Option<String>,
+    /// The PeerId.
+    pub peer_id: String,
+    /// `member`, `revoked`, `stranger` or `relay`.
+    pub membership: String,
+    /// `direct`, `relayed` or `none`.
+    pub connection: String,
+    /// The relay, when relayed.
+    pub relay: Option<String>,
+    /// `tcp`, `quic`, or null when not connected.
+    pub transport: Option<String>,
+    /// Known addresses.
+    pub addresses: Vec<String>,
+    /// Last round-trip time, ms.
+    pub rtt_ms: Option<f64>,
+    /// When last connected, RFC 3339; null if never.
+    pub last_seen: Option<String>,
+}
+
+/// `invite`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Invite {
+    /// The ticket to hand the joiner.
+    pub ticket: String,
+    /// When it expires, RFC 3339.
+    pub expires_at: String,
+}
+
+/// `join_start`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JoinStarted {
+    /// Names this join in later requests.
+    pub join_id: u64,
+    /// The code to read to the founder.
+    pub pairing_code: String,
+    /// The team's name, as the founder states it.
+    pub team_name: String,
+    /// The founder's PeerId.
+    pub founder: String,
+}
+
+/// `join_status` and `join_confirm`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JoinState {
+    /// `waiting` (for the founder), `approved` (team code to confirm),
+    /// `joined`, `refused`, or `declined`.
+    pub state: String,
+    /// The team code to confirm, once approved.
+    pub team_code: Option<String>,
+    /// Why, when refused.
+    pub reason: Option<String>,
+    /// The team, once joined.
+    pub team: Option<TeamRef>,
+}
+
+/// One pending join request, for `admit`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JoinRequestView {
+    /// Names the request in later requests.
+    pub request_id: u64,
+    /// The machine name it asks for.
+    pub name: String,
+    /// Its claimed owner.
+    pub owner: String,
+    /// Its PeerId.
+    pub peer_id: String,
+    /// Seconds since it arrived.
+    pub age_secs: u64,
+    /// Wrong codes left before it is cancelled.
+    pub attempts_left: u32,
+    /// `waiting`, or `approved` once the code matched.
+    pub state: String,
+    /// The machine that held the name before (revoked or departed), if
+    /// any: admitted, this machine's mail shows under the same name.
+    #[serde(default)]
+    pub name_was: Option<MemberView>,
+}
+
+/// `admit_code`: the code matched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdmitApproved {
+    /// The team code to read to the joiner.
+    pub team_code: String,
+}
+
+/// `admit_status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdmitState {
+    /// `waiting`, `awaiting_confirmation`, `admitted`, `declined`, or
+    /// `cancelled` (three wrong codes, refused, or expired).
+    pub state: String,
+    /// Why, when cancelled.
+    pub reason: Option<String>,
+}
+
+/// `connect`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Connected {
+    /// Who answered.
+    pub peer_id: String,
+    /// Its membership, as this machine sees it.
+    pub membership: String,
+    /// Blocks the sync brought in.
+    pub new_blocks: usize,
+}
+
+/// An event pushed to attached clients.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// A message arrived in the attached mailbox (or, for clients attached
+    /// to no mailbox, in any).
+    Message {
+        /// The message.
+        message: MessageView,
+    },
+    /// A message is held for approval: a prompt for every attached human.
+    Held {
+        /// The held message.
+        message: MessageView,
+    },
+    /// A held message was approved or rejected (by any client), or expired:
+    /// clear its prompt.
+    Resolved {
+        /// The message id.
+        id: String,
+        /// `approved`, `rejected`, or `expired`.
+        outcome: String,
+    },
+    /// This client fell behind and missed events; reattach with
+    /// `after_seq` to catch up.
+    Lagged {
+        /// Events missed.
+        missed: u64,
+        /// The last message seq this client was sent.
+        after_seq: u64,
+    },
+}
+
+/// A received message, as clients see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageView {
+    /// The message id.
+    pub id: String,
+    /// Its place in this machine's inbox.
+    pub seq: u64,
+    /// The sender, `mailbox@machine` or `@machine`.
+    pub from: String,
+    /// The sender's identity stamp, as claimed.
+    pub who: Who,
+    /// `tell`, `ask`, `reply`, `broadcast`.
+    pub kind: String,
+    /// The conversation.
+    pub thread: String,
+    /// The message answered.
+    pub in_reply_to: Option<String>,
+    /// The message.
+    pub text: String,
+    /// When it arrived, RFC 3339.
+    pub received_at: String,
+    /// Whether it was read.
+    pub read: bool,
+    /// The receiving mailbox (null: the owner's).
+    pub mailbox: Option<String>,
+    /// Why it is held, if it is.
+    pub held: Option<String>,
+    /// The person who runs the sending machine, as its Admit says.
+    #[serde(default)]
+    pub from_owner: Option<String>,
+    /// How many peer messages caused it.
+    pub hop: u8,
+    /// Whether the sender had read untrusted text.
+    pub taint: bool,
+}
+
+/// `inbox`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InboxPage {
+    /// The messages, oldest first.
+    pub messages: Vec<MessageView>,
+    /// The seq to ask after for the next page; null when this is the last.
+    pub next_after_seq: Option<u64>,
+}
+
+/// `take`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Taken {
+    /// The messages, oldest first.
+    pub messages: Vec<MessageView>,
+    /// Unread messages left in the mailbox.
+    pub unread: usize,
+    /// Its messages held for a person's approval.
+    pub held: usize,
+}
+
+/// `mailbox_state`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MailboxStateView {
+    /// The mailbox (null: the owner's).
+    pub mailbox: Option<String>,
+    /// Its address on this machine.
+    pub address: String,
+    /// Unread messages.
+    pub unread: usize,
+    /// Messages held for a person's approval.
+    pub held: usize,
+    /// The hop it is handling (what it sends next carries this plus one;
+    /// 0 when it is handling no peer mail).
+    pub hop: u8,
+    /// Whether it is handling peer mail (then its next new message carries
+    /// `hop + 1`).
+    pub handling: bool,
+    /// The folder bound to it, if any.
+    pub path: Option<String>,
+    /// Whether it receives (a bound folder opted in; the owner's always).
+    pub receives: bool,
+}
+
+/// `mailbox_for`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MailboxFor {
+    /// The mailbox's name.
+    pub mailbox: String,
+    /// The bound folder it came from (the folder or an ancestor); null
+    /// when it is the folder's base name and nothing is bound.
+    pub bound_path: Option<String>,
+    /// Whether it receives: bound and opted in.
+    pub receives: bool,
+}
+
+/// `outbox`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutboxView {
+    /// The message id.
+    pub id: String,
+    /// The recipient.
+    pub to: String,
+    /// `tell`, `ask`, `reply`.
+    pub kind: String,
+    /// `queued`, `sent`, `delivered`, `failed`.
+    pub status: String,
+    /// Why it failed (or why the last attempt did).
+    pub reason: Option<String>,
+    /// Whether the recipient holds it for its owner's approval.
+    pub held: bool,
+    /// Delivery attempts.
+    pub attempts: u32,
+    /// When it was sent, RFC 3339.
+    pub created_at: String,
+    /// For mail still on its way that waits out a backoff: milliseconds
+    /// until the next attempt (a connection to the recipient coming up
+    /// tries at once). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_in_ms: Option<u64>,
+    /// For mail still on its way: the last attempt could not connect to
+    /// the recipient at all (it is offline or unreachable).
+    #[serde(default)]
+    pub offline: bool,
+    /// The person who runs the recipient machine, as its Admit says.
+    #[serde(default)]
+    pub to_owner: Option<String>,
+}
+
+/// `audit`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditView {
+    /// When, RFC 3339.
+    pub at: String,
+    /// What happened.
+    pub event: String,
+    /// The other machine, if any.
+    pub peer: Option<String>,
+    /// The sender of the message, if any.
+    pub sender: Option<String>,
+    /// Its recipient.
+    pub recipient: Option<String>,
+    /// Its id.
+    pub id: Option<String>,
+    /// The SHA-256 of its body.
+    pub body_sha256: Option<String>,
+    /// Details.
+    pub detail: String,
+}

@@ -1,0 +1,333 @@
+//! Loop safety: the hop every message carries, and the per-pair limit on
+//! messages that peers caused.
+//!
+//! ```text
+//!  person (human client), or an agent in a turn its person started ── hop 0
+//!  mailbox receives a peer message of hop h ── it is handling h:
+//!      its next new message carries h + 1, until its person speaks again
+//!      (hop_reset: UserPromptSubmit), or `hop_reset` passes with no peer mail
+//!  reply ── the hop of the message it answers, never refused for its hop
+//!  hop >= max_hop ── send refused (hop_limit)          audited
+//!  hop >= 1 ── at most pair_per_hour per (from, to) ── refused (rate_limited), audited
+//! ```
+//!
+//! With the default `max_hop` of 2: A asks B (hop 0), B asks C (hop 1), C
+//! can ask no one (its next ask would carry hop 2). The pair limit never
+//! applies at hop 0, so a person, an agent its person started, or a
+//! benchmark is never throttled by it; it applies where loops happen.
+//!
+//! What a mailbox is handling lives in memory: a restart forgets it, as
+//! the person's next prompt would.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use agentmesh_protocol::Timestamp;
+
+use crate::api::{ApiError, WhoKind};
+use crate::codes;
+pub use crate::config::LoopRules;
+
+/// Mailboxes whose hop is remembered at once; past it, the one that heard
+/// from a peer longest ago is forgotten (it falls back to hop 0 sooner).
+const MAX_HANDLING: usize = 4096;
+/// (sender, recipient) pairs whose hop ≥ 1 sends are counted at once;
+/// past it the pair counted longest ago is forgotten.
+const MAX_PAIRS: usize = 4096;
+/// The window of the pair limit.
+const PAIR_WINDOW: Duration = Duration::from_secs(3600);
+
+/// What one mailbox is handling.
+#[derive(Debug, Clone, Copy)]
+struct Handling {
+    /// The highest hop of peer mail it received since its person spoke.
+    hop: u8,
+    /// When the last peer mail reached it.
+    last: Timestamp,
+}
+
+/// Why a send is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LoopRefusal {
+    /// Its hop reached the limit.
+    Hop {
+        /// The hop it would carry.
+        hop: u8,
+        /// The limit.
+        max: u8,
+    },
+    /// The pair sent its allowance of hop ≥ 1 messages this hour.
+    Pair {
+        /// The allowance.
+        per_hour: u32,
+        /// Seconds until the oldest counted send leaves the window.
+        retry_in_secs: u64,
+    },
+}
+
+impl LoopRefusal {
+    /// What the client is told; `from` and `to` name the pair.
+    pub(super) fn error(self, from: &str, to: &str) -> ApiError {
+        match self {
+            LoopRefusal::Hop { hop, max } => ApiError::new(
+                codes::HOP_LIMIT,
+                format!(
+                    "not sent: this would be hop {hop}, and {max} is the limit. {from} is handling a message that peers passed along {} time(s) already, so sending on could start a loop; answer the message you got with a reply (replies are always allowed), or wait for your person to speak (their next prompt resets the hop)",
+                    hop.saturating_sub(1)
+                ),
+            ),
+            LoopRefusal::Pair {
+                per_hour,
+                retry_in_secs,
+            } => ApiError::new(
+                codes::RATE_LIMITED,
+                format!(
+                    "not sent: {from} already sent {per_hour} messages caused by peer mail to {to} in the last hour (the loop limit); try again in {retry_in_secs}s, or let your person decide"
+                ),
+            ),
+        }
+    }
+
+    /// The audit entry's detail.
+    pub(super) fn detail(self) -> String {
+        match self {
+            LoopRefusal::Hop { hop, max } => format!("hop_limit: hop {hop} refused (limit {max})"),
+            LoopRefusal::Pair { per_hour, .. } => {
+                format!("rate_limited: more than {per_hour} messages of hop >= 1 in an hour")
+            }
+        }
+    }
+}
+
+/// The hops mailboxes are handling, and the pair counts.
+#[derive(Debug)]
+pub(super) struct Loops {
+    rules: LoopRules,
+    /// By mailbox (`None`: the owner's).
+    handling: HashMap<Option<String>, Handling>,
+    /// (sender address, recipient address) → when its counted sends were
+    /// made, oldest first (at most `pair_per_hour`).
+    pairs: HashMap<(String, String), VecDeque<Timestamp>>,
+}
+
+impl Loops {
+    /// Nothing handled yet.
+    pub(super) fn new(rules: LoopRules) -> Loops {
+        Loops {
+            rules,
+            handling: HashMap::new(),
+            pairs: HashMap::new(),
+        }
+    }
+
+    /// The hop `mailbox` is handling at `now` (0: none, or it expired).
+    pub(super) fn handling(&self, mailbox: Option<&str>, now: Timestamp) -> u8 {
+        match self.handling.get(&mailbox.map(str::to_owned)) {
+            Some(h) if now.saturating_sub(self.rules.hop_reset) < h.last => h.hop,
+            _ => 0,
+        }
+    }
+
+    /// Whether `mailbox` is handling peer mail at `now`.
+    pub(super) fn is_handling(&self, mailbox: Option<&str>, now: Timestamp) -> bool {
+        self.handling
+            .get(&mailbox.map(str::to_owned))
+            .is_some_and(|h| now.saturating_sub(self.rules.hop_reset) < h.last)
+    }
+
+    /// The hop of a new message from `mailbox` by a client of `kind`, or
+    /// why it may not be sent; `answers` is the hop of the message a reply
+    /// answers.
+    pub(super) fn hop_for(
+        &self,
+        kind: WhoKind,
+        mailbox: Option<&str>,
+        answers: Option<u8>,
+        now: Timestamp,
+    ) -> Result<u8, LoopRefusal> {
+        if let Some(hop) = answers {
+            return Ok(hop);
+        }
+        if kind == WhoKind::Human || !self.is_handling(mailbox, now) {
+            return Ok(0);
+        }
+        let hop = self.handling(mailbox, now).saturating_add(1);
+        if hop >= self.rules.max_hop {
+            return Err(LoopRefusal::Hop {
+                hop,
+                max: self.rules.max_hop,
+            });
+        }
+        Ok(hop)
+    }
+
+    /// Counts a send of `hop` from `from` to `to` at `now`, unless the
+    /// pair is past its allowance (hop 0 is never counted or refused).
+    pub(super) fn count_pair(
+        &mut self,
+        from: &str,
+        to: &str,
+        hop: u8,
+        now: Timestamp,
+    ) -> Result<(), LoopRefusal> {
+        if hop == 0 {
+            return Ok(());
+        }
+        let per_hour = self.rules.pair_per_hour;
+        let since = now.saturating_sub(PAIR_WINDOW);
+        let key = (from.to_owned(), to.to_owned());
+        if !self.pairs.contains_key(&key) && self.pairs.len() >= MAX_PAIRS {
+            self.forget_oldest_pair();
+        }
+        let sent = self.pairs.entry(key).or_default();
+        while sent.front().is_some_and(|t| *t <= since) {
+            sent.pop_front();
+        }
+        if sent.len() >= per_hour as usize {
+            let oldest = sent.front().copied().unwrap_or(now);
+            let free_at = oldest.saturating_add(PAIR_WINDOW);
+            let retry_in_secs = free_at
+                .as_unix_millis()
+                .saturating_sub(now.as_unix_millis())
+                .div_ceil(1000);
+            return Err(LoopRefusal::Pair {
+                per_hour,
+                retry_in_secs,
+            });
+        }
+        sent.push_back(now);
+        Ok(())
+    }
+
+    fn forget_oldest_pair(&mut self) {
+        let oldest = self
+            .pairs
+            .iter()
+            .min_by_key(|(_, sent)| sent.back().copied())
+            .map(|(k, _)| k.clone());
+        if let Some(k) = oldest {
+            self.pairs.remove(&k);
+        }
+    }
+
+    /// `mailbox` received (or was shown) a peer message of `hop` at `now`.
+    pub(super) fn received(&mut self, mailbox: Option<&str>, hop: u8, now: Timestamp) {
+        let current = self.handling(mailbox, now);
+        let key = mailbox.map(str::to_owned);
+        if !self.handling.contains_key(&key) && self.handling.len() >= MAX_HANDLING {
+            let oldest = self
+                .handling
+                .iter()
+                .min_by_key(|(_, h)| h.last)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                self.handling.remove(&k);
+            }
+        }
+        self.handling.insert(
+            key,
+            Handling {
+                hop: current.max(hop),
+                last: now,
+            },
+        );
+    }
+
+    /// `mailbox`'s person spoke: what it sends next is hop 0 again.
+    pub(super) fn reset(&mut self, mailbox: Option<&str>) {
+        self.handling.remove(&mailbox.map(str::to_owned));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: u64) -> Timestamp {
+        Timestamp::from_unix_millis(1_800_000_000_000 + secs * 1000)
+    }
+
+    #[test]
+    fn hops_climb_with_peer_mail_and_stop_at_the_limit() {
+        let mut l = Loops::new(LoopRules::default());
+        let b = Some("b");
+        // A person, and an agent that heard from no peer: hop 0.
+        assert_eq!(l.hop_for(WhoKind::Human, b, None, at(0)), Ok(0));
+        assert_eq!(l.hop_for(WhoKind::Agent, b, None, at(0)), Ok(0));
+        // B gets A's hop-0 ask: it sends at hop 1.
+        l.received(b, 0, at(1));
+        assert_eq!(l.hop_for(WhoKind::Agent, b, None, at(2)), Ok(1));
+        // A person at B's mailbox is still hop 0.
+        assert_eq!(l.hop_for(WhoKind::Human, b, None, at(2)), Ok(0));
+        // C gets B's hop-1 ask: its next ask would be hop 2, refused.
+        let c = Some("c");
+        l.received(c, 1, at(3));
+        assert_eq!(
+            l.hop_for(WhoKind::Agent, c, None, at(4)),
+            Err(LoopRefusal::Hop { hop: 2, max: 2 })
+        );
+        // A reply carries the hop it answers, never refused for it.
+        assert_eq!(l.hop_for(WhoKind::Agent, c, Some(1), at(4)), Ok(1));
+        assert_eq!(l.hop_for(WhoKind::Agent, c, Some(7), at(4)), Ok(7));
+        // Its person speaks: hop 0 again.
+        l.reset(c);
+        assert_eq!(l.hop_for(WhoKind::Agent, c, None, at(5)), Ok(0));
+    }
+
+    #[test]
+    fn a_mailbox_handles_the_highest_hop_until_it_falls_back() {
+        let rules = LoopRules {
+            max_hop: 5,
+            ..LoopRules::default()
+        };
+        let mut l = Loops::new(rules);
+        let m = Some("m");
+        l.received(m, 2, at(0));
+        l.received(m, 0, at(10));
+        assert_eq!(l.handling(m, at(11)), 2);
+        assert_eq!(l.hop_for(WhoKind::Agent, m, None, at(11)), Ok(3));
+        // Ten minutes with no peer mail after the last: back to 0.
+        assert_eq!(l.hop_for(WhoKind::Agent, m, None, at(10 + 599)), Ok(3));
+        assert_eq!(l.hop_for(WhoKind::Agent, m, None, at(10 + 600)), Ok(0));
+        assert_eq!(l.handling(m, at(10 + 600)), 0);
+        // The owner's mailbox is its own.
+        assert_eq!(l.handling(None, at(11)), 0);
+    }
+
+    #[test]
+    fn the_pair_limit_counts_only_hop_one_and_up() {
+        let mut l = Loops::new(LoopRules::default());
+        for i in 0..100 {
+            assert_eq!(l.count_pair("a@x", "b@y", 0, at(i)), Ok(()));
+        }
+        for i in 0..6 {
+            assert_eq!(l.count_pair("a@x", "b@y", 1, at(i)), Ok(()), "send {i}");
+        }
+        assert_eq!(
+            l.count_pair("a@x", "b@y", 1, at(10)),
+            Err(LoopRefusal::Pair {
+                per_hour: 6,
+                retry_in_secs: 3590
+            })
+        );
+        // Another pair, and hop 0 on this one, are not affected.
+        assert_eq!(l.count_pair("a@x", "c@y", 1, at(10)), Ok(()));
+        assert_eq!(l.count_pair("a@x", "b@y", 0, at(10)), Ok(()));
+        // An hour after the first, one more fits.
+        assert_eq!(l.count_pair("a@x", "b@y", 2, at(3600)), Ok(()));
+        assert!(l.count_pair("a@x", "b@y", 2, at(3600)).is_err());
+    }
+
+    #[test]
+    fn remembered_mailboxes_and_pairs_are_bounded() {
+        let mut l = Loops::new(LoopRules::default());
+        for i in 0..(MAX_HANDLING as u64 + 10) {
+            l.received(Some(&format!("m{i}")), 1, at(i));
+        }
+        assert_eq!(l.handling.len(), MAX_HANDLING);
+        for i in 0..(MAX_PAIRS as u64 + 10) {
+            l.count_pair(&format!("a{i}@x"), "b@y", 1, at(i)).unwrap();
+        }
+        assert_eq!(l.pairs.len(), MAX_PAIRS);
+    }
+}

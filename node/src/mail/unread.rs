@@ -1,0 +1,104 @@
+//! Unread mail by mailbox: what an agent's session has not seen yet.
+//!
+//! ```text
+//!  store's unread index ── load ──> Unread (seqs by mailbox, in memory)
+//!  message delivered (received, local, released) ── add
+//!  read / taken (check_inbox, a hook's injection) ── remove, read_at written
+//! ```
+//!
+//! `take` is how a session sees its mail: the oldest unread messages of one
+//! mailbox, marked read in the same actor step, so two hooks of one
+//! session racing each other never inject a message twice. A channel
+//! notification marks nothing: a message stays unread until `take` returns
+//! it.
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::store::{InboxRecord, MailStore, StoreError};
+
+use super::Now;
+use super::pages::{first_page, json_size, view};
+
+/// Messages one `take` returns at most (and by default).
+pub const MAX_TAKE: usize = 50;
+
+/// The unread seqs of every mailbox (`None`: the owner's).
+#[derive(Debug, Default)]
+pub(super) struct Unread {
+    by_mailbox: HashMap<Option<String>, BTreeSet<u64>>,
+}
+
+impl Unread {
+    /// What the store's index says is unread.
+    pub(super) fn load(store: &dyn MailStore) -> Result<Unread, StoreError> {
+        let mut u = Unread::default();
+        for (seq, mailbox) in store.unread_index()? {
+            u.add(mailbox.as_deref(), seq);
+        }
+        Ok(u)
+    }
+
+    /// A message was delivered to `mailbox`.
+    pub(super) fn add(&mut self, mailbox: Option<&str>, seq: u64) {
+        self.by_mailbox
+            .entry(mailbox.map(str::to_owned))
+            .or_default()
+            .insert(seq);
+    }
+
+    /// A message of `mailbox` was read.
+    pub(super) fn remove(&mut self, mailbox: Option<&str>, seq: u64) {
+        let key = mailbox.map(str::to_owned);
+        if let Some(set) = self.by_mailbox.get_mut(&key) {
+            set.remove(&seq);
+            if set.is_empty() {
+                self.by_mailbox.remove(&key);
+            }
+        }
+    }
+
+    /// Unread messages in `mailbox`.
+    pub(super) fn count(&self, mailbox: Option<&str>) -> usize {
+        self.by_mailbox
+            .get(&mailbox.map(str::to_owned))
+            .map_or(0, BTreeSet::len)
+    }
+
+    /// The oldest unread messages of `mailbox`, at most `limit` and one
+    /// answer's worth; marked read (and written) unless `peek`. A seq the
+    /// index names but the store no longer has is dropped from the index.
+    pub(super) fn take(
+        &mut self,
+        store: &dyn MailStore,
+        mailbox: Option<&str>,
+        limit: usize,
+        peek: bool,
+        now: Now,
+    ) -> Result<Vec<InboxRecord>, StoreError> {
+        let limit = limit.clamp(1, MAX_TAKE);
+        let seqs: Vec<u64> = self
+            .by_mailbox
+            .get(&mailbox.map(str::to_owned))
+            .map(|s| s.iter().take(limit).copied().collect())
+            .unwrap_or_default();
+        let mut records = vec![];
+        for seq in seqs {
+            match store.inbox_at(seq)? {
+                Some(r) if r.read_at.is_none() && r.held.is_none() => records.push(r),
+                // Read some other way, or gone.
+                _ => self.remove(mailbox, seq),
+            }
+        }
+        let mut records = first_page(records, |r| json_size(&view(r)));
+        if !peek {
+            for r in &mut records {
+                r.read_at = Some(now.wall.as_unix_millis());
+            }
+            store.update_inbox(&records)?;
+            for r in &records {
+                self.remove(mailbox, r.seq);
+            }
+        }
+        Ok(records)
+    }
+}

@@ -13,6 +13,7 @@
 
 pub mod bench_messaging;
 pub mod hostile;
+pub mod mcp;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};

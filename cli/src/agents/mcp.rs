@@ -21,16 +21,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentmesh_node::api::{self, Event, MailboxStateView, MessageView, Op, Taken, Who, WhoKind};
-use agentmesh_node::client::{Client, ClientError, Requests};
+use agentmesh_node::client::{Client, ClientError, Events, Requests};
 use agentmesh_node::home::Home;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CustomNotification, Implementation, ProtocolVersion, ServerCapabilities, ServerConfig,
-    ServerNotification,
+    CustomNotification, Implementation, InitializeRequestParams, InitializeResult, ProtocolVersion,
+    ServerCapabilities, ServerConfig, ServerNotification,
 };
-use rmcp::service::{NotificationContext, Peer, RoleServer};
-use rmcp::{Json, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
+use rmcp::{ErrorData, Json, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -40,6 +40,8 @@ use crate::{NetArgs, daemonctl, term};
 pub const CHANNEL_METHOD: &str = "notifications/claude/channel";
 /// How long the pump waits before it attaches again once the daemon went.
 const REATTACH_EVERY: Duration = Duration::from_secs(1);
+/// How long `initialize` waits to attach the pump before it answers.
+const ATTACH_AT_START: Duration = Duration::from_secs(5);
 
 /// `agentmesh mcp`'s flags.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -103,6 +105,10 @@ struct Inner {
     mailbox: tokio::sync::OnceCell<String>,
     /// The request connection, attached to the mailbox.
     requests: tokio::sync::Mutex<Option<Requests>>,
+    /// The pump's first connection, attached while `initialize` is
+    /// answered: no message that arrives after the handshake goes
+    /// unannounced.
+    first_events: Mutex<Option<Events>>,
 }
 
 /// The MCP server.
@@ -282,6 +288,7 @@ impl Mesh {
                 client_name: Mutex::new(None),
                 mailbox: tokio::sync::OnceCell::new(),
                 requests: tokio::sync::Mutex::new(None),
+                first_events: Mutex::new(None),
             }),
             tool_router: Self::tool_router(),
         }
@@ -389,9 +396,13 @@ impl Inner {
 /// The pump: pushes every new message of the mailbox to the session as a
 /// channel notification, attaching again whenever the daemon goes.
 async fn pump(inner: Arc<Inner>, peer: Peer<RoleServer>) {
+    let mut first = inner.first_events.lock().ok().and_then(|mut e| e.take());
     loop {
-        if let Ok(client) = inner.attach().await {
-            let (_requests, mut events) = client.split();
+        let events = match first.take() {
+            Some(events) => Some(events),
+            None => inner.attach().await.ok().map(|c| c.split().1),
+        };
+        if let Some(mut events) = events {
             while let Ok(event) = events.next().await {
                 if let Event::Message { message } = event
                     && peer.send_notification(channel(&message)).await.is_err()
@@ -613,12 +624,27 @@ impl ServerHandler for Mesh {
         ])
     }
 
-    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        if let Some(info) = context.peer.peer_info()
-            && let Ok(mut n) = self.inner.client_name.lock()
-        {
-            *n = Some(info.client_info.name.clone());
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        if let Ok(mut n) = self.inner.client_name.lock() {
+            *n = Some(request.client_info.name.clone());
         }
+        // Attached before the handshake is answered, so a message sent the
+        // moment the session is up is pushed too. No daemon: the pump
+        // keeps trying once the session is initialized.
+        if let Ok(Ok(client)) = tokio::time::timeout(ATTACH_AT_START, self.inner.attach()).await
+            && let Ok(mut first) = self.inner.first_events.lock()
+        {
+            *first = Some(client.split().1);
+        }
+        self.negotiate_initialize(&request)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         tokio::spawn(pump(self.inner.clone(), context.peer.clone()));
     }
 }

@@ -1,0 +1,617 @@
+//! Agents on the mesh (issue 10): real daemons, real `agentmesh mcp`
+//! processes driven by rmcp's MCP client, mail between machines and
+//! between the mailboxes of one machine, pushed as channel notifications.
+
+#![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use agentmesh_tests::mcp::Session;
+use agentmesh_tests::{DEADLINE, Node, team};
+use serde_json::{Value, json};
+
+/// A folder under the node's home, opted in as mailbox `name`.
+fn mailbox(node: &Node, name: &str) -> PathBuf {
+    let dir = node.home().join("work").join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    node.ok(&["allow", dir.to_str().unwrap(), "--mailbox", name]);
+    dir
+}
+
+/// The tools' output schemas, by name.
+async fn output_schemas(s: &Session) -> HashMap<String, Value> {
+    let tools = s.service.list_all_tools().await.unwrap();
+    tools
+        .into_iter()
+        .map(|t| {
+            let schema = t
+                .output_schema
+                .unwrap_or_else(|| panic!("{} has no output schema", t.name));
+            assert!(!t.input_schema.is_empty(), "{} has no input schema", t.name);
+            (t.name.to_string(), Value::Object((*schema).clone()))
+        })
+        .collect()
+}
+
+/// `value` validates against `tool`'s output schema.
+fn valid(schemas: &HashMap<String, Value>, tool: &str, value: &Value) {
+    let v = jsonschema::validator_for(&schemas[tool]).unwrap();
+    let errors: Vec<String> = v.iter_errors(value).map(|e| e.to_string()).collect();
+    assert!(
+        errors.is_empty(),
+        "{tool}: {value} fails its schema: {errors:?}"
+    );
+    assert!(
+        value["unread"].is_u64() && value["held"].is_u64(),
+        "{tool}: {value}"
+    );
+}
+
+/// The next notification's params, which must come.
+async fn pushed(s: &mut Session) -> Value {
+    s.next_push(DEADLINE)
+        .await
+        .expect("a channel notification within the deadline")
+        .params
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_asks_one_on_another_machine_and_gets_the_reply_pushed() {
+    // One person's two machines: nothing is held for approval.
+    let [a, b] = team([("alpha", "Ada"), ("bravo", "Ada")]);
+    let planner = mailbox(&a, "planner");
+    let coder = mailbox(&b, "coder");
+    let mut sa = Session::spawn(&a, &planner, "claude-code", &[]).await;
+    let mut sb = Session::spawn(&b, &coder, "codex", &["--session", "sess-b"]).await;
+
+    // The classic handshake, at 2025-11-25, with the channel declared.
+    let info = sa.service.peer_info().unwrap();
+    assert_eq!(info.protocol_version.as_str(), "2025-11-25");
+    let experimental = info.capabilities.experimental.clone().unwrap();
+    assert!(
+        experimental.contains_key("claude/channel"),
+        "{experimental:?}"
+    );
+
+    let schemas = output_schemas(&sa).await;
+    let mut names: Vec<&str> = schemas.keys().map(String::as_str).collect();
+    names.sort();
+    assert_eq!(names, ["check_inbox", "list_team", "reply", "send_message"]);
+
+    let t = sa.ok("list_team", json!({})).await;
+    valid(&schemas, "list_team", &t);
+    assert_eq!(t["mailbox"], "planner@alpha");
+    let machines = t["machines"].as_array().unwrap();
+    let me = machines.iter().find(|m| m["name"] == "alpha").unwrap();
+    assert_eq!(me["this_machine"], true);
+    assert_eq!(me["mailboxes"], json!(["planner"]));
+    let other = machines.iter().find(|m| m["name"] == "bravo").unwrap();
+    assert_eq!(other["owner"], "Ada");
+    assert!(other["reached"].is_string());
+
+    let sent = sa
+        .ok(
+            "send_message",
+            json!({"to": "coder@bravo", "text": "which port does the relay use?", "kind": "ask"}),
+        )
+        .await;
+    valid(&schemas, "send_message", &sent);
+    let id = sent["id"].as_str().unwrap().to_owned();
+    assert_eq!(sent["local"], false);
+
+    // Pushed into B's session: meta values are strings.
+    let p = pushed(&mut sb).await;
+    let meta = p["meta"].as_object().unwrap();
+    assert!(meta.values().all(Value::is_string), "{meta:?}");
+    assert_eq!(meta["id"], id.as_str());
+    assert_eq!(meta["from"], "planner@alpha");
+    assert_eq!(meta["kind"], "ask");
+    assert_eq!(meta["thread"], id.as_str());
+    assert_eq!(meta["who_kind"], "agent");
+    let content = p["content"].as_str().unwrap();
+    assert!(
+        content.contains("which port does the relay use?"),
+        "{content}"
+    );
+    assert!(content.contains("not from your user"), "{content}");
+
+    // The notification marked nothing: the message is still unread.
+    let peek = sb.ok("check_inbox", json!({"peek": true})).await;
+    valid(&schemas, "check_inbox", &peek);
+    assert_eq!(peek["unread"], 1);
+    let m = &peek["messages"][0];
+    assert_eq!(m["id"], id.as_str());
+    // who.name from the MCP client's clientInfo; kind as claimed.
+    assert_eq!(m["who"], json!({"kind": "agent", "name": "claude-code"}));
+    assert_eq!(m["hop"], 0);
+
+    let r = sb
+        .ok("reply", json!({"id": id, "text": "7650, TCP and QUIC"}))
+        .await;
+    valid(&schemas, "reply", &r);
+    let p = pushed(&mut sa).await;
+    assert_eq!(p["meta"]["kind"], "reply");
+    assert_eq!(p["meta"]["thread"], id.as_str());
+    assert_eq!(p["meta"]["from"], "coder@bravo");
+    assert!(
+        p["content"]
+            .as_str()
+            .unwrap()
+            .contains("7650, TCP and QUIC")
+    );
+    let got = sa.ok("check_inbox", json!({})).await;
+    assert_eq!(got["messages"][0]["in_reply_to"], id.as_str());
+    assert_eq!(got["unread"], 0);
+    // The session id from --session is stamped on what B sent.
+    let stored = a.json(&["inbox", "--mailbox", "planner"]);
+    assert_eq!(stored[0]["who"]["session_id"], "sess-b");
+    sa.close().await;
+    sb.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sessions_on_a_machine_without_a_team_message_each_other() {
+    let mut solo = Node::new("solo");
+    solo.start();
+    let planner = mailbox(&solo, "planner");
+    let coder = mailbox(&solo, "coder");
+    // A session in a subfolder serves the nearest bound ancestor.
+    let nested = planner.join("src").join("deep");
+    std::fs::create_dir_all(&nested).unwrap();
+    let mut s1 = Session::spawn(&solo, &nested, "claude-code", &[]).await;
+    let mut s2 = Session::spawn(&solo, &coder, "codex", &[]).await;
+
+    let t = s1.ok("list_team", json!({})).await;
+    assert_eq!(t["mailbox"], "planner@solo");
+    assert_eq!(t["team"], Value::Null);
+    let sent = s1
+        .ok(
+            "send_message",
+            json!({"to": "coder@", "text": "tests pass?", "kind": "ask"}),
+        )
+        .await;
+    assert_eq!(sent["local"], true);
+    let id = sent["id"].as_str().unwrap().to_owned();
+    let p = pushed(&mut s2).await;
+    assert_eq!(p["meta"]["from"], "planner@solo");
+    assert_eq!(p["meta"]["id"], id.as_str());
+
+    // Peek leaves it unread, however often.
+    for _ in 0..2 {
+        let peek = s2.ok("check_inbox", json!({"peek": true})).await;
+        assert_eq!(peek["messages"].as_array().unwrap().len(), 1);
+        assert_eq!(peek["unread"], 1);
+    }
+    let got = s2.ok("check_inbox", json!({})).await;
+    assert_eq!(got["messages"][0]["id"], id.as_str());
+    assert_eq!(got["unread"], 0);
+    let again = s2.ok("check_inbox", json!({})).await;
+    assert_eq!(again["messages"], json!([]));
+
+    s2.ok("reply", json!({"id": id, "text": "all green"})).await;
+    let p = pushed(&mut s1).await;
+    assert_eq!(p["meta"]["from"], "coder@solo");
+    assert_eq!(p["meta"]["kind"], "reply");
+
+    // The same inbox records and audit trail as remote mail.
+    let stored = solo.json(&["inbox", "--mailbox", "coder"]);
+    assert_eq!(stored[0]["from"], "planner@solo");
+    assert_eq!(stored[0]["read"], true);
+    let audit = solo.json(&["audit"]);
+    let events: Vec<&str> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["id"] == id.as_str())
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert!(
+        events.contains(&"accepted") && events.contains(&"received"),
+        "{events:?}"
+    );
+    let outbox = solo.json(&["outbox"]);
+    let o = outbox
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == id.as_str())
+        .unwrap();
+    assert_eq!(o["status"], "delivered");
+    s1.close().await;
+    s2.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_starts_the_daemon_when_none_runs_and_says_so_first() {
+    let node = Node::new("lonely");
+    // A daemon `mcp` starts reads its home's config: loopback only, no
+    // mDNS (tests never multicast on real interfaces).
+    std::fs::write(
+        node.home().join("config.toml"),
+        "mdns = false\nlisten = [\"/ip4/127.0.0.1/tcp/0\"]\n",
+    )
+    .unwrap();
+    let dir = node.home().join("work").join("site");
+    std::fs::create_dir_all(&dir).unwrap();
+    let s = Session::spawn(&node, &dir, "claude-code", &["--mailbox", "site"]).await;
+    let first = s.ok("list_team", json!({})).await;
+    let notice = first["notice"].as_str().unwrap();
+    assert!(notice.contains("started its daemon"), "{notice}");
+    let second = s.ok("list_team", json!({})).await;
+    assert_eq!(second.get("notice"), None, "said once: {second}");
+    assert!(node.status()["pid"].is_u64());
+    s.close().await;
+    node.ok(&["down"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_folder_not_opted_in_is_named_and_errors_say_what_to_do() {
+    let mut solo = Node::new("solo");
+    solo.start();
+    let dir = solo.home().join("work").join("Unbound Project");
+    std::fs::create_dir_all(&dir).unwrap();
+    let s = Session::spawn(&solo, &dir, "claude-code", &[]).await;
+    let t = s.ok("list_team", json!({})).await;
+    // The folder's base name, folded to the name rule.
+    assert_eq!(t["mailbox"], "unbound-project@solo");
+    let notice = t["notice"].as_str().unwrap();
+    assert!(notice.contains("agentmesh allow"), "{notice}");
+    let e = s
+        .fails("send_message", json!({"to": "ghost@", "text": "hi"}))
+        .await;
+    assert!(
+        e.contains("no mailbox ghost") && e.contains("agentmesh allow"),
+        "{e}"
+    );
+    let e = s
+        .fails("send_message", json!({"to": "x@elsewhere", "text": "hi"}))
+        .await;
+    assert!(
+        e.contains("not in a team") && e.contains("team create"),
+        "{e}"
+    );
+    let e = s.fails("reply", json!({"id": "0000", "text": "hi"})).await;
+    assert!(e.contains("no received message"), "{e}");
+    // No tool admits, revokes, approves, trusts or changes consent.
+    let tools = s.service.list_all_tools().await.unwrap();
+    for t in &tools {
+        for word in [
+            "admit", "revoke", "approve", "trust", "allow", "deny", "pause",
+        ] {
+            assert!(!t.name.contains(word), "{}", t.name);
+        }
+    }
+    s.close().await;
+}
+
+/// The raw handshake: a client that asks for the 2026-07-28 revision is
+/// answered with the classic one.
+#[test]
+fn a_client_asking_for_the_new_revision_gets_the_classic_handshake() {
+    use std::io::{BufRead, BufReader, Write};
+    let mut solo = Node::new("solo");
+    solo.start();
+    let mut child = solo
+        .command(&["mcp", "--mailbox", "x"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2026-07-28","capabilities":{{}},"clientInfo":{{"name":"future","version":"9"}}}}}}"#
+    )
+    .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["result"]["protocolVersion"], "2025-11-25", "{v}");
+    assert_eq!(
+        v["result"]["capabilities"]["experimental"]["claude/channel"],
+        json!({})
+    );
+    drop(stdin);
+    child.wait().unwrap();
+}
+
+// ----- mail between the mailboxes of one machine -------------------------
+
+#[test]
+fn local_mail_follows_consent_and_survives_a_kill_9_exactly_once() {
+    let mut solo = Node::new("solo");
+    solo.start();
+    mailbox(&solo, "inbox-a");
+    // A pause holds local mail as it holds remote mail.
+    solo.ok(&["pause"]);
+    let held = solo.json(&["send", "inbox-a@", "while paused"]);
+    let held_id = held["id"].as_str().unwrap().to_owned();
+    assert_eq!(solo.status()["held"], 1);
+    assert_eq!(
+        solo.json(&["held"])[0]["id"],
+        held_id.as_str(),
+        "held like any message"
+    );
+    solo.ok(&["resume"]);
+    assert_eq!(solo.status()["held"], 0);
+    // A denied folder refuses at once, saying how to undo it.
+    solo.ok(&["deny", "--mailbox", "inbox-a"]);
+    let e = solo.fails(&["send", "inbox-a@solo", "hi"]);
+    assert!(
+        e.contains("opted out") && e.contains("agentmesh allow"),
+        "{e}"
+    );
+    let dir = solo.home().join("work").join("inbox-a");
+    solo.ok(&["allow", dir.to_str().unwrap()]);
+
+    // Every answered send is there once after a kill -9.
+    let ids: Vec<String> = (0..20)
+        .map(|i| solo.send("inbox-a@", &format!("local {i}")))
+        .collect();
+    solo.kill9();
+    solo.start();
+    let counts = solo.inbox_counts();
+    for id in ids.iter().chain([&held_id]) {
+        assert_eq!(counts.get(id), Some(&1), "{id} after kill -9: {counts:?}");
+    }
+    // And its seq is what `after_seq` replays from.
+    let stored = solo.json(&["inbox", "--mailbox", "inbox-a"]);
+    let first_seq = stored[0]["seq"].as_u64().unwrap();
+    let mut c = agentmesh_tests::ApiClient::attach_at(
+        &solo.home(),
+        agentmesh_tests::who(agentmesh_node::api::WhoKind::Agent, "replayer"),
+        Some("inbox-a"),
+        Some(first_seq),
+    );
+    match c.event() {
+        agentmesh_node::api::Event::Message { message } => {
+            assert_eq!(message.seq, first_seq + 1);
+            assert_eq!(message.from, "@solo");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+// ----- loop safety -----------------------------------------------------------
+
+/// `mailbox_state` of `mailbox` on `node`, as an agent sees it.
+fn hop_of(node: &Node, mailbox: &str) -> u64 {
+    // The API client blocks on a runtime of its own.
+    tokio::task::block_in_place(|| hop_of_blocking(node, mailbox))
+}
+
+fn hop_of_blocking(node: &Node, mailbox: &str) -> u64 {
+    let mut c = agentmesh_tests::ApiClient::attach(
+        node,
+        agentmesh_tests::who(agentmesh_node::api::WhoKind::Agent, "probe"),
+        Some(mailbox),
+    );
+    let v = c
+        .call(agentmesh_node::api::Op::MailboxState { mailbox: None })
+        .unwrap();
+    v["hop"].as_u64().unwrap()
+}
+
+/// The hop of the newest message in `mailbox`.
+fn newest_hop(node: &Node, mailbox: &str) -> u64 {
+    let inbox = node.json(&["inbox", "--mailbox", mailbox]);
+    inbox.as_array().unwrap().last().unwrap()["hop"]
+        .as_u64()
+        .unwrap()
+}
+
+fn hook(node: &Node, event: &str, cwd: &Path) -> String {
+    use std::io::Write;
+    let mut child = node
+        .command(&["hook", "claude", event])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = json!({"session_id": "s", "cwd": cwd, "hook_event_name": event});
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hops_stop_at_the_limit_replies_pass_and_a_prompt_resets_the_hop() {
+    let mut solo = Node::new("solo");
+    solo.start();
+    let dirs: Vec<PathBuf> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|m| mailbox(&solo, m))
+        .collect();
+    let mut s = vec![];
+    for d in &dirs {
+        s.push(Session::spawn(&solo, d, "agent", &[]).await);
+    }
+    // A asks B (hop 0), B asks C (hop 1), C can ask no one (default 2).
+    s[0].ok(
+        "send_message",
+        json!({"to": "b@", "text": "q1", "kind": "ask"}),
+    )
+    .await;
+    assert_eq!(newest_hop(&solo, "b"), 0);
+    let from_b = s[1]
+        .ok(
+            "send_message",
+            json!({"to": "c@", "text": "q2", "kind": "ask"}),
+        )
+        .await;
+    assert_eq!(newest_hop(&solo, "c"), 1);
+    let e = s[2]
+        .fails(
+            "send_message",
+            json!({"to": "d@", "text": "q3", "kind": "ask"}),
+        )
+        .await;
+    assert!(e.contains("hop 2") && e.contains("limit"), "{e}");
+    assert!(e.contains("(hop_limit)"), "{e}");
+    // A reply carries the hop it answers and is never refused for it.
+    s[2].ok("reply", json!({"id": from_b["id"], "text": "answer to q2"}))
+        .await;
+    assert_eq!(newest_hop(&solo, "b"), 1);
+    let audit = solo.json(&["audit"]);
+    assert!(
+        audit
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "hop_limit" && e["sender"] == "c@solo"),
+        "{audit}"
+    );
+    // C's person speaks: its next message is hop 0 again.
+    assert_eq!(hop_of(&solo, "c"), 1);
+    hook(&solo, "UserPromptSubmit", &dirs[2]);
+    assert_eq!(hop_of(&solo, "c"), 0);
+    s[2].ok("send_message", json!({"to": "d@", "text": "q3 again"}))
+        .await;
+    assert_eq!(newest_hop(&solo, "d"), 0);
+    for session in s {
+        session.close().await;
+    }
+}
+
+#[test]
+fn hop_three_is_refused_and_a_reply_at_hop_two_passes_with_a_limit_of_three() {
+    let mut n = Node::new("deep");
+    std::fs::write(n.home().join("config.toml"), "[agents]\nmax_hop = 3\n").unwrap();
+    n.start();
+    for m in ["a", "b", "c", "d", "e"] {
+        mailbox(&n, m);
+    }
+    let agent = |m: &str| {
+        agentmesh_tests::ApiClient::attach(
+            &n,
+            agentmesh_tests::who(agentmesh_node::api::WhoKind::Agent, m),
+            Some(m),
+        )
+    };
+    agent("a").send("b@", "hop 0").unwrap();
+    agent("b").send("c@", "hop 1").unwrap();
+    agent("c").send("d@", "hop 2").unwrap();
+    assert_eq!(newest_hop(&n, "d"), 2);
+    let mut d = agent("d");
+    let e = d.send("e@", "hop 3").unwrap_err();
+    assert_eq!(e.code(), Some("hop_limit"), "{e}");
+    let at_two = n.json(&["inbox", "--mailbox", "d"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let reply = d
+        .call(agentmesh_node::api::Op::Send {
+            to: String::new(),
+            text: "answered at hop 2".into(),
+            ask: false,
+            reply_to: Some(at_two),
+            from_mailbox: None,
+        })
+        .unwrap();
+    assert!(reply["id"].is_string());
+    assert_eq!(newest_hop(&n, "c"), 2);
+}
+
+#[test]
+fn the_pair_limit_holds_at_hop_one_and_never_at_hop_zero() {
+    let mut n = Node::new("pairs");
+    n.start();
+    for m in ["a", "b", "c"] {
+        mailbox(&n, m);
+    }
+    let mut a = agentmesh_tests::ApiClient::attach(
+        &n,
+        agentmesh_tests::who(agentmesh_node::api::WhoKind::Agent, "a"),
+        Some("a"),
+    );
+    // Hop 0 (nothing asked A anything): never throttled.
+    for i in 0..20 {
+        a.send("b@", &format!("hop 0 #{i}")).unwrap();
+    }
+    // A person asks A (delivered before `send` answers); now A's
+    // messages are hop 1.
+    n.send("a@", "please coordinate with b");
+    for i in 0..6 {
+        a.send("b@", &format!("hop 1 #{i}")).unwrap();
+    }
+    assert_eq!(newest_hop(&n, "b"), 1);
+    let e = a.send("b@", "one too many").unwrap_err();
+    assert_eq!(e.code(), Some("rate_limited"), "{e}");
+    assert!(e.to_string().contains("try again in"), "{e}");
+    // Per pair: another recipient is not affected.
+    a.send("c@", "hop 1 to c").unwrap();
+    // A person's own sends are hop 0: never limited.
+    for i in 0..10 {
+        n.send("b@", &format!("from the person #{i}"));
+    }
+    let audit = n.json(&["audit"]);
+    assert!(
+        audit
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "rate_limited" && e["recipient"] == "b@pairs"),
+        "{audit}"
+    );
+}
+
+#[test]
+fn loop_settings_are_checked_and_shown() {
+    let n = Node::new("cfg");
+    std::fs::write(n.home().join("config.toml"), "[agents]\nmax_hop = 0\n").unwrap();
+    let e = n.fails(&["config", "show"]);
+    assert!(e.contains("agents.max_hop"), "{e}");
+    std::fs::write(
+        n.home().join("config.toml"),
+        "[agents]\npair_limit_per_hour = 12\nhop_reset = \"5m\"\n",
+    )
+    .unwrap();
+    let shown = n.ok(&["config", "show"]);
+    assert!(
+        shown.contains("pair_limit_per_hour = 12") && shown.contains("max_hop = 2"),
+        "{shown}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notification_the_client_ignores_loses_nothing_the_hook_injects_it_once() {
+    let mut solo = Node::new("solo");
+    solo.start();
+    let planner = mailbox(&solo, "planner");
+    let coder = mailbox(&solo, "coder");
+    let s1 = Session::spawn(&solo, &planner, "claude-code", &[]).await;
+    let mut s2 = Session::spawn(&solo, &coder, "claude-code", &[]).await;
+    let sent = s1
+        .ok(
+            "send_message",
+            json!({"to": "coder@", "text": "did you see this?", "kind": "ask"}),
+        )
+        .await;
+    let id = sent["id"].as_str().unwrap().to_owned();
+    // The session is told, and does nothing with it (an idle Claude Code
+    // drops channel events).
+    let p = pushed(&mut s2).await;
+    assert_eq!(p["meta"]["id"], id.as_str());
+    // The next turn boundary injects it, once.
+    let first = tokio::task::block_in_place(|| hook(&solo, "PostToolUse", &coder));
+    assert!(
+        first.contains(&id) && first.contains("did you see this?"),
+        "{first}"
+    );
+    let second = tokio::task::block_in_place(|| hook(&solo, "PostToolUse", &coder));
+    assert_eq!(second, "");
+    let inbox = s2.ok("check_inbox", json!({})).await;
+    assert_eq!(inbox["messages"], json!([]));
+    assert_eq!(inbox["unread"], 0);
+    s1.close().await;
+    s2.close().await;
+}

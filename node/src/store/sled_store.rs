@@ -903,4 +903,71 @@ mod tests {
         );
         assert_eq!(s.take_ticket(&[2; 16]).unwrap(), None);
     }
+
+    fn inbox_record(seq: u64, mailbox: Option<&str>, read: bool, held: bool) -> InboxRecord {
+        InboxRecord {
+            seq,
+            id: format!("{seq:032x}"),
+            from_peer: "12D3KooWtest".into(),
+            from: "@alpha".into(),
+            from_owner: None,
+            mailbox: mailbox.map(str::to_owned),
+            who: crate::api::Who {
+                kind: crate::api::WhoKind::Agent,
+                name: "codex".into(),
+                session_id: None,
+                task: None,
+            },
+            kind: "tell".into(),
+            thread: format!("{seq:032x}"),
+            in_reply_to: None,
+            hop: 0,
+            taint: false,
+            text: format!("message {seq}"),
+            received_at: 1,
+            expires_at: u64::MAX,
+            read_at: read.then_some(2),
+            held: held.then(|| "paused".to_owned()),
+            body_sha256: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_unread_index_follows_every_write_and_is_built_by_migration() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+            s.put_inbox(
+                &[
+                    inbox_record(1, None, false, false),
+                    inbox_record(2, Some("coder"), false, false),
+                    inbox_record(3, Some("coder"), true, false),
+                    inbox_record(4, Some("coder"), false, true),
+                ],
+                &[],
+            )
+            .unwrap();
+            assert_eq!(
+                s.unread_index().unwrap(),
+                vec![(1, None), (2, Some("coder".into()))]
+            );
+            // Read: out. Released from hold: in, at its new seq. Deleted: out.
+            s.update_inbox(&[inbox_record(2, Some("coder"), true, false)])
+                .unwrap();
+            s.move_inbox(4, &inbox_record(5, Some("coder"), false, false))
+                .unwrap();
+            s.delete_inbox(&[1]).unwrap();
+            assert_eq!(s.unread_index().unwrap(), vec![(5, Some("coder".into()))]);
+            // A format-3 store had no index: drop it and say so.
+            s.unread.clear().unwrap();
+            s.meta
+                .insert(FORMAT_KEY, &3u32.to_be_bytes())
+                .unwrap();
+            s.flush().unwrap();
+        }
+        let s = reopen(dir.path()).unwrap();
+        assert_eq!(s.format_version().unwrap(), FORMAT_VERSION);
+        assert_eq!(s.unread_index().unwrap(), vec![(5, Some("coder".into()))]);
+    }
+
 }

@@ -160,7 +160,7 @@ async fn two_sessions_on_a_machine_without_a_team_message_each_other() {
     let nested = planner.join("src").join("deep");
     std::fs::create_dir_all(&nested).unwrap();
     let mut s1 = Session::spawn(&solo, &nested, "claude-code", &[]).await;
-    let mut s2 = Session::spawn(&solo, &coder, "codex", &[]).await;
+    let mut s2 = Session::spawn(&solo, &coder, "codex", &["--name", "reviewer"]).await;
 
     let t = s1.ok("list_team", json!({})).await;
     assert_eq!(t["mailbox"], "planner@solo");
@@ -193,6 +193,10 @@ async fn two_sessions_on_a_machine_without_a_team_message_each_other() {
     let p = pushed(&mut s1).await;
     assert_eq!(p["meta"]["from"], "coder@solo");
     assert_eq!(p["meta"]["kind"], "reply");
+    // --name wins over the client's own name.
+    let back = solo.json(&["inbox", "--mailbox", "planner"]);
+    assert_eq!(back[0]["who"]["name"], "reviewer");
+    assert_eq!(back[0]["who"]["kind"], "agent");
 
     // The same inbox records and audit trail as remote mail.
     let stored = solo.json(&["inbox", "--mailbox", "coder"]);

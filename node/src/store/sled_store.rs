@@ -960,14 +960,11 @@ mod tests {
             assert_eq!(s.unread_index().unwrap(), vec![(5, Some("coder".into()))]);
             // A format-3 store had no index: drop it and say so.
             s.unread.clear().unwrap();
-            s.meta
-                .insert(FORMAT_KEY, &3u32.to_be_bytes())
-                .unwrap();
+            s.meta.insert(FORMAT_KEY, &3u32.to_be_bytes()).unwrap();
             s.flush().unwrap();
         }
         let s = reopen(dir.path()).unwrap();
         assert_eq!(s.format_version().unwrap(), FORMAT_VERSION);
         assert_eq!(s.unread_index().unwrap(), vec![(5, Some("coder".into()))]);
     }
-
 }

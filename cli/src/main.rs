@@ -218,14 +218,18 @@ enum Command {
         /// A multiaddr, such as /ip4/192.168.1.20/tcp/7650/p2p/12D3KooW...
         addr: String,
     },
-    /// Connect a coding agent to agentmesh: register the MCP server
-    /// (`agentmesh mcp`) and install the hooks (`agentmesh hook`).
+    /// Connect a coding agent (Claude Code or Codex) to agentmesh, or
+    /// disconnect it with --uninstall.
+    ///
+    /// Registers agentmesh's MCP server (`agentmesh mcp`) with the agent
+    /// and installs its hooks (`agentmesh hook AGENT EVENT`), merged into
+    /// the agent's config files; --uninstall restores byte for byte every
+    /// file only agentmesh edited. See docs/agents.md.
     Setup {
         /// The agent: claude (Claude Code) or codex.
         #[arg(value_enum)]
         agent: setup::Agent,
-        /// user: for every project of yours; project: for the project in
-        /// the current folder.
+        /// Where to install it.
         #[arg(long, value_enum, default_value_t = setup::ScopeArg::User)]
         scope: setup::ScopeArg,
         /// Show the changes (a diff per file, the commands) and write

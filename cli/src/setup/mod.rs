@@ -73,7 +73,7 @@ impl Agent {
 /// Where `setup` installs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum ScopeArg {
-    /// For every project of this user.
+    /// For every project of yours (the agent's user config).
     #[default]
     User,
     /// For the project in the current folder only.
@@ -282,7 +282,7 @@ pub fn run(
             setup.records.undecline(req.agent.name())?;
         }
     }
-    let report = Report {
+    let mut report = Report {
         agent: req.agent,
         scope: setup.scope.name(),
         dry_run: req.dry_run,
@@ -308,7 +308,6 @@ pub fn run(
             .collect(),
         notes: plan.notes.clone(),
     };
-    let mut report = report;
     if plan.is_empty() {
         report.notes.push(nothing_to_do(&report));
     }
@@ -374,11 +373,7 @@ fn print_report(r: &Report, nothing: bool) {
             println!("  ran        {}", shell_line(&c[0], &c[1..]));
         }
         for f in &r.changed {
-            let action = serde_json::to_value(f.action)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default();
-            println!("  {action:<10} {}", f.path.display());
+            println!("  {:<10} {}", f.action.as_str(), f.path.display());
         }
     }
     for n in &r.notes {

@@ -13,8 +13,7 @@ use super::files::{self, FileRecord, Records};
 use super::{Agent, Ours, Scope, Target, claude, codex, utf8, which};
 
 /// What happens to a file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Action {
     /// agentmesh creates it.
     Created,
@@ -28,6 +27,26 @@ pub(super) enum Action {
     Unmerged,
     /// Nothing to do.
     Unchanged,
+}
+
+impl Action {
+    /// Its name, as `--json` gives it.
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Action::Created => "created",
+            Action::Merged => "merged",
+            Action::Restored => "restored",
+            Action::Removed => "removed",
+            Action::Unmerged => "unmerged",
+            Action::Unchanged => "unchanged",
+        }
+    }
+}
+
+impl Serialize for Action {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
 }
 
 /// What happens to agentmesh's record of a file.

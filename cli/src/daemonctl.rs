@@ -2,6 +2,7 @@
 
 use std::fs;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,7 @@ use agentmesh_node::home::Home;
 use agentmesh_protocol::{Multiaddr, Name};
 use anyhow::Context;
 
-use crate::{NetArgs, inspect, term};
+use crate::{NetArgs, inspect, setup, term};
 
 /// How long `up` waits for a new daemon to answer on its socket.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -73,8 +74,23 @@ pub fn daemon(home: &Home, net: &NetArgs, verbose: u8, json: bool) -> anyhow::Re
 }
 
 /// `agentmesh up`: starts the daemon in the background, or reports the one
-/// already running.
-pub fn up(home: &Home, net: &NetArgs, verbose: u8, json: bool) -> anyhow::Result<ExitCode> {
+/// already running; then, with a person at the terminal, offers to set up
+/// the coding agents installed here (`agentmesh setup`).
+pub fn up(
+    home: &Home,
+    agent_home: Option<&Path>,
+    net: &NetArgs,
+    verbose: u8,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let code = start(home, net, verbose, json)?;
+    if !json {
+        setup::offer(home, agent_home);
+    }
+    Ok(code)
+}
+
+fn start(home: &Home, net: &NetArgs, verbose: u8, json: bool) -> anyhow::Result<ExitCode> {
     overrides(net)?;
     let rt = term::runtime()?;
     if let Ok(mut c) = rt.block_on(term::client(home)) {

@@ -3,7 +3,8 @@
 //! Parses the command line and runs the command. Every command that needs
 //! the daemon talks to it through `agentmesh_node::client`, the same way
 //! every other client does; `daemon`, `up`, `init`, `config show` and
-//! `doctor` work without one.
+//! `doctor` work without one, and so does `setup`, which edits coding
+//! agents' config files.
 //!
 //! Every command takes `--json`: its result as JSON on stdout (`watch`:
 //! one object per line), and on failure a last line on stderr that is one
@@ -14,6 +15,7 @@ mod daemonctl;
 mod demo;
 mod inspect;
 mod mail;
+mod setup;
 mod team;
 mod term;
 
@@ -231,6 +233,29 @@ enum Command {
         #[arg(long)]
         mailbox: Option<String>,
     },
+    /// Connect a coding agent (Claude Code or Codex) to agentmesh, or
+    /// disconnect it with --uninstall.
+    ///
+    /// Registers agentmesh's MCP server (`agentmesh mcp`) with the agent
+    /// and installs its hooks (`agentmesh hook AGENT EVENT`), merged into
+    /// the agent's config files; --uninstall restores byte for byte every
+    /// file only agentmesh edited. See docs/agents.md.
+    Setup {
+        /// The agent: claude (Claude Code) or codex.
+        #[arg(value_enum)]
+        agent: setup::Agent,
+        /// Where to install it.
+        #[arg(long, value_enum, default_value_t = setup::ScopeArg::User)]
+        scope: setup::ScopeArg,
+        /// Show the changes (a diff per file, the commands) and write
+        /// nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Take agentmesh out again: files only agentmesh edited are
+        /// restored byte for byte.
+        #[arg(long)]
+        uninstall: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -288,9 +313,14 @@ fn main() -> ExitCode {
         Ok(h) => h,
         Err(e) => return term::fail(&e.into(), json),
     };
+    // The home agents' servers and hooks must name: the one chosen here,
+    // unless it is the default they would find anyway.
+    let chosen = cli.home.is_some()
+        || std::env::var_os(agentmesh_node::home::HOME_ENV).is_some_and(|h| !h.is_empty());
+    let agent_home = chosen.then(|| home.root().to_owned());
     let result = match cli.command {
         Command::Daemon(net) => daemonctl::daemon(&home, &net, cli.verbose, json),
-        Command::Up(net) => daemonctl::up(&home, &net, cli.verbose, json),
+        Command::Up(net) => daemonctl::up(&home, agent_home.as_deref(), &net, cli.verbose, json),
         Command::Down => daemonctl::down(&home, json),
         Command::Init { name } => daemonctl::init(&home, &name, json),
         Command::Status => inspect::status(&home, json),
@@ -354,6 +384,22 @@ fn main() -> ExitCode {
         Command::Pause => mail::pause(&home, true, json),
         Command::Resume => mail::pause(&home, false, json),
         Command::Audit { since } => mail::audit(&home, since.as_deref(), json),
+        Command::Setup {
+            agent,
+            scope,
+            dry_run,
+            uninstall,
+        } => setup::run(
+            &home,
+            agent_home.as_deref(),
+            &setup::Request {
+                agent,
+                scope,
+                dry_run,
+                uninstall,
+            },
+            json,
+        ),
     };
     match result {
         Ok(code) => code,

@@ -22,7 +22,7 @@ fn every_command_of_the_contract_exists() {
     let help = agentmesh(&["--help"]);
     for command in [
         "daemon", "up", "down", "init", "status", "peers", "doctor", "config", "team", "invite",
-        "join", "admit", "revoke", "connect",
+        "join", "admit", "revoke", "connect", "setup",
     ] {
         assert!(
             help.lines().any(|l| l.trim_start().starts_with(command)),
@@ -42,6 +42,17 @@ fn every_command_of_the_contract_exists() {
         (vec!["team", "show", "--help"], vec!["--json"]),
         (vec!["peers", "--help"], vec!["--json"]),
         (vec!["status", "--help"], vec!["--json"]),
+        (
+            vec!["setup", "--help"],
+            vec![
+                "claude",
+                "codex",
+                "--scope",
+                "--dry-run",
+                "--uninstall",
+                "--json",
+            ],
+        ),
     ];
     for (args, wanted) in flags {
         let text = agentmesh(&args);

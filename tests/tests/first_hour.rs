@@ -630,13 +630,21 @@ fn ids_by_prefix_confirmations_human_times_and_the_running_config() {
         v["source"].as_str().unwrap().contains("running daemon"),
         "{v}"
     );
-    // The help promises nothing that does not exist yet.
+    // The help lists the agents' commands (issue 10), and each answers.
     let help =
         String::from_utf8(Command::new(bin()).arg("--help").output().unwrap().stdout).unwrap();
-    assert!(
-        !help.to_lowercase().contains("mcp") && !help.contains("hook"),
-        "{help}"
-    );
+    for command in ["mcp", "hook", "setup"] {
+        assert!(
+            help.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{command} "))),
+            "{command} missing from: {help}"
+        );
+        let out = Command::new(bin())
+            .args([command, "--help"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{command} --help: {out:?}");
+    }
 }
 
 #[test]

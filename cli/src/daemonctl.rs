@@ -83,14 +83,15 @@ pub fn up(
     verbose: u8,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let code = start(home, net, verbose, json)?;
+    let code = up_daemon(home, net, verbose, json)?;
     if !json {
         setup::offer(home, agent_home);
     }
     Ok(code)
 }
 
-fn start(home: &Home, net: &NetArgs, verbose: u8, json: bool) -> anyhow::Result<ExitCode> {
+/// `up`'s first half: the daemon, started or found running.
+fn up_daemon(home: &Home, net: &NetArgs, verbose: u8, json: bool) -> anyhow::Result<ExitCode> {
     overrides(net)?;
     let rt = term::runtime()?;
     if let Ok(mut c) = rt.block_on(term::client(home)) {

@@ -3,9 +3,18 @@
 //! ```text
 //! agentmesh-bench join [--runs N] [--json]
 //! agentmesh-bench messaging [--messages N] [--json]
+//! agentmesh-bench mcp [--sends N] [--json]
 //! ```
 //!
 //! `messaging`: see `agentmesh_tests::bench_messaging`.
+//!
+//! `mcp`: two `agentmesh mcp` servers driven by rmcp's MCP client, attached
+//! to two daemons on loopback (the cross-machine path) and then both to one
+//! daemon (the same-machine path): sequential `send_message` calls per
+//! second, the time from a call to the recipient's channel notification
+//! (p50, p99), and the memory of the receiving daemon and its MCP server;
+//! see `agentmesh_tests::bench_mcp`. `--json` prints the two-daemon path's
+//! figures at the top level and the one-daemon path's under `local`.
 //!
 //! `join`: founds a team and joins a second machine N times (fresh homes
 //! each time), with both people's typing done by pseudo-terminals at once,
@@ -41,6 +50,38 @@ fn one_join(a: &Node, b: &Node) -> Duration {
     j.exp_eof().unwrap();
     adm.exp_eof().unwrap();
     start.elapsed()
+}
+
+/// `mcp`'s figures as lines, each beside its target (issue 10).
+fn print_mcp(f: &agentmesh_tests::bench_mcp::Figures) {
+    for (title, p) in [
+        ("two daemons on loopback (cross-machine path)", &f.remote),
+        ("one daemon (same-machine path)", &f.local),
+    ] {
+        println!("agentmesh mcp, {title}: {} sequential 1 KiB sends", p.sends);
+        println!(
+            "  send_message calls: {:.0}/s (target >= 200/s); a call takes p50 {:.2} ms, p99 {:.2} ms",
+            p.sends_per_s, p.call_p50_ms, p.call_p99_ms
+        );
+        println!(
+            "  call to the recipient's channel notification: p50 {:.2} ms (target <= 10), p99 {:.2} ms (target <= 50), max {:.2} ms",
+            p.e2e_p50_ms, p.e2e_p99_ms, p.e2e_max_ms
+        );
+        println!(
+            "  receiving daemon + its MCP server: {:.1} MiB (target < 50; daemon {:.1}, MCP server {:.1}, peak {:.1})",
+            p.rss_mib, p.daemon_rss_mib, p.mcp_rss_mib, p.peak_rss_mib
+        );
+        match p.sender_daemon_rss_mib {
+            Some(d) => println!(
+                "  sending daemon {d:.1} MiB, sending MCP server {:.1} MiB",
+                p.sender_mcp_rss_mib
+            ),
+            None => println!("  sending MCP server {:.1} MiB", p.sender_mcp_rss_mib),
+        }
+    }
+    println!(
+        "(for comparison, issue 10: the best-known agent-mail MCP server, on this machine: ~11 sends/s, p50 ~100 ms, ~230 MiB)"
+    );
 }
 
 fn main() {
@@ -86,9 +127,19 @@ fn main() {
             }
             return;
         }
+        Some("mcp") => {
+            let sends = flag("--sends").unwrap_or(2000);
+            let f = agentmesh_tests::bench_mcp::run(sends);
+            if args.iter().any(|a| a == "--json") {
+                println!("{}", serde_json::to_string(&f).unwrap());
+            } else {
+                print_mcp(&f);
+            }
+            return;
+        }
         _ => {
             eprintln!(
-                "usage: agentmesh-bench join [--runs N] [--json]\n       agentmesh-bench messaging [--messages N] [--json]"
+                "usage: agentmesh-bench join [--runs N] [--json]\n       agentmesh-bench messaging [--messages N] [--json]\n       agentmesh-bench mcp [--sends N] [--json]"
             );
             std::process::exit(2);
         }

@@ -1,6 +1,7 @@
 //! `send`, `inbox`, `read`, `outbox`, `watch`, consent (`allow`, `deny`,
 //! `held`, `approve`, `reject`, `trust`, `pause`, `resume`) and `audit`.
 
+use std::io::IsTerminal;
 use std::io::Read as _;
 use std::process::ExitCode;
 
@@ -59,6 +60,14 @@ pub fn send(
     } else {
         text.to_owned()
     };
+    // Typed at a terminal, this is the person speaking: the sending
+    // mailbox's hop goes back to 0, as an agent's does at its person's
+    // prompt. Run by a script or an agent's shell tool, it is not, and the
+    // loop rules apply to it as to any client (docs/agents.md).
+    let person = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let reset = Op::HopReset {
+        mailbox: Some(from.clone().unwrap_or_else(|| "@".into())),
+    };
     let op = Op::Send {
         to: to.into(),
         text,
@@ -66,9 +75,20 @@ pub fn send(
         reply_to,
         from_mailbox: from,
     };
-    simple::<serde_json::Value>(home, op, json, |v| {
-        println!("{}", v["id"].as_str().unwrap_or_default());
-    })
+    let rt = term::runtime()?;
+    let value: serde_json::Value = rt.block_on(async {
+        let mut c = term::client(home).await?;
+        if person {
+            let _: serde_json::Value = c.call(reset).await?;
+        }
+        anyhow::Ok(c.call(op).await?)
+    })?;
+    if json {
+        term::json(&value)?;
+    } else {
+        println!("{}", value["id"].as_str().unwrap_or_default());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Prints a message for people: who sent it (machine and owner), as whom

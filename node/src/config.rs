@@ -72,9 +72,10 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AgentsConfig {
-    /// A new message of this hop or more is refused. Default 2: A asks B
-    /// (hop 0), B asks C (hop 1), C can ask no one. Replies are never
-    /// refused for their hop. From 1 to 16.
+    /// The highest hop a new message may carry; past it, refused. Default
+    /// 2: a person asks A (hop 0), A asks B (hop 1), B asks C (hop 2), C can
+    /// ask no one. 0: agents handling peer mail may only reply. Replies are
+    /// never refused for their hop. At most 16.
     pub max_hop: u8,
     /// Messages of hop 1 or more from one mailbox to one address in an
     /// hour, at most. Default 6. Hop 0 (a person, or an agent its person
@@ -98,7 +99,7 @@ impl Default for AgentsConfig {
 /// The loop rules, from `[agents]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoopRules {
-    /// A new message of this hop or more is refused.
+    /// The highest hop a new message may carry.
     pub max_hop: u8,
     /// Messages of hop ≥ 1 from one mailbox to one address per hour, at
     /// most.
@@ -344,8 +345,8 @@ impl Config {
             return Err(invalid("messages.audit_retention", "must be at least 1h"));
         }
         let a = &self.agents;
-        if !(1..=16).contains(&a.max_hop) {
-            return Err(invalid("agents.max_hop", "must be from 1 to 16"));
+        if a.max_hop > 16 {
+            return Err(invalid("agents.max_hop", "must be from 0 to 16"));
         }
         if a.pair_limit_per_hour == 0 {
             return Err(invalid(

@@ -202,7 +202,46 @@ fn with_no_daemon_or_bad_input_a_hook_prints_nothing_and_exits_zero() {
         let out = run_hook(&solo, "claude", "NoSuchEvent", garbage, &coder);
         assert_eq!(out, "", "{garbage:?}");
     }
-    // Input that is not JSON falls back to the hook's own folder.
+    // Input that is not JSON, or has no usable cwd, falls back to the
+    // hook's own folder.
+    let out = run_hook(&solo, "claude", "PostToolUse", "{\"cwd\": 7}", &coder);
+    assert!(out.contains(&id), "{out}");
+    let id = send_as_ada(&solo, "coder@", "and again");
     let out = run_hook(&solo, "claude", "PostToolUse", "not json", &coder);
     assert!(out.contains(&id), "{out}");
+}
+
+/// A daemon that stopped answering (SIGSTOP) must not hold the agent's
+/// turn: the hook gives up, says nothing, exits 0, and marks nothing read.
+#[test]
+fn a_stuck_daemon_never_holds_the_turn_and_loses_nothing() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let mut solo = Node::new("solo");
+    solo.start();
+    let coder = mailbox(&solo, "coder");
+    let id = send_as_ada(&solo, "coder@", "wait for me");
+    let pid = Pid::from_raw(solo.status()["pid"].as_u64().unwrap() as i32);
+    kill(pid, Signal::SIGSTOP).unwrap();
+    let start = Instant::now();
+    let out = run_hook(
+        &solo,
+        "claude",
+        "PostToolUse",
+        &input("PostToolUse", &coder, false),
+        &coder,
+    );
+    let took = start.elapsed();
+    kill(pid, Signal::SIGCONT).unwrap();
+    assert_eq!(out, "");
+    // Well inside the 5 s the agent's hook timeout allows.
+    assert!(took < std::time::Duration::from_secs(4), "{took:?}");
+    let out = run_hook(
+        &solo,
+        "claude",
+        "PostToolUse",
+        &input("PostToolUse", &coder, false),
+        &coder,
+    );
+    assert!(out.contains(&id), "nothing was marked read: {out}");
 }

@@ -4,8 +4,8 @@
 //!
 //! ```text
 //!  stdin: the hook's JSON {session_id, cwd, stop_hook_active, …}
-//!   ── mailbox of `cwd` (not this process's folder) ── peek, then take what
-//!      fits (marked read: injected into one session, once)
+//!   ── mailbox of `cwd` (not this process's folder) ── take what fits
+//!      (marked read in one step: injected into one session, once)
 //!   SessionStart, UserPromptSubmit, PostToolUse
 //!      ── {"hookSpecificOutput":{"hookEventName":E,"additionalContext":…}}
 //!   Stop ── {"decision":"block","reason":…} while unread mail waits
@@ -17,13 +17,13 @@
 //! `stop_hook_active` never blocks again for it: it blocks again only for
 //! mail that arrived since.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use agentmesh_node::api::{Op, Taken, Who, WhoKind};
-use agentmesh_node::client::{Client, ClientError, Requests};
+use agentmesh_node::client::{Client, ClientError};
 use agentmesh_node::home::Home;
 
 /// The agents whose hooks this speaks.
@@ -82,12 +82,17 @@ impl HookEvent {
 
 /// The hook's input on stdin, at most this many bytes.
 const MAX_INPUT: u64 = 1024 * 1024;
-/// Everything a hook does, at most: past it, it says nothing (the agent's
-/// turn never waits on a stuck daemon).
-const BUDGET: Duration = Duration::from_secs(3);
-/// Messages one injection looks at.
-const PEEK: usize = 20;
-/// Characters of framed mail one injection carries, about (at least one
+/// Reaching the daemon and finding the mailbox, at most: past it, the hook
+/// says nothing (the agent's turn never waits on a stuck daemon). Nothing
+/// is marked read by then.
+const REACH: Duration = Duration::from_millis(500);
+/// The take itself, once asked for, at most: it marks mail read, so it is
+/// waited for rather than abandoned early (the agent's own hook timeout,
+/// set by `agentmesh setup`, is 5 s).
+const TAKE: Duration = Duration::from_secs(4);
+/// Messages one injection carries, at most.
+const MAX_MESSAGES: usize = 20;
+/// Bytes of messages (as JSON) one injection carries, about (at least one
 /// message, whatever its size).
 const MAX_INJECTED: usize = 32 * 1024;
 
@@ -96,7 +101,8 @@ pub fn run(home: &Home, agent: Agent, event: &str, mailbox: Option<&str>) -> Exi
     let mut input = String::new();
     let _ = std::io::stdin().take(MAX_INPUT).read_to_string(&mut input);
     if let Some(out) = answer(home, agent, event, mailbox, &input) {
-        println!("{out}");
+        // An agent that closed its end gets nothing, and no panic.
+        let _ = writeln!(std::io::stdout(), "{out}");
     }
     ExitCode::SUCCESS
 }
@@ -128,12 +134,7 @@ fn answer(
         .enable_all()
         .build()
         .ok()?;
-    let taken = rt
-        .block_on(async {
-            tokio::time::timeout(BUDGET, mail(home, who, &cwd, mailbox, event)).await
-        })
-        .ok()?
-        .ok()?;
+    let taken = rt.block_on(mail(home, who, &cwd, mailbox, event)).ok()?;
     let text = super::frame_all(&taken.messages);
     if taken.messages.is_empty() {
         return None;
@@ -165,46 +166,28 @@ async fn mail(
     mailbox: Option<&str>,
     event: HookEvent,
 ) -> Result<Taken, ClientError> {
-    let (requests, _events) = Client::connect(home, who).await?.split();
-    let found = super::resolve_mailbox(&requests, mailbox, cwd).await?;
-    let mailbox = Some(found.mailbox);
-    let taken = take_what_fits(&requests, mailbox.clone()).await?;
+    let slow = || ClientError::Io("the daemon did not answer in time".into());
+    let reach = async {
+        let (requests, _events) = Client::connect(home, who).await?.split();
+        let found = super::resolve_mailbox(&requests, mailbox, cwd).await?;
+        Ok::<_, ClientError>((requests, Some(found.mailbox)))
+    };
+    let (requests, mailbox) = tokio::time::timeout(REACH, reach)
+        .await
+        .map_err(|_| slow())??;
+    let take = Op::Take {
+        mailbox: mailbox.clone(),
+        limit: Some(MAX_MESSAGES),
+        max_bytes: Some(MAX_INJECTED),
+        peek: false,
+    };
+    let taken: Taken = tokio::time::timeout(TAKE, requests.call(take))
+        .await
+        .map_err(|_| slow())??;
     if event == HookEvent::UserPromptSubmit {
-        let _: serde_json::Value = requests.call(Op::HopReset { mailbox }).await?;
+        // What was taken is shown whatever this answers.
+        let reset = requests.call::<serde_json::Value>(Op::HopReset { mailbox });
+        let _ = tokio::time::timeout(REACH, reset).await;
     }
     Ok(taken)
-}
-
-/// Looks at the oldest unread messages, then takes as many as fit one
-/// injection (at least one).
-async fn take_what_fits(
-    requests: &Requests,
-    mailbox: Option<String>,
-) -> Result<Taken, ClientError> {
-    let peeked: Taken = requests
-        .call(Op::Take {
-            mailbox: mailbox.clone(),
-            limit: Some(PEEK),
-            peek: true,
-        })
-        .await?;
-    if peeked.messages.is_empty() {
-        return Ok(peeked);
-    }
-    let mut size = 0;
-    let mut fit = 0;
-    for m in &peeked.messages {
-        size += super::frame(m).len();
-        if size > MAX_INJECTED && fit > 0 {
-            break;
-        }
-        fit += 1;
-    }
-    requests
-        .call(Op::Take {
-            mailbox,
-            limit: Some(fit),
-            peek: false,
-        })
-        .await
 }

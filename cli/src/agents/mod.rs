@@ -62,6 +62,15 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// `text` cut to at most `max` bytes, at a character boundary.
+pub fn cut(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
 /// Who sent `m`, as claimed: `agent claude` or `human ada`.
 pub fn who_of(m: &MessageView) -> String {
     format!("{} {}", m.who.kind.as_str(), m.who.name)

@@ -301,6 +301,10 @@ pub enum Op {
         /// At most this many (default and cap: 50).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         limit: Option<usize>,
+        /// At most about this many bytes of messages (as JSON), and at
+        /// least one message (default and cap: 640 KiB, one answer).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_bytes: Option<usize>,
         /// Leave them unread.
         #[serde(default)]
         peek: bool,

@@ -117,16 +117,22 @@ pub(super) struct Consent {
     paused: bool,
     /// Messages held, per sending machine.
     held_from: HashMap<PeerId, usize>,
+    /// Messages held, per receiving mailbox (`None`: the owner's): every
+    /// agent's tool result shows its own.
+    held_in: HashMap<Option<String>, usize>,
 }
 
 impl Consent {
     /// What the store keeps, and the held mail counted.
     pub(super) fn load(store: &dyn MailStore) -> Result<Consent, StoreError> {
         let mut held_from: HashMap<PeerId, usize> = HashMap::new();
-        for (_, from) in store.held_index()? {
-            if let Some(peer) = peer_of(&from) {
+        let mut held_in: HashMap<Option<String>, usize> = HashMap::new();
+        // Held mail is capped per sender: reading it once at start is bounded.
+        for r in held_records(store)? {
+            if let Some(peer) = peer_of(&r.from_peer) {
                 *held_from.entry(peer).or_default() += 1;
             }
+            *held_in.entry(r.mailbox.clone()).or_default() += 1;
         }
         Ok(Consent {
             folders: store
@@ -138,6 +144,7 @@ impl Consent {
             trusted: store.trusted()?.iter().filter_map(|p| peer_of(p)).collect(),
             paused: store.paused()?,
             held_from,
+            held_in,
         })
     }
 
@@ -191,16 +198,28 @@ impl Consent {
         }
     }
 
-    /// A message from `from` is held (stored).
-    pub(super) fn count_held(&mut self, from: PeerId) {
+    /// A message from `from` to `mailbox` is held (stored).
+    pub(super) fn count_held(&mut self, from: PeerId, mailbox: Option<&str>) {
         *self.held_from.entry(from).or_default() += 1;
+        *self.held_in.entry(mailbox.map(str::to_owned)).or_default() += 1;
     }
 
-    /// A held message from `from` (a stored PeerId) is held no more.
-    pub(super) fn uncount(&mut self, from: &str) {
-        if let Some(n) = peer_of(from).and_then(|p| self.held_from.get_mut(&p)) {
+    /// The held message `r` is held no more.
+    pub(super) fn uncount(&mut self, r: &InboxRecord) {
+        if let Some(n) = peer_of(&r.from_peer).and_then(|p| self.held_from.get_mut(&p)) {
             *n = n.saturating_sub(1);
         }
+        if let Some(n) = self.held_in.get_mut(&r.mailbox) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// Messages held for `mailbox` (`None`: the owner's).
+    pub(super) fn held_in(&self, mailbox: Option<&str>) -> usize {
+        self.held_in
+            .get(&mailbox.map(str::to_owned))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Why a message `pause` held stays held once delivery resumed, by
@@ -235,7 +254,7 @@ impl Consent {
             ..record
         };
         ctx.store.move_inbox(old_seq, &r)?;
-        self.uncount(&r.from_peer);
+        self.uncount(&r);
         let (event, detail) = match how {
             Release::Approved(who) => (
                 AuditEvent::Approved,
@@ -269,7 +288,7 @@ impl Consent {
         ctx: &mut Ctx<'_>,
     ) -> Result<Vec<Event>, StoreError> {
         ctx.store.delete_inbox(&[record.seq])?;
-        self.uncount(&record.from_peer);
+        self.uncount(record);
         let by = format!("held message rejected by {}", who_label(who));
         let detail = match reason.trim() {
             "" => by,
@@ -555,14 +574,6 @@ pub(super) fn held_records(store: &dyn MailStore) -> Result<Vec<InboxRecord>, St
         }
     }
     Ok(out)
-}
-
-/// Held messages for `mailbox` (`None`: the owner's).
-pub(super) fn held_in(store: &dyn MailStore, mailbox: Option<&str>) -> Result<usize, StoreError> {
-    Ok(held_records(store)?
-        .iter()
-        .filter(|r| r.mailbox.as_deref() == mailbox)
-        .count())
 }
 
 /// The audit entry of a decision about the held message `r`.

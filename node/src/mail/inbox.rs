@@ -441,7 +441,7 @@ pub(super) fn received(
 ) -> Event {
     let r = &a.record;
     if a.held.is_some() {
-        consent.count_held(peer);
+        consent.count_held(peer, r.mailbox.as_deref());
     }
     ctx.log.record(
         if a.held.is_some() {

@@ -2,19 +2,27 @@
 //! messages that peers caused.
 //!
 //! ```text
-//!  person (human client), or an agent in a turn its person started ── hop 0
+//!  a mailbox handling no peer mail (a person, an agent in a turn its
+//!  person started) ── hop 0
 //!  mailbox receives a peer message of hop h ── it is handling h:
 //!      its next new message carries h + 1, until its person speaks again
-//!      (hop_reset: UserPromptSubmit), or `hop_reset` passes with no peer mail
+//!      (hop_reset: the UserPromptSubmit hook, `agentmesh send` typed at a
+//!      terminal), or `hop_reset` passes with no peer mail
 //!  reply ── the hop of the message it answers, never refused for its hop
-//!  hop >= max_hop ── send refused (hop_limit)          audited
+//!  hop > max_hop ── send refused (hop_limit)          audited
 //!  hop >= 1 ── at most pair_per_hour per (from, to) ── refused (rate_limited), audited
 //! ```
 //!
-//! With the default `max_hop` of 2: A asks B (hop 0), B asks C (hop 1), C
-//! can ask no one (its next ask would carry hop 2). The pair limit never
-//! applies at hop 0, so a person, an agent its person started, or a
-//! benchmark is never throttled by it; it applies where loops happen.
+//! With the default `max_hop` of 2 ("past 2, refused"): a person asks A
+//! (hop 0), A asks B (hop 1), B asks C (hop 2), C can ask no one (hop 3).
+//! The pair limit never applies at hop 0, so a person, an agent its person
+//! started, or a benchmark is never throttled by it; it applies where loops
+//! happen.
+//!
+//! The daemon decides by the sending mailbox's state only, never by who a
+//! client claims to be (the symmetry rule): "the person spoke" is a
+//! client's `hop_reset`, which the CLI sends only when it runs at a
+//! terminal, as admission is done only there.
 //!
 //! What a mailbox is handling lives in memory: a restart forgets it, as
 //! the person's next prompt would.
@@ -24,7 +32,9 @@ use std::time::Duration;
 
 use agentmesh_protocol::Timestamp;
 
-use crate::api::{ApiError, WhoKind};
+use crate::limits::RateWindow;
+
+use crate::api::ApiError;
 use crate::codes;
 pub use crate::config::LoopRules;
 
@@ -72,7 +82,7 @@ impl LoopRefusal {
             LoopRefusal::Hop { hop, max } => ApiError::new(
                 codes::HOP_LIMIT,
                 format!(
-                    "not sent: this would be hop {hop}, and {max} is the limit. {from} is handling a message that peers passed along {} time(s) already, so sending on could start a loop; answer the message you got with a reply (replies are always allowed), or wait for your person to speak (their next prompt resets the hop)",
+                    "not sent: this would be hop {hop}, past the limit of {max}. {from} is handling a message that peers passed along {} time(s) already, so sending on could start a loop; answer the message you got with a reply (replies are always allowed), or wait for your person to speak (their next prompt resets the hop)",
                     hop.saturating_sub(1)
                 ),
             ),
@@ -91,7 +101,9 @@ impl LoopRefusal {
     /// The audit entry's detail.
     pub(super) fn detail(self) -> String {
         match self {
-            LoopRefusal::Hop { hop, max } => format!("hop_limit: hop {hop} refused (limit {max})"),
+            LoopRefusal::Hop { hop, max } => {
+                format!("hop_limit: hop {hop} refused (past the limit of {max})")
+            }
             LoopRefusal::Pair { per_hour, .. } => {
                 format!("rate_limited: more than {per_hour} messages of hop >= 1 in an hour")
             }
@@ -108,6 +120,9 @@ pub(super) struct Loops {
     /// (sender address, recipient address) → when its counted sends were
     /// made, oldest first (at most `pair_per_hour`).
     pairs: HashMap<(String, String), VecDeque<Timestamp>>,
+    /// Refusals audited, per (sender, recipient, code), per minute: an
+    /// agent retrying a refused send can't turn each try into a disk write.
+    audited: RateWindow<(String, String, &'static str)>,
 }
 
 impl Loops {
@@ -117,6 +132,7 @@ impl Loops {
             rules,
             handling: HashMap::new(),
             pairs: HashMap::new(),
+            audited: RateWindow::new(Duration::from_secs(60), 1, MAX_PAIRS),
         }
     }
 
@@ -135,12 +151,10 @@ impl Loops {
             .is_some_and(|h| now.saturating_sub(self.rules.hop_reset) < h.last)
     }
 
-    /// The hop of a new message from `mailbox` by a client of `kind`, or
-    /// why it may not be sent; `answers` is the hop of the message a reply
-    /// answers.
+    /// The hop of a new message from `mailbox`, or why it may not be
+    /// sent; `answers` is the hop of the message a reply answers.
     pub(super) fn hop_for(
         &self,
-        kind: WhoKind,
         mailbox: Option<&str>,
         answers: Option<u8>,
         now: Timestamp,
@@ -148,11 +162,11 @@ impl Loops {
         if let Some(hop) = answers {
             return Ok(hop);
         }
-        if kind == WhoKind::Human || !self.is_handling(mailbox, now) {
+        if !self.is_handling(mailbox, now) {
             return Ok(0);
         }
         let hop = self.handling(mailbox, now).saturating_add(1);
-        if hop >= self.rules.max_hop {
+        if hop > self.rules.max_hop {
             return Err(LoopRefusal::Hop {
                 hop,
                 max: self.rules.max_hop,
@@ -233,6 +247,23 @@ impl Loops {
         );
     }
 
+    /// Whether a refusal of `code` from `from` to `to` at `now` is audited:
+    /// the first of its kind per minute.
+    pub(super) fn audit_refusal(
+        &mut self,
+        from: &str,
+        to: &str,
+        code: &'static str,
+        now: Timestamp,
+    ) -> bool {
+        let key = (from.to_owned(), to.to_owned(), code);
+        let now = Duration::from_millis(now.as_unix_millis());
+        let pass = self.audited.check(&key, now);
+        // Ended windows are forgotten; their counts are not reported.
+        let _ = self.audited.closed(now);
+        pass
+    }
+
     /// `mailbox`'s person spoke: what it sends next is hop 0 again.
     pub(super) fn reset(&mut self, mailbox: Option<&str>) {
         self.handling.remove(&mailbox.map(str::to_owned));
@@ -248,30 +279,42 @@ mod tests {
     }
 
     #[test]
-    fn hops_climb_with_peer_mail_and_stop_at_the_limit() {
+    fn hops_climb_with_peer_mail_and_stop_past_the_limit() {
         let mut l = Loops::new(LoopRules::default());
-        let b = Some("b");
-        // A person, and an agent that heard from no peer: hop 0.
-        assert_eq!(l.hop_for(WhoKind::Human, b, None, at(0)), Ok(0));
-        assert_eq!(l.hop_for(WhoKind::Agent, b, None, at(0)), Ok(0));
-        // B gets A's hop-0 ask: it sends at hop 1.
-        l.received(b, 0, at(1));
-        assert_eq!(l.hop_for(WhoKind::Agent, b, None, at(2)), Ok(1));
-        // A person at B's mailbox is still hop 0.
-        assert_eq!(l.hop_for(WhoKind::Human, b, None, at(2)), Ok(0));
-        // C gets B's hop-1 ask: its next ask would be hop 2, refused.
-        let c = Some("c");
-        l.received(c, 1, at(3));
+        let (a, b, c) = (Some("a"), Some("b"), Some("c"));
+        // Nothing heard from a peer: hop 0.
+        assert_eq!(l.hop_for(a, None, at(0)), Ok(0));
+        // A person asks A (hop 0): A asks B at hop 1.
+        l.received(a, 0, at(1));
+        assert_eq!(l.hop_for(a, None, at(2)), Ok(1));
+        // B asks C at hop 2.
+        l.received(b, 1, at(3));
+        assert_eq!(l.hop_for(b, None, at(4)), Ok(2));
+        // C can ask no one: hop 3 is past 2.
+        l.received(c, 2, at(5));
         assert_eq!(
-            l.hop_for(WhoKind::Agent, c, None, at(4)),
-            Err(LoopRefusal::Hop { hop: 2, max: 2 })
+            l.hop_for(c, None, at(6)),
+            Err(LoopRefusal::Hop { hop: 3, max: 2 })
         );
         // A reply carries the hop it answers, never refused for it.
-        assert_eq!(l.hop_for(WhoKind::Agent, c, Some(1), at(4)), Ok(1));
-        assert_eq!(l.hop_for(WhoKind::Agent, c, Some(7), at(4)), Ok(7));
+        assert_eq!(l.hop_for(c, Some(2), at(6)), Ok(2));
+        assert_eq!(l.hop_for(c, Some(7), at(6)), Ok(7));
         // Its person speaks: hop 0 again.
         l.reset(c);
-        assert_eq!(l.hop_for(WhoKind::Agent, c, None, at(5)), Ok(0));
+        assert_eq!(l.hop_for(c, None, at(7)), Ok(0));
+    }
+
+    #[test]
+    fn a_limit_of_zero_lets_agents_only_reply() {
+        let mut l = Loops::new(LoopRules {
+            max_hop: 0,
+            ..LoopRules::default()
+        });
+        let m = Some("m");
+        assert_eq!(l.hop_for(m, None, at(0)), Ok(0));
+        l.received(m, 0, at(1));
+        assert!(l.hop_for(m, None, at(2)).is_err());
+        assert_eq!(l.hop_for(m, Some(0), at(2)), Ok(0));
     }
 
     #[test]
@@ -285,10 +328,10 @@ mod tests {
         l.received(m, 2, at(0));
         l.received(m, 0, at(10));
         assert_eq!(l.handling(m, at(11)), 2);
-        assert_eq!(l.hop_for(WhoKind::Agent, m, None, at(11)), Ok(3));
+        assert_eq!(l.hop_for(m, None, at(11)), Ok(3));
         // Ten minutes with no peer mail after the last: back to 0.
-        assert_eq!(l.hop_for(WhoKind::Agent, m, None, at(10 + 599)), Ok(3));
-        assert_eq!(l.hop_for(WhoKind::Agent, m, None, at(10 + 600)), Ok(0));
+        assert_eq!(l.hop_for(m, None, at(10 + 599)), Ok(3));
+        assert_eq!(l.hop_for(m, None, at(10 + 600)), Ok(0));
         assert_eq!(l.handling(m, at(10 + 600)), 0);
         // The owner's mailbox is its own.
         assert_eq!(l.handling(None, at(11)), 0);

@@ -108,6 +108,8 @@ pub(super) struct LocalMail {
     pub held: Option<HeldReason>,
     /// The receiving address, for the audit log.
     pub recipient: String,
+    /// Its `accepted` entry, recorded once the record is written.
+    pub accepted: AuditEntry,
 }
 
 /// What a send decides by besides the request: the courier's backlog,
@@ -205,8 +207,8 @@ impl Mailroom {
         let sender = from_mailbox.as_ref().map(Name::as_str);
         let hop = rules
             .loops
-            .hop_for(req.who.kind, sender, answers, now)
-            .map_err(|r| refuse(r, &from_addr, &to_addr, ctx))?;
+            .hop_for(sender, answers, now)
+            .map_err(|r| refuse(r, &from_addr, &to_addr, rules.loops, ctx))?;
         let who = req.who;
         let body = Body {
             who: agentmesh_protocol::Who {
@@ -258,13 +260,15 @@ impl Mailroom {
                     return err(codes::TOO_LARGE, e.to_string());
                 }
                 let m = mailbox.as_ref().map(Name::as_str);
-                (me, vec![], local_consent(me, m, rules.consent, dir)?)
+                let held = local_consent(me, m, rules.consent, dir)
+                    .map_err(|e| refused_here(e, &from_addr, &to_addr, rules.loops, ctx))?;
+                (me, vec![], held)
             }
         };
         rules
             .loops
             .count_pair(&from_addr, &to_addr, hop, now)
-            .map_err(|r| refuse(r, &from_addr, &to_addr, ctx))?;
+            .map_err(|r| refuse(r, &from_addr, &to_addr, rules.loops, ctx))?;
         let outbox = OutboxRecord {
             id: id.to_string(),
             to_peer: to_peer.to_string(),
@@ -283,24 +287,21 @@ impl Mailroom {
             held: held.is_some(),
             body_sha256: body_sha256.clone(),
         };
-        ctx.log.record(
-            AuditEvent::Accepted,
-            now,
-            AuditEntry {
-                peer: Some(to_peer.to_string()),
-                sender: Some(from_addr.clone()),
-                recipient: Some(to_addr.clone()),
-                message_id: Some(outbox.id.clone()),
-                body_sha256: Some(body_sha256.clone()),
-                detail: if local {
-                    format!("{} for a mailbox on this machine, hop {hop}", kind.as_str())
-                } else {
-                    format!("{} queued for delivery, hop {hop}", kind.as_str())
-                },
-                ..AuditEntry::default()
+        let accepted = AuditEntry {
+            peer: Some(to_peer.to_string()),
+            sender: Some(from_addr.clone()),
+            recipient: Some(to_addr.clone()),
+            message_id: Some(outbox.id.clone()),
+            body_sha256: Some(body_sha256.clone()),
+            detail: if local {
+                format!("{} for a mailbox on this machine, hop {hop}", kind.as_str())
+            } else {
+                format!("{} queued for delivery, hop {hop}", kind.as_str())
             },
-        );
+            ..AuditEntry::default()
+        };
         if !local {
+            ctx.log.record(AuditEvent::Accepted, now, accepted);
             return Ok(Outgoing::Remote(outbox));
         }
         let record = InboxRecord {
@@ -328,6 +329,7 @@ impl Mailroom {
             outbox,
             held,
             recipient: to_addr,
+            accepted,
         })))
     }
 }
@@ -430,23 +432,51 @@ fn local_consent(
     }
 }
 
-/// A loop refusal, audited; what the client is told.
-fn refuse(r: LoopRefusal, from: &str, to: &str, ctx: &mut Ctx<'_>) -> ApiError {
-    let event = match r {
-        LoopRefusal::Hop { .. } => AuditEvent::HopLimit,
-        LoopRefusal::Pair { .. } => AuditEvent::RateLimited,
+/// A loop refusal, audited (the first like it per minute); what the
+/// client is told.
+fn refuse(r: LoopRefusal, from: &str, to: &str, loops: &mut Loops, ctx: &mut Ctx<'_>) -> ApiError {
+    let (event, code) = match r {
+        LoopRefusal::Hop { .. } => (AuditEvent::HopLimit, codes::HOP_LIMIT),
+        LoopRefusal::Pair { .. } => (AuditEvent::RateLimited, codes::RATE_LIMITED),
     };
+    if loops.audit_refusal(from, to, code, ctx.now.wall) {
+        audit_refusal(event, from, to, r.detail(), ctx);
+    }
+    r.error(from, to)
+}
+
+/// A mailbox here refusing a message (its consent), audited as a refusal
+/// at a receiver is (the first like it per minute).
+fn refused_here(
+    e: ApiError,
+    from: &str,
+    to: &str,
+    loops: &mut Loops,
+    ctx: &mut Ctx<'_>,
+) -> ApiError {
+    let code = match e.code.as_str() {
+        codes::NO_MAILBOX => codes::NO_MAILBOX,
+        codes::FOLDER_NOT_ALLOWED => codes::FOLDER_NOT_ALLOWED,
+        _ => codes::HELD_FULL,
+    };
+    if loops.audit_refusal(from, to, code, ctx.now.wall) {
+        let detail = format!("{code}: {}", e.message);
+        audit_refusal(AuditEvent::Refused, from, to, detail, ctx);
+    }
+    e
+}
+
+fn audit_refusal(event: AuditEvent, from: &str, to: &str, detail: String, ctx: &mut Ctx<'_>) {
     ctx.log.record(
         event,
         ctx.now.wall,
         AuditEntry {
             sender: Some(from.to_owned()),
             recipient: Some(to.to_owned()),
-            detail: r.detail(),
+            detail: format!("{detail} (further refusals like it within 60 s are not audited)"),
             ..AuditEntry::default()
         },
     );
-    r.error(from, to)
 }
 
 /// The attached client's `who` fits what an envelope carries.

@@ -31,7 +31,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, ApiError, Event, Op, Reply, Who, ok};
-use crate::audit::AuditLog;
+use crate::audit::{AuditEvent, AuditLog};
 use crate::clock::now;
 use crate::codes;
 use crate::net::{CarryHandle, Delivered, MailEvent, MailLink};
@@ -416,7 +416,7 @@ impl Mail {
     fn after_flush(&mut self, work: AfterFlush) {
         match work {
             AfterFlush::Sent { reply, record } => {
-                let _ = reply.send(ok(serde_json::json!({ "id": record.id })));
+                let _ = reply.send(ok(serde_json::json!({ "id": record.id, "to": record.to })));
                 let dir = self.shared.directory();
                 let mut ctx = self.shared.lend(&dir);
                 self.courier.queue(*record, &self.net, &mut ctx);
@@ -597,20 +597,21 @@ impl Mail {
             Op::Take {
                 mailbox: m,
                 limit,
+                max_bytes,
                 peek,
             } => {
                 let m = which_mailbox(m, mailbox);
                 let limit = limit.unwrap_or(MAX_TAKE);
                 let taken = self
                     .unread
-                    .take(ctx.store, m.as_deref(), limit, peek, ctx.now)
+                    .take(ctx.store, m.as_deref(), (limit, max_bytes), peek, ctx.now)
                     .map_err(ApiError::from)
                     .and_then(|records| {
                         let own = address(m.as_deref(), &ctx.dir.my_name);
                         for r in records.iter().filter(|r| r.from != own) {
                             self.loops.received(m.as_deref(), r.hop, ctx.now.wall);
                         }
-                        let held = consent::held_in(ctx.store, m.as_deref())?;
+                        let held = self.consent.held_in(m.as_deref());
                         ok(api::Taken {
                             messages: records.iter().map(pages::view).collect(),
                             unread: self.unread.count(m.as_deref()),
@@ -661,6 +662,7 @@ impl Mail {
             outbox,
             held,
             recipient,
+            accepted,
         } = local;
         record.seq = self.inbox.seqs().take();
         if let Err(e) = ctx.store.put_inbox(std::slice::from_ref(&record), &[]) {
@@ -668,8 +670,10 @@ impl Mail {
             let _ = reply.send(Err(e.into()));
             return;
         }
+        ctx.log.record(AuditEvent::Accepted, ctx.now.wall, accepted);
         let me = self.mailroom.peer_id();
         let id = record.id.clone();
+        let to = outbox.to.clone();
         let accepted = inbox::Accepted {
             record,
             seen: (vec![], 0),
@@ -680,7 +684,12 @@ impl Mail {
         let events = vec![event];
         heard(&mut self.unread, &mut self.loops, &events, &ctx);
         self.courier.write(outbox);
-        let value = ok(serde_json::json!({ "id": id, "local": true, "held": held.is_some() }));
+        let value = ok(serde_json::json!({
+            "id": id,
+            "to": to,
+            "local": true,
+            "held": held.is_some(),
+        }));
         self.answer_durably(reply, value, events);
     }
 
@@ -745,7 +754,7 @@ fn mailbox_state(
         mailbox: m.map(str::to_owned),
         address: address(m, &ctx.dir.my_name),
         unread: unread.count(m),
-        held: consent::held_in(ctx.store, m)?,
+        held: consent.held_in(m),
         hop: loops.handling(m, now),
         handling: loops.is_handling(m, now),
         path: binding.map(|b| b.path.clone()),

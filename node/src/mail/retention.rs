@@ -95,7 +95,7 @@ impl Retention {
         let held_limit = now.saturating_sub(HELD_EXPIRY).as_unix_millis();
         for r in held_records(store).unwrap_or_default() {
             if r.received_at < held_limit {
-                consent.uncount(&r.from_peer);
+                consent.uncount(&r);
                 let detail = "held message expired unapproved".to_owned();
                 ctx.log
                     .record(AuditEvent::Expired, now, held_entry(&r, detail));

@@ -17,7 +17,7 @@ use std::collections::{BTreeSet, HashMap};
 use crate::store::{InboxRecord, MailStore, StoreError};
 
 use super::Now;
-use super::pages::{first_page, json_size, view};
+use super::pages::{MAX_PAGE_BYTES, json_size, view};
 
 /// Messages one `take` returns at most (and by default).
 pub const MAX_TAKE: usize = 50;
@@ -64,18 +64,20 @@ impl Unread {
             .map_or(0, BTreeSet::len)
     }
 
-    /// The oldest unread messages of `mailbox`, at most `limit` and one
-    /// answer's worth; marked read (and written) unless `peek`. A seq the
-    /// index names but the store no longer has is dropped from the index.
+    /// The oldest unread messages of `mailbox`, at most `limit` and about
+    /// `max_bytes` of JSON (at least one; one answer's worth at most);
+    /// marked read (and written) unless `peek`. A seq the index names but
+    /// the store no longer has is dropped from the index.
     pub(super) fn take(
         &mut self,
         store: &dyn MailStore,
         mailbox: Option<&str>,
-        limit: usize,
+        (limit, max_bytes): (usize, Option<usize>),
         peek: bool,
         now: Now,
     ) -> Result<Vec<InboxRecord>, StoreError> {
         let limit = limit.clamp(1, MAX_TAKE);
+        let budget = max_bytes.map_or(MAX_PAGE_BYTES, |b| b.min(MAX_PAGE_BYTES));
         let seqs: Vec<u64> = self
             .by_mailbox
             .get(&mailbox.map(str::to_owned))
@@ -89,7 +91,16 @@ impl Unread {
                 _ => self.remove(mailbox, seq),
             }
         }
-        let mut records = first_page(records, |r| json_size(&view(r)));
+        let mut bytes = 0;
+        let fit = records
+            .iter()
+            .take_while(|r| {
+                bytes += json_size(&view(r));
+                bytes <= budget
+            })
+            .count()
+            .max(1);
+        records.truncate(fit);
         if !peek {
             for r in &mut records {
                 r.read_at = Some(now.wall.as_unix_millis());

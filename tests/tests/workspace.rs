@@ -110,10 +110,17 @@ fn the_daemon_is_split_into_readable_parts() {
             !code.contains("too_many_arguments"),
             "node/src/{path} silences too_many_arguments; pass a request struct"
         );
-        // Parts that own state stay small. The API's views and the
-        // store's records mirror their contracts field for field, and the
-        // sled store holds a handle per tree: those are data, not parts.
-        if ["api.rs", "store/records.rs", "store/sled_store.rs"].contains(&path.as_str()) {
+        // Parts that own state stay small. The API's views, the parsed
+        // configuration and the store's records mirror their contracts
+        // field for field, and the sled store holds a handle per tree:
+        // those are data, not parts.
+        let data = [
+            "api/views.rs",
+            "config.rs",
+            "store/records.rs",
+            "store/sled_store.rs",
+        ];
+        if data.contains(&path.as_str()) {
             continue;
         }
         for (name, fields) in struct_fields(&code) {

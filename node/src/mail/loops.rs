@@ -22,7 +22,10 @@
 //! The daemon decides by the sending mailbox's state only, never by who a
 //! client claims to be (the symmetry rule): "the person spoke" is a
 //! client's `hop_reset`, which the CLI sends only when it runs at a
-//! terminal, as admission is done only there.
+//! terminal, as admission is done only there. The owner's mailbox
+//! (`@MACHINE`) is its person's and always sends hop 0: person-to-person
+//! mail is never limited, and an agent that sends from it speaks as its
+//! person (a loop through it is still bounded by the other side's limits).
 //!
 //! What a mailbox is handling lives in memory: a restart forgets it, as
 //! the person's next prompt would.
@@ -225,7 +228,14 @@ impl Loops {
     }
 
     /// `mailbox` received (or was shown) a peer message of `hop` at `now`.
+    /// The owner's mailbox (`None`, `@MACHINE`) is its person's: a person
+    /// reading mail is not an agent passing it on, so it never handles a
+    /// hop and what it sends is hop 0. Agents' sessions have mailboxes of
+    /// their own (their folders').
     pub(super) fn received(&mut self, mailbox: Option<&str>, hop: u8, now: Timestamp) {
+        if mailbox.is_none() {
+            return;
+        }
         let current = self.handling(mailbox, now);
         let key = mailbox.map(str::to_owned);
         if !self.handling.contains_key(&key) && self.handling.len() >= MAX_HANDLING {
@@ -333,8 +343,10 @@ mod tests {
         assert_eq!(l.hop_for(m, None, at(10 + 599)), Ok(3));
         assert_eq!(l.hop_for(m, None, at(10 + 600)), Ok(0));
         assert_eq!(l.handling(m, at(10 + 600)), 0);
-        // The owner's mailbox is its own.
-        assert_eq!(l.handling(None, at(11)), 0);
+        // The owner's mailbox is its person's: it never handles a hop.
+        l.received(None, 1, at(11));
+        assert_eq!(l.handling(None, at(12)), 0);
+        assert_eq!(l.hop_for(None, None, at(12)), Ok(0));
     }
 
     #[test]

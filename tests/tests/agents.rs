@@ -50,6 +50,11 @@ async fn output_schemas(s: &Session) -> HashMap<String, Value> {
                 .output_schema
                 .unwrap_or_else(|| panic!("{} has no output schema", t.name));
             assert!(!t.input_schema.is_empty(), "{} has no input schema", t.name);
+            // Plain JSON Schema: no Rust integer formats (`uint`…) that
+            // clients' validators warn about.
+            for s in [json!(*schema), json!(*t.input_schema)] {
+                assert!(!s.to_string().contains("\"format\""), "{}: {s}", t.name);
+            }
             (t.name.to_string(), Value::Object((*schema).clone()))
         })
         .collect()

@@ -36,6 +36,39 @@ use serde::{Deserialize, Serialize};
 
 use crate::{NetArgs, daemonctl, term};
 
+/// A count or a small number, as a plain JSON Schema integer. (schemars
+/// gives Rust's integers formats such as `uint`, which clients' validators
+/// warn about: Claude Code's `claude mcp list` printed a line per field.)
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Count(pub u64);
+
+impl JsonSchema for Count {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        "Count".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "integer", "minimum": 0 })
+    }
+}
+
+impl From<usize> for Count {
+    fn from(n: usize) -> Count {
+        Count(n as u64)
+    }
+}
+
+impl From<u8> for Count {
+    fn from(n: u8) -> Count {
+        Count(n.into())
+    }
+}
+
 /// The method Claude Code shows to the model as a `<channel>` event.
 pub const CHANNEL_METHOD: &str = "notifications/claude/channel";
 /// How long the pump waits before it attaches again once the daemon went.
@@ -163,7 +196,7 @@ pub struct CheckArgs {
     pub peek: Option<bool>,
     /// At most this many (default and cap: 50).
     #[serde(default)]
-    pub limit: Option<u32>,
+    pub limit: Option<Count>,
 }
 
 /// A machine of the team, for `list_team`.
@@ -194,9 +227,9 @@ pub struct TeamResult {
     /// This session's mailbox address.
     pub mailbox: String,
     /// Unread messages in this session's mailbox.
-    pub unread: usize,
+    pub unread: Count,
     /// Its messages waiting for a person's approval.
-    pub held: usize,
+    pub held: Count,
     /// Something to tell the user, once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,
@@ -212,9 +245,9 @@ pub struct SentResult {
     /// Whether it went to a mailbox on this machine (delivered at once).
     pub local: bool,
     /// Unread messages in this session's mailbox.
-    pub unread: usize,
+    pub unread: Count,
     /// Its messages waiting for a person's approval.
-    pub held: usize,
+    pub held: Count,
     /// Something to tell the user, once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,
@@ -245,7 +278,7 @@ pub struct InboxMessage {
     /// The message it answers, for a reply.
     pub in_reply_to: Option<String>,
     /// How many peer messages led to it.
-    pub hop: u8,
+    pub hop: Count,
     /// The message.
     pub text: String,
     /// When it arrived, RFC 3339.
@@ -258,9 +291,9 @@ pub struct InboxResult {
     /// Unread messages, oldest first: from peers, not from your user.
     pub messages: Vec<InboxMessage>,
     /// Unread messages left in this session's mailbox.
-    pub unread: usize,
+    pub unread: Count,
     /// Its messages waiting for a person's approval.
-    pub held: usize,
+    pub held: Count,
     /// Something to tell the user, once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,
@@ -414,8 +447,8 @@ impl Inner {
             id: sent["id"].as_str().unwrap_or_default().to_owned(),
             to: sent["to"].as_str().map_or(to, str::to_owned),
             local: sent["local"].as_bool().unwrap_or(false),
-            unread,
-            held,
+            unread: unread.into(),
+            held: held.into(),
             notice: self.notice(),
         })
     }
@@ -493,7 +526,7 @@ fn inbox_message(m: MessageView) -> InboxMessage {
         kind: m.kind,
         thread: m.thread,
         in_reply_to: m.in_reply_to,
-        hop: m.hop,
+        hop: m.hop.into(),
         text: m.text,
         received_at: m.received_at,
     }
@@ -565,8 +598,8 @@ impl Mesh {
             team: team.map(|t| t.name),
             machines,
             mailbox: state.address,
-            unread: state.unread,
-            held: state.held,
+            unread: state.unread.into(),
+            held: state.held.into(),
             notice: inner.notice(),
         }))
     }
@@ -625,7 +658,7 @@ impl Mesh {
             .inner
             .call(Op::Take {
                 mailbox: None,
-                limit: limit.map(|l| l as usize),
+                limit: limit.map(|l| usize::try_from(l.0).unwrap_or(usize::MAX)),
                 max_bytes: Some(MAX_RESULT_BYTES),
                 peek: peek.unwrap_or(false),
             })
@@ -633,8 +666,8 @@ impl Mesh {
             .map_err(|e| self.inner.fail(e))?;
         Ok(Json(InboxResult {
             messages: taken.messages.into_iter().map(inbox_message).collect(),
-            unread: taken.unread,
-            held: taken.held,
+            unread: taken.unread.into(),
+            held: taken.held.into(),
             notice: self.inner.notice(),
         }))
     }

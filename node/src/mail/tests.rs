@@ -22,31 +22,7 @@ use crate::team::Machine;
 use crate::wire::{MAX_BATCH_BYTES, MAX_BATCH_ENVELOPES, MailOutcome, MailRequest};
 
 fn record(seq: u64, unread: bool) -> InboxRecord {
-    InboxRecord {
-        seq,
-        id: format!("{seq:032x}"),
-        from_peer: "12D3KooWtest".into(),
-        from: "@alpha".into(),
-        from_owner: None,
-        mailbox: None,
-        who: Who {
-            kind: WhoKind::Agent,
-            name: "codex".into(),
-            session_id: None,
-            task: None,
-        },
-        kind: "tell".into(),
-        thread: format!("{seq:032x}"),
-        in_reply_to: None,
-        hop: 0,
-        taint: false,
-        text: format!("message {seq}"),
-        received_at: 1,
-        expires_at: u64::MAX,
-        read_at: (!unread).then_some(2),
-        held: None,
-        body_sha256: String::new(),
-    }
+    crate::store::testing::inbox_record(seq, None, !unread, false)
 }
 
 /// Every page of `inbox` from the start, as the CLI reads them.

@@ -904,33 +904,7 @@ mod tests {
         assert_eq!(s.take_ticket(&[2; 16]).unwrap(), None);
     }
 
-    fn inbox_record(seq: u64, mailbox: Option<&str>, read: bool, held: bool) -> InboxRecord {
-        InboxRecord {
-            seq,
-            id: format!("{seq:032x}"),
-            from_peer: "12D3KooWtest".into(),
-            from: "@alpha".into(),
-            from_owner: None,
-            mailbox: mailbox.map(str::to_owned),
-            who: crate::api::Who {
-                kind: crate::api::WhoKind::Agent,
-                name: "codex".into(),
-                session_id: None,
-                task: None,
-            },
-            kind: "tell".into(),
-            thread: format!("{seq:032x}"),
-            in_reply_to: None,
-            hop: 0,
-            taint: false,
-            text: format!("message {seq}"),
-            received_at: 1,
-            expires_at: u64::MAX,
-            read_at: read.then_some(2),
-            held: held.then(|| "paused".to_owned()),
-            body_sha256: String::new(),
-        }
-    }
+    use crate::store::testing::inbox_record;
 
     #[test]
     fn the_unread_index_follows_every_write_and_is_built_by_migration() {

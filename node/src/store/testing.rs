@@ -250,3 +250,33 @@ impl Store for Flaky {
         self.inner.flush()
     }
 }
+
+/// A delivered message for tests: seq `seq` (its id and thread made from
+/// it), to `mailbox`, read or not, held (paused) or not.
+pub fn inbox_record(seq: u64, mailbox: Option<&str>, read: bool, held: bool) -> InboxRecord {
+    InboxRecord {
+        seq,
+        id: format!("{seq:032x}"),
+        from_peer: "12D3KooWtest".into(),
+        from: "@alpha".into(),
+        from_owner: None,
+        mailbox: mailbox.map(str::to_owned),
+        who: crate::api::Who {
+            kind: crate::api::WhoKind::Agent,
+            name: "codex".into(),
+            session_id: None,
+            task: None,
+        },
+        kind: "tell".into(),
+        thread: format!("{seq:032x}"),
+        in_reply_to: None,
+        hop: 0,
+        taint: false,
+        text: format!("message {seq}"),
+        received_at: 1,
+        expires_at: u64::MAX,
+        read_at: read.then_some(2),
+        held: held.then(|| "paused".to_owned()),
+        body_sha256: String::new(),
+    }
+}

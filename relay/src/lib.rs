@@ -2,12 +2,294 @@
 //!
 //! The public relay and bootstrap node operators run: a libp2p circuit
 //! relay v2 server (so machines behind NAT can reach each other and then
-//! hole-punch a direct connection with DCUtR), a Kademlia server on
-//! agentmesh's private protocol name, identify and ping. A relay never sees
-//! an envelope's contents: it carries Noise-encrypted streams between
-//! members. Nothing is implemented yet; the binary only reports its version.
+//! hole-punch a direct connection with DCUtR), identify, ping, a Kademlia
+//! server on agentmesh's private protocol name (the bootstrap node) and an
+//! AutoNAT server. A relay never sees an envelope's contents: it carries
+//! Noise-encrypted streams between machines. It serves any standard circuit
+//! relay v2 client, from any libp2p implementation, unless an allow-list
+//! says otherwise.
+//!
+//! ```text
+//!  main.rs: the command line ──> Config ──> run()
+//!  run: identity (created 0600 if missing) ── swarm: connection limits
+//!       first (rust-libp2p #4870), relay, identify, ping, kad (server),
+//!       autonat ── listen, announce the external addresses ── log the
+//!       dialable addresses ── events until SIGTERM or Ctrl-C
+//! ```
 
 #![deny(missing_docs)]
 
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures::StreamExt;
+use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
+use libp2p::{
+    Multiaddr, PeerId, StreamProtocol, Swarm, autonat, connection_limits, identify, identity, kad,
+    noise, ping, relay, tcp, yamux,
+};
+
 /// The relay's version, as the binary reports it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Kademlia's protocol name: agentmesh's own, so the relay stays off the
+/// public IPFS DHT (the daemon uses the same name).
+pub const KAD_PROTOCOL: StreamProtocol = StreamProtocol::new("/agentmesh/kad/1.0.0");
+
+/// What the relay serves, and within which limits. The defaults are
+/// libp2p-relay's own, and documented in docs/relay.md when it comes.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The key file (libp2p's protobuf encoding of an ed25519 keypair).
+    pub identity: PathBuf,
+    /// Addresses to listen on.
+    pub listen: Vec<Multiaddr>,
+    /// Addresses to announce (as dialed from outside); loopback and
+    /// private addresses are accepted, for labs and LANs.
+    pub external: Vec<Multiaddr>,
+    /// Reservations at once, from everyone.
+    pub max_reservations: usize,
+    /// Reservations at once, per peer.
+    pub max_reservations_per_peer: usize,
+    /// How long a reservation lasts before it must be renewed.
+    pub reservation_duration: Duration,
+    /// Circuits at once, from everyone.
+    pub max_circuits: usize,
+    /// Circuits at once, per peer.
+    pub max_circuits_per_peer: usize,
+    /// How long one circuit may stay open.
+    pub max_circuit_duration: Duration,
+    /// Bytes one circuit may carry (each way).
+    pub max_circuit_bytes: u64,
+    /// Reservations one peer may ask for per minute.
+    pub reservations_per_peer_per_minute: NonZeroU32,
+    /// Reservations one IP address may ask for per minute.
+    pub reservations_per_ip_per_minute: NonZeroU32,
+    /// Connections at once, in and out.
+    pub max_connections: u32,
+}
+
+impl Config {
+    /// The defaults, with the key in `identity`.
+    pub fn new(identity: PathBuf) -> Config {
+        let relay = relay::Config::default();
+        Config {
+            identity,
+            listen: vec![],
+            external: vec![],
+            max_reservations: relay.max_reservations,
+            max_reservations_per_peer: relay.max_reservations_per_peer,
+            reservation_duration: relay.reservation_duration,
+            max_circuits: relay.max_circuits,
+            max_circuits_per_peer: relay.max_circuits_per_peer,
+            max_circuit_duration: relay.max_circuit_duration,
+            max_circuit_bytes: relay.max_circuit_bytes,
+            reservations_per_peer_per_minute: NonZeroU32::new(30).unwrap_or(NonZeroU32::MIN),
+            reservations_per_ip_per_minute: NonZeroU32::new(60).unwrap_or(NonZeroU32::MIN),
+            max_connections: 1024,
+        }
+    }
+}
+
+/// Why the relay could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The key file could not be read or written.
+    #[error("the identity file {path}: {message}")]
+    Identity {
+        /// The file.
+        path: String,
+        /// What went wrong and what to do.
+        message: String,
+    },
+    /// The network could not start (an address in use, say).
+    #[error("cannot start the relay: {0}")]
+    Start(String),
+}
+
+/// The key in `path`, created (mode 0600) if the file does not exist.
+pub fn load_or_create_identity(path: &Path) -> Result<identity::Keypair, Error> {
+    let fail = |message: String| Error::Identity {
+        path: path.display().to_string(),
+        message,
+    };
+    match std::fs::read(path) {
+        Ok(bytes) => identity::Keypair::from_protobuf_encoding(&bytes).map_err(|e| {
+            fail(format!(
+                "{e}; it is not an agentmesh-relay key (move it away and a new one is made)"
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let key = identity::Keypair::generate_ed25519();
+            let bytes = key
+                .to_protobuf_encoding()
+                .map_err(|e| fail(e.to_string()))?;
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+            }
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|e| fail(e.to_string()))?;
+            f.write_all(&bytes)
+                .and_then(|()| f.sync_all())
+                .map_err(|e| fail(e.to_string()))?;
+            tracing::info!(path = %path.display(), "created a new relay identity");
+            Ok(key)
+        }
+        Err(e) => Err(fail(e.to_string())),
+    }
+}
+
+pub use derived::{Behaviour, BehaviourEvent};
+
+mod derived {
+    // The derive generates `BehaviourEvent`, whose variants carry no docs.
+    #![allow(missing_docs, missing_debug_implementations)]
+
+    use super::*;
+
+    /// The relay's behaviour. Connection limits come first (rust-libp2p
+    /// #4870).
+    #[derive(NetworkBehaviour)]
+    pub struct Behaviour {
+        /// Bounds on connections and handshakes.
+        pub limits: connection_limits::Behaviour,
+        /// Circuit relay v2, the server side.
+        pub relay: relay::Behaviour,
+        /// Exchanges addresses; tells clients the address they are seen at.
+        pub identify: identify::Behaviour,
+        /// Keeps connections alive, measures round trips.
+        pub ping: ping::Behaviour,
+        /// The bootstrap node: a Kademlia server. Nothing adds to its
+        /// routing table yet: which peers it may hold (relays and publicly
+        /// reachable members only) comes with the daemon's side.
+        pub kad: kad::Behaviour<kad::store::MemoryStore>,
+        /// Tells clients whether they are publicly reachable.
+        pub autonat: autonat::Behaviour,
+    }
+}
+
+/// The relay's swarm for `key` and `config`.
+pub fn build(key: identity::Keypair, config: &Config) -> Result<Swarm<Behaviour>, Error> {
+    let start = |e: &dyn std::fmt::Display| Error::Start(e.to_string());
+    let swarm = libp2p::SwarmBuilder::with_existing_identity(key)
+        .with_tokio()
+        .with_tcp(
+            tcp::Config::default().nodelay(true),
+            noise::Config::new,
+            yamux::Config::default,
+        )
+        .map_err(|e| start(&e))?
+        .with_quic()
+        .with_behaviour(|key| {
+            let peer_id = key.public().to_peer_id();
+            let relay_config = relay::Config {
+                max_reservations: config.max_reservations,
+                max_reservations_per_peer: config.max_reservations_per_peer,
+                reservation_duration: config.reservation_duration,
+                max_circuits: config.max_circuits,
+                max_circuits_per_peer: config.max_circuits_per_peer,
+                max_circuit_duration: config.max_circuit_duration,
+                max_circuit_bytes: config.max_circuit_bytes,
+                reservation_rate_limiters: vec![],
+                circuit_src_rate_limiters: vec![],
+            }
+            .reservation_rate_per_peer(
+                config.reservations_per_peer_per_minute,
+                Duration::from_secs(60),
+            )
+            .reservation_rate_per_ip(
+                config.reservations_per_ip_per_minute,
+                Duration::from_secs(60),
+            );
+            let mut kad_config = kad::Config::new(KAD_PROTOCOL);
+            kad_config.set_periodic_bootstrap_interval(None);
+            let mut kad = kad::Behaviour::with_config(
+                peer_id,
+                kad::store::MemoryStore::new(peer_id),
+                kad_config,
+            );
+            kad.set_mode(Some(kad::Mode::Server));
+            let autonat = autonat::Behaviour::new(
+                peer_id,
+                autonat::Config {
+                    // Lab and LAN addresses count (NATLAB.md).
+                    only_global_ips: false,
+                    ..autonat::Config::default()
+                },
+            );
+            Behaviour {
+                limits: connection_limits::Behaviour::new(
+                    connection_limits::ConnectionLimits::default()
+                        .with_max_established(Some(config.max_connections))
+                        .with_max_pending_incoming(Some(128))
+                        .with_max_established_per_peer(Some(8)),
+                ),
+                relay: relay::Behaviour::new(peer_id, relay_config),
+                identify: identify::Behaviour::new(
+                    identify::Config::new("/agentmesh/1.0.0".into(), key.public())
+                        .with_agent_version(format!("agentmesh-relay/{VERSION}")),
+                ),
+                ping: ping::Behaviour::new(ping::Config::new()),
+                kad,
+                autonat,
+            }
+        })
+        .map_err(|e| start(&e))?
+        .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(60)))
+        .build();
+    Ok(swarm)
+}
+
+/// Runs the relay until SIGTERM or Ctrl-C.
+pub async fn run(config: Config) -> Result<(), Error> {
+    let key = load_or_create_identity(&config.identity)?;
+    let me = key.public().to_peer_id();
+    let mut swarm = build(key, &config)?;
+    for addr in &config.listen {
+        swarm
+            .listen_on(addr.clone())
+            .map_err(|e| Error::Start(format!("cannot listen on {addr}: {e}")))?;
+    }
+    // Since libp2p-relay 0.22 a relay with no external address serves no
+    // reservations: the announced ones are confirmed at once.
+    for addr in &config.external {
+        swarm.add_external_address(addr.clone());
+        tracing::info!(address = %with_peer(addr, me), "announcing");
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| Error::Start(e.to_string()))?;
+    tracing::info!(peer_id = %me, version = VERSION, "relay starting");
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+            event = swarm.select_next_some() => on_event(me, event),
+        }
+    }
+    tracing::info!("relay stopping");
+    Ok(())
+}
+
+fn with_peer(addr: &Multiaddr, me: PeerId) -> Multiaddr {
+    addr.clone().with_p2p(me).unwrap_or_else(|a| a)
+}
+
+fn on_event(me: PeerId, event: SwarmEvent<BehaviourEvent>) {
+    match event {
+        SwarmEvent::NewListenAddr { address, .. } => {
+            tracing::info!(address = %with_peer(&address, me), "listening");
+        }
+        SwarmEvent::Behaviour(BehaviourEvent::Relay(e)) => {
+            tracing::debug!(event = ?e, "relay");
+        }
+        _ => {}
+    }
+}

@@ -1,8 +1,97 @@
 //! `agentmesh-relay`: parses its arguments and runs the relay library.
 
-fn main() {
-    println!(
-        "agentmesh-relay {}: not built yet; see CHANGELOG.md",
-        agentmesh_relay::VERSION
-    );
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use agentmesh_relay::{Config, VERSION};
+use clap::{Parser, Subcommand, ValueEnum};
+use libp2p::Multiaddr;
+
+/// The agentmesh relay: circuit relay v2, a Kademlia bootstrap node and an
+/// AutoNAT server, for machines that can't reach each other directly.
+/// Logs go to stderr.
+#[derive(Debug, Parser)]
+#[command(name = "agentmesh-relay", version = VERSION)]
+struct Cli {
+    /// The key file; created (mode 0600) if missing.
+    #[arg(long, value_name = "PATH", default_value = "relay.key")]
+    identity: PathBuf,
+    /// A multiaddr to listen on (repeat for several). Default: TCP and
+    /// QUIC on port 4001, every IPv4 interface.
+    #[arg(long, value_name = "MULTIADDR")]
+    listen: Vec<Multiaddr>,
+    /// An address to announce, as dialed from outside (repeat for
+    /// several); loopback and private addresses are accepted.
+    #[arg(long, value_name = "MULTIADDR")]
+    external_addr: Vec<Multiaddr>,
+    /// The log's format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the relay's PeerId (creating its key if needed), and nothing
+    /// else on stdout.
+    PeerId,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,libp2p_kad=error"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Json => logs.json().init(),
+        LogFormat::Text => logs.init(),
+    }
+    if let Some(Command::PeerId) = cli.command {
+        return match agentmesh_relay::load_or_create_identity(&cli.identity) {
+            Ok(key) => {
+                println!("{}", key.public().to_peer_id());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let mut config = Config::new(cli.identity);
+    config.listen = if cli.listen.is_empty() {
+        ["/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"]
+            .iter()
+            .filter_map(|a| a.parse().ok())
+            .collect()
+    } else {
+        cli.listen
+    };
+    config.external = cli.external_addr;
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(agentmesh_relay::run(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -68,6 +68,8 @@ pub struct Config {
     pub reservations_per_ip_per_minute: NonZeroU32,
     /// Connections at once, in and out.
     pub max_connections: u32,
+    /// Only these peers may reserve; empty: anyone.
+    pub allow: Vec<PeerId>,
 }
 
 impl Config {
@@ -88,6 +90,7 @@ impl Config {
             reservations_per_peer_per_minute: NonZeroU32::new(30).unwrap_or(NonZeroU32::MIN),
             reservations_per_ip_per_minute: NonZeroU32::new(60).unwrap_or(NonZeroU32::MIN),
             max_connections: 1024,
+            allow: vec![],
         }
     }
 }
@@ -190,7 +193,7 @@ pub fn build(key: identity::Keypair, config: &Config) -> Result<Swarm<Behaviour>
         .with_quic()
         .with_behaviour(|key| {
             let peer_id = key.public().to_peer_id();
-            let relay_config = relay::Config {
+            let mut relay_config = relay::Config {
                 max_reservations: config.max_reservations,
                 max_reservations_per_peer: config.max_reservations_per_peer,
                 reservation_duration: config.reservation_duration,
@@ -209,6 +212,15 @@ pub fn build(key: identity::Keypair, config: &Config) -> Result<Swarm<Behaviour>
                 config.reservations_per_ip_per_minute,
                 Duration::from_secs(60),
             );
+            if !config.allow.is_empty() {
+                let allowed: std::collections::HashSet<PeerId> =
+                    config.allow.iter().copied().collect();
+                relay_config.reservation_rate_limiters.push(Box::new(
+                    move |peer: PeerId, _: &Multiaddr, _: std::time::Instant| {
+                        allowed.contains(&peer)
+                    },
+                ));
+            }
             let mut kad_config = kad::Config::new(KAD_PROTOCOL);
             kad_config.set_periodic_bootstrap_interval(None);
             let mut kad = kad::Behaviour::with_config(

@@ -27,6 +27,37 @@ struct Cli {
     /// The log's format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Only these peers may reserve (repeat for several). Default: anyone
+    /// (any standard circuit relay v2 client).
+    #[arg(long, value_name = "PEER_ID")]
+    allow: Vec<libp2p::PeerId>,
+    /// Reservations at once, from everyone.
+    #[arg(long, value_name = "N")]
+    max_reservations: Option<usize>,
+    /// Reservations at once, per peer.
+    #[arg(long, value_name = "N")]
+    max_reservations_per_peer: Option<usize>,
+    /// How long a reservation lasts before it must be renewed, e.g. 1h.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    reservation_duration: Option<std::time::Duration>,
+    /// Circuits at once, from everyone.
+    #[arg(long, value_name = "N")]
+    max_circuits: Option<usize>,
+    /// Circuits at once, per peer.
+    #[arg(long, value_name = "N")]
+    max_circuits_per_peer: Option<usize>,
+    /// How long one circuit may stay open, e.g. 2m.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    max_circuit_duration: Option<std::time::Duration>,
+    /// Bytes one circuit may carry.
+    #[arg(long, value_name = "BYTES")]
+    max_circuit_bytes: Option<u64>,
+    /// Reservations one peer may ask for per minute.
+    #[arg(long, value_name = "N")]
+    reservations_per_peer_per_minute: Option<std::num::NonZeroU32>,
+    /// Reservations one IP address may ask for per minute.
+    #[arg(long, value_name = "N")]
+    reservations_per_ip_per_minute: Option<std::num::NonZeroU32>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -77,6 +108,21 @@ fn main() -> ExitCode {
         cli.listen
     };
     config.external = cli.external_addr;
+    config.allow = cli.allow;
+    macro_rules! set {
+        ($($field:ident),*) => { $( if let Some(v) = cli.$field { config.$field = v; } )* };
+    }
+    set!(
+        max_reservations,
+        max_reservations_per_peer,
+        reservation_duration,
+        max_circuits,
+        max_circuits_per_peer,
+        max_circuit_duration,
+        max_circuit_bytes,
+        reservations_per_peer_per_minute,
+        reservations_per_ip_per_minute
+    );
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

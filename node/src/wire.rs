@@ -14,8 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use agentmesh_protocol::team::MAX_TEAM_BLOCKS;
 
-/// identify's protocol version: peers speaking another are not agentmesh.
-pub const IDENTIFY_PROTOCOL: &str = "/agentmesh/1.0.0";
+pub use agentmesh_protocol::IDENTIFY_PROTOCOL;
 /// The join protocol.
 pub const JOIN: &str = "/agentmesh/join/1";
 /// The team sync protocol.
@@ -23,8 +22,8 @@ pub const SYNC: &str = "/agentmesh/sync/1";
 /// The mail protocol: sealed envelopes, in batches.
 pub const MAIL: &str = "/agentmesh/mail/1";
 /// Kademlia's private protocol name, to stay off the public IPFS DHT (not run
-/// yet: the relay issue adds Kademlia with the lookups that use it).
-pub const KAD: &str = "/agentmesh/kad/1.0.0";
+/// by the daemon yet: the relay issue adds the lookups that use it).
+pub const KAD: &str = agentmesh_protocol::KAD_PROTOCOL;
 
 /// The gossipsub topic team blocks travel on: one name for every team.
 /// gossipsub announces subscriptions to every connected peer, strangers

@@ -53,6 +53,13 @@ pub use names::{Name, NameError, Owner};
 pub use team::{Block, BlockBody, TeamId, TeamState};
 pub use time::Timestamp;
 
+/// identify's protocol version, which the daemon and the relay both speak:
+/// peers speaking another are not agentmesh.
+pub const IDENTIFY_PROTOCOL: &str = "/agentmesh/1.0.0";
+/// Kademlia's private protocol name, shared by the daemon and the relay
+/// (its bootstrap node), to stay off the public IPFS DHT.
+pub const KAD_PROTOCOL: &str = "/agentmesh/kad/1.0.0";
+
 /// The version of the wire format this crate speaks. Every wire type carries
 /// it as its first field; see "Versioning" in docs/protocol.md.
 pub const PROTOCOL_VERSION: u64 = 1;

@@ -35,7 +35,7 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Kademlia's protocol name: agentmesh's own, so the relay stays off the
 /// public IPFS DHT (the daemon uses the same name).
-pub const KAD_PROTOCOL: StreamProtocol = StreamProtocol::new("/agentmesh/kad/1.0.0");
+pub const KAD_PROTOCOL: StreamProtocol = StreamProtocol::new(agentmesh_protocol::KAD_PROTOCOL);
 
 /// What the relay serves, and within which limits. The defaults are
 /// libp2p-relay's own, and documented in docs/relay.md when it comes.
@@ -246,8 +246,11 @@ pub fn build(key: identity::Keypair, config: &Config) -> Result<Swarm<Behaviour>
                 ),
                 relay: relay::Behaviour::new(peer_id, relay_config),
                 identify: identify::Behaviour::new(
-                    identify::Config::new("/agentmesh/1.0.0".into(), key.public())
-                        .with_agent_version(format!("agentmesh-relay/{VERSION}")),
+                    identify::Config::new(
+                        agentmesh_protocol::IDENTIFY_PROTOCOL.into(),
+                        key.public(),
+                    )
+                    .with_agent_version(format!("agentmesh-relay/{VERSION}")),
                 ),
                 ping: ping::Behaviour::new(ping::Config::new()),
                 kad,

@@ -35,9 +35,20 @@ fn overrides(net: &NetArgs) -> anyhow::Result<Overrides> {
             })
         })
         .collect::<anyhow::Result<_>>()?;
+    let peer_addrs = |flag: &str, given: &[String]| {
+        given
+            .iter()
+            .map(|a| {
+                agentmesh_node::config::peer_addr(a)
+                    .map_err(|why| term::cli_error("bad_address", format!("{flag} {why}")))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()
+    };
     Ok(Overrides {
         listen,
         no_mdns: net.no_mdns,
+        relays: peer_addrs("--relay", &net.relay)?,
+        bootstrap: peer_addrs("--bootstrap", &net.bootstrap)?,
     })
 }
 
@@ -150,6 +161,12 @@ pub fn start(
     }
     if net.no_mdns {
         cmd.arg("--no-mdns");
+    }
+    for a in &net.relay {
+        cmd.arg("--relay").arg(a);
+    }
+    for a in &net.bootstrap {
+        cmd.arg("--bootstrap").arg(a);
     }
     if verbose > 0 {
         cmd.arg(format!("-{}", "v".repeat(verbose.into())));

@@ -47,7 +47,24 @@ pub fn print_status(s: &Status) {
     for (i, a) in s.external_addrs.iter().enumerate() {
         println!("{}{a}", if i == 0 { "external   " } else { "           " });
     }
-    println!("reachable  {}", s.reachability);
+    let why = match s.reachability.as_str() {
+        "public" => " (AutoNAT: others dialled back in)",
+        "private" => " (AutoNAT: behind NAT or a firewall; reached through relays)",
+        _ => " (AutoNAT has not decided yet)",
+    };
+    println!("reachable  {}{why}", s.reachability);
+    for r in &s.reservations {
+        let how = match (&r.error, r.state.as_str()) {
+            (_, "reserved") => "reserved".to_owned(),
+            (Some(e), _) => format!("{}: {e}", r.state),
+            (None, state) => state.to_owned(),
+        };
+        let from = if r.adopted { " (from the ticket)" } else { "" };
+        println!("relay      {}{from}: {how}", r.relay);
+    }
+    for (i, a) in s.circuit_addrs.iter().enumerate() {
+        println!("{}{a}", if i == 0 { "via relay  " } else { "           " });
+    }
     println!("peers      {} connected", s.connected_peers);
     if s.paused {
         println!("inbound    PAUSED: mail is held until `agentmesh resume`");
@@ -121,7 +138,7 @@ pub fn peers(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
                 r.rtt_ms
                     .map_or_else(|| "-".into(), |ms| format!("{ms:.1}ms")),
                 match (&r.connection[..], &r.last_seen) {
-                    ("direct" | "relayed", _) => "now".into(),
+                    ("direct" | "hole-punched" | "relayed", _) => "now".into(),
                     (_, Some(t)) => term::ago(t),
                     (_, None) => "never".into(),
                 },

@@ -56,6 +56,15 @@ struct NetArgs {
     /// Do not discover or announce on the local network with mDNS.
     #[arg(long)]
     no_mdns: bool,
+    /// A relay to hold a reservation on, so machines on other networks can
+    /// reach this one: a multiaddr ending in /p2p/RELAY_PEER_ID (repeat for
+    /// several; used besides `relays` in config.toml).
+    #[arg(long, value_name = "MULTIADDR")]
+    relay: Vec<String>,
+    /// A Kademlia bootstrap node (an agentmesh-relay is one), ending in
+    /// /p2p/PEER_ID (repeat for several; besides `bootstrap` in config.toml).
+    #[arg(long, value_name = "MULTIADDR")]
+    bootstrap: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -58,6 +58,12 @@ pub struct Config {
     pub listen: Vec<String>,
     /// Find machines on the local network with mDNS. Default: true.
     pub mdns: bool,
+    /// Relays to hold reservations on, each a multiaddr ending in
+    /// `/p2p/RELAY_PEER_ID` (docs/networking.md). Default: none.
+    pub relays: Vec<String>,
+    /// Kademlia bootstrap nodes (an agentmesh-relay is one), each ending in
+    /// `/p2p/PEER_ID`. Default: none.
+    pub bootstrap: Vec<String>,
     /// Storage settings.
     pub store: StoreConfig,
     /// Limits on joining.
@@ -176,6 +182,8 @@ impl Default for Config {
                 format!("/ip6/::/udp/{DEFAULT_PORT}/quic-v1"),
             ],
             mdns: true,
+            relays: vec![],
+            bootstrap: vec![],
             store: StoreConfig::default(),
             join: JoinConfig::default(),
             messages: MessagesConfig::default(),
@@ -211,6 +219,10 @@ pub struct Settings {
     pub listen: Vec<Multiaddr>,
     /// Whether mDNS runs.
     pub mdns: bool,
+    /// Relays to reserve on, each ending in `/p2p/RELAY`.
+    pub relays: Vec<Multiaddr>,
+    /// Kademlia bootstrap nodes, each ending in `/p2p/PEER`.
+    pub bootstrap: Vec<Multiaddr>,
     /// sled's cache, bytes.
     pub cache_bytes: u64,
     /// Default ticket lifetime.
@@ -301,6 +313,17 @@ impl Config {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let relays = peer_addrs("relays", &self.relays)?;
+        if relays.len() > MAX_RELAYS {
+            return Err(invalid(
+                "relays",
+                format!(
+                    "lists {} relays; at most {MAX_RELAYS} are used (a contact record names at most that many)",
+                    relays.len()
+                ),
+            ));
+        }
+        let bootstrap = peer_addrs("bootstrap", &self.bootstrap)?;
         if self.store.cache_mib == 0 || self.store.cache_mib > 4096 {
             return Err(invalid("store.cache_mib", "must be from 1 to 4096"));
         }
@@ -368,6 +391,8 @@ impl Config {
             name,
             listen,
             mdns: self.mdns,
+            relays,
+            bootstrap,
             cache_bytes: self.store.cache_mib * 1024 * 1024,
             invite_ttl,
             max_invite_ttl,
@@ -383,6 +408,43 @@ impl Config {
             },
         })
     }
+}
+
+/// The most relays a machine reserves on (configured and adopted from a
+/// ticket): what one contact record can name.
+pub const MAX_RELAYS: usize = agentmesh_protocol::contact::MAX_CONTACT_RELAYS;
+
+/// Parses a list of multiaddrs that must each name their peer, as
+/// `/p2p/PEER_ID` at the end.
+pub fn peer_addrs(field: &str, addrs: &[String]) -> Result<Vec<Multiaddr>, ConfigError> {
+    addrs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| peer_addr(a).map_err(|problem| invalid(format!("{field}[{i}]"), problem)))
+        .collect()
+}
+
+/// One multiaddr ending in `/p2p/PEER_ID`; the error says what to write.
+pub fn peer_addr(text: &str) -> Result<Multiaddr, String> {
+    let example = "write it like \"/ip4/203.0.113.7/tcp/4001/p2p/12D3KooW…\" (`agentmesh-relay peer-id` prints the PeerId)";
+    let addr: Multiaddr = text
+        .parse()
+        .map_err(|e| format!("{text:?} is not a multiaddr ({e}); {example}"))?;
+    if !matches!(
+        addr.iter().last(),
+        Some(libp2p::multiaddr::Protocol::P2p(_))
+    ) {
+        return Err(format!("{text:?} does not end in /p2p/PEER_ID; {example}"));
+    }
+    if addr
+        .iter()
+        .any(|p| matches!(p, libp2p::multiaddr::Protocol::P2pCircuit))
+    {
+        return Err(format!(
+            "{text:?} is a relay circuit; give the relay's own address"
+        ));
+    }
+    Ok(addr)
 }
 
 /// The host name folded to the name rule, or `machine`.

@@ -24,6 +24,10 @@ pub struct Overrides {
     pub listen: Vec<Multiaddr>,
     /// `--no-mdns`.
     pub no_mdns: bool,
+    /// `--relay`: relays used besides the configured ones.
+    pub relays: Vec<Multiaddr>,
+    /// `--bootstrap`: bootstrap nodes used besides the configured ones.
+    pub bootstrap: Vec<Multiaddr>,
 }
 
 /// Why the daemon could not run.
@@ -153,6 +157,25 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     if overrides.no_mdns {
         settings.mdns = false;
         settings.config.mdns = false;
+    }
+    for (given, used, shown) in [
+        (
+            overrides.relays,
+            &mut settings.relays,
+            &mut settings.config.relays,
+        ),
+        (
+            overrides.bootstrap,
+            &mut settings.bootstrap,
+            &mut settings.config.bootstrap,
+        ),
+    ] {
+        for a in given {
+            if !used.contains(&a) {
+                shown.push(a.to_string());
+                used.push(a);
+            }
+        }
     }
     probe_ports(&settings.listen)?;
     let (identity, created) = home.load_or_create_identity()?;

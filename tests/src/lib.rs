@@ -92,6 +92,8 @@ pub struct Node {
     pub mdns: bool,
     /// A command the daemon runs under, such as `ip netns exec NS`.
     pub wrapper: Vec<String>,
+    /// More arguments for `agentmesh daemon` (`--relay ADDR`, say).
+    pub daemon_args: Vec<String>,
 }
 
 impl Node {
@@ -113,6 +115,7 @@ impl Node {
             ],
             mdns: false,
             wrapper: vec![],
+            daemon_args: vec![],
         };
         node.ok(&["init", "--name", name]);
         node
@@ -182,6 +185,7 @@ impl Node {
             args.push("--listen");
             args.push(l);
         }
+        args.extend(self.daemon_args.iter().map(String::as_str));
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

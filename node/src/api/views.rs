@@ -21,8 +21,15 @@ pub struct Status {
     pub listen_addrs: Vec<String>,
     /// Addresses others observed or confirmed for it.
     pub external_addrs: Vec<String>,
-    /// `public`, `private` or `unknown`.
+    /// `public`, `private` or `unknown`: what AutoNAT concluded.
     pub reachability: String,
+    /// This machine's relays and its reservation on each.
+    #[serde(default)]
+    pub reservations: Vec<ReservationView>,
+    /// Where machines on other networks reach it through its relays:
+    /// `…/p2p/RELAY/p2p-circuit/p2p/SELF`.
+    #[serde(default)]
+    pub circuit_addrs: Vec<String>,
     /// The daemon's process id.
     pub pid: u32,
     /// The agentmesh version.
@@ -41,6 +48,26 @@ pub struct Status {
     /// Whether this daemon is a test build whose clock the API can move.
     #[serde(default)]
     pub test_build: bool,
+}
+
+/// A relay this machine reserves on, and how that stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReservationView {
+    /// The relay's address, ending in `/p2p/RELAY`.
+    pub relay: String,
+    /// The relay's PeerId.
+    pub relay_peer_id: String,
+    /// `waiting` (to try again), `connecting`, `reserving`, `reserved`, or
+    /// `not_needed` (AutoNAT says this machine is publicly reachable, so
+    /// it makes no new reservations).
+    pub state: String,
+    /// This machine's circuit addresses through it.
+    pub circuit_addrs: Vec<String>,
+    /// Why the last try failed, while it waits to try again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Learnt from the ticket this machine joined with, not configured.
+    pub adopted: bool,
 }
 
 /// A team, briefly.

@@ -8,15 +8,19 @@
 //! | `/agentmesh/sync/1` | [`SyncRequest`] / [`SyncReply`] | current members only |
 //! | `/agentmesh/mail/1` | [`MailRequest`] / [`MailReply`] | current members (others are answered busy) |
 //! | gossipsub topic [`BLOCKS_TOPIC`] | signed team blocks | current members only (see [`stranger_score`]) |
-//! | `/agentmesh/kad/1.0.0` | Kademlia: not run yet (the relay issue adds it with the lookups that use it) | - |
+//! | `/agentmesh/kad/1.0.0` | Kademlia: PeerId → addresses, no records | the relays and publicly reachable machines serve it |
+//! | circuit relay v2 (client), DCUtR, AutoNAT v1 | libp2p's own | anyone (see [`crate::net::reach`]) |
 //! | identify, ping, mDNS | libp2p's own | anyone |
 //!
 //! Nothing derived from the team (its id, blocks, members, their contact
 //! records) is ever sent to a machine that is not a current member: the
 //! node only starts syncs with members, the gossip topic is the same for
-//! every team (and only it is remembered for anyone), and no Kademlia
-//! runs: nothing queries it yet, and a routing table fed by strangers
-//! would make the node dial what they name.
+//! every team (and only it is remembered for anyone), and Kademlia holds
+//! no records at all (inbound ones are dropped, none are ever put): only
+//! which addresses a PeerId has. Its routing table is filled by hand
+//! (bootstrap nodes, relays, and machines identify says serve it), never
+//! by whoever connects, and the node serves it only once AutoNAT says it
+//! is publicly reachable.
 //!
 //! Connection limits come first in the behaviour (rust-libp2p #4870: a
 //! connection denied by a later field has already been recorded by the
@@ -38,7 +42,10 @@ use crate::wire::{
 };
 use libp2p::swarm::NetworkBehaviour;
 use libp2p::swarm::behaviour::toggle::Toggle;
-use libp2p::{StreamProtocol, Swarm, identify, identity::Keypair, mdns, noise, ping, tcp, yamux};
+use libp2p::{
+    StreamProtocol, Swarm, autonat, dcutr, identify, identity::Keypair, kad, mdns, noise, ping,
+    relay, tcp, yamux,
+};
 
 /// The join protocol.
 pub const JOIN_PROTOCOL: StreamProtocol = StreamProtocol::new(crate::wire::JOIN);
@@ -65,6 +72,11 @@ pub const MAX_CONNECTIONS_PER_PEER: u32 = 4;
 
 /// Inbound connections still in their handshake at once.
 pub const MAX_PENDING_INCOMING: u32 = 64;
+
+/// Addresses of one peer dialled at once: every address the peer table
+/// keeps ([`super::peers::MAX_ADDRS_PER_PEER`]), so a circuit address is
+/// never queued behind direct ones that a NAT silently drops.
+pub const DIAL_CONCURRENCY: u8 = 16;
 
 /// Streams a peer may have being negotiated at once on one connection
 /// (libp2p's default is 128): every protocol here uses at most a few.
@@ -117,6 +129,15 @@ mod derived {
         pub ping: ping::Behaviour,
         /// Finds machines on the LAN (off with `--no-mdns`).
         pub mdns: Toggle<mdns::tokio::Behaviour>,
+        /// Reservations on relays and circuits through them.
+        pub relay: relay::client::Behaviour,
+        /// Upgrades a relayed connection to a direct one (hole punching).
+        pub dcutr: dcutr::Behaviour,
+        /// Whether this machine is publicly reachable (v1; see
+        /// [`crate::net::reach`]).
+        pub autonat: autonat::Behaviour,
+        /// PeerId → addresses of relays and publicly reachable machines.
+        pub kad: kad::Behaviour<kad::store::MemoryStore>,
         /// Spreads team blocks, on [`BLOCKS_TOPIC`] only.
         pub gossipsub: gossipsub::Behaviour<
             gossipsub::IdentityTransform,
@@ -152,7 +173,9 @@ pub fn build(keypair: Keypair, mdns: bool) -> Result<Swarm<Behaviour>, BuildErro
         )
         .map_err(|e| start(&e))?
         .with_quic()
-        .with_behaviour(|key| {
+        .with_relay_client(noise::Config::new, yamux::Config::default)
+        .map_err(|e| start(&e))?
+        .with_behaviour(|key, relay| {
             let peer_id = key.public().to_peer_id();
             let gossip_config = gossipsub::ConfigBuilder::default()
                 .validation_mode(gossipsub::ValidationMode::Strict)
@@ -211,6 +234,10 @@ pub fn build(keypair: Keypair, mdns: bool) -> Result<Swarm<Behaviour>, BuildErro
                     ping::Config::new().with_interval(Duration::from_secs(15)),
                 ),
                 mdns: mdns.into(),
+                relay,
+                dcutr: dcutr::Behaviour::new(peer_id),
+                autonat: autonat::Behaviour::new(peer_id, autonat_config()),
+                kad: kademlia(peer_id),
                 gossipsub,
                 join: request_response::Behaviour::with_codec(
                     codec::Codec::new(JOIN_LIMITS),
@@ -233,7 +260,49 @@ pub fn build(keypair: Keypair, mdns: bool) -> Result<Swarm<Behaviour>, BuildErro
         .with_swarm_config(|c| {
             c.with_idle_connection_timeout(IDLE_CONNECTION_TIMEOUT)
                 .with_max_negotiating_inbound_streams(MAX_NEGOTIATING_STREAMS)
+                .with_dial_concurrency_factor(
+                    std::num::NonZeroU8::new(DIAL_CONCURRENCY).unwrap_or(std::num::NonZeroU8::MIN),
+                )
         })
         .build();
     Ok(swarm)
+}
+
+/// AutoNAT v1, with lab and LAN addresses counted (`only_global_ips`
+/// off: a probe of 10.x or 198.51.100.x is a real answer there). Probes
+/// start 5 s after start and repeat every 30 s until it is sure.
+fn autonat_config() -> autonat::Config {
+    autonat::Config {
+        only_global_ips: false,
+        boot_delay: Duration::from_secs(5),
+        retry_interval: Duration::from_secs(30),
+        // Dial-backs it does for others: few, and only to the asker's
+        // observed IP (AutoNAT v1 never dials an address of another host).
+        throttle_clients_global_max: 8,
+        throttle_clients_peer_max: 2,
+        ..autonat::Config::default()
+    }
+}
+
+/// Kademlia on the private protocol name: a client until AutoNAT says
+/// this machine is public, no records (inbound puts are dropped and none
+/// are stored), a routing table filled only by hand.
+fn kademlia(peer_id: libp2p::PeerId) -> kad::Behaviour<kad::store::MemoryStore> {
+    let mut config = kad::Config::new(KAD_PROTOCOL);
+    config
+        .set_record_filtering(kad::StoreInserts::FilterBoth)
+        .set_kbucket_inserts(kad::BucketInserts::Manual)
+        .set_periodic_bootstrap_interval(None);
+    let store = kad::store::MemoryStore::with_config(
+        peer_id,
+        kad::store::MemoryStoreConfig {
+            max_records: 0,
+            max_value_bytes: 0,
+            max_providers_per_key: 0,
+            max_provided_keys: 0,
+        },
+    );
+    let mut kad = kad::Behaviour::with_config(peer_id, store, config);
+    kad.set_mode(Some(kad::Mode::Client));
+    kad
 }

@@ -28,6 +28,8 @@ pub mod guard;
 pub mod handle;
 pub mod peers;
 pub mod port;
+pub mod reach;
+mod team_events;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -61,8 +63,9 @@ use carriage::{Carriage, MAX_INBOUND_PENDING, Sender};
 use connect::{Answer, Connects};
 use guard::Guard;
 use handle::Inbox;
-use peers::{PeerTable, without_peer};
+use peers::{Conn, ConnKind, PeerTable, without_peer};
 use port::{Port, Waiting, dialable};
+use reach::Reach;
 
 /// How often the loop polls joins, expires requests and connects. A
 /// person is waiting on a join's answer, so this sets how long after the
@@ -74,6 +77,12 @@ const MAINTENANCE_EVERY: Duration = Duration::from_secs(20);
 
 /// The protocol a relay lists in identify.
 const RELAY_HOP: &str = "/libp2p/circuit/relay/0.2.0/hop";
+
+/// How long a direct (or hole-punched) connection must have been up
+/// before the relayed ones to the same machine are closed, so requests
+/// take the direct one (request-response spreads them over every
+/// connection). Long enough for DCUtR to finish on the relayed one.
+const PREFER_DIRECT_AFTER: Duration = Duration::from_secs(3);
 
 /// Why the network could not start.
 #[derive(Debug, thiserror::Error)]
@@ -117,10 +126,8 @@ pub struct Net {
     carriage: Carriage,
     waiting: Waiting,
     guard: Guard,
+    reach: Reach,
     inbox: Inbox,
-    /// The configured listen addresses: the order `status` and tickets
-    /// list the swarm's in.
-    configured: Vec<Multiaddr>,
     last_maintenance: Instant,
     stopping: bool,
 }
@@ -172,7 +179,17 @@ impl Net {
                     reason: e.to_string(),
                 })?;
         }
-        let configured = settings.listen.clone();
+        let now = Instant::now();
+        let me_peer = *swarm.local_peer_id();
+        let mut reach = Reach::new(
+            me_peer,
+            settings.listen.clone(),
+            &settings.relays,
+            &settings.bootstrap,
+            store.clone(),
+            now,
+        );
+        reach.start(&mut swarm);
         let team = Team::new(me, settings, store.clone(), AuditLog::new(commit))?;
         // The one address book: the peer table, fed by stored records,
         // contact records, identify, mDNS and tickets; every dial and
@@ -180,14 +197,13 @@ impl Net {
         let mut peers = load_peers(store.as_ref(), team.state())?;
         for (peer, bytes) in store.contacts()? {
             if let Ok(c) = SignedContact::from_bytes(&bytes) {
-                for a in c.record().addrs.iter().chain(&c.record().relays) {
-                    peers.add_addr(peer, a);
+                for a in crate::team::contacts::reach_addrs(c.record()) {
+                    peers.add_addr(peer, &a);
                 }
             }
         }
         let (handle, carrier, inbox) = Handle::new(MAX_INBOUND_PENDING);
         let (carriage, link) = Carriage::new();
-        let now = Instant::now();
         let mut net = Net {
             swarm,
             store,
@@ -197,8 +213,8 @@ impl Net {
             carriage,
             waiting: Waiting::default(),
             guard: Guard::new(now),
+            reach,
             inbox,
-            configured,
             last_maintenance: now,
             stopping: false,
         };
@@ -219,7 +235,7 @@ impl Net {
             connects: &mut self.connects,
             waiting: &mut self.waiting,
             guard: &mut self.guard,
-            configured: &self.configured,
+            reach: &mut self.reach,
             now,
         };
         self.team.at(crate::clock::now());
@@ -285,8 +301,25 @@ impl Net {
     fn on_swarm(&mut self, event: SwarmEvent<BehaviourEvent>) {
         let now = Instant::now();
         match event {
-            SwarmEvent::NewListenAddr { address, .. } => {
-                tracing::info!("listening on {address}/p2p/{}", self.swarm.local_peer_id());
+            SwarmEvent::NewListenAddr {
+                listener_id,
+                address,
+            } => {
+                let circuit = self.reach.on_new_listen_addr(listener_id, &address);
+                if !circuit {
+                    tracing::info!("listening on {address}/p2p/{}", self.swarm.local_peer_id());
+                }
+            }
+            SwarmEvent::ListenerClosed {
+                listener_id,
+                reason,
+                ..
+            } => {
+                let why = match reason {
+                    Ok(()) => "the relay ended the reservation".to_owned(),
+                    Err(e) => format!("the reservation failed: {e}"),
+                };
+                self.reach.on_listener_closed(listener_id, why, now);
             }
             SwarmEvent::ConnectionEstablished {
                 peer_id,
@@ -300,7 +333,10 @@ impl Net {
                     self.peers.add_addr(peer_id, &remote);
                 }
                 let e = self.peers.entry(peer_id);
-                e.connections.insert(connection_id, remote.clone());
+                let relayed_open = e.connections.values().any(|c| c.kind == ConnKind::Relayed);
+                let conn = Conn::new(remote.clone(), relayed_open, now);
+                tracing::debug!(peer = %peer_id, kind = conn.kind.as_str(), %remote, "connected");
+                e.connections.insert(connection_id, conn);
                 e.last_seen = Some(SystemTime::now());
                 let team = self.team.state();
                 self.guard
@@ -321,6 +357,7 @@ impl Net {
                 e.connections.remove(&connection_id);
                 e.last_seen = Some(SystemTime::now());
                 if num_established == 0 {
+                    self.reach.on_disconnected(&peer_id, now);
                     self.save_peer(&peer_id);
                     send_all(self.connects.connection_closed(peer_id, connection_id));
                 }
@@ -362,6 +399,14 @@ impl Net {
         now: Instant,
     ) {
         tracing::debug!(?peer_id, %error, "dial failed");
+        if let Some(p) = peer_id.filter(|p| !self.swarm.is_connected(p)) {
+            self.reach.on_dial_failed(&p, &error.to_string(), now);
+            if self.team.is_member(&p) {
+                // No address it knows reached the member: ask Kademlia
+                // (a publicly reachable member is in the relays' tables).
+                self.reach.look_up(&mut self.swarm, p, now);
+            }
+        }
         // A connect whose own dial reached the machine but was closed
         // because this machine already has as many connections to it as it
         // keeps, syncs over those. Any other failure fails the connect: it
@@ -398,6 +443,41 @@ impl Net {
                 self.peers.entry(peer_id).relay = relay;
                 for a in info.listen_addrs.iter().filter(|a| dialable(a)) {
                     self.peers.add_addr(peer_id, a);
+                }
+                self.reach.on_identified(&mut self.swarm, &peer_id, now);
+            }
+            BehaviourEvent::Relay(e) => self.reach.on_relay(&e),
+            BehaviourEvent::Dcutr(libp2p::dcutr::Event {
+                remote_peer_id,
+                result,
+            }) => match result {
+                Ok(connection) => {
+                    tracing::info!(peer = %remote_peer_id, "hole punched: a direct connection");
+                    if let Some(c) = self
+                        .peers
+                        .entry(remote_peer_id)
+                        .connections
+                        .get_mut(&connection)
+                    {
+                        c.kind = ConnKind::HolePunched;
+                    }
+                }
+                Err(e) => {
+                    tracing::info!(peer = %remote_peer_id, error = %e, "hole punching failed; staying relayed");
+                }
+            },
+            BehaviourEvent::Autonat(e) => self.reach.on_autonat(&mut self.swarm, &e),
+            BehaviourEvent::Kad(e) => {
+                if let Some((member, addrs)) = self.reach.on_kad(e)
+                    && self.team.is_member(&member)
+                    && !self.peers.is_connected(&member)
+                {
+                    tracing::info!(peer = %member, "Kademlia found the member's addresses");
+                    self.with_team(now, |_, port| {
+                        use crate::team::Network;
+                        port.add_addresses(member, &addrs);
+                        port.dial(member);
+                    });
                 }
             }
             BehaviourEvent::Ping(ping::Event {
@@ -451,102 +531,6 @@ impl Net {
         }
     }
 
-    fn on_sync(
-        &mut self,
-        event: request_response::Event<crate::wire::SyncRequest, crate::wire::SyncReply>,
-        now: Instant,
-    ) {
-        match event {
-            request_response::Event::Message { peer, message, .. } => match message {
-                request_response::Message::Request {
-                    request, channel, ..
-                } => {
-                    let reply = self.with_team(now, |team, port| {
-                        team.on_sync_request(port, peer, request, now)
-                    });
-                    let _ = self
-                        .swarm
-                        .behaviour_mut()
-                        .sync
-                        .send_response(channel, reply);
-                }
-                request_response::Message::Response {
-                    request_id,
-                    response,
-                } => {
-                    if let Some(peer) = self.waiting.sync.remove(&request_id) {
-                        self.with_team(now, |team, port| team.on_sync_reply(port, peer, response));
-                    }
-                }
-            },
-            request_response::Event::OutboundFailure {
-                request_id, error, ..
-            } => {
-                let Some(peer) = self.waiting.sync.remove(&request_id) else {
-                    return;
-                };
-                if breaks_protocol(&error) {
-                    // An answer too large or not decodable: the connection
-                    // is closed rather than left with a half-read stream;
-                    // the member may reconnect.
-                    tracing::info!(%peer, %error, "a sync answer broke the protocol; disconnecting");
-                    let _ = self.swarm.disconnect_peer_id(peer);
-                }
-                let closed = !breaks_protocol(&error)
-                    && matches!(
-                        error,
-                        request_response::OutboundFailure::ConnectionClosed
-                            | request_response::OutboundFailure::Io(_)
-                    );
-                let why = error.to_string();
-                self.with_team(now, |team, port| {
-                    team.on_sync_failed(port, peer, why, closed)
-                });
-            }
-            _ => {}
-        }
-    }
-
-    fn on_join(
-        &mut self,
-        event: request_response::Event<crate::wire::JoinMsg, crate::wire::JoinReply>,
-        now: Instant,
-    ) {
-        match event {
-            request_response::Event::Message { peer, message, .. } => match message {
-                request_response::Message::Request {
-                    request, channel, ..
-                } => {
-                    let reply = self.with_team(now, |team, port| {
-                        team.on_join_request(port, peer, request, now)
-                    });
-                    let _ = self
-                        .swarm
-                        .behaviour_mut()
-                        .join
-                        .send_response(channel, reply);
-                }
-                request_response::Message::Response {
-                    request_id,
-                    response,
-                } => {
-                    if let Some(w) = self.waiting.join.remove(&request_id) {
-                        self.with_team(now, |team, port| team.on_join_answer(port, w, response));
-                    }
-                }
-            },
-            request_response::Event::OutboundFailure {
-                request_id, error, ..
-            } => {
-                if let Some(w) = self.waiting.join.remove(&request_id) {
-                    let why = format!("could not reach the founder: {error}");
-                    self.with_team(now, |team, port| team.on_join_failed(port, w, why, now));
-                }
-            }
-            _ => {}
-        }
-    }
-
     // ----- time -------------------------------------------------------------
 
     /// Fails every request whose answer is overdue: a request routed into
@@ -575,14 +559,29 @@ impl Net {
             self.peers.trim(self.team.state());
         }
         self.guard.tick(&mut self.swarm, self.team.state(), now);
+        self.reach.tick(&mut self.swarm, now);
+        self.prefer_direct(now);
         self.with_team(now, |team, port| team.tick(port, now));
         send_all(self.connects.expire(now));
         if now.duration_since(self.last_maintenance) >= MAINTENANCE_EVERY {
             self.last_maintenance = now;
             self.guard.maintain(now);
+            self.reach.maintain(now);
             self.with_team(now, |team, port| team.maintain(port));
             self.peers.expire(now, self.team.state());
             self.save_peers();
+        }
+    }
+
+    /// Closes relayed connections to machines a direct (or hole-punched)
+    /// connection has reached for [`PREFER_DIRECT_AFTER`]: the courier's
+    /// requests then all take the direct one. A request in flight on a
+    /// closed one fails and is sent again (mail is durable until
+    /// delivered; the receiver drops duplicates).
+    fn prefer_direct(&mut self, now: Instant) {
+        for (peer, id) in self.peers.redundant_relayed(now, PREFER_DIRECT_AFTER) {
+            tracing::debug!(%peer, "a direct connection is up; closing the relayed one");
+            self.swarm.close_connection(id);
         }
     }
 
@@ -623,27 +622,30 @@ impl Net {
     }
 
     fn status(&self) -> Reply {
-        let reachability = if self.swarm.external_addresses().next().is_some() {
-            "public"
-        } else {
-            "unknown"
-        };
         let own = self.team.own_standing();
         ok(api::Status {
             peer_id: self.swarm.local_peer_id().to_string(),
             name: own.name,
             team: own.team,
             team_standing: own.standing.map(Into::into),
-            listen_addrs: port::listen_addrs(&self.swarm, &self.configured)
+            listen_addrs: port::listen_addrs(&self.swarm, self.reach.configured())
                 .iter()
                 .map(ToString::to_string)
                 .collect(),
             external_addrs: self
                 .swarm
                 .external_addresses()
+                .filter(|a| peers::relay_of(a).is_none())
                 .map(ToString::to_string)
                 .collect(),
-            reachability: reachability.into(),
+            reachability: self.reach.reachability().as_str().into(),
+            reservations: self.reach.view(),
+            circuit_addrs: self
+                .reach
+                .circuit_addrs()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").into(),
             connected_peers: self.peers.connected().count(),

@@ -47,12 +47,77 @@ pub struct PeerEntry {
     pub rtt: Option<Duration>,
     /// Last time it was connected.
     pub last_seen: Option<SystemTime>,
-    /// Open connections and the remote address of each.
-    pub connections: HashMap<ConnectionId, Multiaddr>,
+    /// Open connections: the remote address and kind of each.
+    pub connections: HashMap<ConnectionId, Conn>,
     /// Whether it serves circuit relay.
     pub relay: bool,
     /// When anything about it last changed here (monotonic).
     pub touched: Option<Instant>,
+}
+
+/// How a connection reaches its peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnKind {
+    /// Straight to its address.
+    Direct,
+    /// Straight, punched through NAT by DCUtR from a relayed connection.
+    HolePunched,
+    /// Through a relay's circuit.
+    Relayed,
+}
+
+impl ConnKind {
+    /// As `peers` shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnKind::Direct => "direct",
+            ConnKind::HolePunched => "hole-punched",
+            ConnKind::Relayed => "relayed",
+        }
+    }
+}
+
+/// One open connection.
+#[derive(Debug, Clone)]
+pub struct Conn {
+    /// The remote address.
+    pub addr: Multiaddr,
+    /// How it reaches the peer.
+    pub kind: ConnKind,
+    /// When it came up.
+    pub since: Instant,
+    /// Being closed by this machine (a relayed one, once a direct one is up).
+    pub closing: bool,
+}
+
+impl Conn {
+    /// A connection to `addr` that came up `now`: relayed when the address
+    /// is a circuit, hole-punched when it is not and `relayed_open` (the
+    /// peer was reached through a relay a moment before: DCUtR's work).
+    pub fn new(addr: Multiaddr, relayed_open: bool, now: Instant) -> Conn {
+        let kind = if relay_of(&addr).is_some() {
+            ConnKind::Relayed
+        } else if relayed_open {
+            ConnKind::HolePunched
+        } else {
+            ConnKind::Direct
+        };
+        Conn {
+            addr,
+            kind,
+            since: now,
+            closing: false,
+        }
+    }
+}
+
+/// The connection `peers` reports among several: direct and hole-punched
+/// before relayed, then the oldest.
+pub fn best(conns: &[&Conn]) -> Option<Conn> {
+    conns
+        .iter()
+        .min_by_key(|c| (c.closing, c.kind == ConnKind::Relayed, c.since))
+        .map(|c| (*c).clone())
 }
 
 /// The table.
@@ -74,11 +139,10 @@ pub fn relay_of(addr: &Multiaddr) -> Option<PeerId> {
     None
 }
 
-/// The transport of an address: `quic`, `tcp`, or `relay`.
+/// The transport of an address: `quic` or `tcp`; for a circuit, the
+/// transport to its relay.
 pub fn transport_of(addr: &Multiaddr) -> &'static str {
-    if addr.iter().any(|p| matches!(p, Protocol::P2pCircuit)) {
-        "relay"
-    } else if addr
+    if addr
         .iter()
         .any(|p| matches!(p, Protocol::QuicV1 | Protocol::Quic))
     {
@@ -207,6 +271,32 @@ impl PeerTable {
             .map(|(p, _)| p)
     }
 
+    /// The relayed connections to close, each marked closing: those to
+    /// machines a direct or hole-punched connection has reached for
+    /// `after`.
+    pub fn redundant_relayed(
+        &mut self,
+        now: Instant,
+        after: Duration,
+    ) -> Vec<(PeerId, ConnectionId)> {
+        let mut close = vec![];
+        for (peer, e) in &mut self.peers {
+            let direct = e.connections.values().any(|c| {
+                c.kind != ConnKind::Relayed && !c.closing && now.duration_since(c.since) >= after
+            });
+            if !direct {
+                continue;
+            }
+            for (id, c) in &mut e.connections {
+                if c.kind == ConnKind::Relayed && !c.closing {
+                    c.closing = true;
+                    close.push((*peer, *id));
+                }
+            }
+        }
+        close
+    }
+
     /// Forgets the oldest strangers beyond [`MAX_PEERS`].
     pub fn trim(&mut self, team: Option<&TeamState>) {
         if self.peers.len() <= MAX_PEERS {
@@ -279,18 +369,16 @@ impl PeerTable {
                 let member = team.and_then(|t| t.member(peer));
                 let relay = entry.is_some_and(|e| e.relay);
                 let membership = Membership::of(team, peer, relay).as_str();
-                let conns: Vec<&Multiaddr> = entry
+                let conns: Vec<&Conn> = entry
                     .map(|e| e.connections.values().collect())
                     .unwrap_or_default();
-                let direct = conns.iter().find(|a| relay_of(a).is_none());
-                let (connection, relay, transport) = match (direct, conns.first()) {
-                    (Some(a), _) => ("direct", None, Some(transport_of(a).to_owned())),
-                    (None, Some(a)) => (
-                        "relayed",
-                        relay_of(a).map(|r| r.to_string()),
-                        Some("relay".to_owned()),
+                let (connection, relay, transport) = match best(&conns) {
+                    Some(c) => (
+                        c.kind.as_str(),
+                        relay_of(&c.addr).map(|r| r.to_string()),
+                        Some(transport_of(&c.addr).to_owned()),
                     ),
-                    (None, None) => ("none", None, None),
+                    None => ("none", None, None),
                 };
                 let last_seen = if conns.is_empty() {
                     entry.and_then(|e| e.last_seen)
@@ -349,10 +437,64 @@ mod tests {
             .parse()
             .unwrap();
         assert_eq!(relay_of(&a), Some(relay));
-        assert_eq!(transport_of(&a), "relay");
+        assert_eq!(transport_of(&a), "tcp", "the transport to the relay");
         let d: Multiaddr = "/ip4/1.2.3.4/udp/1/quic-v1".parse().unwrap();
         assert_eq!(relay_of(&d), None);
         assert_eq!(transport_of(&d), "quic");
+    }
+
+    #[test]
+    fn direct_and_hole_punched_are_preferred_over_relayed() {
+        let relay = PeerId::random();
+        let circuit: Multiaddr =
+            format!("/ip4/198.51.100.1/udp/4001/quic-v1/p2p/{relay}/p2p-circuit")
+                .parse()
+                .unwrap();
+        let direct: Multiaddr = "/ip4/198.51.100.3/tcp/4001".parse().unwrap();
+        let t0 = Instant::now();
+        let relayed = Conn::new(circuit.clone(), false, t0);
+        assert_eq!(relayed.kind, ConnKind::Relayed);
+        assert_eq!(transport_of(&relayed.addr), "quic");
+        let punched = Conn::new(direct.clone(), true, t0 + Duration::from_millis(80));
+        assert_eq!(punched.kind, ConnKind::HolePunched);
+        assert_eq!(Conn::new(direct, false, t0).kind, ConnKind::Direct);
+        assert_eq!(
+            best(&[&relayed, &punched]).unwrap().kind,
+            ConnKind::HolePunched
+        );
+        assert_eq!(best(&[&relayed]).unwrap().kind, ConnKind::Relayed);
+        assert!(best(&[]).is_none());
+
+        let mut t = PeerTable::default();
+        let peer = PeerId::random();
+        t.entry(peer)
+            .connections
+            .insert(ConnectionId::new_unchecked(1), relayed);
+        let row = |t: &PeerTable| t.rows(&PeerId::random(), None)[0].1.clone();
+        let r = row(&t);
+        assert_eq!(
+            (r.connection.as_str(), r.transport.as_deref()),
+            ("relayed", Some("quic"))
+        );
+        assert_eq!(r.relay, Some(relay.to_string()));
+        t.entry(peer)
+            .connections
+            .insert(ConnectionId::new_unchecked(2), punched);
+        let r = row(&t);
+        assert_eq!((r.connection.as_str(), r.relay), ("hole-punched", None));
+        // The relayed one is closed once the punched one has been up a
+        // while, and only once.
+        let wait = Duration::from_secs(3);
+        assert!(
+            t.redundant_relayed(t0 + Duration::from_secs(1), wait)
+                .is_empty()
+        );
+        let later = t0 + Duration::from_secs(10);
+        assert_eq!(
+            t.redundant_relayed(later, wait),
+            vec![(peer, ConnectionId::new_unchecked(1))]
+        );
+        assert!(t.redundant_relayed(later, wait).is_empty());
     }
 
     #[test]

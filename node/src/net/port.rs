@@ -13,6 +13,7 @@ use super::behaviour::{Behaviour, blocks_topic};
 use super::connect::Connects;
 use super::guard::Guard;
 use super::peers::PeerTable;
+use super::reach::Reach;
 use tokio::sync::oneshot;
 
 use crate::api::Reply;
@@ -41,8 +42,8 @@ pub struct Port<'a> {
     pub waiting: &'a mut Waiting,
     /// Revoked machines' disconnection.
     pub guard: &'a mut Guard,
-    /// The configured listen addresses (for their order).
-    pub configured: &'a [Multiaddr],
+    /// Relays and reservations.
+    pub reach: &'a mut Reach,
     /// Now.
     pub now: Instant,
 }
@@ -102,7 +103,12 @@ fn shape(a: &Multiaddr) -> (&'static str, bool, Option<u16>) {
 /// addresses they came from (the swarm keeps them in a hash map), each
 /// configured address's by address.
 pub fn listen_addrs(swarm: &Swarm<Behaviour>, configured: &[Multiaddr]) -> Vec<Multiaddr> {
-    let mut addrs: Vec<Multiaddr> = swarm.listeners().cloned().collect();
+    // Circuits through relays are reachability's ([`super::reach`]).
+    let mut addrs: Vec<Multiaddr> = swarm
+        .listeners()
+        .filter(|a| super::peers::relay_of(a).is_none())
+        .cloned()
+        .collect();
     let rank = |a: &Multiaddr| {
         let (transport, v6, port) = shape(a);
         configured
@@ -123,7 +129,7 @@ pub fn advertised(swarm: &Swarm<Behaviour>, configured: &[Multiaddr]) -> Vec<Mul
     let mut addrs: Vec<Multiaddr> = listen_addrs(swarm, configured)
         .iter()
         .chain(swarm.external_addresses())
-        .filter(|a| dialable(a))
+        .filter(|a| dialable(a) && super::peers::relay_of(a).is_none())
         .cloned()
         .collect();
     addrs.sort_by_key(is_loopback);
@@ -218,7 +224,19 @@ impl Network for Port<'_> {
     }
 
     fn advertised_addrs(&self) -> Vec<Multiaddr> {
-        advertised(self.swarm, self.configured)
+        advertised(self.swarm, self.reach.configured())
+    }
+
+    fn relays(&self) -> Vec<Multiaddr> {
+        self.reach.reserved_relays()
+    }
+
+    fn circuit_addrs(&self) -> Vec<Multiaddr> {
+        self.reach.circuit_addrs()
+    }
+
+    fn adopt_relays(&mut self, addrs: &[Multiaddr]) {
+        self.reach.adopt(self.swarm, addrs, self.now);
     }
 
     fn sync_finished(

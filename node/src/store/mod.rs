@@ -99,6 +99,10 @@ pub trait TeamStore: Send + Sync + std::fmt::Debug {
     fn put_contact(&self, peer: &PeerId, record: &[u8]) -> Result<(), StoreError>;
     /// The sequence number of this machine's last contact record.
     fn next_contact_seq(&self) -> Result<u64, StoreError>;
+    /// The relays adopted from the ticket this machine joined with.
+    fn relays(&self) -> Result<Vec<String>, StoreError>;
+    /// Replaces the adopted relays. Durable on return.
+    fn put_relays(&self, relays: &[String]) -> Result<(), StoreError>;
 }
 
 /// The audit log's records (written only by [`crate::audit::AuditLog`]

@@ -202,6 +202,8 @@ impl SledStore {
 
 const INBOX_SEQ_KEY: &[u8] = b"inbox_seq";
 const PAUSED_KEY: &[u8] = b"paused";
+/// The relays adopted from a ticket (a CBOR list of multiaddr strings).
+const RELAYS_KEY: &[u8] = b"relays";
 const FOLDER_PREFIX: &[u8] = b"folder/";
 const TRUSTED_PREFIX: &[u8] = b"trusted/";
 
@@ -346,6 +348,18 @@ impl TeamStore for SledStore {
             .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
             .map_or(1, u64::from_be_bytes);
         Ok(next)
+    }
+
+    fn relays(&self) -> Result<Vec<String>, StoreError> {
+        match self.meta.get(RELAYS_KEY)? {
+            None => Ok(vec![]),
+            Some(v) => from_record(&v),
+        }
+    }
+
+    fn put_relays(&self, relays: &[String]) -> Result<(), StoreError> {
+        self.meta.insert(RELAYS_KEY, to_record(&relays))?;
+        self.sync()
     }
 }
 

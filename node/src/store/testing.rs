@@ -109,6 +109,14 @@ impl TeamStore for Flaky {
     fn next_contact_seq(&self) -> Result<u64, StoreError> {
         self.inner.next_contact_seq()
     }
+
+    fn relays(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.relays()
+    }
+
+    fn put_relays(&self, relays: &[String]) -> Result<(), StoreError> {
+        self.inner.put_relays(relays)
+    }
 }
 
 impl AuditStore for Flaky {

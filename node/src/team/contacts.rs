@@ -15,7 +15,7 @@ use crate::wire::{MAX_CONTACT_BYTES_PER_SYNC, MAX_CONTACTS_PER_SYNC};
 #[derive(Debug, Default)]
 pub struct Contacts {
     mine: Option<SignedContact>,
-    mine_addrs: Vec<Multiaddr>,
+    mine_addrs: (Vec<Multiaddr>, Vec<Multiaddr>),
     rotation: usize,
 }
 
@@ -24,7 +24,11 @@ impl Contacts {
     fn mine(&mut self, core: &TeamCore, net: &dyn Network) -> Option<&SignedContact> {
         let mut addrs = net.advertised_addrs();
         addrs.truncate(agentmesh_protocol::contact::MAX_CONTACT_ADDRS);
-        if self.mine.is_none() || addrs != self.mine_addrs {
+        let mut relays = net.relays();
+        relays.truncate(agentmesh_protocol::contact::MAX_CONTACT_RELAYS);
+        let now = (addrs, relays);
+        if self.mine.is_none() || now != self.mine_addrs {
+            let (addrs, relays) = now.clone();
             let seq = match core.store.next_contact_seq() {
                 Ok(s) => s,
                 Err(e) => {
@@ -35,12 +39,12 @@ impl Contacts {
             let record = ContactRecord {
                 peer: core.me.peer_id(),
                 seq,
-                addrs: addrs.clone(),
-                relays: vec![],
+                addrs,
+                relays,
                 at: core.wall(),
             };
             self.mine = SignedContact::sign(record, &core.me).ok();
-            self.mine_addrs = addrs;
+            self.mine_addrs = now;
         }
         self.mine.as_ref()
     }
@@ -101,9 +105,17 @@ impl Contacts {
                 tracing::warn!(error = %e, "cannot store a contact record");
                 continue;
             }
-            let r = contact.record();
-            let addrs: Vec<Multiaddr> = r.addrs.iter().chain(&r.relays).cloned().collect();
-            net.add_addresses(peer, &addrs);
+            net.add_addresses(peer, &reach_addrs(contact.record()));
         }
     }
+}
+
+/// Where a contact record says its machine is reached: its direct
+/// addresses, and a circuit through each of its relays.
+pub fn reach_addrs(record: &ContactRecord) -> Vec<Multiaddr> {
+    let circuits = record
+        .relays
+        .iter()
+        .map(|r| r.clone().with(libp2p::multiaddr::Protocol::P2pCircuit));
+    record.addrs.iter().cloned().chain(circuits).collect()
 }

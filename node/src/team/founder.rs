@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use agentmesh_protocol::join::{self as pjoin, JoinOffer, JoinRequest};
 use agentmesh_protocol::team::{Admit, Block, BlockBody};
 use agentmesh_protocol::ticket::Ticket;
-use agentmesh_protocol::{PeerId, Wire};
+use agentmesh_protocol::{Multiaddr, PeerId, Wire};
 use serde_bytes::ByteBuf;
 
 use super::desk::{CodeOutcome, Desk, DeskState};
@@ -280,8 +280,7 @@ impl Founder {
                 ),
             );
         }
-        let mut addrs = net.advertised_addrs();
-        addrs.truncate(agentmesh_protocol::ticket::MAX_TICKET_ADDRS);
+        let addrs = ticket_addrs(net.circuit_addrs(), net.advertised_addrs());
         if addrs.is_empty() {
             return err(
                 codes::NO_ADDRESSES,
@@ -421,4 +420,19 @@ impl Founder {
         );
         ok(serde_json::json!({}))
     }
+}
+
+/// The addresses a ticket carries, at most
+/// [`agentmesh_protocol::ticket::MAX_TICKET_ADDRS`]: circuits through this
+/// machine's relays first (they are what a joiner on another network can
+/// dial, and they name the relays it adopts), at most half of the room,
+/// then the direct addresses, then any circuits left.
+pub fn ticket_addrs(circuits: Vec<Multiaddr>, direct: Vec<Multiaddr>) -> Vec<Multiaddr> {
+    let max = agentmesh_protocol::ticket::MAX_TICKET_ADDRS;
+    let first = circuits.len().min(max / 2);
+    let mut out: Vec<Multiaddr> = circuits[..first].to_vec();
+    out.extend(direct);
+    out.extend(circuits[first..].iter().cloned());
+    out.truncate(max);
+    out
 }

@@ -231,6 +231,9 @@ impl Joiner {
             nonce: random16(),
         };
         net.add_addresses(ticket.founder, &ticket.addrs);
+        // The founder's relays: this machine reaches the founder through
+        // them and reserves on them, so the founder can reach it back.
+        net.adopt_relays(&ticket.addrs);
         self.next_join += 1;
         let join = self.next_join;
         let bytes = request.to_bytes();

@@ -43,8 +43,16 @@ pub trait Network {
     fn add_addresses(&mut self, peer: PeerId, addrs: &[Multiaddr]);
     /// Dials `peer` at the addresses the book knows.
     fn dial(&mut self, peer: PeerId);
-    /// This machine's addresses worth telling others, best first.
+    /// This machine's direct addresses worth telling others, best first.
     fn advertised_addrs(&self) -> Vec<Multiaddr>;
+    /// The relays this machine holds reservations on, each ending in
+    /// `/p2p/RELAY`.
+    fn relays(&self) -> Vec<Multiaddr>;
+    /// Its circuit addresses through them.
+    fn circuit_addrs(&self) -> Vec<Multiaddr>;
+    /// Reserves on the relays these (a ticket's) circuit addresses go
+    /// through, and remembers them.
+    fn adopt_relays(&mut self, addrs: &[Multiaddr]);
     /// A sync with `peer` ended: `agentmesh connect` waits for this. The
     /// answers it gives are sent with the team's round (once its audit
     /// entries are durable).
@@ -129,6 +137,13 @@ pub(crate) mod fake {
         fn advertised_addrs(&self) -> Vec<Multiaddr> {
             vec!["/ip4/10.0.0.1/tcp/4001".parse().expect("an address")]
         }
+        fn relays(&self) -> Vec<Multiaddr> {
+            vec![]
+        }
+        fn circuit_addrs(&self) -> Vec<Multiaddr> {
+            vec![]
+        }
+        fn adopt_relays(&mut self, _: &[Multiaddr]) {}
         fn sync_finished(
             &mut self,
             p: PeerId,

@@ -1,0 +1,642 @@
+//! Reachability: how machines on other networks reach this one. It owns
+//! the relays this machine reserves on (configured, and adopted from the
+//! ticket it joined with), the state of each reservation and its circuit
+//! addresses, what AutoNAT says about this machine, and the Kademlia
+//! lookups of members no known address reaches. The event loop
+//! ([`super::Net`]) feeds it swarm events; it acts on the swarm it is
+//! handed, nothing else.
+//!
+//! ```text
+//!  relay: waiting ──(due, not known public)── dial ──> connecting
+//!         connecting ──(identify with the relay done)── listen on
+//!                     RELAY/p2p-circuit ──> reserving
+//!         reserving ──(reservation accepted, new listen address)──> reserved
+//!         any ──(dial failed, listener closed)──> waiting (5 s, doubling to 60 s)
+//! ```
+//!
+//! It reserves at once, without waiting for AutoNAT: a machine behind NAT
+//! must be reachable from its first seconds, and AutoNAT needs minutes to
+//! be sure. Only a machine AutoNAT says is public makes no new
+//! reservations (the ones it has stay until they lapse).
+//!
+//! Identify with the relay must have finished before the reservation is
+//! asked for: DCUtR later punches through with the address the relay
+//! observed, which identify reports (NATLAB.md).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentmesh_protocol::{Multiaddr, PeerId};
+use libp2p::core::transport::ListenerId;
+use libp2p::multiaddr::Protocol;
+use libp2p::swarm::dial_opts::{DialOpts, PeerCondition};
+use libp2p::{Swarm, autonat, kad, relay};
+
+use super::behaviour::Behaviour;
+use crate::api::ReservationView;
+use crate::config::MAX_RELAYS;
+use crate::store::Store;
+
+/// The first wait before a relay is tried again; it doubles up to
+/// [`MAX_RETRY`].
+pub const FIRST_RETRY: Duration = Duration::from_secs(5);
+
+/// The longest wait between tries of a relay.
+pub const MAX_RETRY: Duration = Duration::from_secs(60);
+
+/// How long one try may stay connecting or reserving before it counts as
+/// failed (a relay behind a silent firewall never answers).
+pub const TRY_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How often one member may be looked up in Kademlia.
+pub const LOOKUP_EVERY: Duration = Duration::from_secs(60);
+
+/// Kademlia lookups in flight at once.
+pub const MAX_LOOKUPS: usize = 8;
+
+/// What AutoNAT has concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reachability {
+    /// No conclusion yet.
+    Unknown,
+    /// Others could not dial this machine back.
+    Private,
+    /// Others dialled this machine back.
+    Public,
+}
+
+impl Reachability {
+    /// As `status` shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reachability::Unknown => "unknown",
+            Reachability::Private => "private",
+            Reachability::Public => "public",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    /// Not tried, or waiting to try again at the instant.
+    Waiting(Instant),
+    /// Dialled; waits for identify with the relay (since the instant).
+    Connecting(Instant),
+    /// Listening through it; waits for the reservation.
+    Reserving(Instant, ListenerId),
+    /// Holding a reservation through the listener.
+    Reserved(ListenerId),
+}
+
+/// One relay and this machine's reservation on it.
+#[derive(Debug)]
+struct Relay {
+    /// Its address, ending in `/p2p/RELAY`.
+    addr: Multiaddr,
+    peer: PeerId,
+    /// Learnt from a ticket rather than configured.
+    adopted: bool,
+    state: State,
+    /// This machine's circuit addresses through it, each ending in
+    /// `/p2p-circuit/p2p/SELF`.
+    circuits: Vec<Multiaddr>,
+    /// Why the last try failed.
+    error: Option<String>,
+    failures: u32,
+}
+
+impl Relay {
+    fn new(addr: Multiaddr, peer: PeerId, adopted: bool, now: Instant) -> Relay {
+        Relay {
+            addr,
+            peer,
+            adopted,
+            state: State::Waiting(now),
+            circuits: vec![],
+            error: None,
+            failures: 0,
+        }
+    }
+
+    fn listener(&self) -> Option<ListenerId> {
+        match self.state {
+            State::Reserving(_, l) | State::Reserved(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    fn state_name(&self) -> &'static str {
+        match self.state {
+            State::Waiting(_) => "waiting",
+            State::Connecting(_) => "connecting",
+            State::Reserving(..) => "reserving",
+            State::Reserved(_) => "reserved",
+        }
+    }
+
+    /// This try failed: wait, doubling from [`FIRST_RETRY`].
+    fn failed(&mut self, why: String, now: Instant) {
+        self.failures = self.failures.saturating_add(1);
+        let wait = FIRST_RETRY
+            .saturating_mul(1 << self.failures.saturating_sub(1).min(8))
+            .min(MAX_RETRY);
+        tracing::info!(relay = %self.addr, error = %why, retry_in = ?wait, "no reservation on the relay");
+        self.error = Some(why);
+        self.state = State::Waiting(now + wait);
+        self.circuits.clear();
+    }
+}
+
+/// The peer at the end of an address (`/p2p/PEER`).
+pub fn peer_of(addr: &Multiaddr) -> Option<PeerId> {
+    match addr.iter().last() {
+        Some(Protocol::P2p(p)) => Some(p),
+        _ => None,
+    }
+}
+
+/// The relay a circuit address goes through, as the relay's own address
+/// (`…/p2p/RELAY`): how a joiner adopts the relays of its ticket.
+pub fn relay_addr_of(circuit: &Multiaddr) -> Option<Multiaddr> {
+    let mut out = Multiaddr::empty();
+    for p in circuit.iter() {
+        if matches!(p, Protocol::P2pCircuit) {
+            return peer_of(&out).map(|_| out);
+        }
+        out.push(p);
+    }
+    None
+}
+
+/// The address to reach `peer` through the relay at `relay` (ending in
+/// `/p2p/RELAY`), as the peer table keeps it (without `/p2p/PEER`).
+pub fn through(relay: &Multiaddr) -> Multiaddr {
+    relay.clone().with(Protocol::P2pCircuit)
+}
+
+/// Reachability's state.
+#[derive(Debug)]
+pub struct Reach {
+    me: PeerId,
+    /// The configured listen addresses: the order `status` and tickets
+    /// list the swarm's in.
+    listen: Vec<Multiaddr>,
+    relays: Vec<Relay>,
+    bootstrap: Vec<Multiaddr>,
+    nat: Reachability,
+    store: Arc<dyn Store>,
+    /// When each member was last looked up in Kademlia.
+    looked_up: HashMap<PeerId, Instant>,
+    /// Lookups in flight: the query and the member it looks for.
+    lookups: HashMap<kad::QueryId, PeerId>,
+    /// Relays connected now with identify done.
+    identified: HashSet<PeerId>,
+    /// Whether the first dials went out (once listening).
+    started: bool,
+}
+
+impl Reach {
+    /// The relays and bootstrap nodes from the settings, and those adopted
+    /// earlier (from the store), at most [`MAX_RELAYS`] relays; `listen`:
+    /// the configured listen addresses.
+    pub fn new(
+        me: PeerId,
+        listen: Vec<Multiaddr>,
+        configured: &[Multiaddr],
+        bootstrap: &[Multiaddr],
+        store: Arc<dyn Store>,
+        now: Instant,
+    ) -> Reach {
+        let adopted: Vec<Multiaddr> = match store.relays() {
+            Ok(list) => list.iter().filter_map(|a| a.parse().ok()).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the relays adopted from a ticket");
+                vec![]
+            }
+        };
+        let mut reach = Reach {
+            me,
+            listen,
+            relays: vec![],
+            bootstrap: bootstrap.to_vec(),
+            nat: Reachability::Unknown,
+            store,
+            looked_up: HashMap::new(),
+            lookups: HashMap::new(),
+            identified: HashSet::new(),
+            started: false,
+        };
+        for a in configured {
+            reach.add(a.clone(), false, now);
+        }
+        for a in adopted {
+            reach.add(a, true, now);
+        }
+        reach
+    }
+
+    /// Adds a relay unless known, there are [`MAX_RELAYS`], or it is this
+    /// machine. Whether it was added.
+    fn add(&mut self, addr: Multiaddr, adopted: bool, now: Instant) -> bool {
+        let Some(peer) = peer_of(&addr) else {
+            return false;
+        };
+        if peer == self.me
+            || self.relays.len() >= MAX_RELAYS
+            || self.relays.iter().any(|r| r.peer == peer)
+        {
+            return false;
+        }
+        self.relays.push(Relay::new(addr, peer, adopted, now));
+        true
+    }
+
+    /// Puts the relays and bootstrap nodes in Kademlia's routing table; the
+    /// first tries wait for the first listen address.
+    pub fn start(&mut self, swarm: &mut Swarm<Behaviour>) {
+        for a in self
+            .bootstrap
+            .iter()
+            .chain(self.relays.iter().map(|r| &r.addr))
+        {
+            if let Some(p) = peer_of(a) {
+                swarm
+                    .behaviour_mut()
+                    .kad
+                    .add_address(&p, super::peers::without_peer(a));
+            }
+        }
+    }
+
+    /// Whether the swarm listens on a direct address yet. Dials wait for
+    /// it: a TCP dial before it would leave from a fresh port instead of
+    /// the listening one, and the relay would observe (and DCUtR punch
+    /// with) a port nobody listens on.
+    fn listening(swarm: &Swarm<Behaviour>) -> bool {
+        swarm
+            .listeners()
+            .any(|a| super::peers::relay_of(a).is_none())
+    }
+
+    /// Adopts the relays a ticket's circuit addresses go through (a
+    /// joiner on another network reaches the founder through them, and
+    /// reserves on them so the founder can reach it back). Remembered
+    /// across restarts.
+    pub fn adopt(&mut self, swarm: &mut Swarm<Behaviour>, addrs: &[Multiaddr], now: Instant) {
+        let mut added = false;
+        for a in addrs.iter().filter_map(relay_addr_of) {
+            if self.add(a.clone(), true, now) {
+                tracing::info!(relay = %a, "using the relay the ticket names");
+                if let Some(p) = peer_of(&a) {
+                    swarm
+                        .behaviour_mut()
+                        .kad
+                        .add_address(&p, super::peers::without_peer(&a));
+                }
+                added = true;
+            }
+        }
+        if added {
+            let list: Vec<String> = self
+                .relays
+                .iter()
+                .filter(|r| r.adopted)
+                .map(|r| r.addr.to_string())
+                .collect();
+            if let Err(e) = self.store.put_relays(&list) {
+                tracing::warn!(error = %e, "cannot remember the ticket's relays");
+            }
+            // Tried at the next tick: the join's own circuit dial through
+            // the relay goes first.
+        }
+    }
+
+    /// The configured listen addresses.
+    pub fn configured(&self) -> &[Multiaddr] {
+        &self.listen
+    }
+
+    /// Whether `peer` is one of this machine's relays.
+    pub fn is_relay(&self, peer: &PeerId) -> bool {
+        self.relays.iter().any(|r| &r.peer == peer)
+    }
+
+    /// Tries the relays that are due, and gives up on tries that took too
+    /// long.
+    pub fn tick(&mut self, swarm: &mut Swarm<Behaviour>, now: Instant) {
+        if !self.started {
+            if !Self::listening(swarm) {
+                return;
+            }
+            self.started = true;
+            for a in &self.bootstrap {
+                if let Err(e) = swarm.dial(a.clone()) {
+                    tracing::info!(bootstrap = %a, error = %e, "cannot dial the bootstrap node");
+                }
+            }
+        }
+        for i in 0..self.relays.len() {
+            let r = &mut self.relays[i];
+            match r.state.clone() {
+                State::Waiting(at) if at <= now && self.nat != Reachability::Public => {
+                    if self.identified.contains(&r.peer) {
+                        self.reserve(swarm, i, now);
+                        continue;
+                    }
+                    if swarm.is_connected(&r.peer) {
+                        // Identify is on its way.
+                        r.state = State::Connecting(now);
+                        continue;
+                    }
+                    let opts = DialOpts::peer_id(r.peer)
+                        .condition(PeerCondition::DisconnectedAndNotDialing)
+                        .addresses(vec![super::peers::without_peer(&r.addr)])
+                        .build();
+                    match swarm.dial(opts) {
+                        // Already being dialled (a circuit through it,
+                        // say): identify follows that connection too.
+                        Ok(()) | Err(libp2p::swarm::DialError::DialPeerConditionFalse(_)) => {
+                            r.state = State::Connecting(now);
+                        }
+                        Err(e) => r.failed(format!("cannot dial the relay: {e}"), now),
+                    }
+                }
+                State::Connecting(since) | State::Reserving(since, _)
+                    if now.duration_since(since) >= TRY_TIMEOUT =>
+                {
+                    if let Some(l) = r.listener() {
+                        swarm.remove_listener(l);
+                    }
+                    r.failed(
+                        format!("the relay did not answer within {}s", TRY_TIMEOUT.as_secs()),
+                        now,
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Asks relay `i` for a reservation by listening through it.
+    fn reserve(&mut self, swarm: &mut Swarm<Behaviour>, i: usize, now: Instant) {
+        let r = &mut self.relays[i];
+        match swarm.listen_on(through(&r.addr)) {
+            Ok(l) => r.state = State::Reserving(now, l),
+            Err(e) => r.failed(format!("cannot listen through the relay: {e}"), now),
+        }
+    }
+
+    /// Identify with `peer` finished: a relay being connected to is asked
+    /// for its reservation now.
+    pub fn on_identified(&mut self, swarm: &mut Swarm<Behaviour>, peer: &PeerId, now: Instant) {
+        if self.is_relay(peer) {
+            self.identified.insert(*peer);
+        }
+        if let Some(i) = self
+            .relays
+            .iter()
+            .position(|r| &r.peer == peer && matches!(r.state, State::Connecting(_)))
+        {
+            self.reserve(swarm, i, now);
+        }
+    }
+
+    /// A dial to `peer` failed with no connection left to it.
+    pub fn on_dial_failed(&mut self, peer: &PeerId, why: &str, now: Instant) {
+        for r in &mut self.relays {
+            if &r.peer == peer && matches!(r.state, State::Connecting(_)) {
+                r.failed(format!("cannot reach the relay: {why}"), now);
+            }
+        }
+    }
+
+    /// The last connection to `peer` closed.
+    pub fn on_disconnected(&mut self, peer: &PeerId, now: Instant) {
+        self.identified.remove(peer);
+        for r in &mut self.relays {
+            if &r.peer == peer && matches!(r.state, State::Connecting(_)) {
+                r.failed("the relay closed the connection".into(), now);
+            }
+        }
+    }
+
+    /// A listener got an address: a circuit address when it is a relay's.
+    /// Whether it was.
+    pub fn on_new_listen_addr(&mut self, listener: ListenerId, addr: &Multiaddr) -> bool {
+        let me = self.me;
+        let Some(r) = self
+            .relays
+            .iter_mut()
+            .find(|r| r.listener() == Some(listener))
+        else {
+            return false;
+        };
+        let mut full = addr.clone();
+        if peer_of(&full) != Some(me) {
+            full.push(Protocol::P2p(me));
+        }
+        if !r.circuits.contains(&full) {
+            tracing::info!("reachable through the relay at {full}");
+            r.circuits.push(full);
+        }
+        if let State::Reserving(_, l) = r.state {
+            r.state = State::Reserved(l);
+        }
+        r.failures = 0;
+        r.error = None;
+        true
+    }
+
+    /// A listener closed; a relay's reservation is gone, tried again later.
+    pub fn on_listener_closed(&mut self, listener: ListenerId, why: String, now: Instant) {
+        if let Some(r) = self
+            .relays
+            .iter_mut()
+            .find(|r| r.listener() == Some(listener))
+        {
+            r.failed(why, now);
+        }
+    }
+
+    /// What the relay client reports.
+    pub fn on_relay(&mut self, event: &relay::client::Event) {
+        if let relay::client::Event::ReservationReqAccepted {
+            relay_peer_id,
+            renewal,
+            ..
+        } = event
+        {
+            tracing::debug!(relay = %relay_peer_id, renewal, "reservation accepted");
+            if let Some(r) = self.relays.iter_mut().find(|r| &r.peer == relay_peer_id)
+                && let State::Reserving(_, l) = r.state
+            {
+                r.state = State::Reserved(l);
+                r.failures = 0;
+                r.error = None;
+            }
+        }
+    }
+
+    /// What AutoNAT concluded. A public machine serves Kademlia; any other
+    /// is its client only (a machine behind NAT in others' routing tables
+    /// would only make them dial in vain).
+    pub fn on_autonat(&mut self, swarm: &mut Swarm<Behaviour>, event: &autonat::Event) {
+        if let autonat::Event::StatusChanged { new, .. } = event {
+            self.nat = match new {
+                autonat::NatStatus::Public(_) => Reachability::Public,
+                autonat::NatStatus::Private => Reachability::Private,
+                autonat::NatStatus::Unknown => Reachability::Unknown,
+            };
+            tracing::info!(reachability = self.nat.as_str(), "AutoNAT");
+            let mode = if self.nat == Reachability::Public {
+                kad::Mode::Server
+            } else {
+                kad::Mode::Client
+            };
+            swarm.behaviour_mut().kad.set_mode(Some(mode));
+        }
+    }
+
+    /// What AutoNAT concluded.
+    pub fn reachability(&self) -> Reachability {
+        self.nat
+    }
+
+    /// The relays holding a reservation, each ending in `/p2p/RELAY`: what
+    /// the contact record names.
+    pub fn reserved_relays(&self) -> Vec<Multiaddr> {
+        self.relays
+            .iter()
+            .filter(|r| matches!(r.state, State::Reserved(_)))
+            .map(|r| r.addr.clone())
+            .collect()
+    }
+
+    /// Every circuit address, each `…/p2p/RELAY/p2p-circuit/p2p/SELF`.
+    pub fn circuit_addrs(&self) -> Vec<Multiaddr> {
+        self.relays
+            .iter()
+            .filter(|r| matches!(r.state, State::Reserved(_)))
+            .flat_map(|r| r.circuits.iter().cloned())
+            .collect()
+    }
+
+    /// Each relay's reservation, as `status` shows it.
+    pub fn view(&self) -> Vec<ReservationView> {
+        self.relays
+            .iter()
+            .map(|r| ReservationView {
+                relay: r.addr.to_string(),
+                relay_peer_id: r.peer.to_string(),
+                state: match (&r.state, self.nat) {
+                    (State::Waiting(_), Reachability::Public) => "not_needed",
+                    _ => r.state_name(),
+                }
+                .into(),
+                circuit_addrs: r.circuits.iter().map(ToString::to_string).collect(),
+                error: r.error.clone(),
+                adopted: r.adopted,
+            })
+            .collect()
+    }
+
+    // ----- Kademlia -----------------------------------------------------------
+
+    /// Looks `member` up in Kademlia (at most once a [`LOOKUP_EVERY`], and
+    /// [`MAX_LOOKUPS`] at once): no address this machine knows reached it.
+    pub fn look_up(&mut self, swarm: &mut Swarm<Behaviour>, member: PeerId, now: Instant) {
+        if self.lookups.len() >= MAX_LOOKUPS
+            || self
+                .looked_up
+                .get(&member)
+                .is_some_and(|t| now.duration_since(*t) < LOOKUP_EVERY)
+        {
+            return;
+        }
+        self.looked_up.insert(member, now);
+        let id = swarm.behaviour_mut().kad.get_closest_peers(member);
+        self.lookups.insert(id, member);
+    }
+
+    /// A Kademlia event: the addresses a lookup found for its member, if
+    /// it found any.
+    pub fn on_kad(&mut self, event: kad::Event) -> Option<(PeerId, Vec<Multiaddr>)> {
+        let kad::Event::OutboundQueryProgressed {
+            id, result, step, ..
+        } = event
+        else {
+            return None;
+        };
+        let member = if step.last {
+            self.lookups.remove(&id)?
+        } else {
+            *self.lookups.get(&id)?
+        };
+        let kad::QueryResult::GetClosestPeers(Ok(ok)) = result else {
+            return None;
+        };
+        let found: Vec<Multiaddr> = ok
+            .peers
+            .into_iter()
+            .filter(|p| p.peer_id == member)
+            .flat_map(|p| p.addrs)
+            .take(super::peers::MAX_ADDRS_PER_PEER)
+            .collect();
+        (!found.is_empty()).then_some((member, found))
+    }
+
+    /// Forgets lookup times older than [`LOOKUP_EVERY`].
+    pub fn maintain(&mut self, now: Instant) {
+        self.looked_up
+            .retain(|_, t| now.duration_since(*t) < LOOKUP_EVERY);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
+    use super::*;
+
+    #[test]
+    fn a_circuit_address_names_its_relay() {
+        let (relay, me) = (PeerId::random(), PeerId::random());
+        let c: Multiaddr = format!("/ip4/198.51.100.1/tcp/4001/p2p/{relay}/p2p-circuit/p2p/{me}")
+            .parse()
+            .unwrap();
+        assert_eq!(
+            relay_addr_of(&c).unwrap().to_string(),
+            format!("/ip4/198.51.100.1/tcp/4001/p2p/{relay}")
+        );
+        let direct: Multiaddr = format!("/ip4/10.0.1.2/tcp/4001/p2p/{me}").parse().unwrap();
+        assert_eq!(relay_addr_of(&direct), None);
+        assert_eq!(
+            through(&relay_addr_of(&c).unwrap()).to_string(),
+            format!("/ip4/198.51.100.1/tcp/4001/p2p/{relay}/p2p-circuit")
+        );
+    }
+
+    #[test]
+    fn retries_back_off_to_a_minute() {
+        let now = Instant::now();
+        let mut r = Relay::new(
+            format!("/ip4/1.2.3.4/tcp/1/p2p/{}", PeerId::random())
+                .parse()
+                .unwrap(),
+            PeerId::random(),
+            false,
+            now,
+        );
+        let mut waits = vec![];
+        for _ in 0..6 {
+            r.failed("no".into(), now);
+            let State::Waiting(at) = r.state else {
+                panic!("waits after a failure")
+            };
+            waits.push(at.duration_since(now).as_secs());
+        }
+        assert_eq!(waits, [5, 10, 20, 40, 60, 60]);
+        assert_eq!(r.error.as_deref(), Some("no"));
+    }
+}

@@ -1,0 +1,271 @@
+//! The daemon's side of relays, on loopback (the NAT lab in natlab.rs
+//! proves the rest behind real NATs): `--relay` reserves at once and
+//! `status` shows the reservation and the circuit addresses, and their
+//! end when the relay goes; tickets carry circuit addresses, and a joiner
+//! adopts their relays; bad
+//! `--relay` values are refused saying what to write.
+
+#![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use agentmesh_tests::{Node, wait_for};
+use serde_json::Value;
+
+/// A relay process on a loopback port.
+struct Relay {
+    child: Child,
+    key: tempfile::TempDir,
+    port: u16,
+    peer_id: String,
+}
+
+fn relay_bin() -> std::path::PathBuf {
+    agentmesh_tests::bin().with_file_name("agentmesh-relay")
+}
+
+impl Relay {
+    fn start() -> Relay {
+        let key = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut r = Relay {
+            child: Command::new("true").spawn().unwrap(),
+            key,
+            port,
+            peer_id: String::new(),
+        };
+        r.run();
+        r
+    }
+
+    fn run(&mut self) {
+        let _ = self.child.wait();
+        let key = self.key.path().join("relay.key");
+        let listen = format!("/ip4/127.0.0.1/tcp/{}", self.port);
+        let mut child = Command::new(relay_bin())
+            .args(["--identity", key.to_str().unwrap()])
+            .args(["--listen", &listen, "--external-addr", &listen])
+            .args(["--log-format", "json"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut log = BufReader::new(child.stderr.take().unwrap());
+        loop {
+            let mut line = String::new();
+            assert!(log.read_line(&mut line).unwrap() > 0, "the relay exited");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["fields"]["message"] == "listening" {
+                let addr = v["fields"]["address"].as_str().unwrap();
+                self.peer_id = addr.rsplit('/').next().unwrap().to_owned();
+                break;
+            }
+        }
+        std::thread::spawn(move || for _ in log.lines() {});
+        self.child = child;
+    }
+
+    fn addr(&self) -> String {
+        format!("/ip4/127.0.0.1/tcp/{}/p2p/{}", self.port, self.peer_id)
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The node's reservation on `relay`, once `state` is what it shows.
+fn reservation(node: &Node, relay: &Relay, state: &str) -> Value {
+    wait_for(
+        &format!("{}'s reservation to be {state}", node.name),
+        || {
+            let s = node.status();
+            s["reservations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["relay_peer_id"] == relay.peer_id.as_str() && r["state"] == state)
+                .cloned()
+        },
+    )
+}
+
+#[test]
+fn status_shows_the_reservation_and_circuit_addresses_and_their_end() {
+    let mut relay = Relay::start();
+    let mut a = Node::new("alpha");
+    a.daemon_args = vec!["--relay".into(), relay.addr()];
+    a.start();
+    let me = a.peer_id();
+    let r = reservation(&a, &relay, "reserved");
+    let circuit = format!("{}/p2p-circuit/p2p/{me}", relay.addr());
+    assert_eq!(r["relay"], relay.addr());
+    assert_eq!(r["adopted"], false);
+    assert!(
+        r["circuit_addrs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == circuit.as_str()),
+        "{r}"
+    );
+    let s = a.status();
+    assert!(
+        s["circuit_addrs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == circuit.as_str()),
+        "{s}"
+    );
+    assert!(
+        ["unknown", "private", "public"].contains(&s["reachability"].as_str().unwrap()),
+        "{s}"
+    );
+    // People see it too.
+    let text = a.ok(&["status"]);
+    assert!(
+        text.contains(&format!("relay      {}: reserved", relay.addr())),
+        "{text}"
+    );
+    assert!(text.contains(&circuit), "{text}");
+    // The relay goes away: the reservation and its circuits are gone,
+    // with why. (That it is tried again is shown in the NAT lab: here on
+    // loopback AutoNAT soon finds the machine public and it stops making
+    // new reservations, saying so.)
+    relay.stop();
+    let r = wait_for("the lost reservation to be gone", || {
+        let s = a.status();
+        s["reservations"][0]
+            .as_object()
+            .filter(|r| r["state"] != "reserved")
+            .cloned()
+    });
+    assert!(
+        ["waiting", "connecting", "not_needed"].contains(&r["state"].as_str().unwrap()),
+        "{r:?}"
+    );
+    assert!(r["circuit_addrs"].as_array().unwrap().is_empty(), "{r:?}");
+    assert!(
+        a.status()["circuit_addrs"].as_array().unwrap().is_empty(),
+        "no circuit through a relay that is gone"
+    );
+}
+
+#[test]
+fn tickets_carry_circuit_addresses_first() {
+    let relay = Relay::start();
+    let mut a = Node::new("alpha");
+    a.daemon_args = vec!["--relay".into(), relay.addr()];
+    a.start();
+    reservation(&a, &relay, "reserved");
+    a.ok(&["team", "create", "far", "--owner", "Ada"]);
+    let ticket = a.json(&["invite"])["ticket"].as_str().unwrap().to_owned();
+    let t = agentmesh_protocol::ticket::Ticket::decode(&ticket).unwrap();
+    let first = t.addrs[0].to_string();
+    assert!(
+        first.starts_with(&format!("{}/p2p-circuit", relay.addr())),
+        "{:?}",
+        t.addrs
+    );
+    assert!(
+        t.addrs
+            .iter()
+            .any(|x| !x.to_string().contains("p2p-circuit")),
+        "the direct addresses too: {:?}",
+        t.addrs
+    );
+}
+
+#[test]
+fn a_joiner_adopts_the_tickets_relays_and_reaches_the_founder_through_them() {
+    let relay = Relay::start();
+    let mut a = Node::new("alpha");
+    a.daemon_args = vec!["--relay".into(), relay.addr()];
+    a.start();
+    reservation(&a, &relay, "reserved");
+    a.ok(&["team", "create", "far", "--owner", "Ada"]);
+    // Bravo knows nothing but the ticket, and the ticket nothing but the
+    // circuit: the join goes through the relay.
+    let real = a.json(&["invite"])["ticket"].as_str().unwrap().to_owned();
+    let mut ticket = agentmesh_protocol::ticket::Ticket::decode(&real).unwrap();
+    ticket
+        .addrs
+        .retain(|x| x.to_string().contains("p2p-circuit"));
+    assert!(!ticket.addrs.is_empty());
+    let mut b = Node::new("bravo");
+    b.start();
+    let mut j = b.pty(&[
+        "join",
+        &ticket.to_string(),
+        "--name",
+        "bravo",
+        "--owner",
+        "Bob",
+    ]);
+    let code = agentmesh_tests::read_code(&mut j, "Pairing code");
+    let mut adm = a.pty(&["admit"]);
+    adm.exp_string("Type the pairing code shown on bravo: ")
+        .unwrap();
+    adm.send_line(&code).unwrap();
+    agentmesh_tests::read_code(&mut adm, "Team code");
+    agentmesh_tests::read_code(&mut j, "Team code");
+    j.exp_string("[y/N]").unwrap();
+    j.send_line("y").unwrap();
+    j.exp_string("Joined team far").unwrap();
+    adm.exp_string("is now a member").unwrap();
+    // Bravo adopted the relay and reserves on it, remembered across a
+    // restart.
+    let r = reservation(&b, &relay, "reserved");
+    assert_eq!(r["adopted"], true);
+    b.stop();
+    b.start();
+    let r = reservation(&b, &relay, "reserved");
+    assert_eq!(r["adopted"], true, "still used after a restart");
+    // And mail flows both ways.
+    let id = b.send("@alpha", "over the relay");
+    wait_for("bravo's message to arrive", || {
+        (b.outbox_entry(&id)["status"] == "delivered").then_some(())
+    });
+    let id = a.send("@bravo", "and back");
+    wait_for("alpha's message to arrive", || {
+        (a.outbox_entry(&id)["status"] == "delivered").then_some(())
+    });
+}
+
+#[test]
+fn a_relay_without_its_peer_id_is_refused_saying_what_to_write() {
+    let a = Node::new("alpha");
+    for bad in ["/ip4/127.0.0.1/tcp/4001", "not an address"] {
+        let out = a.run(&["daemon", "--no-mdns", "--relay", bad, "--json"]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last: Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+        assert_eq!(last["code"], "bad_address", "{err}");
+        assert!(
+            last["message"].as_str().unwrap().contains("/p2p/"),
+            "says what to write: {err}"
+        );
+    }
+    // In config.toml too, naming the field.
+    let config = a.home().join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text = text.replacen("relays = []", "relays = [\"/ip4/127.0.0.1/tcp/4001\"]", 1);
+    std::fs::write(&config, text).unwrap();
+    let out = a.run(&["daemon", "--no-mdns", "--json"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("relays[0]"), "{err}");
+}

@@ -15,10 +15,17 @@
 //!       first (rust-libp2p #4870), relay, identify, ping, kad (server),
 //!       autonat ── listen, announce the external addresses ── log the
 //!       dialable addresses ── events until SIGTERM or Ctrl-C
+//!  --metrics ADDR: a Prometheus registry (libp2p's families and the
+//!       relay's, metrics.rs) fed by those events, served on
+//!       GET http://ADDR/metrics; no registry and no listener without it
 //! ```
 
 #![deny(missing_docs)]
 
+pub mod metrics;
+pub mod server;
+
+use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -29,6 +36,7 @@ use libp2p::{
     Multiaddr, PeerId, StreamProtocol, Swarm, autonat, connection_limits, identify, identity, kad,
     noise, ping, relay, tcp, yamux,
 };
+use prometheus_client::registry::Registry;
 
 /// The relay's version, as the binary reports it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -70,6 +78,9 @@ pub struct Config {
     pub max_connections: u32,
     /// Only these peers may reserve; empty: anyone.
     pub allow: Vec<PeerId>,
+    /// Where to serve Prometheus metrics (`GET /metrics`); `None`: not at
+    /// all.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl Config {
@@ -91,6 +102,7 @@ impl Config {
             reservations_per_ip_per_minute: NonZeroU32::new(60).unwrap_or(NonZeroU32::MIN),
             max_connections: 1024,
             allow: vec![],
+            metrics: None,
         }
     }
 }
@@ -164,8 +176,8 @@ mod derived {
     pub struct Behaviour {
         /// Bounds on connections and handshakes.
         pub limits: connection_limits::Behaviour,
-        /// Circuit relay v2, the server side.
-        pub relay: relay::Behaviour,
+        /// Circuit relay v2, the server side (counting what it holds).
+        pub relay: server::Relay,
         /// Exchanges addresses; tells clients the address they are seen at.
         pub identify: identify::Behaviour,
         /// Keeps connections alive, measures round trips.
@@ -179,10 +191,16 @@ mod derived {
     }
 }
 
-/// The relay's swarm for `key` and `config`.
-pub fn build(key: identity::Keypair, config: &Config) -> Result<Swarm<Behaviour>, Error> {
+/// The relay's swarm for `key` and `config`; with a `registry`, its
+/// transport counts the bytes on its connections' streams there
+/// (`libp2p_bandwidth_bytes_total`).
+pub fn build(
+    key: identity::Keypair,
+    config: &Config,
+    registry: Option<&mut Registry>,
+) -> Result<Swarm<Behaviour>, Error> {
     let start = |e: &dyn std::fmt::Display| Error::Start(e.to_string());
-    let swarm = libp2p::SwarmBuilder::with_existing_identity(key)
+    let builder = libp2p::SwarmBuilder::with_existing_identity(key)
         .with_tokio()
         .with_tcp(
             tcp::Config::default().nodelay(true),
@@ -190,84 +208,91 @@ pub fn build(key: identity::Keypair, config: &Config) -> Result<Swarm<Behaviour>
             yamux::Config::default,
         )
         .map_err(|e| start(&e))?
-        .with_quic()
-        .with_behaviour(|key| {
-            let peer_id = key.public().to_peer_id();
-            let mut relay_config = relay::Config {
-                max_reservations: config.max_reservations,
-                max_reservations_per_peer: config.max_reservations_per_peer,
-                reservation_duration: config.reservation_duration,
-                max_circuits: config.max_circuits,
-                max_circuits_per_peer: config.max_circuits_per_peer,
-                max_circuit_duration: config.max_circuit_duration,
-                max_circuit_bytes: config.max_circuit_bytes,
-                reservation_rate_limiters: vec![],
-                circuit_src_rate_limiters: vec![],
-            }
-            .reservation_rate_per_peer(
-                config.reservations_per_peer_per_minute,
-                Duration::from_secs(60),
-            )
-            .reservation_rate_per_ip(
-                config.reservations_per_ip_per_minute,
-                Duration::from_secs(60),
-            );
-            if !config.allow.is_empty() {
-                let allowed: std::collections::HashSet<PeerId> =
-                    config.allow.iter().copied().collect();
-                relay_config.reservation_rate_limiters.push(Box::new(
-                    move |peer: PeerId, _: &Multiaddr, _: std::time::Instant| {
-                        allowed.contains(&peer)
-                    },
-                ));
-            }
-            let mut kad_config = kad::Config::new(KAD_PROTOCOL);
-            kad_config.set_periodic_bootstrap_interval(None);
-            let mut kad = kad::Behaviour::with_config(
-                peer_id,
-                kad::store::MemoryStore::new(peer_id),
-                kad_config,
-            );
-            kad.set_mode(Some(kad::Mode::Server));
-            let autonat = autonat::Behaviour::new(
-                peer_id,
-                autonat::Config {
-                    // Lab and LAN addresses count (NATLAB.md).
-                    only_global_ips: false,
-                    ..autonat::Config::default()
-                },
-            );
-            Behaviour {
-                limits: connection_limits::Behaviour::new(
-                    connection_limits::ConnectionLimits::default()
-                        .with_max_established(Some(config.max_connections))
-                        .with_max_pending_incoming(Some(128))
-                        .with_max_established_per_peer(Some(8)),
-                ),
-                relay: relay::Behaviour::new(peer_id, relay_config),
-                identify: identify::Behaviour::new(
-                    identify::Config::new(
-                        agentmesh_protocol::IDENTIFY_PROTOCOL.into(),
-                        key.public(),
-                    )
-                    .with_agent_version(format!("agentmesh-relay/{VERSION}")),
-                ),
-                ping: ping::Behaviour::new(ping::Config::new()),
-                kad,
-                autonat,
-            }
-        })
-        .map_err(|e| start(&e))?
-        .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(60)))
-        .build();
-    Ok(swarm)
+        .with_quic();
+    let make = |key: &identity::Keypair| behaviour(key, config);
+    let swarm_config =
+        |c: libp2p::swarm::Config| c.with_idle_connection_timeout(Duration::from_secs(60));
+    Ok(match registry {
+        Some(registry) => builder
+            .with_bandwidth_metrics(registry)
+            .with_behaviour(make)
+            .map_err(|e| start(&e))?
+            .with_swarm_config(swarm_config)
+            .build(),
+        None => builder
+            .with_behaviour(make)
+            .map_err(|e| start(&e))?
+            .with_swarm_config(swarm_config)
+            .build(),
+    })
+}
+
+fn behaviour(key: &identity::Keypair, config: &Config) -> Behaviour {
+    let peer_id = key.public().to_peer_id();
+    let relay_config = relay::Config {
+        max_reservations: config.max_reservations,
+        max_reservations_per_peer: config.max_reservations_per_peer,
+        reservation_duration: config.reservation_duration,
+        max_circuits: config.max_circuits,
+        max_circuits_per_peer: config.max_circuits_per_peer,
+        max_circuit_duration: config.max_circuit_duration,
+        max_circuit_bytes: config.max_circuit_bytes,
+        reservation_rate_limiters: vec![],
+        circuit_src_rate_limiters: vec![],
+    }
+    .reservation_rate_per_peer(
+        config.reservations_per_peer_per_minute,
+        Duration::from_secs(60),
+    )
+    .reservation_rate_per_ip(
+        config.reservations_per_ip_per_minute,
+        Duration::from_secs(60),
+    );
+    let mut kad_config = kad::Config::new(KAD_PROTOCOL);
+    kad_config.set_periodic_bootstrap_interval(None);
+    let mut kad =
+        kad::Behaviour::with_config(peer_id, kad::store::MemoryStore::new(peer_id), kad_config);
+    kad.set_mode(Some(kad::Mode::Server));
+    let autonat = autonat::Behaviour::new(
+        peer_id,
+        autonat::Config {
+            // Lab and LAN addresses count (NATLAB.md).
+            only_global_ips: false,
+            ..autonat::Config::default()
+        },
+    );
+    Behaviour {
+        limits: connection_limits::Behaviour::new(
+            connection_limits::ConnectionLimits::default()
+                .with_max_established(Some(config.max_connections))
+                .with_max_pending_incoming(Some(128))
+                .with_max_established_per_peer(Some(8)),
+        ),
+        relay: server::Relay::new(peer_id, relay_config, &config.allow),
+        identify: identify::Behaviour::new(
+            identify::Config::new(agentmesh_protocol::IDENTIFY_PROTOCOL.into(), key.public())
+                .with_agent_version(format!("agentmesh-relay/{VERSION}")),
+        ),
+        ping: ping::Behaviour::new(ping::Config::new()),
+        kad,
+        autonat,
+    }
 }
 
 /// Runs the relay until SIGTERM or Ctrl-C.
 pub async fn run(config: Config) -> Result<(), Error> {
     let key = load_or_create_identity(&config.identity)?;
     let me = key.public().to_peer_id();
-    let mut swarm = build(key, &config)?;
+    let (mut swarm, metrics) = match config.metrics {
+        Some(addr) => {
+            let mut registry = Registry::default();
+            let swarm = build(key, &config, Some(&mut registry))?;
+            let metrics = metrics::Metrics::new(&mut registry);
+            metrics::serve(addr, registry).await?;
+            (swarm, Some(metrics))
+        }
+        None => (build(key, &config, None)?, None),
+    };
     for addr in &config.listen {
         swarm
             .listen_on(addr.clone())
@@ -286,7 +311,15 @@ pub async fn run(config: Config) -> Result<(), Error> {
         tokio::select! {
             _ = term.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
-            event = swarm.select_next_some() => on_event(me, event),
+            event = swarm.select_next_some() => {
+                if let Some(m) = &metrics {
+                    m.record(&event);
+                }
+                on_event(me, event);
+                if let Some(m) = &metrics {
+                    m.refresh(&swarm);
+                }
+            }
         }
     }
     tracing::info!("relay stopping");

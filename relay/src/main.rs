@@ -1,5 +1,6 @@
 //! `agentmesh-relay`: parses its arguments and runs the relay library.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -58,6 +59,16 @@ struct Cli {
     /// Reservations one IP address may ask for per minute.
     #[arg(long, value_name = "N")]
     reservations_per_ip_per_minute: Option<std::num::NonZeroU32>,
+    /// Serve Prometheus metrics on GET http://ADDR/metrics; with no ADDR,
+    /// 127.0.0.1:9091. Off without this flag. Keep it on loopback or
+    /// behind a firewall.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        num_args = 0..=1,
+        default_missing_value = agentmesh_relay::metrics::DEFAULT_ADDR
+    )]
+    metrics: Option<SocketAddr>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -109,6 +120,7 @@ fn main() -> ExitCode {
     };
     config.external = cli.external_addr;
     config.allow = cli.allow;
+    config.metrics = cli.metrics;
     macro_rules! set {
         ($($field:ident),*) => { $( if let Some(v) = cli.$field { config.$field = v; } )* };
     }
@@ -139,5 +151,36 @@ fn main() -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metrics(args: &[&str]) -> Result<Option<SocketAddr>, clap::Error> {
+        Cli::try_parse_from(std::iter::once("agentmesh-relay").chain(args.iter().copied()))
+            .map(|cli| cli.metrics)
+    }
+
+    #[test]
+    fn metrics_is_off_without_the_flag_and_on_loopback_9091_without_an_address() {
+        assert_eq!(metrics(&[]).unwrap(), None);
+        let default: SocketAddr = "127.0.0.1:9091".parse().unwrap();
+        assert_eq!(metrics(&["--metrics"]).unwrap(), Some(default));
+        // A flag after it is not taken for its value.
+        assert_eq!(
+            metrics(&["--metrics", "--log-format", "json"]).unwrap(),
+            Some(default)
+        );
+        assert_eq!(
+            metrics(&["--metrics", "0.0.0.0:9091"]).unwrap(),
+            Some("0.0.0.0:9091".parse().unwrap())
+        );
+        assert_eq!(
+            metrics(&["--metrics=127.0.0.1:0"]).unwrap(),
+            Some("127.0.0.1:0".parse().unwrap())
+        );
+        assert!(metrics(&["--metrics", "localhost"]).is_err());
     }
 }

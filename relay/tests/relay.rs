@@ -1,10 +1,11 @@
-//! `agentmesh-relay` (issue 11, first part): its identity, and a standard
-//! circuit relay v2 client reserving on it, against the real binary on
-//! loopback.
+//! `agentmesh-relay` (issue 11, first part): its identity, a standard
+//! circuit relay v2 client reserving on it, and its Prometheus metrics,
+//! against the real binary on loopback.
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -73,6 +74,10 @@ struct Relay {
     child: std::process::Child,
     /// Its full dialable address, as its log names it.
     addr: Multiaddr,
+    /// Where it serves metrics, as its log names it.
+    metrics: Option<SocketAddr>,
+    /// Its log up to that "listening" line.
+    log: Vec<serde_json::Value>,
     _dir: tempfile::TempDir,
 }
 
@@ -99,20 +104,29 @@ impl Relay {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut log = BufReader::new(child.stderr.take().unwrap());
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut log = vec![];
         let addr: Multiaddr = loop {
             let mut line = String::new();
-            assert!(log.read_line(&mut line).unwrap() > 0, "the relay exited");
+            assert!(stderr.read_line(&mut line).unwrap() > 0, "the relay exited");
             let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            log.push(v.clone());
             if v["fields"]["message"] == "listening" {
                 break v["fields"]["address"].as_str().unwrap().parse().unwrap();
             }
         };
-        std::thread::spawn(move || for _ in log.lines() {});
+        std::thread::spawn(move || for _ in stderr.lines() {});
         assert!(addr.to_string().starts_with(&listen), "{addr}");
+        // The metrics endpoint is bound before the relay starts listening.
+        let metrics = log
+            .iter()
+            .find(|v| v["fields"]["message"] == "metrics listening")
+            .map(|v| v["fields"]["address"].as_str().unwrap().parse().unwrap());
         Relay {
             child,
             addr,
+            metrics,
+            log,
             _dir: dir,
         }
     }
@@ -149,6 +163,9 @@ fn client(key: libp2p::identity::Keypair) -> libp2p::Swarm<Client> {
             )),
         })
         .unwrap()
+        // A relayed connection carries nothing here: kept while a test
+        // looks at it, not closed once identify is done.
+        .with_swarm_config(|c| c.with_idle_connection_timeout(DEADLINE))
         .build()
 }
 
@@ -277,4 +294,279 @@ async fn with_an_allow_list_only_listed_peers_reserve() {
         reserve(&mut friend, &relay.addr).await,
         "a listed peer was refused"
     );
+}
+
+/// `request_line` (`GET /metrics HTTP/1.1`, say) to `addr`, in plain
+/// HTTP/1.1: the answer's status line and body.
+async fn http(addr: SocketAddr, request_line: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("{request_line}\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(DEADLINE, s.read_to_string(&mut answer))
+        .await
+        .expect("an answer within the deadline")
+        .unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+/// The value of `series` (a name, and its labels as scraped) in `text`.
+fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|line| {
+        line.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .split(' ')
+            .next()?
+            .parse()
+            .ok()
+    })
+}
+
+/// Scrapes `addr` until `series` has a value `ok` accepts: that scrape.
+async fn until(addr: SocketAddr, series: &str, ok: impl Fn(f64) -> bool) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        let (status, body) = http(addr, "GET /metrics HTTP/1.1").await;
+        assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+        let v = value(&body, series);
+        if v.is_some_and(&ok) {
+            return body;
+        }
+        assert!(start.elapsed() < DEADLINE, "{series} stays {v:?}:\n{body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn refusals(reason: &str) -> String {
+    format!("agentmesh_relay_refusals_total{{reason=\"{reason}\"}}")
+}
+
+/// TCP sockets process `pid` listens on (its socket inodes that
+/// /proc/net/tcp{,6} list in state LISTEN).
+fn tcp_listeners(pid: u32) -> usize {
+    let inodes: std::collections::HashSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|fd| {
+            let target = std::fs::read_link(fd.ok()?.path()).ok()?;
+            let target = target.to_str()?;
+            Some(
+                target
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .to_string(),
+            )
+        })
+        .collect();
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|table| std::fs::read_to_string(table).ok())
+        .flat_map(|table| {
+            table
+                .lines()
+                .skip(1)
+                .map(|line| {
+                    line.split_whitespace()
+                        .map(String::from)
+                        .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>()
+        })
+        .filter(|f| f.len() > 9 && f[3] == "0A" && inodes.contains(&f[9]))
+        .count()
+}
+
+#[test]
+fn without_the_flag_nothing_serves_metrics() {
+    let relay = Relay::start(&[]);
+    let said = |what: &str| {
+        relay
+            .log
+            .iter()
+            .any(|v| v["fields"]["message"].as_str().unwrap_or("").contains(what))
+    };
+    assert!(said("relay starting"), "{:?}", relay.log);
+    assert!(!said("metrics"), "{:?}", relay.log);
+    assert_eq!(relay.metrics, None);
+    assert_eq!(tcp_listeners(relay.child.id()), 1, "only the relay's port");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_a_reservation_while_it_is_held() {
+    let relay = Relay::start(&["--metrics", "127.0.0.1:0"]);
+    let addr = relay.metrics.expect("the metrics address in the log");
+    assert!(addr.ip().is_loopback() && addr.port() != 0, "{addr}");
+    assert_eq!(
+        tcp_listeners(relay.child.id()),
+        2,
+        "the relay's port, /metrics"
+    );
+    let before = until(addr, "agentmesh_relay_reservations", |v| v == 0.0).await;
+    // Every reason the relay gives is there from the start, at 0.
+    for reason in [
+        "reservation_resource_limit_exceeded",
+        "reservation_not_on_allow_list",
+        "circuit_resource_limit_exceeded",
+        "circuit_no_reservation",
+        "circuit_connection_failed",
+        "connection_limit",
+    ] {
+        assert_eq!(value(&before, &refusals(reason)), Some(0.0), "{reason}");
+    }
+
+    let mut c = client(libp2p::identity::Keypair::generate_ed25519());
+    assert!(reserve(&mut c, &relay.addr).await, "reservation refused");
+    let held = until(addr, "agentmesh_relay_reservations", |v| v == 1.0).await;
+    assert!(value(&held, "agentmesh_relay_reservations_accepted_total").unwrap() >= 1.0);
+    assert_eq!(value(&held, "agentmesh_relay_connections"), Some(1.0));
+    assert_eq!(value(&held, "agentmesh_relay_circuits"), Some(0.0));
+    // libp2p's own families are there, and the streams' bytes.
+    assert!(
+        value(
+            &held,
+            "libp2p_relay_events_total{event=\"ReservationReqAccepted\"}"
+        )
+        .unwrap()
+            >= 1.0
+    );
+    let inbound: f64 = held
+        .lines()
+        .filter(|l| l.starts_with("libp2p_bandwidth_bytes_total{") && l.contains("Inbound"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(inbound > 0.0, "{held}");
+
+    // The reservation goes with its connection.
+    drop(c);
+    until(addr, "agentmesh_relay_reservations", |v| v == 0.0).await;
+    until(addr, "agentmesh_relay_connections", |v| v == 0.0).await;
+
+    // Only GET /metrics is served.
+    assert_eq!(
+        http(addr, "GET / HTTP/1.1").await.0,
+        "HTTP/1.1 404 Not Found"
+    );
+    assert_eq!(
+        http(addr, "POST /metrics HTTP/1.1").await.0,
+        "HTTP/1.1 404 Not Found"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allow_list_refusal_is_counted_under_its_reason() {
+    let listed = libp2p::identity::Keypair::generate_ed25519()
+        .public()
+        .to_peer_id()
+        .to_string();
+    let relay = Relay::start(&["--allow", &listed, "--metrics", "127.0.0.1:0"]);
+    let addr = relay.metrics.unwrap();
+    let mut stranger = client(libp2p::identity::Keypair::generate_ed25519());
+    assert!(!reserve(&mut stranger, &relay.addr).await);
+    let m = until(addr, &refusals("reservation_not_on_allow_list"), |v| {
+        v == 1.0
+    })
+    .await;
+    // Once, under its own reason (the peer was told RESOURCE_LIMIT_EXCEEDED).
+    assert_eq!(
+        value(&m, &refusals("reservation_resource_limit_exceeded")),
+        Some(0.0)
+    );
+    assert_eq!(value(&m, "agentmesh_relay_reservations"), Some(0.0));
+    assert_eq!(
+        value(&m, "agentmesh_relay_reservations_accepted_total"),
+        Some(0.0)
+    );
+}
+
+/// A new client dials `to` (through the relay) until connected to
+/// `peer`; then it runs in the returned task.
+async fn circuit(to: &Multiaddr, peer: libp2p::PeerId) -> tokio::task::JoinHandle<()> {
+    let mut b = client(libp2p::identity::Keypair::generate_ed25519());
+    b.dial(to.clone()).unwrap();
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            match b.select_next_some().await {
+                SwarmEvent::ConnectionEstablished { peer_id, .. } if peer_id == peer => return,
+                SwarmEvent::OutgoingConnectionError { peer_id, error, .. }
+                    if peer_id == Some(peer) =>
+                {
+                    panic!("no circuit: {error}")
+                }
+                _ => {}
+            }
+        }
+    })
+    .await
+    .unwrap();
+    tokio::spawn(async move {
+        loop {
+            b.select_next_some().await;
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_circuits_until_either_end_goes() {
+    let relay = Relay::start(&["--metrics", "127.0.0.1:0"]);
+    let addr = relay.metrics.unwrap();
+    let mut a = client(libp2p::identity::Keypair::generate_ed25519());
+    let a_id = *a.local_peer_id();
+    assert!(reserve(&mut a, &relay.addr).await);
+    let a_task = tokio::spawn(async move {
+        loop {
+            a.select_next_some().await;
+        }
+    });
+    let to_a = relay
+        .addr
+        .clone()
+        .with(libp2p::multiaddr::Protocol::P2pCircuit)
+        .with(libp2p::multiaddr::Protocol::P2p(a_id));
+
+    // B1 reaches A through the relay; then B1 (the source) goes.
+    let b1 = circuit(&to_a, a_id).await;
+    until(addr, "agentmesh_relay_circuits", |v| v == 1.0).await;
+    b1.abort();
+    until(addr, "agentmesh_relay_circuits", |v| v == 0.0).await;
+    // libp2p-relay reports B1's connection closing as a ReservationClosed
+    // too, though B1 held none: A's is still counted.
+    let closed = "libp2p_relay_events_total{event=\"ReservationClosed\"}";
+    let m = until(addr, closed, |v| v == 1.0).await;
+    assert_eq!(value(&m, "agentmesh_relay_reservations"), Some(1.0));
+    assert_eq!(value(&m, "agentmesh_relay_connections"), Some(1.0));
+
+    // B2 reaches A; then A (the destination) goes. libp2p-relay reports
+    // that circuit closed twice: it is counted out once.
+    let b2 = circuit(&to_a, a_id).await;
+    until(addr, "agentmesh_relay_circuits", |v| v == 1.0).await;
+    a_task.abort();
+    let m = until(addr, "agentmesh_relay_circuits", |v| v == 0.0).await;
+    assert_eq!(
+        value(&m, "agentmesh_relay_circuits_opened_total"),
+        Some(2.0)
+    );
+    until(addr, "agentmesh_relay_reservations", |v| v == 0.0).await;
+
+    // A holds no reservation now: a circuit to it is refused, and counted
+    // with the status it was refused with.
+    let mut c = client(libp2p::identity::Keypair::generate_ed25519());
+    c.dial(to_a).unwrap();
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            if let SwarmEvent::OutgoingConnectionError { peer_id, .. } = c.select_next_some().await
+                && peer_id == Some(a_id)
+            {
+                return;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    until(addr, &refusals("circuit_no_reservation"), |v| v == 1.0).await;
+    // B2's side stopping copying later changes nothing.
+    b2.abort();
+    let m = until(addr, "agentmesh_relay_connections", |v| v == 1.0).await;
+    assert_eq!(value(&m, "agentmesh_relay_circuits"), Some(0.0));
 }

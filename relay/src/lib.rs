@@ -248,10 +248,26 @@ fn behaviour(key: &identity::Keypair, config: &Config) -> Behaviour {
         config.reservations_per_ip_per_minute,
         Duration::from_secs(60),
     );
+    // PeerId → addresses only: no records are stored or served (inbound
+    // puts are dropped and the store holds none), so the relay is nobody's
+    // free key-value store and nothing it serves names a team. Its routing
+    // table holds the peers identify says serve Kademlia (other relays,
+    // publicly reachable machines), added by [`on_event`].
     let mut kad_config = kad::Config::new(KAD_PROTOCOL);
-    kad_config.set_periodic_bootstrap_interval(None);
-    let mut kad =
-        kad::Behaviour::with_config(peer_id, kad::store::MemoryStore::new(peer_id), kad_config);
+    kad_config
+        .set_periodic_bootstrap_interval(None)
+        .set_record_filtering(kad::StoreInserts::FilterBoth)
+        .set_kbucket_inserts(kad::BucketInserts::Manual);
+    let store = kad::store::MemoryStore::with_config(
+        peer_id,
+        kad::store::MemoryStoreConfig {
+            max_records: 0,
+            max_value_bytes: 0,
+            max_providers_per_key: 0,
+            max_provided_keys: 0,
+        },
+    );
+    let mut kad = kad::Behaviour::with_config(peer_id, store, kad_config);
     kad.set_mode(Some(kad::Mode::Server));
     let autonat = autonat::Behaviour::new(
         peer_id,
@@ -315,7 +331,7 @@ pub async fn run(config: Config) -> Result<(), Error> {
                 if let Some(m) = &metrics {
                     m.record(&event);
                 }
-                on_event(me, event);
+                on_event(&mut swarm, me, event);
                 if let Some(m) = &metrics {
                     m.refresh(&swarm);
                 }
@@ -330,7 +346,7 @@ fn with_peer(addr: &Multiaddr, me: PeerId) -> Multiaddr {
     addr.clone().with_p2p(me).unwrap_or_else(|a| a)
 }
 
-fn on_event(me: PeerId, event: SwarmEvent<BehaviourEvent>) {
+fn on_event(swarm: &mut Swarm<Behaviour>, me: PeerId, event: SwarmEvent<BehaviourEvent>) {
     match event {
         SwarmEvent::NewListenAddr { address, .. } => {
             tracing::info!(address = %with_peer(&address, me), "listening");
@@ -338,6 +354,27 @@ fn on_event(me: PeerId, event: SwarmEvent<BehaviourEvent>) {
         SwarmEvent::Behaviour(BehaviourEvent::Relay(e)) => {
             tracing::debug!(event = ?e, "relay");
         }
+        SwarmEvent::Behaviour(BehaviourEvent::Identify(identify::Event::Received {
+            peer_id,
+            info,
+            ..
+        })) if info.protocols.contains(&KAD_PROTOCOL) => {
+            for a in info.listen_addrs.iter().filter(|a| routable(a)) {
+                swarm.behaviour_mut().kad.add_address(&peer_id, a.clone());
+            }
+        }
         _ => {}
     }
+}
+
+/// Whether a peer's listen address belongs in the routing table: a
+/// direct, concrete one (not a circuit through some relay, not 0.0.0.0).
+fn routable(a: &Multiaddr) -> bool {
+    use libp2p::multiaddr::Protocol;
+    a.iter().all(|p| match p {
+        Protocol::P2pCircuit => false,
+        Protocol::Ip4(ip) => !ip.is_unspecified(),
+        Protocol::Ip6(ip) => !ip.is_unspecified(),
+        _ => true,
+    })
 }

@@ -34,6 +34,12 @@ pub const BLOCKS_TOPIC: &str = "agentmesh/blocks/1";
 
 /// Envelopes in one delivery batch, at most.
 pub const MAX_BATCH_ENVELOPES: usize = 256;
+/// Bytes of envelopes in one batch to a machine reached only through a
+/// relay, at most: circuit relay v2 circuits carry 128 KiB by default (in
+/// libp2p's relays of every language), so one envelope of the largest
+/// size goes through a circuit with room for identify and sync, and a
+/// circuit that hits its limit is replaced with every batch still whole.
+pub const MAX_RELAYED_BATCH_BYTES: usize = 96 * 1024;
 /// Bytes of envelopes in one batch, at most: under request-response's
 /// 1 MiB request limit with room for framing.
 pub const MAX_BATCH_BYTES: usize = 900 * 1024;

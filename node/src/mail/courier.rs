@@ -25,7 +25,10 @@ use super::{Ctx, MAX_REMOTE_REASON, peer_of, sha};
 use crate::audit::AuditEvent;
 use crate::net::{Carry, CarryHandle, Delivered, Undelivered};
 use crate::store::{AuditEntry, OutboxRecord, OutboxStatus};
-use crate::wire::{MAX_BATCH_BYTES, MAX_BATCH_ENVELOPES, MailOutcome, MailReply, MailRequest};
+use crate::wire::{
+    MAX_BATCH_BYTES, MAX_BATCH_ENVELOPES, MAX_RELAYED_BATCH_BYTES, MailOutcome, MailReply,
+    MailRequest,
+};
 
 /// Batches on their way to one recipient at once: while it stores one,
 /// the next is already opening.
@@ -77,12 +80,17 @@ pub(super) struct PeerQueue {
     failures: u32,
     /// No attempt before this.
     next_try: Option<Instant>,
+    /// Reached only through relays: one batch at a time, each at most
+    /// [`MAX_RELAYED_BATCH_BYTES`] (two at once could together pass a
+    /// circuit's limit again and again).
+    relayed: bool,
 }
 
 impl PeerQueue {
     /// Whether another batch may go at `now`.
     pub(super) fn open(&self, now: Instant) -> bool {
-        self.in_flight < MAX_IN_FLIGHT && self.next_try.is_none_or(|t| t <= now)
+        let most = if self.relayed { 1 } else { MAX_IN_FLIGHT };
+        self.in_flight < most && self.next_try.is_none_or(|t| t <= now)
     }
 
     /// Whether a batch should go at `now`: it may, and mail waits that is
@@ -165,6 +173,8 @@ pub(super) struct Courier {
     next_batch: u64,
     /// Recipients whose last attempt could not connect at all.
     offline: HashSet<PeerId>,
+    /// Recipients reached only through relays now.
+    relayed: HashSet<PeerId>,
     /// Outbox records changed since the last flush.
     writes: Vec<OutboxRecord>,
     /// Delivered and failed records on their way to the store, by id:
@@ -186,11 +196,10 @@ impl Courier {
     }
 
     fn enqueue(&mut self, peer: PeerId, r: OutboxRecord) {
-        self.queues
-            .entry(peer)
-            .or_default()
-            .pending
-            .push_back(r.id.clone());
+        let relayed = self.relayed.contains(&peer);
+        let q = self.queues.entry(peer).or_default();
+        q.relayed = relayed;
+        q.pending.push_back(r.id.clone());
         // Memory holds what schedules delivery, not the mail.
         self.outbox.insert(
             r.id.clone(),
@@ -262,6 +271,18 @@ impl Courier {
         };
         self.enqueue(peer, record);
         self.dispatch(peer, net, ctx);
+    }
+
+    /// `peer` is now reached only through relays (`relayed`), or not.
+    pub(super) fn route(&mut self, peer: PeerId, relayed: bool) {
+        if relayed {
+            self.relayed.insert(peer);
+        } else {
+            self.relayed.remove(&peer);
+        }
+        if let Some(q) = self.queues.get_mut(&peer) {
+            q.relayed = relayed;
+        }
     }
 
     /// A connection to `peer` came up: its mail goes now.
@@ -357,7 +378,12 @@ impl Courier {
                     break;
                 }
             };
-            if bytes + envelope.len() > MAX_BATCH_BYTES && !ids.is_empty() {
+            let most = if q.relayed {
+                MAX_RELAYED_BATCH_BYTES
+            } else {
+                MAX_BATCH_BYTES
+            };
+            if bytes + envelope.len() > most && !ids.is_empty() {
                 break;
             }
             bytes += envelope.len();

@@ -463,6 +463,7 @@ impl Mail {
                 });
             }
             MailEvent::Connected(peer) => self.courier.connected(peer, &self.net, &mut ctx),
+            MailEvent::Route { peer, relayed } => self.courier.route(peer, relayed),
         }
     }
 

@@ -875,6 +875,39 @@ fn batches_respect_the_in_flight_cap_and_the_batch_limits() {
         assert!(bytes <= MAX_BATCH_BYTES, "{bytes}");
         assert_eq!(b.request.envelopes.len(), MAX_BATCH_BYTES / 100_000);
     }
+
+    // Reached only through a relay: one batch at a time, small enough for
+    // a circuit (one 60 KB envelope a batch; a larger one alone).
+    let mut d = desk();
+    let mut courier = loaded(&d, alpha, 5, 60_000);
+    courier.route(alpha, true);
+    let mut ctx = Ctx {
+        store: d.store.as_ref(),
+        dir: &t.dir,
+        log: &mut d.log,
+        now: at(T0, t0),
+    };
+    courier.retry_due(&net, &mut ctx);
+    let batches = net.take();
+    assert_eq!(batches.len(), 1, "one at a time through a relay");
+    let bytes: usize = batches[0].request.envelopes.iter().map(|e| e.len()).sum();
+    assert!(bytes <= crate::wire::MAX_RELAYED_BATCH_BYTES, "{bytes}");
+    assert_eq!(batches[0].request.envelopes.len(), 1);
+    // A direct connection again: the usual batches.
+    courier.route(alpha, false);
+    let mut d2 = desk();
+    let mut direct = loaded(&d2, alpha, 5, 60_000);
+    direct.route(alpha, false);
+    let mut ctx = Ctx {
+        store: d2.store.as_ref(),
+        dir: &t.dir,
+        log: &mut d2.log,
+        now: at(T0, t0),
+    };
+    direct.retry_due(&net, &mut ctx);
+    let batches = net.take();
+    assert_eq!(batches.len(), 1, "all five fit one batch");
+    assert_eq!(batches[0].request.envelopes.len(), 5);
 }
 
 #[test]

@@ -93,6 +93,14 @@ pub enum MailEvent {
     },
     /// A first connection to a member came up: deliver its mail now.
     Connected(PeerId),
+    /// Whether a member is now reached only through relays (their
+    /// circuits carry little: batches to it go small and one at a time).
+    Route {
+        /// The member.
+        peer: PeerId,
+        /// Only relayed connections are open to it.
+        relayed: bool,
+    },
 }
 
 /// The mail actor's end of the network.
@@ -179,6 +187,11 @@ impl Carriage {
     /// timers cover a full queue.
     pub fn connected(&self, peer: PeerId) {
         let _ = self.events.try_send(MailEvent::Connected(peer));
+    }
+
+    /// How `peer` is reached changed: only relayed, or not.
+    pub fn route(&self, peer: PeerId, relayed: bool) {
+        let _ = self.events.try_send(MailEvent::Route { peer, relayed });
     }
 
     fn answered(&self, batch: u64, result: Result<MailReply, Undelivered>) {

@@ -338,6 +338,7 @@ impl Net {
                 tracing::debug!(peer = %peer_id, kind = conn.kind.as_str(), %remote, "connected");
                 e.connections.insert(connection_id, conn);
                 e.last_seen = Some(SystemTime::now());
+                self.tell_route(peer_id);
                 let team = self.team.state();
                 self.guard
                     .apply_to(&mut self.swarm, team, &peer_id, true, now);
@@ -356,6 +357,7 @@ impl Net {
                 let e = self.peers.entry(peer_id);
                 e.connections.remove(&connection_id);
                 e.last_seen = Some(SystemTime::now());
+                self.tell_route(peer_id);
                 if num_established == 0 {
                     self.reach.on_disconnected(&peer_id, now);
                     self.save_peer(&peer_id);
@@ -370,6 +372,25 @@ impl Net {
             } => self.dial_failed(peer_id, connection_id, &error, now),
             SwarmEvent::Behaviour(event) => self.on_behaviour(event, now),
             _ => {}
+        }
+    }
+
+    /// Tells the mail actor when a member comes to be reached only through
+    /// relays, or no longer (before it hears the member connected, so the
+    /// first batch is already sized for a circuit).
+    fn tell_route(&mut self, peer: PeerId) {
+        if !self.team.is_member(&peer) {
+            return;
+        }
+        let e = self.peers.entry(peer);
+        if e.connections.is_empty() {
+            // The next connection is most likely made the same way.
+            return;
+        }
+        let relayed = e.connections.values().all(|c| c.kind == ConnKind::Relayed);
+        if relayed != e.told_relayed {
+            e.told_relayed = relayed;
+            self.carriage.route(peer, relayed);
         }
     }
 

@@ -51,6 +51,9 @@ pub struct PeerEntry {
     pub connections: HashMap<ConnectionId, Conn>,
     /// Whether it serves circuit relay.
     pub relay: bool,
+    /// Whether the mail actor was last told it is reached only through
+    /// relays.
+    pub told_relayed: bool,
     /// When anything about it last changed here (monotonic).
     pub touched: Option<Instant>,
 }

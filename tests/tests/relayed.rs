@@ -22,7 +22,7 @@ struct Relay {
 }
 
 fn relay_bin() -> std::path::PathBuf {
-    agentmesh_tests::bin().with_file_name("agentmesh-relay")
+    agentmesh_tests::built_bin("agentmesh-relay")
 }
 
 impl Relay {

@@ -339,6 +339,7 @@ impl Net {
                 e.connections.insert(connection_id, conn);
                 e.last_seen = Some(SystemTime::now());
                 self.tell_route(peer_id);
+                self.peers.schedule_punch(peer_id, now);
                 let team = self.team.state();
                 self.guard
                     .apply_to(&mut self.swarm, team, &peer_id, true, now);
@@ -358,6 +359,7 @@ impl Net {
                 e.connections.remove(&connection_id);
                 e.last_seen = Some(SystemTime::now());
                 self.tell_route(peer_id);
+                self.peers.schedule_punch(peer_id, now);
                 if num_established == 0 {
                     self.reach.on_disconnected(&peer_id, now);
                     self.save_peer(&peer_id);
@@ -484,7 +486,8 @@ impl Net {
                     }
                 }
                 Err(e) => {
-                    tracing::info!(peer = %remote_peer_id, error = %e, "hole punching failed; staying relayed");
+                    tracing::info!(peer = %remote_peer_id, error = %e, "hole punching failed; relayed for now");
+                    self.peers.punch_failed(remote_peer_id, now);
                 }
             },
             BehaviourEvent::Autonat(e) => self.reach.on_autonat(&mut self.swarm, &e),
@@ -582,6 +585,7 @@ impl Net {
         self.guard.tick(&mut self.swarm, self.team.state(), now);
         self.reach.tick(&mut self.swarm, now);
         self.prefer_direct(now);
+        self.punch_again(now);
         self.with_team(now, |team, port| team.tick(port, now));
         send_all(self.connects.expire(now));
         if now.duration_since(self.last_maintenance) >= MAINTENANCE_EVERY {
@@ -603,6 +607,25 @@ impl Net {
         for (peer, id) in self.peers.redundant_relayed(now, PREFER_DIRECT_AFTER) {
             tracing::debug!(%peer, "a direct connection is up; closing the relayed one");
             self.swarm.close_connection(id);
+        }
+    }
+
+    /// Members reached only through relays for a while get a new circuit,
+    /// and with it a new DCUtR try ([`peers::Punch`]).
+    fn punch_again(&mut self, now: Instant) {
+        let team = &self.team;
+        for (peer, relayed) in self.peers.due_punches(now, |p| team.is_member(p)) {
+            tracing::info!(%peer, "reached only through a relay; trying hole punching again");
+            for id in relayed {
+                self.swarm.close_connection(id);
+            }
+            let opts = DialOpts::peer_id(peer)
+                .condition(libp2p::swarm::dial_opts::PeerCondition::Always)
+                .addresses(self.peers.addrs(&peer))
+                .build();
+            if let Err(e) = self.swarm.dial(opts) {
+                tracing::debug!(%peer, error = %e, "cannot dial again");
+            }
         }
     }
 

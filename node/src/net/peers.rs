@@ -54,6 +54,9 @@ pub struct PeerEntry {
     /// Whether the mail actor was last told it is reached only through
     /// relays.
     pub told_relayed: bool,
+    /// When to try hole punching again while it is reached only through
+    /// relays, and how many tries were made.
+    pub punch: Punch,
     /// When anything about it last changed here (monotonic).
     pub touched: Option<Instant>,
 }
@@ -121,6 +124,30 @@ pub fn best(conns: &[&Conn]) -> Option<Conn> {
         .iter()
         .min_by_key(|c| (c.closing, c.kind == ConnKind::Relayed, c.since))
         .map(|c| (*c).clone())
+}
+
+/// Hole punching tried again: DCUtR tries once per relayed connection,
+/// and a first try can fail for want of an observed address (a joiner
+/// dials through the relay before identify with it has finished), or
+/// because a NAT changed. While a member is reached only through relays,
+/// its relayed connections are closed and it is dialled again (a new
+/// circuit, a new DCUtR) after 40 s, then 2 min, 10 min, and every 30 min.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Punch {
+    /// Tries since the last direct connection.
+    pub tries: u32,
+    /// The next try, while reached only through relays.
+    pub next: Option<Instant>,
+}
+
+/// The wait before punching try `tries` + 1.
+pub fn punch_wait(tries: u32) -> Duration {
+    match tries {
+        0 => Duration::from_secs(40),
+        1 => Duration::from_secs(120),
+        2 => Duration::from_secs(600),
+        _ => Duration::from_secs(1800),
+    }
 }
 
 /// The table.
@@ -298,6 +325,50 @@ impl PeerTable {
             }
         }
         close
+    }
+
+    /// Keeps `peer`'s punching schedule in step with its connections: a
+    /// direct one ends it; only relayed ones start it (if not started).
+    pub fn schedule_punch(&mut self, peer: PeerId, now: Instant) {
+        let e = self.entry(peer);
+        if e.connections.is_empty() {
+            return;
+        }
+        if e.connections.values().any(|c| c.kind != ConnKind::Relayed) {
+            e.punch = Punch::default();
+        } else if e.punch.next.is_none() {
+            e.punch.next = Some(now + punch_wait(e.punch.tries));
+        }
+    }
+
+    /// DCUtR gave up on `peer`: the next try comes sooner, in 2 s (the
+    /// first tries only: later ones keep their wait).
+    pub fn punch_failed(&mut self, peer: PeerId, now: Instant) {
+        let e = self.entry(peer);
+        if e.punch.tries == 0 {
+            e.punch.next = Some(now + Duration::from_secs(2));
+        }
+    }
+
+    /// The machines among `wanted` due for another punching try, each with
+    /// the relayed connections to close first; their schedules move on.
+    pub fn due_punches(
+        &mut self,
+        now: Instant,
+        wanted: impl Fn(&PeerId) -> bool,
+    ) -> Vec<(PeerId, Vec<ConnectionId>)> {
+        let mut due = vec![];
+        for (peer, e) in &mut self.peers {
+            let relayed_only = !e.connections.is_empty()
+                && e.connections.values().all(|c| c.kind == ConnKind::Relayed);
+            if !relayed_only || e.punch.next.is_none_or(|t| t > now) || !wanted(peer) {
+                continue;
+            }
+            e.punch.tries = e.punch.tries.saturating_add(1);
+            e.punch.next = Some(now + punch_wait(e.punch.tries));
+            due.push((*peer, e.connections.keys().copied().collect()));
+        }
+        due
     }
 
     /// Forgets the oldest strangers beyond [`MAX_PEERS`].

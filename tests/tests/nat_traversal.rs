@@ -1,0 +1,271 @@
+//! Across networks, behind real NATs (the lab in `agentmesh_tests::natlab`:
+//! network namespaces, iptables routers that drop unsolicited inbound, the
+//! real relay on a "public" segment). Each scenario is its own test:
+//!
+//! - both sides behind endpoint-independent NATs, over TCP and over QUIC:
+//!   the founder behind NAT invites, the joiner on the other network joins
+//!   with the ticket alone through the relay, a message goes each way, and
+//!   the connection becomes direct by DCUtR;
+//! - one side behind a symmetric NAT: messages up to the largest body
+//!   arrive through the relay, also after a circuit hits its limit and is
+//!   replaced, and `peers` says `relayed`.
+//!
+//! Needs root, `ip` and `iptables`; skipped, saying why, where namespaces
+//! can't be made (a failure under CI).
+
+#![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
+use std::time::Duration;
+
+use agentmesh_tests::natlab::{Host, Lab, Nat, RelayProc, lab_or_skip};
+use agentmesh_tests::{Node, read_code, wait_for, wait_for_within};
+use serde_json::Value;
+
+/// Over which transport a scenario runs.
+#[derive(Debug, Clone, Copy)]
+enum Transport {
+    Tcp,
+    Quic,
+}
+
+impl Transport {
+    fn listen(self) -> &'static str {
+        match self {
+            Transport::Tcp => "/ip4/0.0.0.0/tcp/4001",
+            Transport::Quic => "/ip4/0.0.0.0/udp/4001/quic-v1",
+        }
+    }
+
+    fn relay(self, relay: &RelayProc) -> String {
+        match self {
+            Transport::Tcp => relay.tcp_addr(),
+            Transport::Quic => relay.quic_addr(),
+        }
+    }
+}
+
+/// A daemon on `host` listening on `transport`'s port 4001, with
+/// `daemon_args`.
+fn daemon(lab: &Lab, host: Host, name: &str, transport: Transport, args: &[String]) -> Node {
+    let mut n = Node::new(name);
+    n.listen = vec![transport.listen().into()];
+    n.wrapper = lab.wrapper(host);
+    n.daemon_args = args.to_vec();
+    n.start();
+    n
+}
+
+/// The founder (alpha, on host A, holding a reservation on the relay) and
+/// a joiner (bravo, on host B, given nothing but the ticket), joined.
+fn joined(lab: &Lab, relay: &RelayProc, transport: Transport) -> (Node, Node) {
+    let a = daemon(
+        lab,
+        Host::A,
+        "alpha",
+        transport,
+        &["--relay".into(), transport.relay(relay)],
+    );
+    let a_id = a.peer_id();
+    let circuit = format!("{}/p2p-circuit/p2p/{a_id}", transport.relay(relay));
+    wait_for("alpha's reservation and circuit address", || {
+        let s = a.status();
+        s["circuit_addrs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == circuit.as_str())
+            .then_some(())
+    });
+    a.ok(&["team", "create", "far", "--owner", "Ada"]);
+    let ticket = a.json(&["invite"])["ticket"].as_str().unwrap().to_owned();
+    let t = agentmesh_protocol::ticket::Ticket::decode(&ticket).unwrap();
+    assert!(
+        t.addrs.iter().any(|x| x.to_string() == circuit),
+        "the ticket carries the circuit: {:?}",
+        t.addrs
+    );
+    // Bravo gets no --relay and no address: the ticket alone (whose
+    // direct address, alpha's LAN one, bravo can't reach: its packets are
+    // silently dropped, which must not hold up the circuit).
+    let b = daemon(lab, Host::B, "bravo", transport, &[]);
+    // One person's two machines: mail between them is not held.
+    let mut j = b.pty(&["join", &ticket, "--name", "bravo", "--owner", "Ada"]);
+    let code = read_code(&mut j, "Pairing code");
+    let mut adm = a.pty(&["admit"]);
+    adm.exp_string("Type the pairing code shown on bravo: ")
+        .unwrap();
+    adm.send_line(&code).unwrap();
+    read_code(&mut adm, "Team code");
+    read_code(&mut j, "Team code");
+    j.exp_string("[y/N]").unwrap();
+    j.send_line("y").unwrap();
+    j.exp_string("Joined team far").unwrap();
+    adm.exp_string("is now a member").unwrap();
+    // Bravo adopted the ticket's relay.
+    wait_for("bravo's reservation on the adopted relay", || {
+        b.status()["reservations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["state"] == "reserved" && r["adopted"] == true)
+            .cloned()
+    });
+    (a, b)
+}
+
+/// `from` sends `text` to `to`'s owner mailbox; waits until it is
+/// delivered (the receiver's receipt came back).
+fn delivered(from: &Node, to: &str, text: &str, within: Duration) {
+    let id = from.send(&format!("@{to}"), text);
+    wait_for_within(
+        &format!("{}'s message to {to} to be delivered", from.name),
+        within,
+        || {
+            let e = from.outbox_entry(&id);
+            assert_ne!(e["status"], "failed", "{e}");
+            (e["status"] == "delivered").then_some(())
+        },
+    );
+}
+
+/// The texts in `node`'s inbox.
+fn inbox_texts(node: &Node) -> Vec<String> {
+    node.json(&["inbox"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// `node`'s `peers` row of `peer` once `connection` is what it says.
+fn connection(node: &Node, peer: &str, want: &str, within: Duration) -> Value {
+    wait_for_within(
+        &format!("{}'s connection to {peer} to be {want}", node.name),
+        within,
+        || node.peer_row(peer).filter(|r| r["connection"] == want),
+    )
+}
+
+fn both_behind_endpoint_independent_nats(test: &str, transport: Transport) {
+    let Some(lab) = lab_or_skip(test, Nat::EndpointIndependent, Nat::EndpointIndependent) else {
+        return;
+    };
+    let relay = RelayProc::start(&lab, &[]);
+    let (a, b) = joined(&lab, &relay, transport);
+    delivered(
+        &b,
+        "alpha",
+        "hello from the other network",
+        Duration::from_secs(30),
+    );
+    delivered(
+        &a,
+        "bravo",
+        "and back, through the NATs",
+        Duration::from_secs(30),
+    );
+    assert!(
+        inbox_texts(&a).contains(&"hello from the other network".to_owned()),
+        "{}",
+        a.json(&["inbox"])
+    );
+    assert!(inbox_texts(&b).contains(&"and back, through the NATs".to_owned()));
+    // DCUtR punched a direct connection, and both sides say so.
+    let (a_id, b_id) = (a.peer_id(), b.peer_id());
+    let dump = DumpOnPanic(vec![&a, &b]);
+    let row = connection(&a, &b_id, "hole-punched", Duration::from_secs(120));
+    drop(dump);
+    let want = match transport {
+        Transport::Tcp => "tcp",
+        Transport::Quic => "quic",
+    };
+    assert_eq!(row["transport"], want, "{row}");
+    assert!(row["relay"].is_null(), "{row}");
+    connection(&b, &a_id, "hole-punched", Duration::from_secs(30));
+    // The relayed connection was closed: mail now takes the direct one.
+    delivered(&a, "bravo", "direct now", Duration::from_secs(30));
+    assert!(inbox_texts(&b).contains(&"direct now".to_owned()));
+    // AutoNAT found both behind NAT.
+    for n in [&a, &b] {
+        wait_for_within(
+            &format!("AutoNAT to find {} private", n.name),
+            Duration::from_secs(90),
+            || (n.status()["reachability"] == "private").then_some(()),
+        );
+    }
+}
+
+#[test]
+fn behind_endpoint_independent_nats_over_tcp_a_ticket_joins_and_dcutr_goes_direct() {
+    both_behind_endpoint_independent_nats(
+        "behind_endpoint_independent_nats_over_tcp_a_ticket_joins_and_dcutr_goes_direct",
+        Transport::Tcp,
+    );
+}
+
+#[test]
+fn behind_endpoint_independent_nats_over_quic_a_ticket_joins_and_dcutr_goes_direct() {
+    both_behind_endpoint_independent_nats(
+        "behind_endpoint_independent_nats_over_quic_a_ticket_joins_and_dcutr_goes_direct",
+        Transport::Quic,
+    );
+}
+
+#[test]
+fn behind_a_symmetric_nat_the_largest_messages_arrive_through_replaced_circuits() {
+    let test = "behind_a_symmetric_nat_the_largest_messages_arrive_through_replaced_circuits";
+    let Some(lab) = lab_or_skip(test, Nat::EndpointIndependent, Nat::Symmetric) else {
+        return;
+    };
+    // The relay's default limits: circuits of 2 minutes and 128 KiB, so
+    // two of the largest messages never fit one circuit.
+    let relay = RelayProc::start(&lab, &[]);
+    let (a, b) = joined(&lab, &relay, Transport::Tcp);
+    let max = agentmesh_protocol::cbor::MAX_BODY_BYTES;
+    let big = |tag: char| -> String {
+        let mut s = String::with_capacity(max);
+        s.push(tag);
+        s.extend(std::iter::repeat_n('x', max - 1));
+        s
+    };
+    // Each way, three messages of the largest body: 192 KiB each way.
+    for tag in ['1', '2', '3'] {
+        delivered(&b, "alpha", &big(tag), Duration::from_secs(60));
+        delivered(&a, "bravo", &big(tag), Duration::from_secs(60));
+    }
+    for (n, who) in [(&a, "alpha"), (&b, "bravo")] {
+        let texts = inbox_texts(n);
+        for tag in ['1', '2', '3'] {
+            assert!(
+                texts.iter().any(|t| t.len() == max && t.starts_with(tag)),
+                "{who} got message {tag} whole"
+            );
+        }
+    }
+    // More than one circuit carried them: each hit its limit and was
+    // replaced (the relay accepted several circuits between the two).
+    let circuits = relay.log().matches("CircuitReqAccepted").count();
+    assert!(circuits >= 2, "{circuits} circuits:\n{}", relay.log());
+    // No hole punching through a symmetric NAT: still relayed, via the
+    // relay, after DCUtR has given up.
+    let b_id = b.peer_id();
+    let row = connection(&a, &b_id, "relayed", Duration::from_secs(30));
+    assert_eq!(row["relay"], relay.peer_id(), "{row}");
+    assert_eq!(row["transport"], "tcp", "{row}");
+    let never_direct = a.log().contains("hole punched: a direct connection");
+    assert!(!never_direct, "a symmetric NAT can't be punched through");
+}
+
+/// Writes the nodes' logs to /tmp when the test panics (debugging aid).
+struct DumpOnPanic<'a>(Vec<&'a Node>);
+
+impl Drop for DumpOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for n in &self.0 {
+                let _ = std::fs::write(format!("/tmp/natlab-{}.log", n.name), n.log());
+            }
+        }
+    }
+}

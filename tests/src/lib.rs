@@ -15,6 +15,7 @@ pub mod bench_mcp;
 pub mod bench_messaging;
 pub mod hostile;
 pub mod mcp;
+pub mod natlab;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -37,6 +38,13 @@ pub fn bin() -> PathBuf {
     if let Some(path) = std::env::var_os(BIN_ENV) {
         return PathBuf::from(path);
     }
+    built_bin("agentmesh")
+}
+
+/// The workspace binary `name` in the target directory these tests (or
+/// `agentmesh-bench`) were built into; panics, saying how to build it, if
+/// it is missing.
+pub fn built_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     // target/debug/deps/test-hash, or target/debug/agentmesh-bench:
     // the binary is in target/debug.
@@ -44,10 +52,10 @@ pub fn bin() -> PathBuf {
     if dir.ends_with("deps") {
         dir = dir.parent().unwrap();
     }
-    let bin = dir.join("agentmesh");
+    let bin = dir.join(name);
     assert!(
         bin.exists(),
-        "{} is missing; run the tests with `cargo test --workspace` (or build it first: cargo build -p agentmesh)",
+        "{} is missing; run the tests with `cargo test --workspace` (or build it first: cargo test --workspace --no-run)",
         bin.display()
     );
     bin

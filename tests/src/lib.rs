@@ -210,7 +210,12 @@ impl Node {
             command.env("NO_COLOR", "1");
         }
         let child = command
-            .env("RUST_LOG", "info,agentmesh_node=debug")
+            // AGENTMESH_TEST_LOG: another filter, to look closer.
+            .env(
+                "RUST_LOG",
+                std::env::var("AGENTMESH_TEST_LOG")
+                    .unwrap_or_else(|_| "info,agentmesh_node=debug".into()),
+            )
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)

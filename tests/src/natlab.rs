@@ -650,6 +650,13 @@ impl RelayProc {
     /// on both addresses. Panics, with the log, if it exits or takes longer
     /// than [`crate::DEADLINE`].
     pub fn start(lab: &Lab, extra: &[&str]) -> RelayProc {
+        RelayProc::start_on(lab, true, true, extra)
+    }
+
+    /// [`RelayProc::start`] listening and announcing only on TCP (`tcp`),
+    /// only on QUIC (`quic`), or both: a scenario "over TCP" must not let
+    /// a machine reach the relay over QUIC instead.
+    pub fn start_on(lab: &Lab, tcp_on: bool, quic_on: bool, extra: &[&str]) -> RelayProc {
         let dir = tempfile::Builder::new()
             .prefix("am-relay-")
             .tempdir_in("/tmp")
@@ -676,11 +683,15 @@ impl RelayProc {
             format!("/ip4/0.0.0.0/udp/{RELAY_PORT}/quic-v1"),
         );
         let log = std::fs::File::create(dir.path().join("relay.log")).unwrap();
-        let child = lab
-            .command(Netns::Relay, relay_bin().to_str().unwrap())
-            .args(["--identity", key])
-            .args(["--listen", &tcp_any, "--listen", &quic_any])
-            .args(["--external-addr", &tcp, "--external-addr", &quic])
+        let mut command = lab.command(Netns::Relay, relay_bin().to_str().unwrap());
+        command.args(["--identity", key]);
+        if tcp_on {
+            command.args(["--listen", &tcp_any, "--external-addr", &tcp]);
+        }
+        if quic_on {
+            command.args(["--listen", &quic_any, "--external-addr", &quic]);
+        }
+        let child = command
             .args(["--log-format", "json"])
             .args(extra)
             .env("RUST_LOG", "info,libp2p_kad=error,agentmesh_relay=debug")
@@ -694,7 +705,10 @@ impl RelayProc {
             peer_id,
             dir,
         };
-        let want = [relay.tcp_addr(), relay.quic_addr()];
+        let want: Vec<String> = [(tcp_on, relay.tcp_addr()), (quic_on, relay.quic_addr())]
+            .into_iter()
+            .filter_map(|(on, a)| on.then_some(a))
+            .collect();
         wait_for("the relay to listen on TCP and QUIC", || {
             if let Some(Ok(Some(status))) = relay.child.as_mut().map(Child::try_wait) {
                 panic!("the relay exited at start ({status}):\n{}", relay.log());

@@ -151,7 +151,10 @@ fn both_behind_endpoint_independent_nats(test: &str, transport: Transport) {
     let Some(lab) = lab_or_skip(test, Nat::EndpointIndependent, Nat::EndpointIndependent) else {
         return;
     };
-    let relay = RelayProc::start(&lab, &[]);
+    let relay = match transport {
+        Transport::Tcp => RelayProc::start_on(&lab, true, false, &[]),
+        Transport::Quic => RelayProc::start_on(&lab, false, true, &[]),
+    };
     let (a, b) = joined(&lab, &relay, transport);
     delivered(
         &b,
@@ -220,15 +223,20 @@ fn behind_a_symmetric_nat_the_largest_messages_arrive_through_replaced_circuits(
     };
     // The relay's default limits: circuits of 2 minutes and 128 KiB, so
     // two of the largest messages never fit one circuit.
-    let relay = RelayProc::start(&lab, &[]);
+    let relay = RelayProc::start_on(&lab, true, false, &[]);
     let (a, b) = joined(&lab, &relay, Transport::Tcp);
-    let max = agentmesh_protocol::cbor::MAX_BODY_BYTES;
+    // The largest text a message takes: the body's limit less its
+    // encoding (18 bytes; `send` refuses one byte more, saying so).
+    let max = agentmesh_protocol::cbor::MAX_BODY_BYTES - 18;
     let big = |tag: char| -> String {
         let mut s = String::with_capacity(max);
         s.push(tag);
         s.extend(std::iter::repeat_n('x', max - 1));
         s
     };
+    let over = big('0') + "x";
+    let refused = b.run(&["send", "@alpha", &over, "--json"]);
+    assert!(!refused.status.success(), "one byte more is over the limit");
     // Each way, three messages of the largest body: 192 KiB each way.
     for tag in ['1', '2', '3'] {
         delivered(&b, "alpha", &big(tag), Duration::from_secs(60));

@@ -334,8 +334,18 @@ impl Net {
                 }
                 let e = self.peers.entry(peer_id);
                 let relayed_open = e.connections.values().any(|c| c.kind == ConnKind::Relayed);
-                let conn = Conn::new(remote.clone(), relayed_open, now);
-                tracing::debug!(peer = %peer_id, kind = conn.kind.as_str(), %remote, "connected");
+                // An inbound circuit's remote address is only `/p2p/PEER`;
+                // the circuit (and its relay) is the address it came in on.
+                let seen = match &endpoint {
+                    libp2p::core::ConnectedPoint::Listener { local_addr, .. }
+                        if endpoint.is_relayed() =>
+                    {
+                        local_addr.clone()
+                    }
+                    _ => remote.clone(),
+                };
+                let conn = Conn::new(seen, relayed_open, now);
+                tracing::debug!(peer = %peer_id, kind = conn.kind.as_str(), addr = %conn.addr, "connected");
                 e.connections.insert(connection_id, conn);
                 e.last_seen = Some(SystemTime::now());
                 self.tell_route(peer_id);

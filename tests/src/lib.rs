@@ -13,6 +13,7 @@
 
 pub mod bench_mcp;
 pub mod bench_messaging;
+pub mod bench_natlab;
 pub mod hostile;
 pub mod mcp;
 pub mod natlab;
@@ -503,6 +504,15 @@ impl ApiClient {
     /// is gone.
     pub fn next_event_forever(&mut self) -> Option<agentmesh_node::api::Event> {
         self.rt.block_on(self.client.next_event()).ok()
+    }
+
+    /// The next event within `wait`, or `None` (no event, or the
+    /// connection is gone).
+    pub fn event_within(&mut self, wait: Duration) -> Option<agentmesh_node::api::Event> {
+        self.rt
+            .block_on(async { tokio::time::timeout(wait, self.client.next_event()).await })
+            .ok()
+            .and_then(Result::ok)
     }
 
     /// The next event, waiting at most [`DEADLINE`].

@@ -657,11 +657,24 @@ impl RelayProc {
     /// only on QUIC (`quic`), or both: a scenario "over TCP" must not let
     /// a machine reach the relay over QUIC instead.
     pub fn start_on(lab: &Lab, tcp_on: bool, quic_on: bool, extra: &[&str]) -> RelayProc {
+        RelayProc::start_keyed(lab, None, tcp_on, quic_on, extra)
+    }
+
+    /// [`RelayProc::start_on`] with the key in `key` (created if missing),
+    /// so the relay keeps its PeerId from one lab to the next (the
+    /// benchmark's daemons keep naming it), or a fresh one.
+    pub fn start_keyed(
+        lab: &Lab,
+        key: Option<&std::path::Path>,
+        tcp_on: bool,
+        quic_on: bool,
+        extra: &[&str],
+    ) -> RelayProc {
         let dir = tempfile::Builder::new()
             .prefix("am-relay-")
             .tempdir_in("/tmp")
             .unwrap();
-        let key = dir.path().join("relay.key");
+        let key = key.map_or_else(|| dir.path().join("relay.key"), ToOwned::to_owned);
         let key = key.to_str().unwrap();
         let out = Command::new(relay_bin())
             .args(["--identity", key, "peer-id"])

@@ -4,7 +4,11 @@
 //! agentmesh-bench join [--runs N] [--json]
 //! agentmesh-bench messaging [--messages N] [--json]
 //! agentmesh-bench mcp [--sends N] [--json]
+//! agentmesh-bench natlab [--trials N] [--json]   (as root)
 //! ```
+//!
+//! `natlab`: hole punching in the NAT lab, per NAT pairing; see
+//! `agentmesh_tests::bench_natlab`.
 //!
 //! `messaging`: see `agentmesh_tests::bench_messaging`.
 //!
@@ -127,6 +131,38 @@ fn main() {
             }
             return;
         }
+        Some("natlab") => {
+            let trials = flag("--trials").unwrap_or(20);
+            let f = agentmesh_tests::bench_natlab::run(trials);
+            if args.iter().any(|a| a == "--json") {
+                println!("{}", serde_json::to_string(&f).unwrap());
+            } else {
+                for p in &f.pairings {
+                    println!("{}: {} trials", p.pairing, p.trials);
+                    println!(
+                        "  direct by DCUtR: {} of {} ({:.0}%), after p50 {:.0} ms, p90 {:.0} ms (from the first send)",
+                        p.upgraded,
+                        p.trials,
+                        p.upgraded_share * 100.0,
+                        p.upgrade_ms.p50,
+                        p.upgrade_ms.p90
+                    );
+                    println!(
+                        "  first message (dial through the relay): p50 {:.1} ms, p90 {:.1} ms",
+                        p.first_message_ms.p50, p.first_message_ms.p90
+                    );
+                    println!(
+                        "  later messages: direct p50 {:.2} ms ({} msgs), relayed p50 {:.2} ms ({} msgs)",
+                        p.direct_latency_ms.p50,
+                        p.direct_latency_ms.n,
+                        p.relayed_latency_ms.p50,
+                        p.relayed_latency_ms.n
+                    );
+                    println!("  delivered {} of {}", p.delivered, p.sent);
+                }
+            }
+            return;
+        }
         Some("mcp") => {
             let sends = flag("--sends").unwrap_or(2000);
             let f = agentmesh_tests::bench_mcp::run(sends);
@@ -139,7 +175,7 @@ fn main() {
         }
         _ => {
             eprintln!(
-                "usage: agentmesh-bench join [--runs N] [--json]\n       agentmesh-bench messaging [--messages N] [--json]\n       agentmesh-bench mcp [--sends N] [--json]"
+                "usage: agentmesh-bench join [--runs N] [--json]\n       agentmesh-bench messaging [--messages N] [--json]\n       agentmesh-bench mcp [--sends N] [--json]\n       agentmesh-bench natlab [--trials N] [--json]"
             );
             std::process::exit(2);
         }

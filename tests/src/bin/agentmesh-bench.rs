@@ -4,7 +4,7 @@
 //! agentmesh-bench join [--runs N] [--json]
 //! agentmesh-bench messaging [--messages N] [--json]
 //! agentmesh-bench mcp [--sends N] [--json]
-//! agentmesh-bench natlab [--trials N] [--json]   (as root)
+//! agentmesh-bench natlab [--trials N] [--only TEXT] [--json]   (as root)
 //! ```
 //!
 //! `natlab`: hole punching in the NAT lab, per NAT pairing; see
@@ -133,7 +133,12 @@ fn main() {
         }
         Some("natlab") => {
             let trials = flag("--trials").unwrap_or(20);
-            let f = agentmesh_tests::bench_natlab::run(trials);
+            let only = args
+                .iter()
+                .position(|a| a == "--only")
+                .and_then(|i| args.get(i + 1))
+                .map(String::as_str);
+            let f = agentmesh_tests::bench_natlab::run(trials, only);
             if args.iter().any(|a| a == "--json") {
                 println!("{}", serde_json::to_string(&f).unwrap());
             } else {
@@ -175,7 +180,7 @@ fn main() {
         }
         _ => {
             eprintln!(
-                "usage: agentmesh-bench join [--runs N] [--json]\n       agentmesh-bench messaging [--messages N] [--json]\n       agentmesh-bench mcp [--sends N] [--json]\n       agentmesh-bench natlab [--trials N] [--json]"
+                "usage: agentmesh-bench join [--runs N] [--json]\n       agentmesh-bench messaging [--messages N] [--json]\n       agentmesh-bench mcp [--sends N] [--json]\n       agentmesh-bench natlab [--trials N] [--only TEXT] [--json]"
             );
             std::process::exit(2);
         }

@@ -39,7 +39,7 @@ pub const MAX_BATCH_ENVELOPES: usize = 256;
 /// libp2p's relays of every language), so one envelope of the largest
 /// size goes through a circuit with room for identify and sync, and a
 /// circuit that hits its limit is replaced with every batch still whole.
-pub const MAX_RELAYED_BATCH_BYTES: usize = 96 * 1024;
+pub const MAX_RELAYED_BATCH_BYTES: usize = 64 * 1024;
 /// Bytes of envelopes in one batch, at most: under request-response's
 /// 1 MiB request limit with room for framing.
 pub const MAX_BATCH_BYTES: usize = 900 * 1024;

@@ -45,6 +45,18 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// public IPFS DHT (the daemon uses the same name).
 pub const KAD_PROTOCOL: StreamProtocol = StreamProtocol::new(agentmesh_protocol::KAD_PROTOCOL);
 
+/// Circuits one peer may open a minute.
+pub const CIRCUITS_PER_PEER_PER_MINUTE: NonZeroU32 = match NonZeroU32::new(30) {
+    Some(n) => n,
+    None => NonZeroU32::MIN,
+};
+
+/// Circuits one IP address may open a minute.
+pub const CIRCUITS_PER_IP_PER_MINUTE: NonZeroU32 = match NonZeroU32::new(60) {
+    Some(n) => n,
+    None => NonZeroU32::MIN,
+};
+
 /// What the relay serves, and within which limits. The defaults are
 /// libp2p-relay's own, and documented in docs/relay.md when it comes.
 #[derive(Debug, Clone)]
@@ -247,7 +259,12 @@ fn behaviour(key: &identity::Keypair, config: &Config) -> Behaviour {
     .reservation_rate_per_ip(
         config.reservations_per_ip_per_minute,
         Duration::from_secs(60),
-    );
+    )
+    // Circuits one peer or one IP may open a minute: a stranger reopening
+    // circuits without end would otherwise make every target run DCUtR
+    // (and dial what it names) without end.
+    .circuit_src_per_peer(CIRCUITS_PER_PEER_PER_MINUTE, Duration::from_secs(60))
+    .circuit_src_per_ip(CIRCUITS_PER_IP_PER_MINUTE, Duration::from_secs(60));
     // PeerId → addresses only: no records are stored or served (inbound
     // puts are dropped and the store holds none), so the relay is nobody's
     // free key-value store and nothing it serves names a team. Its routing

@@ -18,9 +18,8 @@
 //! every team (and only it is remembered for anyone), and Kademlia holds
 //! no records at all (inbound ones are dropped, none are ever put): only
 //! which addresses a PeerId has. Its routing table is filled by hand
-//! (bootstrap nodes, relays, and machines identify says serve it), never
-//! by whoever connects, and the node serves it only once AutoNAT says it
-//! is publicly reachable.
+//! (bootstrap nodes and relays), never by whoever connects, and the node
+//! serves it only once AutoNAT says it is publicly reachable.
 //!
 //! Connection limits come first in the behaviour (rust-libp2p #4870: a
 //! connection denied by a later field has already been recorded by the
@@ -280,6 +279,10 @@ fn autonat_config() -> autonat::Config {
         // observed IP (AutoNAT v1 never dials an address of another host).
         throttle_clients_global_max: 8,
         throttle_clients_peer_max: 2,
+        // Only this machine's relays are asked (added as servers): any
+        // connected peer could otherwise say "public" and name the
+        // address it dialled.
+        use_connected: false,
         ..autonat::Config::default()
     }
 }

@@ -506,12 +506,14 @@ impl Net {
                     && self.team.is_member(&member)
                     && !self.peers.is_connected(&member)
                 {
-                    tracing::info!(peer = %member, "Kademlia found the member's addresses");
-                    self.with_team(now, |_, port| {
-                        use crate::team::Network;
-                        port.add_addresses(member, &addrs);
-                        port.dial(member);
-                    });
+                    // Dialled, not remembered: anyone can put addresses in
+                    // a relay's table; a dial that connects is recorded
+                    // anyway (as that member, authenticated).
+                    tracing::info!(peer = %member, "Kademlia found addresses of the member");
+                    let opts = DialOpts::peer_id(member).addresses(addrs).build();
+                    if let Err(e) = self.swarm.dial(opts) {
+                        tracing::debug!(peer = %member, error = %e, "cannot dial");
+                    }
                 }
             }
             BehaviourEvent::Ping(ping::Event {
@@ -593,7 +595,10 @@ impl Net {
             self.peers.trim(self.team.state());
         }
         self.guard.tick(&mut self.swarm, self.team.state(), now);
-        self.reach.tick(&mut self.swarm, now);
+        let peers = &self.peers;
+        self.reach.tick(&mut self.swarm, now, |p| {
+            peers.get(p).is_some_and(|e| e.relay)
+        });
         self.prefer_direct(now);
         self.punch_again(now);
         self.with_team(now, |team, port| team.tick(port, now));
@@ -624,7 +629,23 @@ impl Net {
     /// and with it a new DCUtR try ([`peers::Punch`]).
     fn punch_again(&mut self, now: Instant) {
         let team = &self.team;
-        for (peer, relayed) in self.peers.due_punches(now, |p| team.is_member(p)) {
+        // Only machines this one can dial through a relay itself: closing
+        // the circuit a member reached it by, with none to dial back, would
+        // cut it off.
+        let redialable: std::collections::HashSet<PeerId> = self
+            .peers
+            .connected()
+            .filter(|p| {
+                team.is_member(p)
+                    && self
+                        .peers
+                        .addrs(p)
+                        .iter()
+                        .any(|a| peers::relay_of(a).is_some())
+            })
+            .copied()
+            .collect();
+        for (peer, relayed) in self.peers.due_punches(now, |p| redialable.contains(p)) {
             tracing::info!(%peer, "reached only through a relay; trying hole punching again");
             for id in relayed {
                 self.swarm.close_connection(id);

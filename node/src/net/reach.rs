@@ -175,6 +175,23 @@ pub fn through(relay: &Multiaddr) -> Multiaddr {
     relay.clone().with(Protocol::P2pCircuit)
 }
 
+/// Tells the behaviours about a bootstrap node or (`relay`) a relay:
+/// Kademlia's routing table, the connection limits' bypass list (a flood
+/// of strangers must not keep this machine from its relays), and, for a
+/// relay, AutoNAT's servers (the only ones asked).
+fn know(swarm: &mut Swarm<Behaviour>, addr: &Multiaddr, relay: bool) {
+    let Some(p) = peer_of(addr) else {
+        return;
+    };
+    let b = swarm.behaviour_mut();
+    b.kad.add_address(&p, super::peers::without_peer(addr));
+    b.limits.bypass_peer_id(&p);
+    if relay {
+        b.autonat
+            .add_server(p, Some(super::peers::without_peer(addr)));
+    }
+}
+
 /// Reachability's state.
 #[derive(Debug)]
 pub struct Reach {
@@ -255,17 +272,11 @@ impl Reach {
     /// Puts the relays and bootstrap nodes in Kademlia's routing table; the
     /// first tries wait for the first listen address.
     pub fn start(&mut self, swarm: &mut Swarm<Behaviour>) {
-        for a in self
-            .bootstrap
-            .iter()
-            .chain(self.relays.iter().map(|r| &r.addr))
-        {
-            if let Some(p) = peer_of(a) {
-                swarm
-                    .behaviour_mut()
-                    .kad
-                    .add_address(&p, super::peers::without_peer(a));
-            }
+        for a in &self.bootstrap {
+            know(swarm, a, false);
+        }
+        for r in &self.relays {
+            know(swarm, &r.addr, true);
         }
     }
 
@@ -288,12 +299,7 @@ impl Reach {
         for a in addrs.iter().filter_map(relay_addr_of) {
             if self.add(a.clone(), true, now) {
                 tracing::info!(relay = %a, "using the relay the ticket names");
-                if let Some(p) = peer_of(&a) {
-                    swarm
-                        .behaviour_mut()
-                        .kad
-                        .add_address(&p, super::peers::without_peer(&a));
-                }
+                know(swarm, &a, true);
                 added = true;
             }
         }
@@ -324,7 +330,14 @@ impl Reach {
 
     /// Tries the relays that are due, and gives up on tries that took too
     /// long.
-    pub fn tick(&mut self, swarm: &mut Swarm<Behaviour>, now: Instant) {
+    /// `identified_relay`: whether identify said a peer serves circuit
+    /// relay (a relay connected and identified before it was adopted).
+    pub fn tick(
+        &mut self,
+        swarm: &mut Swarm<Behaviour>,
+        now: Instant,
+        identified_relay: impl Fn(&PeerId) -> bool,
+    ) {
         if !self.started {
             if !Self::listening(swarm) {
                 return;
@@ -340,7 +353,9 @@ impl Reach {
             let r = &mut self.relays[i];
             match r.state.clone() {
                 State::Waiting(at) if at <= now && self.nat != Reachability::Public => {
-                    if self.identified.contains(&r.peer) {
+                    if self.identified.contains(&r.peer)
+                        || (swarm.is_connected(&r.peer) && identified_relay(&r.peer))
+                    {
                         self.reserve(swarm, i, now);
                         continue;
                     }

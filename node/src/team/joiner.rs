@@ -231,9 +231,6 @@ impl Joiner {
             nonce: random16(),
         };
         net.add_addresses(ticket.founder, &ticket.addrs);
-        // The founder's relays: this machine reaches the founder through
-        // them and reserves on them, so the founder can reach it back.
-        net.adopt_relays(&ticket.addrs);
         self.next_join += 1;
         let join = self.next_join;
         let bytes = request.to_bytes();
@@ -596,6 +593,12 @@ impl Joiner {
             );
         }
         core.replace_team(net, state)?;
+        // The founder's relays, named by the ticket's circuit addresses:
+        // adopted once admitted (a refused or bogus ticket leaves none
+        // behind), so the founder and the team can reach this machine back
+        // through them. (The join itself dialled the circuit directly.)
+        let addrs = s.addrs.clone();
+        net.adopt_relays(&addrs);
         core.audit(
             AuditEvent::Joined,
             Some(&offer.founder),

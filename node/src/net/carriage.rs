@@ -189,9 +189,12 @@ impl Carriage {
         let _ = self.events.try_send(MailEvent::Connected(peer));
     }
 
-    /// How `peer` is reached changed: only relayed, or not.
-    pub fn route(&self, peer: PeerId, relayed: bool) {
-        let _ = self.events.try_send(MailEvent::Route { peer, relayed });
+    /// How `peer` is reached changed: only relayed, or not. Whether the
+    /// mail actor was told (its queue may be full: told again later).
+    pub fn route(&self, peer: PeerId, relayed: bool) -> bool {
+        self.events
+            .try_send(MailEvent::Route { peer, relayed })
+            .is_ok()
     }
 
     fn answered(&self, batch: u64, result: Result<MailReply, Undelivered>) {

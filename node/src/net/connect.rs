@@ -28,6 +28,11 @@ use crate::team::Membership;
 /// the person gets an answer well within 15 s.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long `connect` waits for identify from a machine that is not a
+/// member, to say whether it is a relay (identify follows the connection
+/// by a round trip or two).
+pub const IDENTIFY_WAIT: Duration = Duration::from_secs(2);
+
 /// An answer to send.
 pub type Answer = (oneshot::Sender<Reply>, Reply);
 
@@ -42,6 +47,9 @@ struct ConnectWait {
     reply: oneshot::Sender<Reply>,
     deadline: Instant,
     syncing: bool,
+    /// Up to a machine that is not a member, waiting until then for
+    /// identify to say what it is.
+    identify_until: Option<Instant>,
 }
 
 impl ConnectWait {
@@ -58,6 +66,14 @@ pub struct Up {
     pub answers: Vec<Answer>,
     /// Whether a connect waits for a sync with the peer.
     pub sync: bool,
+}
+
+fn connected(peer: PeerId, membership: Membership) -> Reply {
+    ok(api::Connected {
+        peer_id: peer.to_string(),
+        membership: membership.as_str().into(),
+        new_blocks: 0,
+    })
 }
 
 /// The connects waiting.
@@ -85,6 +101,7 @@ impl Connects {
             reply,
             deadline: now + CONNECT_TIMEOUT,
             syncing: false,
+            identify_until: None,
         });
     }
 
@@ -97,13 +114,17 @@ impl Connects {
         out
     }
 
-    /// A connection to `peer` at `remote` came up as `connection`.
+    /// A connection to `peer` at `remote` came up as `connection`;
+    /// `identify_pending`: `Some(now)` while identify has not yet said what
+    /// the machine is (a stranger's answer then waits for it, at most
+    /// [`IDENTIFY_WAIT`]: it may turn out to be a relay).
     pub fn connection_up(
         &mut self,
         peer: PeerId,
         remote: &Multiaddr,
         connection: ConnectionId,
         membership: Membership,
+        identify_pending: Option<Instant>,
     ) -> Up {
         let mut up = Up::default();
         for c in &mut self.waits {
@@ -113,6 +134,7 @@ impl Connects {
         }
         let matching = |c: &ConnectWait| {
             !c.syncing
+                && c.identify_until.is_none()
                 && (c.peer == Some(peer)
                     || c.dial == connection
                     || (c.peer.is_none() && without_peer(&c.addr) == without_peer(remote)))
@@ -122,6 +144,13 @@ impl Connects {
                 c.peer = Some(peer);
                 c.syncing = true;
                 up.sync = true;
+            }
+            return up;
+        }
+        if let (Membership::Stranger, Some(now)) = (membership, identify_pending) {
+            for c in self.waits.iter_mut().filter(|c| matching(c)) {
+                c.peer = Some(peer);
+                c.identify_until = Some(now + IDENTIFY_WAIT);
             }
             return up;
         }
@@ -141,6 +170,14 @@ impl Connects {
             up.answers.push((c.reply, answer));
         }
         up
+    }
+
+    /// Identify said what `peer` is: connects waiting for it are answered.
+    pub fn identified(&mut self, peer: PeerId, membership: Membership) -> Vec<Answer> {
+        self.take(|c| c.peer == Some(peer) && c.identify_until.is_some())
+            .into_iter()
+            .map(|c| (c.reply, connected(peer, membership)))
+            .collect()
     }
 
     /// The last connection to `peer` closed; `connection` was one of them.
@@ -215,9 +252,19 @@ impl Connects {
             .collect()
     }
 
-    /// Connects past their deadline.
+    /// Connects past their deadline; those whose identify never came are
+    /// answered as strangers.
     pub fn expire(&mut self, now: Instant) -> Vec<Answer> {
-        self.take(|c| c.deadline <= now)
+        let mut answers: Vec<Answer> = self
+            .take(|c| c.identify_until.is_some_and(|t| t <= now))
+            .into_iter()
+            .filter_map(|c| {
+                c.peer
+                    .map(|p| (c.reply, connected(p, Membership::Stranger)))
+            })
+            .collect();
+        let late: Vec<Answer> = self
+            .take(|c| c.deadline <= now)
             .into_iter()
             .map(|c| {
                 let why = format!(
@@ -227,7 +274,9 @@ impl Connects {
                 );
                 (c.reply, err(codes::CONNECT_FAILED, why))
             })
-            .collect()
+            .collect();
+        answers.extend(late);
+        answers
     }
 
     fn fail(&mut self, matches: impl Fn(&ConnectWait) -> bool, why: &str) -> Vec<Answer> {
@@ -267,7 +316,7 @@ mod tests {
         let dial = ConnectionId::new_unchecked(1);
         let (tx, mut rx) = oneshot::channel();
         c.push(addr(&peer), Some(peer), dial, tx, Instant::now());
-        let up = c.connection_up(peer, &addr(&peer), dial, Membership::Member);
+        let up = c.connection_up(peer, &addr(&peer), dial, Membership::Member, None);
         assert!(up.sync && up.answers.is_empty(), "waits for the sync");
         let done = c.sync_finished(peer, 3, "member", &Ok(()));
         assert_eq!(done.len(), 1);
@@ -288,14 +337,14 @@ mod tests {
         c.push(addr(&peer), Some(peer), dial, tx, Instant::now());
         // The peer's old connection (left over from before it restarted)
         // comes up in the table first and the sync on it fails.
-        let up = c.connection_up(peer, &addr(&peer), old, Membership::Member);
+        let up = c.connection_up(peer, &addr(&peer), old, Membership::Member, None);
         assert!(up.sync);
         let failed = c.sync_finished(peer, 0, "member", &Err("closed".into()));
         assert!(failed.is_empty(), "its own dial is still on its way");
         assert!(c.connection_closed(peer, old).is_empty());
         // Its own dial comes up: synced again, then answered.
         assert!(
-            c.connection_up(peer, &addr(&peer), dial, Membership::Member)
+            c.connection_up(peer, &addr(&peer), dial, Membership::Member, None)
                 .sync
         );
         let done = c.sync_finished(peer, 0, "member", &Ok(()));
@@ -325,12 +374,12 @@ mod tests {
             oneshot::channel().0,
             Instant::now(),
         );
-        let up = c.connection_up(stranger, &addr(&stranger), d1, Membership::Stranger);
+        let up = c.connection_up(stranger, &addr(&stranger), d1, Membership::Stranger, None);
         assert_eq!(
             up.answers.iter().map(code).collect::<Vec<_>>(),
             ["stranger"]
         );
-        let up = c.connection_up(revoked, &addr(&revoked), d2, Membership::Revoked);
+        let up = c.connection_up(revoked, &addr(&revoked), d2, Membership::Revoked, None);
         assert_eq!(up.answers.iter().map(code).collect::<Vec<_>>(), ["revoked"]);
         assert!(
             c.expire(Instant::now() + CONNECT_TIMEOUT).is_empty(),
@@ -369,6 +418,29 @@ mod tests {
             failed.iter().map(code).collect::<Vec<_>>(),
             ["connect_failed"]
         );
+    }
+
+    #[test]
+    fn a_strangers_answer_waits_for_identify_to_say_it_is_a_relay() {
+        let mut c = Connects::default();
+        let (relay, other) = (PeerId::random(), PeerId::random());
+        let now = Instant::now();
+        let (d1, d2) = (
+            ConnectionId::new_unchecked(1),
+            ConnectionId::new_unchecked(2),
+        );
+        c.push(addr(&relay), Some(relay), d1, oneshot::channel().0, now);
+        c.push(addr(&other), Some(other), d2, oneshot::channel().0, now);
+        for (p, d) in [(relay, d1), (other, d2)] {
+            let up = c.connection_up(p, &addr(&p), d, Membership::Stranger, Some(now));
+            assert!(up.answers.is_empty(), "waits for identify");
+        }
+        let told = c.identified(relay, Membership::Relay);
+        assert_eq!(told.iter().map(code).collect::<Vec<_>>(), ["relay"]);
+        // No identify from the other: a stranger, after the wait.
+        assert!(c.expire(now).is_empty());
+        let late = c.expire(now + IDENTIFY_WAIT);
+        assert_eq!(late.iter().map(code).collect::<Vec<_>>(), ["stranger"]);
     }
 
     #[test]

@@ -371,6 +371,7 @@ impl Net {
                 self.tell_route(peer_id);
                 self.peers.schedule_punch(peer_id, now);
                 if num_established == 0 {
+                    self.peers.entry(peer_id).identified = false;
                     self.reach.on_disconnected(&peer_id, now);
                     self.save_peer(&peer_id);
                     send_all(self.connects.connection_closed(peer_id, connection_id));
@@ -400,9 +401,8 @@ impl Net {
             return;
         }
         let relayed = e.connections.values().all(|c| c.kind == ConnKind::Relayed);
-        if relayed != e.told_relayed {
+        if relayed != e.told_relayed && self.carriage.route(peer, relayed) {
             e.told_relayed = relayed;
-            self.carriage.route(peer, relayed);
         }
     }
 
@@ -413,11 +413,13 @@ impl Net {
         connection: ConnectionId,
         now: Instant,
     ) {
-        let relay = self.peers.get(&peer).is_some_and(|e| e.relay);
+        let entry = self.peers.get(&peer);
+        let relay = entry.is_some_and(|e| e.relay);
+        let pending = (!entry.is_some_and(|e| e.identified)).then_some(now);
         let membership = Membership::of(self.team.state(), &peer, relay);
         let up = self
             .connects
-            .connection_up(peer, remote, connection, membership);
+            .connection_up(peer, remote, connection, membership, pending);
         send_all(up.answers);
         if up.sync {
             self.with_team(now, |team, port| team.sync_with(port, peer));
@@ -473,7 +475,11 @@ impl Net {
         match event {
             BehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. }) => {
                 let relay = info.protocols.iter().any(|p| p.as_ref() == RELAY_HOP);
-                self.peers.entry(peer_id).relay = relay;
+                let e = self.peers.entry(peer_id);
+                e.relay = relay;
+                e.identified = true;
+                let membership = Membership::of(self.team.state(), &peer_id, relay);
+                send_all(self.connects.identified(peer_id, membership));
                 for a in info.listen_addrs.iter().filter(|a| dialable(a)) {
                     self.peers.add_addr(peer_id, a);
                 }
@@ -601,6 +607,13 @@ impl Net {
         });
         self.prefer_direct(now);
         self.punch_again(now);
+        // A machine admitted while connected (a joiner over a circuit)
+        // had no route told; nor had one whose telling found the mail
+        // actor's queue full.
+        let connected: Vec<PeerId> = self.peers.connected().copied().collect();
+        for p in connected {
+            self.tell_route(p);
+        }
         self.with_team(now, |team, port| team.tick(port, now));
         send_all(self.connects.expire(now));
         if now.duration_since(self.last_maintenance) >= MAINTENANCE_EVERY {

@@ -51,6 +51,8 @@ pub struct PeerEntry {
     pub connections: HashMap<ConnectionId, Conn>,
     /// Whether it serves circuit relay.
     pub relay: bool,
+    /// Whether identify ran on one of its open connections.
+    pub identified: bool,
     /// Whether the mail actor was last told it is reached only through
     /// relays.
     pub told_relayed: bool,

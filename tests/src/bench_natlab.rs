@@ -15,7 +15,8 @@
 //! - `delivered` / `sent`: every message must arrive in every trial.
 //!
 //! Needs root (network namespaces), like the lab's tests. Not a test: the
-//! figures go in docs/benchmarks.md.
+//! figures go in docs/benchmarks.md. With `AGENTMESH_BENCH_LOGS=DIR`, the
+//! daemons' logs of each trial that stayed relayed are written there.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -243,6 +244,15 @@ fn trial(p: Pairing, key: &Path, homes: (Node, Node)) -> (Trial, (Node, Node)) {
     // Settled: wait out the relayed connection's closing once direct.
     if t.upgrade.is_some() {
         std::thread::sleep(Duration::from_secs(4));
+    } else if let Some(dir) = std::env::var_os("AGENTMESH_BENCH_LOGS") {
+        // Why it stayed relayed: both daemons' logs, to read later.
+        let dir = std::path::PathBuf::from(dir);
+        let n = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(dir.join(format!("{n}-alpha.log")), a.log());
+        let _ = std::fs::write(dir.join(format!("{n}-bravo.log")), b.log());
     }
     for i in 0..MESSAGES {
         let direct = matches!(kind(&b).as_str(), "hole-punched" | "direct");

@@ -329,9 +329,6 @@ impl Net {
                 ..
             } => {
                 let remote = endpoint.get_remote_address().clone();
-                if endpoint.is_dialer() {
-                    self.peers.add_addr(peer_id, &remote);
-                }
                 let e = self.peers.entry(peer_id);
                 let relayed_open = e.connections.values().any(|c| c.kind == ConnKind::Relayed);
                 // An inbound circuit's remote address is only `/p2p/PEER`;
@@ -345,9 +342,16 @@ impl Net {
                     _ => remote.clone(),
                 };
                 let conn = Conn::new(seen, relayed_open, now);
+                // A punched NAT mapping is not an address to dial later: a
+                // dial to it only hangs in the NAT (and holds the port
+                // pair the next hole punch needs).
+                let keep = endpoint.is_dialer() && conn.kind != ConnKind::HolePunched;
                 tracing::debug!(peer = %peer_id, kind = conn.kind.as_str(), addr = %conn.addr, "connected");
                 e.connections.insert(connection_id, conn);
                 e.last_seen = Some(SystemTime::now());
+                if keep {
+                    self.peers.add_addr(peer_id, &remote);
+                }
                 self.tell_route(peer_id);
                 self.peers.schedule_punch(peer_id, now);
                 let team = self.team.state();

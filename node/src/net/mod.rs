@@ -606,9 +606,12 @@ impl Net {
         }
         self.guard.tick(&mut self.swarm, self.team.state(), now);
         let peers = &self.peers;
-        self.reach.tick(&mut self.swarm, now, |p| {
+        let listening = self.reach.tick(&mut self.swarm, now, |p| {
             peers.get(p).is_some_and(|e| e.relay)
         });
+        if listening {
+            self.with_team(now, |team, port| team.dial_members(port));
+        }
         self.prefer_direct(now);
         self.punch_again(now);
         // A machine admitted while connected (a joiner over a circuit)

@@ -332,17 +332,21 @@ impl Reach {
     /// long.
     /// `identified_relay`: whether identify said a peer serves circuit
     /// relay (a relay connected and identified before it was adopted).
+    /// True the first time it finds the swarm listening: the moment other
+    /// parts may dial too.
     pub fn tick(
         &mut self,
         swarm: &mut Swarm<Behaviour>,
         now: Instant,
         identified_relay: impl Fn(&PeerId) -> bool,
-    ) {
+    ) -> bool {
+        let mut first = false;
         if !self.started {
             if !Self::listening(swarm) {
-                return;
+                return false;
             }
             self.started = true;
+            first = true;
             for a in &self.bootstrap {
                 if let Err(e) = swarm.dial(a.clone()) {
                     tracing::info!(bootstrap = %a, error = %e, "cannot dial the bootstrap node");
@@ -391,6 +395,7 @@ impl Reach {
                 _ => {}
             }
         }
+        first
     }
 
     /// Asks relay `i` for a reservation by listening through it.

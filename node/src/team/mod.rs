@@ -92,6 +92,13 @@ impl Team {
     /// Applies the loaded team to the network and dials its members.
     pub fn start(&mut self, net: &mut dyn Network) {
         self.core.activate(net, None);
+        self.settle(net);
+    }
+
+    /// Dials the members not connected: once the network listens (a TCP
+    /// dial before then leaves from a fresh port, and a relay would
+    /// observe, and DCUtR punch with, a port nobody listens on).
+    pub fn dial_members(&mut self, net: &mut dyn Network) {
         self.redial(net);
         self.settle(net);
     }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::natlab::{Host, Lab, Nat, RelayProc};
-use crate::{ApiClient, Node, read_code, wait_for, who};
+use crate::{ApiClient, Node, wait_for, who};
 
 /// How long a trial waits for the direct connection behind
 /// endpoint-independent NATs: DCUtR's punch takes well under a second when
@@ -164,17 +164,7 @@ fn team(p: Pairing, key: &Path) -> (Node, Node) {
     let mut b = daemon(&lab, None, Host::B, "bravo", p, &addr);
     a.ok(&["team", "create", "lab", "--owner", "Ada"]);
     let ticket = a.json(&["invite"])["ticket"].as_str().unwrap().to_owned();
-    let mut j = b.pty(&["join", &ticket, "--name", "bravo", "--owner", "Ada"]);
-    let code = read_code(&mut j, "Pairing code");
-    let mut adm = a.pty(&["admit"]);
-    adm.exp_string("Type the pairing code").unwrap();
-    adm.send_line(&code).unwrap();
-    read_code(&mut adm, "Team code");
-    read_code(&mut j, "Team code");
-    j.exp_string("[y/N]").unwrap();
-    j.send_line("y").unwrap();
-    j.exp_string("Joined team").unwrap();
-    adm.exp_string("is now a member").unwrap();
+    crate::join_ticket(&a, &b, &ticket, &["--name", "bravo", "--owner", "Ada"]);
     a.stop();
     b.stop();
     (a, b)

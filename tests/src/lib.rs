@@ -399,7 +399,25 @@ pub fn join_with(
         .as_str()
         .unwrap()
         .to_owned();
-    let mut command = vec!["join", &ticket];
+    join_ticket_with(founder, joiner, &ticket, args, at_join, at_admit)
+}
+
+/// `joiner` joins `founder`'s team with `ticket` (which may be one a test
+/// made or cut down), `args` after it, the people's typing done as in
+/// [`join`].
+pub fn join_ticket(founder: &Node, joiner: &Node, ticket: &str, args: &[&str]) -> (String, String) {
+    join_ticket_with(founder, joiner, ticket, args, |_| {}, |_| {})
+}
+
+fn join_ticket_with(
+    founder: &Node,
+    joiner: &Node,
+    ticket: &str,
+    args: &[&str],
+    at_join: impl FnOnce(&mut PtySession),
+    at_admit: impl FnOnce(&mut PtySession),
+) -> (String, String) {
+    let mut command = vec!["join", ticket];
     command.extend_from_slice(args);
     let mut j = joiner.pty(&command);
     at_join(&mut j);

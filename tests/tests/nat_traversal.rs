@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use agentmesh_tests::natlab::{Host, Lab, Nat, RelayProc, lab_or_skip};
-use agentmesh_tests::{Node, read_code, wait_for, wait_for_within};
+use agentmesh_tests::{Node, join_ticket, wait_for, wait_for_within};
 use serde_json::Value;
 
 /// Over which transport a scenario runs.
@@ -89,18 +89,8 @@ fn joined(lab: &Lab, relay: &RelayProc, transport: Transport) -> (Node, Node) {
     // silently dropped, which must not hold up the circuit).
     let b = daemon(lab, Host::B, "bravo", transport, &[]);
     // One person's two machines: mail between them is not held.
-    let mut j = b.pty(&["join", &ticket, "--name", "bravo", "--owner", "Ada"]);
-    let code = read_code(&mut j, "Pairing code");
-    let mut adm = a.pty(&["admit"]);
-    adm.exp_string("Type the pairing code shown on bravo: ")
-        .unwrap();
-    adm.send_line(&code).unwrap();
-    read_code(&mut adm, "Team code");
-    read_code(&mut j, "Team code");
-    j.exp_string("[y/N]").unwrap();
-    j.send_line("y").unwrap();
-    j.exp_string("Joined team far").unwrap();
-    adm.exp_string("is now a member").unwrap();
+    join_ticket(&a, &b, &ticket, &["--name", "bravo", "--owner", "Ada"]);
+    assert_eq!(b.json(&["team", "show"])["name"], "far");
     // Bravo adopted the ticket's relay.
     wait_for("bravo's reservation on the adopted relay", || {
         b.status()["reservations"]

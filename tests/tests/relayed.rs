@@ -207,25 +207,13 @@ fn a_joiner_adopts_the_tickets_relays_and_reaches_the_founder_through_them() {
     assert!(!ticket.addrs.is_empty());
     let mut b = Node::new("bravo");
     b.start();
-    let mut j = b.pty(&[
-        "join",
+    agentmesh_tests::join_ticket(
+        &a,
+        &b,
         &ticket.to_string(),
-        "--name",
-        "bravo",
-        "--owner",
-        "Bob",
-    ]);
-    let code = agentmesh_tests::read_code(&mut j, "Pairing code");
-    let mut adm = a.pty(&["admit"]);
-    adm.exp_string("Type the pairing code shown on bravo: ")
-        .unwrap();
-    adm.send_line(&code).unwrap();
-    agentmesh_tests::read_code(&mut adm, "Team code");
-    agentmesh_tests::read_code(&mut j, "Team code");
-    j.exp_string("[y/N]").unwrap();
-    j.send_line("y").unwrap();
-    j.exp_string("Joined team far").unwrap();
-    adm.exp_string("is now a member").unwrap();
+        &["--name", "bravo", "--owner", "Bob"],
+    );
+    assert_eq!(b.json(&["team", "show"])["name"], "far");
     // Bravo adopted the relay and reserves on it, remembered across a
     // restart.
     let r = reservation(&b, &relay, "reserved");

@@ -88,6 +88,9 @@ pub enum AuditEvent {
     /// A send was refused: its pair sent its hourly allowance of messages
     /// peers caused (loop safety).
     RateLimited,
+    /// A reply was refused: its mailbox answered in one thread as often
+    /// as it may without its person speaking (loop safety).
+    TurnLimit,
 }
 
 impl AuditEvent {
@@ -124,6 +127,7 @@ impl AuditEvent {
             AuditEvent::Resume => "resume",
             AuditEvent::HopLimit => "hop_limit",
             AuditEvent::RateLimited => "rate_limited",
+            AuditEvent::TurnLimit => "turn_limit",
         }
     }
 }
@@ -300,6 +304,7 @@ mod tests {
             Resume,
             HopLimit,
             RateLimited,
+            TurnLimit,
         ];
         let names: std::collections::HashSet<&str> = all.iter().map(|e| e.as_str()).collect();
         assert_eq!(names.len(), all.len());

@@ -116,6 +116,10 @@ pub const WRONG_CODE: &str = "wrong_code";
 pub const HOP_LIMIT: &str = "hop_limit";
 /// `rate_limited`.
 pub const RATE_LIMITED: &str = "rate_limited";
+/// `turn_limit`.
+pub const TURN_LIMIT: &str = "turn_limit";
+/// `not_the_sender`.
+pub const NOT_THE_SENDER: &str = "not_the_sender";
 /// `no_mailbox`.
 pub const NO_MAILBOX: &str = "no_mailbox";
 /// `folder_not_allowed`.
@@ -181,6 +185,8 @@ pub const ALL: &[&str] = &[
     WRONG_CODE,
     HOP_LIMIT,
     RATE_LIMITED,
+    TURN_LIMIT,
+    NOT_THE_SENDER,
     NO_MAILBOX,
     FOLDER_NOT_ALLOWED,
     HELD_FULL,

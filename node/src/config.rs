@@ -90,6 +90,11 @@ pub struct AgentsConfig {
     /// With no peer mail for this long, a mailbox's hop falls back to 0
     /// (agents whose hooks never report the person's prompt). Default "10m".
     pub hop_reset: String,
+    /// Replies one mailbox may send in one thread until its person speaks
+    /// again. Default 6: an agent may answer a clarifying question a few
+    /// times over, but two agents replying to each other stop after 6
+    /// turns each. At least 1.
+    pub max_turns: u32,
 }
 
 impl Default for AgentsConfig {
@@ -98,6 +103,7 @@ impl Default for AgentsConfig {
             max_hop: 2,
             pair_limit_per_hour: 6,
             hop_reset: "10m".into(),
+            max_turns: 6,
         }
     }
 }
@@ -112,6 +118,8 @@ pub struct LoopRules {
     pub pair_per_hour: u32,
     /// With no peer mail for this long, a mailbox's hop falls back to 0.
     pub hop_reset: Duration,
+    /// Replies from one mailbox in one thread until its person speaks.
+    pub max_turns: u32,
 }
 
 impl Default for LoopRules {
@@ -120,6 +128,7 @@ impl Default for LoopRules {
             max_hop: 2,
             pair_per_hour: 6,
             hop_reset: Duration::from_secs(600),
+            max_turns: 6,
         }
     }
 }
@@ -381,10 +390,17 @@ impl Config {
         if hop_reset < Duration::from_secs(10) {
             return Err(invalid("agents.hop_reset", "must be at least 10s"));
         }
+        if a.max_turns == 0 {
+            return Err(invalid(
+                "agents.max_turns",
+                "must be at least 1 (a mailbox must be able to answer what it was asked)",
+            ));
+        }
         let loops = LoopRules {
             max_hop: a.max_hop,
             pair_per_hour: a.pair_limit_per_hour,
             hop_reset,
+            max_turns: a.max_turns,
         };
         let name_text = name.to_string();
         Ok(Settings {

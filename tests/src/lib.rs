@@ -518,6 +518,23 @@ impl ApiClient {
         Ok(v["id"].as_str().unwrap().to_owned())
     }
 
+    /// Replies to the received message `id` (from the mailbox attached,
+    /// to its sender); the reply's id, or why not.
+    pub fn reply(
+        &mut self,
+        id: &str,
+        text: &str,
+    ) -> Result<String, agentmesh_node::client::ClientError> {
+        let v = self.call(agentmesh_node::api::Op::Send {
+            to: String::new(),
+            text: text.into(),
+            ask: false,
+            reply_to: Some(id.into()),
+            from_mailbox: None,
+        })?;
+        Ok(v["id"].as_str().unwrap().to_owned())
+    }
+
     /// The next event, however long it takes; `None` once the connection
     /// is gone.
     pub fn next_event_forever(&mut self) -> Option<agentmesh_node::api::Event> {

@@ -14,6 +14,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::time::Duration;
 
+use agentmesh_node::api::{Op, WhoKind};
 use agentmesh_node::net::{JOIN_PROTOCOL, MAIL_PROTOCOL, SYNC_PROTOCOL};
 use agentmesh_node::wire::{JoinMsg, JoinReply, MailOutcome, SyncReply, SyncRequest};
 use agentmesh_protocol::join::JoinRequest;
@@ -23,7 +24,7 @@ use agentmesh_tests::hostile::{
     Flood, Peer, SyncAnswer, dir_bytes, envelope, identity_of, peak_rss_mib, raw_request,
     with_version,
 };
-use agentmesh_tests::{Node, team, wait_for};
+use agentmesh_tests::{ApiClient, Node, team, wait_for, who};
 
 /// The daemon's peak memory may not pass this during the table (a debug
 /// build idles at about 60 MiB; one oversized reply used to take it to
@@ -31,8 +32,10 @@ use agentmesh_tests::{Node, team, wait_for};
 const MAX_PEAK_MIB: f64 = 200.0;
 /// Its store may not grow by more than this.
 const MAX_STORE_GROWTH: u64 = 2 * 1024 * 1024;
-/// Audit entries the whole table may cause (a handful per row).
-const MAX_AUDIT_ENTRIES: usize = 120;
+/// Audit entries the whole table may cause: a handful per row, and the
+/// agents' rows' own folders and local mail (about 50: an `allow` per
+/// folder, `accepted` and `received` per message).
+const MAX_AUDIT_ENTRIES: usize = 180;
 
 struct Ctx {
     alpha: Node,
@@ -86,8 +89,115 @@ fn joins_filed(n: &Node) -> usize {
 
 type Row = (&'static str, fn(&Ctx));
 
+/// A folder under alpha's home, opted in as mailbox `name`; a client
+/// attached to it, as an agent.
+fn agent_mailbox(c: &Ctx, name: &str) -> ApiClient {
+    let dir = c.alpha.home().join("work").join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    c.alpha
+        .ok(&["allow", dir.to_str().unwrap(), "--mailbox", name]);
+    ApiClient::attach(&c.alpha, who(WhoKind::Agent, name), Some(name))
+}
+
+/// The id of the newest message in alpha's `mailbox`.
+fn newest_id(c: &Ctx, mailbox: &str) -> String {
+    let inbox = c.alpha.json(&["inbox", "--mailbox", mailbox]);
+    inbox.as_array().unwrap().last().unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Whether alpha's audit log has an entry of `event` from `sender`.
+fn audited(c: &Ctx, event: &str, sender: &str) -> bool {
+    c.alpha
+        .json(&["audit"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["event"] == event && e["sender"] == sender)
+}
+
 fn rows() -> Vec<Row> {
     vec![
+        (
+            "agents: two mailboxes replying to each other stop at the turn limit",
+            |c| {
+                let mut ping = agent_mailbox(c, "ping");
+                let mut pong = agent_mailbox(c, "pong");
+                ping.send("pong@", "shall we talk for ever?").unwrap();
+                // Ten rounds asked for; the seventh reply of either is refused
+                // (each may reply 6 times in a thread until its person speaks).
+                let mut refused = None;
+                for round in 0..10 {
+                    let to_pong = newest_id(c, "pong");
+                    if let Err(e) = pong.reply(&to_pong, &format!("pong {round}")) {
+                        refused = Some((round, "pong", e));
+                        break;
+                    }
+                    let to_ping = newest_id(c, "ping");
+                    if let Err(e) = ping.reply(&to_ping, &format!("ping {round}")) {
+                        refused = Some((round, "ping", e));
+                        break;
+                    }
+                }
+                let (round, who, e) = refused.expect("a 10-round ping-pong was stopped");
+                assert_eq!((round, who), (6, "pong"), "{e}");
+                assert_eq!(e.code(), Some("turn_limit"), "{e}");
+                assert!(
+                    e.to_string().contains("replied 6 times in this thread"),
+                    "{e}"
+                );
+                assert!(audited(c, "turn_limit", "pong@alpha"));
+                // Its person speaks (the prompt hook's reset): it may answer again.
+                pong.call(Op::HopReset { mailbox: None }).unwrap();
+                pong.reply(&newest_id(c, "pong"), "my person says: enough")
+                    .unwrap();
+            },
+        ),
+        (
+            "agents: a reply answers only its own mailbox's mail, only to its sender",
+            |c| {
+                let mut asker = agent_mailbox(c, "asker");
+                let mut held = agent_mailbox(c, "holder");
+                let mut xray = agent_mailbox(c, "xray");
+                agent_mailbox(c, "third");
+                asker.send("holder@", "a hop-0 question").unwrap();
+                let theirs = newest_id(c, "holder");
+                // Another mailbox's message can't be answered from xray (once,
+                // a mailbox at its hop limit wrote hop-0 mail this way)...
+                let e = xray.reply(&theirs, "laundered to the asker").unwrap_err();
+                assert_eq!(e.code(), Some("unknown_message"), "{e}");
+                // ...nor can a reply be aimed at anyone but the sender.
+                let e = held
+                    .call(Op::Send {
+                        to: "third@".into(),
+                        text: "a reply that goes elsewhere".into(),
+                        ask: false,
+                        reply_to: Some(theirs.clone()),
+                        from_mailbox: None,
+                    })
+                    .unwrap_err();
+                assert_eq!(e.code(), Some("not_the_sender"), "{e}");
+                assert!(
+                    c.alpha
+                        .json(&["inbox", "--mailbox", "third"])
+                        .as_array()
+                        .unwrap()
+                        .is_empty()
+                );
+                // The honest reply goes.
+                held.reply(&theirs, "the answer").unwrap();
+                assert_eq!(
+                    c.alpha
+                        .json(&["inbox", "--mailbox", "asker"])
+                        .as_array()
+                        .unwrap()
+                        .len(),
+                    1
+                );
+            },
+        ),
         ("stranger: sync digest naming the team", |c| {
             let p = Peer::new(
                 &Identity::generate(&mut rand::rng()),

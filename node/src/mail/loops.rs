@@ -8,16 +8,23 @@
 //!      its next new message carries h + 1, until its person speaks again
 //!      (hop_reset: the UserPromptSubmit hook, `agentmesh send` typed at a
 //!      terminal), or `hop_reset` passes with no peer mail
-//!  reply ── the hop of the message it answers, never refused for its hop
+//!  reply ── only to mail this mailbox received, only to its sender;
+//!      hop: the higher of the message it answers and what the mailbox
+//!      is handling, never refused for its hop
 //!  hop > max_hop ── send refused (hop_limit)          audited
-//!  hop >= 1 ── at most pair_per_hour per (from, to) ── refused (rate_limited), audited
+//!  hop >= 1 (replies too) ── at most pair_per_hour per (from, to)
+//!      ── refused (rate_limited), audited
+//!  replies from one mailbox in one thread ── at most max_turns until its
+//!      person speaks ── refused (turn_limit), audited
 //! ```
 //!
 //! With the default `max_hop` of 2 ("past 2, refused"): a person asks A
 //! (hop 0), A asks B (hop 1), B asks C (hop 2), C can ask no one (hop 3).
 //! The pair limit never applies at hop 0, so a person, an agent its person
 //! started, or a benchmark is never throttled by it; it applies where loops
-//! happen.
+//! happen. Replies can loop too: two sessions answering each other stay
+//! at hop 0 for ever, which is what the turn limit is for (6 replies per
+//! mailbox per thread by default; a person speaking resets it).
 //!
 //! The daemon decides by the sending mailbox's state only, never by who a
 //! client claims to be (the symmetry rule): "the person spoke" is a
@@ -49,6 +56,10 @@ const MAX_HANDLING: usize = 4096;
 const MAX_PAIRS: usize = 4096;
 /// The window of the pair limit.
 const PAIR_WINDOW: Duration = Duration::from_secs(3600);
+/// (mailbox, thread) pairs whose replies are counted at once; past it the
+/// one replied in longest ago is forgotten (as MAX_HANDLING: more threads
+/// at once than any person follows).
+const MAX_THREADS: usize = 4096;
 
 /// What one mailbox is handling.
 #[derive(Debug, Clone, Copy)]
@@ -76,6 +87,12 @@ pub(super) enum LoopRefusal {
         /// Seconds until the oldest counted send leaves the window.
         retry_in_secs: u64,
     },
+    /// The mailbox replied in this thread as often as it may until its
+    /// person speaks.
+    Turns {
+        /// The allowance.
+        max: u32,
+    },
 }
 
 impl LoopRefusal {
@@ -98,6 +115,12 @@ impl LoopRefusal {
                     "not sent: {from} already sent {per_hour} messages caused by peer mail to {to} in the last hour (the loop limit); try again in {retry_in_secs}s, or let your person decide"
                 ),
             ),
+            LoopRefusal::Turns { max } => ApiError::new(
+                codes::TURN_LIMIT,
+                format!(
+                    "not sent: {from} already replied {max} times in this thread since its person last spoke (the loop limit: two agents answering each other would never stop); tell your person what was said and let them decide, their next prompt resets it"
+                ),
+            ),
         }
     }
 
@@ -109,6 +132,9 @@ impl LoopRefusal {
             }
             LoopRefusal::Pair { per_hour, .. } => {
                 format!("rate_limited: more than {per_hour} messages of hop >= 1 in an hour")
+            }
+            LoopRefusal::Turns { max } => {
+                format!("turn_limit: more than {max} replies in one thread without its person")
             }
         }
     }
@@ -123,6 +149,9 @@ pub(super) struct Loops {
     /// (sender address, recipient address) → when its counted sends were
     /// made, oldest first (at most `pair_per_hour`).
     pairs: HashMap<(String, String), VecDeque<Timestamp>>,
+    /// (mailbox, thread) → replies sent since its person spoke, and when
+    /// the last was.
+    turns: HashMap<(String, String), (u32, Timestamp)>,
     /// Refusals audited, per (sender, recipient, code), per minute: an
     /// agent retrying a refused send can't turn each try into a disk write.
     audited: RateWindow<(String, String, &'static str)>,
@@ -135,6 +164,7 @@ impl Loops {
             rules,
             handling: HashMap::new(),
             pairs: HashMap::new(),
+            turns: HashMap::new(),
             audited: RateWindow::new(Duration::from_secs(60), 1, MAX_PAIRS),
         }
     }
@@ -155,7 +185,9 @@ impl Loops {
     }
 
     /// The hop of a new message from `mailbox`, or why it may not be
-    /// sent; `answers` is the hop of the message a reply answers.
+    /// sent; `answers` is the hop of the message a reply answers. A reply
+    /// carries at least the hop its mailbox is handling (a reply to a
+    /// reply is handling peer mail too), and is never refused for it.
     pub(super) fn hop_for(
         &self,
         mailbox: Option<&str>,
@@ -163,7 +195,7 @@ impl Loops {
         now: Timestamp,
     ) -> Result<u8, LoopRefusal> {
         if let Some(hop) = answers {
-            return Ok(hop);
+            return Ok(hop.max(self.handling(mailbox, now)));
         }
         if !self.is_handling(mailbox, now) {
             return Ok(0);
@@ -214,6 +246,44 @@ impl Loops {
         }
         sent.push_back(now);
         Ok(())
+    }
+
+    /// Whether `mailbox` may send one more reply in `thread` (the owner's
+    /// mailbox, its person's, always may).
+    pub(super) fn check_turn(
+        &self,
+        mailbox: Option<&str>,
+        thread: &str,
+    ) -> Result<(), LoopRefusal> {
+        let Some(m) = mailbox else {
+            return Ok(());
+        };
+        let max = self.rules.max_turns;
+        match self.turns.get(&(m.to_owned(), thread.to_owned())) {
+            Some((n, _)) if *n >= max => Err(LoopRefusal::Turns { max }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Counts a reply `mailbox` sent in `thread` at `now`.
+    pub(super) fn count_turn(&mut self, mailbox: Option<&str>, thread: &str, now: Timestamp) {
+        let Some(m) = mailbox else {
+            return;
+        };
+        let key = (m.to_owned(), thread.to_owned());
+        if !self.turns.contains_key(&key) && self.turns.len() >= MAX_THREADS {
+            let oldest = self
+                .turns
+                .iter()
+                .min_by_key(|(_, (_, last))| *last)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                self.turns.remove(&k);
+            }
+        }
+        let entry = self.turns.entry(key).or_insert((0, now));
+        entry.0 = entry.0.saturating_add(1);
+        entry.1 = now;
     }
 
     fn forget_oldest_pair(&mut self) {
@@ -274,9 +344,13 @@ impl Loops {
         pass
     }
 
-    /// `mailbox`'s person spoke: what it sends next is hop 0 again.
+    /// `mailbox`'s person spoke: what it sends next is hop 0 again, and
+    /// its replies are counted afresh.
     pub(super) fn reset(&mut self, mailbox: Option<&str>) {
         self.handling.remove(&mailbox.map(str::to_owned));
+        if let Some(m) = mailbox {
+            self.turns.retain(|(mailbox, _), _| mailbox != m);
+        }
     }
 }
 
@@ -306,9 +380,11 @@ mod tests {
             l.hop_for(c, None, at(6)),
             Err(LoopRefusal::Hop { hop: 3, max: 2 })
         );
-        // A reply carries the hop it answers, never refused for it.
+        // A reply carries the hop it answers, never refused for it, and
+        // at least the hop its mailbox is handling.
         assert_eq!(l.hop_for(c, Some(2), at(6)), Ok(2));
         assert_eq!(l.hop_for(c, Some(7), at(6)), Ok(7));
+        assert_eq!(l.hop_for(c, Some(0), at(6)), Ok(2));
         // Its person speaks: hop 0 again.
         l.reset(c);
         assert_eq!(l.hop_for(c, None, at(7)), Ok(0));
@@ -371,6 +447,32 @@ mod tests {
         // An hour after the first, one more fits.
         assert_eq!(l.count_pair("a@x", "b@y", 2, at(3600)), Ok(()));
         assert!(l.count_pair("a@x", "b@y", 2, at(3600)).is_err());
+    }
+
+    #[test]
+    fn replies_in_one_thread_stop_until_the_person_speaks() {
+        let mut l = Loops::new(LoopRules::default());
+        let (a, b) = (Some("a"), Some("b"));
+        for turn in 0..6 {
+            assert_eq!(l.check_turn(a, "t1"), Ok(()), "turn {turn}");
+            l.count_turn(a, "t1", at(turn));
+        }
+        assert_eq!(l.check_turn(a, "t1"), Err(LoopRefusal::Turns { max: 6 }));
+        // Another thread, another mailbox and the person's own mailbox
+        // are not affected.
+        assert_eq!(l.check_turn(a, "t2"), Ok(()));
+        assert_eq!(l.check_turn(b, "t1"), Ok(()));
+        for turn in 0..20 {
+            l.count_turn(None, "t1", at(turn));
+        }
+        assert_eq!(l.check_turn(None, "t1"), Ok(()));
+        // Its person speaks: it may answer again.
+        l.reset(a);
+        assert_eq!(l.check_turn(a, "t1"), Ok(()));
+        for i in 0..(MAX_THREADS as u64 + 10) {
+            l.count_turn(a, &format!("t{i}"), at(i));
+        }
+        assert_eq!(l.turns.len(), MAX_THREADS);
     }
 
     #[test]

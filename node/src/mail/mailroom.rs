@@ -32,6 +32,20 @@ pub fn address(mailbox: Option<&str>, machine: &str) -> String {
     format!("{}@{machine}", mailbox.unwrap_or(""))
 }
 
+/// Whether addresses `a` and `b` name the same mailbox (`MAILBOX@` is
+/// `MAILBOX@` this machine, `me`).
+fn same_address(a: &str, b: &str, me: &str) -> bool {
+    let norm = |x: &str| {
+        parse_address(x).ok().map(|(mailbox, machine)| {
+            (
+                mailbox.map(|m| m.to_string()),
+                machine.map_or_else(|| me.to_owned(), |m| m.to_string()),
+            )
+        })
+    };
+    matches!((norm(a), norm(b)), (Some(x), Some(y)) if x == y)
+}
+
 /// Parses `MAILBOX@MACHINE` or `@MACHINE`; `MAILBOX@` (no machine) is a
 /// mailbox on this machine, and the machine is `None`.
 pub fn parse_address(to: &str) -> Result<(Option<Name>, Option<Name>), ApiError> {
@@ -173,6 +187,20 @@ impl Mailroom {
             (to, _) => to.to_owned(),
         };
         let (mailbox, machine) = parse_address(&to)?;
+        if let Some(o) = &original {
+            // A reply goes to the sender of what it answers, and nowhere
+            // else: otherwise any stored hop-0 message would let a mailbox
+            // at its limit write hop-0 mail to anyone.
+            if !same_address(&to, &o.from, &dir.my_name) {
+                return err(
+                    codes::NOT_THE_SENDER,
+                    format!(
+                        "a reply goes only to the sender of the message it answers ({}); to write to {to}, send a new message",
+                        o.from
+                    ),
+                );
+            }
+        }
         let local = machine.as_ref().is_none_or(|m| m.as_str() == dir.my_name);
         let machine = machine.map_or_else(|| dir.my_name.clone(), |m| m.to_string());
         let target = if local {
@@ -188,6 +216,21 @@ impl Mailroom {
             Some(m) => Some(mailbox_name(&m)?),
             None => None,
         };
+        if let Some(o) = &original {
+            // Only mail this mailbox received can be answered from it (the
+            // same answer as no such message: another mailbox's mail is
+            // not this one's to see).
+            if o.mailbox.as_deref() != from_mailbox.as_ref().map(Name::as_str) {
+                let rid = req.reply_to.as_deref().unwrap_or_default();
+                return err(
+                    codes::UNKNOWN_MESSAGE,
+                    format!(
+                        "mailbox {} received no message with id {rid}; reply from the mailbox that received it",
+                        address(from_mailbox.as_ref().map(Name::as_str), &dir.my_name)
+                    ),
+                );
+            }
+        }
         let from_addr = address(from_mailbox.as_ref().map(Name::as_str), &dir.my_name);
         let to_addr = address(mailbox.as_ref().map(Name::as_str), &machine);
         let now = ctx.now.wall;
@@ -209,6 +252,13 @@ impl Mailroom {
             .loops
             .hop_for(sender, answers, now)
             .map_err(|r| refuse(r, &from_addr, &to_addr, rules.loops, ctx))?;
+        let thread_text = thread.to_string();
+        if original.is_some() {
+            rules
+                .loops
+                .check_turn(sender, &thread_text)
+                .map_err(|r| refuse(r, &from_addr, &to_addr, rules.loops, ctx))?;
+        }
         let who = req.who;
         let body = Body {
             who: agentmesh_protocol::Who {
@@ -269,6 +319,9 @@ impl Mailroom {
             .loops
             .count_pair(&from_addr, &to_addr, hop, now)
             .map_err(|r| refuse(r, &from_addr, &to_addr, rules.loops, ctx))?;
+        if original.is_some() {
+            rules.loops.count_turn(sender, &thread_text, now);
+        }
         let outbox = OutboxRecord {
             id: id.to_string(),
             to_peer: to_peer.to_string(),
@@ -438,6 +491,7 @@ fn refuse(r: LoopRefusal, from: &str, to: &str, loops: &mut Loops, ctx: &mut Ctx
     let (event, code) = match r {
         LoopRefusal::Hop { .. } => (AuditEvent::HopLimit, codes::HOP_LIMIT),
         LoopRefusal::Pair { .. } => (AuditEvent::RateLimited, codes::RATE_LIMITED),
+        LoopRefusal::Turns { .. } => (AuditEvent::TurnLimit, codes::TURN_LIMIT),
     };
     if loops.audit_refusal(from, to, code, ctx.now.wall) {
         audit_refusal(event, from, to, r.detail(), ctx);

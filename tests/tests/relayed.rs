@@ -257,3 +257,76 @@ fn a_relay_without_its_peer_id_is_refused_saying_what_to_write() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("relays[0]"), "{err}");
 }
+
+/// A stranger's circuit starts no hole punch (once, one made a daemon dial
+/// 300 addresses of the stranger's choosing, 900 times), and a member's
+/// punch dials at most 8 addresses; an honest member's is still dialled.
+#[test]
+fn hole_punching_runs_with_members_only_and_on_few_addresses() {
+    use agentmesh_tests::hostile::{DialTraps, PunchBait, identity_of};
+    let relay = Relay::start();
+    let [mut a, mut honest, mut greedy] =
+        agentmesh_tests::team([("alpha", "Ada"), ("bravo", "Ada"), ("carol", "Ada")]);
+    // Their daemons stop; their keys are used by the baits below.
+    honest.stop();
+    greedy.stop();
+    a.stop();
+    a.daemon_args = vec!["--relay".into(), relay.addr()];
+    a.start();
+    reservation(&a, &relay, "reserved");
+    let circuit: libp2p::Multiaddr = format!("{}/p2p-circuit/p2p/{}", relay.addr(), a.peer_id())
+        .parse()
+        .unwrap();
+    let stranger_traps = DialTraps::new(300);
+    let stranger = PunchBait::dial(
+        &agentmesh_protocol::Identity::generate(&mut rand::rng()),
+        &circuit,
+        stranger_traps.addrs.clone(),
+    );
+    let greedy_traps = DialTraps::new(40);
+    let greedy_bait = PunchBait::dial(
+        &identity_of(&greedy.home()),
+        &circuit,
+        greedy_traps.addrs.clone(),
+    );
+    wait_for("the stranger's and the greedy member's circuits", || {
+        (stranger.connections() >= 2 && greedy_bait.connections() >= 2).then_some(())
+    });
+    // An honest member, connected after both: its 2 addresses are dialled
+    // (so hole punching ran, and the others had every chance to).
+    let honest_traps = DialTraps::new(2);
+    let _honest_bait = PunchBait::dial(
+        &identity_of(&honest.home()),
+        &circuit,
+        honest_traps.addrs.clone(),
+    );
+    wait_for("the honest member's addresses to be dialled", || {
+        (honest_traps.hits() >= 2).then_some(())
+    });
+    eprintln!(
+        "stranger: {} hole punches, {} dials to its 300 addresses; greedy member: {} dials to its 40",
+        stranger.punches(),
+        stranger_traps.hits(),
+        greedy_traps.hits()
+    );
+    assert_eq!(
+        stranger.punches(),
+        0,
+        "a stranger's circuit started a hole punch"
+    );
+    assert_eq!(
+        stranger_traps.hits(),
+        0,
+        "a stranger's addresses were dialled"
+    );
+    // The greedy member is offered a punch, and refused it for its 40
+    // addresses: DCUtR tries 3 times, dialling none of them.
+    wait_for("the greedy member's hole punches", || {
+        (greedy_bait.punches() >= 3).then_some(())
+    });
+    assert!(
+        greedy_traps.hits() <= 8,
+        "{} dials to a member's 40 addresses",
+        greedy_traps.hits()
+    );
+}

@@ -9,7 +9,8 @@
 //! | `/agentmesh/mail/1` | [`MailRequest`] / [`MailReply`] | current members (others are answered busy) |
 //! | gossipsub topic [`BLOCKS_TOPIC`] | signed team blocks | current members only (see [`stranger_score`]) |
 //! | `/agentmesh/kad/1.0.0` | Kademlia: PeerId → addresses, no records | the relays and publicly reachable machines serve it |
-//! | circuit relay v2 (client), DCUtR, AutoNAT v1 | libp2p's own | anyone (see [`crate::net::reach`]) |
+//! | circuit relay v2 (client), AutoNAT v1 | libp2p's own | anyone (see [`crate::net::reach`]) |
+//! | DCUtR | libp2p's own | current members only ([`crate::net::punch`]) |
 //! | identify, ping, mDNS | libp2p's own | anyone |
 //!
 //! Nothing derived from the team (its id, blocks, members, their contact
@@ -42,8 +43,8 @@ use crate::wire::{
 use libp2p::swarm::NetworkBehaviour;
 use libp2p::swarm::behaviour::toggle::Toggle;
 use libp2p::{
-    StreamProtocol, Swarm, autonat, dcutr, identify, identity::Keypair, kad, mdns, noise, ping,
-    relay, tcp, yamux,
+    StreamProtocol, Swarm, autonat, identify, identity::Keypair, kad, mdns, noise, ping, relay,
+    tcp, yamux,
 };
 
 /// The join protocol.
@@ -130,8 +131,9 @@ mod derived {
         pub mdns: Toggle<mdns::tokio::Behaviour>,
         /// Reservations on relays and circuits through them.
         pub relay: relay::client::Behaviour,
-        /// Upgrades a relayed connection to a direct one (hole punching).
-        pub dcutr: dcutr::Behaviour,
+        /// Upgrades a relayed connection to a direct one (hole punching),
+        /// with members only.
+        pub dcutr: crate::net::punch::Punch,
         /// Whether this machine is publicly reachable (v1; see
         /// [`crate::net::reach`]).
         pub autonat: autonat::Behaviour,
@@ -234,7 +236,7 @@ pub fn build(keypair: Keypair, mdns: bool) -> Result<Swarm<Behaviour>, BuildErro
                 ),
                 mdns: mdns.into(),
                 relay,
-                dcutr: dcutr::Behaviour::new(peer_id),
+                dcutr: super::punch::Punch::new(peer_id),
                 autonat: autonat::Behaviour::new(peer_id, autonat_config()),
                 kad: kademlia(peer_id),
                 gossipsub,

@@ -63,8 +63,10 @@ impl Guard {
             let b = swarm.behaviour_mut();
             if current {
                 b.limits.bypass_peer_id(&peer);
+                b.dcutr.allow(peer);
             } else {
                 b.limits.remove_peer_id(&peer);
+                b.dcutr.forbid(&peer);
                 b.gossipsub.remove_explicit_peer(&peer);
             }
         }

@@ -28,6 +28,7 @@ pub mod guard;
 pub mod handle;
 pub mod peers;
 pub mod port;
+pub mod punch;
 pub mod reach;
 mod team_events;
 

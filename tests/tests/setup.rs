@@ -1024,6 +1024,14 @@ fn an_invalid_settings_json_is_refused_and_left_untouched() {
 fn the_agents_default_folders_are_under_home_and_the_default_home_is_not_named() {
     let mut s = Sandbox::new();
     s.unset = vec!["CLAUDE_CONFIG_DIR", "CODEX_HOME", "AGENTMESH_HOME"];
+    // An explicit --home is named.
+    let other = s.dir.path().join("other-home");
+    let other = other.to_str().unwrap();
+    let dry_run = ["--home", other, "setup", "codex", "--dry-run"];
+    let j = s.json(&dry_run);
+    let diff = j["changed"][0]["diff"].as_str().unwrap().to_owned();
+    assert!(diff.contains(&format!("\"--home\", \"{other}\"")), "{diff}");
+
     s.ok(&["setup", "claude"]);
     s.ok(&["setup", "codex"]);
     let settings = s.home().join(".claude/settings.json");
@@ -1033,19 +1041,15 @@ fn the_agents_default_folders_are_under_home_and_the_default_home_is_not_named()
     let config = std::fs::read_to_string(s.home().join(".codex/config.toml")).unwrap();
     assert!(config.contains("args = [\"mcp\"]\n"), "{config}");
     assert!(s.home().join(".codex/hooks.json").exists());
-    // An explicit --home is named.
-    let other = s.dir.path().join("other-home");
-    let j = s.json(&[
-        "--home",
-        other.to_str().unwrap(),
-        "setup",
-        "codex",
-        "--dry-run",
-    ]);
-    let diff = j["changed"][0]["diff"].as_str().unwrap().to_owned();
+    // To the other home, the server the default home's setup wrote is
+    // another home's: left alone (its hooks would go in beside).
+    let j = s.json(&dry_run);
+    assert_eq!(j["changed"][0]["action"], "unchanged", "{j}");
+    assert!(notes(&j).contains("so agentmesh's was not added"), "{j}");
+    let hooks = j["changed"][1]["diff"].as_str().unwrap();
     assert!(
-        diff.contains(&format!("\"--home\", \"{}\"", other.display())),
-        "{diff}"
+        hooks.contains(&format!("--home '{other}' hook codex Stop")),
+        "{hooks}"
     );
 }
 

@@ -192,7 +192,7 @@ struct Foreign {
 }
 
 /// The most entries of others a report names per file; a file with more
-/// gets "and N more". A config file with hundreds of agentmesh hooks is a
+/// gets one line more saying how many. A config file with hundreds of agentmesh hooks is a
 /// mistake worth one line, not hundreds.
 const FOREIGN_NAMED_PER_FILE: usize = 10;
 

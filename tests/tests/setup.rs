@@ -111,14 +111,42 @@ impl Sandbox {
         serde_json::from_str(&self.ok(&args)).unwrap()
     }
 
-    /// A `claude` on the PATH that notes its arguments, one line a run.
+    /// Claude Code's own file of user-scope MCP servers.
+    fn claude_json(&self) -> PathBuf {
+        self.claude_dir().join(".claude.json")
+    }
+
+    /// A `claude` on the PATH that notes its arguments, one line a run,
+    /// and keeps `.claude.json` as Claude Code's `mcp add --scope user` and
+    /// `mcp remove --scope user` do (refusing a name that exists, and a
+    /// server that doesn't, with its messages).
     fn fake_claude(&self) {
         let script = self.bin_dir().join("claude");
+        let (log, dir, file) = (self.claude_log(), self.claude_dir(), self.claude_json());
         std::fs::write(
             &script,
             format!(
-                "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\n",
-                self.claude_log().display()
+                r#"#!/bin/sh
+printf '%s\n' "$*" >> '{log}'
+PATH=/usr/bin:/bin
+f='{file}'
+case "$1 $2" in
+"mcp add")
+  if [ -e "$f" ]; then echo "MCP server agentmesh already exists in user config" >&2; exit 1; fi
+  shift 6
+  cmd=$1; shift
+  args=
+  for a in "$@"; do args="$args${{args:+, }}\"$a\""; done
+  mkdir -p '{dir}'
+  printf '{{"mcpServers": {{"agentmesh": {{"type": "stdio", "command": "%s", "args": [%s], "env": {{}}}}}}}}\n' "$cmd" "$args" > "$f" ;;
+"mcp remove")
+  if [ ! -e "$f" ]; then echo "No MCP server found with name: agentmesh" >&2; exit 1; fi
+  rm "$f" ;;
+esac
+"#,
+                log = log.display(),
+                dir = dir.display(),
+                file = file.display(),
             ),
         )
         .unwrap();
@@ -133,12 +161,16 @@ impl Sandbox {
             .collect()
     }
 
-    /// Every file and folder under the sandbox, with the files' bytes.
+    /// Every file, folder and link under the sandbox, with the files' bytes
+    /// and where the links point.
     fn snapshot(&self) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
         fn walk(dir: &Path, out: &mut BTreeMap<PathBuf, Option<Vec<u8>>>) {
             for e in std::fs::read_dir(dir).unwrap() {
                 let p = e.unwrap().path();
-                if p.is_dir() {
+                if p.symlink_metadata().unwrap().is_symlink() {
+                    let to = std::fs::read_link(&p).unwrap();
+                    out.insert(p, Some(format!("-> {}", to.display()).into_bytes()));
+                } else if p.is_dir() {
                     out.insert(p.clone(), None);
                     walk(&p, out);
                 } else {
@@ -541,36 +573,332 @@ fn with_claude_on_the_path_setup_runs_claude_mcp_add_and_uninstall_runs_remove()
 }
 
 #[test]
-fn a_server_claude_already_lists_is_left_alone_or_brought_up_to_date() {
+fn a_changed_command_line_updates_setups_own_entries_where_they_are() {
+    // The default home first, then the same folder named with --home: the
+    // command line setup writes changes (it now names the home), as it does
+    // when the binary moves, and the records are the same ones.
+    let mut s = Sandbox::new();
+    s.fake_claude();
+    s.unset = vec!["AGENTMESH_HOME"];
+    s.ok(&["setup", "claude"]);
+    s.ok(&["setup", "codex"]);
+    // A Stop hook of the user's own, after agentmesh's.
+    let mut settings = read_json(&s.settings());
+    settings["hooks"]["Stop"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"hooks": [{"type": "command", "command": "notify-send done"}]}));
+    std::fs::write(
+        s.settings(),
+        serde_json::to_string_pretty(&settings).unwrap(),
+    )
+    .unwrap();
+
+    let home = s.home().join(".local/share/agentmesh");
+    let h = home.to_str().unwrap();
+    s.ok(&["--home", h, "setup", "claude"]);
+    s.ok(&["--home", h, "setup", "codex"]);
+    let ours =
+        |agent: &str, event: &str| format!("'{}' --home '{h}' hook {agent} {event}", agentmesh());
+    let after = read_json(&s.settings());
+    assert_eq!(
+        commands(&after, "Stop"),
+        [ours("claude", "Stop"), "notify-send done".to_owned()]
+    );
+    for event in EVENTS {
+        assert_eq!(commands(&after, event)[0], ours("claude", event));
+    }
+    let add = |args: &str| {
+        format!(
+            "mcp add --scope user agentmesh -- {} mcp{args}",
+            agentmesh()
+        )
+    };
+    assert_eq!(
+        s.claude_calls(),
+        [
+            add(""),
+            "mcp remove --scope user agentmesh".to_owned(),
+            add(&format!(" --home {h}")),
+        ]
+    );
+    let config = std::fs::read_to_string(s.codex_dir().join("config.toml")).unwrap();
+    assert_eq!(
+        config.matches("[mcp_servers.agentmesh]").count(),
+        1,
+        "{config}"
+    );
+    assert!(
+        config.contains(&format!("args = [\"mcp\", \"--home\", \"{h}\"]")),
+        "{config}"
+    );
+    let codex_hooks = read_json(&s.codex_dir().join("hooks.json"));
+    assert_eq!(commands(&codex_hooks, "Stop"), [ours("codex", "Stop")]);
+
+    s.ok(&["--home", h, "setup", "claude", "--uninstall"]);
+    assert_eq!(
+        commands(&read_json(&s.settings()), "Stop"),
+        ["notify-send done"]
+    );
+    assert!(!s.claude_json().exists(), "registration removed");
+    s.ok(&["--home", h, "setup", "codex", "--uninstall"]);
+    assert!(!s.codex_dir().exists());
+}
+
+/// A run's `--json` notes, one a line.
+fn notes(j: &Value) -> String {
+    j["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn agentmesh_hooks_setup_did_not_write_are_left_alone_and_named() {
+    // Stop hooks of the user's for two other homes, and a PreToolUse hook
+    // agentmesh never installs: all run a program named agentmesh.
+    let s = Sandbox::new();
+    let other = |home: &str| format!("'{}' --home '{home}' hook claude Stop", agentmesh());
+    let pre = format!("'{}' hook claude PreToolUse", agentmesh());
+    let theirs = json!({
+        "model": "opus",
+        "hooks": {
+            "Stop": [
+                {"hooks": [{"type": "command", "command": other("/homes/work")}]},
+                {"hooks": [{"type": "command", "command": other("/homes/play"), "timeout": 9}]}
+            ],
+            "PreToolUse": [
+                {"matcher": "Bash", "hooks": [{"type": "command", "command": pre}]}
+            ]
+        }
+    });
+    write(
+        &s.settings(),
+        &serde_json::to_string_pretty(&theirs).unwrap(),
+    );
+    let j = s.json(&["setup", "claude"]);
+    let after = read_json(&s.settings());
+    let ours = format!(
+        "'{}' --home '{}' hook claude Stop",
+        agentmesh(),
+        s.agentmesh_home().display()
+    );
+    assert_eq!(
+        commands(&after, "Stop"),
+        [other("/homes/work"), other("/homes/play"), ours]
+    );
+    for (event, i) in [("Stop", 0), ("Stop", 1), ("PreToolUse", 0)] {
+        assert_eq!(after["hooks"][event][i], theirs["hooks"][event][i]);
+    }
+    let n = notes(&j);
+    for c in [other("/homes/work"), other("/homes/play"), pre.clone()] {
+        assert!(n.contains(&c), "{c} not named in:\n{n}");
+    }
+    // Named in the text output too, on a run that changes nothing.
+    let out = s.ok(&["setup", "claude"]);
+    assert!(out.contains("already set up"), "{out}");
+    assert!(out.contains(&other("/homes/play")), "{out}");
+    assert!(out.contains(&pre), "{out}");
+
+    // An unrelated edit, then uninstall: only agentmesh's own go.
+    let mut edited = read_json(&s.settings());
+    edited["theme"] = json!("dark");
+    std::fs::write(s.settings(), serde_json::to_string_pretty(&edited).unwrap()).unwrap();
+    let j = s.json(&["setup", "claude", "--uninstall"]);
+    let mut expected = theirs.clone();
+    expected["theme"] = json!("dark");
+    assert_eq!(read_json(&s.settings()), expected);
+    let n = notes(&j);
+    for c in [other("/homes/work"), other("/homes/play"), pre] {
+        assert!(n.contains(&c), "{c} not named in:\n{n}");
+    }
+}
+
+#[test]
+fn an_agentmesh_server_setup_did_not_write_is_left_alone_and_named() {
+    let s = Sandbox::new();
+    // Codex: the user's own [mcp_servers.agentmesh], with a token.
+    let config = s.codex_dir().join("config.toml");
+    let hooks = s.codex_dir().join("hooks.json");
+    let theirs = format!(
+        "{CONFIG_TOML}\n[mcp_servers.agentmesh]\ncommand = \"/opt/mesh/agentmesh\"\nargs = [\"mcp\", \"--home\", \"/srv/mesh\"]\nenv = {{ AGENTMESH_TOKEN = \"s3cret\" }}\n"
+    );
+    write(&config, &theirs);
+    let j = s.json(&["setup", "codex"]);
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), theirs);
+    let n = notes(&j);
+    assert!(
+        n.contains(&format!("{}: the MCP server `agentmesh`", config.display())),
+        "{n}"
+    );
+    assert!(n.contains("/opt/mesh/agentmesh"), "{n}");
+    assert!(n.contains("so agentmesh's was not added"), "{n}");
+    assert!(commands(&read_json(&hooks), "Stop")[0].ends_with(" hook codex Stop"));
+    let out = s.ok(&["setup", "codex", "--uninstall"]);
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), theirs);
+    assert!(!hooks.exists());
+    assert!(out.contains("/opt/mesh/agentmesh"), "{out}");
+
+    // Claude Code without `claude` on the PATH: the project's .mcp.json.
+    let mcp = serde_json::to_string_pretty(&json!({"mcpServers": {"agentmesh": {
+        "command": "/opt/mesh/agentmesh", "args": ["mcp"], "env": {"AGENTMESH_TOKEN": "s3cret"}
+    }}}))
+    .unwrap();
+    write(&s.mcp_json(), &mcp);
+    let out = s.ok(&["setup", "claude"]);
+    assert_eq!(std::fs::read_to_string(s.mcp_json()).unwrap(), mcp);
+    assert!(out.contains("so agentmesh's was not added"), "{out}");
+    assert!(
+        s.settings().exists(),
+        "the hooks are installed all the same"
+    );
+    s.ok(&["setup", "claude", "--uninstall"]);
+    assert_eq!(std::fs::read_to_string(s.mcp_json()).unwrap(), mcp);
+    assert!(!s.settings().exists());
+
+    // Claude Code's own registration: the user's, and one that runs what
+    // setup's would (setup has no record of registering either).
+    s.fake_claude();
+    let home = s.agentmesh_home().display().to_string();
+    for command in ["/opt/mesh/agentmesh".to_owned(), agentmesh()] {
+        let registered = json!({"mcpServers": {"agentmesh": {
+            "type": "stdio", "command": command, "args": ["mcp", "--home", home],
+            "env": {"AGENTMESH_TOKEN": "s3cret"}
+        }}})
+        .to_string();
+        write(&s.claude_json(), &registered);
+        let j = s.json(&["setup", "claude"]);
+        assert!(s.claude_calls().is_empty(), "{:?}", s.claude_calls());
+        let n = notes(&j);
+        assert!(n.contains(&s.claude_json().display().to_string()), "{n}");
+        assert!(n.contains(&command), "{n}");
+        s.ok(&["setup", "claude", "--uninstall"]);
+        assert!(s.claude_calls().is_empty(), "{:?}", s.claude_calls());
+        assert_eq!(
+            std::fs::read_to_string(s.claude_json()).unwrap(),
+            registered
+        );
+    }
+}
+
+#[test]
+fn a_dangling_symlink_stays_a_link_and_one_into_a_missing_folder_is_refused() {
+    // Dotfiles kept in a repository, linked into place before the file
+    // exists: setup writes where the link points.
+    let s = Sandbox::new();
+    let dotfiles = s.dir.path().join("dotfiles");
+    std::fs::create_dir(&dotfiles).unwrap();
+    let real = dotfiles.join("settings.json");
+    std::fs::create_dir_all(s.claude_dir()).unwrap();
+    std::os::unix::fs::symlink(&real, s.settings()).unwrap();
+    s.ok(&["setup", "claude"]);
+    assert!(
+        s.settings().symlink_metadata().unwrap().is_symlink(),
+        "the link was replaced by a file"
+    );
+    assert_eq!(std::fs::read_link(s.settings()).unwrap(), real);
+    assert!(commands(&read_json(&real), "Stop")[0].contains(" hook claude Stop"));
+    s.ok(&["setup", "claude", "--uninstall"]);
+    assert!(s.settings().symlink_metadata().unwrap().is_symlink());
+    assert!(!real.exists(), "the file setup created is gone");
+    assert!(dotfiles.is_dir());
+
+    // A (relative) link into a folder that does not exist: refused.
+    let hooks = s.codex_dir().join("hooks.json");
+    std::fs::create_dir_all(s.codex_dir()).unwrap();
+    std::os::unix::fs::symlink("../../nowhere/hooks.json", &hooks).unwrap();
+    let before = s.snapshot();
+    let out = s.run(&["setup", "codex"]);
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains(&format!("{} is a symbolic link to", hooks.display())),
+        "{e}"
+    );
+    assert!(e.contains("Nothing was changed"), "{e}");
+    assert_eq!(s.snapshot(), before);
+}
+
+#[test]
+fn a_read_only_file_is_refused_and_nothing_changes_anywhere() {
     let s = Sandbox::new();
     s.fake_claude();
-    // Claude Code's own file, as `claude mcp add` leaves it.
-    let claude_json = s.claude_dir().join(".claude.json");
-    let home = s.agentmesh_home().display().to_string();
-    let server = |command: &str| {
-        json!({"mcpServers": {"agentmesh": {
-            "type": "stdio", "command": command, "args": ["mcp", "--home", home], "env": {}
-        }}})
-        .to_string()
-    };
-    write(&claude_json, &server(&agentmesh()));
-    s.ok(&["setup", "claude"]);
-    assert!(s.claude_calls().is_empty(), "{:?}", s.claude_calls());
-    assert_eq!(
-        std::fs::read_to_string(&claude_json).unwrap(),
-        server(&agentmesh()),
-        "agentmesh never writes Claude Code's own file"
-    );
-    // An old path: removed, then added again.
-    write(&claude_json, &server("/old/place/agentmesh"));
-    s.ok(&["setup", "claude"]);
-    let calls = s.claude_calls();
-    assert_eq!(calls.len(), 2, "{calls:?}");
-    assert_eq!(calls[0], "mcp remove --scope user agentmesh");
+    write(&s.settings(), SETTINGS);
+    std::fs::set_permissions(s.settings(), std::fs::Permissions::from_mode(0o444)).unwrap();
+    let before = s.snapshot();
+    let out = s.run(&["setup", "claude"]);
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
     assert!(
-        calls[1].starts_with("mcp add --scope user agentmesh -- "),
-        "{calls:?}"
+        e.contains(&format!("{} is read-only", s.settings().display())),
+        "{e}"
     );
+    assert!(e.contains("Nothing was changed"), "{e}");
+    assert!(s.claude_calls().is_empty(), "{:?}", s.claude_calls());
+    assert_eq!(s.snapshot(), before);
+    let out = s.run(&["setup", "claude", "--json"]);
+    let e = String::from_utf8_lossy(&out.stderr);
+    let last: Value = serde_json::from_str(e.lines().last().unwrap()).unwrap();
+    assert_eq!(last["code"], "agent_config_not_writable", "{e}");
+    assert_eq!(s.snapshot(), before);
+
+    // Made read-only after setup: uninstall refuses, and leaves the other
+    // file too.
+    s.ok(&["setup", "codex"]);
+    let hooks = s.codex_dir().join("hooks.json");
+    std::fs::set_permissions(&hooks, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let before = s.snapshot();
+    let out = s.run(&["setup", "codex", "--uninstall"]);
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains(&format!("{} is read-only", hooks.display())),
+        "{e}"
+    );
+    assert_eq!(s.snapshot(), before);
+}
+
+#[test]
+fn a_json_file_with_a_key_twice_is_refused_naming_the_file_line_and_key() {
+    let s = Sandbox::new();
+    // A reader keeps one "hooks" (serde_json the last): rewriting the file
+    // would lose the other.
+    let text =
+        "{\n  \"hooks\": {\n    \"Stop\": []\n  },\n  \"model\": \"opus\",\n  \"hooks\": {}\n}\n";
+    write(&s.settings(), text);
+    let before = s.snapshot();
+    let out = s.run(&["setup", "claude"]);
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains(&format!(
+            "{} has the key \"hooks\" twice in one object (line 6)",
+            s.settings().display()
+        )),
+        "{e}"
+    );
+    assert!(e.contains("Nothing was changed"), "{e}");
+    assert_eq!(s.snapshot(), before);
+
+    // Deeper down, in another file: the same.
+    std::fs::remove_file(s.settings()).unwrap();
+    let mcp = "{\"mcpServers\": {\"db\": {\n  \"command\": \"a\",\n  \"command\": \"b\"}}}\n";
+    write(&s.mcp_json(), mcp);
+    let before = s.snapshot();
+    let out = s.run(&["setup", "claude"]);
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains(&format!(
+            "{} has the key \"command\" twice in one object (line 3)",
+            s.mcp_json().display()
+        )),
+        "{e}"
+    );
+    assert_eq!(s.snapshot(), before);
 }
 
 #[test]
@@ -696,6 +1024,14 @@ fn an_invalid_settings_json_is_refused_and_left_untouched() {
 fn the_agents_default_folders_are_under_home_and_the_default_home_is_not_named() {
     let mut s = Sandbox::new();
     s.unset = vec!["CLAUDE_CONFIG_DIR", "CODEX_HOME", "AGENTMESH_HOME"];
+    // An explicit --home is named.
+    let other = s.dir.path().join("other-home");
+    let other = other.to_str().unwrap();
+    let dry_run = ["--home", other, "setup", "codex", "--dry-run"];
+    let j = s.json(&dry_run);
+    let diff = j["changed"][0]["diff"].as_str().unwrap().to_owned();
+    assert!(diff.contains(&format!("\"--home\", \"{other}\"")), "{diff}");
+
     s.ok(&["setup", "claude"]);
     s.ok(&["setup", "codex"]);
     let settings = s.home().join(".claude/settings.json");
@@ -705,19 +1041,15 @@ fn the_agents_default_folders_are_under_home_and_the_default_home_is_not_named()
     let config = std::fs::read_to_string(s.home().join(".codex/config.toml")).unwrap();
     assert!(config.contains("args = [\"mcp\"]\n"), "{config}");
     assert!(s.home().join(".codex/hooks.json").exists());
-    // An explicit --home is named.
-    let other = s.dir.path().join("other-home");
-    let j = s.json(&[
-        "--home",
-        other.to_str().unwrap(),
-        "setup",
-        "codex",
-        "--dry-run",
-    ]);
-    let diff = j["changed"][0]["diff"].as_str().unwrap().to_owned();
+    // To the other home, the server the default home's setup wrote is
+    // another home's: left alone (its hooks would go in beside).
+    let j = s.json(&dry_run);
+    assert_eq!(j["changed"][0]["action"], "unchanged", "{j}");
+    assert!(notes(&j).contains("so agentmesh's was not added"), "{j}");
+    let hooks = j["changed"][1]["diff"].as_str().unwrap();
     assert!(
-        diff.contains(&format!("\"--home\", \"{}\"", other.display())),
-        "{diff}"
+        hooks.contains(&format!("--home '{other}' hook codex Stop")),
+        "{hooks}"
     );
 }
 

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::files::{self, Records};
-use super::{Agent, Kind, SERVER_NAME, Scope, Target, env_dir, home_dir};
+use super::{Agent, Foreign, Kind, SERVER_NAME, Scope, Target, env_dir, home_dir};
 use crate::term;
 
 /// The environment variable that moves Claude Code's user directory (and
@@ -134,26 +134,58 @@ fn registered() -> anyhow::Result<Option<Vec<String>>> {
     Ok(text.and_then(|t| super::json::server_command(&String::from_utf8_lossy(&t))))
 }
 
-/// The commands that register `server` (its command line), none if Claude
-/// Code has it registered already.
-pub(super) fn register(server: &[String]) -> anyhow::Result<Vec<CliCommand>> {
+/// A registration setup did not make, named in the report.
+fn foreign(current: &[String]) -> Foreign {
+    let line = current.iter().skip(1).map(String::as_str).collect();
+    let command = current.first().map(String::as_str).unwrap_or_default();
+    Foreign::new(super::json::describe_server(
+        SERVER_NAME,
+        Some((command, line)),
+    ))
+}
+
+/// The commands that register `server` (its command line): none if Claude
+/// Code has it registered already, `remove` then `add` if setup's own
+/// registration (recorded, with the command line Claude Code still lists)
+/// has another command line. A registration setup did not make is left
+/// alone, and returned to be named.
+pub(super) fn register(
+    server: &[String],
+    records: &Records,
+) -> anyhow::Result<(Vec<CliCommand>, Vec<Foreign>)> {
+    let ours = records.mcp(&user_config_file()?)?;
     Ok(match registered()? {
-        Some(current) if current == server => vec![],
-        // Another command line (agentmesh moved, or another home): `add`
-        // refuses a name that exists, so it goes first.
-        Some(_) => vec![remove(), add(server)],
-        None => vec![add(server)],
+        None => (vec![add(server)], vec![]),
+        Some(current) if ours.is_some_and(|r| r.command == current) => {
+            if current == server {
+                (vec![], vec![])
+            } else {
+                // `add` refuses a name that exists, so `remove` goes first.
+                (vec![remove(), add(server)], vec![])
+            }
+        }
+        Some(current) => {
+            let mut f = foreign(&current);
+            f.same_as_ours = current == server;
+            f.in_the_way = !f.same_as_ours;
+            (vec![], vec![f])
+        }
     })
 }
 
-/// The commands that unregister the server, if agentmesh registered it or
-/// Claude Code lists it.
-pub(super) fn unregister(records: &Records) -> anyhow::Result<Vec<CliCommand>> {
-    let ours = records.mcp(&user_config_file()?)?.is_some();
-    Ok(if ours || registered()?.is_some() {
-        vec![remove()]
-    } else {
-        vec![]
+/// What uninstalling does to the registration: `remove` if Claude Code
+/// lists setup's own (recorded, with the same command line); a
+/// registration setup did not make is left alone and returned to be named.
+/// The last part says whether setup's record is to be forgotten without a
+/// command (Claude Code no longer lists it, or lists another).
+pub(super) fn unregister(
+    records: &Records,
+) -> anyhow::Result<(Vec<CliCommand>, Vec<Foreign>, bool)> {
+    let ours = records.mcp(&user_config_file()?)?;
+    Ok(match (registered()?, ours) {
+        (Some(current), Some(r)) if r.command == current => (vec![remove()], vec![], false),
+        (Some(current), ours) => (vec![], vec![foreign(&current)], ours.is_some()),
+        (None, ours) => (vec![], vec![], ours.is_some()),
     })
 }
 

@@ -10,7 +10,11 @@ use std::path::{Path, PathBuf};
 
 use toml_edit::{Array, DocumentMut, Item, Table, value};
 
-use super::{Agent, Kind, Scope, Server, Target, env_dir, home_dir};
+use super::json::{describe_server, recorded_server, server_entry};
+use super::{
+    Agent, Edited, Entry, Foreign, Kind, SERVER_NAME, Scope, Server, Target, env_dir, home_dir,
+    is_agentmesh,
+};
 use crate::term;
 
 /// The environment variable that moves Codex's user directory.
@@ -87,15 +91,80 @@ fn not_a_table(path: &Path, key: &str) -> anyhow::Error {
     )
 }
 
-/// Puts `[mcp_servers.agentmesh]` in, or brings its `command` and `args` up
-/// to date (its other keys, such as `env`, stay).
+/// The command line of a server table (`command = …`, `args = [ … ]`), if
+/// it has that shape.
+fn server_line(item: &Item) -> Option<(&str, Vec<&str>)> {
+    let t = item.as_table_like()?;
+    let command = t.get("command")?.as_str()?;
+    let args = match t.get("args") {
+        None => vec![],
+        Some(a) => a
+            .as_array()?
+            .iter()
+            .map(|v| v.as_str())
+            .collect::<Option<_>>()?,
+    };
+    Some((command, args))
+}
+
+/// Whether a server table runs exactly `command args`.
+fn runs(item: &Item, command: &str, args: &[String]) -> bool {
+    server_line(item).is_some_and(|(c, a)| c == command && a == args)
+}
+
+/// The servers in `mcp_servers` that are someone else's: `agentmesh`
+/// unless `ours` says it is setup's, and any other that runs a program
+/// named agentmesh. `server` is setup's (`None` when uninstalling).
+fn foreign_servers(doc: &DocumentMut, ours: bool, server: Option<&Server>) -> Vec<Foreign> {
+    let Some(servers) = doc.get("mcp_servers").and_then(Item::as_table_like) else {
+        return vec![];
+    };
+    servers
+        .iter()
+        .filter_map(|(name, item)| {
+            let line = server_line(item);
+            let named = name == SERVER_NAME;
+            let runs_us = line.as_ref().is_some_and(|(c, _)| is_agentmesh(c));
+            if (named && ours) || !(named || runs_us) {
+                return None;
+            }
+            let mut f = Foreign::new(describe_server(name, line));
+            if let Some(server) = server
+                && named
+            {
+                f.same_as_ours = runs(item, &server.command, &server.args);
+                f.in_the_way = !f.same_as_ours;
+            }
+            Some(f)
+        })
+        .collect()
+}
+
+/// Puts `[mcp_servers.agentmesh]` in, or brings setup's own (recorded, and
+/// still running the recorded command line) up to date: its other keys,
+/// such as `env`, stay. An `agentmesh` table setup did not write is left
+/// as it is.
 pub(super) fn install_server(
     path: &Path,
     text: Option<&str>,
     server: &Server,
-) -> anyhow::Result<String> {
+    recorded: &[Entry],
+) -> anyhow::Result<Edited> {
     let original = text.unwrap_or_default();
     let mut doc = parse(path, original)?;
+    let existing = doc.get("mcp_servers").and_then(|s| s.get(SERVER_NAME));
+    let ours = match existing {
+        None => true,
+        Some(item) => recorded_server(recorded).is_some_and(|(c, a)| runs(item, c, a)),
+    };
+    let foreign = foreign_servers(&doc, ours, Some(server));
+    if !ours {
+        return Ok(Edited {
+            text: original.to_owned(),
+            entries: vec![],
+            foreign,
+        });
+    }
     // `mcp_servers = { … }` on one line: a comment can't go inside.
     let inline = doc.get("mcp_servers").is_some_and(Item::is_inline_table);
     let servers = doc
@@ -109,7 +178,7 @@ pub(super) fn install_server(
         .ok_or_else(|| not_a_table(path, "mcp_servers"))?;
     let mut changed = false;
     let args = Array::from_iter(server.args.iter().map(String::as_str));
-    match servers.get_mut(super::SERVER_NAME) {
+    match servers.get_mut(SERVER_NAME) {
         None => {
             let mut t = Table::new();
             if !inline {
@@ -121,7 +190,7 @@ pub(super) fn install_server(
             }
             t.insert("command", value(server.command.as_str()));
             t.insert("args", value(args));
-            servers.insert(super::SERVER_NAME, Item::Table(t));
+            servers.insert(SERVER_NAME, Item::Table(t));
             changed = true;
         }
         Some(entry) => {
@@ -146,21 +215,37 @@ pub(super) fn install_server(
             }
         }
     }
-    if !changed {
-        return Ok(original.to_owned());
-    }
-    Ok(doc.to_string())
+    Ok(Edited {
+        text: if changed {
+            doc.to_string()
+        } else {
+            original.to_owned()
+        },
+        entries: vec![server_entry(server)],
+        foreign,
+    })
 }
 
-/// Takes `[mcp_servers.agentmesh]` out, and `mcp_servers` if it held
+/// Takes `[mcp_servers.agentmesh]` out if it is setup's (recorded, and
+/// still running the recorded command line), and `mcp_servers` if it held
 /// nothing else and was only a heading.
-pub(super) fn remove_server(path: &Path, text: &str) -> anyhow::Result<String> {
+pub(super) fn remove_server(path: &Path, text: &str, recorded: &[Entry]) -> anyhow::Result<Edited> {
     let mut doc = parse(path, text)?;
-    let Some(servers) = doc.get_mut("mcp_servers").and_then(Item::as_table_like_mut) else {
-        return Ok(text.to_owned());
+    let unchanged = |doc: &DocumentMut| Edited {
+        text: text.to_owned(),
+        entries: vec![],
+        foreign: foreign_servers(doc, false, None),
     };
-    if servers.remove(super::SERVER_NAME).is_none() {
-        return Ok(text.to_owned());
+    let mine = doc
+        .get("mcp_servers")
+        .and_then(|s| s.get(SERVER_NAME))
+        .zip(recorded_server(recorded))
+        .is_some_and(|(item, (c, a))| runs(item, c, a));
+    if !mine {
+        return Ok(unchanged(&doc));
+    }
+    if let Some(servers) = doc.get_mut("mcp_servers").and_then(Item::as_table_like_mut) {
+        servers.remove(SERVER_NAME);
     }
     let implicit_and_empty = doc
         .get("mcp_servers")
@@ -169,15 +254,10 @@ pub(super) fn remove_server(path: &Path, text: &str) -> anyhow::Result<String> {
     if implicit_and_empty {
         doc.remove("mcp_servers");
     }
-    Ok(doc.to_string())
-}
-
-/// Whether the file has `[mcp_servers.agentmesh]`.
-pub(super) fn has_server(path: &Path, text: &str) -> bool {
-    parse(path, text).is_ok_and(|d| {
-        d.get("mcp_servers")
-            .and_then(|s| s.get(super::SERVER_NAME))
-            .is_some()
+    Ok(Edited {
+        text: doc.to_string(),
+        entries: vec![],
+        foreign: foreign_servers(&doc, false, None),
     })
 }
 
@@ -209,55 +289,90 @@ command = "alpha"
     #[test]
     fn the_table_goes_in_with_everything_else_kept_and_comes_out_to_the_byte() {
         let p = Path::new("config.toml");
-        let out = install_server(p, Some(CONFIG), &server()).unwrap();
-        assert!(out.starts_with(CONFIG.trim_end()), "{out}");
+        let out = install_server(p, Some(CONFIG), &server(), &[]).unwrap();
+        assert!(out.text.starts_with(CONFIG.trim_end()), "{}", out.text);
         assert!(
-            out.contains(
+            out.text.contains(
                 "[mcp_servers.agentmesh]\ncommand = \"/b/agentmesh\"\nargs = [\"mcp\", \"--home\", \"/h\"]\n"
             ),
-            "{out}"
+            "{}",
+            out.text
         );
-        assert_eq!(install_server(p, Some(&out), &server()).unwrap(), out);
-        assert_eq!(remove_server(p, &out).unwrap(), CONFIG);
+        let again = install_server(p, Some(&out.text), &server(), &out.entries).unwrap();
+        assert_eq!(again.text, out.text);
+        assert_eq!(
+            remove_server(p, &out.text, &out.entries).unwrap().text,
+            CONFIG
+        );
     }
 
     #[test]
     fn a_new_file_gets_only_the_table_and_loses_it_whole() {
         let p = Path::new("config.toml");
-        let out = install_server(p, None, &server()).unwrap();
-        assert!(out.starts_with(TABLE_COMMENT), "{out}");
-        assert!(!out.contains("[mcp_servers]\n"), "{out}");
-        assert_eq!(remove_server(p, &out).unwrap().trim(), "");
+        let out = install_server(p, None, &server(), &[]).unwrap();
+        assert!(out.text.starts_with(TABLE_COMMENT), "{}", out.text);
+        assert!(!out.text.contains("[mcp_servers]\n"), "{}", out.text);
+        assert_eq!(
+            remove_server(p, &out.text, &out.entries)
+                .unwrap()
+                .text
+                .trim(),
+            ""
+        );
     }
 
     #[test]
-    fn an_old_command_is_updated_in_place_and_its_env_kept() {
+    fn setups_own_table_is_updated_in_place_and_its_env_kept() {
         let p = Path::new("config.toml");
+        let old = Server {
+            command: "/old/agentmesh".into(),
+            args: vec!["mcp".into()],
+        };
         let text = "[mcp_servers.agentmesh]\ncommand = \"/old/agentmesh\"\nargs = [\"mcp\"]\nenv = { A = \"1\" }\n";
-        let out = install_server(p, Some(text), &server()).unwrap();
-        assert!(out.contains("command = \"/b/agentmesh\""), "{out}");
-        assert!(out.contains("env = { A = \"1\" }"), "{out}");
+        let recorded = [server_entry(&old)];
+        let out = install_server(p, Some(text), &server(), &recorded).unwrap();
+        assert!(
+            out.text.contains("command = \"/b/agentmesh\""),
+            "{}",
+            out.text
+        );
+        assert!(out.text.contains("env = { A = \"1\" }"), "{}", out.text);
+        // Not recorded: someone else's, left to the byte.
+        let theirs = install_server(p, Some(text), &server(), &[]).unwrap();
+        assert_eq!(theirs.text, text);
+        assert!(theirs.foreign[0].in_the_way);
+        assert!(theirs.foreign[0].what.contains("/old/agentmesh mcp"));
+        assert_eq!(remove_server(p, text, &[]).unwrap().text, text);
     }
 
     #[test]
     fn servers_in_an_inline_table_get_ours_inline() {
         let p = Path::new("config.toml");
         let text = "model = \"o3\"\nmcp_servers = { db = { command = \"db\" } }\n";
-        let out = install_server(p, Some(text), &server()).unwrap();
-        let doc: DocumentMut = out.parse().unwrap();
+        let out = install_server(p, Some(text), &server(), &[]).unwrap();
+        let doc: DocumentMut = out.text.parse().unwrap();
         assert_eq!(
             doc["mcp_servers"]["agentmesh"]["command"].as_str(),
             Some("/b/agentmesh"),
-            "{out}"
+            "{}",
+            out.text
         );
         assert_eq!(doc["mcp_servers"]["db"]["command"].as_str(), Some("db"));
-        assert_eq!(remove_server(p, &out).unwrap(), text);
+        assert_eq!(
+            remove_server(p, &out.text, &out.entries).unwrap().text,
+            text
+        );
     }
 
     #[test]
     fn bad_toml_is_refused_with_its_line() {
-        let e =
-            install_server(Path::new("/c.toml"), Some("a = 1\nb = = 2\n"), &server()).unwrap_err();
+        let e = install_server(
+            Path::new("/c.toml"),
+            Some("a = 1\nb = = 2\n"),
+            &server(),
+            &[],
+        )
+        .unwrap_err();
         let m = format!("{e:#}");
         assert!(m.contains("/c.toml is not valid TOML (line 2)"), "{m}");
     }

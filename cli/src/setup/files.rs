@@ -10,10 +10,13 @@
 //! ```
 //!
 //! A file record keeps the file's bytes from before agentmesh first edited
-//! it (config files can hold other servers' tokens, hence 0600) and the
-//! hash of what agentmesh last wrote. Uninstall restores the bytes only
-//! while the file still hashes to that: otherwise someone else has edited
-//! it since, and only agentmesh's own entries are taken out.
+//! it (config files can hold other servers' tokens, hence 0600), the hash
+//! of what agentmesh last wrote, and the entries it wrote ([`Entry`]).
+//! Uninstall restores the bytes only while the file still hashes to that:
+//! otherwise someone else has edited it since, and only the recorded
+//! entries are taken out. An `mcp-` record keeps the command line of the
+//! `claude mcp add` setup ran, which is how setup knows that registration
+//! is its own.
 
 use std::fs;
 use std::io::{self, Write};
@@ -25,11 +28,18 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::Kind;
+use super::{Entry, Kind};
+use crate::term;
 
 /// The records' format; a record of another version is ignored as
-/// unreadable rather than misread.
-const RECORD_VERSION: u32 = 1;
+/// unreadable rather than misread. 2: file records list the entries setup
+/// wrote (version 1 did not, and setup took any entry running agentmesh
+/// for its own).
+const RECORD_VERSION: u32 = 2;
+
+/// How many symbolic links in a row setup follows to find the file to
+/// edit: Linux's own limit (MAXSYMLINKS), past which it reports a loop.
+const MAX_LINKS: usize = 40;
 
 /// What agentmesh knows about one file it edited.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -56,6 +66,8 @@ pub(super) struct FileRecord {
     /// `codex:project:/dir`): a file two setups share is restored when the
     /// last one is removed.
     pub owners: Vec<String>,
+    /// The entries setup wrote in it: the only ones a later run touches.
+    pub entries: Vec<Entry>,
 }
 
 impl FileRecord {
@@ -71,6 +83,7 @@ impl FileRecord {
             byte_exact: true,
             created_dirs: vec![],
             owners: vec![owner.to_owned()],
+            entries: vec![],
         }
     }
 
@@ -260,10 +273,125 @@ fn remove_if_exists(path: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// The path edits go to: a symbolic link (dotfiles kept elsewhere) is
-/// followed, so the link stays a link.
-pub(super) fn resolve(path: &Path) -> PathBuf {
-    fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
+/// The path edits go to. A symbolic link (dotfiles kept elsewhere) is
+/// followed, so the link stays a link: to its file, or, if that does not
+/// exist yet, to where the link points, provided that folder exists
+/// (setup does not create folders where a link points; it refuses).
+pub(super) fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
+    let mut p = path.to_owned();
+    let mut linked = false;
+    for _ in 0..=MAX_LINKS {
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to =
+                    fs::read_link(&p).with_context(|| format!("cannot read {}", p.display()))?;
+                p = p.parent().map_or_else(|| to.clone(), |d| d.join(&to));
+                linked = true;
+            }
+            Ok(_) => {
+                return fs::canonicalize(&p)
+                    .with_context(|| format!("cannot resolve {}", p.display()));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return if linked {
+                    link_to_nothing(path, &p)
+                } else {
+                    refuse_dangling_folder(path)?;
+                    Ok(p)
+                };
+            }
+            Err(e) => return Err(e).context(format!("cannot read {}", p.display())),
+        }
+    }
+    Err(term::cli_error(
+        "bad_agent_config",
+        format!(
+            "{} is a chain of more than {MAX_LINKS} symbolic links (a loop?); fix the links, then run this again. Nothing was changed",
+            path.display()
+        ),
+    ))
+}
+
+/// Where a link to a file that does not exist has setup write: the file it
+/// names, in a folder that must exist.
+fn link_to_nothing(link: &Path, target: &Path) -> anyhow::Result<PathBuf> {
+    let folder = target.parent().unwrap_or(Path::new("/"));
+    match (fs::canonicalize(folder), target.file_name()) {
+        (Ok(dir), Some(name)) if dir.is_dir() => Ok(dir.join(name)),
+        _ => Err(term::cli_error(
+            "bad_agent_config",
+            format!(
+                "{} is a symbolic link to {}, in a folder that does not exist; create {} (or remove the link), then run this again. Nothing was changed",
+                link.display(),
+                target.display(),
+                folder.display()
+            ),
+        )),
+    }
+}
+
+/// Refuses a new file under a folder that is a symbolic link to nothing
+/// (setup would have to create the folder in the link's place).
+fn refuse_dangling_folder(path: &Path) -> anyhow::Result<()> {
+    for dir in path.ancestors().skip(1) {
+        if dir.exists() {
+            return Ok(());
+        }
+        if fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            let to = fs::read_link(dir).unwrap_or_default();
+            return Err(term::cli_error(
+                "bad_agent_config",
+                format!(
+                    "{} is a symbolic link to {}, which does not exist; create it (or remove the link), then run this again. Nothing was changed",
+                    dir.display(),
+                    to.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a file setup is about to change (or remove) but may not, before
+/// anything is changed: one that is read-only (no write permission for
+/// anyone, as `chmod a-w` leaves it, which is how a person says "don't
+/// touch": even root, whom the system would let write, is refused), one
+/// this user may not write, or one in a folder this user may not write
+/// (files are written beside themselves and renamed into place).
+pub(super) fn check_writable(path: &Path, verb: &str) -> anyhow::Result<()> {
+    use rustix::fs::{Access, access};
+    let refuse = |what: String| {
+        term::cli_error(
+            "agent_config_not_writable",
+            format!(
+                "{what}, so agentmesh setup can't {verb} it; make it writable, then run this again (or make the change yourself: `--dry-run` shows it). Nothing was changed"
+            ),
+        )
+    };
+    match fs::metadata(path) {
+        Ok(m) if m.permissions().readonly() => {
+            return Err(refuse(format!("{} is read-only", path.display())));
+        }
+        Ok(_) => {
+            if let Err(e) = access(path, Access::WRITE_OK) {
+                return Err(refuse(format!("{} is not writable ({e})", path.display())));
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).context(format!("cannot read {}", path.display())),
+    }
+    // The folder the file is written in, or the nearest one that exists
+    // (setup creates the rest).
+    if let Some(dir) = path.ancestors().skip(1).find(|d| d.exists())
+        && let Err(e) = access(dir, Access::WRITE_OK | Access::EXEC_OK)
+    {
+        return Err(refuse(format!(
+            "{} is in {}, which is not writable ({e})",
+            path.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
 }
 
 /// A file's bytes, `None` if it does not exist.

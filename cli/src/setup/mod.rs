@@ -14,7 +14,15 @@
 //! ```
 //!
 //! Everything is planned before anything is written: a file that can't
-//! be read or parsed stops the command with nothing changed.
+//! be read, parsed or written stops the command with nothing changed.
+//!
+//! setup touches only the entries it wrote: each file's record lists them
+//! ([`Entry`]: a hook's agent, event, place and exact command; a server's
+//! name and exact command line). An entry that runs a program named
+//! `agentmesh` (or holds the server name `agentmesh`) but is not in the
+//! record is someone else's: the user's own, or another agentmesh home's.
+//! It is left as it is, byte for byte, and named in the report
+//! ([`Foreign`]).
 
 mod claude;
 mod codex;
@@ -137,6 +145,99 @@ enum Kind {
     CodexConfig,
 }
 
+/// One entry setup wrote into a file, as the file's record keeps it: what
+/// later runs (setup again, `--uninstall`) look for, and the only thing
+/// they touch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "entry", rename_all = "snake_case")]
+enum Entry {
+    /// A hook handler, in a group of its own in the event's list.
+    Hook {
+        /// The agent it is for (`hook claude …`, `hook codex …`).
+        agent: Agent,
+        /// The event (`Stop`).
+        event: String,
+        /// Its group's place in the event's list when setup last wrote
+        /// it: where it is looked for first (the user may add groups
+        /// around it).
+        group: usize,
+        /// The exact command: what tells it apart from another hook of
+        /// the same program.
+        command: String,
+    },
+    /// An MCP server: `mcpServers.NAME` in JSON, `[mcp_servers.NAME]` in
+    /// TOML. Setup's as long as it runs exactly this command line.
+    Server {
+        /// Its name (`agentmesh`).
+        name: String,
+        /// The program.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+}
+
+/// An entry that has agentmesh's name or runs a program named `agentmesh`,
+/// but that setup did not write: left as it is, and named in the report.
+#[derive(Debug, Clone)]
+struct Foreign {
+    /// What it is, for a person: ``the Stop hook `'/bin/agentmesh' …` ``.
+    what: String,
+    /// It is exactly what setup would have written, so setup added none
+    /// beside it.
+    same_as_ours: bool,
+    /// It holds the name setup's own entry needs (the server `agentmesh`),
+    /// so setup's was not added.
+    in_the_way: bool,
+}
+
+/// The most entries of others a report names per file; a file with more
+/// gets one line more saying how many. A config file with hundreds of agentmesh hooks is a
+/// mistake worth one line, not hundreds.
+const FOREIGN_NAMED_PER_FILE: usize = 10;
+
+/// The most characters of someone else's command a report shows. A hook
+/// command can be a whole script; its start is enough to recognise it.
+const FOREIGN_COMMAND_SHOWN: usize = 200;
+
+impl Foreign {
+    fn new(what: String) -> Foreign {
+        Foreign {
+            what,
+            same_as_ours: false,
+            in_the_way: false,
+        }
+    }
+}
+
+/// A command line of someone else's, fit for a report: control and
+/// invisible characters shown as `?`, and at most
+/// [`FOREIGN_COMMAND_SHOWN`] characters.
+fn shown(command: &str) -> String {
+    let mut s: String = term::clean(command)
+        .chars()
+        .take(FOREIGN_COMMAND_SHOWN)
+        .collect();
+    if command.chars().count() > FOREIGN_COMMAND_SHOWN {
+        s.push('…');
+    }
+    s
+}
+
+/// Whether `program` (a path, or a bare name) is named `agentmesh`.
+fn is_agentmesh(program: &str) -> bool {
+    Path::new(program).file_name().and_then(|n| n.to_str()) == Some("agentmesh")
+}
+
+/// What editing a file comes to: its new text, setup's entries in it, and
+/// the entries of others it left alone.
+#[derive(Debug)]
+struct Edited {
+    text: String,
+    entries: Vec<Entry>,
+    foreign: Vec<Foreign>,
+}
+
 /// One file a setup manages.
 #[derive(Debug, Clone)]
 struct Target {
@@ -207,28 +308,36 @@ impl Ours {
 }
 
 impl Kind {
-    fn install(self, path: &Path, text: Option<&str>, ours: &Ours) -> anyhow::Result<String> {
+    /// Puts setup's entries in (those of `recorded` still there brought up
+    /// to date where they are, the others added), leaving everything else.
+    fn install(
+        self,
+        path: &Path,
+        text: Option<&str>,
+        ours: &Ours,
+        recorded: &[Entry],
+    ) -> anyhow::Result<Edited> {
         match self {
-            Kind::Hooks(agent) => json::install_hooks(path, text, agent, &ours.hooks),
-            Kind::McpJson => json::install_server(path, text, &ours.server),
-            Kind::CodexConfig => codex::install_server(path, text, &ours.server),
+            Kind::Hooks(agent) => json::install_hooks(path, text, agent, &ours.hooks, recorded),
+            Kind::McpJson => json::install_server(path, text, &ours.server, recorded),
+            Kind::CodexConfig => codex::install_server(path, text, &ours.server, recorded),
         }
     }
 
-    fn remove(self, path: &Path, text: &str) -> anyhow::Result<String> {
+    /// Takes the entries of `recorded` that are still there out.
+    fn remove(self, path: &Path, text: &str, recorded: &[Entry]) -> anyhow::Result<Edited> {
         match self {
-            Kind::Hooks(agent) => json::remove_hooks(path, text, agent),
-            Kind::McpJson => json::remove_server(path, text),
-            Kind::CodexConfig => codex::remove_server(path, text),
+            Kind::Hooks(agent) => json::remove_hooks(path, text, agent, recorded),
+            Kind::McpJson => json::remove_server(path, text, recorded),
+            Kind::CodexConfig => codex::remove_server(path, text, recorded),
         }
     }
 
-    fn has_ours(self, path: &Path, text: &str) -> bool {
-        match self {
-            Kind::Hooks(agent) => json::has_hooks(path, text, agent),
-            Kind::McpJson => json::has_server(path, text),
-            Kind::CodexConfig => codex::has_server(path, text),
-        }
+    /// Whether any entry of `recorded` is still in the file.
+    fn has_ours(self, path: &Path, text: &str, recorded: &[Entry]) -> bool {
+        // Taking them out changes the text exactly when one is there.
+        self.remove(path, text, recorded)
+            .is_ok_and(|e| e.text != text)
     }
 
     /// Whether nothing is left in it.
@@ -271,11 +380,23 @@ pub fn run(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let setup = Setup::new(home, req.agent, Scope::of(req.scope)?, agent_home)?;
-    let plan = if req.uninstall {
+    let mut plan = if req.uninstall {
         setup.plan_uninstall()?
     } else {
         setup.plan_install()?
     };
+    // A file setup may not write stops the run before anything (a `claude
+    // mcp` command included) is done; a dry run says what would stop it.
+    let unwritable = plan.unwritable();
+    if req.dry_run {
+        plan.notes.extend(
+            unwritable
+                .iter()
+                .map(|e| format!("a real run stops here: {e}")),
+        );
+    } else if let Some(e) = unwritable.into_iter().next() {
+        return Err(e);
+    }
     if !req.dry_run {
         setup.apply(&plan)?;
         if !req.uninstall {
@@ -306,10 +427,10 @@ pub fn run(
                 line
             })
             .collect(),
-        notes: plan.notes.clone(),
+        notes: [plan.notes.as_slice(), plan.foreign.as_slice()].concat(),
     };
     if plan.is_empty() {
-        report.notes.push(nothing_to_do(&report));
+        report.notes.push(nothing_to_do(&report, plan.blocked));
     }
     if json {
         term::json(&report)?;
@@ -319,11 +440,16 @@ pub fn run(
     Ok(ExitCode::SUCCESS)
 }
 
-/// What a run with nothing to do says.
-fn nothing_to_do(r: &Report) -> String {
+/// What a run with nothing to do says. `blocked`: someone else's server
+/// holds the name setup's needs (a note says which).
+fn nothing_to_do(r: &Report, blocked: bool) -> String {
     let (title, scope) = (r.agent.title(), r.scope);
     if r.uninstall {
         format!("agentmesh is not set up for {title} ({scope} scope): nothing to remove")
+    } else if blocked {
+        format!(
+            "{title} has agentmesh's hooks ({scope} scope), and an MCP server named agentmesh that setup did not write (see above): nothing changed"
+        )
     } else {
         format!("{title} is already set up for agentmesh ({scope} scope): nothing changed")
     }
@@ -566,11 +692,7 @@ mod tests {
             "'/usr/bin/agentmesh'{}",
             &stop.command[stop.command.find(" --home").unwrap()..]
         );
-        assert!(
-            json::is_our_hook(&as_installed, Agent::Codex),
-            "{as_installed}"
-        );
-        assert!(!json::is_our_hook(&as_installed, Agent::Claude));
+        assert!(json::runs_agentmesh(&as_installed), "{as_installed}");
         assert_eq!(ours.server.args, ["mcp", "--home", "/h o"]);
         assert!(ours.hooks.iter().all(|h| h.matcher.is_none()));
         let claude = Ours::new(Agent::Claude, None).unwrap();

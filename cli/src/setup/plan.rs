@@ -10,7 +10,9 @@ use agentmesh_node::home::Home;
 use serde::Serialize;
 
 use super::files::{self, FileRecord, Records};
-use super::{Agent, Ours, Scope, Target, claude, codex, utf8, which};
+use super::{
+    Agent, FOREIGN_NAMED_PER_FILE, Foreign, Ours, Scope, Target, claude, codex, utf8, which,
+};
 
 /// What happens to a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,11 +75,71 @@ pub(super) struct Plan {
     pub(super) files: Vec<FileChange>,
     pub(super) commands: Vec<claude::CliCommand>,
     pub(super) notes: Vec<String>,
+    /// What is left alone: entries of others' running agentmesh, named.
+    pub(super) foreign: Vec<String>,
+    /// Someone else's entry holds the name setup's server needs, so
+    /// setup's was not added.
+    pub(super) blocked: bool,
+    /// Setup's record of a `claude mcp add` goes, with no command to run
+    /// (Claude Code no longer lists that registration).
+    pub(super) forget_mcp: bool,
 }
 
 impl Plan {
     pub(super) fn is_empty(&self) -> bool {
         self.commands.is_empty() && self.files.iter().all(|f| f.action == Action::Unchanged)
+    }
+
+    /// Names the entries of others' in `path` that are left alone. `how`
+    /// says how a person takes one out (for one in setup's way).
+    fn name(&mut self, path: &Path, foreign: &[Foreign], uninstall: bool, how: &str, agent: Agent) {
+        for f in foreign.iter().take(FOREIGN_NAMED_PER_FILE) {
+            let mut note = format!(
+                "{}: {} was left as it is: agentmesh setup did not write it (it is your own, or another agentmesh home's)",
+                path.display(),
+                f.what
+            );
+            if uninstall {
+                note.push_str("; remove it by hand if it should go too");
+            } else if f.same_as_ours {
+                note.push_str(
+                    "; it runs what setup's would, so none was added beside it, and `--uninstall` leaves it too",
+                );
+            } else if f.in_the_way {
+                let agent = agent.name();
+                note.push_str(&format!(
+                    "; it has the name agentmesh's server needs, so agentmesh's was not added. Keep it if it is yours; to have setup's instead, take it out (if another agentmesh home's setup wrote it, `agentmesh --home THAT_HOME setup {agent} --uninstall`; else {how}) and run setup again"
+                ));
+            }
+            self.foreign.push(note);
+        }
+        if foreign.len() > FOREIGN_NAMED_PER_FILE {
+            self.foreign.push(format!(
+                "{}: {} more entries that run agentmesh and that agentmesh setup did not write were left as they are",
+                path.display(),
+                foreign.len() - FOREIGN_NAMED_PER_FILE
+            ));
+        }
+        // Someone else's server in setup's way is reported even when the
+        // hooks went in around it.
+        if !uninstall && foreign.iter().any(|f| f.in_the_way) {
+            self.blocked = true;
+        }
+    }
+
+    /// Every file this plan changes that setup may not write, as errors.
+    pub(super) fn unwritable(&self) -> Vec<anyhow::Error> {
+        self.files
+            .iter()
+            .filter_map(|f| {
+                let verb = match f.action {
+                    Action::Unchanged => return None,
+                    Action::Removed => "remove",
+                    _ => "change",
+                };
+                files::check_writable(&f.path, verb).err()
+            })
+            .collect()
     }
 }
 
@@ -125,10 +187,26 @@ impl Setup {
     pub(super) fn plan_install(&self) -> anyhow::Result<Plan> {
         let mut plan = Plan::default();
         if self.registers() {
-            plan.commands = claude::register(&self.ours.server_line())?;
+            let (commands, foreign) = claude::register(&self.ours.server_line(), &self.records)?;
+            plan.commands = commands;
+            plan.name(
+                &claude::user_config_file()?,
+                &foreign,
+                false,
+                "with `claude mcp remove --scope user agentmesh`",
+                self.agent,
+            );
         }
         for t in self.targets()? {
-            plan.files.push(self.install_file(&t)?);
+            let (change, foreign) = self.install_file(&t)?;
+            plan.name(
+                &change.path,
+                &foreign,
+                false,
+                "by hand from that file",
+                self.agent,
+            );
+            plan.files.push(change);
         }
         if !plan.is_empty() {
             plan.notes = match self.agent {
@@ -139,34 +217,39 @@ impl Setup {
         Ok(plan)
     }
 
-    fn install_file(&self, t: &Target) -> anyhow::Result<FileChange> {
-        let path = files::resolve(&t.path);
+    fn install_file(&self, t: &Target) -> anyhow::Result<(FileChange, Vec<Foreign>)> {
+        let path = files::resolve(&t.path)?;
         let before = files::read(&path)?;
         let text = utf8(&path, before.as_deref())?;
-        let after = t.kind.install(&path, text, &self.ours)?;
+        let record = self.records.file(&path)?;
+        let recorded = record.as_ref().map(|r| r.entries.as_slice());
+        let edited = t
+            .kind
+            .install(&path, text, &self.ours, recorded.unwrap_or_default())?;
+        let after = edited.text;
         let changed = text != Some(after.as_str());
-        let record = match self.records.file(&path)? {
+        let record = match record {
             None if !changed => RecordUpdate::Keep,
-            None => RecordUpdate::Save(Box::new(FileRecord::new(
-                &path,
-                t.kind,
-                before.as_deref(),
-                &self.owner,
-            ))),
+            None => {
+                let mut r = FileRecord::new(&path, t.kind, before.as_deref(), &self.owner);
+                r.entries = edited.entries;
+                RecordUpdate::Save(Box::new(r))
+            }
             Some(mut r) => {
-                let mut save = changed;
+                let mut save = changed || r.entries != edited.entries;
                 if !r.wrote(before.as_deref()) && changed {
-                    if text.is_some_and(|tx| t.kind.has_ours(&path, tx)) {
-                        // Edited by someone since, with agentmesh's entries
+                    if text.is_some_and(|tx| t.kind.has_ours(&path, tx, &r.entries)) {
+                        // Edited by someone since, with setup's entries
                         // still in: putting the old bytes back would lose
                         // those edits.
                         r.byte_exact = false;
                     } else {
-                        // Nothing of agentmesh's is left: the file as it is
+                        // Nothing of setup's is left: the file as it is
                         // now is the one to give back.
                         r = FileRecord::new(&path, t.kind, before.as_deref(), &self.owner);
                     }
                 }
+                r.entries = edited.entries;
                 if !r.owners.contains(&self.owner) {
                     r.owners.push(self.owner.clone());
                     save = true;
@@ -183,75 +266,65 @@ impl Setup {
             (true, None) => Action::Created,
             (true, Some(_)) => Action::Merged,
         };
-        Ok(FileChange {
+        let change = FileChange {
             path,
             action,
             after: changed.then(|| after.into_bytes()),
             before,
             record,
-        })
+        };
+        Ok((change, edited.foreign))
     }
 
     pub(super) fn plan_uninstall(&self) -> anyhow::Result<Plan> {
         let mut plan = Plan::default();
         if self.agent == Agent::Claude && matches!(self.scope, Scope::User) {
-            let commands = claude::unregister(&self.records)?;
+            let (commands, foreign, forget) = claude::unregister(&self.records)?;
             if self.claude.is_some() {
                 plan.commands = commands;
             } else if !commands.is_empty() {
                 plan.notes.push(
-                    "Claude Code lists the agentmesh MCP server in its user config, but `claude` is not on the PATH to remove it: run `claude mcp remove --scope user agentmesh`".into(),
+                    "Claude Code lists agentmesh's MCP server in its user config, but `claude` is not on the PATH to remove it: run `claude mcp remove --scope user agentmesh`".into(),
                 );
             }
+            plan.forget_mcp = forget;
+            plan.name(&claude::user_config_file()?, &foreign, true, "", self.agent);
         }
         let mut seen = BTreeSet::new();
         for r in self.records.files_of(&self.owner)? {
             seen.insert(r.path.clone());
-            plan.files
-                .push(self.uninstall_recorded(r, &mut plan.notes)?);
+            self.uninstall_recorded(r, &mut plan)?;
         }
-        // Files of this scope agentmesh has no record of (set up from
-        // another home, or by hand): only its entries come out. A user
-        // setup's fallback .mcp.json is a project file, left alone.
+        // Files of this scope setup has no record of (set up from another
+        // home, or by hand): nothing in them is setup's, so nothing is
+        // taken out; what runs agentmesh there is named. A user setup's
+        // fallback .mcp.json is a project file, left alone.
         let targets = match self.agent {
             Agent::Claude => claude::targets(&self.scope, true)?,
             Agent::Codex => codex::targets(&self.scope)?,
         };
         for t in targets {
-            let path = files::resolve(&t.path);
+            // A file setup can't read or parse is not touched either.
+            let Ok(path) = files::resolve(&t.path) else {
+                continue;
+            };
             if seen.contains(&path) || self.records.file(&path)?.is_some() {
                 continue;
             }
-            let Some(before) = files::read(&path)? else {
+            let Ok(Some(before)) = files::read(&path) else {
                 continue;
             };
-            let Some(text) = utf8(&path, Some(&before))? else {
+            let Ok(Some(text)) = utf8(&path, Some(&before)) else {
                 continue;
             };
-            if !t.kind.has_ours(&path, text) {
-                continue;
+            if let Ok(edited) = t.kind.remove(&path, text, &[]) {
+                plan.name(&path, &edited.foreign, true, "", self.agent);
             }
-            let after = t.kind.remove(&path, text)?;
-            plan.notes.push(format!(
-                "agentmesh has no record of {} from before it was set up (set up with another agentmesh home?), so only agentmesh's entries were taken out of it",
-                path.display()
-            ));
-            plan.files.push(FileChange {
-                path,
-                action: Action::Unmerged,
-                before: Some(before),
-                after: Some(after.into_bytes()),
-                record: RecordUpdate::Keep,
-            });
         }
         Ok(plan)
     }
 
-    fn uninstall_recorded(
-        &self,
-        mut r: FileRecord,
-        notes: &mut Vec<String>,
-    ) -> anyhow::Result<FileChange> {
+    fn uninstall_recorded(&self, mut r: FileRecord, plan: &mut Plan) -> anyhow::Result<()> {
         let path = r.path.clone();
         let before = files::read(&path)?;
         let change = |action, after: Option<Vec<u8>>, record| FileChange {
@@ -263,19 +336,30 @@ impl Setup {
         };
         if r.owners.len() > 1 {
             r.owners.retain(|o| *o != self.owner);
-            notes.push(format!(
+            plan.notes.push(format!(
                 "{} is kept as it is: agentmesh's entries there are still used by `{}`",
                 path.display(),
                 r.owners.join("`, `")
             ));
-            return Ok(change(
+            plan.files.push(change(
                 Action::Unchanged,
                 None,
                 RecordUpdate::Save(Box::new(r)),
             ));
+            return Ok(());
         }
+        let Some(bytes) = &before else {
+            plan.notes
+                .push(format!("{} was already gone", path.display()));
+            plan.files
+                .push(change(Action::Unchanged, None, RecordUpdate::Forget));
+            return Ok(());
+        };
+        let text = utf8(&path, Some(bytes))?.unwrap_or_default();
+        let edited = r.kind.remove(&path, text, &r.entries)?;
+        plan.name(&path, &edited.foreign, true, "", self.agent);
         if r.byte_exact && r.wrote(before.as_deref()) {
-            return Ok(if r.existed {
+            plan.files.push(if r.existed {
                 change(
                     Action::Restored,
                     Some(r.original_bytes()?),
@@ -284,29 +368,29 @@ impl Setup {
             } else {
                 change(Action::Removed, None, RecordUpdate::Forget)
             });
+            return Ok(());
         }
-        let Some(bytes) = &before else {
-            notes.push(format!("{} was already gone", path.display()));
-            return Ok(change(Action::Unchanged, None, RecordUpdate::Forget));
-        };
-        let text = utf8(&path, Some(bytes))?.unwrap_or_default();
-        let after = r.kind.remove(&path, text)?;
+        let after = edited.text;
         if after == text {
-            return Ok(change(Action::Unchanged, None, RecordUpdate::Forget));
+            plan.files
+                .push(change(Action::Unchanged, None, RecordUpdate::Forget));
+            return Ok(());
         }
-        notes.push(format!(
+        plan.notes.push(format!(
             "{} was changed since agentmesh wrote it, so it could not be restored byte for byte: only agentmesh's entries were taken out",
             path.display()
         ));
-        Ok(if !r.existed && r.kind.is_empty(&path, &after) {
-            change(Action::Removed, None, RecordUpdate::Forget)
-        } else {
-            change(
-                Action::Unmerged,
-                Some(after.into_bytes()),
-                RecordUpdate::Forget,
-            )
-        })
+        plan.files
+            .push(if !r.existed && r.kind.is_empty(&path, &after) {
+                change(Action::Removed, None, RecordUpdate::Forget)
+            } else {
+                change(
+                    Action::Unmerged,
+                    Some(after.into_bytes()),
+                    RecordUpdate::Forget,
+                )
+            });
+        Ok(())
     }
 
     /// Carries a plan out: the agent's own commands first (the likeliest
@@ -316,6 +400,9 @@ impl Setup {
             for c in &plan.commands {
                 claude::run(program, c, &self.records)?;
             }
+        }
+        if plan.forget_mcp {
+            self.records.forget_mcp(&claude::user_config_file()?)?;
         }
         // Folders agentmesh created, removed once all the files are (two
         // files can share one).

@@ -110,9 +110,10 @@ fn up_daemon(home: &Home, net: &NetArgs, verbose: u8, json: bool) -> anyhow::Res
         if json {
             term::json(&serde_json::json!({ "started": false, "status": s }))?;
         } else {
-            println!(
+            crate::say!(
                 "agentmesh is already running (pid {}, peer {}).",
-                s.pid, s.peer_id
+                s.pid,
+                s.peer_id
             );
         }
         return Ok(ExitCode::SUCCESS);
@@ -128,7 +129,7 @@ fn up_daemon(home: &Home, net: &NetArgs, verbose: u8, json: bool) -> anyhow::Res
             "status": status,
         }))?;
     } else {
-        println!(
+        crate::say!(
             "agentmesh started (pid {}); its log is {}",
             status.pid,
             home.log_file().display()
@@ -252,7 +253,7 @@ pub fn down(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         term::json(&serde_json::json!({ "stopped": true, "pid": pid }))?;
     } else {
-        println!("agentmesh stopped (pid {pid}).");
+        crate::say!("agentmesh stopped (pid {pid}).");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -319,7 +320,7 @@ pub fn init(home: &Home, name: &str, json: bool) -> anyhow::Result<ExitCode> {
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    crate::say!(
         "{} {name} (peer {}).",
         if created {
             "Created this machine's identity:"
@@ -329,7 +330,7 @@ pub fn init(home: &Home, name: &str, json: bool) -> anyhow::Result<ExitCode> {
         id.peer_id()
     );
     if not_running {
-        println!("Next: start it with `agentmesh up`.");
+        crate::say!("Next: start it with `agentmesh up`.");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -14,45 +14,45 @@ use crate::term;
 
 /// Prints a status for people.
 pub fn print_status(s: &Status) {
-    println!("machine    {}", s.name);
-    println!("peer id    {}", s.peer_id);
+    crate::say!("machine    {}", s.name);
+    crate::say!("peer id    {}", s.peer_id);
     let me = term::login_name();
     match (&s.team, s.team_standing.as_deref()) {
-        (Some(t), Some("member")) => println!("team       {} ({})", t.name, &t.team_id[..12]),
+        (Some(t), Some("member")) => crate::say!("team       {} ({})", t.name, &t.team_id[..12]),
         (Some(t), standing) => {
-            println!(
+            crate::say!(
                 "team       {} ({}): this machine is no longer a member ({})",
                 t.name,
                 &t.team_id[..12],
                 standing.unwrap_or("not listed")
             );
-            println!("           create a team:  agentmesh team create NAME --owner {me}");
-            println!("           or join one:    agentmesh join TICKET");
+            crate::say!("           create a team:  agentmesh team create NAME --owner {me}");
+            crate::say!("           or join one:    agentmesh join TICKET");
         }
         (None, _) => {
-            println!("team       none yet");
-            println!("           create one:  agentmesh team create NAME --owner {me}");
-            println!(
+            crate::say!("team       none yet");
+            crate::say!("           create one:  agentmesh team create NAME --owner {me}");
+            crate::say!(
                 "           or join one: agentmesh join TICKET (as {}, owner {me})",
                 s.name
             );
         }
     }
     if s.listen_addrs.is_empty() {
-        println!("listening  (not yet)");
+        crate::say!("listening  (not yet)");
     }
     for (i, a) in s.listen_addrs.iter().enumerate() {
-        println!("{}{a}", if i == 0 { "listening  " } else { "           " });
+        crate::say!("{}{a}", if i == 0 { "listening  " } else { "           " });
     }
     for (i, a) in s.external_addrs.iter().enumerate() {
-        println!("{}{a}", if i == 0 { "external   " } else { "           " });
+        crate::say!("{}{a}", if i == 0 { "external   " } else { "           " });
     }
     let why = match s.reachability.as_str() {
         "public" => " (AutoNAT: others dialled back in)",
         "private" => " (AutoNAT: behind NAT or a firewall; reached through relays)",
         _ => " (AutoNAT has not decided yet)",
     };
-    println!("reachable  {}{why}", s.reachability);
+    crate::say!("reachable  {}{why}", s.reachability);
     for r in &s.reservations {
         let how = match (&r.error, r.state.as_str()) {
             (_, "reserved") => "reserved".to_owned(),
@@ -60,29 +60,29 @@ pub fn print_status(s: &Status) {
             (None, state) => state.to_owned(),
         };
         let from = if r.adopted { " (from the ticket)" } else { "" };
-        println!("relay      {}{from}: {how}", r.relay);
+        crate::say!("relay      {}{from}: {how}", r.relay);
     }
     for (i, a) in s.circuit_addrs.iter().enumerate() {
-        println!("{}{a}", if i == 0 { "via relay  " } else { "           " });
+        crate::say!("{}{a}", if i == 0 { "via relay  " } else { "           " });
     }
-    println!("peers      {} connected", s.connected_peers);
+    crate::say!("peers      {} connected", s.connected_peers);
     if s.paused {
-        println!("inbound    PAUSED: mail is held until `agentmesh resume`");
+        crate::say!("inbound    PAUSED: mail is held until `agentmesh resume`");
     }
     if s.held > 0 {
-        println!(
+        crate::say!(
             "held       {} message(s) wait for approval: `agentmesh held`",
             s.held
         );
     }
     if s.outbox_waiting > 0 {
-        println!(
+        crate::say!(
             "outbox     {} message(s) on their way: `agentmesh outbox`",
             s.outbox_waiting
         );
     }
     if s.test_build {
-        println!(
+        crate::say!(
             "build      TEST BUILD: its clock can be moved through the local API; do not use it as your daemon"
         );
     }
@@ -101,7 +101,7 @@ pub fn status(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         term::json(&s)?;
     } else {
-        println!("agentmesh {} is running (pid {})", s.version, s.pid);
+        crate::say!("agentmesh {} is running (pid {})", s.version, s.pid);
         print_status(&s);
     }
     Ok(ExitCode::SUCCESS)
@@ -119,7 +119,7 @@ pub fn peers(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if rows.is_empty() {
-        println!("No peers known yet.");
+        crate::say!("No peers known yet.");
         return Ok(ExitCode::SUCCESS);
     }
     let table: Vec<Vec<String>> = rows
@@ -207,7 +207,7 @@ pub fn config_show(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         term::json(&serde_json::json!({ "source": source, "config": config }))?;
     } else {
-        println!("# {source}");
+        crate::say!("# {source}");
         print!("{toml}");
     }
     Ok(ExitCode::SUCCESS)
@@ -472,9 +472,9 @@ pub fn doctor(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
                 "warn" => "warn",
                 _ => "FAIL",
             };
-            println!("{mark} {}", c.what);
+            crate::say!("{mark} {}", c.what);
             if let Some(fix) = &c.fix {
-                println!("     -> {fix}");
+                crate::say!("     -> {fix}");
             }
         }
     }

@@ -86,7 +86,7 @@ pub fn send(
     if json {
         term::json(&value)?;
     } else {
-        println!("{}", value["id"].as_str().unwrap_or_default());
+        crate::say!("{}", value["id"].as_str().unwrap_or_default());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -112,7 +112,7 @@ pub fn print_message(m: &MessageView) {
         Some(owner) => format!("{} [{}]", m.from, term::clean(owner)),
         None => m.from.clone(),
     };
-    println!(
+    crate::say!(
         "{} {} {} from {from} ({who}) to {to}{}{}",
         m.received_at,
         m.kind,
@@ -124,11 +124,11 @@ pub fn print_message(m: &MessageView) {
             .unwrap_or_default(),
     );
     if let Some(r) = &m.in_reply_to {
-        println!("  in reply to {r}");
+        crate::say!("  in reply to {r}");
     }
     for line in m.text.lines() {
         // Control characters from the mesh never reach the terminal raw.
-        println!("  | {}", term::clean(line));
+        crate::say!("  | {}", term::clean(line));
     }
 }
 
@@ -176,11 +176,11 @@ pub fn inbox(
             })
             .map_or(0, |s: Status| s.held);
         if held > 0 {
-            println!(
+            crate::say!(
                 "No messages. {held} message(s) wait for approval: see them with `agentmesh held`."
             );
         } else {
-            println!("No messages.");
+            crate::say!("No messages.");
         }
     } else {
         for m in &messages {
@@ -199,7 +199,7 @@ pub fn read(home: &Home, id: &str, json: bool) -> anyhow::Result<ExitCode> {
 pub fn outbox(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     simple::<Vec<OutboxView>>(home, Op::Outbox, json, |rows| {
         if rows.is_empty() {
-            println!("Nothing sent yet.");
+            crate::say!("Nothing sent yet.");
             return;
         }
         let table: Vec<Vec<String>> = rows
@@ -242,13 +242,13 @@ pub fn outbox(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
 pub fn held(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     simple::<Vec<MessageView>>(home, Op::Held, json, |rows| {
         if rows.is_empty() {
-            println!("No mail is held.");
+            crate::say!("No mail is held.");
         }
         for m in rows {
             print_message(m);
         }
         if !rows.is_empty() {
-            println!("Approve with `agentmesh approve ID`, or drop with `agentmesh reject ID`.");
+            crate::say!("Approve with `agentmesh approve ID`, or drop with `agentmesh reject ID`.");
         }
     })
 }
@@ -257,10 +257,10 @@ pub fn held(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
 pub fn mailboxes(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     simple::<Vec<serde_json::Value>>(home, Op::Mailboxes, json, |rows| {
         if rows.is_empty() {
-            println!("No mailboxes. Opt a folder in with `agentmesh allow FOLDER`.");
+            crate::say!("No mailboxes. Opt a folder in with `agentmesh allow FOLDER`.");
         }
         for b in rows {
-            println!(
+            crate::say!(
                 "{:<20} {:<8} {}",
                 term::clean(b["mailbox"].as_str().unwrap_or_default()),
                 if b["allowed"].as_bool() == Some(true) {
@@ -291,7 +291,7 @@ pub fn decide(
         }
     };
     simple::<serde_json::Value>(home, op, json, |v| {
-        println!(
+        crate::say!(
             "{} {}.",
             if approve { "Approved" } else { "Rejected" },
             v["id"].as_str().unwrap_or(id)
@@ -308,7 +308,7 @@ pub fn trust(home: &Home, machine: &str, json: bool) -> anyhow::Result<ExitCode>
         },
         json,
         |_| {
-            println!("Mail from {machine} is no longer held.");
+            crate::say!("Mail from {machine} is no longer held.");
         },
     )
 }
@@ -353,9 +353,9 @@ pub fn allow(
     let mailbox = v["mailbox"].as_str().unwrap_or_default();
     let path = v["path"].as_str().unwrap_or_default();
     if allowed {
-        println!("{path} receives mail as mailbox {mailbox} (address: {mailbox}@{machine}).");
+        crate::say!("{path} receives mail as mailbox {mailbox} (address: {mailbox}@{machine}).");
     } else {
-        println!("{path} (mailbox {mailbox}) no longer receives mail.");
+        crate::say!("{path} (mailbox {mailbox}) no longer receives mail.");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -365,15 +365,15 @@ pub fn pause(home: &Home, paused: bool, json: bool) -> anyhow::Result<ExitCode> 
     let op = if paused { Op::Pause } else { Op::Resume };
     simple::<serde_json::Value>(home, op, json, |v| {
         if paused {
-            println!("Inbound mail is paused: it is held until `agentmesh resume`.");
+            crate::say!("Inbound mail is paused: it is held until `agentmesh resume`.");
         } else {
-            println!(
+            crate::say!(
                 "Inbound mail is delivered again ({} held message(s) released).",
                 v["released"].as_u64().unwrap_or(0)
             );
             let still = v["still_held"].as_u64().unwrap_or(0);
             if still > 0 {
-                println!(
+                crate::say!(
                     "{still} still wait for approval (another person's untrusted machine, or a denied folder): `agentmesh held`."
                 );
             }
@@ -410,7 +410,7 @@ pub fn audit(home: &Home, since: Option<&str>, json: bool) -> anyhow::Result<Exi
             if !r.detail.is_empty() {
                 parts.push(format!("- {}", term::clean(&r.detail)));
             }
-            println!("{}", parts.join("  "));
+            crate::say!("{}", parts.join("  "));
         }
     })
 }
@@ -423,7 +423,7 @@ fn watch_say(json: bool, value: serde_json::Value, text: &str) {
     if json {
         println!("{value}");
     } else {
-        println!("{text}");
+        crate::say!("{text}");
     }
 }
 
@@ -518,13 +518,13 @@ pub fn watch(
                                 _ if json => {}
                                 Event::Message { message } => print_message(&message),
                                 Event::Held { message } => {
-                                    println!("HELD for approval ({}):", message.held.clone().unwrap_or_default());
+                                    crate::say!("HELD for approval ({}):", message.held.clone().unwrap_or_default());
                                     print_message(&message);
-                                    println!("  -> type `approve {}` or `reject {}`", message.id, message.id);
+                                    crate::say!("  -> type `approve {}` or `reject {}`", message.id, message.id);
                                 }
-                                Event::Resolved { id, outcome } => println!("{id}: {outcome}"),
+                                Event::Resolved { id, outcome } => crate::say!("{id}: {outcome}"),
                                 Event::Lagged { missed, after_seq } => {
-                                    println!("(fell behind by {missed} events; catching up)");
+                                    crate::say!("(fell behind by {missed} events; catching up)");
                                     after = Some(after.unwrap_or(0).max(after_seq));
                                     break false;
                                 }
@@ -559,16 +559,16 @@ pub fn watch(
                             }),
                             (None, _) => None,
                             _ => {
-                                println!("type `approve ID` or `reject ID [REASON]`");
+                                crate::say!("type `approve ID` or `reject ID [REASON]`");
                                 None
                             }
                         };
                         if let Some(op) = op {
                             match commands.call::<serde_json::Value>(op).await {
                                 Ok(v) if json => println!("{v}"),
-                                Ok(v) => println!("{}: {}", v["id"].as_str().unwrap_or_default(), v["outcome"].as_str().unwrap_or_default()),
+                                Ok(v) => crate::say!("{}: {}", v["id"].as_str().unwrap_or_default(), v["outcome"].as_str().unwrap_or_default()),
                                 Err(e) if json => println!("{}", serde_json::json!({ "event": "error", "code": e.code(), "message": e.to_string() })),
-                                Err(e) => println!("{e}"),
+                                Err(e) => crate::say!("{e}"),
                             }
                         }
                     }

@@ -22,8 +22,8 @@ fn now() -> Timestamp {
 }
 
 fn print_team(t: &TeamView) {
-    println!("team {} (id {})", t.name, t.team_id);
-    println!(
+    crate::say!("team {} (id {})", t.name, t.team_id);
+    crate::say!(
         "founder {} ({})",
         t.founder_name,
         term::short_peer(&t.founder)
@@ -70,8 +70,8 @@ pub fn create(
     if json {
         term::json(&t)?;
     } else {
-        println!("Founded team {} with this machine as its admin.", t.name);
-        println!("Invite a machine with `agentmesh invite`.");
+        crate::say!("Founded team {} with this machine as its admin.", t.name);
+        crate::say!("Invite a machine with `agentmesh invite`.");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -111,7 +111,7 @@ pub fn leave(home: &Home, yes: bool, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         term::json(&v)?;
     } else {
-        println!("This machine left its team; members stop accepting it as they learn of it.");
+        crate::say!("This machine left its team; members stop accepting it as they learn of it.");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -135,7 +135,7 @@ pub fn invite(home: &Home, ttl: Option<&str>, json: bool) -> anyhow::Result<Exit
     if json {
         term::json(&invite)?;
     } else {
-        println!("{}", invite.ticket);
+        crate::say!("{}", invite.ticket);
         eprintln!(
             "\nSingle use, valid until {} ({}). On the new machine run:\n  agentmesh join TICKET\n(it joins under its configured name; `--name NAME` picks another), then run `agentmesh admit` here and type the code it shows.",
             invite.expires_at,
@@ -161,7 +161,7 @@ pub fn join(
         if json {
             eprintln!("{text}");
         } else {
-            println!("{text}");
+            crate::say!("{text}");
         }
     };
     rt.block_on(async {
@@ -241,7 +241,7 @@ pub fn join(
             term::json(&serde_json::json!({ "joined": done.team, "name": name, "owner": owner }))?;
         } else {
             let team = done.team.map(|t| t.name).unwrap_or_default();
-            println!("Joined team {team} as {name}.");
+            crate::say!("Joined team {team} as {name}.");
         }
         anyhow::Ok(ExitCode::SUCCESS)
     })
@@ -301,7 +301,7 @@ pub fn admit(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
         if json {
             eprintln!("{text}");
         } else {
-            println!("{text}");
+            crate::say!("{text}");
         }
     };
     rt.block_on(async {
@@ -336,7 +336,7 @@ pub fn admit(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
                 if json {
                     term::json(&serde_json::json!({ "rejected": r.name, "peer_id": r.peer_id }))?;
                 } else {
-                    println!("Refused the request from {}.", r.name);
+                    crate::say!("Refused the request from {}.", r.name);
                 }
                 return Ok(ExitCode::FAILURE);
             }
@@ -371,7 +371,7 @@ pub fn admit(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
                 if json {
                     term::json(&serde_json::json!({ "admitted": r.name, "owner": r.owner, "peer_id": r.peer_id }))?;
                 } else {
-                    println!("{} is now a member of the team.", r.name);
+                    crate::say!("{} is now a member of the team.", r.name);
                 }
                 Ok(ExitCode::SUCCESS)
             }
@@ -422,7 +422,7 @@ pub fn revoke(home: &Home, name: &str, yes: bool, json: bool) -> anyhow::Result<
     if json {
         term::json(&v)?;
     } else {
-        println!(
+        crate::say!(
             "Revoked {name} ({}). Members refuse it as the revocation reaches them.",
             v.get("revoked")
                 .and_then(|p| p.as_str())
@@ -442,9 +442,11 @@ pub fn connect(home: &Home, addr: &str, json: bool) -> anyhow::Result<ExitCode> 
     if json {
         term::json(&c)?;
     } else {
-        println!(
+        crate::say!(
             "Connected to {} ({}); {} new team blocks.",
-            c.peer_id, c.membership, c.new_blocks
+            c.peer_id,
+            c.membership,
+            c.new_blocks
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -90,7 +90,8 @@ pub fn fail(e: &anyhow::Error, json: bool) -> ExitCode {
         let line = serde_json::json!({ "code": error_code(e), "message": format!("{e:#}") });
         eprintln!("{line}");
     } else {
-        eprintln!("error: {e:#}");
+        // Errors can quote what a peer said (a refusal's reason).
+        eprintln!("error: {}", clean_lines(&format!("{e:#}")));
     }
     ExitCode::FAILURE
 }
@@ -216,8 +217,14 @@ pub fn short_peer(peer: &str) -> String {
     }
 }
 
-/// Prints rows as a table with a header, columns padded to fit.
+/// Prints rows as a table with a header, columns padded to fit; every
+/// cell [`clean`]ed (cells hold names and addresses peers gave).
 pub fn table(header: &[&str], rows: &[Vec<String>]) {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| clean(c)).collect())
+        .collect();
+    let rows = &rows;
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -264,6 +271,24 @@ pub fn clean(text: &str) -> String {
         .collect()
 }
 
+/// [`clean`], keeping line breaks: for whole lines of output whose
+/// remote parts are one line each (names, addresses, owners).
+pub fn clean_lines(text: &str) -> String {
+    text.split('\n').map(clean).collect::<Vec<_>>().join("\n")
+}
+
+/// `println!` for text output: the line is [`clean_lines`]d, so no string
+/// from the mesh printed in it (an address, a name, a reason) can act on
+/// the terminal. JSON output is printed as it is: serde_json escapes
+/// control characters.
+#[macro_export]
+macro_rules! say {
+    () => { println!() };
+    ($($arg:tt)*) => {
+        println!("{}", $crate::term::clean_lines(&format!($($arg)*)))
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,5 +302,9 @@ mod tests {
         assert_eq!(clean("zero\u{200B}width\u{FEFF}"), "zero?width?");
         assert_eq!(clean("fn main() {\n\tgo();\n}"), "fn main() {?\tgo();?}");
         assert_eq!(clean("naïve café ✓"), "naïve café ✓");
+        assert_eq!(
+            clean_lines("peer /dns4/a\x1b]52;c;aGk=\x07b/tcp/1\nnext"),
+            "peer /dns4/a?]52;c;aGk=?b/tcp/1\nnext"
+        );
     }
 }

@@ -158,6 +158,32 @@ pub fn is_invisible_format(c: char) -> bool {
     )
 }
 
+/// The longest DNS name an address may hold (RFC 1035's limit).
+pub const MAX_DNS_NAME_LEN: usize = 253;
+
+/// Whether an address a peer gave is fit to store and show: its text form
+/// is printable ASCII (no control or formatting character: once, a
+/// stranger's `/dns4/` name carried escape sequences that retitled a
+/// terminal, cleared it and wrote its clipboard), and every DNS name in it
+/// is a hostname (letters, digits, `-` and `.`; international names are
+/// written in their ASCII form).
+pub fn is_clean_address(addr: &multiaddr::Multiaddr) -> bool {
+    use multiaddr::Protocol;
+    let hostname = |name: &str| {
+        !name.is_empty()
+            && name.len() <= MAX_DNS_NAME_LEN
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+    };
+    addr.iter().all(|p| match p {
+        Protocol::Dns(n) | Protocol::Dns4(n) | Protocol::Dns6(n) | Protocol::Dnsaddr(n) => {
+            hostname(&n)
+        }
+        _ => true,
+    }) && addr.to_string().chars().all(|c| c.is_ascii_graphic())
+}
+
 /// Decodes a name field, turning a rule violation into a decode error.
 pub(crate) fn name_field(
     fields: &mut crate::cbor::Fields,

@@ -225,6 +225,7 @@ enum Cmd {
     Sync(PeerId, SyncRequest, Answer<SyncReply>),
     Join(PeerId, JoinMsg, Answer<JoinReply>),
     Disconnect(PeerId, Answer<()>),
+    Announce(Multiaddr, Answer<()>),
 }
 
 use agentmesh_node::net::BehaviourEvent;
@@ -297,6 +298,10 @@ impl Peer {
                         }
                         Some(Cmd::Join(to, req, answer)) => {
                             joins.insert(swarm.behaviour_mut().join.send_request(&to, req), answer);
+                        }
+                        Some(Cmd::Announce(addr, answer)) => {
+                            swarm.add_external_address(addr);
+                            let _ = answer.send(Ok(()));
                         }
                         Some(Cmd::Disconnect(peer, answer)) => {
                             let _ = swarm.disconnect_peer_id(peer);
@@ -434,6 +439,12 @@ impl Peer {
     /// Sends a join message to `to`.
     pub fn join(&self, to: PeerId, msg: JoinMsg) -> Result<JoinReply, String> {
         self.ask(|a| Cmd::Join(to, msg, a))
+    }
+
+    /// Lists `addr` among the addresses identify tells others (call it
+    /// before dialing).
+    pub fn announce(&self, addr: Multiaddr) {
+        let _ = self.ask(|a| Cmd::Announce(addr, a));
     }
 
     /// Closes its connections to `peer`.

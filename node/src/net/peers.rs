@@ -262,7 +262,14 @@ impl PeerTable {
 
     /// Remembers an address of `peer` (newest first, bounded). Returns
     /// whether it was new.
+    ///
+    /// [`is_clean_address`]: agentmesh_protocol::names::is_clean_address
+    /// An address that is not clean ([`is_clean_address`]) is refused.
     pub fn add_addr(&mut self, peer: PeerId, addr: &Multiaddr) -> bool {
+        if !agentmesh_protocol::names::is_clean_address(addr) {
+            tracing::debug!(%peer, "an address with control characters or a bad DNS name refused");
+            return false;
+        }
         let addr = without_peer(addr);
         let e = self.entry(peer);
         if e.addrs.first() == Some(&addr) {

@@ -198,36 +198,50 @@ fn rows() -> Vec<Row> {
                 );
             },
         ),
-        ("stranger: addresses with escape sequences and bad DNS names", |c| {
-            use libp2p::multiaddr::Protocol;
-            let p = Peer::new(&Identity::generate(&mut rand::rng()), SyncAnswer::InSync);
-            let dns = |name: &str| {
-                libp2p::Multiaddr::empty()
-                    .with(Protocol::Dns4(name.to_owned().into()))
-                    .with(Protocol::Tcp(4001))
-            };
-            // Retitle, clear, write the clipboard (OSC 52); reverse a line.
-            p.announce(dns("a\x1b]0;pwned\x07\x1b[2J\x1b]52;c;aGk=\x07.example"));
-            p.announce(dns("evil\u{202E}moc.example"));
-            p.announce(dns("under_score.example"));
-            p.announce(dns("fine.example"));
-            p.dial(&c.addr).unwrap();
-            let me = p.peer_id.to_string();
-            let row = wait_for("alpha to list the stranger's clean address", || {
-                let peers = c.alpha.json(&["peers"]);
-                peers.as_array().unwrap().iter().find(|r| {
-                    r["peer_id"] == me.as_str()
-                        && r["addresses"].to_string().contains("fine.example")
-                }).cloned()
-            });
-            let addresses = row["addresses"].to_string();
-            for bad in [r"\u001b", "pwned", "\u{202e}", "under_score"] {
-                assert!(!addresses.to_lowercase().contains(bad), "{bad} in {addresses}");
-            }
-            let text = c.alpha.ok(&["peers"]);
-            assert!(!text.contains('\x1b') && !text.contains('\u{202E}'), "{text:?}");
-            p.disconnect(c.alpha_peer);
-        }),
+        (
+            "stranger: addresses with escape sequences and bad DNS names",
+            |c| {
+                use libp2p::multiaddr::Protocol;
+                let p = Peer::new(&Identity::generate(&mut rand::rng()), SyncAnswer::InSync);
+                let dns = |name: &str| {
+                    libp2p::Multiaddr::empty()
+                        .with(Protocol::Dns4(name.to_owned().into()))
+                        .with(Protocol::Tcp(4001))
+                };
+                // Retitle, clear, write the clipboard (OSC 52); reverse a line.
+                p.announce(dns("a\x1b]0;pwned\x07\x1b[2J\x1b]52;c;aGk=\x07.example"));
+                p.announce(dns("evil\u{202E}moc.example"));
+                p.announce(dns("under_score.example"));
+                p.announce(dns("fine.example"));
+                p.dial(&c.addr).unwrap();
+                let me = p.peer_id.to_string();
+                let row = wait_for("alpha to list the stranger's clean address", || {
+                    let peers = c.alpha.json(&["peers"]);
+                    peers
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|r| {
+                            r["peer_id"] == me.as_str()
+                                && r["addresses"].to_string().contains("fine.example")
+                        })
+                        .cloned()
+                });
+                let addresses = row["addresses"].to_string();
+                for bad in [r"\u001b", "pwned", "\u{202e}", "under_score"] {
+                    assert!(
+                        !addresses.to_lowercase().contains(bad),
+                        "{bad} in {addresses}"
+                    );
+                }
+                let text = c.alpha.ok(&["peers"]);
+                assert!(
+                    !text.contains('\x1b') && !text.contains('\u{202E}'),
+                    "{text:?}"
+                );
+                p.disconnect(c.alpha_peer);
+            },
+        ),
         ("stranger: sync digest naming the team", |c| {
             let p = Peer::new(
                 &Identity::generate(&mut rand::rng()),

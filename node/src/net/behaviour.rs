@@ -292,7 +292,7 @@ fn autonat_config() -> autonat::Config {
 /// Kademlia on the private protocol name: a client until AutoNAT says
 /// this machine is public, no records (inbound puts are dropped and none
 /// are stored), a routing table filled only by hand.
-fn kademlia(peer_id: libp2p::PeerId) -> kad::Behaviour<kad::store::MemoryStore> {
+pub(crate) fn kademlia(peer_id: libp2p::PeerId) -> kad::Behaviour<kad::store::MemoryStore> {
     let mut config = kad::Config::new(KAD_PROTOCOL);
     config
         .set_record_filtering(kad::StoreInserts::FilterBoth)

@@ -184,12 +184,46 @@ fn know(swarm: &mut Swarm<Behaviour>, addr: &Multiaddr, relay: bool) {
         return;
     };
     let b = swarm.behaviour_mut();
-    b.kad.add_address(&p, super::peers::without_peer(addr));
+    add_kad_address(&mut b.kad, p, super::peers::without_peer(addr));
     b.limits.bypass_peer_id(&p);
     if relay {
         b.autonat
             .add_server(p, Some(super::peers::without_peer(addr)));
     }
+}
+
+/// Addresses one peer may have in Kademlia's routing table, at most.
+/// libp2p-kad keeps a peer's addresses in a list with no bound and copies
+/// it into events and answers: a relay given 111,000 addresses for one
+/// peer answered a FIND_NODE with 5.7 MB. A machine has a few (one per
+/// interface and transport); 8 keep every FIND_NODE answer (20 peers)
+/// well under the 16 KiB a daemon reads.
+pub const MAX_KAD_ADDRS: usize = 8;
+
+/// Adds `addr` for `peer` to Kademlia's routing table, keeping at most
+/// [`MAX_KAD_ADDRS`]: with that many already, the peer's addresses are
+/// replaced by this one rather than appended to.
+fn add_kad_address(
+    kad: &mut kad::Behaviour<kad::store::MemoryStore>,
+    peer: PeerId,
+    addr: Multiaddr,
+) {
+    // Kademlia keeps addresses ending in /p2p/PEER.
+    let full = addr.clone().with_p2p(peer).unwrap_or_else(|a| a);
+    let held = kad.kbucket(peer).and_then(|bucket| {
+        bucket
+            .iter()
+            .find(|e| *e.node.key.preimage() == peer)
+            .map(|e| (e.node.value.len(), e.node.value.iter().any(|a| *a == full)))
+    });
+    match held {
+        Some((_, true)) => return,
+        Some((n, false)) if n >= MAX_KAD_ADDRS => {
+            kad.remove_peer(&peer);
+        }
+        _ => {}
+    }
+    kad.add_address(&peer, addr);
 }
 
 /// Reachability's state.
@@ -618,6 +652,35 @@ mod tests {
     #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
     use super::*;
+
+    #[test]
+    fn kademlia_holds_at_most_eight_addresses_a_peer_replacing_them() {
+        let mut kad = super::super::behaviour::kademlia(PeerId::random());
+        let peer = PeerId::random();
+        let addr = |i: u16| -> Multiaddr { format!("/ip4/198.51.100.1/tcp/{i}").parse().unwrap() };
+        let held = |kad: &mut kad::Behaviour<kad::store::MemoryStore>| -> Vec<Multiaddr> {
+            kad.kbucket(peer)
+                .and_then(|b| {
+                    b.iter()
+                        .find(|e| *e.node.key.preimage() == peer)
+                        .map(|e| e.node.value.iter().cloned().collect())
+                })
+                .unwrap_or_default()
+        };
+        for i in 0..300 {
+            add_kad_address(&mut kad, peer, addr(i));
+            assert!(held(&mut kad).len() <= MAX_KAD_ADDRS, "after {i}");
+        }
+        // A ninth replaces the eight before it: the newest is held, with
+        // the few added since the last replacement (296 replaced 288..295).
+        let newest = addr(299).with_p2p(peer).unwrap();
+        assert_eq!(held(&mut kad).len(), 4);
+        assert_eq!(held(&mut kad).last(), Some(&newest));
+        // An address it holds is not added twice.
+        let before = held(&mut kad);
+        add_kad_address(&mut kad, peer, addr(299));
+        assert_eq!(held(&mut kad), before);
+    }
 
     #[test]
     fn a_circuit_address_names_its_relay() {

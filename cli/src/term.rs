@@ -154,6 +154,7 @@ pub fn login_name() -> String {
         .or_else(|_| std::env::var("LOGNAME"))
         .ok()
         .filter(|n| !n.is_empty())
+        .map(|n| agentmesh_protocol::names::to_one_line(&n, 64))
         .unwrap_or_else(|| "human".into())
 }
 

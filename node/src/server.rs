@@ -435,6 +435,9 @@ impl Client {
                         ),
                     )));
                 }
+                if let Err(e) = who.check() {
+                    return Ok(Some(frame_error(codes::BAD_WHO, e.message)));
+                }
                 tracing::debug!(kind = ?who.kind, name = %who.name, ?mailbox, "client attached");
                 let mailbox_arg_is_owner = mailbox.as_deref() == Some("@");
                 let mailbox = match mailbox.as_deref() {

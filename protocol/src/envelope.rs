@@ -295,10 +295,18 @@ impl Who {
             0 => WhoKind::Human,
             _ => WhoKind::Agent,
         };
+        let name = f.text("name", MAX_WHO_NAME)?;
+        let session_id = f.opt_text("session_id", MAX_SESSION_ID)?;
+        // Both are shown to people: one line each, as an owner's name.
+        for (field, text) in [("name", Some(&name)), ("session_id", session_id.as_ref())] {
+            if let Some(problem) = text.and_then(|t| crate::names::one_line_problem(t)) {
+                return Err(f.error(field, problem));
+            }
+        }
         Ok(Who {
             kind,
-            name: f.text("name", MAX_WHO_NAME)?,
-            session_id: f.opt_text("session_id", MAX_SESSION_ID)?,
+            name,
+            session_id,
             task: f.opt_text("task", MAX_TASK)?,
         })
     }

@@ -110,13 +110,8 @@ impl Owner {
         if value.len() > MAX_OWNER_LEN {
             return Err(fail("it is too long"));
         }
-        if value.chars().any(char::is_control) {
-            return Err(fail("it holds a control character"));
-        }
-        if value.chars().any(is_invisible_format) {
-            return Err(fail(
-                "it holds an invisible formatting character (a direction override or zero-width character)",
-            ));
+        if let Some(problem) = one_line_problem(value) {
+            return Err(fail(problem));
         }
         if value.trim() != value {
             return Err(fail("it has leading or trailing spaces"));
@@ -156,6 +151,42 @@ pub fn is_invisible_format(c: char) -> bool {
             | '\u{FFF9}'..='\u{FFFB}'  // interlinear annotation controls
             | '\u{E0000}'..='\u{E007F}' // tag characters
     )
+}
+
+/// Why `text` is not one line of plain text, if it is not: a control
+/// character (a line break, an escape sequence) or an invisible
+/// formatting character. Owners and the names clients give themselves
+/// (`who.name`) follow this rule, since both are shown to other people.
+pub fn one_line_problem(text: &str) -> Option<&'static str> {
+    if text.chars().any(char::is_control) {
+        return Some("it holds a control character (a line break or an escape sequence)");
+    }
+    if text.chars().any(is_invisible_format) {
+        return Some(
+            "it holds an invisible formatting character (a direction override or zero-width character)",
+        );
+    }
+    None
+}
+
+/// `text` made one line of plain text: every character
+/// [`one_line_problem`] names becomes `?`, and it is cut to at most `max`
+/// bytes (at a character boundary). For names taken from elsewhere (an
+/// MCP client's name, `$USER`) before they are given as `who.name`.
+pub fn to_one_line(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max));
+    for c in text.chars() {
+        let c = if c.is_control() || is_invisible_format(c) {
+            '?'
+        } else {
+            c
+        };
+        if out.len() + c.len_utf8() > max {
+            break;
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// The longest DNS name an address may hold (RFC 1035's limit).

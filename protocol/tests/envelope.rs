@@ -421,3 +421,42 @@ fn malformed_body_from_a_real_sender() {
         Err(OpenError::MalformedBody(_))
     ));
 }
+
+#[test]
+fn a_who_name_of_more_than_one_plain_line_is_refused_when_opened() {
+    let (alice, bob) = (identity(1), identity(2));
+    for (name, session) in [
+        ("a\x1b]0;retitled\x07", None),
+        ("two\nlines", None),
+        ("ada", Some("s\u{202E}1")),
+    ] {
+        let mut b = body("x");
+        b.who.name = name.into();
+        b.who.session_id = session.map(Into::into);
+        let env = seal(
+            &alice,
+            &bob.x25519_public(),
+            &header(&alice, &bob),
+            &b,
+            &mut rng(3),
+        )
+        .unwrap();
+        let e = open(&env.to_wire(), &bob, T0).unwrap_err().to_string();
+        assert!(
+            e.contains("control") || e.contains("formatting"),
+            "{name:?}: {e}"
+        );
+    }
+    // A name with spaces and letters of any script is one plain line.
+    let mut b = body("x");
+    b.who.name = "Zoë Ångström 田中".into();
+    let env = seal(
+        &alice,
+        &bob.x25519_public(),
+        &header(&alice, &bob),
+        &b,
+        &mut rng(3),
+    )
+    .unwrap();
+    assert_eq!(open(&env.to_wire(), &bob, T0).unwrap().body, b);
+}

@@ -346,8 +346,10 @@ impl Inner {
             .unwrap_or_else(|| "agent".into());
         Who {
             kind: WhoKind::Agent,
-            name: super::cut(&name, 64),
-            session_id: Some(super::cut(&self.session, 128)),
+            // The MCP client names itself: one line of plain text, as the
+            // daemon requires of every `who.name`.
+            name: agentmesh_protocol::names::to_one_line(&name, 64),
+            session_id: Some(agentmesh_protocol::names::to_one_line(&self.session, 128)),
             task: None,
         }
     }

@@ -56,6 +56,41 @@ pub struct Who {
     pub task: Option<String>,
 }
 
+impl Who {
+    /// Whether it fits what an envelope carries and what people are shown:
+    /// `name` and `session_id` one line each, with no control or invisible
+    /// formatting character (the owner-name rule), and every field within
+    /// the envelope's bounds. Checked when a client attaches.
+    pub fn check(&self) -> Result<(), ApiError> {
+        use agentmesh_protocol::envelope::{MAX_SESSION_ID, MAX_TASK, MAX_WHO_NAME};
+        let long = |s: &Option<String>, max: usize| s.as_ref().is_some_and(|s| s.len() > max);
+        if self.name.len() > MAX_WHO_NAME
+            || long(&self.session_id, MAX_SESSION_ID)
+            || long(&self.task, MAX_TASK)
+        {
+            return Err(ApiError::new(
+                codes::BAD_WHO,
+                "who is too long (name 64, session_id 128, task 256 bytes)",
+            ));
+        }
+        for (field, text) in [
+            ("name", Some(&self.name)),
+            ("session_id", self.session_id.as_ref()),
+        ] {
+            if let Some(problem) = text.and_then(|t| agentmesh_protocol::names::one_line_problem(t))
+            {
+                return Err(ApiError::new(
+                    codes::BAD_WHO,
+                    format!(
+                        "who.{field} is refused: {problem}; give a name of one line of plain text"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A person or an agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -165,7 +165,6 @@ impl Mailroom {
         rules: SendRules<'_>,
         ctx: &mut Ctx<'_>,
     ) -> Result<Outgoing, ApiError> {
-        check_who(req.who)?;
         let dir = ctx.dir;
         let original = match &req.reply_to {
             Some(rid) => Some(ctx.store.inbox_get(rid)?.ok_or_else(|| {
@@ -531,20 +530,4 @@ fn audit_refusal(event: AuditEvent, from: &str, to: &str, detail: String, ctx: &
             ..AuditEntry::default()
         },
     );
-}
-
-/// The attached client's `who` fits what an envelope carries.
-fn check_who(who: &Who) -> Result<(), ApiError> {
-    use agentmesh_protocol::envelope::{MAX_SESSION_ID, MAX_TASK, MAX_WHO_NAME};
-    let long = |s: &Option<String>, max: usize| s.as_ref().is_some_and(|s| s.len() > max);
-    if who.name.len() > MAX_WHO_NAME
-        || long(&who.session_id, MAX_SESSION_ID)
-        || long(&who.task, MAX_TASK)
-    {
-        return err(
-            codes::BAD_WHO,
-            "the attached client's who is too long (name 64, session_id 128, task 256 bytes)",
-        );
-    }
-    Ok(())
 }

@@ -110,6 +110,12 @@ pub enum ClientFrame {
         /// Resume events after this sequence number (issue 4).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         after_seq: Option<u64>,
+        /// Whether the client wants events (default: yes). A client that
+        /// only makes requests (a command, a hook) says `false`: it is sent
+        /// no events, and it may take the client slots kept free for such
+        /// clients (see `server::RESERVED_FOR_REQUESTS`).
+        #[serde(default = "yes", skip_serializing_if = "is_yes")]
+        events: bool,
     },
     /// A request, answered by a response with the same id.
     Request {
@@ -119,6 +125,14 @@ pub enum ClientFrame {
         #[serde(flatten)]
         op: Op,
     },
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(b: &bool) -> bool {
+    *b
 }
 
 /// The operations a client may request.
@@ -317,7 +331,8 @@ pub enum Op {
         mailbox: Option<String>,
     },
     /// The mailbox a folder is: the one bound to it or to its nearest
-    /// bound ancestor, else its base name.
+    /// bound ancestor, else its base name, unless that name is bound to
+    /// another folder or folds to nothing (then it has none).
     MailboxFor {
         /// The folder.
         path: String,

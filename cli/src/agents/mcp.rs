@@ -107,7 +107,8 @@ pub struct McpArgs {
     #[arg(long)]
     pub session: Option<String>,
     /// The mailbox it serves; default: the mailbox bound to the working
-    /// folder or its nearest bound ancestor, else the folder's name.
+    /// folder or its nearest bound ancestor, else the folder's name (none
+    /// if that name is another folder's mailbox).
     #[arg(long)]
     pub mailbox: Option<String>,
 }

@@ -17,6 +17,11 @@
 //!                                          {"type":"error","code":"malformed_frame","message":"…"}
 //! ```
 //!
+//! A client that only makes requests (a command, a hook) adds
+//! `"events":false` to its `attach`: it is sent no events, and it may use
+//! the client slots kept for such clients. A refused `attach` is answered
+//! with an `error` frame (`busy`, `version_mismatch`, `bad_mailbox`…).
+//!
 //! A malformed or unknown frame gets an `error` frame naming the problem and
 //! the connection stays usable. `who` is shown as claimed, never trusted:
 //! rights come from how a client connected (the socket admits only the

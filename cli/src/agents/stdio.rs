@@ -39,8 +39,8 @@ const ERRORS_QUEUE: usize = 64;
 pub const PARSE_ERROR: i64 = -32700;
 
 /// Starts the filter on this process's standard input and output; gives
-/// the end rmcp serves on, and the task that writes stdout (done once
-/// rmcp and the filter are, and all they wrote is flushed).
+/// the end rmcp serves on, and the task that writes stdout (done once rmcp
+/// is, and all it and the filter wrote is flushed).
 pub fn filtered() -> (DuplexStream, JoinHandle<()>) {
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let (rmcp_side, ours) = tokio::io::duplex(PIPE);
@@ -83,24 +83,34 @@ pub fn filtered() -> (DuplexStream, JoinHandle<()>) {
         let mut out = stdout;
         let mut answers = BufReader::new(from_rmcp);
         let mut line = Vec::new();
-        let mut rmcp_open = true;
         let mut filter_open = true;
-        while rmcp_open || filter_open {
-            // `read_until` keeps what it read when the other branch wins,
-            // and goes on with the same line the next time.
+        loop {
+            // A parse error first: it was queued before the filter passed
+            // on any line after the bad one, so the client hears of each
+            // line in order. `read_until` keeps what it read when the
+            // other branch wins, and goes on with the same line the next
+            // time.
             let next = tokio::select! {
-                read = answers.read_until(b'\n', &mut line), if rmcp_open => match read {
-                    Ok(n) if n > 0 => std::mem::take(&mut line),
-                    _ => {
-                        rmcp_open = false;
-                        continue;
-                    }
-                },
+                biased;
                 error = errors.recv(), if filter_open => match error {
                     Some(e) => e.into_bytes(),
                     None => {
                         filter_open = false;
                         continue;
+                    }
+                },
+                read = answers.read_until(b'\n', &mut line) => match read {
+                    Ok(n) if n > 0 => std::mem::take(&mut line),
+                    // rmcp is done: so is the server, once the parse
+                    // errors already queued are written.
+                    _ => {
+                        let mut rest = vec![];
+                        while let Ok(e) = errors.try_recv() {
+                            rest.extend(e.into_bytes());
+                        }
+                        let _ = out.write_all(&rest).await;
+                        let _ = out.flush().await;
+                        return;
                     }
                 },
             };

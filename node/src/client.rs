@@ -82,19 +82,32 @@ pub struct Client {
 
 impl Client {
     /// Connects to the daemon of `home` and attaches as `who`, to no
-    /// mailbox (events of every mailbox), receiving only new events.
+    /// mailbox, for requests only: it is sent no events (its
+    /// [`Client::next_event`] never returns one), and it may take the
+    /// client slots the daemon keeps free for such clients, so a command or
+    /// a hook gets in however many event clients are attached.
     pub async fn connect(home: &Home, who: Who) -> Result<Client, ClientError> {
-        Client::attach(home, who, None, None).await
+        Client::open(home, who, None, None, false).await
     }
 
-    /// Connects and attaches as `who` to `mailbox` (`None`: every mailbox);
-    /// with `after_seq`, the daemon first replays the stored messages after
-    /// it as events.
+    /// Connects and attaches as `who` to `mailbox` (`None`: every mailbox),
+    /// for events and requests; with `after_seq`, the daemon first replays
+    /// the stored messages after it as events.
     pub async fn attach(
         home: &Home,
         who: Who,
         mailbox: Option<String>,
         after_seq: Option<u64>,
+    ) -> Result<Client, ClientError> {
+        Client::open(home, who, mailbox, after_seq, true).await
+    }
+
+    async fn open(
+        home: &Home,
+        who: Who,
+        mailbox: Option<String>,
+        after_seq: Option<u64>,
+        events: bool,
     ) -> Result<Client, ClientError> {
         let socket = home.socket();
         let stream = UnixStream::connect(&socket)
@@ -108,6 +121,7 @@ impl Client {
             who,
             mailbox,
             after_seq,
+            events,
         };
         send(&mut framed, &attach).await?;
         match recv(&mut framed).await? {
@@ -126,7 +140,11 @@ impl Client {
                 peer_id,
                 name,
             }),
-            DaemonFrame::Error { message, .. } => Err(ClientError::Protocol(message)),
+            // A refusal (`busy`, `version_mismatch`, `bad_mailbox`…) keeps
+            // its code: the caller says what it means and what to do.
+            DaemonFrame::Error { code, message } => {
+                Err(ClientError::Api(ApiError { code, message }))
+            }
             other => Err(ClientError::Protocol(format!("{other:?}"))),
         }
     }
@@ -319,6 +337,12 @@ pub struct Events {
 }
 
 impl Requests {
+    /// Whether the connection is gone (the daemon went, or stopped
+    /// answering frames): every call on it fails.
+    pub fn is_closed(&self) -> bool {
+        self.out.is_closed()
+    }
+
     /// Runs `op` and reads its result as `T`.
     pub async fn call<T: DeserializeOwned>(&self, op: Op) -> Result<T, ClientError> {
         too_large(&op)?;

@@ -475,6 +475,14 @@ pub fn default_name() -> Name {
 /// Folds any text to a valid name: lowercase, other characters to `-`,
 /// trimmed to 32, never starting with `-`; `machine` if nothing is left.
 pub fn fold_name(text: &str) -> Name {
+    try_fold_name(text)
+        .unwrap_or_else(|| Name::parse("machine name", "machine").expect("a valid name"))
+}
+
+/// [`fold_name`] without its fallback: `None` when nothing valid is left
+/// (`/`, `---`, a name of symbols only). A folder's mailbox uses this: a
+/// shared fallback name would make unrelated folders one mailbox.
+pub fn try_fold_name(text: &str) -> Option<Name> {
     let folded: String = text
         .to_lowercase()
         .chars()
@@ -488,8 +496,7 @@ pub fn fold_name(text: &str) -> Name {
         .collect();
     let trimmed = folded.trim_matches('-');
     let cut: String = trimmed.chars().take(32).collect();
-    Name::parse("machine name", cut.trim_end_matches('-'))
-        .unwrap_or_else(|_| Name::parse("machine name", "machine").expect("a valid name"))
+    Name::parse("machine name", cut.trim_end_matches('-')).ok()
 }
 
 #[cfg(test)]
@@ -546,6 +553,8 @@ mod tests {
             "bob-s-macbook-local"
         );
         assert_eq!(fold_name("---").as_str(), "machine");
+        assert_eq!(try_fold_name("---"), None);
+        assert_eq!(try_fold_name(""), None);
         assert_eq!(fold_name(&"x".repeat(40)).as_str().len(), 32);
     }
 }

@@ -12,6 +12,13 @@
 //! past that the oldest waiting one is told `busy` and closed, so idle
 //! sockets can never lock a well-behaved client out. A client that finds
 //! every slot taken is told `busy` too, never reset without a word.
+//!
+//! Clients are told apart by what they asked for, never by who they claim
+//! to be: one that attached for events (`watch`, an MCP server: long-lived)
+//! may take at most [`MAX_EVENT_CLIENTS`] slots, so [`RESERVED_FOR_REQUESTS`]
+//! stay free for clients that attached for requests only (`"events":
+//! false`: a command, a hook, there for milliseconds). However many agent
+//! sessions are attached, `status`, `send` and hooks still get in.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -34,10 +41,22 @@ use crate::mail::MailHandle;
 use crate::net::Handle;
 use tokio::sync::broadcast;
 
-/// The most clients attached at once. Each costs a task and two small
-/// buffers; a runaway script opening connections in a loop hits this
-/// instead of exhausting file descriptors.
-pub const MAX_CLIENTS: usize = 256;
+/// The most clients attached at once, of both kinds. Each costs a task,
+/// two small buffers and a file descriptor (tens of KiB in all): a machine
+/// running hundreds of agent sessions (one connection each) fits, and a
+/// runaway script opening connections in a loop hits this instead of
+/// exhausting file descriptors.
+pub const MAX_CLIENTS: usize = 1024;
+
+/// Client slots only clients attached for requests only may take: a
+/// command or a hook holds its slot for milliseconds, so 64 at once is
+/// more than a machine's sessions reach at one turn boundary, and with
+/// every other slot held by long-lived clients they still get in.
+pub const RESERVED_FOR_REQUESTS: usize = 64;
+
+/// The most clients attached for events at once (`watch`, MCP servers):
+/// every slot but the reserved ones.
+pub const MAX_EVENT_CLIENTS: usize = MAX_CLIENTS - RESERVED_FOR_REQUESTS;
 
 /// How long a new connection may take to send its `attach` frame. Clients
 /// send it at once; this only frees what idle sockets hold.
@@ -126,7 +145,10 @@ pub async fn serve(
     cancel: CancellationToken,
 ) {
     let uid = nix::unistd::geteuid().as_raw();
-    let slots = Arc::new(Semaphore::new(MAX_CLIENTS));
+    let slots = Slots {
+        all: Arc::new(Semaphore::new(MAX_CLIENTS)),
+        events: Arc::new(Semaphore::new(MAX_EVENT_CLIENTS)),
+    };
     let registry = Arc::new(Mutex::new(Unattached::default()));
     let mut last_warning: Option<Instant> = None;
     let mut clients = JoinSet::new();
@@ -186,6 +208,7 @@ pub async fn serve(
                         last_seq: 0,
                         slots,
                         slot: None,
+                        event_slot: None,
                     };
                     client.serve(stream, waiting).await;
                 }
@@ -210,6 +233,14 @@ pub async fn serve(
 /// A frame to send before closing the connection.
 struct Closing(DaemonFrame);
 
+/// The client slots: every attached client holds one of `all`; one
+/// attached for events holds one of `events` too.
+#[derive(Clone)]
+struct Slots {
+    all: Arc<Semaphore>,
+    events: Arc<Semaphore>,
+}
+
 /// What a client attached as.
 #[derive(Debug, Clone)]
 struct Attached {
@@ -229,9 +260,11 @@ struct Client {
     /// The last message seq sent to this client, for `lagged`.
     last_seq: u64,
     /// The client slots.
-    slots: Arc<Semaphore>,
+    slots: Slots,
     /// This client's slot, once attached.
     slot: Option<OwnedSemaphorePermit>,
+    /// Its slot among the event clients, while it is attached for events.
+    event_slot: Option<OwnedSemaphorePermit>,
 }
 
 type Conn = Framed<UnixStream, LineCodec>;
@@ -426,6 +459,7 @@ impl Client {
                 who,
                 mailbox,
                 after_seq,
+                events: wants_events,
             }) => {
                 if version != API_VERSION {
                     return Ok(Some(frame_error(
@@ -447,26 +481,23 @@ impl Client {
                         Err(e) => return Ok(Some(frame_error(codes::BAD_MAILBOX, e.to_string()))),
                     },
                 };
-                if self.slot.is_none() {
-                    match self.slots.clone().try_acquire_owned() {
-                        Ok(slot) => self.slot = Some(slot),
-                        Err(_) => {
-                            tracing::warn!("refusing a client: {MAX_CLIENTS} are attached already");
-                            return Err(Closing(frame_error(
-                                codes::BUSY,
-                                format!(
-                                    "{MAX_CLIENTS} clients are attached to this daemon already; close some (`watch`, MCP servers) and try again"
-                                ),
-                            )));
-                        }
-                    }
-                }
+                self.take_slots(wants_events).map_err(Closing)?;
                 let owner_only = mailbox_arg_is_owner;
                 self.attached = Some(Attached {
                     who,
                     mailbox,
                     owner_only,
                 });
+                if !wants_events {
+                    *events = None;
+                    let attached = DaemonFrame::Attached {
+                        version: API_VERSION,
+                        peer_id: self.peer_id.clone(),
+                        name: self.name.clone(),
+                        last_seq: self.mail.last_seq(),
+                    };
+                    return Ok(Some(attached));
+                }
                 // Subscribe before replaying, so nothing falls between.
                 *events = Some(self.mail.subscribe());
                 let attached = DaemonFrame::Attached {
@@ -538,6 +569,46 @@ impl Client {
                 })
             }
         })
+    }
+
+    /// Takes the slots an attach for `events` (or for requests only)
+    /// needs, keeping those this client holds already; the frame that
+    /// refuses it when none is free.
+    fn take_slots(&mut self, events: bool) -> Result<(), DaemonFrame> {
+        if !events {
+            self.event_slot = None;
+        } else if self.event_slot.is_none() {
+            match self.slots.events.clone().try_acquire_owned() {
+                Ok(slot) => self.event_slot = Some(slot),
+                Err(_) => {
+                    tracing::warn!(
+                        "refusing a client: {MAX_EVENT_CLIENTS} are attached for events already"
+                    );
+                    return Err(frame_error(
+                        codes::BUSY,
+                        format!(
+                            "{MAX_EVENT_CLIENTS} clients that receive events (`watch`, MCP servers) are attached to this daemon already; close some and try again (commands and hooks still get in: {RESERVED_FOR_REQUESTS} slots are kept for them)"
+                        ),
+                    ));
+                }
+            }
+        }
+        if self.slot.is_none() {
+            match self.slots.all.clone().try_acquire_owned() {
+                Ok(slot) => self.slot = Some(slot),
+                Err(_) => {
+                    self.event_slot = None;
+                    tracing::warn!("refusing a client: {MAX_CLIENTS} are attached already");
+                    return Err(frame_error(
+                        codes::BUSY,
+                        format!(
+                            "{MAX_CLIENTS} clients are attached to this daemon already; close some (`watch`, MCP servers, scripts holding connections) and try again"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A person attaching sees what waits for their decision: every held

@@ -691,3 +691,190 @@ async fn wait_for_held(s: &Session, schemas: &HashMap<String, Value>) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+// ----- issue 17 ------------------------------------------------------------
+
+/// Point 5, through the MCP server: a second clone named `api` gets no
+/// mailbox (its tools say how a person sets it up, and it is pushed
+/// nothing), `/` gets none, and a session follows its folder's mailbox as
+/// a person changes it: given one of its own, it serves it at once; its
+/// fallback name bound to another folder after it started, it stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_clone_named_like_a_mailbox_reads_and_receives_nothing_of_it() {
+    let mut solo = Node::new("solo");
+    solo.start();
+    let real = solo.home().join("work").join("api");
+    std::fs::create_dir_all(&real).unwrap();
+    solo.ok(&["allow", real.to_str().unwrap()]);
+    let clone = solo.home().join("clones").join("api");
+    std::fs::create_dir_all(&clone).unwrap();
+    let mut real_s = Session::spawn(&solo, &real, "claude-code", &[]).await;
+    let mut clone_s = Session::spawn(&solo, &clone, "claude-code", &[]).await;
+    for tool in ["check_inbox", "list_team"] {
+        let e = clone_s.fails(tool, json!({})).await;
+        assert!(
+            e.contains("not set up")
+                && e.contains(&format!("agentmesh allow {}", clone.display()))
+                && e.contains(real.to_str().unwrap()),
+            "{tool}: {e}"
+        );
+    }
+    let e = clone_s
+        .fails("send_message", json!({"to": "api@", "text": "hi"}))
+        .await;
+    assert!(e.contains("not set up"), "{e}");
+
+    let id = solo.send("api@", "for the real api only");
+    let p = pushed(&mut real_s).await;
+    assert_eq!(p["meta"]["id"], id.as_str());
+    // The clone holds no connection to be pushed on; give a push as long
+    // again as the real one took, and more.
+    let extra = clone_s.next_push(Duration::from_millis(500)).await;
+    assert!(extra.is_none(), "pushed to the clone: {extra:?}");
+    let peek = real_s.ok("check_inbox", json!({"peek": true})).await;
+    assert_eq!(peek["unread"], 1, "{peek}");
+
+    // `/`: no shared fallback mailbox.
+    let root = Session::spawn(&solo, Path::new("/"), "claude-code", &[]).await;
+    let e = root.fails("check_inbox", json!({})).await;
+    assert!(
+        e.contains("not set up") && e.contains("agentmesh allow / --mailbox NAME"),
+        "{e}"
+    );
+    root.close().await;
+
+    // A person gives the clone a mailbox of its own: the session serves
+    // it from its next call, pushes included.
+    solo.ok(&["allow", clone.to_str().unwrap(), "--mailbox", "api-2"]);
+    let t = clone_s.ok("list_team", json!({})).await;
+    assert_eq!(t["mailbox"], "api-2@solo");
+    let id = solo.send("api-2@", "for the clone");
+    let p = pushed(&mut clone_s).await;
+    assert_eq!(p["meta"]["id"], id.as_str());
+
+    // A session started in a folder whose name nobody had taken serves
+    // that name; once a person binds the name to another folder, it
+    // stops: nothing more is pushed to it, and its tools say why.
+    let early = solo.home().join("early").join("web");
+    std::fs::create_dir_all(&early).unwrap();
+    let mut early_s = Session::spawn(&solo, &early, "claude-code", &[]).await;
+    let t = early_s.ok("list_team", json!({})).await;
+    assert_eq!(t["mailbox"], "web@solo");
+    let web = solo.home().join("work").join("web");
+    std::fs::create_dir_all(&web).unwrap();
+    solo.ok(&["allow", web.to_str().unwrap()]);
+    let mut web_s = Session::spawn(&solo, &web, "claude-code", &[]).await;
+    let id = solo.send("web@", "for the real web");
+    assert_eq!(pushed(&mut web_s).await["meta"]["id"], id.as_str());
+    let extra = early_s.next_push(Duration::from_millis(500)).await;
+    assert!(extra.is_none(), "pushed to the early session: {extra:?}");
+    let e = early_s.fails("check_inbox", json!({})).await;
+    assert!(e.contains("not set up"), "{e}");
+    let unread = solo.json(&["inbox", "--mailbox", "web", "--unread"]);
+    assert_eq!(unread[0]["id"], id.as_str());
+    for s in [real_s, clone_s, early_s, web_s] {
+        s.close().await;
+    }
+}
+
+/// The most JSON one `check_inbox` result is (cli/src/agents/mcp.rs,
+/// `MAX_RESULT_BYTES`), escapes included.
+const MAX_RESULT_BYTES: usize = 24 * 1024;
+
+/// Point 9: `check_inbox`'s cap is measured after escaping (a message of
+/// quotes is twice its size as JSON, of control characters six times),
+/// and a message too long for it is cut with a marker saying how to read
+/// all of it. The same holds for a push.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_inbox_is_capped_after_escaping_and_cuts_with_a_marker() {
+    let mut solo = Node::new("solo");
+    solo.start();
+    let coder = mailbox(&solo, "coder");
+    let mut s = Session::spawn(&solo, &coder, "claude-code", &[]).await;
+    for long in ["\"".repeat(65_000), "\u{1}".repeat(65_000)] {
+        let id = solo.send("coder@", &long);
+        let p = pushed(&mut s).await;
+        let content = p["content"].as_str().unwrap();
+        assert!(content.len() <= 32 * 1024, "push: {}", content.len());
+        assert!(content.contains(&format!("`agentmesh read {id}`]")));
+        let r = s.ok("check_inbox", json!({})).await;
+        let size = r.to_string().len();
+        eprintln!(
+            "check_inbox: one {} byte message of {:?}: {size} bytes of JSON",
+            long.len(),
+            &long[..1]
+        );
+        assert!(size <= MAX_RESULT_BYTES, "{size} bytes");
+        assert!(size > MAX_RESULT_BYTES - 2048, "{size} bytes");
+        let text = r["messages"][0]["text"].as_str().unwrap();
+        assert!(
+            text.ends_with(&format!("`agentmesh read {id}`]")),
+            "{}",
+            &text[text.len() - 200..]
+        );
+        let whole = solo.json(&["read", &id]);
+        assert_eq!(whole["text"].as_str().unwrap().len(), long.len());
+    }
+    s.close().await;
+}
+
+/// Point 9: a line that is not JSON (or is too long to read, or not
+/// UTF-8) is answered with a JSON-RPC parse error, id null, and the
+/// server goes on serving.
+#[test]
+fn a_line_that_does_not_parse_gets_a_parse_error_and_the_server_goes_on() {
+    use std::io::{BufRead, BufReader, Write};
+    let mut solo = Node::new("solo");
+    solo.start();
+    let mut child = solo
+        .command(&["mcp", "--mailbox", "x"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut answer = || {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        serde_json::from_str::<Value>(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    };
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+    )
+    .unwrap();
+    assert_eq!(answer()["id"], 0);
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    let mut too_long = vec![b'['; 2 * 1024 * 1024];
+    too_long.push(b'\n');
+    let bad: [&[u8]; 4] = [
+        b"this is not json\n",
+        b"{\"jsonrpc\": \"2.0\",\n",
+        b"\xff\xfe\n",
+        &too_long,
+    ];
+    for (id, line) in (1..).zip(bad) {
+        stdin.write_all(line).unwrap();
+        // Each is answered, before the request after it.
+        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#).unwrap();
+        let e = answer();
+        assert_eq!(e["error"]["code"], -32700, "{e}");
+        assert!(e["id"].is_null() && e.get("id").is_some(), "{e}");
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("Parse error"),
+            "{e}"
+        );
+        let pong = answer();
+        assert_eq!(pong["id"], id, "{pong}");
+    }
+    drop(stdin);
+    child.wait().unwrap();
+}

@@ -16,7 +16,8 @@ fn the_event_half_waits_while_the_request_half_calls() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let home = Home::at(b.home());
-        let client = Client::connect(&home, who(WhoKind::Agent, "claude"))
+        // Attached for events (`connect` attaches for requests only).
+        let client = Client::attach(&home, who(WhoKind::Agent, "claude"), None, None)
             .await
             .unwrap();
         let (requests, mut events) = client.split();

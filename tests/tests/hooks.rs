@@ -245,3 +245,118 @@ fn a_stuck_daemon_never_holds_the_turn_and_loses_nothing() {
     );
     assert!(out.contains(&id), "nothing was marked read: {out}");
 }
+
+// ----- issue 17 ----------------------------------------------------------
+
+/// Point 5: a folder whose base name is another folder's mailbox (a second
+/// clone named `api`) has no mailbox: its hooks print nothing and mark
+/// nothing read. Neither do `/` nor a folder whose name folds to nothing:
+/// they share no fallback mailbox (`machine`).
+#[test]
+fn a_second_clone_of_a_folder_gets_no_mailbox_and_marks_nothing_read() {
+    let mut solo = Node::new("solo");
+    solo.start();
+    // The real `api`, opted in under its own name.
+    let real = solo.home().join("work").join("api");
+    std::fs::create_dir_all(&real).unwrap();
+    solo.ok(&["allow", real.to_str().unwrap()]);
+    let clone = solo.home().join("clones").join("api");
+    std::fs::create_dir_all(&clone).unwrap();
+    let id = send_as_ada(&solo, "api@", "for the real api only");
+    for event in ["SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"] {
+        for agent in ["claude", "codex"] {
+            let out = run_hook(&solo, agent, event, &input(event, &clone, false), &clone);
+            assert_eq!(out, "", "{agent} {event} in the clone");
+        }
+    }
+    let unread = solo.json(&["inbox", "--mailbox", "api", "--unread"]);
+    assert_eq!(unread[0]["id"], id.as_str(), "marked read: {unread}");
+    // The real folder's session still gets it.
+    let out = run_hook(
+        &solo,
+        "claude",
+        "PostToolUse",
+        &input("PostToolUse", &real, false),
+        &real,
+    );
+    assert!(out.contains(&id), "{out}");
+
+    // A mailbox that happens to be named `machine`, and two folders that
+    // used to fall back to that name.
+    let named = solo.home().join("work").join("named");
+    std::fs::create_dir_all(&named).unwrap();
+    solo.ok(&["allow", named.to_str().unwrap(), "--mailbox", "machine"]);
+    let id = send_as_ada(&solo, "machine@", "for the folder called machine");
+    let symbols = solo.home().join("work").join("+++");
+    std::fs::create_dir_all(&symbols).unwrap();
+    for cwd in [Path::new("/"), symbols.as_path()] {
+        let out = run_hook(
+            &solo,
+            "claude",
+            "PostToolUse",
+            &input("PostToolUse", cwd, false),
+            &symbols,
+        );
+        assert_eq!(out, "", "{}", cwd.display());
+    }
+    let unread = solo.json(&["inbox", "--mailbox", "machine", "--unread"]);
+    assert_eq!(unread[0]["id"], id.as_str(), "marked read: {unread}");
+    // Nor can such a folder be opted in under a made-up name.
+    let e = solo.fails(&["allow", symbols.to_str().unwrap()]);
+    assert!(e.contains("--mailbox"), "{e}");
+}
+
+/// The most text one injection carries (cli/src/agents/hooks.rs,
+/// `MAX_INJECTED`), as the model reads it.
+const MAX_INJECTED: usize = 32 * 1024;
+
+/// Point 9: an injection's cap is measured after escaping, and a message
+/// too long for it is cut with a marker that says how to read all of it
+/// (one 64 KiB message of `<` was 260 K characters of context).
+#[test]
+fn an_injection_is_capped_after_escaping_and_a_long_message_is_cut_with_a_marker() {
+    let mut solo = Node::new("solo");
+    solo.start();
+    let coder = mailbox(&solo, "coder");
+    let context = |event: &str| {
+        let out = run_hook(&solo, "claude", event, &input(event, &coder, false), &coder);
+        let v = parsed(&out);
+        v["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .or(v["reason"].as_str())
+            .unwrap()
+            .to_owned()
+    };
+    let long = "<".repeat(65_000);
+    for event in ["PostToolUse", "Stop"] {
+        // One message, alone over the cap once escaped.
+        let id = send_as_ada(&solo, "coder@", &long);
+        let ctx = context(event);
+        eprintln!(
+            "{event}: one {} byte message of `<`: {} bytes of context",
+            long.len(),
+            ctx.len()
+        );
+        assert!(ctx.len() <= MAX_INJECTED, "{event}: {} bytes", ctx.len());
+        assert!(ctx.len() > MAX_INJECTED - 2048, "{}", ctx.len());
+        assert!(
+            ctx.contains("[agentmesh: cut here to fit; ")
+                && ctx.contains(&format!("`agentmesh read {id}`]")),
+            "{event}: no marker"
+        );
+        // Marked read; the marker's command shows all of it.
+        let whole = solo.json(&["read", &id]);
+        assert_eq!(whole["text"].as_str().unwrap().len(), long.len());
+        // Two taken together (under the cap before escaping, over it
+        // after): the short one whole, the long one cut.
+        let id = send_as_ada(&solo, "coder@", &long[..20_000]);
+        let short = send_as_ada(&solo, "coder@", "and a short one");
+        let ctx = context(event);
+        assert!(ctx.len() <= MAX_INJECTED, "{event}: {} bytes", ctx.len());
+        assert!(ctx.contains(&format!("`agentmesh read {id}`]")), "{event}");
+        assert!(
+            ctx.contains(&short) && ctx.contains("\nand a short one\n</agentmesh-message>"),
+            "{event}"
+        );
+    }
+}

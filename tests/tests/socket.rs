@@ -10,7 +10,7 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use agentmesh_node::api::WhoKind;
-use agentmesh_node::server::{ATTACH_TIMEOUT, MAX_CLIENTS, MAX_UNATTACHED};
+use agentmesh_node::server::{ATTACH_TIMEOUT, MAX_CLIENTS, MAX_EVENT_CLIENTS, MAX_UNATTACHED};
 use agentmesh_tests::{ApiClient, Node, who};
 
 fn socket(n: &Node) -> UnixStream {
@@ -68,31 +68,104 @@ fn idle_sockets_never_lock_a_client_out() {
     assert!(v["message"].as_str().unwrap().contains("attach"), "{v}");
     drop(crowd);
 
-    // Every client slot taken: the next client to attach is told `busy`,
-    // and gets in once one leaves.
-    let mut full: Vec<UnixStream> = vec![];
-    for _ in 0..MAX_CLIENTS - 1 {
-        let mut s = socket(&a);
-        s.write_all(attach_line()).unwrap();
-        let mut r = BufReader::new(s.try_clone().unwrap());
-        assert_eq!(read_frame(&mut r)["type"], "attached");
-        full.push(s);
-    }
-    let mut late = socket(&a);
-    late.write_all(attach_line()).unwrap();
-    let v = read_frame(&mut BufReader::new(late));
-    assert_eq!(v["type"], "error", "{v}");
-    assert_eq!(v["code"], "busy", "{v}");
-    assert!(v["message"].as_str().unwrap().contains("256"), "{v}");
     drop(c);
-    let mut again = None;
+    a.stop();
+}
+
+/// Attaches on a fresh socket with `line`; the socket, and the answer.
+fn attach_with(n: &Node, line: &[u8]) -> (UnixStream, serde_json::Value) {
+    let mut s = socket(n);
+    s.write_all(line).unwrap();
+    let v = read_frame(&mut BufReader::new(s.try_clone().unwrap()));
+    (s, v)
+}
+
+fn attach_for_requests_line() -> &'static [u8] {
+    b"{\"type\":\"attach\",\"version\":1,\"who\":{\"kind\":\"human\",\"name\":\"t\"},\"events\":false}\n"
+}
+
+/// The `{"code":…}` line a `--json` command that failed ends its stderr
+/// with.
+fn error_code(n: &Node, args: &[&str]) -> String {
+    let e = n.fails(args);
+    let last: serde_json::Value =
+        serde_json::from_str(e.lines().last().unwrap()).unwrap_or_else(|err| panic!("{err}: {e}"));
+    last["code"].as_str().unwrap().to_owned()
+}
+
+/// Issue 17, points 8 and 9: clients attached for events (`watch`, MCP
+/// servers) take at most MAX_EVENT_CLIENTS slots, so commands and hooks
+/// (attached for requests only) still get in; a refused attach reaches
+/// the CLI with its own code (`busy`, `bad_mailbox`), not `protocol`.
+#[test]
+fn event_clients_leave_slots_for_commands_and_refusals_keep_their_codes() {
+    let mut a = Node::new("alpha");
+    a.start();
+    // An attach the daemon refuses, through the CLI.
+    assert_eq!(
+        error_code(&a, &["watch", "--mailbox", "Not A Name!", "--json"]),
+        "bad_mailbox"
+    );
+    let mut held: Vec<UnixStream> = vec![];
+    for _ in 0..MAX_EVENT_CLIENTS {
+        let (s, v) = attach_with(&a, attach_line());
+        assert_eq!(v["type"], "attached", "{v}");
+        held.push(s);
+    }
+    // The next event client is told `busy`, saying why and what still works.
+    let (_, v) = attach_with(&a, attach_line());
+    assert_eq!(v["code"], "busy", "{v}");
+    let m = v["message"].as_str().unwrap();
+    assert!(
+        m.contains(&MAX_EVENT_CLIENTS.to_string()) && m.contains("commands and hooks"),
+        "{v}"
+    );
+    assert_eq!(error_code(&a, &["watch", "--json"]), "busy");
+    // Commands still work, and a hook.
+    assert_eq!(a.status()["name"], "alpha");
+    let dir = a.home().join("work").join("box");
+    std::fs::create_dir_all(&dir).unwrap();
+    a.ok(&["allow", dir.to_str().unwrap()]);
+    let id = a.send("box@", "still delivered");
+    let mut hook = a
+        .command(&["hook", "claude", "PostToolUse"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = serde_json::json!({"session_id": "s", "cwd": dir});
+    hook.stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let out = hook.wait_with_output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&id),
+        "{out:?}"
+    );
+    // Requests-only clients fill the rest; past it, everyone is `busy`.
+    for _ in MAX_EVENT_CLIENTS..MAX_CLIENTS {
+        let (s, v) = attach_with(&a, attach_for_requests_line());
+        assert_eq!(v["type"], "attached", "{v}");
+        held.push(s);
+    }
+    let (_, v) = attach_with(&a, attach_for_requests_line());
+    assert_eq!(v["code"], "busy", "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains(&MAX_CLIENTS.to_string()),
+        "{v}"
+    );
+    assert_eq!(error_code(&a, &["status", "--json"]), "busy");
+    // One leaves: a command gets in again.
+    held.pop();
     agentmesh_tests::wait_for("a slot to be free again", || {
-        let mut s = socket(&a);
-        s.write_all(attach_line()).unwrap();
-        let v = read_frame(&mut BufReader::new(s.try_clone().unwrap()));
-        (v["type"] == "attached").then(|| again = Some(s))
+        a.run(&["status"]).status.success().then_some(())
     });
-    drop(full);
+    drop(held);
     a.stop();
 }
 

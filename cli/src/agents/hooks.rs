@@ -4,8 +4,9 @@
 //!
 //! ```text
 //!  stdin: the hook's JSON {session_id, cwd, stop_hook_active, …}
-//!   ── mailbox of `cwd` (not this process's folder) ── take what fits
-//!      (marked read in one step: injected into one session, once)
+//!   ── mailbox of `cwd` (not this process's folder; none: print nothing)
+//!   ── take what fits (marked read in one step: injected into one
+//!      session, once), cut to MAX_INJECTED as the model reads it
 //!   SessionStart, UserPromptSubmit, PostToolUse
 //!      ── {"hookSpecificOutput":{"hookEventName":E,"additionalContext":…}}
 //!   Stop ── {"decision":"block","reason":…} while unread mail waits
@@ -92,8 +93,11 @@ const REACH: Duration = Duration::from_millis(500);
 const TAKE: Duration = Duration::from_secs(4);
 /// Messages one injection carries, at most.
 const MAX_MESSAGES: usize = 20;
-/// Bytes of messages (as JSON) one injection carries, about (at least one
-/// message, whatever its size).
+/// Bytes of text one injection carries at most, measured as the model
+/// reads it (escaped, framed, with the preamble): what is taken is about
+/// this much before escaping, and a message whose escaped text does not
+/// fit is cut with a marker saying how to read all of it (one 64 KiB
+/// message of `<` would otherwise be 256 KiB of context).
 const MAX_INJECTED: usize = 32 * 1024;
 
 /// Runs the hook; always exits 0.
@@ -134,23 +138,26 @@ fn answer(
         .enable_all()
         .build()
         .ok()?;
-    let taken = rt.block_on(mail(home, who, &cwd, mailbox, event)).ok()?;
-    let text = super::frame_all(&taken.messages);
+    // No mailbox for this folder: nothing to say, nothing marked read.
+    let taken = rt.block_on(mail(home, who, &cwd, mailbox, event)).ok()??;
     if taken.messages.is_empty() {
         return None;
     }
     let out = match event {
-        HookEvent::Stop => serde_json::json!({
-            "decision": "block",
-            "reason": format!(
-                "{} new message(s) from peers arrived before you stopped; read them, and reply where one asks you something (or tell your user you won't).\n\n{text}",
+        HookEvent::Stop => {
+            let lead = format!(
+                "{} new message(s) from peers arrived before you stopped; read them, and reply where one asks you something (or tell your user you won't).\n\n",
                 taken.messages.len()
-            ),
-        }),
+            );
+            serde_json::json!({
+                "decision": "block",
+                "reason": super::frame_all(&lead, &taken.messages, MAX_INJECTED),
+            })
+        }
         _ => serde_json::json!({
             "hookSpecificOutput": {
                 "hookEventName": event.name(),
-                "additionalContext": text,
+                "additionalContext": super::frame_all("", &taken.messages, MAX_INJECTED),
             }
         }),
     };
@@ -158,23 +165,28 @@ fn answer(
 }
 
 /// The mail to inject: what fits, taken (marked read) from the mailbox of
-/// `cwd`; after a prompt, the hop reset.
+/// `cwd`; after a prompt, the hop reset. `None` when the folder has no
+/// mailbox (its name is another folder's, or folds to nothing).
 async fn mail(
     home: &Home,
     who: Who,
     cwd: &std::path::Path,
     mailbox: Option<&str>,
     event: HookEvent,
-) -> Result<Taken, ClientError> {
+) -> Result<Option<Taken>, ClientError> {
     let slow = || ClientError::Io("the daemon did not answer in time".into());
     let reach = async {
         let (requests, _events) = Client::connect(home, who).await?.split();
         let found = super::resolve_mailbox(&requests, mailbox, cwd).await?;
-        Ok::<_, ClientError>((requests, Some(found.mailbox)))
+        Ok::<_, ClientError>((requests, found.mailbox))
     };
     let (requests, mailbox) = tokio::time::timeout(REACH, reach)
         .await
         .map_err(|_| slow())??;
+    let Some(mailbox) = mailbox else {
+        return Ok(None);
+    };
+    let mailbox = Some(mailbox);
     let take = Op::Take {
         mailbox: mailbox.clone(),
         limit: Some(MAX_MESSAGES),
@@ -189,5 +201,5 @@ async fn mail(
         let reset = requests.call::<serde_json::Value>(Op::HopReset { mailbox });
         let _ = tokio::time::timeout(REACH, reset).await;
     }
-    Ok(taken)
+    Ok(Some(taken))
 }

@@ -17,6 +17,11 @@
 //!                                          {"type":"error","code":"malformed_frame","message":"…"}
 //! ```
 //!
+//! A client that only makes requests (a command, a hook) adds
+//! `"events":false` to its `attach`: it is sent no events, and it may use
+//! the client slots kept for such clients. A refused `attach` is answered
+//! with an `error` frame (`busy`, `version_mismatch`, `bad_mailbox`…).
+//!
 //! A malformed or unknown frame gets an `error` frame naming the problem and
 //! the connection stays usable. `who` is shown as claimed, never trusted:
 //! rights come from how a client connected (the socket admits only the
@@ -145,6 +150,12 @@ pub enum ClientFrame {
         /// Resume events after this sequence number (issue 4).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         after_seq: Option<u64>,
+        /// Whether the client wants events (default: yes). A client that
+        /// only makes requests (a command, a hook) says `false`: it is sent
+        /// no events, and it may take the client slots kept free for such
+        /// clients (see `server::RESERVED_FOR_REQUESTS`).
+        #[serde(default = "yes", skip_serializing_if = "is_yes")]
+        events: bool,
     },
     /// A request, answered by a response with the same id.
     Request {
@@ -154,6 +165,14 @@ pub enum ClientFrame {
         #[serde(flatten)]
         op: Op,
     },
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(b: &bool) -> bool {
+    *b
 }
 
 /// The operations a client may request.
@@ -352,7 +371,8 @@ pub enum Op {
         mailbox: Option<String>,
     },
     /// The mailbox a folder is: the one bound to it or to its nearest
-    /// bound ancestor, else its base name.
+    /// bound ancestor, else its base name, unless that name is bound to
+    /// another folder or folds to nothing (then it has none).
     MailboxFor {
         /// The folder.
         path: String,

@@ -364,13 +364,18 @@ pub struct MailboxStateView {
 /// `mailbox_for`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MailboxFor {
-    /// The mailbox's name.
-    pub mailbox: String,
+    /// The mailbox's name; null when the folder has none (`not_set_up`
+    /// says why).
+    pub mailbox: Option<String>,
     /// The bound folder it came from (the folder or an ancestor); null
     /// when it is the folder's base name and nothing is bound.
     pub bound_path: Option<String>,
     /// Whether it receives: bound and opted in.
     pub receives: bool,
+    /// When the folder has no mailbox: why, and what a person runs to
+    /// give it one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_set_up: Option<String>,
 }
 
 /// `outbox`.

@@ -315,7 +315,10 @@ impl Consent {
 
     /// `mailbox_for PATH`: the mailbox bound to the folder or its nearest
     /// bound ancestor, else the folder's base name (how the MCP server and
-    /// the hooks find their mailbox).
+    /// the hooks find their mailbox). A base name that is another folder's
+    /// mailbox, or that folds to nothing (`/`, a name of symbols), is no
+    /// mailbox: a second clone named `api` must not read the real `api`'s
+    /// mail, and unrelated folders must not share one.
     pub(super) fn mailbox_for(&self, path: &str) -> Reply {
         let given = std::path::Path::new(path);
         let path = std::fs::canonicalize(given)
@@ -330,25 +333,45 @@ impl Consent {
             let text = a.display().to_string();
             self.folders.values().find(|b| b.path == text)
         });
-        let answer = match bound {
-            Some(b) => crate::api::MailboxFor {
-                mailbox: b.mailbox.clone(),
+        if let Some(b) = bound {
+            return ok(crate::api::MailboxFor {
+                mailbox: Some(b.mailbox.clone()),
                 bound_path: Some(b.path.clone()),
                 receives: b.allowed,
+                not_set_up: None,
+            });
+        }
+        let shown = path.display();
+        let base = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let not_set_up = match crate::config::try_fold_name(&base) {
+            // Not this folder's nor an ancestor's (those were found above).
+            Some(name) => match self.folders.get(name.as_str()) {
+                Some(other) => format!(
+                    "{shown} is not set up for agentmesh: its name, {name}, is the mailbox of another folder ({}); a person gives this one its own with `agentmesh allow {shown} --mailbox NAME`",
+                    other.path
+                ),
+                None => {
+                    return ok(crate::api::MailboxFor {
+                        mailbox: Some(name.to_string()),
+                        bound_path: None,
+                        receives: false,
+                        not_set_up: None,
+                    });
+                }
             },
-            None => crate::api::MailboxFor {
-                mailbox: crate::config::fold_name(
-                    &path
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default(),
-                )
-                .to_string(),
-                bound_path: None,
-                receives: false,
-            },
+            None => format!(
+                "{shown} is not set up for agentmesh: its name gives no mailbox name; a person gives it one with `agentmesh allow {shown} --mailbox NAME`"
+            ),
         };
-        ok(answer)
+        ok(crate::api::MailboxFor {
+            mailbox: None,
+            bound_path: None,
+            receives: false,
+            not_set_up: Some(not_set_up),
+        })
     }
 
     // ----- the API --------------------------------------------------------
@@ -464,12 +487,20 @@ impl Consent {
             (None, true) => {
                 let name = match mailbox {
                     Some(m) => mailbox_name(m)?,
-                    None => crate::config::fold_name(
+                    None => crate::config::try_fold_name(
                         &path
                             .file_name()
                             .map(|n| n.to_string_lossy().into_owned())
                             .unwrap_or_default(),
-                    ),
+                    )
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            codes::BAD_MAILBOX,
+                            format!(
+                                "{path_text}'s name gives no mailbox name; choose one with --mailbox NAME"
+                            ),
+                        )
+                    })?,
                 };
                 if let Some(other) = self.folders.get(name.as_str()) {
                     return err(

@@ -8,6 +8,16 @@
 //! (`agentmesh_tests::hostile`): a stranger with its own identity, a member
 //! (a real member's key, its daemon stopped), a revoked member, floods of
 //! fresh identities, and raw streams that send bytes no codec would.
+//!
+//! The second round of hostile findings has rows here (replies that
+//! escaped loop safety, addresses carrying escape sequences, names that
+//! are not one line) and, where a row needs parts this table doesn't
+//! run, tests of their own beside the honest traffic that must still
+//! flow: a stranger aiming hole punching (`relayed.rs`, through a real
+//! relay), a folder reading another's mailbox (`hooks.rs`, `agents.rs`),
+//! 300 MCP sessions beside commands and hooks (`sessions.rs`, `socket.rs`),
+//! setup touching a person's own entries (`setup.rs`), and the relay's own
+//! (`relay/tests/`).
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
@@ -544,6 +554,15 @@ fn rows() -> Vec<Row> {
                 assert_eq!(
                     ask(br#"{"type":"attach","version":9,"who":{"kind":"human","name":"t"}}"#)["code"],
                     "version_mismatch"
+                );
+                // A name that would act on a terminal, or read as two lines.
+                assert_eq!(
+                    ask(br#"{"type":"attach","version":1,"who":{"kind":"agent","name":"a\u001b]0;retitled\u0007"}}"#)["code"],
+                    "bad_who"
+                );
+                assert_eq!(
+                    ask(br#"{"type":"attach","version":1,"who":{"kind":"agent","name":"x","session_id":"a\nb"}}"#)["code"],
+                    "bad_who"
                 );
                 assert_eq!(ask(&vec![b'x'; 2 << 20])["code"], "frame_too_large");
                 assert_eq!(ask(b"\xff\xfe")["code"], "malformed_frame");

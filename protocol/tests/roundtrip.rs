@@ -67,7 +67,10 @@ prop_compose! {
 prop_compose! {
     fn who()(agent in any::<bool>(), name in ".{0,20}", session in proptest::option::of(".{0,20}"),
              task in proptest::option::of(".{0,40}")) -> Who {
-        Who { kind: if agent { WhoKind::Agent } else { WhoKind::Human }, name, session_id: session, task }
+        // A name and a session are one plain line (the owner-name rule).
+        let line = |t: &str| agentmesh_protocol::names::to_one_line(t, 64);
+        Who { kind: if agent { WhoKind::Agent } else { WhoKind::Human }, name: line(&name),
+              session_id: session.as_deref().map(line), task }
     }
 }
 

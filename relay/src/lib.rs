@@ -24,12 +24,15 @@
 //! address or an IPv6 /64) connections, reservations and circuits
 //! (server.rs); idle circuits close (idle.rs); a peer's Kademlia entry is
 //! at most 8 addresses, replaced by each identify, and a connection's
-//! identify messages move the table at most once per 10 s (routing.rs).
+//! identify messages move the table at most once per 10 s (routing.rs);
+//! what peers say they see the relay at is not taken as its address
+//! (observed.rs).
 
 #![deny(missing_docs)]
 
 pub mod idle;
 pub mod metrics;
+pub mod observed;
 pub mod routing;
 pub mod server;
 
@@ -239,8 +242,9 @@ mod derived {
         pub limits: connection_limits::Behaviour,
         /// Circuit relay v2, the server side (counting what it holds).
         pub relay: server::Relay,
-        /// Exchanges addresses; tells clients the address they are seen at.
-        pub identify: identify::Behaviour,
+        /// Exchanges addresses; tells clients the address they are seen at
+        /// (and takes none of what they say they see it at).
+        pub identify: observed::Identify,
         /// Keeps connections alive, measures round trips.
         pub ping: ping::Behaviour,
         /// The bootstrap node: a Kademlia server. Nothing adds to its
@@ -373,7 +377,7 @@ fn behaviour(key: &identity::Keypair, config: &Config) -> Behaviour {
                 circuits: config.max_circuits_per_ip,
             },
         ),
-        identify: identify::Behaviour::new(
+        identify: observed::Identify::new(
             identify::Config::new(agentmesh_protocol::IDENTIFY_PROTOCOL.into(), key.public())
                 .with_agent_version(format!("agentmesh-relay/{VERSION}"))
                 // No cache of the addresses peers list: the relay dials no

@@ -307,6 +307,24 @@ async fn one_address_holds_at_most_its_reservations_and_another_is_still_served(
         reserve(&mut again, &relay.addr).await,
         "refused after one went"
     );
+    // A burst from 127.0.0.4, all at once: a reservation counts from the
+    // moment it is let through, so no more than 2 are accepted.
+    let burst: Vec<_> = (0..6)
+        .map(|_| {
+            let addr = relay.addr.clone();
+            tokio::spawn(async move {
+                let mut c = client("127.0.0.4", NO_PINGS);
+                let ok = reserve(&mut c, &addr).await;
+                (ok, run(c))
+            })
+        })
+        .collect();
+    let mut accepted = 0;
+    for b in burst {
+        accepted += usize::from(b.await.unwrap().0);
+    }
+    println!("a burst of 6 reservations from one address, cap 2: {accepted} accepted");
+    assert_eq!(accepted, 2, "127.0.0.4 got {accepted} reservations, cap 2");
 }
 
 /// A target reserves on `relay` from 127.0.0.9 and runs: its PeerId.

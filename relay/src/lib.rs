@@ -19,22 +19,36 @@
 //!       relay's, metrics.rs) fed by those events, served on
 //!       GET http://ADDR/metrics; no registry and no listener without it
 //! ```
+//!
+//! What one stranger can hold is bounded: per source address (an IPv4
+//! address or an IPv6 /64) connections, reservations and circuits
+//! (server.rs); idle circuits close (idle.rs); a peer's Kademlia entry is
+//! at most 8 addresses, replaced by each identify, and a connection's
+//! identify messages move the table at most once per 10 s (routing.rs);
+//! what peers say they see the relay at is not taken as its address
+//! (observed.rs).
 
 #![deny(missing_docs)]
 
+pub mod idle;
 pub mod metrics;
+pub mod observed;
+pub mod routing;
 pub mod server;
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use libp2p::core::muxing::StreamMuxerBox;
+use libp2p::core::transport::Transport as _;
+use libp2p::core::upgrade::Version;
 use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
 use libp2p::{
     Multiaddr, PeerId, StreamProtocol, Swarm, autonat, connection_limits, identify, identity, kad,
-    noise, ping, relay, tcp, yamux,
+    noise, ping, quic, relay, tcp, yamux,
 };
 use prometheus_client::registry::Registry;
 
@@ -57,8 +71,33 @@ pub const CIRCUITS_PER_IP_PER_MINUTE: NonZeroU32 = match NonZeroU32::new(60) {
     None => NonZeroU32::MIN,
 };
 
+/// Reservations one source address (an IPv4 address, or an IPv6 /64) may
+/// hold at once, by default. A source is a machine, or a NAT with several
+/// behind it (an office): 8 is a team's machines behind one NAT, each
+/// reserving once, and 16 sources hold the default 128.
+pub const RESERVATIONS_PER_IP: usize = 8;
+
+/// Circuits one source address may be the source of at once, by default:
+/// a machine opens one per member it reaches through the relay, briefly
+/// (DCUtR then moves it to a direct connection); 4 sources hold the
+/// default 16.
+pub const CIRCUITS_PER_IP: usize = 4;
+
+/// Inbound connections (handshakes included) one source address may hold
+/// at once, by default: every machine behind a NAT holds one or two, and
+/// 64 is room for a big office while 16 sources are needed for the
+/// default 1,024.
+pub const CONNECTIONS_PER_IP: usize = 64;
+
+/// How long a circuit may carry no byte, either way, before it is closed,
+/// by default. An agentmesh connection through a relay pings every 15 s,
+/// so only a circuit nobody uses (or one a stranger holds open to use up
+/// the relay's circuits) goes quiet for 30 s.
+pub const CIRCUIT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// What the relay serves, and within which limits. The defaults are
-/// libp2p-relay's own, and documented in docs/relay.md when it comes.
+/// libp2p-relay's own, and the per-source caps above; docs/relay.md says
+/// why.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The key file (libp2p's protobuf encoding of an ed25519 keypair).
@@ -88,6 +127,15 @@ pub struct Config {
     pub reservations_per_ip_per_minute: NonZeroU32,
     /// Connections at once, in and out.
     pub max_connections: u32,
+    /// Inbound connections (handshakes included) at once, per source
+    /// address (an IPv4 address, or an IPv6 /64).
+    pub max_connections_per_ip: usize,
+    /// Reservations at once, per source address.
+    pub max_reservations_per_ip: usize,
+    /// Circuits at once a source address is the source of.
+    pub max_circuits_per_ip: usize,
+    /// How long a circuit may carry no byte before it is closed.
+    pub circuit_idle_timeout: Duration,
     /// Only these peers may reserve; empty: anyone.
     pub allow: Vec<PeerId>,
     /// Where to serve Prometheus metrics (`GET /metrics`); `None`: not at
@@ -113,6 +161,10 @@ impl Config {
             reservations_per_peer_per_minute: NonZeroU32::new(30).unwrap_or(NonZeroU32::MIN),
             reservations_per_ip_per_minute: NonZeroU32::new(60).unwrap_or(NonZeroU32::MIN),
             max_connections: 1024,
+            max_connections_per_ip: CONNECTIONS_PER_IP,
+            max_reservations_per_ip: RESERVATIONS_PER_IP,
+            max_circuits_per_ip: CIRCUITS_PER_IP,
+            circuit_idle_timeout: CIRCUIT_IDLE_TIMEOUT,
             allow: vec![],
             metrics: None,
         }
@@ -190,8 +242,9 @@ mod derived {
         pub limits: connection_limits::Behaviour,
         /// Circuit relay v2, the server side (counting what it holds).
         pub relay: server::Relay,
-        /// Exchanges addresses; tells clients the address they are seen at.
-        pub identify: identify::Behaviour,
+        /// Exchanges addresses; tells clients the address they are seen at
+        /// (and takes none of what they say they see it at).
+        pub identify: observed::Identify,
         /// Keeps connections alive, measures round trips.
         pub ping: ping::Behaviour,
         /// The bootstrap node: a Kademlia server. Nothing adds to its
@@ -212,15 +265,28 @@ pub fn build(
     registry: Option<&mut Registry>,
 ) -> Result<Swarm<Behaviour>, Error> {
     let start = |e: &dyn std::fmt::Display| Error::Start(e.to_string());
+    let idle = config.circuit_idle_timeout;
+    // TCP (Noise, yamux) and QUIC, as `with_tcp` and `with_quic` make
+    // them, every connection's multiplexer wrapped so that idle circuits
+    // close (idle.rs): the builder has no other place to wrap it.
+    let transport =
+        |key: &identity::Keypair| -> Result<_, Box<dyn std::error::Error + Send + Sync>> {
+            let tcp = tcp::tokio::Transport::new(tcp::Config::default().nodelay(true))
+                .upgrade(Version::V1Lazy)
+                .authenticate(noise::Config::new(key)?)
+                .multiplex(yamux::Config::default())
+                .map(|(peer, muxer), _| (peer, StreamMuxerBox::new(muxer)));
+            let quic = quic::tokio::Transport::new(quic::Config::new(key))
+                .map(|(peer, muxer), _| (peer, StreamMuxerBox::new(muxer)));
+            Ok(tcp.or_transport(quic).map(move |either, _| {
+                let (peer, muxer) = either.into_inner();
+                (peer, idle::Muxer::new(muxer, idle))
+            }))
+        };
     let builder = libp2p::SwarmBuilder::with_existing_identity(key)
         .with_tokio()
-        .with_tcp(
-            tcp::Config::default().nodelay(true),
-            noise::Config::new,
-            yamux::Config::default,
-        )
-        .map_err(|e| start(&e))?
-        .with_quic();
+        .with_other_transport(transport)
+        .map_err(|e| start(&e))?;
     let make = |key: &identity::Keypair| behaviour(key, config);
     let swarm_config =
         |c: libp2p::swarm::Config| c.with_idle_connection_timeout(Duration::from_secs(60));
@@ -301,10 +367,23 @@ fn behaviour(key: &identity::Keypair, config: &Config) -> Behaviour {
                 .with_max_pending_incoming(Some(128))
                 .with_max_established_per_peer(Some(8)),
         ),
-        relay: server::Relay::new(peer_id, relay_config, &config.allow),
-        identify: identify::Behaviour::new(
+        relay: server::Relay::new(
+            peer_id,
+            relay_config,
+            &config.allow,
+            server::SourceCaps {
+                connections: config.max_connections_per_ip,
+                reservations: config.max_reservations_per_ip,
+                circuits: config.max_circuits_per_ip,
+            },
+        ),
+        identify: observed::Identify::new(
             identify::Config::new(agentmesh_protocol::IDENTIFY_PROTOCOL.into(), key.public())
-                .with_agent_version(format!("agentmesh-relay/{VERSION}")),
+                .with_agent_version(format!("agentmesh-relay/{VERSION}"))
+                // No cache of the addresses peers list: the relay dials no
+                // peer by its PeerId alone, and the cache would turn every
+                // address of every identify push into a swarm event.
+                .with_cache_size(0),
         ),
         ping: ping::Behaviour::new(ping::Config::new()),
         kad,
@@ -339,18 +418,28 @@ pub async fn run(config: Config) -> Result<(), Error> {
     }
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Error::Start(e.to_string()))?;
+    let mut routing = routing::Routing::default();
+    // When identify updates that waited are made: within a second of being
+    // due.
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tracing::info!(peer_id = %me, version = VERSION, "relay starting");
     loop {
         tokio::select! {
             _ = term.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
+            _ = tick.tick() => {
+                for update in routing.due(Instant::now()) {
+                    routing::apply(&mut swarm.behaviour_mut().kad, update);
+                }
+            }
             event = swarm.select_next_some() => {
                 if let Some(m) = &metrics {
                     m.record(&event);
                 }
-                on_event(&mut swarm, me, event);
+                on_event(&mut swarm, &mut routing, me, event);
                 if let Some(m) = &metrics {
-                    m.refresh(&swarm);
+                    m.refresh(&swarm, &routing);
                 }
             }
         }
@@ -363,7 +452,12 @@ fn with_peer(addr: &Multiaddr, me: PeerId) -> Multiaddr {
     addr.clone().with_p2p(me).unwrap_or_else(|a| a)
 }
 
-fn on_event(swarm: &mut Swarm<Behaviour>, me: PeerId, event: SwarmEvent<BehaviourEvent>) {
+fn on_event(
+    swarm: &mut Swarm<Behaviour>,
+    routing: &mut routing::Routing,
+    me: PeerId,
+    event: SwarmEvent<BehaviourEvent>,
+) {
     match event {
         SwarmEvent::NewListenAddr { address, .. } => {
             tracing::info!(address = %with_peer(&address, me), "listening");
@@ -372,26 +466,28 @@ fn on_event(swarm: &mut Swarm<Behaviour>, me: PeerId, event: SwarmEvent<Behaviou
             tracing::debug!(event = ?e, "relay");
         }
         SwarmEvent::Behaviour(BehaviourEvent::Identify(identify::Event::Received {
+            connection_id,
             peer_id,
             info,
-            ..
-        })) if info.protocols.contains(&KAD_PROTOCOL) => {
-            for a in info.listen_addrs.iter().filter(|a| routable(a)) {
-                swarm.behaviour_mut().kad.add_address(&peer_id, a.clone());
+        })) => {
+            let update = routing::Update {
+                peer: peer_id,
+                addresses: routing::addresses(&peer_id, &info, &KAD_PROTOCOL),
+            };
+            if let Some(update) = routing.identified(Instant::now(), connection_id, update) {
+                routing::apply(&mut swarm.behaviour_mut().kad, update);
             }
         }
+        // Kademlia adds an outbound connection's address to a peer it
+        // holds on its own: kept within the caps too.
+        SwarmEvent::Behaviour(BehaviourEvent::Kad(kad::Event::RoutingUpdated {
+            peer,
+            addresses,
+            ..
+        })) => {
+            routing::trim(&mut swarm.behaviour_mut().kad, &peer, &addresses.into_vec());
+        }
+        SwarmEvent::ConnectionClosed { connection_id, .. } => routing.closed(connection_id),
         _ => {}
     }
-}
-
-/// Whether a peer's listen address belongs in the routing table: a
-/// direct, concrete one (not a circuit through some relay, not 0.0.0.0).
-fn routable(a: &Multiaddr) -> bool {
-    use libp2p::multiaddr::Protocol;
-    a.iter().all(|p| match p {
-        Protocol::P2pCircuit => false,
-        Protocol::Ip4(ip) => !ip.is_unspecified(),
-        Protocol::Ip6(ip) => !ip.is_unspecified(),
-        _ => true,
-    })
 }

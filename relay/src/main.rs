@@ -59,6 +59,25 @@ struct Cli {
     /// Reservations one IP address may ask for per minute.
     #[arg(long, value_name = "N")]
     reservations_per_ip_per_minute: Option<std::num::NonZeroU32>,
+    /// Inbound connections at once (handshakes included) from one IP
+    /// address (for IPv6: one /64).
+    #[arg(long, value_name = "N", default_value_t = agentmesh_relay::CONNECTIONS_PER_IP)]
+    max_connections_per_ip: usize,
+    /// Reservations at once from one IP address (for IPv6: one /64).
+    #[arg(long, value_name = "N", default_value_t = agentmesh_relay::RESERVATIONS_PER_IP)]
+    max_reservations_per_ip: usize,
+    /// Circuits at once from one IP address (for IPv6: one /64).
+    #[arg(long, value_name = "N", default_value_t = agentmesh_relay::CIRCUITS_PER_IP)]
+    max_circuits_per_ip: usize,
+    /// How long a circuit may carry no byte, either way, before it is
+    /// closed, e.g. 30s.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = humantime::parse_duration,
+        default_value = "30s"
+    )]
+    circuit_idle_timeout: std::time::Duration,
     /// Serve Prometheus metrics on GET http://ADDR/metrics; with no ADDR,
     /// 127.0.0.1:9091. Off without this flag. Keep it on loopback or
     /// behind a firewall.
@@ -121,6 +140,10 @@ fn main() -> ExitCode {
     config.external = cli.external_addr;
     config.allow = cli.allow;
     config.metrics = cli.metrics;
+    config.max_connections_per_ip = cli.max_connections_per_ip;
+    config.max_reservations_per_ip = cli.max_reservations_per_ip;
+    config.max_circuits_per_ip = cli.max_circuits_per_ip;
+    config.circuit_idle_timeout = cli.circuit_idle_timeout;
     macro_rules! set {
         ($($field:ident),*) => { $( if let Some(v) = cli.$field { config.$field = v; } )* };
     }
@@ -161,6 +184,20 @@ mod tests {
     fn metrics(args: &[&str]) -> Result<Option<SocketAddr>, clap::Error> {
         Cli::try_parse_from(std::iter::once("agentmesh-relay").chain(args.iter().copied()))
             .map(|cli| cli.metrics)
+    }
+
+    #[test]
+    fn the_per_ip_caps_default_to_the_documented_values() {
+        let cli = Cli::try_parse_from(["agentmesh-relay"]).unwrap();
+        assert_eq!(cli.max_connections_per_ip, 64);
+        assert_eq!(cli.max_reservations_per_ip, 8);
+        assert_eq!(cli.max_circuits_per_ip, 4);
+        assert_eq!(
+            cli.circuit_idle_timeout,
+            agentmesh_relay::CIRCUIT_IDLE_TIMEOUT
+        );
+        let cli = Cli::try_parse_from(["agentmesh-relay", "--circuit-idle-timeout", "2s"]).unwrap();
+        assert_eq!(cli.circuit_idle_timeout, std::time::Duration::from_secs(2));
     }
 
     #[test]

@@ -9,12 +9,22 @@
 //! - the relay's (`agentmesh_relay_*`): what it holds now and what it
 //!   refused, from [`crate::server::Relay`]'s per-connection counts.
 //!
+//! No label takes a value a peer chose. libp2p-metrics' identify families
+//! label peers by the protocols and address shapes they claim, and a peer
+//! claims what it likes (1,000 connections made 104,976 series, 10 MB a
+//! scrape): they are given each identify with its claims bucketed
+//! ([`bucketed`]), so they hold a fixed set of series.
+//!
 //! The endpoint answers one request per connection, within
-//! [`REQUEST_TIMEOUT`], to at most [`MAX_CONNECTIONS`] clients at once.
+//! [`REQUEST_TIMEOUT`], to at most [`MAX_CONNECTIONS`] clients at once; a
+//! new connection closes the oldest one whose request has not fully
+//! arrived to make room, so half-sent requests cannot keep a scrape out.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use http_body_util::Full;
@@ -22,14 +32,17 @@ use hyper::body::{Bytes, Incoming};
 use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use libp2p::metrics::Recorder;
+use libp2p::multiaddr::Protocol;
 use libp2p::swarm::{DialError, ListenError, SwarmEvent};
-use libp2p::{Swarm, connection_limits, relay};
+use libp2p::{Multiaddr, StreamProtocol, Swarm, connection_limits, identify, relay};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::routing::Routing;
+use crate::server::{Refusal, SourceLimit};
 use crate::{Behaviour, BehaviourEvent, Error};
 
 /// Where `--metrics` with no address serves: loopback only.
@@ -38,26 +51,32 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:9091";
 /// How long one connection to the endpoint may last, request and answer.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Connections to the endpoint served at once; more wait in the backlog.
+/// Connections to the endpoint served at once. A scrape takes
+/// milliseconds; 16 is room for several scrapers and a person's `curl`.
+/// When all are taken, a new connection closes the oldest whose request
+/// has not fully arrived, or waits for the oldest to be answered.
 pub const MAX_CONNECTIONS: usize = 16;
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The `reason` label of `agentmesh_relay_refusals_total`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct Refusal {
+struct Reason {
     reason: &'static str,
 }
 
 /// The reasons the relay can give, created at 0 so that they are scraped
 /// before they first happen.
-const REASONS: [&str; 6] = [
+const REASONS: [&str; 9] = [
     "reservation_resource_limit_exceeded",
     "reservation_not_on_allow_list",
+    "reservation_ip_limit",
     "circuit_resource_limit_exceeded",
     "circuit_no_reservation",
     "circuit_connection_failed",
+    "circuit_ip_limit",
     "connection_limit",
+    "connection_ip_limit",
 ];
 
 /// The relay's metrics, recorded from the swarm's events.
@@ -68,7 +87,8 @@ pub struct Metrics {
     circuits: Gauge,
     circuits_opened: Counter,
     connections: Gauge,
-    refusals: Family<Refusal, Counter>,
+    refusals: Family<Reason, Counter>,
+    identify_rate_limited: Counter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -90,9 +110,10 @@ impl Metrics {
             circuits_opened: Counter::default(),
             connections: Gauge::default(),
             refusals: Family::default(),
+            identify_rate_limited: Counter::default(),
         };
         for reason in REASONS {
-            let _ = m.refusals.get_or_create(&Refusal { reason });
+            let _ = m.refusals.get_or_create(&Reason { reason });
         }
         let r = registry.sub_registry_with_prefix("agentmesh_relay");
         r.register(
@@ -124,9 +145,17 @@ impl Metrics {
             "refusals",
             "Requests the relay refused, by reason: reservation_* and circuit_* are the \
              status a reservation or circuit request was denied with (but \
-             reservation_not_on_allow_list, sent as RESOURCE_LIMIT_EXCEEDED), \
-             connection_limit a connection or dial the connection limits denied",
+             reservation_not_on_allow_list and the *_ip_limit ones, sent as \
+             RESOURCE_LIMIT_EXCEEDED), connection_limit a connection or dial the \
+             connection limits denied, connection_ip_limit a connection from a source \
+             address holding --max-connections-per-ip",
             m.refusals.clone(),
+        );
+        r.register(
+            "identify_rate_limited",
+            "Identify messages not acted on when they came, because the same connection's \
+             previous one had been acted on less than 10 s before (the latest waits until then)",
+            m.identify_rate_limited.clone(),
         );
         m
     }
@@ -142,21 +171,33 @@ impl Metrics {
                         self.reservations_accepted.inc();
                     }
                     relay::Event::ReservationReqDenied { status, .. } => {
-                        self.refused(if e.not_on_allow_list {
-                            "reservation_not_on_allow_list"
-                        } else {
-                            reservation_reason(status)
+                        self.refused(match e.refusal {
+                            Some(Refusal::NotOnAllowList) => "reservation_not_on_allow_list",
+                            Some(Refusal::ReservationSourceLimit) => "reservation_ip_limit",
+                            _ => reservation_reason(status),
                         });
                     }
                     relay::Event::CircuitReqAccepted { .. } => {
                         self.circuits_opened.inc();
                     }
                     relay::Event::CircuitReqDenied { status, .. } => {
-                        self.refused(circuit_reason(status));
+                        self.refused(match e.refusal {
+                            Some(Refusal::CircuitSourceLimit) => "circuit_ip_limit",
+                            _ => circuit_reason(status),
+                        });
                     }
                     _ => {}
                 }
             }
+            SwarmEvent::Behaviour(BehaviourEvent::Identify(identify::Event::Received {
+                connection_id,
+                peer_id,
+                info,
+            })) => self.libp2p.record(&identify::Event::Received {
+                connection_id: *connection_id,
+                peer_id: *peer_id,
+                info: bucketed(info),
+            }),
             SwarmEvent::Behaviour(BehaviourEvent::Identify(e)) => self.libp2p.record(e),
             SwarmEvent::Behaviour(BehaviourEvent::Kad(e)) => self.libp2p.record(e),
             SwarmEvent::Behaviour(BehaviourEvent::Ping(e)) => self.libp2p.record(e),
@@ -173,12 +214,24 @@ impl Metrics {
             {
                 self.refused("connection_limit");
             }
+            SwarmEvent::IncomingConnectionError {
+                error: ListenError::Denied { cause },
+                ..
+            } if cause.downcast_ref::<SourceLimit>().is_some() => {
+                self.refused("connection_ip_limit");
+            }
             _ => {}
         }
     }
 
-    /// Sets the gauges from what `swarm` holds now.
-    pub fn refresh(&self, swarm: &Swarm<Behaviour>) {
+    /// Sets the gauges from what `swarm` holds now, and the counts
+    /// `routing` keeps.
+    pub fn refresh(&self, swarm: &Swarm<Behaviour>, routing: &Routing) {
+        let rate_limited = routing.rate_limited();
+        let counted = self.identify_rate_limited.get();
+        if rate_limited > counted {
+            self.identify_rate_limited.inc_by(rate_limited - counted);
+        }
         let relay = &swarm.behaviour().relay;
         let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         self.reservations.set(count(relay.reservations()));
@@ -189,7 +242,80 @@ impl Metrics {
     }
 
     fn refused(&self, reason: &'static str) {
-        self.refusals.get_or_create(&Refusal { reason }).inc();
+        self.refusals.get_or_create(&Reason { reason }).inc();
+    }
+}
+
+/// The protocols libp2p-metrics labels by name (it labels any other
+/// `unrecognized`).
+const NAMED_PROTOCOLS: [StreamProtocol; 7] = [
+    libp2p::dcutr::PROTOCOL_NAME,
+    identify::PROTOCOL_NAME,
+    identify::PUSH_PROTOCOL_NAME,
+    libp2p::kad::PROTOCOL_NAME,
+    libp2p::ping::PROTOCOL_NAME,
+    relay::STOP_PROTOCOL_NAME,
+    relay::HOP_PROTOCOL_NAME,
+];
+
+/// `info` as libp2p-metrics' identify families are given it (they keep it
+/// while the peer is connected, and label series by its protocols, the
+/// shapes of its listen addresses and of the address it says it sees the
+/// relay at). Protocols: the ones libp2p-metrics names, and one other if
+/// there are others (it labels them all `unrecognized`). Addresses: each
+/// replaced by its bucket, [`bucket`] (an address in none is left out; an
+/// observed address in none becomes the empty address, labelled `""`).
+pub fn bucketed(info: &identify::Info) -> identify::Info {
+    let mut protocols: Vec<StreamProtocol> = vec![];
+    let mut other = false;
+    for p in &info.protocols {
+        let named = NAMED_PROTOCOLS.contains(p);
+        if (named || !other) && !protocols.contains(p) {
+            protocols.push(p.clone());
+            other |= !named;
+        }
+    }
+    let mut listen_addrs: Vec<Multiaddr> = vec![];
+    for a in info.listen_addrs.iter().filter_map(bucket) {
+        if !listen_addrs.contains(&a) {
+            listen_addrs.push(a);
+        }
+    }
+    identify::Info {
+        public_key: info.public_key.clone(),
+        protocol_version: String::new(),
+        agent_version: String::new(),
+        listen_addrs,
+        protocols,
+        observed_addr: bucket(&info.observed_addr).unwrap_or_else(Multiaddr::empty),
+        signed_peer_record: None,
+    }
+}
+
+/// An address's bucket, as the metrics label it: its host kind (`ip4`,
+/// `ip6`, `dns`, `dns4`, `dns6`) and transport (`tcp`, `udp/quic-v1`),
+/// whatever follows (`/ip4/tcp`, `/dns4/udp/quic-v1`); a circuit address,
+/// `/p2p-circuit`; anything else, none. 11 buckets in all.
+pub fn bucket(addr: &Multiaddr) -> Option<Multiaddr> {
+    if addr.iter().any(|p| matches!(p, Protocol::P2pCircuit)) {
+        return Some(Multiaddr::empty().with(Protocol::P2pCircuit));
+    }
+    let mut parts = addr.iter();
+    let host = match parts.next()? {
+        Protocol::Ip4(_) => Protocol::Ip4(Ipv4Addr::UNSPECIFIED),
+        Protocol::Ip6(_) => Protocol::Ip6(Ipv6Addr::UNSPECIFIED),
+        Protocol::Dns(_) => Protocol::Dns("_".into()),
+        Protocol::Dns4(_) => Protocol::Dns4("_".into()),
+        Protocol::Dns6(_) => Protocol::Dns6("_".into()),
+        _ => return None,
+    };
+    let bucket = Multiaddr::empty().with(host);
+    match (parts.next()?, parts.next()) {
+        (Protocol::Tcp(_), _) => Some(bucket.with(Protocol::Tcp(0))),
+        (Protocol::Udp(_), Some(Protocol::QuicV1)) => {
+            Some(bucket.with(Protocol::Udp(0)).with(Protocol::QuicV1))
+        }
+        _ => None,
     }
 }
 
@@ -233,12 +359,10 @@ pub async fn serve(addr: SocketAddr, registry: Registry) -> Result<SocketAddr, E
         .map_err(|e| Error::Start(format!("cannot serve metrics on {addr}: {e}")))?;
     tracing::info!(address = %bound, path = "/metrics", "metrics listening");
     let registry = Arc::new(registry);
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::spawn(async move {
+        // The connections being served, oldest first.
+        let mut served: VecDeque<Served> = VecDeque::new();
         loop {
-            let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
-                return;
-            };
             let stream = match listener.accept().await {
                 Ok((stream, _)) => stream,
                 Err(e) => {
@@ -249,10 +373,15 @@ pub async fn serve(addr: SocketAddr, registry: Registry) -> Result<SocketAddr, E
                     continue;
                 }
             };
+            make_room(&mut served).await;
+            let asked = Arc::new(AtomicBool::new(false));
             let registry = Arc::clone(&registry);
-            tokio::spawn(async move {
-                let _slot = slot;
+            let task_asked = Arc::clone(&asked);
+            let task = tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |req| {
+                    // Its head arrived: it is answered, not closed to
+                    // make room.
+                    task_asked.store(true, Ordering::Relaxed);
                     let answer = respond(&req, &registry);
                     async move { Ok::<_, Infallible>(answer) }
                 });
@@ -266,9 +395,39 @@ pub async fn serve(addr: SocketAddr, registry: Registry) -> Result<SocketAddr, E
                     Err(_) => tracing::debug!("metrics: a request timed out"),
                 }
             });
+            served.push_back(Served { asked, task });
         }
     });
     Ok(bound)
+}
+
+/// A connection to the endpoint being served.
+struct Served {
+    /// Its request's head has arrived.
+    asked: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Makes room in `served` for one more connection: forgets the finished
+/// ones; if [`MAX_CONNECTIONS`] remain, closes the oldest whose request has
+/// not fully arrived (a slow or stalled client, which would otherwise hold
+/// its slot for [`REQUEST_TIMEOUT`]), or if all are being answered waits
+/// for the oldest (within [`REQUEST_TIMEOUT`]).
+async fn make_room(served: &mut VecDeque<Served>) {
+    served.retain(|s| !s.task.is_finished());
+    if served.len() < MAX_CONNECTIONS {
+        return;
+    }
+    if let Some(at) = served.iter().position(|s| !s.asked.load(Ordering::Relaxed)) {
+        if let Some(s) = served.remove(at) {
+            s.task.abort();
+            tracing::debug!("metrics: closed a connection whose request had not arrived");
+        }
+        return;
+    }
+    if let Some(oldest) = served.pop_front() {
+        let _ = oldest.task.await;
+    }
 }
 
 fn respond(req: &Request<Incoming>, registry: &Registry) -> Response<Full<Bytes>> {

@@ -159,7 +159,8 @@ pub fn join(
     let rt = term::runtime()?;
     let say = |text: &str| {
         if json {
-            eprintln!("{text}");
+            // Names in it come from the other machine.
+            eprintln!("{}", term::clean_lines(text));
         } else {
             crate::say!("{text}");
         }
@@ -299,7 +300,8 @@ pub fn admit(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
     let say = |text: &str| {
         if json {
-            eprintln!("{text}");
+            // Names in it come from the other machine.
+            eprintln!("{}", term::clean_lines(text));
         } else {
             crate::say!("{text}");
         }

@@ -188,7 +188,8 @@ pub fn interactive() -> bool {
 
 /// Asks a question and reads one line (without its newline).
 pub fn prompt(question: &str) -> anyhow::Result<String> {
-    print!("{question}");
+    // A question can name what another machine said (a joiner's name).
+    print!("{}", clean_lines(question));
     std::io::stdout().flush()?;
     let mut line = String::new();
     if std::io::stdin().lock().read_line(&mut line)? == 0 {

@@ -1051,6 +1051,82 @@ async fn an_identify_flood_is_bounded_and_honest_circuits_flow_beside_it() {
     assert!(rate_limited.is_some_and(|n| n >= 1.0), "{rate_limited:?}");
 }
 
+/// Peers that fill a FIND_NODE answer: Kademlia answers with the 20
+/// closest it holds, and 24 make sure every answer is full.
+const FULL_ANSWER_PEERS: usize = 24;
+
+/// The `i`th of a peer's long addresses (`n` its own number): each about
+/// 100 bytes with its `/p2p/…`, so that the byte budget, not the count,
+/// decides how many an entry keeps.
+fn long_address(n: usize, i: usize) -> Multiaddr {
+    format!("/dns4/{}-{n}-{i}.example/tcp/4001", "a".repeat(40))
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_find_node_answer_stays_under_what_a_daemon_reads() {
+    let relay = Relay::start(&[]);
+    let relay_peer = relay_id(&relay);
+    // Each peer says it serves Kademlia and pushes 12 long addresses: as
+    // many as an entry may take, and more bytes than it may hold.
+    let mut pushers = vec![];
+    for n in 0..FULL_ANSWER_PEERS {
+        let mut s = pusher(&relay).await;
+        let listen = (0..12).map(|i| long_address(n, i)).collect();
+        let protocols = vec![agentmesh_protocol::KAD_PROTOCOL.to_string()];
+        assert!(
+            push(
+                &mut s,
+                relay_peer,
+                Push {
+                    listen,
+                    protocols,
+                    observed: None,
+                },
+            )
+            .await,
+            "push {n} went"
+        );
+        pushers.push(run(s));
+    }
+    // The pushes came within 10 s of each peer's first identify, so they
+    // are acted on when that interval is up: poll until the answer names
+    // 20 peers each at its fullest.
+    let mut f = finder();
+    let start = Instant::now();
+    let (bytes, peers) = loop {
+        let answer = find_node(&mut f, &relay, &PeerId::random()).await.unwrap();
+        let peers = closer_peers(&answer);
+        let full = peers.len() == 20 && peers.iter().all(|(_, a)| !a.is_empty());
+        if full || start.elapsed() > DEADLINE {
+            break (answer.len(), peers);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let most = peers.iter().map(|(_, a)| a.len()).max().unwrap_or(0);
+    let address_bytes: Vec<usize> = peers
+        .iter()
+        .map(|(_, a)| a.iter().map(Multiaddr::len).sum())
+        .collect();
+    println!(
+        "a full FIND_NODE answer: {} peers, at most {most} addresses and {} bytes of them \
+         each, {bytes} bytes in all (a daemon reads {DAEMON_LIMIT})",
+        peers.len(),
+        address_bytes.iter().max().unwrap_or(&0)
+    );
+    assert_eq!(peers.len(), 20, "the answer names 20 peers: {peers:?}");
+    assert!(
+        peers.iter().all(|(_, a)| !a.is_empty() && a.len() <= 8),
+        "{peers:?}"
+    );
+    assert!(address_bytes.iter().all(|b| *b <= 512), "{address_bytes:?}");
+    assert!(bytes < DAEMON_LIMIT, "a FIND_NODE answer of {bytes} bytes");
+    for p in pushers {
+        p.abort();
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Point 9: the metrics endpoint
 

@@ -53,17 +53,32 @@ fn peer(mode: kad::Mode) -> Swarm<Peer> {
     s
 }
 
-/// Drives `s` until `f` returns a value for one of its events.
+/// Drives `s` until `f` returns a value for one of its events. On the
+/// deadline it fails naming the last events seen, so a stall says where.
 async fn until<T>(s: &mut Swarm<Peer>, mut f: impl FnMut(SwarmEvent<PeerEvent>) -> Option<T>) -> T {
-    tokio::time::timeout(DEADLINE, async {
+    /// Events kept for the failure message.
+    const TRACE: usize = 16;
+    let mut seen: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    let found = tokio::time::timeout(DEADLINE, async {
         loop {
-            if let Some(t) = f(s.select_next_some().await) {
+            let event = s.select_next_some().await;
+            if seen.len() == TRACE {
+                seen.pop_front();
+            }
+            seen.push_back(format!("{event:?}").chars().take(300).collect());
+            if let Some(t) = f(event) {
                 return t;
             }
         }
     })
-    .await
-    .expect("within the deadline")
+    .await;
+    match found {
+        Ok(t) => t,
+        Err(_) => panic!(
+            "nothing expected within {DEADLINE:?}; the last events:\n{}",
+            Vec::from(seen).join("\n")
+        ),
+    }
 }
 
 /// Listens, connects to the relay and waits until identify has gone both
@@ -105,10 +120,12 @@ async fn a_crawler_learns_only_servers_addresses_and_no_records() {
     let mut public = peer(kad::Mode::Server);
     let public_id = *public.local_peer_id();
     let public_addr = meet(&mut public, &relay.addr).await;
+    // Answering from here on: the relay's Kademlia may ask it at once.
+    let _p = run(public);
     let mut behind_nat = peer(kad::Mode::Client);
     let nat_id = *behind_nat.local_peer_id();
     meet(&mut behind_nat, &relay.addr).await;
-    let (_p, _n) = (run(public), run(behind_nat));
+    let _n = run(behind_nat);
 
     let mut crawler = peer(kad::Mode::Client);
     crawler

@@ -593,6 +593,59 @@ fn the_pair_limit_holds_at_hop_one_and_never_at_hop_zero() {
 }
 
 #[test]
+fn replies_carry_the_hop_their_mailbox_handles_and_count_against_the_pair_limit() {
+    let mut n = Node::new("replies");
+    n.start();
+    for m in ["a", "b"] {
+        mailbox(&n, m);
+    }
+    let mut a = agentmesh_tests::ApiClient::attach(
+        &n,
+        agentmesh_tests::who(agentmesh_node::api::WhoKind::Agent, "a"),
+        Some("a"),
+    );
+    let mut b = agentmesh_tests::ApiClient::attach(
+        &n,
+        agentmesh_tests::who(agentmesh_node::api::WhoKind::Agent, "b"),
+        Some("b"),
+    );
+    // The person writes to A seven times (hop 0, seven threads)...
+    let questions: Vec<String> = (0..7)
+        .map(|i| n.send("a@", &format!("question {i}")))
+        .collect();
+    // ...and B, which its person asked something, writes to A: hop 1, so
+    // A is handling hop 1 now.
+    n.send("b@", "please check with a");
+    b.send("a@", "a question passed along").unwrap();
+    assert_eq!(newest_hop(&n, "a"), 1);
+    // A's replies to the person are caused by peer mail it handles: hop 1
+    // each (not the hop 0 of what they answer), counted for (a, @replies).
+    for q in &questions[..6] {
+        a.reply(q, "an answer").unwrap();
+    }
+    let inbox = n.json(&["inbox"]);
+    let hops: Vec<u64> = inbox
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["from"] == "a@replies")
+        .map(|m| m["hop"].as_u64().unwrap())
+        .collect();
+    assert_eq!(hops, vec![1; 6], "{inbox}");
+    let e = a.reply(&questions[6], "one answer too many").unwrap_err();
+    assert_eq!(e.code(), Some("rate_limited"), "{e}");
+    let audit = n.json(&["audit"]);
+    assert!(
+        audit
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "rate_limited" && e["sender"] == "a@replies"),
+        "{audit}"
+    );
+}
+
+#[test]
 fn loop_settings_are_checked_and_shown() {
     let n = Node::new("cfg");
     std::fs::write(n.home().join("config.toml"), "[agents]\nmax_hop = 17\n").unwrap();

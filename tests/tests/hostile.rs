@@ -178,6 +178,19 @@ fn rows() -> Vec<Row> {
                 // a mailbox at its hop limit wrote hop-0 mail this way)...
                 let e = xray.reply(&theirs, "laundered to the asker").unwrap_err();
                 assert_eq!(e.code(), Some("unknown_message"), "{e}");
+                // ...and aiming it elsewhere tells xray nothing of it (its
+                // sender included): the answer is that of no such message.
+                let e = xray
+                    .call(Op::Send {
+                        to: "third@".into(),
+                        text: "who wrote it?".into(),
+                        ask: false,
+                        reply_to: Some(theirs.clone()),
+                        from_mailbox: None,
+                    })
+                    .unwrap_err();
+                assert_eq!(e.code(), Some("unknown_message"), "{e}");
+                assert!(!e.to_string().contains("asker"), "{e}");
                 // ...nor can a reply be aimed at anyone but the sender.
                 let e = held
                     .call(Op::Send {

@@ -166,14 +166,44 @@ impl Mailroom {
         ctx: &mut Ctx<'_>,
     ) -> Result<Outgoing, ApiError> {
         let dir = ctx.dir;
-        let original = match &req.reply_to {
-            Some(rid) => Some(ctx.store.inbox_get(rid)?.ok_or_else(|| {
-                ApiError::new(
-                    codes::UNKNOWN_MESSAGE,
-                    format!("no received message has id {rid}"),
-                )
-            })?),
+        let found = match &req.reply_to {
+            Some(rid) => Some((rid, ctx.store.inbox_get(rid)?)),
             None => None,
+        };
+        let chosen = req.from_mailbox.or(req.attached);
+        let from_mailbox = match chosen.clone().or_else(|| {
+            found
+                .as_ref()
+                .and_then(|(_, o)| o.as_ref().and_then(|o| o.mailbox.clone()))
+        }) {
+            Some(m) => Some(mailbox_name(&m)?),
+            None => None,
+        };
+        // Only mail this mailbox received can be answered from it, and
+        // another mailbox's mail gets the same answer as no message at
+        // all: nothing about it (its sender included) is this one's to see.
+        let original = match found {
+            None => None,
+            Some((rid, o)) => match o {
+                Some(o) if o.mailbox.as_deref() == from_mailbox.as_ref().map(Name::as_str) => {
+                    Some(o)
+                }
+                _ if chosen.is_some() => {
+                    return err(
+                        codes::UNKNOWN_MESSAGE,
+                        format!(
+                            "mailbox {} received no message with id {rid}; reply from the mailbox that received it",
+                            address(from_mailbox.as_ref().map(Name::as_str), &dir.my_name)
+                        ),
+                    );
+                }
+                _ => {
+                    return err(
+                        codes::UNKNOWN_MESSAGE,
+                        format!("no received message has id {rid}"),
+                    );
+                }
+            },
         };
         let to = match (req.to.trim(), &original) {
             ("", Some(o)) => o.from.clone(),
@@ -207,29 +237,6 @@ impl Mailroom {
         } else {
             Some(remote_target(&machine, rules.waiting, dir)?)
         };
-        let from_mailbox = match req
-            .from_mailbox
-            .or(req.attached)
-            .or_else(|| original.as_ref().and_then(|o| o.mailbox.clone()))
-        {
-            Some(m) => Some(mailbox_name(&m)?),
-            None => None,
-        };
-        if let Some(o) = &original {
-            // Only mail this mailbox received can be answered from it (the
-            // same answer as no such message: another mailbox's mail is
-            // not this one's to see).
-            if o.mailbox.as_deref() != from_mailbox.as_ref().map(Name::as_str) {
-                let rid = req.reply_to.as_deref().unwrap_or_default();
-                return err(
-                    codes::UNKNOWN_MESSAGE,
-                    format!(
-                        "mailbox {} received no message with id {rid}; reply from the mailbox that received it",
-                        address(from_mailbox.as_ref().map(Name::as_str), &dir.my_name)
-                    ),
-                );
-            }
-        }
         let from_addr = address(from_mailbox.as_ref().map(Name::as_str), &dir.my_name);
         let to_addr = address(mailbox.as_ref().map(Name::as_str), &machine);
         let now = ctx.now.wall;

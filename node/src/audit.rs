@@ -91,6 +91,11 @@ pub enum AuditEvent {
     /// A reply was refused: its mailbox answered in one thread as often
     /// as it may without its person speaking (loop safety).
     TurnLimit,
+    /// A machine was moved to another person (a Person block).
+    Person,
+    /// A reply from another person's machine was delivered unheld: it
+    /// answers an ask this mailbox sent to that machine.
+    ReplyToOwn,
 }
 
 impl AuditEvent {
@@ -128,6 +133,8 @@ impl AuditEvent {
             AuditEvent::HopLimit => "hop_limit",
             AuditEvent::RateLimited => "rate_limited",
             AuditEvent::TurnLimit => "turn_limit",
+            AuditEvent::Person => "person",
+            AuditEvent::ReplyToOwn => "reply_to_own",
         }
     }
 }

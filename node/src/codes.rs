@@ -126,6 +126,15 @@ pub const NO_MAILBOX: &str = "no_mailbox";
 pub const FOLDER_NOT_ALLOWED: &str = "folder_not_allowed";
 /// `held_full`.
 pub const HELD_FULL: &str = "held_full";
+/// `person_exists`: a new person was asked for under a name the team's
+/// persons have (it would merge two people silently).
+pub const PERSON_EXISTS: &str = "person_exists";
+/// `unknown_person`: an existing person was asked for, and there is none
+/// of that name.
+pub const UNKNOWN_PERSON: &str = "unknown_person";
+/// `sender_revoked`: held mail whose sending machine was revoked (or
+/// left) since; it can only be rejected.
+pub const SENDER_REVOKED: &str = "sender_revoked";
 
 /// Every code, for checks that they stay distinct.
 pub const ALL: &[&str] = &[
@@ -190,6 +199,9 @@ pub const ALL: &[&str] = &[
     NO_MAILBOX,
     FOLDER_NOT_ALLOWED,
     HELD_FULL,
+    PERSON_EXISTS,
+    UNKNOWN_PERSON,
+    SENDER_REVOKED,
 ];
 
 #[cfg(test)]

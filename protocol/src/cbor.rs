@@ -220,6 +220,23 @@ impl Fields {
         Ok(fields)
     }
 
+    /// [`Fields::versioned`] over the first `count` items of an array
+    /// that may have more: a structure whose later items this build does
+    /// not know (a block of a later type) is read as far as it is known.
+    pub(crate) fn versioned_prefix(
+        what: &'static str,
+        value: Value,
+        count: usize,
+    ) -> Result<Self, DecodeError> {
+        match value {
+            Value::Array(mut items) if items.len() >= count => {
+                items.truncate(count);
+                Fields::versioned(what, Value::Array(items), count)
+            }
+            other => Fields::versioned(what, other, count),
+        }
+    }
+
     pub(crate) fn error(&self, field: &'static str, problem: impl Into<String>) -> DecodeError {
         DecodeError::Field {
             what: self.what,

@@ -2,8 +2,11 @@
 //!
 //! A team starts with a [`Genesis`] block, whose SHA-256 is the [`TeamId`]
 //! and which names the admins (today the founder alone) and the founder's
-//! own machine. [`Admit`] blocks add machines, [`Revoke`] blocks remove them.
-//! Each block is signed by the machine it names as its author.
+//! own machine. [`Admit`] blocks add machines, [`Revoke`] blocks remove them,
+//! [`Person`] blocks say which person runs a machine. Each block is signed
+//! by the machine it names as its author. A block of a type this build does
+//! not know (from a later version) is kept if an admin signed it, and
+//! changes nothing here ([`Unknown`]).
 //!
 //! The rules, each of which depends only on the block itself, the Genesis
 //! and (for a machine leaving) that machine's Admit, never on the order in
@@ -21,7 +24,10 @@
 //!   whatever Admits exist for it (a new key is a new machine);
 //! - one Admit per PeerId and one current member per name: where Admits
 //!   conflict, the lowest block hash wins, and an admin's Genesis claim to a
-//!   name beats any Admit.
+//!   name beats any Admit;
+//! - a machine's person is the one its Admit (the Genesis, for the founder)
+//!   names, until an admin's Person block names another: among a machine's
+//!   Person blocks the highest sequence number wins, ties the lowest hash.
 //!
 //! Because validity never depends on arrival order, [`TeamState`] is a pure
 //! function of the *set* of blocks it has seen: any order, any duplication,
@@ -145,6 +151,44 @@ pub struct Revoke {
     pub at: Timestamp,
 }
 
+/// A block that says which person runs a machine (type 3): what consent
+/// compares ("another person's machine"), chosen by an admin, never typed
+/// by the machine itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Person {
+    /// The team.
+    pub team: TeamId,
+    /// The admin who says so; signs the block.
+    pub by: PeerId,
+    /// The machine.
+    pub peer: PeerId,
+    /// The person who runs it from now on.
+    pub person: Owner,
+    /// Among the machine's Person blocks the highest wins.
+    pub seq: u64,
+    /// When.
+    pub at: Timestamp,
+}
+
+/// A block of a type this build does not know (a later version's): every
+/// type from [`FIRST_EXTENSIBLE_TYPE`] on starts `[version, type, team,
+/// signer, …]`, so its team and signer can be read and its signature
+/// checked. Kept if an admin signed it (so every member holds the same
+/// set); it changes nothing this build knows of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unknown {
+    /// Its type.
+    pub block_type: u64,
+    /// The team.
+    pub team: TeamId,
+    /// Who signed it.
+    pub signer: PeerId,
+}
+
+/// Block types from this one on start `[version, type, team, signer, …]`
+/// (the Person block is the first such type).
+pub const FIRST_EXTENSIBLE_TYPE: u64 = 3;
+
 /// The content of a block.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BlockBody {
@@ -154,6 +198,10 @@ pub enum BlockBody {
     Admit(Admit),
     /// Revokes a machine.
     Revoke(Revoke),
+    /// Says which person runs a machine.
+    Person(Person),
+    /// A later version's type: kept, not understood.
+    Unknown(Unknown),
 }
 
 impl BlockBody {
@@ -163,6 +211,8 @@ impl BlockBody {
             BlockBody::Genesis(g) => g.founder,
             BlockBody::Admit(a) => a.admitted_by,
             BlockBody::Revoke(r) => r.revoked_by,
+            BlockBody::Person(p) => p.by,
+            BlockBody::Unknown(u) => u.signer,
         }
     }
 
@@ -200,6 +250,24 @@ impl BlockBody {
                 peer_value(&r.revoked_by),
                 cbor::uint(r.at.as_unix_millis()),
             ],
+            BlockBody::Person(p) => vec![
+                v,
+                cbor::uint(3),
+                Value::Bytes(p.team.0.to_vec()),
+                peer_value(&p.by),
+                peer_value(&p.peer),
+                Value::Text(p.person.to_string()),
+                cbor::uint(p.seq),
+                cbor::uint(p.at.as_unix_millis()),
+            ],
+            // Never signed here: an unknown block only ever comes from its
+            // bytes, which are kept as they came.
+            BlockBody::Unknown(u) => vec![
+                v,
+                cbor::uint(u.block_type),
+                Value::Bytes(u.team.0.to_vec()),
+                peer_value(&u.signer),
+            ],
         })
     }
 
@@ -216,6 +284,17 @@ impl BlockBody {
             Some(0) => 10,
             Some(1) => 9,
             Some(2) => 6,
+            Some(3) => 8,
+            Some(t) if t > 3 => {
+                // A later type: its common start, the rest kept unread.
+                let mut f = Fields::versioned_prefix(WHAT, value, 4)?;
+                f.uint("type", u64::MAX)?;
+                return Ok(BlockBody::Unknown(Unknown {
+                    block_type: t,
+                    team: TeamId(f.array("team")?),
+                    signer: peer_field(&mut f, "signer")?,
+                }));
+            }
             _ => {
                 // A version problem is reported first: another version may
                 // have other block types.
@@ -224,11 +303,11 @@ impl BlockBody {
                     _ => 0,
                 };
                 let f = Fields::versioned(WHAT, value, len)?;
-                return Err(f.error("type", "must be 0 (genesis), 1 (admit) or 2 (revoke)"));
+                return Err(f.error("type", "must be an unsigned integer"));
             }
         };
         let mut f = Fields::versioned(WHAT, value, count)?;
-        f.uint("type", 2)?;
+        f.uint("type", 3)?;
         let ts = |f: &mut Fields, field| f.uint(field, u64::MAX).map(Timestamp::from_unix_millis);
         Ok(match block_type {
             Some(0) => {
@@ -265,10 +344,18 @@ impl BlockBody {
                 admitted_by: peer_field(&mut f, "admitted_by")?,
                 at: ts(&mut f, "at")?,
             }),
-            _ => BlockBody::Revoke(Revoke {
+            Some(2) => BlockBody::Revoke(Revoke {
                 team: TeamId(f.array("team")?),
                 peer: peer_field(&mut f, "peer")?,
                 revoked_by: peer_field(&mut f, "revoked_by")?,
+                at: ts(&mut f, "at")?,
+            }),
+            _ => BlockBody::Person(Person {
+                team: TeamId(f.array("team")?),
+                by: peer_field(&mut f, "by")?,
+                peer: peer_field(&mut f, "peer")?,
+                person: owner_field(&mut f, "person")?,
+                seq: f.uint("seq", u64::MAX)?,
                 at: ts(&mut f, "at")?,
             }),
         })
@@ -285,6 +372,10 @@ pub enum BlockError {
     /// The signature does not verify for the block's author.
     #[error("the block's signature does not verify for its author {0}")]
     BadSignature(PeerId),
+    /// [`Block::sign`] was given a block of a type this build does not
+    /// know: only its bytes, as they came, can be kept.
+    #[error("a block of type {0} is not one this build knows, so it cannot sign one")]
+    UnknownType(u64),
     /// [`Block::sign`] was given a key other than the block's author's.
     #[error("the block must be signed by {author}, not {key}")]
     WrongSigner {
@@ -320,6 +411,9 @@ fn block_signed_message(payload: &[u8]) -> Vec<u8> {
 impl Block {
     /// Signs `body` with its author's key.
     pub fn sign(body: BlockBody, author: &Identity) -> Result<Block, BlockError> {
+        if let BlockBody::Unknown(u) = &body {
+            return Err(BlockError::UnknownType(u.block_type));
+        }
         if body.signer() != author.peer_id() {
             return Err(BlockError::WrongSigner {
                 author: body.signer(),
@@ -384,6 +478,8 @@ impl Block {
             BlockBody::Genesis(_) => TeamId(self.hash.0),
             BlockBody::Admit(a) => a.team,
             BlockBody::Revoke(r) => r.team,
+            BlockBody::Person(p) => p.team,
+            BlockBody::Unknown(u) => u.team,
         }
     }
 }
@@ -405,8 +501,11 @@ pub enum BlockRejected {
     /// the founder).
     #[error("the genesis block is invalid: {0}")]
     BadGenesis(&'static str),
-    /// An Admit signed by a machine that is not an admin.
-    #[error("{signer} is not an admin of this team, so it cannot admit machines")]
+    /// An Admit, a Person block or a block of a later type signed by a
+    /// machine that is not an admin.
+    #[error(
+        "{signer} is not an admin of this team, so it cannot admit machines or say whose they are"
+    )]
     NotAnAdmin {
         /// The signer.
         signer: PeerId,
@@ -477,8 +576,12 @@ pub struct Member {
     pub x25519: X25519Public,
     /// Its machine name.
     pub name: Name,
-    /// The person who runs it.
+    /// The person who runs it, as the team says: its Admit's (for the
+    /// founder, the Genesis's), or the newest Person block's.
     pub owner: Owner,
+    /// The sequence number of the Person block that named its person (0:
+    /// none did); the next one must be higher.
+    pub person_seq: u64,
     /// Whether it is an admin.
     pub admin: bool,
     /// When it was admitted (the Genesis time for the founder).
@@ -489,6 +592,9 @@ pub struct Member {
     pub standing: Standing,
     /// The revocation, if any: who, and when.
     pub revoked: Option<(PeerId, Timestamp)>,
+    /// Whether it left: the Revoke that counts for it (the lowest hash)
+    /// is one it signed itself. Revoked either way.
+    pub left: bool,
 }
 
 /// The state of one team: the blocks it has seen and the members they make.
@@ -625,6 +731,13 @@ impl TeamState {
                     }
                 }
             }
+            // A machine's person, or a later type, is an admin's to say.
+            BlockBody::Person(Person { by: signer, .. })
+            | BlockBody::Unknown(Unknown { signer, .. }) => {
+                if !is_admin(signer) {
+                    return Err(BlockRejected::NotAnAdmin { signer: *signer });
+                }
+            }
             BlockBody::Genesis(_) => unreachable!("genesis blocks are handled by apply"),
         }
         Ok(Readiness::Ready)
@@ -673,6 +786,7 @@ impl TeamState {
         };
         let mut revoked: BTreeMap<PeerId, (PeerId, Timestamp)> = BTreeMap::new();
         let mut admits: BTreeMap<PeerId, (&BlockHash, &Admit)> = BTreeMap::new();
+        let mut persons: BTreeMap<PeerId, &Person> = BTreeMap::new();
         for (hash, block) in &self.blocks {
             match block.body() {
                 BlockBody::Revoke(r) => {
@@ -682,7 +796,19 @@ impl TeamState {
                     // Hash order: the first Admit seen for a peer has the lowest hash.
                     admits.entry(a.peer).or_insert((hash, a));
                 }
-                BlockBody::Genesis(_) => {}
+                BlockBody::Person(p) => {
+                    // Hash order again: a later block of the same sequence
+                    // (a higher hash) never replaces an earlier one.
+                    persons
+                        .entry(p.peer)
+                        .and_modify(|held| {
+                            if p.seq > held.seq {
+                                *held = p;
+                            }
+                        })
+                        .or_insert(p);
+                }
+                BlockBody::Genesis(_) | BlockBody::Unknown(_) => {}
             }
         }
         let mut members = BTreeMap::new();
@@ -702,6 +828,8 @@ impl TeamState {
                 admitted_by: g.founder,
                 standing: Standing::Current,
                 revoked: None,
+                person_seq: 0,
+                left: false,
             },
         );
         for (peer, (hash, a)) in &admits {
@@ -734,6 +862,8 @@ impl TeamState {
                         Standing::Current
                     },
                     revoked: revocation,
+                    person_seq: 0,
+                    left: false,
                 },
             );
         }
@@ -742,6 +872,12 @@ impl TeamState {
             {
                 m.standing = Standing::NameTaken;
             }
+            if let Some(p) = persons.get(&m.peer) {
+                m.owner = p.person.clone();
+                m.person_seq = p.seq;
+            }
+            // Left: the Revoke that counts (the lowest hash) is its own.
+            m.left = m.revoked.is_some_and(|(by, _)| by == m.peer);
         }
         // A revocation of a key that was never admitted still sticks: keep it
         // so `is_revoked` answers for it.
@@ -804,6 +940,20 @@ impl TeamState {
             h.update(hash.0);
         }
         h.finalize().into()
+    }
+
+    /// The team's persons: the person of each current member, with the
+    /// names of that person's machines.
+    pub fn persons(&self) -> BTreeMap<&Owner, Vec<&Name>> {
+        let mut out: BTreeMap<&Owner, Vec<&Name>> = BTreeMap::new();
+        for m in self
+            .members
+            .values()
+            .filter(|m| m.standing == Standing::Current)
+        {
+            out.entry(&m.owner).or_default().push(&m.name);
+        }
+        out
     }
 
     /// How many blocks wait for a block they depend on.

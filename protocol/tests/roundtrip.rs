@@ -8,7 +8,7 @@ mod common;
 use agentmesh_protocol::contact::{ContactRecord, SignedContact};
 use agentmesh_protocol::envelope::{Attachment, Body, Header, Kind, MessageId, Who, WhoKind};
 use agentmesh_protocol::join::{JoinOffer, JoinRequest};
-use agentmesh_protocol::team::{Admit, Block, BlockBody, Genesis, Revoke, TeamId};
+use agentmesh_protocol::team::{Admit, Block, BlockBody, Genesis, Person, Revoke, TeamId};
 use agentmesh_protocol::ticket::Ticket;
 use agentmesh_protocol::{
     Identity, Multiaddr, Name, Owner, PeerId, Timestamp, Wire, X25519Public, open, seal,
@@ -129,7 +129,7 @@ proptest! {
     }
 
     #[test]
-    fn blocks_roundtrip(i in 0usize..4, j in 0usize..4, team_name in name(), name in name(), owner in owner(), at in ts(), nonce in any::<[u8; 16]>(), which in 0u8..3) {
+    fn blocks_roundtrip(i in 0usize..4, j in 0usize..4, team_name in name(), name in name(), owner in owner(), at in ts(), nonce in any::<[u8; 16]>(), which in 0u8..4, seq in any::<u64>()) {
         let ids = ids();
         let (a, b) = (&ids[i], &ids[j]);
         let team = TeamId([1; 32]);
@@ -137,7 +137,8 @@ proptest! {
             0 => BlockBody::Genesis(Genesis { team_name, founder: a.peer_id(), founder_x25519: a.x25519_public(), founder_name: name,
                                                founder_owner: owner, admins: vec![a.peer_id()], created_at: at, nonce }),
             1 => BlockBody::Admit(Admit { team, peer: b.peer_id(), x25519: b.x25519_public(), name, owner, admitted_by: a.peer_id(), at }),
-            _ => BlockBody::Revoke(Revoke { team, peer: b.peer_id(), revoked_by: a.peer_id(), at }),
+            2 => BlockBody::Revoke(Revoke { team, peer: b.peer_id(), revoked_by: a.peer_id(), at }),
+            _ => BlockBody::Person(Person { team, by: a.peer_id(), peer: b.peer_id(), person: owner, seq, at }),
         };
         let block = Block::sign(body, a).unwrap();
         let back = Block::from_bytes(block.bytes()).unwrap();

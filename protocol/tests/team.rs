@@ -6,7 +6,7 @@ mod common;
 
 use agentmesh_protocol::team::{
     Admit, Applied, Block, BlockBody, BlockError, BlockRejected, Genesis, MAX_PENDING_BLOCKS,
-    Revoke, Standing, TeamId, TeamState,
+    Person, Revoke, Standing, TeamId, TeamState,
 };
 use agentmesh_protocol::{Identity, Name, Owner, Timestamp};
 use common::*;
@@ -232,26 +232,160 @@ fn leaving_needs_an_admit_first() {
     assert_eq!(s.blocks().count(), 3);
 }
 
-#[test]
-fn unknown_block_types_are_named() {
+fn person(team: TeamId, by: &Identity, who: &Identity, name: &str, seq: u64) -> Block {
+    Block::sign(
+        BlockBody::Person(Person {
+            team,
+            by: by.peer_id(),
+            peer: who.peer_id(),
+            person: Owner::parse(name).unwrap(),
+            seq,
+            at: T0,
+        }),
+        by,
+    )
+    .unwrap()
+}
+
+/// A block signed by `by` whose payload is `items` (a later version's
+/// type, or a malformed one).
+fn raw_block(by: &Identity, items: Vec<ciborium::Value>) -> Vec<u8> {
     use agentmesh_protocol::cbor::encode;
     use ciborium::Value;
-    let f = identity(1);
-    let payload = encode(&Value::Array(vec![
-        Value::Integer(1.into()),
-        Value::Integer(7.into()),
-        Value::Null,
-    ]));
-    let sig = f.sign(&[agentmesh_protocol::team::BLOCK_SIGNATURE_DST, &payload].concat());
-    let bytes = encode(&Value::Array(vec![
+    let payload = encode(&Value::Array(items));
+    let sig = by.sign(&[agentmesh_protocol::team::BLOCK_SIGNATURE_DST, &payload].concat());
+    encode(&Value::Array(vec![
         Value::Bytes(payload),
         Value::Bytes(sig.to_vec()),
-    ]));
-    let e = Block::from_bytes(&bytes).unwrap_err().to_string();
-    assert!(
-        e.contains("type must be 0 (genesis), 1 (admit) or 2 (revoke)"),
-        "{e}"
+    ]))
+}
+
+/// A block of a later version's type 9, as that version would write one:
+/// `[1, 9, team, signer, …whatever it adds]`.
+fn later_type(team: TeamId, by: &Identity, extra: &str) -> Block {
+    use ciborium::Value;
+    let bytes = raw_block(
+        by,
+        vec![
+            Value::Integer(1.into()),
+            Value::Integer(9.into()),
+            Value::Bytes(team.0.to_vec()),
+            Value::Bytes(by.peer_id().to_bytes()),
+            Value::Text(extra.into()),
+            Value::Array(vec![Value::Integer(7.into())]),
+        ],
     );
+    Block::from_bytes(&bytes).unwrap()
+}
+
+#[test]
+fn blocks_of_a_later_type_are_kept_when_an_admin_signed_them() {
+    use ciborium::Value;
+    let (f, b) = (identity(1), identity(2));
+    let mut s = TeamState::from_genesis(genesis(&f)).unwrap();
+    let id = s.id();
+    s.apply(admit(id, &f, &b, "bravo", 1)).unwrap();
+    let before: Vec<String> = s.members().map(|m| format!("{m:?}")).collect();
+    let later = later_type(id, &f, "something new");
+    assert!(matches!(later.body(), BlockBody::Unknown(u) if u.block_type == 9));
+    assert_eq!(s.apply(later.clone()), Ok(Applied::Added));
+    // Kept (so every member holds the same set and digest), understood as
+    // nothing: the members are as they were.
+    assert!(s.hashes().contains(&later.hash()));
+    assert_eq!(
+        s.members().map(|m| format!("{m:?}")).collect::<Vec<_>>(),
+        before
+    );
+    // A member that is not an admin cannot add one.
+    assert!(matches!(
+        s.apply(later_type(id, &b, "from a member")),
+        Err(BlockRejected::NotAnAdmin { .. })
+    ));
+    // Its signature is checked like any block's.
+    let mut forged = later.bytes().to_vec();
+    let at = forged.len() - 1;
+    forged[at] ^= 1;
+    assert!(matches!(
+        Block::from_bytes(&forged),
+        Err(BlockError::BadSignature(_))
+    ));
+    // Without the common start (team, signer) it is malformed.
+    let short = raw_block(
+        &f,
+        vec![
+            Value::Integer(1.into()),
+            Value::Integer(7.into()),
+            Value::Null,
+        ],
+    );
+    let e = Block::from_bytes(&short).unwrap_err().to_string();
+    assert!(e.contains("where 4 were expected"), "{e}");
+    // A later version is still refused as such.
+    let v2 = raw_block(&f, vec![Value::Integer(2.into()), Value::Integer(9.into())]);
+    let e = Block::from_bytes(&v2).unwrap_err().to_string();
+    assert!(e.contains("version 2"), "{e}");
+}
+
+#[test]
+fn a_machines_person_is_its_admits_until_a_person_block_says_otherwise() {
+    let (f, b, c) = (identity(1), identity(2), identity(3));
+    let mut s = TeamState::from_genesis(genesis(&f)).unwrap();
+    let id = s.id();
+    s.apply(admit(id, &f, &b, "bravo", 1)).unwrap();
+    s.apply(admit(id, &f, &c, "charlie", 1)).unwrap();
+    let person_of =
+        |s: &TeamState, who: &Identity| s.member(&who.peer_id()).unwrap().owner.to_string();
+    assert_eq!(person_of(&s, &b), "Bob");
+    assert_eq!(s.member(&b.peer_id()).unwrap().person_seq, 0);
+    s.apply(person(id, &f, &b, "Ada", 1)).unwrap();
+    assert_eq!(person_of(&s, &b), "Ada");
+    assert_eq!(s.member(&b.peer_id()).unwrap().person_seq, 1);
+    // The highest sequence wins, whatever arrived last.
+    s.apply(person(id, &f, &b, "Cleo", 3)).unwrap();
+    s.apply(person(id, &f, &b, "Dan", 2)).unwrap();
+    assert_eq!(person_of(&s, &b), "Cleo");
+    // Two of one sequence: the lowest hash.
+    let (x, y) = (person(id, &f, &c, "Eve", 5), person(id, &f, &c, "Finn", 5));
+    let low = if x.hash() < y.hash() { "Eve" } else { "Finn" };
+    s.apply(y).unwrap();
+    s.apply(x).unwrap();
+    assert_eq!(person_of(&s, &c), low);
+    // The founder's person can be moved too.
+    assert_eq!(person_of(&s, &f), "Ada");
+    s.apply(person(id, &f, &f, "Ada L", 1)).unwrap();
+    assert_eq!(person_of(&s, &f), "Ada L");
+    // Only an admin says whose machine it is.
+    assert!(matches!(
+        s.apply(person(id, &b, &b, "Bob", 9)),
+        Err(BlockRejected::NotAnAdmin { .. })
+    ));
+    // The team's persons, with their machines.
+    let persons: Vec<(String, Vec<String>)> = s
+        .persons()
+        .into_iter()
+        .map(|(p, m)| (p.to_string(), m.iter().map(ToString::to_string).collect()))
+        .collect();
+    assert!(
+        persons.contains(&("Cleo".into(), vec!["bravo".into()])),
+        "{persons:?}"
+    );
+}
+
+#[test]
+fn a_machine_that_left_is_told_apart_from_one_revoked() {
+    let (f, b, c) = (identity(1), identity(2), identity(3));
+    let mut s = TeamState::from_genesis(genesis(&f)).unwrap();
+    let id = s.id();
+    s.apply(admit(id, &f, &b, "bravo", 1)).unwrap();
+    s.apply(admit(id, &f, &c, "charlie", 1)).unwrap();
+    s.apply(revoke(id, &b, &b)).unwrap();
+    s.apply(revoke(id, &f, &c)).unwrap();
+    let (mb, mc) = (
+        s.member(&b.peer_id()).unwrap(),
+        s.member(&c.peer_id()).unwrap(),
+    );
+    assert_eq!((mb.standing, mb.left), (Standing::Revoked, true));
+    assert_eq!((mc.standing, mc.left), (Standing::Revoked, false));
 }
 
 #[test]
@@ -372,6 +506,12 @@ fn history() -> (TeamId, Vec<Block>) {
     blocks.push(revoke(id, &people[5], &people[6])); // not allowed: invalid
     blocks.push(revoke(id, f, &identity(99))); // never admitted
     blocks.push(revoke(id, f, f)); // admin: invalid
+    blocks.push(person(id, f, &people[1], "Pat", 1));
+    blocks.push(person(id, f, &people[1], "Quinn", 2)); // the higher sequence wins
+    blocks.push(person(id, f, &people[3], "Ray", 4));
+    blocks.push(person(id, f, &people[3], "Sam", 4)); // a tie: the lower hash wins
+    blocks.push(person(id, &people[1], &people[1], "Tess", 9)); // not an admin: invalid
+    blocks.push(later_type(id, f, "a later version's block")); // kept, not understood
     (id, blocks)
 }
 
@@ -380,11 +520,11 @@ proptest! {
 
     #[test]
     fn any_order_and_duplication_gives_the_same_team(
-        order in Just((0..14usize).collect::<Vec<_>>()).prop_shuffle(),
-        dups in proptest::collection::vec(0..14usize, 0..10),
+        order in Just((0..20usize).collect::<Vec<_>>()).prop_shuffle(),
+        dups in proptest::collection::vec(0..20usize, 0..10),
     ) {
         let (id, blocks) = history();
-        prop_assert_eq!(blocks.len(), 14);
+        prop_assert_eq!(blocks.len(), 20);
         let mut reference = TeamState::new(id);
         for b in &blocks {
             let _ = reference.apply(b.clone());
@@ -397,10 +537,11 @@ proptest! {
         prop_assert!(shuffled.is_revoked(&identity(99).peer_id()));
         prop_assert!(shuffled.is_revoked(&identity(3).peer_id()));
         prop_assert!(!shuffled.is_member(&identity(5).peer_id()));
+        prop_assert_eq!(shuffled.member(&identity(2).peer_id()).unwrap().owner.to_string(), "Quinn");
     }
 
     #[test]
-    fn merging_two_partial_states_converges(split in proptest::collection::vec(any::<bool>(), 14)) {
+    fn merging_two_partial_states_converges(split in proptest::collection::vec(any::<bool>(), 20)) {
         // Two members each saw part of the history; after exchanging what the
         // other lacks (anti-entropy), they agree.
         let (id, blocks) = history();

@@ -238,6 +238,19 @@ pub enum Op {
         /// The code as typed.
         code: String,
     },
+    /// Whose machine a request whose code matched is: the person it is
+    /// admitted as (what consent compares). Answers the team code.
+    AdmitPerson {
+        /// The request.
+        request_id: u64,
+        /// The person's name.
+        person: String,
+        /// Whether `person` is one of the team's persons already (the
+        /// machine then counts as theirs: mail between their machines is
+        /// never held). A name that is (or is not) one already is refused
+        /// when this says otherwise, so a claim is never merged silently.
+        existing: bool,
+    },
     /// Where an approved request stands.
     AdmitStatus {
         /// The request.
@@ -247,6 +260,13 @@ pub enum Op {
     AdmitReject {
         /// The request.
         request_id: u64,
+    },
+    /// Move a machine to another person (a Person block; founder only).
+    TeamPerson {
+        /// The machine's name.
+        machine: String,
+        /// The person who runs it from now on.
+        person: String,
     },
     /// Revoke a member by machine name.
     Revoke {
@@ -426,6 +446,8 @@ impl Op {
             | Op::JoinConfirm { .. }
             | Op::AdmitList
             | Op::AdmitCode { .. }
+            | Op::AdmitPerson { .. }
+            | Op::TeamPerson { .. }
             | Op::AdmitStatus { .. }
             | Op::AdmitReject { .. }
             | Op::Revoke { .. } => Owner::Team,

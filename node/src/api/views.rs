@@ -196,6 +196,10 @@ pub struct JoinState {
     pub reason: Option<String>,
     /// The team, once joined.
     pub team: Option<TeamRef>,
+    /// The person this machine was admitted as, once joined (the
+    /// founder's choice; it decides whose machines' mail is held).
+    #[serde(default)]
+    pub person: Option<String>,
 }
 
 /// One pending join request, for `admit`.
@@ -213,7 +217,8 @@ pub struct JoinRequestView {
     pub age_secs: u64,
     /// Wrong codes left before it is cancelled.
     pub attempts_left: u32,
-    /// `waiting`, or `approved` once the code matched.
+    /// `waiting`, `matched` (the code matched; whose machine it is comes
+    /// next), or `approved` (the person chosen; the joiner confirms).
     pub state: String,
     /// The machine that held the name before (revoked or departed), if
     /// any: admitted, this machine's mail shows under the same name.
@@ -226,6 +231,37 @@ pub struct JoinRequestView {
 pub struct AdmitApproved {
     /// The team code to read to the joiner.
     pub team_code: String,
+    /// The person the machine is admitted as.
+    pub person: String,
+}
+
+/// `admit_code` when the code matched: whose machine is it?
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdmitMatched {
+    /// The person the joiner says runs it (a claim: only shown).
+    pub claimed_owner: String,
+    /// The team's persons, each with their machines.
+    pub persons: Vec<PersonView>,
+}
+
+/// One person of the team.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PersonView {
+    /// The person's name, as admitted.
+    pub person: String,
+    /// The names of their current machines.
+    pub machines: Vec<String>,
+}
+
+/// `team_person`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PersonMoved {
+    /// The machine.
+    pub machine: String,
+    /// Its person before.
+    pub was: String,
+    /// Its person now.
+    pub person: String,
 }
 
 /// `admit_status`.

@@ -3,9 +3,18 @@
 //! burying the founder.
 //!
 //! ```text
-//! request arrives ──> Waiting ──code matches──> Approved ──joiner confirms──> Admitted
-//!                        │  └─3 wrong codes──> Cancelled       └─joiner declines──> Declined
+//! request arrives ──> Waiting ──code matches──> Matched ──person chosen──> Approved ──joiner confirms──> Admitted
+//!                        │  └─3 wrong codes──> Cancelled                           └─joiner declines──> Declined
+//!                        ├─joiner withdraws (Ctrl-C)─> Cancelled
 //!                        └─request_ttl passes─> Expired
+//! ```
+//!
+//! Whose machine it is (the person consent compares) is chosen by the
+//! person at the founder's terminal once the code matched and before the
+//! team code is shown: the joiner's claim is only what the prompt shows
+//! first.
+//!
+//! ```text
 //! ```
 //!
 //! Limits, each a setting (`[join]` in config.toml): requests waiting at
@@ -44,7 +53,11 @@ const MAX_RATE_ENTRIES: usize = 4096;
 pub enum DeskState {
     /// Waiting for the person to type the pairing code.
     Waiting,
-    /// The code matched; waiting for the joiner to confirm the team code.
+    /// The code matched; waiting for the person to say whose machine it
+    /// is (the joiner is still told to wait).
+    Matched,
+    /// The code matched and the person was chosen; waiting for the joiner
+    /// to confirm the team code.
     Approved,
     /// The joiner confirmed and was admitted.
     Admitted,
@@ -56,7 +69,10 @@ pub enum DeskState {
 
 impl DeskState {
     fn is_open(&self) -> bool {
-        matches!(self, DeskState::Waiting | DeskState::Approved)
+        matches!(
+            self,
+            DeskState::Waiting | DeskState::Matched | DeskState::Approved
+        )
     }
 }
 
@@ -79,6 +95,8 @@ pub struct PendingJoin {
     pub settled: Option<Instant>,
     /// Wrong codes left.
     pub attempts_left: u32,
+    /// The person it is admitted as, once chosen.
+    pub person: Option<agentmesh_protocol::Owner>,
     /// Where it stands.
     pub state: DeskState,
 }
@@ -86,8 +104,8 @@ pub struct PendingJoin {
 /// What typing a code did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CodeOutcome {
-    /// It matched: read this team code to the joiner.
-    Matched(Code),
+    /// It matched: whose machine it is comes next, then the team code.
+    Matched,
     /// It did not; this many tries remain.
     Wrong(u32),
     /// It did not, and that was the last try: the request is cancelled.
@@ -156,6 +174,7 @@ impl Desk {
                 arrived: now,
                 settled: None,
                 attempts_left: MAX_CODE_ATTEMPTS,
+                person: None,
                 state: DeskState::Waiting,
             },
         );
@@ -194,7 +213,7 @@ impl Desk {
         let Some(r) = self
             .requests
             .get_mut(&id)
-            .filter(|r| r.state == DeskState::Waiting)
+            .filter(|r| matches!(r.state, DeskState::Waiting | DeskState::Matched))
         else {
             return CodeOutcome::Unknown;
         };
@@ -203,8 +222,14 @@ impl Desk {
             Err(e) => return CodeOutcome::NotACode(e.to_string()),
         };
         if code == r.codes.pairing {
-            r.state = DeskState::Approved;
-            return CodeOutcome::Matched(r.codes.team);
+            // Typed again after an `admit` that stopped before choosing the
+            // person: it matches again.
+            r.state = DeskState::Matched;
+            return CodeOutcome::Matched;
+        }
+        if r.state == DeskState::Matched {
+            // Already matched once: a wrong second typing costs no try.
+            return CodeOutcome::Wrong(r.attempts_left);
         }
         r.attempts_left -= 1;
         if r.attempts_left == 0 {
@@ -216,6 +241,19 @@ impl Desk {
             return CodeOutcome::Cancelled;
         }
         CodeOutcome::Wrong(r.attempts_left)
+    }
+
+    /// Request `id`, whose code matched, is `person`'s machine: approved;
+    /// the team code to read to the joiner. `None` unless its code matched
+    /// and it is still open.
+    pub fn choose_person(&mut self, id: u64, person: agentmesh_protocol::Owner) -> Option<Code> {
+        let r = self
+            .requests
+            .get_mut(&id)
+            .filter(|r| r.state == DeskState::Matched)?;
+        r.person = Some(person);
+        r.state = DeskState::Approved;
+        Some(r.codes.team)
     }
 
     /// Expires open requests older than `ttl` and forgets settled ones
@@ -258,6 +296,7 @@ impl Desk {
                 attempts_left: r.attempts_left,
                 state: match r.state {
                     DeskState::Approved => "approved".into(),
+                    DeskState::Matched => "matched".into(),
                     _ => "waiting".into(),
                 },
                 name_was: None,
@@ -328,11 +367,15 @@ mod tests {
         let now = Instant::now();
         let rid = desk.file(id.peer_id(), req, offer, c, now);
         let typed = c.pairing.to_string().to_lowercase().replace('-', " ");
-        assert_eq!(
-            desk.check_code(rid, &typed, now),
-            CodeOutcome::Matched(c.team)
-        );
+        assert_eq!(desk.check_code(rid, &typed, now), CodeOutcome::Matched);
+        assert_eq!(desk.views(now)[0].state, "matched");
+        // The team code only once whose machine it is was said.
+        let ada = agentmesh_protocol::Owner::parse("Ada").unwrap();
+        assert_eq!(desk.choose_person(rid, ada.clone()), Some(c.team));
         assert_eq!(desk.views(now)[0].state, "approved");
+        assert_eq!(desk.get(rid).unwrap().person, Some(ada.clone()));
+        // Once: a second choice changes nothing.
+        assert_eq!(desk.choose_person(rid, ada), None);
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //!  invite ── ticket (single use, stored) ── the joiner
 //!  Request ── checks (rate, ticket, admin, standing, name, room) ── Offer; filed on the desk
 //!  Poll    ── Waiting | Approved | Refused
-//!  admit CODE (the person) ── Matched: Approved | Wrong | Cancelled
+//!  admit CODE (the person) ── Matched | Wrong | Cancelled
+//!  admit PERSON (whose machine it is) ── Approved: the team code
+//!  Decline while it waits (the joiner's Ctrl-C) ── Cancelled: withdrawn
 //!  Confirm ── sign the Admit ── Admitted(Genesis, Admit)   Decline ── Done
 //! ```
 
@@ -21,7 +23,7 @@ use super::desk::{CodeOutcome, Desk, DeskState};
 use super::network::Network;
 use super::random16;
 use super::state::{NOT_IN_TEAM, TeamCore};
-use crate::api::{self, Reply, err, ok, rfc3339};
+use crate::api::{self, ApiError, Reply, err, ok, rfc3339};
 use crate::audit::AuditEvent;
 use crate::codes;
 use crate::wire::{JoinMsg, JoinReply};
@@ -64,7 +66,7 @@ impl Founder {
                     "no such join request (it may have expired); start again with a new ticket",
                 ),
                 Some(r) => match &r.state {
-                    DeskState::Waiting => JoinReply::Waiting,
+                    DeskState::Waiting | DeskState::Matched => JoinReply::Waiting,
                     DeskState::Approved | DeskState::Admitted => JoinReply::Approved,
                     DeskState::Declined => refused("declined"),
                     DeskState::Cancelled(why) => JoinReply::Refused(why.clone()),
@@ -72,18 +74,35 @@ impl Founder {
             },
             JoinMsg::Confirm(nonce) => self.admit(core, net, peer, &nonce, now),
             JoinMsg::Decline(nonce) => {
-                if let Some(id) = self
+                let found = self
                     .desk
                     .find(&peer, &nonce)
-                    .filter(|r| r.state == DeskState::Approved)
-                    .map(|r| r.id)
-                {
-                    self.desk.settle(id, DeskState::Declined, now);
-                    core.audit(
-                        AuditEvent::JoinDeclined,
-                        Some(&peer),
-                        "the joiner said the team codes differ",
-                    );
+                    .map(|r| (r.id, r.state.clone()));
+                match found {
+                    Some((id, DeskState::Approved)) => {
+                        self.desk.settle(id, DeskState::Declined, now);
+                        core.audit(
+                            AuditEvent::JoinDeclined,
+                            Some(&peer),
+                            "the joiner said the team codes differ",
+                        );
+                    }
+                    // Before the code was typed (or the person chosen): the
+                    // joiner stopped waiting (Ctrl-C), so the request goes
+                    // from `admit`'s list.
+                    Some((id, DeskState::Waiting | DeskState::Matched)) => {
+                        self.desk.settle(
+                            id,
+                            DeskState::Cancelled("the joiner withdrew its request".into()),
+                            now,
+                        );
+                        core.audit(
+                            AuditEvent::JoinDeclined,
+                            Some(&peer),
+                            "the joiner withdrew its request before it was admitted",
+                        );
+                    }
+                    _ => {}
                 }
                 JoinReply::Done
             }
@@ -224,12 +243,15 @@ impl Founder {
             );
             return JoinReply::Refused(format!("the name {} was taken meanwhile", request.name));
         }
+        // The person the founder chose, never the joiner's claim (an
+        // approved request always has one).
+        let person = r.person.clone().unwrap_or_else(|| request.owner.clone());
         let body = BlockBody::Admit(Admit {
             team: team.id(),
             peer,
             x25519: request.x25519,
             name: request.name.clone(),
-            owner: request.owner.clone(),
+            owner: person.clone(),
             admitted_by: core.me.peer_id(),
             at: core.wall(),
         });
@@ -239,7 +261,10 @@ impl Founder {
                 core.audit(
                     AuditEvent::Admitted,
                     Some(&peer),
-                    format!("{} (owner {})", request.name, request.owner),
+                    format!(
+                        "{} as {person}'s machine (it said its owner is {})",
+                        request.name, request.owner
+                    ),
                 );
                 JoinReply::Admitted(Self::admission_blocks(core, &peer))
             }
@@ -336,13 +361,18 @@ impl Founder {
                 "only the team's founder can admit machines",
             );
         }
-        let (name, peer) = match self.desk.get(id) {
-            Some(r) => (r.request.name.to_string(), Some(r.peer)),
-            None => (String::new(), None),
+        let (name, peer, claimed) = match self.desk.get(id) {
+            Some(r) => (
+                r.request.name.to_string(),
+                Some(r.peer),
+                r.request.owner.to_string(),
+            ),
+            None => (String::new(), None, String::new()),
         };
         match self.desk.check_code(id, code, now) {
-            CodeOutcome::Matched(team) => ok(api::AdmitApproved {
-                team_code: team.to_string(),
+            CodeOutcome::Matched => ok(api::AdmitMatched {
+                claimed_owner: claimed,
+                persons: persons(core),
             }),
             CodeOutcome::Wrong(left) => {
                 core.audit(
@@ -379,13 +409,65 @@ impl Founder {
         }
     }
 
+    /// `admit` once the code matched: request `id` is `person`'s machine
+    /// (`existing`: one of the team's persons already, so mail between
+    /// their machines is never held). A claim is never merged silently: a
+    /// name that is a person already is refused unless `existing` says
+    /// so, and the other way round.
+    pub fn person(&mut self, core: &mut TeamCore, id: u64, person: &str, existing: bool) -> Reply {
+        if !core.am_admin() {
+            return err(
+                codes::NOT_ADMIN,
+                "only the team's founder can admit machines",
+            );
+        }
+        let person = agentmesh_protocol::Owner::parse(person)
+            .map_err(|e| ApiError::new(codes::BAD_OWNER, e.to_string()))?;
+        let known = persons(core);
+        let machines = known
+            .iter()
+            .find(|p| p.person == person.as_str())
+            .map(|p| p.machines.join(", "));
+        match (machines, existing) {
+            (Some(machines), false) => {
+                return err(
+                    codes::PERSON_EXISTS,
+                    format!(
+                        "{person} is a person of this team already (machines: {machines}); say it is {person}'s machine (existing), or admit it as a new person with another name"
+                    ),
+                );
+            }
+            (None, true) => {
+                let names: Vec<&str> = known.iter().map(|p| p.person.as_str()).collect();
+                return err(
+                    codes::UNKNOWN_PERSON,
+                    format!(
+                        "{person} is not a person of this team (persons: {}); admit it as a new person",
+                        names.join(", ")
+                    ),
+                );
+            }
+            _ => {}
+        }
+        match self.desk.choose_person(id, person.clone()) {
+            Some(team) => ok(api::AdmitApproved {
+                team_code: team.to_string(),
+                person: person.to_string(),
+            }),
+            None => err(
+                codes::UNKNOWN_REQUEST,
+                "no join request with that id has a matching code yet; type its pairing code first",
+            ),
+        }
+    }
+
     /// Where an approved request stands.
     pub fn status(&mut self, id: u64) -> Reply {
         let Some(r) = self.desk.get(id) else {
             return err(codes::UNKNOWN_REQUEST, "no join request with that id");
         };
         let (state, reason) = match &r.state {
-            DeskState::Waiting => ("waiting", None),
+            DeskState::Waiting | DeskState::Matched => ("waiting", None),
             DeskState::Approved => ("awaiting_confirmation", None),
             DeskState::Admitted => ("admitted", None),
             DeskState::Declined => ("declined", None),
@@ -420,6 +502,21 @@ impl Founder {
         );
         ok(serde_json::json!({}))
     }
+}
+
+/// The team's persons, each with their current machines.
+fn persons(core: &TeamCore) -> Vec<api::PersonView> {
+    core.state()
+        .map(|t| {
+            t.persons()
+                .into_iter()
+                .map(|(person, machines)| api::PersonView {
+                    person: person.to_string(),
+                    machines: machines.iter().map(ToString::to_string).collect(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The addresses a ticket carries, at most

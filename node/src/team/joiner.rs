@@ -67,8 +67,8 @@ pub enum JoinPhase {
     Approved,
     /// The confirmation is on its way.
     Confirming,
-    /// Joined.
-    Joined(api::TeamRef),
+    /// Joined, as the machine of this person (the founder's choice).
+    Joined(api::TeamRef, String),
     /// Refused, and why.
     Refused(String),
     /// The person declined.
@@ -79,7 +79,7 @@ impl JoinPhase {
     fn finished(&self) -> bool {
         matches!(
             self,
-            JoinPhase::Joined(_) | JoinPhase::Refused(_) | JoinPhase::Declined
+            JoinPhase::Joined(..) | JoinPhase::Refused(_) | JoinPhase::Declined
         )
     }
 }
@@ -151,18 +151,19 @@ impl Joiner {
             JoinPhase::Approved | JoinPhase::Confirming => s.codes.map(|c| c.team.to_string()),
             _ => None,
         };
-        let (state, reason, team) = match &s.state {
-            JoinPhase::Offering | JoinPhase::Waiting => ("waiting", None, None),
-            JoinPhase::Approved | JoinPhase::Confirming => ("approved", None, None),
-            JoinPhase::Joined(t) => ("joined", None, Some(t.clone())),
-            JoinPhase::Refused(r) => ("refused", Some(r.clone()), None),
-            JoinPhase::Declined => ("declined", None, None),
+        let (state, reason, team, person) = match &s.state {
+            JoinPhase::Offering | JoinPhase::Waiting => ("waiting", None, None, None),
+            JoinPhase::Approved | JoinPhase::Confirming => ("approved", None, None, None),
+            JoinPhase::Joined(t, p) => ("joined", None, Some(t.clone()), Some(p.clone())),
+            JoinPhase::Refused(r) => ("refused", Some(r.clone()), None, None),
+            JoinPhase::Declined => ("declined", None, None, None),
         };
         ok(api::JoinState {
             state: state.into(),
             team_code,
             reason,
             team,
+            person,
         })
     }
 
@@ -274,7 +275,11 @@ impl Joiner {
                 err(codes::UNKNOWN_JOIN, "no join in progress with that id"),
             );
         };
-        if s.state != JoinPhase::Approved {
+        // Withdrawing (the person stopped waiting: Ctrl-C) is a decline
+        // sent while the founder has not accepted yet: the request goes
+        // from the founder's `admit`.
+        let withdrawing = !accept && s.state == JoinPhase::Waiting;
+        if s.state != JoinPhase::Approved && !withdrawing {
             return core.reply(
                 reply,
                 err(
@@ -580,11 +585,12 @@ impl Joiner {
         let good = state
             .genesis()
             .is_some_and(|g| g.founder == offer.founder && g.team_name == offer.team_name)
+            // The person is the founder's to choose (it may differ from
+            // the owner this machine claimed); the key and name are not.
             && state.member(&me).is_some_and(|m| {
                 m.standing == Standing::Current
                     && m.x25519 == s.request.x25519
                     && m.name == s.request.name
-                    && m.owner == s.request.owner
             });
         if !good {
             return err(
@@ -592,6 +598,10 @@ impl Joiner {
                 "the founder's blocks do not admit this machine as it asked",
             );
         }
+        let person = state
+            .member(&me)
+            .map(|m| m.owner.to_string())
+            .unwrap_or_default();
         core.replace_team(net, state)?;
         // The founder's relays, named by the ticket's circuit addresses:
         // adopted once admitted (a refused or bogus ticket leaves none
@@ -602,13 +612,13 @@ impl Joiner {
         core.audit(
             AuditEvent::Joined,
             Some(&offer.founder),
-            format!("joined team {}", offer.team_name),
+            format!("joined team {} as {person}'s machine", offer.team_name),
         );
         let team = core
             .team_ref()
             .ok_or_else(|| ApiError::new(codes::INTERNAL, "team vanished"))?;
         if let Some(s) = self.joins.get_mut(&join) {
-            s.state = JoinPhase::Joined(team);
+            s.state = JoinPhase::Joined(team, person);
         }
         Ok(())
     }

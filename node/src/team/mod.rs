@@ -26,7 +26,7 @@ pub mod sync;
 use std::sync::Arc;
 use std::time::Instant;
 
-use agentmesh_protocol::team::{Block, BlockBody, Genesis, Revoke, Standing, TeamState};
+use agentmesh_protocol::team::{Block, BlockBody, Genesis, Person, Revoke, Standing, TeamState};
 use agentmesh_protocol::{Identity, Name, Owner, PeerId};
 use tokio::sync::{oneshot, watch};
 
@@ -35,7 +35,7 @@ pub use joiner::JoinWaiter;
 pub use network::Network;
 pub use state::{Membership, NOT_IN_TEAM, load_team};
 
-use crate::api::{ApiError, Op, Reply, err, ok};
+use crate::api::{self, ApiError, Op, Reply, err, ok};
 use crate::audit::{AuditEvent, AuditLog};
 use crate::codes;
 use crate::config::Settings;
@@ -68,7 +68,7 @@ pub struct OwnStanding {
     /// Its name in the team, or the configured one.
     pub name: String,
     /// The team.
-    pub team: Option<crate::api::TeamRef>,
+    pub team: Option<api::TeamRef>,
     /// `member`, `revoked`, `name_taken`, if it is in a team.
     pub standing: Option<&'static str>,
 }
@@ -356,6 +356,14 @@ impl Team {
             Op::AdmitCode { request_id, code } => {
                 self.founder.code(&mut self.core, request_id, &code, now)
             }
+            Op::AdmitPerson {
+                request_id,
+                person,
+                existing,
+            } => self
+                .founder
+                .person(&mut self.core, request_id, &person, existing),
+            Op::TeamPerson { machine, person } => self.team_person(net, &machine, &person),
             Op::AdmitStatus { request_id } => self.founder.status(request_id),
             Op::AdmitReject { request_id } => self.founder.reject(&mut self.core, request_id, now),
             Op::Revoke { name } => self.revoke(net, &name),
@@ -426,6 +434,74 @@ impl Team {
         )?;
         core.audit(AuditEvent::Left, Some(&me), "this machine left its team");
         ok(serde_json::json!({ "left": team.to_string() }))
+    }
+
+    /// `team person MACHINE PERSON`: a Person block, one sequence number
+    /// past the machine's last.
+    fn team_person(&mut self, net: &mut dyn Network, machine: &str, person: &str) -> Reply {
+        let core = &mut self.core;
+        if !core.am_admin() {
+            return if core.am_member() {
+                err(
+                    codes::NOT_ADMIN,
+                    "only the team's founder can say whose machine a member is",
+                )
+            } else {
+                err(codes::NOT_IN_TEAM, NOT_IN_TEAM)
+            };
+        }
+        let person =
+            Owner::parse(person).map_err(|e| ApiError::new(codes::BAD_OWNER, e.to_string()))?;
+        let Some(team) = core.state() else {
+            return err(codes::NOT_IN_TEAM, NOT_IN_TEAM);
+        };
+        let Some(member) = team.by_name(machine) else {
+            let known = team
+                .members()
+                .filter(|m| m.standing == Standing::Current)
+                .map(|m| m.name.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            return err(
+                codes::UNKNOWN_MEMBER,
+                format!("no current member is named {machine:?}; members: {known}"),
+            );
+        };
+        let (peer, was, seq, id) = (
+            member.peer,
+            member.owner.to_string(),
+            member.person_seq.saturating_add(1),
+            team.id(),
+        );
+        if was == person.as_str() {
+            return ok(api::PersonMoved {
+                machine: machine.into(),
+                was: was.clone(),
+                person: was,
+            });
+        }
+        let by = core.me.peer_id();
+        core.add_own_block(
+            net,
+            BlockBody::Person(Person {
+                team: id,
+                by,
+                peer,
+                person: person.clone(),
+                seq,
+                at: core.wall(),
+            }),
+        )?;
+        core.audit(
+            AuditEvent::Person,
+            Some(&peer),
+            format!("{machine} moved from {was} to {person} here (sequence {seq})"),
+        );
+        ok(api::PersonMoved {
+            machine: machine.into(),
+            was,
+            person: person.to_string(),
+        })
     }
 
     fn revoke(&mut self, net: &mut dyn Network, name: &str) -> Reply {

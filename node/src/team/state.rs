@@ -338,7 +338,12 @@ impl TeamCore {
                     Some(&a.peer),
                     format!("learned; {} ({})", a.name, a.owner),
                 ),
-                BlockBody::Genesis(_) => {}
+                BlockBody::Person(p) => self.audit(
+                    AuditEvent::Person,
+                    Some(&p.peer),
+                    format!("learned; now {}'s machine (sequence {})", p.person, p.seq),
+                ),
+                BlockBody::Genesis(_) | BlockBody::Unknown(_) => {}
             }
         }
         self.apply_membership(net);

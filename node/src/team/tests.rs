@@ -292,7 +292,21 @@ fn a_join_runs_from_ticket_to_member_without_a_swarm() {
     assert_eq!(carry(&mut b, &mut a), JoinReply::Waiting);
     let list = op(&mut a, Op::AdmitList).unwrap();
     let request_id = list[0]["request_id"].as_u64().unwrap();
-    op(&mut a, Op::AdmitCode { request_id, code }).unwrap();
+    let matched = op(&mut a, Op::AdmitCode { request_id, code }).unwrap();
+    assert!(matched["persons"].is_array(), "{matched}");
+    // Matched, but whose machine it is was not said yet: still waiting.
+    b.team
+        .tick(&mut b.net, Instant::now() + Duration::from_secs(1));
+    assert_eq!(carry(&mut b, &mut a), JoinReply::Waiting);
+    op(
+        &mut a,
+        Op::AdmitPerson {
+            request_id,
+            person: "Bea".into(),
+            existing: false,
+        },
+    )
+    .unwrap();
     // The next poll says approved.
     b.team
         .tick(&mut b.net, Instant::now() + Duration::from_secs(1));
@@ -314,6 +328,8 @@ fn a_join_runs_from_ticket_to_member_without_a_swarm() {
     pump(&mut a, &mut b);
     let joined = rx.blocking_recv().unwrap().unwrap();
     assert_eq!(joined["state"], "joined");
+    // Admitted as the person the founder chose.
+    assert_eq!(joined["person"], "Bea");
     assert!(b.team.is_member(&b.id));
 }
 

@@ -19,7 +19,7 @@ use std::time::Duration;
 use agentmesh_protocol::Timestamp;
 
 use crate::api::{ApiError, AuditView};
-use crate::store::{AuditEntry, AuditStore, Done, GroupCommit, OutboxRecord, Writes};
+use crate::store::{AuditEntry, AuditStore, Done, GroupCommit, Writes};
 
 /// Audit entries `audit` lists, at most (the newest).
 pub const MAX_AUDIT_LISTED: usize = 1000;
@@ -207,14 +207,11 @@ impl AuditLog {
         &self.pending
     }
 
-    /// Hands the entries recorded so far, with `outbox` records written in
-    /// the same flush, to the group commit; `then` runs once they are
-    /// durable.
-    pub fn submit(&mut self, outbox: Vec<OutboxRecord>, then: Option<Done>) {
-        let writes = Writes {
-            outbox,
-            audit: std::mem::take(&mut self.pending),
-        };
+    /// Hands the entries recorded so far, with `writes` (outbox and ask
+    /// records) written in the same flush, to the group commit; `then`
+    /// runs once they are durable.
+    pub fn submit(&mut self, mut writes: Writes, then: Option<Done>) {
+        writes.audit.append(&mut self.pending);
         if writes.is_empty() && then.is_none() {
             return;
         }
@@ -225,8 +222,8 @@ impl AuditLog {
     /// keeps the entries for the next try and hands `then` back.
     pub fn try_submit(&mut self, then: Option<Done>) -> Result<(), Option<Done>> {
         let writes = Writes {
-            outbox: vec![],
             audit: std::mem::take(&mut self.pending),
+            ..Writes::default()
         };
         match self.commit.try_submit(writes, then) {
             Ok(()) => Ok(()),

@@ -133,6 +133,11 @@ impl Default for LoopRules {
     }
 }
 
+/// Replies to one ask that pass unheld, by default: an answer, a
+/// correction and a follow-up or two; a machine asked once can't turn the
+/// question into an open channel past the hold.
+pub const DEFAULT_REPLIES_PER_ASK: u32 = 5;
+
 /// Messaging settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -142,6 +147,9 @@ pub struct MessagesConfig {
     pub lifetime: String,
     /// How long the audit log keeps entries. Default: "90d".
     pub audit_retention: String,
+    /// Replies to one of this machine's asks that pass unheld from another
+    /// person's machine (more are held like other mail). Default: 5.
+    pub replies_per_ask: u32,
 }
 
 impl Default for MessagesConfig {
@@ -149,6 +157,7 @@ impl Default for MessagesConfig {
         MessagesConfig {
             lifetime: "7d".into(),
             audit_retention: "90d".into(),
+            replies_per_ask: DEFAULT_REPLIES_PER_ASK,
         }
     }
 }
@@ -248,6 +257,8 @@ pub struct Settings {
     pub message_lifetime: Duration,
     /// Loop safety.
     pub loops: LoopRules,
+    /// Replies to one of this machine's asks that pass unheld.
+    pub replies_per_ask: u32,
     /// How long the audit log keeps entries.
     pub audit_retention: Duration,
     /// The configuration these settings came from, defaults and the
@@ -376,6 +387,12 @@ impl Config {
         if audit_retention < Duration::from_secs(3600) {
             return Err(invalid("messages.audit_retention", "must be at least 1h"));
         }
+        if self.messages.replies_per_ask > 100 {
+            return Err(invalid(
+                "messages.replies_per_ask",
+                "must be from 0 to 100 (0: replies from another person's machine are held like any mail)",
+            ));
+        }
         let a = &self.agents;
         if a.max_hop > 16 {
             return Err(invalid("agents.max_hop", "must be from 0 to 16"));
@@ -417,6 +434,7 @@ impl Config {
             max_per_peer_per_minute: self.join.max_per_peer_per_minute,
             message_lifetime,
             loops,
+            replies_per_ask: self.messages.replies_per_ask,
             audit_retention,
             config: Config {
                 name: Some(name_text),

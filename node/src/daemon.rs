@@ -193,6 +193,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     let lifetime = settings.message_lifetime;
     let audit_retention = settings.audit_retention;
     let loops = settings.loops;
+    let replies_per_ask = settings.replies_per_ask;
     let (commit, flusher) = crate::store::GroupCommit::start(store.clone());
     let (net, handle, carrier, link) = Net::new(NetSetup {
         swarm,
@@ -214,6 +215,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
         lifetime,
         audit_retention,
         loops,
+        replies_per_ask,
         cancel: cancel.child_token(),
     })?;
 

@@ -8,7 +8,8 @@
 //!     decodes? ── names the connection's sender? ── not revoked? ── we are
 //!     in its team? ── not expired? ── new (batch, dedup records)? ── id
 //!     free? ── opens? ── consent: deliver / hold / refuse
-//!  ── put_inbox(accepted, dedup) ── audit, events, held counts
+//!     ── held for another person, but a reply to our own ask? (answers.rs)
+//!  ── put_inbox(accepted, dedup, asks answered) ── audit, events, held counts
 //!  ── AfterFlush::Received: answer the batch, tell clients
 //! ```
 //!
@@ -16,7 +17,7 @@
 //! a current member unless it says `revoked`. The directory is read only
 //! for names and owners.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use agentmesh_protocol::envelope::{Envelope, OpenError, Opened};
@@ -24,12 +25,13 @@ use agentmesh_protocol::time::MAX_CLOCK_SKEW;
 use agentmesh_protocol::{Identity, Name, PeerId, Timestamp, Wire};
 use sha2::{Digest, Sha256};
 
+use super::answers::Answers;
 use super::consent::{Consent, Decision, HeldReason, NoRoom};
 use super::{Ctx, address, hex, pages::view};
 use crate::api::{Event, Who};
 use crate::audit::AuditEvent;
 use crate::limits::RateWindow;
-use crate::store::{AuditEntry, InboxRecord};
+use crate::store::{AskRecord, AuditEntry, InboxRecord};
 use crate::wire::{MAX_BATCH_ENVELOPES, MailOutcome, MailReply, MailRequest};
 
 /// Refusals of one kind from one machine audited one by one per window:
@@ -76,6 +78,9 @@ pub(super) struct Accepted {
     pub recipient: String,
     /// Why it is held, if it is.
     pub held: Option<HeldReason>,
+    /// The ask of this machine's it answers, counted once more, if that
+    /// is why it was not held.
+    pub answered: Option<AskRecord>,
 }
 
 /// What becomes of one envelope.
@@ -99,6 +104,8 @@ pub(super) struct Batch {
     ids: HashSet<String>,
     /// Messages held so far in this batch (all from its one sender).
     held: usize,
+    /// Replies that passed unheld so far in this batch, per ask.
+    answered: HashMap<String, u32>,
 }
 
 impl Batch {
@@ -108,6 +115,9 @@ impl Batch {
             self.keys.insert(a.seen.0.clone());
             self.ids.insert(a.record.id.clone());
             self.held += usize::from(a.held.is_some());
+            if let Some(ask) = &a.answered {
+                *self.answered.entry(ask.id.clone()).or_default() += 1;
+            }
         }
     }
 }
@@ -134,6 +144,8 @@ pub(super) struct Inbox {
     seqs: Seqs,
     /// Refusals audited, per (machine, code), per window.
     refusals: RateWindow<(PeerId, String)>,
+    /// Which replies from another person's machine pass unheld.
+    answers: Answers,
 }
 
 impl Inbox {
@@ -147,7 +159,20 @@ impl Inbox {
                 REFUSALS_AUDITED_PER_WINDOW,
                 MAX_REFUSAL_KEYS,
             ),
+            answers: Answers::new(crate::config::DEFAULT_REPLIES_PER_ASK),
         }
+    }
+
+    /// At most `per_ask` replies to each of this machine's asks pass
+    /// unheld.
+    pub(super) fn replies_per_ask(mut self, per_ask: u32) -> Inbox {
+        self.answers = Answers::new(per_ask);
+        self
+    }
+
+    /// The asks this machine sent, whose replies may pass unheld.
+    pub(super) fn answers(&mut self) -> &mut Answers {
+        &mut self.answers
     }
 
     /// The inbox's seqs (a release takes one too).
@@ -183,8 +208,17 @@ impl Inbox {
                 _ => None,
             })
             .unzip();
+        // In batch order: where two replies to one ask passed, the second
+        // record (the higher count) is written last.
+        let asks: Vec<AskRecord> = verdicts
+            .iter()
+            .filter_map(|v| match v {
+                Verdict::Accepted(a) => a.answered.clone(),
+                _ => None,
+            })
+            .collect();
         let stored = records.is_empty()
-            || match ctx.store.put_inbox(&records, &seen) {
+            || match ctx.store.put_inbox(&records, &seen, &asks) {
                 Ok(()) => true,
                 Err(e) => {
                     tracing::error!(error = %e, "cannot store received mail");
@@ -298,8 +332,30 @@ impl Inbox {
             Ok(o) => o,
             Err(e) => return refuse(e.name(), e.to_string(), Some(id)),
         };
-        let held = match consent.decide(peer, body.to_mailbox.as_ref().map(Name::as_str), dir) {
+        let to_mailbox = body.to_mailbox.as_ref().map(Name::as_str);
+        let mut answered = None;
+        let held = match consent.decide(peer, to_mailbox, dir) {
             Decision::Deliver => None,
+            // Another person's machine answering what this mailbox asked
+            // it: not held (a pause still holds it).
+            Decision::Hold(HeldReason::OtherOwner) => {
+                match self.answers.passes(
+                    ctx.store,
+                    peer,
+                    &header,
+                    to_mailbox,
+                    now,
+                    &batch.answered,
+                ) {
+                    Ok(Some(ask)) => {
+                        answered = Some(ask);
+                        None
+                    }
+                    Ok(None) => Some(HeldReason::OtherOwner),
+                    // A store that cannot answer: the sender tries again.
+                    Err(_) => return Verdict::Busy,
+                }
+            }
             Decision::Hold(why) => Some(why),
             Decision::NoMailbox(m) => {
                 return refuse(
@@ -375,6 +431,7 @@ impl Inbox {
             seen: (key, until),
             recipient,
             held,
+            answered,
         }))
     }
 
@@ -446,6 +503,8 @@ pub(super) fn received(
     ctx.log.record(
         if a.held.is_some() {
             AuditEvent::Held
+        } else if a.answered.is_some() {
+            AuditEvent::ReplyToOwn
         } else {
             AuditEvent::Received
         },
@@ -456,10 +515,14 @@ pub(super) fn received(
             recipient: Some(a.recipient.clone()),
             message_id: Some(r.id.clone()),
             body_sha256: Some(r.body_sha256.clone()),
-            detail: a.held.map_or_else(
-                || format!("{} delivered to the inbox", r.kind),
-                |h| format!("held: {}", h.as_str()),
-            ),
+            detail: match (a.held, &a.answered) {
+                (Some(h), _) => format!("held: {}", h.as_str()),
+                (None, Some(ask)) => format!(
+                    "{} delivered to the inbox unheld: it answers ask {} this mailbox sent to that machine (reply {} of it)",
+                    r.kind, ask.id, ask.answers
+                ),
+                (None, None) => format!("{} delivered to the inbox", r.kind),
+            },
             ..AuditEntry::default()
         },
     );

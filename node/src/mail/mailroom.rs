@@ -22,7 +22,7 @@ use super::{Ctx, hex};
 use crate::api::{ApiError, Who, err};
 use crate::audit::AuditEvent;
 use crate::codes;
-use crate::store::{AuditEntry, InboxRecord, OutboxRecord, OutboxStatus};
+use crate::store::{AskRecord, AuditEntry, InboxRecord, OutboxRecord, OutboxStatus};
 
 /// Messages waiting in the outbox at once, at most; `send` refuses beyond.
 pub const MAX_OUTBOX: usize = 100_000;
@@ -103,8 +103,9 @@ pub(super) struct SendRequest<'a> {
 #[derive(Debug)]
 pub(super) enum Outgoing {
     /// To another machine: its outbox record, holding the sealed
-    /// envelope, for the courier.
-    Remote(OutboxRecord),
+    /// envelope, for the courier; for an ask, what lets its replies pass
+    /// unheld.
+    Remote(OutboxRecord, Option<AskRecord>),
     /// To a mailbox on this machine.
     Local(Box<LocalMail>),
 }
@@ -361,7 +362,14 @@ impl Mailroom {
         };
         if !local {
             ctx.log.record(AuditEvent::Accepted, now, accepted);
-            return Ok(Outgoing::Remote(outbox));
+            let ask = (kind == Kind::Ask).then(|| AskRecord {
+                id: outbox.id.clone(),
+                to_peer: outbox.to_peer.clone(),
+                mailbox: from_mailbox.as_ref().map(ToString::to_string),
+                expires_at: outbox.expires_at,
+                answers: 0,
+            });
+            return Ok(Outgoing::Remote(outbox, ask));
         }
         let record = InboxRecord {
             seq: 0,

@@ -35,10 +35,11 @@ use crate::audit::{AuditEvent, AuditLog};
 use crate::clock::now;
 use crate::codes;
 use crate::net::{CarryHandle, Delivered, MailEvent, MailLink};
-use crate::store::{Done, GroupCommit, OutboxRecord, Store, StoreError};
+use crate::store::{Done, GroupCommit, OutboxRecord, Store, StoreError, Writes};
 use crate::team::Directory;
 use crate::wire::MailReply;
 
+mod answers;
 mod consent;
 mod courier;
 mod fanout;
@@ -193,6 +194,9 @@ pub struct MailSetup {
     pub audit_retention: Duration,
     /// Hops and the pair limit.
     pub loops: LoopRules,
+    /// Replies to one of this machine's asks that pass unheld from
+    /// another person's machine.
+    pub replies_per_ask: u32,
     /// Stops the actor.
     pub cancel: CancellationToken,
 }
@@ -294,6 +298,7 @@ impl Mail {
             lifetime,
             audit_retention,
             loops,
+            replies_per_ask,
             cancel,
         } = setup;
         let (tx, rx) = mpsc::channel(MAIL_QUEUE);
@@ -314,7 +319,7 @@ impl Mail {
             flushed_tx,
             mailroom: mailroom::Mailroom::new(me.clone(), lifetime),
             courier,
-            inbox: inbox::Inbox::new(me, last_seq),
+            inbox: inbox::Inbox::new(me, last_seq).replies_per_ask(replies_per_ask),
             consent,
             retention: retention::Retention::new(audit_retention, Instant::now()),
             fanout,
@@ -372,7 +377,12 @@ impl Mail {
     /// durable, `work` comes back, and the courier forgets the finished
     /// outbox records it kept listing until the store had them.
     fn submit(&mut self, work: Option<AfterFlush>) {
-        let (writes, settle) = self.courier.take_writes();
+        let (outbox, settle) = self.courier.take_writes();
+        let writes = Writes {
+            outbox,
+            asks: self.inbox.answers().take_writes(),
+            ..Writes::default()
+        };
         let then: Option<Done> = if work.is_none() && settle.is_empty() {
             None
         } else {
@@ -522,7 +532,10 @@ impl Mail {
                         self.mailroom.send(request, rules, &mut ctx)
                     });
                 match sent {
-                    Ok(mailroom::Outgoing::Remote(record)) => {
+                    Ok(mailroom::Outgoing::Remote(record, ask)) => {
+                        if let Some(ask) = ask {
+                            self.inbox.answers().asked(ask);
+                        }
                         self.courier.write(record.clone());
                         let record = Box::new(record);
                         return self.after(AfterFlush::Sent { reply, record });
@@ -666,7 +679,7 @@ impl Mail {
             accepted,
         } = local;
         record.seq = self.inbox.seqs().take();
-        if let Err(e) = ctx.store.put_inbox(std::slice::from_ref(&record), &[]) {
+        if let Err(e) = ctx.store.put_inbox(std::slice::from_ref(&record), &[], &[]) {
             tracing::error!(error = %e, "cannot store a message for this machine");
             let _ = reply.send(Err(e.into()));
             return;
@@ -680,6 +693,7 @@ impl Mail {
             seen: (vec![], 0),
             recipient,
             held,
+            answered: None,
         };
         let event = inbox::received(me, accepted, &mut self.consent, &mut ctx);
         let events = vec![event];

@@ -1,8 +1,8 @@
 //! Retention: the one owner of everything the daemon forgets by the
 //! calendar. Undelivered mail past its lifetime fails; delivered and
 //! failed outbox records, held mail nobody approved, read mail, dedup
-//! records, audit entries and unused tickets are dropped once their time
-//! is up.
+//! records, asks past their lifetime, audit entries and unused tickets are
+//! dropped once their time is up.
 //!
 //! ```text
 //!  tick (every RETENTION_EVERY) ──┐
@@ -116,6 +116,12 @@ impl Retention {
         }
         if let Err(e) = store.prune_seen(now) {
             tracing::warn!(error = %e, "cannot prune dedup records");
+        }
+        // An ask past its lifetime (and the allowed skew) lets no reply
+        // pass any more.
+        let skew = agentmesh_protocol::time::MAX_CLOCK_SKEW;
+        if let Err(e) = store.prune_asks(now.saturating_sub(skew)) {
+            tracing::warn!(error = %e, "cannot prune ask records");
         }
         self.prune(ctx);
         events

@@ -50,7 +50,7 @@ fn inbox_pages_go_on_past_a_bounded_scan_and_miss_nothing() {
     let records: Vec<InboxRecord> = (1..=12_345)
         .map(|seq| record(seq, seq % 1000 == 0))
         .collect();
-    store.put_inbox(&records, &[]).unwrap();
+    store.put_inbox(&records, &[], &[]).unwrap();
     // A filter that matches little: each call looks at no more than
     // 5,000 messages, answers what it found and where to go on, and
     // nothing is missed or repeated.
@@ -1140,6 +1140,7 @@ fn setup(
         lifetime: Duration::from_secs(3600),
         audit_retention: Duration::from_secs(90 * 24 * 3600),
         loops: LoopRules::default(),
+        replies_per_ask: crate::config::DEFAULT_REPLIES_PER_ASK,
         cancel: CancellationToken::new(),
     }
 }

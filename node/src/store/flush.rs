@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{AuditEntry, OutboxRecord, Store};
+use super::{AskRecord, AuditEntry, OutboxRecord, Store};
 
 /// Writers waiting for a flush at once; a full queue makes the submitter
 /// wait (back-pressure, bounded).
@@ -28,17 +28,20 @@ pub struct Writes {
     pub outbox: Vec<OutboxRecord>,
     /// Audit entries.
     pub audit: Vec<AuditEntry>,
+    /// Asks sent (their replies pass unheld).
+    pub asks: Vec<AskRecord>,
 }
 
 impl Writes {
     /// Whether there is nothing to write.
     pub fn is_empty(&self) -> bool {
-        self.outbox.is_empty() && self.audit.is_empty()
+        self.outbox.is_empty() && self.audit.is_empty() && self.asks.is_empty()
     }
 
     fn extend(&mut self, other: Writes) {
         self.outbox.extend(other.outbox);
         self.audit.extend(other.audit);
+        self.asks.extend(other.asks);
     }
 }
 
@@ -136,7 +139,8 @@ impl Stalled {
 fn write_durably(store: &dyn Store, all: &Writes) {
     let mut pause = Duration::from_millis(100);
     while let Err(e) = store
-        .put_outbox(&all.outbox)
+        .put_asks(&all.asks)
+        .and_then(|()| store.put_outbox(&all.outbox))
         .and_then(|()| store.audit_many(&all.audit))
         .and_then(|()| store.flush())
     {

@@ -24,7 +24,9 @@ pub(crate) mod testing;
 #[cfg(test)]
 pub(crate) use flush::stalled;
 pub use flush::{Done, GroupCommit, Writes};
-pub use records::{AuditEntry, FolderBinding, InboxRecord, OutboxRecord, OutboxStatus, PeerRecord};
+pub use records::{
+    AskRecord, AuditEntry, FolderBinding, InboxRecord, OutboxRecord, OutboxStatus, PeerRecord,
+};
 pub use sled_store::SledStore;
 
 /// The format this build writes. Bump it, and add a step to
@@ -137,11 +139,23 @@ pub trait MailStore: Send + Sync + std::fmt::Debug {
     fn outbox_done(&self, limit: usize) -> Result<Vec<OutboxRecord>, StoreError>;
     /// Forgets delivered and failed records sent before `before`.
     fn prune_outbox_done(&self, before: Timestamp) -> Result<usize, StoreError>;
-    /// Stores received messages and their dedup records atomically: after a
-    /// crash, either both are there or neither (not durable until the next
-    /// flush). `seen` pairs are (sender PeerId bytes ‖ message id, until).
-    fn put_inbox(&self, records: &[InboxRecord], seen: &[(Vec<u8>, u64)])
-    -> Result<(), StoreError>;
+    /// Stores received messages, their dedup records and the ask records
+    /// whose counts they moved atomically: after a crash, all are there or
+    /// none (not durable until the next flush). `seen` pairs are (sender
+    /// PeerId bytes ‖ message id, until).
+    fn put_inbox(
+        &self,
+        records: &[InboxRecord],
+        seen: &[(Vec<u8>, u64)],
+        asks: &[AskRecord],
+    ) -> Result<(), StoreError>;
+    /// Writes ask records (not durable until the next flush); `put_inbox`
+    /// updates their counts with the replies they let pass.
+    fn put_asks(&self, asks: &[AskRecord]) -> Result<(), StoreError>;
+    /// The ask record of a message id this machine sent.
+    fn ask(&self, id: &str) -> Result<Option<AskRecord>, StoreError>;
+    /// Forgets ask records that expired before `before`.
+    fn prune_asks(&self, before: Timestamp) -> Result<usize, StoreError>;
     /// Moves an inbox record to a new seq (a held message delivered now
     /// takes its place at the end of the inbox), atomically.
     fn move_inbox(&self, old_seq: u64, record: &InboxRecord) -> Result<(), StoreError>;

@@ -91,6 +91,24 @@ pub struct OutboxRecord {
     pub body_sha256: String,
 }
 
+/// An ask this machine sent to another machine: what lets that machine's
+/// replies to it pass unheld (the answer to a question is not held for
+/// approval), a few at most.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AskRecord {
+    /// The ask's id, hex.
+    pub id: String,
+    /// The machine it was sent to: only its replies pass.
+    pub to_peer: String,
+    /// The mailbox that asked (`None`: the owner's): only replies to it pass.
+    pub mailbox: Option<String>,
+    /// When the ask stops being deliverable, Unix ms: replies after it
+    /// (and the allowed skew) are held as any other mail.
+    pub expires_at: u64,
+    /// Replies that passed unheld so far.
+    pub answers: u32,
+}
+
 /// A message in the inbox.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InboxRecord {

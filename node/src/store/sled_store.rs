@@ -117,6 +117,8 @@ pub struct SledStore {
     /// The same, by the end of their window: until ‖ sender ‖ id -> ().
     seen_by_until: sled::Tree,
     consent: sled::Tree,
+    /// Asks sent to other machines, by id: their replies pass unheld.
+    asks: sled::Tree,
 }
 
 impl SledStore {
@@ -178,6 +180,7 @@ impl SledStore {
             seen: db.open_tree("seen")?,
             seen_by_until: db.open_tree(SEEN_BY_UNTIL)?,
             consent: db.open_tree("consent")?,
+            asks: db.open_tree("asks")?,
             meta,
             db,
         })
@@ -430,6 +433,38 @@ impl MailStore for SledStore {
         Ok(())
     }
 
+    fn put_asks(&self, asks: &[AskRecord]) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        for a in asks {
+            batch.insert(a.id.as_bytes(), to_record(a));
+        }
+        self.asks.apply_batch(batch)?;
+        Ok(())
+    }
+
+    fn ask(&self, id: &str) -> Result<Option<AskRecord>, StoreError> {
+        self.asks
+            .get(id.as_bytes())?
+            .map(|v| from_record(&v))
+            .transpose()
+    }
+
+    fn prune_asks(&self, before: Timestamp) -> Result<usize, StoreError> {
+        // Asks are at most the outbox's 100,000, and pruning runs every
+        // few minutes: a scan is cheaper than an index kept beside them.
+        let mut gone = 0;
+        for kv in self.asks.iter() {
+            let (k, v) = kv?;
+            let expired = from_record::<AskRecord>(&v)
+                .map_or(true, |a| a.expires_at < before.as_unix_millis());
+            if expired {
+                self.asks.remove(k)?;
+                gone += 1;
+            }
+        }
+        Ok(gone)
+    }
+
     fn outbox(&self) -> Result<Vec<OutboxRecord>, StoreError> {
         self.outbox
             .iter()
@@ -475,6 +510,7 @@ impl MailStore for SledStore {
         &self,
         records: &[InboxRecord],
         seen: &[(Vec<u8>, u64)],
+        asks: &[AskRecord],
     ) -> Result<(), StoreError> {
         use sled::Transactional;
         let last = records.iter().map(|r| r.seq).max();
@@ -486,27 +522,33 @@ impl MailStore for SledStore {
             &self.meta,
             &self.held,
             &self.unread,
+            &self.asks,
         )
-            .transaction(|(inbox, ids, seen_tree, by_until, meta, held, unread)| {
-                for r in records {
-                    inbox.insert(&r.seq.to_be_bytes(), to_record(r))?;
-                    ids.insert(r.id.as_bytes(), &r.seq.to_be_bytes())?;
-                    if r.held.is_some() {
-                        held.insert(&r.seq.to_be_bytes(), r.from_peer.as_bytes())?;
+            .transaction(
+                |(inbox, ids, seen_tree, by_until, meta, held, unread, asks_tree)| {
+                    for a in asks {
+                        asks_tree.insert(a.id.as_bytes(), to_record(a))?;
                     }
-                    if is_unread(r) {
-                        unread.insert(&r.seq.to_be_bytes(), unread_value(r))?;
+                    for r in records {
+                        inbox.insert(&r.seq.to_be_bytes(), to_record(r))?;
+                        ids.insert(r.id.as_bytes(), &r.seq.to_be_bytes())?;
+                        if r.held.is_some() {
+                            held.insert(&r.seq.to_be_bytes(), r.from_peer.as_bytes())?;
+                        }
+                        if is_unread(r) {
+                            unread.insert(&r.seq.to_be_bytes(), unread_value(r))?;
+                        }
                     }
-                }
-                for (key, until) in seen {
-                    seen_tree.insert(key.as_slice(), &until.to_be_bytes())?;
-                    by_until.insert([&until.to_be_bytes()[..], key].concat(), &[])?;
-                }
-                if let Some(last) = last {
-                    meta.insert(INBOX_SEQ_KEY, &last.to_be_bytes())?;
-                }
-                Ok(())
-            })
+                    for (key, until) in seen {
+                        seen_tree.insert(key.as_slice(), &until.to_be_bytes())?;
+                        by_until.insert([&until.to_be_bytes()[..], key].concat(), &[])?;
+                    }
+                    if let Some(last) = last {
+                        meta.insert(INBOX_SEQ_KEY, &last.to_be_bytes())?;
+                    }
+                    Ok(())
+                },
+            )
             .map_err(|e: sled::transaction::TransactionError<()>| match e {
                 sled::transaction::TransactionError::Storage(e) => StoreError::Sled(e),
                 sled::transaction::TransactionError::Abort(()) => {
@@ -893,7 +935,7 @@ mod tests {
             (b"b".to_vec(), 200),
             (b"c".to_vec(), 300),
         ];
-        s.put_inbox(&[], &seen).unwrap();
+        s.put_inbox(&[], &seen, &[]).unwrap();
         assert_eq!(s.prune_seen(Timestamp::from_unix_millis(50)).unwrap(), 0);
         assert_eq!(s.prune_seen(Timestamp::from_unix_millis(250)).unwrap(), 2);
         assert!(!s.seen(b"a").unwrap() && !s.seen(b"b").unwrap());
@@ -932,6 +974,7 @@ mod tests {
                     inbox_record(3, Some("coder"), true, false),
                     inbox_record(4, Some("coder"), false, true),
                 ],
+                &[],
                 &[],
             )
             .unwrap();

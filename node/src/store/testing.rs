@@ -162,11 +162,24 @@ impl MailStore for Flaky {
         &self,
         records: &[InboxRecord],
         seen: &[(Vec<u8>, u64)],
+        asks: &[AskRecord],
     ) -> Result<(), StoreError> {
         if self.fail_put_inbox.load(Ordering::SeqCst) {
             return Err(injected());
         }
-        self.inner.put_inbox(records, seen)
+        self.inner.put_inbox(records, seen, asks)
+    }
+
+    fn put_asks(&self, asks: &[AskRecord]) -> Result<(), StoreError> {
+        self.inner.put_asks(asks)
+    }
+
+    fn ask(&self, id: &str) -> Result<Option<AskRecord>, StoreError> {
+        self.inner.ask(id)
+    }
+
+    fn prune_asks(&self, before: Timestamp) -> Result<usize, StoreError> {
+        self.inner.prune_asks(before)
     }
 
     fn move_inbox(&self, old_seq: u64, record: &InboxRecord) -> Result<(), StoreError> {

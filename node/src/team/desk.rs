@@ -370,7 +370,7 @@ mod tests {
         assert_eq!(desk.check_code(rid, &typed, now), CodeOutcome::Matched);
         assert_eq!(desk.views(now)[0].state, "matched");
         // The team code only once whose machine it is was said.
-        let ada = agentmesh_protocol::Owner::parse("Ada").unwrap();
+        let ada = Owner::parse("Ada").unwrap();
         assert_eq!(desk.choose_person(rid, ada.clone()), Some(c.team));
         assert_eq!(desk.views(now)[0].state, "approved");
         assert_eq!(desk.get(rid).unwrap().person, Some(ada.clone()));

@@ -271,7 +271,8 @@ impl TeamCore {
                 then();
             }
         });
-        self.audit.submit(vec![], Some(then));
+        self.audit
+            .submit(crate::store::Writes::default(), Some(then));
     }
 
     /// Whether the team changed so that connected members should sync

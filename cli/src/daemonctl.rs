@@ -263,7 +263,7 @@ fn renaming_a_member(name: &str, team: &str, wanted: &str) -> anyhow::Error {
     term::cli_error(
         "admitted",
         format!(
-            "this machine is {name} in team {team}, the name its admission gave it, and members know it by that name; it can't become {wanted} while it is a member. To use another name, leave (`agentmesh team leave`) and join again with `agentmesh join TICKET --name {wanted}`"
+            "this machine is {name} in team {team}, the name its admission gave it, and members know it by that name; no block renames a member, so it can't become {wanted} while it is one. What works: leave (`agentmesh team leave`), make a new identity under the new name (`agentmesh init --new-identity --name {wanted}`), and be admitted again with a new ticket (`agentmesh join TICKET`); to the team that is a new machine"
         ),
     )
 }
@@ -332,5 +332,86 @@ pub fn init(home: &Home, name: &str, json: bool) -> anyhow::Result<ExitCode> {
     if not_running {
         crate::say!("Next: start it with `agentmesh up`.");
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `agentmesh init --new-identity [--name NAME]`.
+pub fn new_identity(
+    home: &Home,
+    name: Option<&str>,
+    yes: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let name = name.map(|n| Name::parse("machine name", n)).transpose()?;
+    let rt = term::runtime()?;
+    if let Ok(mut c) = rt.block_on(term::client(home)) {
+        let s = rt.block_on(c.status())?;
+        return Err(term::cli_error(
+            "daemon_running",
+            format!(
+                "the daemon is running with this machine's key ({}); stop it with `agentmesh down`, run this again, then `agentmesh up`",
+                s.peer_id
+            ),
+        ));
+    }
+    let old = home.read_identity()?.map(|i| i.peer_id());
+    let team = daemon::stored_team_name(home)?;
+    let forgets = team.as_deref().map_or_else(String::new, |t| {
+        format!(" It forgets team {t}: to be in a team again it must be admitted again with a new ticket.")
+    });
+    let question = match old {
+        Some(p) => format!(
+            "Replace this machine's key ({p}) with a new one? Config, mailboxes and mail stay; the old key is kept as a file beside the new one.{forgets}"
+        ),
+        None => "Create a new identity for this machine?".to_owned(),
+    };
+    if !term::confirm(&question, "replacing this machine's identity", yes)? {
+        return Err(term::cli_error(
+            "declined",
+            "nothing changed: you answered no",
+        ));
+    }
+    if let Some(name) = &name {
+        let mut config = Config::load(&home.config_file())?;
+        if config.name.as_deref() != Some(name.as_str()) {
+            home.create()?;
+            config.name = Some(name.to_string());
+            config.validate()?;
+            fs::write(home.config_file(), config.to_toml())
+                .with_context(|| format!("cannot write {}", home.config_file().display()))?;
+        }
+    }
+    let done = daemon::new_identity(home, agentmesh_node::clock::now())?;
+    if json {
+        term::json(&serde_json::json!({
+            "peer_id": done.new.to_string(),
+            "old_peer_id": done.old.map(|p| p.to_string()),
+            "old_key_kept_at": done.kept.as_ref().map(|p| p.display().to_string()),
+            "team_forgotten": done.team,
+            "outbox_failed": done.failed,
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    crate::say!("This machine's new identity: {}.", done.new);
+    if let (Some(old), Some(kept)) = (done.old, &done.kept) {
+        crate::say!("The old key ({old}) is kept at {}.", kept.display());
+    }
+    if let Some(t) = &done.team {
+        crate::say!("It forgot team {t}.");
+    }
+    if done.failed > 0 {
+        crate::say!(
+            "{} {} still on the way failed: the old key's envelopes can't reach anyone as the new one (`agentmesh outbox`).",
+            done.failed,
+            if done.failed == 1 {
+                "message"
+            } else {
+                "messages"
+            }
+        );
+    }
+    crate::say!(
+        "Next: `agentmesh up`, then `agentmesh join TICKET` with a ticket from the founder (`agentmesh invite` there)."
+    );
     Ok(ExitCode::SUCCESS)
 }

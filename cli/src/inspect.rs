@@ -19,15 +19,37 @@ pub fn print_status(s: &Status) {
     let me = term::login_name();
     match (&s.team, s.team_standing.as_deref()) {
         (Some(t), Some("member")) => crate::say!("team       {} ({})", t.name, &t.team_id[..12]),
-        (Some(t), standing) => {
+        (Some(t), Some("name_taken")) => {
             crate::say!(
-                "team       {} ({}): this machine is no longer a member ({})",
+                "team       {} ({}): not a member while another machine holds the name {} (admitted first)",
                 t.name,
                 &t.team_id[..12],
-                standing.unwrap_or("not listed")
+                s.name
             );
-            crate::say!("           create a team:  agentmesh team create NAME --owner {me}");
-            crate::say!("           or join one:    agentmesh join TICKET");
+            crate::say!(
+                "           it becomes one if the founder revokes that machine; or, to join under another name:"
+            );
+            crate::say!(
+                "           agentmesh init --new-identity --name OTHER, then agentmesh join TICKET"
+            );
+        }
+        (Some(t), standing) => {
+            let how = match standing {
+                Some("left") => "it left",
+                Some("revoked") => "it was revoked",
+                _ => "it is not listed",
+            };
+            crate::say!(
+                "team       {} ({}): this machine is no longer a member ({how}); its key can never rejoin",
+                t.name,
+                &t.team_id[..12],
+            );
+            crate::say!(
+                "           to be in a team again, make a new identity: agentmesh init --new-identity"
+            );
+            crate::say!(
+                "           then create a team (agentmesh team create NAME --owner {me}) or join one (agentmesh join TICKET)"
+            );
         }
         (None, _) => {
             crate::say!("team       none yet");
@@ -129,7 +151,11 @@ pub fn peers(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
                 r.name.clone().unwrap_or_else(|| "-".into()),
                 term::clean(r.owner.as_deref().unwrap_or("-")),
                 term::short_peer(&r.peer_id),
-                r.membership.clone(),
+                if r.left {
+                    "left".into()
+                } else {
+                    r.membership.clone()
+                },
                 match (&r.connection[..], &r.relay) {
                     ("relayed", Some(relay)) => format!("relayed via {}", term::short_peer(relay)),
                     (c, _) => c.to_owned(),
@@ -392,9 +418,9 @@ pub fn doctor(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
                             t.members.iter().filter(|m| m.standing == "current").count(),
                             me.map_or("not listed", |m| m.standing.as_str())
                         ),
-                        (!ok).then(|| {
-                            "this machine is not a current member; join again with a new ticket"
-                                .into()
+                        (!ok).then(|| match me.map(|m| m.standing.as_str()) {
+                            Some("name_taken") => "another machine holds this machine's name; the founder can revoke it, or make a new identity under another name (`agentmesh init --new-identity --name OTHER`) and join again".into(),
+                            _ => "this machine's key can never rejoin; make a new identity (`agentmesh init --new-identity`), then join again with a new ticket".into(),
                         }),
                     );
                     if let (Some(me), Ok(settings)) = (me, &configured)

@@ -75,11 +75,20 @@ enum Command {
     Up(NetArgs),
     /// Stop the daemon.
     Down,
-    /// Create this machine's identity and set its name (safe to repeat).
+    /// Create this machine's identity and set its name (safe to repeat), or
+    /// give it a new identity (--new-identity).
     Init {
         /// This machine's name in its team: lowercase letters, digits, '-'.
+        #[arg(long, required_unless_present = "new_identity")]
+        name: Option<String>,
+        /// Replace this machine's key with a new one: the way back after it
+        /// left its team or was revoked (the old key can never rejoin). Keeps
+        /// config and mailboxes, forgets the team; asks first.
         #[arg(long)]
-        name: String,
+        new_identity: bool,
+        /// Do not ask for confirmation (with --new-identity).
+        #[arg(long)]
+        yes: bool,
     },
     /// Show the daemon's identity, team, addresses and mail state.
     Status,
@@ -115,8 +124,15 @@ enum Command {
         #[arg(long)]
         owner: Option<String>,
     },
-    /// Admit a machine that asked to join (a person must type its code).
-    Admit,
+    /// Admit a machine that asked to join (a person must type its code,
+    /// then say whose machine it is).
+    Admit {
+        /// Whose machine it is, said in advance: an existing person of the
+        /// team (the machine then counts as theirs: mail between their
+        /// machines is never held), or a new person's name.
+        #[arg(long, value_name = "NAME")]
+        person: Option<String>,
+    },
     /// Revoke a member of the team, by machine name.
     Revoke {
         /// The member's machine name.
@@ -286,6 +302,14 @@ enum TeamCommand {
     },
     /// Show the team and its members.
     Show,
+    /// Move a machine to another person: whose machine it is decides
+    /// which mail is held (founder only).
+    Person {
+        /// The machine's name.
+        machine: String,
+        /// The person who runs it from now on (an existing one, or new).
+        person: String,
+    },
     /// Leave the team (this machine revokes itself).
     Leave {
         /// Do not ask for confirmation.
@@ -331,7 +355,14 @@ fn main() -> ExitCode {
         Command::Daemon(net) => daemonctl::daemon(&home, &net, cli.verbose, json),
         Command::Up(net) => daemonctl::up(&home, agent_home.as_deref(), &net, cli.verbose, json),
         Command::Down => daemonctl::down(&home, json),
-        Command::Init { name } => daemonctl::init(&home, &name, json),
+        Command::Init {
+            name,
+            new_identity: true,
+            yes,
+        } => daemonctl::new_identity(&home, name.as_deref(), yes, json),
+        Command::Init { name, .. } => {
+            daemonctl::init(&home, name.as_deref().unwrap_or_default(), json)
+        }
         Command::Status => inspect::status(&home, json),
         Command::Peers => inspect::peers(&home, json),
         Command::Doctor => inspect::doctor(&home, json),
@@ -342,6 +373,7 @@ fn main() -> ExitCode {
             TeamCommand::Create { name, owner } => team::create(&home, &name, owner, json),
             TeamCommand::Show => team::show(&home, json),
             TeamCommand::Leave { yes } => team::leave(&home, yes, json),
+            TeamCommand::Person { machine, person } => team::person(&home, &machine, &person, json),
         },
         Command::Invite { ttl } => team::invite(&home, ttl.as_deref(), json),
         Command::Join {
@@ -349,7 +381,7 @@ fn main() -> ExitCode {
             name,
             owner,
         } => team::join(&home, &ticket, name, owner, json),
-        Command::Admit => team::admit(&home, json),
+        Command::Admit { person } => team::admit(&home, person.as_deref(), json),
         Command::Revoke { name, yes } => team::revoke(&home, &name, yes, json),
         Command::Connect { addr } => team::connect(&home, &addr, json),
         Command::Demo => demo::demo(json),

@@ -4,8 +4,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use agentmesh_node::api::{
-    AdmitApproved, AdmitState, Connected, Invite, JoinRequestView, JoinStarted, JoinState, Op,
-    TeamView,
+    AdmitApproved, AdmitMatched, AdmitState, Connected, Invite, JoinRequestView, JoinStarted,
+    JoinState, Op, PersonMoved, PersonView, TeamView,
 };
 use agentmesh_node::client::Client;
 use agentmesh_node::home::Home;
@@ -97,11 +97,33 @@ pub fn leave(home: &Home, yes: bool, json: bool) -> anyhow::Result<ExitCode> {
     let v = rt.block_on(async {
         let mut c = term::client(home).await?;
         let t: TeamView = c.call(Op::TeamShow).await?;
+        // Whether it can leave at all is said before anything is asked.
+        let me = t.members.iter().find(|m| m.this_machine);
+        match me {
+            Some(m) if m.admin => {
+                return Err(term::cli_error(
+                    "admin_cannot_leave",
+                    "the founder cannot leave its team: admins can't be revoked; to end the team, stop using it",
+                ));
+            }
+            Some(m) if m.standing != "current" => {
+                return Err(term::cli_error(
+                    "not_in_team",
+                    format!(
+                        "this machine is not a current member of team {} ({}); there is nothing to leave. To join a team again it needs a new identity: `agentmesh init --new-identity`",
+                        t.name,
+                        m.standing.replace('_', " ")
+                    ),
+                ));
+            }
+            _ => {}
+        }
         if !term::confirm(
             &format!(
-                "Leave team {}? This machine can't rejoin with its key; it would need a new identity and a new admission.",
+                "Leave team {}? This machine can't rejoin with its key; it would need a new identity (`agentmesh init --new-identity`) and a new admission.",
                 t.name
             ),
+            "leaving the team",
             yes,
         )? {
             return Err(term::cli_error("declined", "not left: you answered no"));
@@ -195,13 +217,32 @@ pub fn join(
         say(&format!("    Pairing code: {}", started.pairing_code));
         say("");
         say("Read this code to the founder, who types it into `agentmesh admit`.");
-        let spin = term::spinner("waiting for the founder…");
-        let state = loop {
-            let s: JoinState = c.call(Op::JoinStatus { join_id: started.join_id }).await?;
-            if s.state != "waiting" {
-                break s;
+        let spin = term::spinner("waiting for the founder… (Ctrl-C withdraws the request)");
+        let wait = async {
+            loop {
+                let s: JoinState = c.call(Op::JoinStatus { join_id: started.join_id }).await?;
+                if s.state != "waiting" {
+                    break anyhow::Ok(s);
+                }
+                tokio::time::sleep(POLL).await;
             }
-            tokio::time::sleep(POLL).await;
+        };
+        let state = tokio::select! {
+            s = wait => s?,
+            _ = tokio::signal::ctrl_c() => {
+                spin.finish_and_clear();
+                // Withdrawn, so the founder's `admit` no longer lists it.
+                let withdrawn = c
+                    .call::<JoinState>(Op::JoinConfirm { join_id: started.join_id, accept: false })
+                    .await;
+                return Err(term::cli_error(
+                    "interrupted",
+                    match withdrawn {
+                        Ok(_) => "stopped: the request was withdrawn from the founder's `agentmesh admit`; run `agentmesh join` again with a new ticket to ask again".to_owned(),
+                        Err(e) => format!("stopped; the request could not be withdrawn ({e}), so it waits on the founder's side until it expires"),
+                    },
+                ));
+            }
         };
         spin.finish_and_clear();
         match state.state.as_str() {
@@ -238,11 +279,18 @@ pub fn join(
                 "declined: the team codes differ, so this machine did not join; someone may be in the middle. Start again with a new ticket",
             ));
         }
+        let person = done.person.clone().unwrap_or_else(|| owner.clone());
         if json {
-            term::json(&serde_json::json!({ "joined": done.team, "name": name, "owner": owner }))?;
+            term::json(&serde_json::json!({
+                "joined": done.team,
+                "name": name,
+                "owner": person,
+                "person": person,
+                "claimed_owner": owner,
+            }))?;
         } else {
             let team = done.team.map(|t| t.name).unwrap_or_default();
-            crate::say!("Joined team {team} as {name}.");
+            crate::say!("Joined team {team} as {name}, {person}'s machine (the founder chose the person; mail between {person}'s machines is never held, mail from other people's is held until approved).");
         }
         anyhow::Ok(ExitCode::SUCCESS)
     })
@@ -252,8 +300,12 @@ async fn pick_request(c: &mut Client, say: &impl Fn(&str)) -> anyhow::Result<Joi
     let mut spin = None;
     let requests = loop {
         let list: Vec<JoinRequestView> = c.call(Op::AdmitList).await?;
-        let waiting: Vec<JoinRequestView> =
-            list.into_iter().filter(|r| r.state == "waiting").collect();
+        // A request whose code matched in an `admit` that stopped before
+        // saying whose machine it is can be picked up again.
+        let waiting: Vec<JoinRequestView> = list
+            .into_iter()
+            .filter(|r| r.state == "waiting" || r.state == "matched")
+            .collect();
         if !waiting.is_empty() {
             break waiting;
         }
@@ -294,9 +346,80 @@ async fn pick_request(c: &mut Client, say: &impl Fn(&str)) -> anyhow::Result<Joi
     }
 }
 
+/// Asks whose machine `machine` is (its claim: `claimed`), unless
+/// `given` (`admit --person`) answers it: the person, and whether they are
+/// one of `persons` already. Counting a machine as an existing person's
+/// takes an explicit yes, so a claimed name is never merged silently.
+fn whose(
+    machine: &str,
+    claimed: &str,
+    persons: &[PersonView],
+    given: Option<&str>,
+    say: &impl Fn(&str),
+) -> anyhow::Result<(String, bool)> {
+    let merge = |person: &str| {
+        format!(
+            "{machine} will count as {person}'s machine: mail between {person}'s machines is never held."
+        )
+    };
+    if let Some(p) = given {
+        let existing = persons.iter().any(|x| x.person == p);
+        if existing {
+            say(&format!("{} (--person {p})", merge(p)));
+        } else {
+            say(&format!(
+                "{machine} is admitted as a new person, {p} (--person)."
+            ));
+        }
+        return Ok((p.to_owned(), existing));
+    }
+    say(&format!(
+        "Whose machine is {machine}? It says its owner is {claimed:?}, but that is only what was typed there. The person you choose decides holding: mail from another person's machine waits for approval (`agentmesh held`), mail between one person's machines never does."
+    ));
+    for (i, p) in persons.iter().enumerate() {
+        say(&format!(
+            "  {}. {} ({})",
+            i + 1,
+            p.person,
+            p.machines.join(", ")
+        ));
+    }
+    say("  n. a new person");
+    loop {
+        let answer = term::prompt(&format!("Which? [1-{}, or n] ", persons.len()))?;
+        let chosen = if answer.eq_ignore_ascii_case("n") {
+            let typed = term::prompt(&format!("The new person's name [{claimed}]: "))?;
+            let name = if typed.is_empty() {
+                claimed.to_owned()
+            } else {
+                typed
+            };
+            if !persons.iter().any(|p| p.person == name) {
+                return Ok((name, false));
+            }
+            say(&format!("{name} is a person of this team already."));
+            name
+        } else if let Some(p) = answer
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| persons.get(n.wrapping_sub(1)))
+        {
+            p.person.clone()
+        } else {
+            say(&format!("Type a number from 1 to {}, or n.", persons.len()));
+            continue;
+        };
+        let yes = term::prompt(&format!("{} Is that right? [y/N] ", merge(&chosen)))?;
+        if matches!(yes.to_lowercase().as_str(), "y" | "yes") {
+            return Ok((chosen, true));
+        }
+        say("Then choose again (n for a new person).");
+    }
+}
+
 /// `agentmesh admit`. With `--json`, what a person reads goes to stderr
 /// and the result to stdout.
-pub fn admit(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
+pub fn admit(home: &Home, person: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
     let say = |text: &str| {
         if json {
@@ -316,7 +439,7 @@ pub fn admit(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
         }
         let r = pick_request(&mut c, &say).await?;
         say(&format!(
-            "{} (owner {}, peer {}) asks to join.",
+            "{} (it says its owner is {}; peer {}) asks to join.",
             r.name, r.owner, r.peer_id
         ));
         if let Some(was) = &r.name_was {
@@ -330,7 +453,7 @@ pub fn admit(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
             ));
         }
         say("(Type `reject` to refuse it.)");
-        let approved: AdmitApproved = loop {
+        let matched: AdmitMatched = loop {
             let typed = term::prompt(&format!("Type the pairing code shown on {}: ", r.name))?;
             if typed.eq_ignore_ascii_case("reject") {
                 c.call::<serde_json::Value>(Op::AdmitReject { request_id: r.request_id })
@@ -343,7 +466,7 @@ pub fn admit(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
             match c
-                .call::<AdmitApproved>(Op::AdmitCode {
+                .call::<AdmitMatched>(Op::AdmitCode {
                     request_id: r.request_id,
                     code: typed,
                 })
@@ -355,6 +478,25 @@ pub fn admit(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
             }
         };
         say("The code matches.");
+        let approved: AdmitApproved = loop {
+            let (chosen, existing) =
+                whose(&r.name, &matched.claimed_owner, &matched.persons, person, &say)?;
+            match c
+                .call::<AdmitApproved>(Op::AdmitPerson {
+                    request_id: r.request_id,
+                    person: chosen,
+                    existing,
+                })
+                .await
+            {
+                Ok(a) => break a,
+                // A name the rule refuses: ask again (a --person given is
+                // not asked twice).
+                Err(e) if person.is_none() && e.code() == Some("bad_owner") => say(&e.to_string()),
+                Err(e) => return Err(e.into()),
+            }
+        };
+        say(&format!("{} is admitted as {}'s machine.", r.name, approved.person));
         say("");
         say(&format!("    Team code: {}", approved.team_code));
         say("");
@@ -371,9 +513,19 @@ pub fn admit(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
         match end.state.as_str() {
             "admitted" => {
                 if json {
-                    term::json(&serde_json::json!({ "admitted": r.name, "owner": r.owner, "peer_id": r.peer_id }))?;
+                    term::json(&serde_json::json!({
+                        "admitted": r.name,
+                        "owner": approved.person,
+                        "person": approved.person,
+                        "claimed_owner": r.owner,
+                        "peer_id": r.peer_id,
+                    }))?;
                 } else {
-                    crate::say!("{} is now a member of the team.", r.name);
+                    crate::say!(
+                        "{} is now a member of the team, as {}'s machine.",
+                        r.name,
+                        approved.person
+                    );
                 }
                 Ok(ExitCode::SUCCESS)
             }
@@ -395,29 +547,64 @@ pub fn admit(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// `agentmesh team person MACHINE PERSON`.
+pub fn person(home: &Home, machine: &str, person: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let rt = term::runtime()?;
+    let moved: PersonMoved = rt.block_on(async {
+        let mut c = term::client(home).await?;
+        anyhow::Ok(
+            c.call(Op::TeamPerson {
+                machine: machine.into(),
+                person: person.into(),
+            })
+            .await?,
+        )
+    })?;
+    if json {
+        term::json(&moved)?;
+    } else if moved.was == moved.person {
+        crate::say!(
+            "{} is {}'s machine already; nothing changed.",
+            moved.machine,
+            moved.person
+        );
+    } else {
+        crate::say!(
+            "{} is now {}'s machine (it was {}'s). Holding follows at once here, and on each member as the change reaches it.",
+            moved.machine,
+            moved.person,
+            moved.was
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `agentmesh revoke NAME`.
 pub fn revoke(home: &Home, name: &str, yes: bool, json: bool) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
     let v: serde_json::Value = rt.block_on(async {
         let mut c = term::client(home).await?;
         let t: TeamView = c.call(Op::TeamShow).await?;
-        let who = t
+        let target = t
             .members
             .iter()
-            .find(|m| m.name == name && m.standing != "revoked")
-            .map(|m| {
-                format!(
-                    " (owner {}, peer {})",
+            .find(|m| m.name == name && m.standing != "revoked" && m.standing != "left");
+        let admin = t.members.iter().any(|m| m.this_machine && m.admin);
+        // Only what would really happen is asked about: a revoke the
+        // daemon refuses (not the founder, no such member, the founder
+        // itself) goes straight to it and is refused, saying why.
+        if let Some(m) = target.filter(|m| admin && !m.admin) {
+            if !term::confirm(
+                &format!(
+                    "Revoke {name} ({}'s machine, peer {})? Every member will refuse it, for good.",
                     m.owner,
                     term::short_peer(&m.peer_id)
-                )
-            })
-            .unwrap_or_default();
-        if !term::confirm(
-            &format!("Revoke {name}{who}? Every member will refuse it, for good."),
-            yes,
-        )? {
-            return Err(term::cli_error("declined", "not revoked: you answered no"));
+                ),
+                &format!("revoking {name}"),
+                yes,
+            )? {
+                return Err(term::cli_error("declined", "not revoked: you answered no"));
+            }
         }
         anyhow::Ok(c.call(Op::Revoke { name: name.into() }).await?)
     })?;

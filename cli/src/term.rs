@@ -138,11 +138,21 @@ pub fn ago(rfc3339: &str) -> String {
     }
 }
 
-/// Asks a person to confirm `question` (y/N). `yes`, or no terminal to
-/// ask at (a script), confirms as before.
-pub fn confirm(question: &str, yes: bool) -> anyhow::Result<bool> {
-    if yes || !interactive() {
+/// Asks a person to confirm `question` (y/N); `yes` (`--yes`) confirms
+/// without asking. With no terminal to ask at (a script, an agent) and no
+/// `--yes`, it refuses, naming `what` would have been done: these are
+/// acts with no way back.
+pub fn confirm(question: &str, what: &str, yes: bool) -> anyhow::Result<bool> {
+    if yes {
         return Ok(true);
+    }
+    if !interactive() {
+        return Err(cli_error(
+            "not_interactive",
+            format!(
+                "{what} has no way back, so it asks a person first; run it at an interactive terminal, or add --yes to say yes in advance"
+            ),
+        ));
     }
     let answer = prompt(&format!("{question} [y/N] "))?;
     Ok(matches!(answer.to_lowercase().as_str(), "y" | "yes"))

@@ -4,6 +4,7 @@
 
 use std::fs;
 use std::io::Write;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentmesh_protocol::Multiaddr;
@@ -15,7 +16,7 @@ use crate::home::{Home, HomeError};
 use crate::mail::{Mail, MailSetup};
 use crate::net::{self as swarm, BuildError};
 use crate::net::{Net, NetError, NetSetup};
-use crate::store::{SledStore, StoreError};
+use crate::store::{MailStore, SledStore, Store, StoreError, TeamStore};
 
 /// Overrides from the command line.
 #[derive(Debug, Clone, Default)]
@@ -143,6 +144,79 @@ pub fn stored_membership(home: &Home) -> Result<Option<(String, String)>, Daemon
         }))
 }
 
+/// What `init --new-identity` did.
+#[derive(Debug)]
+pub struct NewIdentity {
+    /// The old key's PeerId, if there was one.
+    pub old: Option<agentmesh_protocol::PeerId>,
+    /// The new identity's.
+    pub new: agentmesh_protocol::PeerId,
+    /// Where the old key was kept.
+    pub kept: Option<PathBuf>,
+    /// The team forgotten, if the store named one.
+    pub team: Option<String>,
+    /// Messages still on their way, failed (the old key's envelopes can't
+    /// reach anyone as the new one).
+    pub failed: usize,
+}
+
+/// Gives a home whose daemon is not running a new identity, keeping its
+/// config and mailboxes (and its inbox, held mail and peer table) and
+/// forgetting its team: an old key that left or was revoked can never
+/// rejoin, a new one is a new machine to admit. Holds the daemon lock
+/// meanwhile, so none starts.
+pub fn new_identity(
+    home: &Home,
+    now: agentmesh_protocol::Timestamp,
+) -> Result<NewIdentity, DaemonError> {
+    home.create()?;
+    let _lock = lock_home(home)?;
+    let old = home.read_identity().ok().flatten().map(|i| i.peer_id());
+    let mut team = None;
+    let mut failed = 0;
+    if home.data_dir().exists() {
+        let store = SledStore::open(&home.data_dir(), 1024 * 1024)?;
+        if let Some(state) = crate::team::load_team(&store)? {
+            team = state.genesis().map(|g| g.team_name.to_string());
+            store.set_team(None)?;
+            store.delete_team(&state.id())?;
+        }
+        let stuck: Vec<crate::store::OutboxRecord> = store
+            .outbox()?
+            .into_iter()
+            .map(|mut r| {
+                r.status = crate::store::OutboxStatus::Failed;
+                r.reason = Some(
+                    "this machine took a new identity; its old team can't be reached as it".into(),
+                );
+                r
+            })
+            .collect();
+        failed = stuck.len();
+        store.put_outbox(&stuck)?;
+        store.flush()?;
+    }
+    let (id, kept) = home.replace_identity(now.as_unix_millis() / 1000)?;
+    Ok(NewIdentity {
+        old,
+        new: id.peer_id(),
+        kept: old.map(|_| kept),
+        team,
+        failed,
+    })
+}
+
+/// The name of the team the store of a home whose daemon is not running
+/// records, if any (taking the daemon lock meanwhile).
+pub fn stored_team_name(home: &Home) -> Result<Option<String>, DaemonError> {
+    if !home.data_dir().exists() {
+        return Ok(None);
+    }
+    let _lock = lock_home(home)?;
+    let store = SledStore::open(&home.data_dir(), 1024 * 1024)?;
+    Ok(crate::team::load_team(&store)?.and_then(|t| t.genesis().map(|g| g.team_name.to_string())))
+}
+
 /// Runs the daemon for `home` until it is told to stop.
 pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     home.create()?;
@@ -256,7 +330,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
         tracing::error!("the flusher did not finish within {STOP_TIMEOUT:?}");
     }
     // Peer records and statuses written without a flush reach the disk now.
-    if let Err(e) = crate::store::Store::flush(store.as_ref()) {
+    if let Err(e) = Store::flush(store.as_ref()) {
         tracing::error!(error = %e, "cannot flush the store at shutdown");
     }
     let _ = fs::remove_file(&socket);

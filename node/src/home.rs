@@ -270,6 +270,35 @@ impl Home {
         fs::rename(&tmp, &path).map_err(io_err("cannot write", &path))?;
         Ok((id, true))
     }
+
+    /// Replaces the identity with a fresh one (`init --new-identity`): the
+    /// new key is written beside the old, the old one is kept as
+    /// `identity.key.replaced-UNIXSECS` (0600: the way back, by hand, if
+    /// this was a mistake), then the new one takes its place. A crash in
+    /// between leaves no `identity.key`, and the next start makes a fresh
+    /// one: never the old key half-replaced. The new identity, and where
+    /// the old key went.
+    pub fn replace_identity(&self, now_secs: u64) -> Result<(Identity, PathBuf), HomeError> {
+        let id = Identity::generate(&mut rand::rng());
+        let path = self.key_file();
+        let tmp = self.root.join("identity.key.tmp");
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(io_err("cannot write", &tmp))?;
+        f.write_all(&id.to_key_file())
+            .and_then(|()| f.sync_all())
+            .map_err(io_err("cannot write", &tmp))?;
+        let kept = self.root.join(format!("identity.key.replaced-{now_secs}"));
+        if path.exists() {
+            fs::rename(&path, &kept).map_err(io_err("cannot move", &path))?;
+        }
+        fs::rename(&tmp, &path).map_err(io_err("cannot write", &path))?;
+        Ok((id, kept))
+    }
 }
 
 fn absolute(dir: &Path) -> PathBuf {

@@ -422,7 +422,15 @@ fn join_ticket_with(
     let mut j = joiner.pty(&command);
     at_join(&mut j);
     let pairing = read_code(&mut j, "Pairing code");
-    let mut a = founder.pty(&["admit"]);
+    // Whose machine it is: the person its owner names (one of the team's
+    // already, if the founder has that name; else a new one), as a
+    // founder who believed the claim would say.
+    let person = args
+        .iter()
+        .position(|a| *a == "--owner")
+        .and_then(|i| args.get(i + 1))
+        .map_or_else(claimed_owner, |o| (*o).to_owned());
+    let mut a = founder.pty(&["admit", "--person", &person]);
     at_admit(&mut a);
     a.exp_string(&format!("Type the pairing code shown on {}: ", joiner.name))
         .unwrap();
@@ -439,6 +447,16 @@ fn join_ticket_with(
     assert_eq!(exit_code(&j), Some(0), "join exits 0");
     assert_eq!(exit_code(&a), Some(0), "admit exits 0");
     (pairing, team_code)
+}
+
+/// The owner a joiner claims when not told one: the login name, as the
+/// CLI takes it (`$USER`, else `$LOGNAME`, else `human`).
+pub fn claimed_owner() -> String {
+    ["USER", "LOGNAME"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .find(|n| !n.is_empty())
+        .unwrap_or_else(|| "human".into())
 }
 
 /// A client of one node's local API, as the CLI uses it, for tests that

@@ -137,7 +137,7 @@ fn three_wrong_codes_cancel_the_request() {
         "2222-2222-2222"
     };
     let mut adm = a.pty(&["admit"]);
-    adm.exp_string("bravo (owner Bob").unwrap();
+    adm.exp_string("bravo (it says its owner is Bob").unwrap();
     for left in ["2 tries left", "1 try left"] {
         adm.exp_string("Type the pairing code shown on bravo: ")
             .unwrap();
@@ -170,7 +170,7 @@ fn a_joiner_that_sees_another_team_code_declines() {
     let ticket = a.json(&["invite"])["ticket"].as_str().unwrap().to_owned();
     let mut j = b.pty(&["join", &ticket, "--name", "bravo", "--owner", "Bob"]);
     let code = read_code(&mut j, "Pairing code");
-    let mut adm = a.pty(&["admit"]);
+    let mut adm = a.pty(&["admit", "--person", "Bob"]);
     adm.exp_string("Type the pairing code shown on bravo: ")
         .unwrap();
     adm.send_line(&code).unwrap();

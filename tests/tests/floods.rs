@@ -116,7 +116,7 @@ fn a_member_sending_garbage_is_audited_once_with_a_count() {
 fn a_revoked_machine_reconnecting_in_a_loop_gets_one_grace() {
     let [a, mut r] = team([("alpha", "Ada"), ("rex", "Ada")]);
     r.stop();
-    a.ok(&["revoke", "rex"]);
+    a.ok(&["revoke", "rex", "--yes"]);
     let rex = identity_of(&r.home());
     let alpha_id = identity_of(&a.home());
     let team = team_id(&a);

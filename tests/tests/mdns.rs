@@ -137,7 +137,7 @@ fn mdns_discovers_a_daemon_on_the_same_network() {
         "Bob",
     ]);
     let code = agentmesh_tests::read_code(&mut j, "Pairing code");
-    let mut adm = a.pty(&["admit"]);
+    let mut adm = a.pty(&["admit", "--person", "Bob"]);
     adm.exp_string("Type the pairing code shown on bravo: ")
         .unwrap();
     adm.send_line(&code).unwrap();

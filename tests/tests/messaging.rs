@@ -220,7 +220,7 @@ fn text_from_stdin_and_a_revoked_recipient() {
         b.inbox_all().into_iter().find(|m| m["id"] == id.as_str())
     });
     assert_eq!(got["text"], "line one\nline two\n");
-    a.ok(&["revoke", "bravo"]);
+    a.ok(&["revoke", "bravo", "--yes"]);
     let e = a.fails(&["send", "@bravo", "still there?"]);
     assert!(e.contains("bravo was revoked from the team"), "{e}");
 }

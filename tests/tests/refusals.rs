@@ -185,7 +185,7 @@ fn a_revoked_senders_queued_mail_is_refused_with_its_reason() {
     // before bravo can reach it.
     c.stop();
     let id = b.send("@charlie", "before my revocation");
-    a.ok(&["revoke", "bravo"]);
+    a.ok(&["revoke", "bravo", "--yes"]);
     b.stop();
     c.start();
     wait_for("charlie to learn that bravo was revoked", || {
@@ -211,7 +211,7 @@ fn mail_queued_for_a_machine_revoked_meanwhile_fails_with_its_reason() {
     // instead of waiting out its week.
     c.stop();
     let id = b.send("@charlie", "for a machine about to go");
-    a.ok(&["revoke", "charlie"]);
+    a.ok(&["revoke", "charlie", "--yes"]);
     let m = wait_for("bravo to fail the mail queued for charlie", || {
         let m = b.outbox_entry(&id);
         (m["status"] == "failed").then_some(m)

@@ -114,7 +114,7 @@ fn a_stranger_is_refused_everywhere_and_gets_no_blocks() {
         // to bravo, the control that shows blocks do flow to members.
         let (a2, b2) = (a.clone(), b.clone());
         let mut control = tokio::task::spawn_blocking(move || {
-            a2.ok(&["revoke", "charlie"]);
+            a2.ok(&["revoke", "charlie", "--yes"]);
             wait_for("bravo to learn charlie's revocation", || {
                 (b2.member("charlie").unwrap()["revoked"] == true).then_some(())
             });

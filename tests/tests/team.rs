@@ -60,7 +60,7 @@ fn three_machines_join_revoke_while_one_is_away_and_sync() {
 
     // Bravo goes away; alpha revokes charlie meanwhile.
     b.stop();
-    a.ok(&["revoke", "charlie"]);
+    a.ok(&["revoke", "charlie", "--yes"]);
     assert_eq!(a.member("charlie").unwrap()["revoked"], true);
     wait_for("alpha to drop charlie", || {
         a.peer_row(&c_id)
@@ -111,7 +111,7 @@ fn three_machines_join_revoke_while_one_is_away_and_sync() {
     assert!(e.contains("only the team's founder"), "{e}");
     let e = a.fails(&["team", "leave"]);
     assert!(e.contains("founder cannot leave"), "{e}");
-    b.ok(&["team", "leave"]);
+    b.ok(&["team", "leave", "--yes"]);
     wait_for("alpha to learn that bravo left", || {
         (a.member("bravo").unwrap()["revoked"] == true).then_some(())
     });

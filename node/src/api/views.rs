@@ -146,8 +146,13 @@ pub struct PeerRow {
     pub owner: Option<String>,
     /// The PeerId.
     pub peer_id: String,
-    /// `member`, `revoked`, `stranger` or `relay`.
+    /// `member`, `revoked`, `stranger` or `relay` (a machine that left is
+    /// `revoked` here, as before, with `left` set).
     pub membership: String,
+    /// Whether it left the team (revoked by itself), rather than being
+    /// revoked: people are shown `left`.
+    #[serde(default)]
+    pub left: bool,
     /// `direct`, `relayed` or `none`.
     pub connection: String,
     /// The relay, when relayed.
@@ -352,6 +357,14 @@ pub struct MessageView {
     pub hop: u8,
     /// Whether the sender had read untrusted text.
     pub taint: bool,
+    /// The sending machine's PeerId.
+    #[serde(default)]
+    pub from_peer: String,
+    /// `left` or `revoked` when the machine that sent it is no longer a
+    /// member (held mail only): its name may belong to another key now,
+    /// so it is not that machine's mail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_gone: Option<String>,
 }
 
 /// `inbox`.

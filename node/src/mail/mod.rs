@@ -567,7 +567,7 @@ impl Mail {
                 Err(e) => Err(e),
             },
             Op::Outbox => ops::outbox_list(&self.courier, &ctx),
-            Op::Held => ops::held_list(ctx.store),
+            Op::Held => ops::held_list(ctx.store, ctx.dir),
             Op::Approve { id } => {
                 let decision = ops::Decision::Approve;
                 return self.resolve(&who, &id, decision, reply);

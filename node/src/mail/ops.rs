@@ -14,6 +14,7 @@ use super::inbox::Seqs;
 use super::pages::{first_page, json_size, outbox_view, view, within_page};
 use super::unread::Unread;
 use super::{Ctx, Now, peer_of};
+use crate::team::Directory;
 
 /// Delivered and failed messages `outbox` lists, at most (the newest).
 pub const MAX_OUTBOX_LISTED: usize = 1000;
@@ -126,9 +127,24 @@ pub(super) fn outbox_list(courier: &Courier, ctx: &Ctx<'_>) -> Reply {
 
 /// `held`: the oldest first (they expire first). What does not fit one
 /// page shows once these are decided.
-pub(super) fn held_list(store: &dyn MailStore) -> Reply {
-    let views = held_records(store)?.iter().map(view).collect();
+pub(super) fn held_list(store: &dyn MailStore, dir: &Directory) -> Reply {
+    let views = held_records(store)?
+        .iter()
+        .map(|r| {
+            let mut v = view(r);
+            v.sender_gone = sender_gone(dir, &r.from_peer);
+            v
+        })
+        .collect();
     ok(first_page(views, json_size))
+}
+
+/// `left` or `revoked` if the machine `peer` is no longer a member of the
+/// team (mail it sent before is its old key's, whoever has its name now).
+pub(super) fn sender_gone(dir: &Directory, peer: &str) -> Option<String> {
+    let m = dir.machines.get(&peer.parse().ok()?)?;
+    (m.standing == agentmesh_protocol::team::Standing::Revoked)
+        .then(|| if m.left { "left" } else { "revoked" }.to_owned())
 }
 
 /// `audit`: the newest entries that fit one page.
@@ -177,6 +193,33 @@ pub(super) fn resolve(
         }
     };
     let id = record.id.clone();
+    if decision == Decision::Approve
+        && let Some(gone) = sender_gone(ctx.dir, &record.from_peer)
+    {
+        let machine = ctx
+            .dir
+            .machines
+            .get(
+                &record
+                    .from_peer
+                    .parse()
+                    .map_err(|_| ApiError::new(codes::STORE, "a stored sender is damaged"))?,
+            )
+            .map(|m| m.name.clone())
+            .unwrap_or_default();
+        let how = if gone == "left" {
+            "it left the team"
+        } else {
+            "the founder revoked it"
+        };
+        return err(
+            codes::SENDER_REVOKED,
+            format!(
+                "message {id} came from {machine}'s old key ({}), which is no longer a member ({how}); a machine named {machine} now is another key, so this can't be approved as its mail. Reject it: `agentmesh reject {id}`",
+                record.from_peer
+            ),
+        );
+    }
     let (outcome, events) = match decision {
         Decision::Approve => (
             "approved",

@@ -142,6 +142,8 @@ pub(super) fn view(r: &InboxRecord) -> MessageView {
         from_owner: r.from_owner.clone(),
         hop: r.hop,
         taint: r.taint,
+        from_peer: r.from_peer.clone(),
+        sender_gone: None,
     }
 }
 

@@ -473,6 +473,7 @@ impl PeerTable {
                     owner: member.map(|m| m.owner.to_string()),
                     peer_id: peer.to_string(),
                     membership: membership.into(),
+                    left: member.is_some_and(|m| m.left),
                     connection: connection.into(),
                     relay,
                     transport,

@@ -35,6 +35,8 @@ pub struct Machine {
     pub x25519: X25519Public,
     /// Where it stands.
     pub standing: Standing,
+    /// Whether it left (revoked by itself) rather than being revoked.
+    pub left: bool,
 }
 
 impl Directory {
@@ -57,6 +59,7 @@ impl Directory {
                     owner: m.owner.to_string(),
                     x25519: m.x25519,
                     standing: m.standing,
+                    left: m.left,
                 },
             );
         }

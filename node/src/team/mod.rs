@@ -69,7 +69,7 @@ pub struct OwnStanding {
     pub name: String,
     /// The team.
     pub team: Option<api::TeamRef>,
-    /// `member`, `revoked`, `name_taken`, if it is in a team.
+    /// `member`, `left`, `revoked`, `name_taken`, if it is in a team.
     pub standing: Option<&'static str>,
 }
 
@@ -149,7 +149,7 @@ impl Team {
                 |m| m.name.to_string(),
             ),
             team: self.core.team_ref(),
-            standing: member.map(|m| state::own_standing_word(m.standing)),
+            standing: member.map(state::own_standing_word),
         }
     }
 

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use agentmesh_protocol::team::{Block, BlockBody, BlockHash, Standing, TeamState};
+use agentmesh_protocol::team::{Block, BlockBody, BlockHash, Member, Standing, TeamState};
 use agentmesh_protocol::{Identity, PeerId, Timestamp};
 use tokio::sync::{oneshot, watch};
 
@@ -58,19 +58,23 @@ impl Membership {
     }
 }
 
-/// A member's standing as `team show` words it.
-pub fn standing_word(s: Standing) -> &'static str {
-    match s {
+/// A member's standing as `team show` words it: `left` for a machine
+/// that revoked itself, `revoked` for one an admin revoked (both are out
+/// for good, and `revoked: true` in `team show --json` for both).
+pub fn standing_word(m: &Member) -> &'static str {
+    match m.standing {
         Standing::Current => "current",
+        Standing::Revoked if m.left => "left",
         Standing::Revoked => "revoked",
         Standing::NameTaken => "name_taken",
     }
 }
 
 /// This machine's own standing as `status` words it (`team_standing`).
-pub fn own_standing_word(s: Standing) -> &'static str {
-    match s {
+pub fn own_standing_word(m: &Member) -> &'static str {
+    match m.standing {
         Standing::Current => "member",
+        Standing::Revoked if m.left => "left",
         Standing::Revoked => "revoked",
         Standing::NameTaken => "name_taken",
     }
@@ -426,7 +430,7 @@ impl TeamCore {
                 admitted_at: rfc3339(m.admitted_at),
                 revoked: m.standing == Standing::Revoked,
                 admin: m.admin,
-                standing: standing_word(m.standing).into(),
+                standing: standing_word(m).into(),
                 this_machine: m.peer == me,
             })
             .collect();

@@ -1,11 +1,14 @@
 //! `agentmesh demo`: the whole job on loopback, for a newcomer.
 //!
-//! Starts two daemons in temporary homes, makes a team of them through the
-//! real join protocol (the demo plays both people, reading the pairing code
-//! on one and typing it into the other, which only works because it runs
-//! both temporary machines itself), sends an ask and its reply between two
-//! mailboxes, prints the peer table, both inboxes and the audit trail, and
-//! cleans up. It changes nothing outside its temporary directory and adds
+//! Starts two daemons in temporary homes, one Alice's and one Bob's, makes
+//! a team of them through the real join protocol (the demo plays both
+//! people, reading the pairing code on one and typing it into the other,
+//! and saying whose machine the joiner is, which only works because it runs
+//! both temporary machines itself), sends an ask between two mailboxes
+//! (held for Bob, who approves it) and its reply (not held: it answers
+//! Alice's own question), has Bob trust Alice's machine so her next message
+//! lands directly, prints the peer table, both inboxes and the audit trail,
+//! and cleans up. It changes nothing outside its temporary directory and adds
 //! no way around `admit`'s terminal rule: it uses the same local API every
 //! client has, on machines it created a minute ago.
 
@@ -14,7 +17,8 @@ use std::process::{Child, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use agentmesh_node::api::{
-    AdmitApproved, InboxPage, JoinRequestView, JoinStarted, JoinState, Op, PeerRow, WhoKind,
+    AdmitApproved, AdmitMatched, InboxPage, JoinRequestView, JoinStarted, JoinState, MessageView,
+    Op, PeerRow, WhoKind,
 };
 use agentmesh_node::client::Client;
 use agentmesh_node::config::Config;
@@ -163,7 +167,7 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
         step("demo-alice founds a team and invites demo-bob");
         a.call::<serde_json::Value>(Op::TeamCreate {
             name: "demo".into(),
-            owner: "You".into(),
+            owner: "Alice".into(),
         })
         .await?;
         let invite: agentmesh_node::api::Invite = a.call(Op::Invite { ttl_secs: None }).await?;
@@ -174,7 +178,7 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
             .call(Op::JoinStart {
                 ticket: invite.ticket.clone(),
                 name: "demo-bob".into(),
-                owner: "You".into(),
+                owner: "Bob".into(),
             })
             .await?;
         say!(
@@ -190,10 +194,21 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
             "demo-alice's person types it into `agentmesh admit` ({} asks to join)",
             request.name
         );
-        let approved: AdmitApproved = a
+        let matched: AdmitMatched = a
             .call(Op::AdmitCode {
                 request_id: request.request_id,
                 code: started.pairing_code.clone(),
+            })
+            .await?;
+        say!(
+            "the code matches; whose machine is it? It says its owner is {}; Alice's person says: a new person, Bob",
+            matched.claimed_owner
+        );
+        let approved: AdmitApproved = a
+            .call(Op::AdmitPerson {
+                request_id: request.request_id,
+                person: "Bob".into(),
+                existing: false,
             })
             .await?;
         say!("demo-alice shows the team code      {}", approved.team_code);
@@ -245,6 +260,18 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
             .await?;
         let ask_id = ask["id"].as_str().unwrap_or_default().to_owned();
         say!("sent {ask_id}");
+        let held: MessageView = until("the ask to be held at demo-bob", async || {
+            let held: Vec<MessageView> = b.call(Op::Held).await?;
+            Ok(held.into_iter().find(|m| m.id == ask_id))
+        })
+        .await?;
+        say!(
+            "held at demo-bob ({}): mail from another person's machine waits for its person (`agentmesh held`)",
+            held.held.as_deref().unwrap_or_default()
+        );
+        say!("Bob approves it (`agentmesh approve {}`)", &ask_id[..8]);
+        b.call::<serde_json::Value>(Op::Approve { id: ask_id.clone() })
+            .await?;
         arrived(&mut b, "the ask", &ask_id).await?;
 
         step("pipeline@demo-bob replies, in the same thread");
@@ -259,6 +286,25 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
             .await?;
         let reply_id = reply["id"].as_str().unwrap_or_default().to_owned();
         arrived(&mut a, "the reply", &reply_id).await?;
+        say!("not held at demo-alice: it answers the question api@demo-alice asked demo-bob");
+
+        step("Bob trusts demo-alice: her machine's mail is no longer held");
+        b.call::<serde_json::Value>(Op::Trust {
+            machine: "demo-alice".into(),
+        })
+        .await?;
+        let thanks: serde_json::Value = a
+            .call(Op::Send {
+                to: "pipeline@demo-bob".into(),
+                text: "Thanks! Merging hourly works for the schema change.".into(),
+                ask: false,
+                reply_to: None,
+                from_mailbox: Some("api".into()),
+            })
+            .await?;
+        let thanks_id = thanks["id"].as_str().unwrap_or_default().to_owned();
+        arrived(&mut b, "the thanks", &thanks_id).await?;
+        say!("delivered straight to pipeline@demo-bob (`agentmesh trust demo-alice`)");
 
         step("demo-alice's peer table");
         let peers: Vec<PeerRow> = a.peers().await?;

@@ -187,7 +187,12 @@ fn the_demo_shows_the_whole_job_and_cleans_up() {
     );
     for expected in [
         "demo-bob shows the pairing code",
+        "Alice's person says: a new person, Bob",
         "they match",
+        "held at demo-bob (other_owner)",
+        "Bob approves it",
+        "not held at demo-alice: it answers the question",
+        "delivered straight to pipeline@demo-bob",
         "ask ",
         "from api@demo-alice to pipeline@",
         "reply ",

@@ -593,8 +593,8 @@ pub fn revoke(home: &Home, name: &str, yes: bool, json: bool) -> anyhow::Result<
         // Only what would really happen is asked about: a revoke the
         // daemon refuses (not the founder, no such member, the founder
         // itself) goes straight to it and is refused, saying why.
-        if let Some(m) = target.filter(|m| admin && !m.admin) {
-            if !term::confirm(
+        if let Some(m) = target.filter(|m| admin && !m.admin)
+            && !term::confirm(
                 &format!(
                     "Revoke {name} ({}'s machine, peer {})? Every member will refuse it, for good.",
                     m.owner,
@@ -602,9 +602,9 @@ pub fn revoke(home: &Home, name: &str, yes: bool, json: bool) -> anyhow::Result<
                 ),
                 &format!("revoking {name}"),
                 yes,
-            )? {
-                return Err(term::cli_error("declined", "not revoked: you answered no"));
-            }
+            )?
+        {
+            return Err(term::cli_error("declined", "not revoked: you answered no"));
         }
         anyhow::Ok(c.call(Op::Revoke { name: name.into() }).await?)
     })?;

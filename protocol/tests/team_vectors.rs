@@ -247,18 +247,16 @@ fn standing(m: &agentmesh_protocol::team::Member) -> &'static str {
     }
 }
 
+/// Label → word: persons, standings or refusals.
+type Words = BTreeMap<String, String>;
+
 /// Applies `labels` from `blocks` (decoding each from its bytes): the
 /// persons, standings, refusals and digest that result.
 fn run(
     labels: &[String],
     blocks: &BTreeMap<String, Vec<u8>>,
     peers: &BTreeMap<String, Vec<u8>>,
-) -> (
-    BTreeMap<String, String>,
-    BTreeMap<String, String>,
-    BTreeMap<String, String>,
-    String,
-) {
+) -> (Words, Words, Words, String) {
     let mut state: Option<TeamState> = None;
     let mut refused = BTreeMap::new();
     for l in labels {

@@ -105,7 +105,7 @@ pub(super) enum Outgoing {
     /// To another machine: its outbox record, holding the sealed
     /// envelope, for the courier; for an ask, what lets its replies pass
     /// unheld.
-    Remote(OutboxRecord, Option<AskRecord>),
+    Remote(Box<(OutboxRecord, Option<AskRecord>)>),
     /// To a mailbox on this machine.
     Local(Box<LocalMail>),
 }
@@ -369,7 +369,7 @@ impl Mailroom {
                 expires_at: outbox.expires_at,
                 answers: 0,
             });
-            return Ok(Outgoing::Remote(outbox, ask));
+            return Ok(Outgoing::Remote(Box::new((outbox, ask))));
         }
         let record = InboxRecord {
             seq: 0,

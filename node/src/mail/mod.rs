@@ -532,7 +532,8 @@ impl Mail {
                         self.mailroom.send(request, rules, &mut ctx)
                     });
                 match sent {
-                    Ok(mailroom::Outgoing::Remote(record, ask)) => {
+                    Ok(mailroom::Outgoing::Remote(sent)) => {
+                        let (record, ask) = *sent;
                         if let Some(ask) = ask {
                             self.inbox.answers().asked(ask);
                         }

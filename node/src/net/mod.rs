@@ -709,7 +709,10 @@ impl Net {
                 }
                 Op::ConfigShow => {
                     let config = &self.team.settings().config;
-                    ok(serde_json::json!({ "config": config, "toml": config.to_toml() }))
+                    ok(api::ConfigShown {
+                        config: config.clone(),
+                        toml: config.to_toml(),
+                    })
                 }
                 _ => err(codes::INTERNAL, "an operation reached the wrong part"),
             },

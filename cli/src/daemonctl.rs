@@ -60,8 +60,9 @@ fn overrides(net: &NetArgs) -> anyhow::Result<Overrides> {
 pub fn daemon(home: &Home, args: &StartArgs, json: bool) -> anyhow::Result<ExitCode> {
     let mut overrides = overrides(&args.net)?;
     let saved = if args.save {
-        if let Ok(mut c) = term::runtime()?.block_on(term::client(home)) {
-            let pid = term::runtime()?.block_on(c.status())?.pid;
+        let rt = term::runtime()?;
+        if let Ok(mut c) = rt.block_on(term::client(home)) {
+            let pid = rt.block_on(c.status())?.pid;
             return Err(term::cli_error(
                 "already_running",
                 format!(
@@ -93,6 +94,12 @@ pub fn daemon(home: &Home, args: &StartArgs, json: bool) -> anyhow::Result<ExitC
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // A log whose reader went (`agentmesh daemon 2>&1 | head`) must not
+        // stop the daemon: tracing-subscriber reports a failed write with
+        // `eprintln!`, which panics on that same closed stderr, in whatever
+        // task was logging (the signal handler, which then never stopped
+        // the daemon).
+        .log_internal_errors(false)
         .with_writer(std::io::stderr);
     if json {
         logs.json().init();

@@ -352,6 +352,7 @@ async fn stop_on_signal(cancel: CancellationToken) {
         _ = int.recv() => {}
         () = cancel.cancelled() => return,
     }
-    tracing::info!("signal received, stopping");
+    // Stopping first: nothing after it (a log line) may keep it from it.
     cancel.cancel();
+    tracing::info!("signal received, stopping");
 }

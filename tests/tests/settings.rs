@@ -128,6 +128,11 @@ fn up_with_other_settings_changes_nothing_and_save_makes_them_stick() {
     );
     assert!(saved.contains("mdns = false"), "{saved}");
     assert_eq!(relays_in_use(&n), Vec::<String>::new(), "not changed");
+    // `daemon --save` beside a running daemon saves nothing.
+    let other = unreachable_relay();
+    let e = json_error(&n, &["daemon", "--save", "--relay", &other]);
+    assert_eq!(e["code"], "already_running", "{e}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), saved);
 
     // Restarted with no flags at all: the saved settings are used (the
     // relay can't be reached; the daemon waits to try again, and answers).
@@ -279,8 +284,8 @@ fn config_set_and_unset_edit_in_place_and_check_like_the_daemon() {
     );
 }
 
-#[test]
-fn a_config_error_names_the_file_the_field_and_the_fix_in_every_command() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_error_names_the_file_the_field_and_the_fix_in_every_command() {
     let n = Node::new("picky");
     let config = n.home().join("config.toml");
     let path = config.display().to_string();
@@ -300,6 +305,14 @@ fn a_config_error_names_the_file_the_field_and_the_fix_in_every_command() {
     // With no daemon running, `status` says why `up` would fail too.
     let e = n.fails(&["status"]);
     assert!(e.contains("not running") && e.contains(&reason), "{e}");
+    // The daemon an agent session starts: its first result says why not.
+    let s = Session::spawn(&n, &n.home(), "claude-code", &["--mailbox", "site"]).await;
+    let e = s.fails("list_team", json!({})).await;
+    assert!(
+        e.starts_with(&format!("the agentmesh daemon is not running and could not be started: {reason}. Ask your user to fix that, then run `agentmesh up`.")),
+        "{e}"
+    );
+    s.close().await;
     // A TOML mistake: where it is, on one line, and the fix.
     std::fs::write(&config, "name = \"picky\"\nmdsn = false\n").unwrap();
     let e = json_error(&n, &UP);
@@ -461,4 +474,34 @@ fn a_fresh_daemon_with_no_bootstrap_nodes_logs_no_warning() {
         .filter(|l| !l.contains("this is a test build"))
         .collect();
     assert!(warnings.is_empty(), "{warnings:#?}");
+}
+
+#[test]
+fn a_daemon_whose_log_reader_went_still_stops_on_sigterm() {
+    use std::io::BufRead;
+    let n = Node::new("piped");
+    // `agentmesh daemon 2>&1 | head`: the reader goes after a few lines.
+    let mut child = n
+        .command(&["daemon", "--no-mdns", "--listen", "/ip4/127.0.0.1/tcp/0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("listening") {
+        line.clear();
+        assert!(log.read_line(&mut line).unwrap() > 0, "the daemon exited");
+    }
+    drop(log);
+    wait_for("the daemon to answer", || {
+        n.run(&["status"]).status.success().then_some(())
+    });
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = wait_for("the daemon to stop on SIGTERM", || {
+        child.try_wait().unwrap()
+    });
+    assert!(status.success(), "{status}");
 }

@@ -128,6 +128,16 @@ pub fn run(home: &Home, args: McpArgs) -> anyhow::Result<ExitCode> {
                 home.root().display(),
                 s.pid
             ),
+            // Its configuration: the file, the field and the fix, for the
+            // user (`up` would fail the same way until it is fixed).
+            Err(e)
+                if e.downcast_ref::<agentmesh_node::config::ConfigError>()
+                    .is_some() =>
+            {
+                format!(
+                    "the agentmesh daemon is not running and could not be started: {e}. Ask your user to fix that, then run `agentmesh up`"
+                )
+            }
             Err(e) => format!(
                 "the agentmesh daemon is not running and could not be started: {e}; ask your user to run `agentmesh up`"
             ),

@@ -60,6 +60,16 @@ pub struct ConfigShown {
     pub toml: String,
 }
 
+impl ConfigShown {
+    /// What `config_show` answers for `config`.
+    pub fn of(config: &crate::config::Config) -> ConfigShown {
+        ConfigShown {
+            config: config.clone(),
+            toml: config.to_toml(),
+        }
+    }
+}
+
 /// A relay this machine reserves on, and how that stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReservationView {

@@ -6,14 +6,16 @@ use std::path::Path;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+use agentmesh_node::api::{ConfigShown, Op};
 use agentmesh_node::client::ClientError;
 use agentmesh_node::config::Config;
+use agentmesh_node::config::edit::{self, ConfigFile};
 use agentmesh_node::daemon::{self, Overrides};
 use agentmesh_node::home::Home;
 use agentmesh_protocol::{Multiaddr, Name};
 use anyhow::Context;
 
-use crate::{NetArgs, inspect, setup, term};
+use crate::{NetArgs, StartArgs, inspect, settings, setup, term};
 
 /// How long `up` waits for a new daemon to answer on its socket.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -53,14 +55,37 @@ fn overrides(net: &NetArgs) -> anyhow::Result<Overrides> {
 }
 
 /// `agentmesh daemon`: runs in the foreground until stopped; with
-/// `--json`, logs JSON lines.
-pub fn daemon(home: &Home, net: &NetArgs, verbose: u8, json: bool) -> anyhow::Result<ExitCode> {
-    let overrides = overrides(net)?;
+/// `--json`, logs JSON lines. With `--save`, writes the flags' settings
+/// to config.toml first (refused while a daemon runs: nothing is saved).
+pub fn daemon(home: &Home, args: &StartArgs, json: bool) -> anyhow::Result<ExitCode> {
+    let mut overrides = overrides(&args.net)?;
+    let saved = if args.save {
+        let rt = term::runtime()?;
+        if let Ok(mut c) = rt.block_on(term::client(home)) {
+            let pid = rt.block_on(c.status())?.pid;
+            return Err(term::cli_error(
+                "already_running",
+                format!(
+                    "agentmesh is already running (pid {pid}); nothing was saved. Stop it first with `agentmesh down`"
+                ),
+            ));
+        }
+        let saved = settings::save(home, &overrides)?;
+        // Started from the file, which now says all the flags did.
+        overrides = Overrides::default();
+        Some(saved)
+    } else {
+        None
+    };
     // What a non-member can cause is logged at debug: strangers' refused
     // streams (request-response warns on each) must not fill the log.
-    let default = match verbose {
+    // Kademlia's behaviour warns only when its routing table is empty as
+    // it bootstraps (a daemon with no bootstrap nodes and no relays,
+    // which is every daemon on a LAN) and when replicating records (it
+    // keeps none), so that is not worth a warning in a person's log.
+    let default = match args.verbose {
         0 => {
-            "info,libp2p_mdns=warn,libp2p_swarm=warn,libp2p_gossipsub=warn,libp2p_request_response=error"
+            "info,libp2p_mdns=warn,libp2p_swarm=warn,libp2p_gossipsub=warn,libp2p_request_response=error,libp2p_kad::behaviour=error"
         }
         1 => "debug,agentmesh_node=debug",
         _ => "trace",
@@ -69,12 +94,21 @@ pub fn daemon(home: &Home, net: &NetArgs, verbose: u8, json: bool) -> anyhow::Re
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // A log whose reader went (`agentmesh daemon 2>&1 | head`) must not
+        // stop the daemon: tracing-subscriber reports a failed write with
+        // `eprintln!`, which panics on that same closed stderr, in whatever
+        // task was logging (the signal handler, which then never stopped
+        // the daemon).
+        .log_internal_errors(false)
         .with_writer(std::io::stderr);
     if json {
         logs.json().init();
     } else {
         logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init();
+    }
+    if let Some(saved) = saved {
+        tracing::info!(file = %saved.file.display(), set = ?saved.set, written = saved.written, "saved the command line's settings");
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -90,36 +124,138 @@ pub fn daemon(home: &Home, net: &NetArgs, verbose: u8, json: bool) -> anyhow::Re
 pub fn up(
     home: &Home,
     agent_home: Option<&Path>,
-    net: &NetArgs,
-    verbose: u8,
+    args: &StartArgs,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let code = up_daemon(home, net, verbose, json)?;
+    let code = up_daemon(home, args, json)?;
     if !json {
         setup::offer(home, agent_home);
     }
     Ok(code)
 }
 
+/// How the running daemon's settings differ from what the flags ask for,
+/// one line each; none when every flag given is in effect. Flags not
+/// given ask for nothing.
+fn differences(running: &Config, wanted: &Overrides) -> Vec<String> {
+    let parsed =
+        |v: &[String]| -> Vec<Multiaddr> { v.iter().filter_map(|a| a.parse().ok()).collect() };
+    let list = |v: &[Multiaddr]| {
+        v.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = vec![];
+    let listening = parsed(&running.listen);
+    if !wanted.listen.is_empty() && listening != wanted.listen {
+        out.push(format!(
+            "listen: it listens on {}; --listen asks for {}",
+            list(&listening),
+            list(&wanted.listen)
+        ));
+    }
+    if wanted.no_mdns && running.mdns {
+        out.push("mdns: it runs mDNS; --no-mdns asks for none".into());
+    }
+    for (field, flag, have, want) in [
+        ("relays", "--relay", &running.relays, &wanted.relays),
+        (
+            "bootstrap",
+            "--bootstrap",
+            &running.bootstrap,
+            &wanted.bootstrap,
+        ),
+    ] {
+        let have = parsed(have);
+        let missing: Vec<Multiaddr> = want.iter().filter(|a| !have.contains(a)).cloned().collect();
+        if !missing.is_empty() {
+            out.push(format!(
+                "{field}: it uses {}; {flag} asks for {}",
+                if have.is_empty() {
+                    "none".to_owned()
+                } else {
+                    list(&have)
+                },
+                list(&missing)
+            ));
+        }
+    }
+    out
+}
+
 /// `up`'s first half: the daemon, started or found running.
-fn up_daemon(home: &Home, net: &NetArgs, verbose: u8, json: bool) -> anyhow::Result<ExitCode> {
-    overrides(net)?;
+fn up_daemon(home: &Home, args: &StartArgs, json: bool) -> anyhow::Result<ExitCode> {
+    let wanted = overrides(&args.net)?;
     let rt = term::runtime()?;
     if let Ok(mut c) = rt.block_on(term::client(home)) {
         let s = rt.block_on(c.status())?;
-        if json {
-            term::json(&serde_json::json!({ "started": false, "status": s }))?;
-        } else {
-            crate::say!(
-                "agentmesh is already running (pid {}, peer {}).",
-                s.pid,
-                s.peer_id
-            );
+        let shown: ConfigShown = rt.block_on(c.call(Op::ConfigShow))?;
+        // A person ran `up`: whatever `down` recorded no longer holds.
+        home.clear_stopped_by_down()?;
+        let differ = differences(&shown.config, &wanted);
+        let saved = args
+            .save
+            .then(|| settings::save(home, &wanted))
+            .transpose()?;
+        let lines = differ
+            .iter()
+            .map(|d| format!("\n  - {d}"))
+            .collect::<String>();
+        match (&saved, differ.is_empty()) {
+            (None, false) => {
+                return Err(term::cli_error(
+                    "settings_differ",
+                    format!(
+                        "agentmesh is already running (pid {}) with other settings, so nothing changed:{lines}\nStop it first (`agentmesh down`) and run this command again; add --save to keep these settings in config.toml for every start, the daemon agent sessions start included.",
+                        s.pid
+                    ),
+                ));
+            }
+            (Some(saved), false) => {
+                return Err(term::cli_error(
+                    "restart_needed",
+                    format!(
+                        "{} The running daemon (pid {}) was not changed and keeps its settings until it restarts:{lines}\nRestart it to use the saved ones: `agentmesh down && agentmesh up`.",
+                        saved.line(),
+                        s.pid
+                    ),
+                ));
+            }
+            (saved, true) => {
+                if json {
+                    term::json(
+                        &serde_json::json!({ "started": false, "status": s, "saved": saved }),
+                    )?;
+                } else {
+                    if let Some(saved) = saved {
+                        crate::say!("{}", saved.line());
+                    }
+                    crate::say!(
+                        "agentmesh is already running (pid {}, peer {}).",
+                        s.pid,
+                        s.peer_id
+                    );
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
         }
-        return Ok(ExitCode::SUCCESS);
     }
+    let saved = args
+        .save
+        .then(|| settings::save(home, &wanted))
+        .transpose()?;
+    if let Some(saved) = saved.as_ref().filter(|_| !json) {
+        crate::say!("{}", saved.line());
+    }
+    // Saved: started from the file, which now says all the flags did.
+    let flags = if saved.is_some() {
+        NetArgs::default()
+    } else {
+        args.net.clone()
+    };
     let spin = (!json).then(|| term::spinner("starting the daemon…"));
-    let status = start(home, net, verbose);
+    let status = start(home, &flags, args.verbose);
     drop(spin);
     let status = status?;
     if json {
@@ -127,6 +263,7 @@ fn up_daemon(home: &Home, net: &NetArgs, verbose: u8, json: bool) -> anyhow::Res
             "started": true,
             "log": home.log_file(),
             "status": status,
+            "saved": saved,
         }))?;
     } else {
         crate::say!(
@@ -148,6 +285,9 @@ pub fn start(
     verbose: u8,
 ) -> anyhow::Result<agentmesh_node::api::Status> {
     let rt = term::runtime()?;
+    // A configuration the daemon would refuse is named here, with the
+    // file, the field and the fix, before a process is started for it.
+    Config::load_settings(&home.config_file())?;
     // Private from the start; an existing home is checked, not chmodded.
     home.create()?;
     let log = fs::OpenOptions::new()
@@ -221,16 +361,39 @@ pub fn start(
     }
 }
 
-/// `agentmesh down`.
+/// `agentmesh down`: stops the daemon and records that a person did
+/// (`run/stopped-by-down`), so agent sessions start none until `agentmesh
+/// up`. With none running it records the same and exits 0, as `up` does
+/// with one running: either way, afterwards it is down.
 pub fn down(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
-    let mut c = rt.block_on(term::client(home))?;
+    let mut c = match rt.block_on(term::client(home)) {
+        Ok(c) => c,
+        Err(e) if term::not_running(&e).is_some() => {
+            home.record_stopped_by_down(None)?;
+            if json {
+                term::json(&serde_json::json!({ "stopped": false, "pid": null }))?;
+            } else {
+                crate::say!(
+                    "agentmesh is not running, so there is nothing to stop; agent sessions won't start it until `agentmesh up`."
+                );
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e),
+    };
     let pid = rt.block_on(c.status())?.pid;
+    // Recorded first: an agent session starting meanwhile must not start
+    // the daemon again.
+    home.record_stopped_by_down(Some(pid))?;
     // The daemon may close the connection before its answer is written:
     // either way it is stopping, and the lock below says when it is gone.
-    match rt.block_on(c.call::<serde_json::Value>(agentmesh_node::api::Op::Shutdown)) {
+    match rt.block_on(c.call::<serde_json::Value>(Op::Shutdown)) {
         Ok(_) | Err(ClientError::Io(_)) => {}
-        Err(e) => return Err(e.into()),
+        Err(e) => {
+            home.clear_stopped_by_down()?;
+            return Err(e.into());
+        }
     }
     drop(c);
     let deadline = Instant::now() + STOP_TIMEOUT;
@@ -253,7 +416,9 @@ pub fn down(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         term::json(&serde_json::json!({ "stopped": true, "pid": pid }))?;
     } else {
-        crate::say!("agentmesh stopped (pid {pid}).");
+        crate::say!(
+            "agentmesh stopped (pid {pid}); agent sessions won't start it again until `agentmesh up`."
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -291,6 +456,7 @@ pub fn init(home: &Home, name: &str, json: bool) -> anyhow::Result<ExitCode> {
                 ));
             }
         }
+        Err(e) if term::not_running(&e).is_none() => return Err(e),
         Err(_) => {
             if let Some((current, team)) = daemon::stored_membership(home)?
                 && current != name.as_str()
@@ -300,17 +466,28 @@ pub fn init(home: &Home, name: &str, json: bool) -> anyhow::Result<ExitCode> {
         }
     }
     home.create()?;
-    let mut config = Config::load(&home.config_file())?;
-    if config.name.as_deref() != Some(name.as_str()) {
-        config.name = Some(name.to_string());
-        config.validate()?;
-        fs::write(home.config_file(), config.to_toml())
-            .with_context(|| format!("cannot write {}", home.config_file().display()))?;
+    let path = home.config_file();
+    if !path.exists() {
+        // A first config.toml: every setting at its default, to read and
+        // change.
+        let config = Config {
+            name: Some(name.to_string()),
+            ..Config::default()
+        };
+        config.validate().map_err(|e| e.in_file(&path))?;
+        fs::write(&path, config.to_toml())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    } else if Config::load(&path)?.name.as_deref() != Some(name.as_str()) {
+        // The person's file: only the name changes, comments kept.
+        let mut file = ConfigFile::open(&path)?;
+        file.set(&edit::key("name")?, toml_edit::Value::from(name.as_str()))?;
+        file.check()?;
+        file.save()?;
     }
     let (id, created) = home.load_or_create_identity()?;
     let not_running = matches!(
         rt.block_on(term::client(home)),
-        Err(e) if matches!(e.downcast_ref::<ClientError>(), Some(ClientError::NotRunning { .. }))
+        Err(e) if term::not_running(&e).is_some()
     );
     if json {
         term::json(&serde_json::json!({

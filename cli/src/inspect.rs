@@ -4,8 +4,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::ExitCode;
 
-use agentmesh_node::api::{Op, OutboxView, PeerRow, Status, TeamView};
-use agentmesh_node::client::ClientError;
+use agentmesh_node::api::{ConfigShown, Op, OutboxView, PeerRow, Status, TeamView};
 use agentmesh_node::config::Config;
 use agentmesh_node::home::Home;
 use serde::Serialize;
@@ -72,6 +71,8 @@ pub fn print_status(s: &Status) {
     let why = match s.reachability.as_str() {
         "public" => " (AutoNAT: others dialled back in)",
         "private" => " (AutoNAT: behind NAT or a firewall; reached through relays)",
+        // AutoNAT asks only this machine's relays (docs/networking.md).
+        _ if s.reservations.is_empty() => " (no relay to ask)",
         _ => " (AutoNAT has not decided yet)",
     };
     crate::say!("reachable  {}{why}", s.reachability);
@@ -110,16 +111,23 @@ pub fn print_status(s: &Status) {
     }
 }
 
-/// `agentmesh status`.
+/// `agentmesh status`. With no daemon running it still fails (scripts
+/// test for it), its code saying why: `stopped_by_down` (a person ran
+/// `agentmesh down`) or `not_running`.
 pub fn status(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
-    let s = rt.block_on(async {
-        term::client(home)
-            .await?
-            .status()
-            .await
-            .map_err(anyhow::Error::from)
-    })?;
+    let s = rt
+        .block_on(async {
+            term::client(home)
+                .await?
+                .status()
+                .await
+                .map_err(anyhow::Error::from)
+        })
+        .map_err(|e| match term::not_running(&e) {
+            Some(n) => term::cli_error(n.code(), n.message.clone()),
+            None => e,
+        })?;
     if json {
         term::json(&s)?;
     } else {
@@ -201,31 +209,26 @@ pub fn config_show(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     let running = rt.block_on(async {
         let mut c = term::client(home).await?;
         let pid = c.status().await?.pid;
-        let v: serde_json::Value = c.call(Op::ConfigShow).await?;
-        anyhow::Ok((pid, v))
+        let shown: ConfigShown = c.call(Op::ConfigShow).await?;
+        anyhow::Ok((pid, shown))
     });
     let (source, config, toml) = match running {
-        Ok((pid, v)) => (
+        Ok((pid, shown)) => (
             format!("the running daemon (pid {pid}), command-line overrides included"),
-            v["config"].clone(),
-            v["toml"].as_str().unwrap_or_default().to_owned(),
+            shown.config,
+            shown.toml,
         ),
         Err(e) => {
-            if !matches!(
-                e.downcast_ref::<ClientError>(),
-                Some(ClientError::NotRunning { .. })
-            ) {
+            if term::not_running(&e).is_none() {
                 return Err(e);
             }
-            let mut config = Config::load(&home.config_file())?;
-            let settings = config.validate()?;
-            config.name = Some(settings.name.to_string());
+            let config = Config::load_settings(&home.config_file())?.config;
             (
                 format!(
                     "{} with defaults filled in (no daemon is running)",
                     home.config_file().display()
                 ),
-                serde_json::to_value(&config)?,
+                config.clone(),
                 config.to_toml(),
             )
         }
@@ -343,7 +346,7 @@ pub fn doctor(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
             Err(e) => check("fail", format!("key file unusable: {e}"), None),
         },
     }
-    let configured = Config::load(&home.config_file()).and_then(|c| c.validate());
+    let configured = Config::load_settings(&home.config_file());
     match &configured {
         Ok(s) => check(
             "ok",
@@ -353,7 +356,13 @@ pub fn doctor(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
         Err(e) => check(
             "fail",
             format!("configuration: {e}"),
-            Some(format!("edit {}", home.config_file().display())),
+            Some(match e.field() {
+                Some(field) => format!(
+                    "`agentmesh config set {field} VALUE` or `agentmesh config unset {field}`, or edit {}",
+                    home.config_file().display()
+                ),
+                None => format!("edit {}", home.config_file().display()),
+            }),
         ),
     }
     match mode_of(&home.run_dir()) {
@@ -386,19 +395,15 @@ pub fn doctor(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     });
     match daemon {
         Err(e) => {
-            let not_running = matches!(
-                e.downcast_ref::<ClientError>(),
-                Some(ClientError::NotRunning { .. })
-            );
-            check(
-                "fail",
-                if not_running {
-                    "the daemon is not running".into()
-                } else {
-                    format!("the daemon: {e:#}")
-                },
-                Some("start it with `agentmesh up`".into()),
-            );
+            let (what, fix) = match term::not_running(&e) {
+                Some(n) if n.stopped_by_down => (
+                    "the daemon is not running: it was stopped with `agentmesh down`, so agent sessions start none".into(),
+                    "start it with `agentmesh up`",
+                ),
+                Some(_) => ("the daemon is not running".into(), "start it with `agentmesh up`"),
+                None => (format!("the daemon: {e:#}"), "start it with `agentmesh up`"),
+            };
+            check("fail", what, Some(fix.into()));
         }
         Ok((s, team, outbox, peers)) => {
             check(

@@ -2,7 +2,7 @@
 //!
 //! Parses the command line and runs the command. Every command that needs
 //! the daemon talks to it through `agentmesh_node::client`, the same way
-//! every other client does; `daemon`, `up`, `init`, `config show` and
+//! every other client does; `daemon`, `up`, `down`, `init`, `config` and
 //! `doctor` work without one, and so does `setup`, which edits coding
 //! agents' config files.
 //!
@@ -15,6 +15,7 @@ mod daemonctl;
 mod demo;
 mod inspect;
 mod mail;
+mod settings;
 mod setup;
 mod team;
 mod term;
@@ -35,10 +36,6 @@ struct Cli {
     /// $AGENTMESH_HOME, else ~/.local/share/agentmesh.
     #[arg(long, global = true, value_name = "DIR")]
     home: Option<PathBuf>,
-    /// More log output from the daemon (-v debug, -vv trace). RUST_LOG
-    /// overrides it.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
-    verbose: u8,
     /// Print the result as JSON (errors too: the last line on stderr is
     /// {"code": …, "message": …}).
     #[arg(long, global = true)]
@@ -67,13 +64,31 @@ struct NetArgs {
     bootstrap: Vec<String>,
 }
 
+/// `daemon`'s and `up`'s flags.
+#[derive(Debug, clap::Args, Clone, Default)]
+struct StartArgs {
+    #[command(flatten)]
+    net: NetArgs,
+    /// Also write these settings (--listen, --no-mdns, --relay,
+    /// --bootstrap) to config.toml, in place, so that every later start
+    /// uses them: `agentmesh up` with no flags, and the daemon an agent
+    /// session starts.
+    #[arg(long)]
+    save: bool,
+    /// More log output from the daemon (-v debug, -vv trace). RUST_LOG
+    /// overrides it.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the daemon in the foreground (with --json, its log as JSON lines).
-    Daemon(NetArgs),
-    /// Start the daemon in the background (does nothing if it runs).
-    Up(NetArgs),
-    /// Stop the daemon.
+    Daemon(StartArgs),
+    /// Start the daemon in the background (if it runs already: nothing,
+    /// unless the flags ask for other settings, which is refused).
+    Up(StartArgs),
+    /// Stop the daemon; agent sessions start none until `agentmesh up`.
     Down,
     /// Create this machine's identity and set its name (safe to repeat), or
     /// give it a new identity (--new-identity).
@@ -96,7 +111,7 @@ enum Command {
     Peers,
     /// Check this node's setup and say what to fix. Never writes anything.
     Doctor,
-    /// Show or check the configuration.
+    /// Show, check or change the configuration (config.toml).
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
@@ -288,6 +303,23 @@ enum ConfigCommand {
     /// Print the configuration in effect: what the running daemon uses, or
     /// (with none running) the file with defaults filled in.
     Show,
+    /// Set KEY to VALUE in config.toml, in place (comments and order kept),
+    /// checked as the daemon checks it; nothing is written if it is not
+    /// valid. Never asks.
+    Set {
+        /// The key, dotted for tables: mdns, relays, agents.max_hop.
+        key: String,
+        /// The value, as TOML (true, 3, "x", ["a", "b"]); a bare word
+        /// is text where the key holds text, and one item alone is a list
+        /// where it holds a list.
+        #[arg(allow_hyphen_values = true)]
+        value: String,
+    },
+    /// Remove KEY from config.toml: its default applies again. Never asks.
+    Unset {
+        /// The key, dotted for tables (agents.max_hop).
+        key: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -333,7 +365,12 @@ fn version() -> &'static str {
 
 fn main() -> ExitCode {
     let json = std::env::args().any(|a| a == "--json");
-    let matches = match Cli::command().version(version()).try_get_matches() {
+    let command = Cli::command()
+        .version(version())
+        .mut_subcommand("config", |c| {
+            c.mut_subcommand("set", |s| s.after_help(settings::keys_help()))
+        });
+    let matches = match command.try_get_matches() {
         Ok(m) => m,
         Err(e) => return term::usage_error(e, json),
     };
@@ -352,8 +389,8 @@ fn main() -> ExitCode {
         || std::env::var_os(agentmesh_node::home::HOME_ENV).is_some_and(|h| !h.is_empty());
     let agent_home = chosen.then(|| home.root().to_owned());
     let result = match cli.command {
-        Command::Daemon(net) => daemonctl::daemon(&home, &net, cli.verbose, json),
-        Command::Up(net) => daemonctl::up(&home, agent_home.as_deref(), &net, cli.verbose, json),
+        Command::Daemon(args) => daemonctl::daemon(&home, &args, json),
+        Command::Up(args) => daemonctl::up(&home, agent_home.as_deref(), &args, json),
         Command::Down => daemonctl::down(&home, json),
         Command::Init {
             name,
@@ -366,9 +403,11 @@ fn main() -> ExitCode {
         Command::Status => inspect::status(&home, json),
         Command::Peers => inspect::peers(&home, json),
         Command::Doctor => inspect::doctor(&home, json),
-        Command::Config {
-            command: ConfigCommand::Show,
-        } => inspect::config_show(&home, json),
+        Command::Config { command } => match command {
+            ConfigCommand::Show => inspect::config_show(&home, json),
+            ConfigCommand::Set { key, value } => settings::set(&home, &key, Some(&value), json),
+            ConfigCommand::Unset { key } => settings::set(&home, &key, None, json),
+        },
         Command::Team { command } => match command {
             TeamCommand::Create { name, owner } => team::create(&home, &name, owner, json),
             TeamCommand::Show => team::show(&home, json),

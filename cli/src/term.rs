@@ -29,6 +29,63 @@ pub fn cli_error(code: &'static str, message: impl Into<String>) -> anyhow::Erro
     .into()
 }
 
+/// What a person (and an agent's session) is told once `agentmesh down`
+/// stopped the daemon: agent sessions start none until `agentmesh up`.
+pub const STOPPED_BY_DOWN: &str =
+    "the daemon was stopped with `agentmesh down`; run `agentmesh up`";
+
+/// No daemon answers on a home's socket: why, as far as the home says (a
+/// person's `agentmesh down`, or it never started or went away), what to
+/// do, and a configuration problem that would keep `agentmesh up` from
+/// starting it.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct NotRunning {
+    /// `agentmesh down` stopped it (its record is in the home).
+    pub stopped_by_down: bool,
+    /// What to say.
+    pub message: String,
+}
+
+impl NotRunning {
+    /// Why the daemon of `home`, whose socket `socket` nobody answers, is
+    /// not running.
+    pub fn of(home: &Home, socket: &std::path::Path) -> NotRunning {
+        let stopped_by_down = home.stopped_by_down().is_some();
+        let mut message = if stopped_by_down {
+            format!("agentmesh is not running: {STOPPED_BY_DOWN}")
+        } else {
+            format!(
+                "the agentmesh daemon is not running (nothing is listening on {}); start it with `agentmesh up`",
+                socket.display()
+            )
+        };
+        if let Err(e) = agentmesh_node::config::Config::load_settings(&home.config_file()) {
+            message.push_str(&format!(
+                "; but it can't start until its configuration is fixed: {e}"
+            ));
+        }
+        NotRunning {
+            stopped_by_down,
+            message,
+        }
+    }
+
+    /// `status --json`'s code for it: `stopped_by_down` or `not_running`.
+    pub fn code(&self) -> &'static str {
+        if self.stopped_by_down {
+            "stopped_by_down"
+        } else {
+            "not_running"
+        }
+    }
+}
+
+/// The [`NotRunning`] `e` is, if it is one.
+pub fn not_running(e: &anyhow::Error) -> Option<&NotRunning> {
+    e.downcast_ref::<NotRunning>()
+}
+
 /// The stable code of an error, for `--json`.
 pub fn error_code(e: &anyhow::Error) -> String {
     use agentmesh_node::client::ClientError;
@@ -36,6 +93,11 @@ pub fn error_code(e: &anyhow::Error) -> String {
     for cause in e.chain() {
         if let Some(c) = cause.downcast_ref::<CliError>() {
             return c.code.to_owned();
+        }
+        // Every command keeps the code it always gave; `status` gives
+        // [`NotRunning::code`].
+        if cause.downcast_ref::<NotRunning>().is_some() {
+            return "daemon_not_running".into();
         }
         if let Some(c) = cause.downcast_ref::<ClientError>() {
             return match c {
@@ -61,11 +123,14 @@ pub fn error_code(e: &anyhow::Error) -> String {
         {
             return "bad_home".into();
         }
-        if cause
-            .downcast_ref::<agentmesh_node::config::ConfigError>()
-            .is_some()
-        {
-            return "bad_config".into();
+        if let Some(c) = cause.downcast_ref::<agentmesh_node::config::ConfigError>() {
+            use agentmesh_node::config::ConfigError;
+            return match c {
+                ConfigError::UnknownKey { .. } => "unknown_key",
+                ConfigError::BadValue { .. } => "bad_value",
+                _ => "bad_config",
+            }
+            .into();
         }
         if cause
             .downcast_ref::<agentmesh_protocol::ticket::TicketError>()
@@ -185,9 +250,16 @@ pub fn who() -> Who {
     }
 }
 
-/// Attaches to the daemon of `home`.
+/// Attaches to the daemon of `home`; none running is a [`NotRunning`],
+/// saying why.
 pub async fn client(home: &Home) -> anyhow::Result<Client> {
-    Ok(Client::connect(home, who()).await?)
+    match Client::connect(home, who()).await {
+        Ok(c) => Ok(c),
+        Err(agentmesh_node::client::ClientError::NotRunning { socket }) => {
+            Err(NotRunning::of(home, &socket).into())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Whether a person is at this terminal: standard input and output are both

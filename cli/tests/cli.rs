@@ -34,7 +34,16 @@ fn every_command_of_the_contract_exists() {
             vec!["daemon", "--help"],
             vec!["--listen", "--no-mdns", "--home", "--verbose"],
         ),
-        (vec!["up", "--help"], vec!["--listen", "--no-mdns"]),
+        (
+            vec!["up", "--help"],
+            vec!["--listen", "--no-mdns", "--save", "--verbose"],
+        ),
+        (vec!["daemon", "--help"], vec!["--save"]),
+        (
+            vec!["config", "set", "--help"],
+            vec!["agents.max_hop", "--json"],
+        ),
+        (vec!["config", "unset", "--help"], vec!["--json"]),
         (vec!["init", "--help"], vec!["--name"]),
         (vec!["invite", "--help"], vec!["--ttl", "--json"]),
         (vec!["join", "--help"], vec!["--name", "--owner"]),
@@ -65,7 +74,21 @@ fn every_command_of_the_contract_exists() {
         }
     }
     assert!(agentmesh(&["team", "--help"]).contains("leave"));
-    assert!(agentmesh(&["config", "--help"]).contains("show"));
+    let config = agentmesh(&["config", "--help"]);
+    assert!(["show", "set", "unset"].iter().all(|c| config.contains(c)));
+    // `-v` only where there is a daemon's log to make louder.
+    for args in [
+        ["status", "--help"],
+        ["down", "--help"],
+        ["config", "--help"],
+    ] {
+        assert!(!agentmesh(&args).contains("--verbose"), "{args:?}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_agentmesh"))
+        .args(["status", "-v"])
+        .output()
+        .expect("the agentmesh binary runs");
+    assert_eq!(out.status.code(), Some(2), "a usage error");
 }
 
 #[test]

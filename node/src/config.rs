@@ -2,8 +2,13 @@
 //!
 //! Every field is optional; a missing file means every default. Unknown
 //! fields are refused (a typo should not be silently ignored), and
-//! [`Config::validate`] names the field at fault. `agentmesh config show`
-//! prints the configuration in effect, defaults filled in.
+//! [`Config::validate`] names the field at fault; [`Config::load_settings`]
+//! (what the daemon and every command use) names the file too, and says
+//! how to fix it. `agentmesh config show` prints the configuration in
+//! effect, defaults filled in; `agentmesh config set|unset` edit the file
+//! in place through [`edit::ConfigFile`].
+
+pub mod edit;
 
 use std::path::Path;
 use std::time::Duration;
@@ -14,7 +19,9 @@ use serde::{Deserialize, Serialize};
 /// The port agentmesh listens on by default, TCP and UDP (QUIC) alike.
 pub const DEFAULT_PORT: u16 = 7650;
 
-/// A configuration problem, naming the field.
+/// A configuration problem, naming the field. Every message is one line
+/// (the daemon's last log line is what `agentmesh up` shows) and, once the
+/// file is known, names it and says what to do.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -26,22 +33,119 @@ pub enum ConfigError {
         /// Why.
         source: std::io::Error,
     },
-    /// The file is not valid TOML for this configuration.
-    #[error("the config file {path} is not valid: {message}")]
+    /// The file is not valid TOML, or not TOML for this configuration (an
+    /// unknown field, a value of the wrong type).
+    #[error("the config file {path} is not valid: {at}{}: {message}; {}", field.as_ref().map(|f| format!(", field `{f}`")).unwrap_or_default(), parse_fix(field.as_deref(), message, path))]
     Parse {
         /// The file.
         path: String,
-        /// The TOML parser's message, with line and column.
+        /// Where in it: `line 3, column 9`.
+        at: String,
+        /// The field at fault, dotted (`agents.max_hop`), when the parser
+        /// points at one.
+        field: Option<String>,
+        /// The parser's message, on one line.
         message: String,
     },
     /// A field holds a value that can't be used.
-    #[error("config field `{field}`: {problem}")]
+    #[error("{}config field `{field}`: {problem}{}", path.as_ref().map(|p| format!("the config file {p}: ")).unwrap_or_default(), path.as_ref().map(|_| format!("; {}", invalid_fix(field))).unwrap_or_default())]
     Invalid {
+        /// The file, once known ([`Config::validate`] alone does not know
+        /// it; [`Config::load_settings`] fills it in).
+        path: Option<String>,
         /// The field, as written in the file (`listen[1]`, `join.max_pending`).
         field: String,
         /// What is wrong and what to do.
         problem: String,
     },
+    /// `config set` or `config unset` named a key the configuration does
+    /// not have.
+    #[error("{}", unknown_key(key, suggestion.as_deref(), known))]
+    UnknownKey {
+        /// The key given.
+        key: String,
+        /// The nearest known key, if one is near.
+        suggestion: Option<String>,
+        /// Every known key.
+        known: Vec<String>,
+    },
+    /// `config set` was given a value its key can't hold, or a key that
+    /// names a table or is set another way.
+    #[error("{key}: {problem}")]
+    BadValue {
+        /// The key.
+        key: String,
+        /// What is wrong and what to give instead.
+        problem: String,
+    },
+    /// The file could not be written.
+    #[error("cannot write the config file {path}: {source}; nothing was changed")]
+    Write {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl ConfigError {
+    /// The same error, naming the file it is about.
+    pub fn in_file(self, file: &Path) -> ConfigError {
+        match self {
+            ConfigError::Invalid {
+                path: None,
+                field,
+                problem,
+            } => ConfigError::Invalid {
+                path: Some(file.display().to_string()),
+                field,
+                problem,
+            },
+            other => other,
+        }
+    }
+
+    /// The field at fault, dotted, when the error names one.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            ConfigError::Parse { field, .. } => field.as_deref(),
+            ConfigError::Invalid { field, .. } => Some(field),
+            ConfigError::UnknownKey { key, .. } | ConfigError::BadValue { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+}
+
+/// The key a field is set with: `listen[1]` is set as `listen`.
+fn key_of(field: &str) -> &str {
+    field.split('[').next().unwrap_or(field)
+}
+
+/// What to do about an invalid value.
+fn invalid_fix(field: &str) -> String {
+    let key = key_of(field);
+    format!(
+        "change it with `agentmesh config set {key} VALUE`, or go back to the default with `agentmesh config unset {key}`"
+    )
+}
+
+/// What to do about a file the parser refused.
+fn parse_fix(field: Option<&str>, message: &str, path: &str) -> String {
+    match field.map(key_of) {
+        Some(key) if message.starts_with("unknown field") => {
+            format!("remove it with `agentmesh config unset {key}` (or edit {path})")
+        }
+        Some(key) => invalid_fix(key),
+        None => format!("edit {path} (`agentmesh config show` checks it)"),
+    }
+}
+
+/// An unknown key's message: the near one, else every one.
+fn unknown_key(key: &str, suggestion: Option<&str>, known: &[String]) -> String {
+    match suggestion {
+        Some(s) => format!("no config key `{key}`; did you mean `{s}`?"),
+        None => format!("no config key `{key}`; the keys are {}", known.join(", ")),
+    }
 }
 
 /// The daemon's configuration.
@@ -268,6 +372,7 @@ pub struct Settings {
 
 fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
+        path: None,
         field: field.into(),
         problem: problem.into(),
     }
@@ -295,10 +400,19 @@ impl Config {
                 });
             }
         };
-        toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })
+        Config::parse(&text, path)
+    }
+
+    /// Parses `text`, the contents of `path`: the one parser of
+    /// config.toml, which the daemon and `config set` both use.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| edit::parse_error(&e, text, path))
+    }
+
+    /// Reads and checks `path`, as the daemon does at start: errors name
+    /// the file, the field, the reason and what to do.
+    pub fn load_settings(path: &Path) -> Result<Settings, ConfigError> {
+        Config::load(path)?.validate().map_err(|e| e.in_file(path))
     }
 
     /// The configuration as TOML.

@@ -222,8 +222,14 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     home.create()?;
     let lock = lock_home(home)?;
 
+    // A person or a service started it (an agent session starts none while
+    // the record is there): `agentmesh down` no longer holds.
+    if home.clear_stopped_by_down()? {
+        tracing::info!("started after `agentmesh down`: agent sessions may start the daemon again");
+    }
+
     raise_open_file_limit();
-    let mut settings = Config::load(&home.config_file())?.validate()?;
+    let mut settings = Config::load_settings(&home.config_file())?;
     if !overrides.listen.is_empty() {
         settings.config.listen = overrides.listen.iter().map(ToString::to_string).collect();
         settings.listen = overrides.listen;
@@ -422,6 +428,7 @@ async fn stop_on_signal(cancel: CancellationToken) {
         _ = int.recv() => {}
         () = cancel.cancelled() => return,
     }
-    tracing::info!("signal received, stopping");
+    // Stopping first: nothing after it (a log line) may keep it from it.
     cancel.cancel();
+    tracing::info!("signal received, stopping");
 }

@@ -5,7 +5,8 @@
 //!   config.toml         the configuration (optional; defaults otherwise)
 //!   identity.key        the machine's keys, 0600
 //!   data/               the store (sled), opened only by the daemon
-//!   run/                0700: agentmesh.sock, daemon.lock, daemon.pid
+//!   run/                0700: agentmesh.sock, daemon.lock, daemon.pid, and
+//!                       stopped-by-down while a person's `agentmesh down` holds
 //!   daemon.log          what `agentmesh up` writes the daemon's log to
 //! ```
 //!
@@ -22,6 +23,12 @@ use agentmesh_protocol::Identity;
 
 /// The environment variable that names the home when `--home` is not given.
 pub const HOME_ENV: &str = "AGENTMESH_HOME";
+
+/// Agent sessions a stopped-by-down record remembers having told, at
+/// most: a session id is at most 128 bytes, so the record stays under
+/// 40 KiB however many sessions a person runs before `agentmesh up`. A
+/// session forgotten past this is told once more, which is harmless.
+const MAX_TOLD: usize = 256;
 
 /// The longest Unix socket path Linux accepts (`sun_path` is 108 bytes with
 /// its terminating NUL).
@@ -100,6 +107,23 @@ pub enum HomeError {
     },
 }
 
+/// What `agentmesh down` leaves in the home (`run/stopped-by-down`): a
+/// person stopped the daemon, so agent sessions start none (`agentmesh
+/// mcp` would otherwise start one at once) until `agentmesh up` or
+/// `agentmesh daemon` runs, which remove it. Its presence is the record;
+/// the contents are details (a file that can't be read still counts).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StoppedByDown {
+    /// When, RFC 3339.
+    pub at: String,
+    /// The daemon `down` stopped, if one was running.
+    pub pid: Option<u32>,
+    /// The agent sessions whose hooks said so already (oldest first, at
+    /// most [`MAX_TOLD`]): a hook says it once per session.
+    #[serde(default)]
+    pub told: Vec<String>,
+}
+
 fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> HomeError + 'a {
     move |source| HomeError::Io {
         what,
@@ -171,6 +195,89 @@ impl Home {
     /// The running daemon's process id.
     pub fn pid_file(&self) -> PathBuf {
         self.run_dir().join("daemon.pid")
+    }
+
+    /// The record `agentmesh down` leaves ([`StoppedByDown`]).
+    pub fn stopped_file(&self) -> PathBuf {
+        self.run_dir().join("stopped-by-down")
+    }
+
+    /// Records that a person stopped the daemon (`pid`, if one ran);
+    /// whether it did. A home that does not exist is not made for it (a
+    /// mistyped `--home` must not become a home): there is nothing there
+    /// to keep down.
+    pub fn record_stopped_by_down(&self, pid: Option<u32>) -> Result<bool, HomeError> {
+        if !self.root.is_dir() {
+            return Ok(false);
+        }
+        self.create()?;
+        let record = StoppedByDown {
+            at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            pid,
+            told: vec![],
+        };
+        let path = self.stopped_file();
+        write_private(&path, &serde_json::to_vec(&record).unwrap_or_default())
+            .map_err(io_err("cannot write", &path))?;
+        Ok(true)
+    }
+
+    /// The record `agentmesh down` left, if there is one.
+    pub fn stopped_by_down(&self) -> Option<StoppedByDown> {
+        match fs::read(self.stopped_file()) {
+            Ok(bytes) => Some(serde_json::from_slice(&bytes).unwrap_or_default()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            // Unreadable, but there: a person stopped it.
+            Err(_) => Some(StoppedByDown::default()),
+        }
+    }
+
+    /// Removes the record; whether there was one.
+    pub fn clear_stopped_by_down(&self) -> Result<bool, HomeError> {
+        let path = self.stopped_file();
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(io_err("cannot remove", &path)(e)),
+        }
+    }
+
+    /// Whether a hook of `session` should say that the daemon was
+    /// stopped: true once per session while the record lasts (the
+    /// session is noted in it, under a lock, so two hooks of one session
+    /// racing say it once), false when it said so already, when there is
+    /// no record, or when the record can't be written (then it stays
+    /// silent rather than say it at every turn).
+    pub fn tell_session_once(&self, session: &str) -> bool {
+        use std::io::{Read, Seek};
+        let Ok(mut f) = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(self.stopped_file())
+        else {
+            return false;
+        };
+        if f.lock().is_err() {
+            return false;
+        }
+        let mut bytes = vec![];
+        if f.read_to_end(&mut bytes).is_err() {
+            return false;
+        }
+        let mut record: StoppedByDown = serde_json::from_slice(&bytes).unwrap_or_default();
+        if record.told.iter().any(|s| s == session) {
+            return false;
+        }
+        record.told.push(session.to_owned());
+        let over = record.told.len().saturating_sub(MAX_TOLD);
+        record.told.drain(..over);
+        let Ok(bytes) = serde_json::to_vec(&record) else {
+            return false;
+        };
+        f.set_len(0).is_ok()
+            && f.rewind().is_ok()
+            && f.write_all(&bytes).is_ok()
+            && f.sync_all().is_ok()
     }
 
     /// Where `agentmesh up` sends the daemon's log.
@@ -301,6 +408,18 @@ impl Home {
     }
 }
 
+/// Writes `bytes` to `path`, readable by this user only.
+fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
 fn absolute(dir: &Path) -> PathBuf {
     std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned())
 }
@@ -361,6 +480,38 @@ mod tests {
         Home::at(&fresh).create().unwrap();
         let mode = fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
+    }
+
+    #[test]
+    fn the_stopped_by_down_record_tells_each_session_once() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            !Home::at(dir.path().join("typo"))
+                .record_stopped_by_down(None)
+                .unwrap()
+        );
+        assert!(!dir.path().join("typo").exists(), "no home is made for it");
+        let home = Home::at(dir.path());
+        assert_eq!(home.stopped_by_down(), None);
+        assert!(!home.tell_session_once("s1"), "no record, nothing to tell");
+        home.record_stopped_by_down(Some(42)).unwrap();
+        assert_eq!(home.stopped_by_down().unwrap().pid, Some(42));
+        let mode = fs::metadata(home.stopped_file())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600);
+        assert!(home.tell_session_once("s1"));
+        assert!(!home.tell_session_once("s1"));
+        assert!(home.tell_session_once("s2"));
+        for i in 0..MAX_TOLD + 10 {
+            home.tell_session_once(&format!("many-{i}"));
+        }
+        assert_eq!(home.stopped_by_down().unwrap().told.len(), MAX_TOLD);
+        assert!(home.clear_stopped_by_down().unwrap());
+        assert!(!home.clear_stopped_by_down().unwrap());
+        assert!(!home.tell_session_once("s3"));
     }
 
     #[test]

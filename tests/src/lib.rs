@@ -333,6 +333,22 @@ impl Drop for Node {
             let _ = c.kill();
             let _ = c.wait();
         }
+        // A daemon `up` or `agentmesh mcp` started in the background, which
+        // a failed test left running: while its lock is held, the pid file
+        // is its own (a stale pid file is never trusted: its pid may be
+        // another process's by now).
+        let run = self.home.path().join("run");
+        let held =
+            std::fs::File::open(run.join("daemon.lock")).is_ok_and(|lock| lock.try_lock().is_err());
+        let pid = std::fs::read_to_string(run.join("daemon.pid"))
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok());
+        if let (true, Some(pid)) = (held, pid) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
     }
 }
 

@@ -11,6 +11,8 @@
 //!      ── {"hookSpecificOutput":{"hookEventName":E,"additionalContext":…}}
 //!   Stop ── {"decision":"block","reason":…} while unread mail waits
 //!   UserPromptSubmit ── then hop_reset: the person spoke
+//!  no daemon, stopped with `agentmesh down` ── says so, once per session
+//!      ({"systemMessage": …} for the person, the context for the model)
 //!  nothing to say, no daemon, bad input, any error ── prints nothing, exit 0
 //! ```
 //!
@@ -125,13 +127,13 @@ fn answer(
         .as_str()
         .map(PathBuf::from)
         .or_else(|| std::env::current_dir().ok())?;
-    let session = input["session_id"]
+    let session: Option<String> = input["session_id"]
         .as_str()
         .map(|s| s.chars().take(128).collect());
     let who = Who {
         kind: WhoKind::Agent,
         name: agent.who_name().into(),
-        session_id: session,
+        session_id: session.clone(),
         task: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -139,7 +141,13 @@ fn answer(
         .build()
         .ok()?;
     // No mailbox for this folder: nothing to say, nothing marked read.
-    let taken = rt.block_on(mail(home, who, &cwd, mailbox, event)).ok()??;
+    let taken = match rt.block_on(mail(home, who, &cwd, mailbox, event)) {
+        Ok(taken) => taken?,
+        Err(ClientError::NotRunning { .. }) => {
+            return stopped(home, event, session.as_deref().unwrap_or_default());
+        }
+        Err(_) => return None,
+    };
     if taken.messages.is_empty() {
         return None;
     }
@@ -158,6 +166,30 @@ fn answer(
             "hookSpecificOutput": {
                 "hookEventName": event.name(),
                 "additionalContext": super::frame_all("", &taken.messages, MAX_INJECTED),
+            }
+        }),
+    };
+    Some(out.to_string())
+}
+
+/// With no daemon because a person ran `agentmesh down`: saying so, to
+/// the person (`systemMessage`) and, but at Stop, to the model, once per
+/// session (the record in the home remembers whom it told); else nothing.
+/// A Stop is never blocked for it.
+fn stopped(home: &Home, event: HookEvent, session: &str) -> Option<String> {
+    if home.stopped_by_down().is_none() || !home.tell_session_once(session) {
+        return None;
+    }
+    let said = format!("agentmesh: {}", crate::term::STOPPED_BY_DOWN);
+    let out = match event {
+        HookEvent::Stop => serde_json::json!({ "systemMessage": said }),
+        _ => serde_json::json!({
+            "systemMessage": said,
+            "hookSpecificOutput": {
+                "hookEventName": event.name(),
+                "additionalContext": format!(
+                    "{said}. Until then no mail from peers reaches this session; starting it is your user's decision."
+                ),
             }
         }),
     };

@@ -116,15 +116,28 @@ pub struct McpArgs {
 /// Runs the MCP server on stdin and stdout until the client goes.
 pub fn run(home: &Home, args: McpArgs) -> anyhow::Result<ExitCode> {
     // No daemon for this home: start one, as `up` does, before the
-    // server's own runtime (starting waits on a runtime of its own).
+    // server's own runtime (starting waits on a runtime of its own) —
+    // unless a person stopped it with `agentmesh down`: then none is
+    // started, and every tool result says so until `agentmesh up`.
     let notice = match term::runtime()?.block_on(term::client(home)) {
         Ok(_) => None,
+        Err(e) if term::not_running(&e).is_some_and(|n| n.stopped_by_down) => None,
         Err(_) => Some(match daemonctl::start(home, &NetArgs::default(), 0) {
             Ok(s) => format!(
                 "agentmesh started its daemon for {} (pid {}), as `agentmesh up` would; `agentmesh down` stops it",
                 home.root().display(),
                 s.pid
             ),
+            // Its configuration: the file, the field and the fix, for the
+            // user (`up` would fail the same way until it is fixed).
+            Err(e)
+                if e.downcast_ref::<agentmesh_node::config::ConfigError>()
+                    .is_some() =>
+            {
+                format!(
+                    "the agentmesh daemon is not running and could not be started: {e}. Ask your user to fix that, then run `agentmesh up`"
+                )
+            }
             Err(e) => format!(
                 "the agentmesh daemon is not running and could not be started: {e}; ask your user to run `agentmesh up`"
             ),
@@ -540,7 +553,17 @@ impl Inner {
     /// A tool's failure as the agent reads it, with the notice not yet
     /// given (the daemon could not be started, say).
     fn fail(&self, e: Failure) -> String {
-        let text = failure(e);
+        let text = match e {
+            Failure::Client(ClientError::NotRunning { .. })
+                if self.home.stopped_by_down().is_some() =>
+            {
+                format!(
+                    "agentmesh: {}. That is your user's to do (ask them): until then no agentmesh tool works and no peer's mail reaches this session (stopped_by_down)",
+                    term::STOPPED_BY_DOWN
+                )
+            }
+            e => failure(e),
+        };
         match self.notice() {
             Some(n) => format!("{n}. {text}"),
             None => text,

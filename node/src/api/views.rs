@@ -50,6 +50,26 @@ pub struct Status {
     pub test_build: bool,
 }
 
+/// `config_show`: the configuration the running daemon uses, command-line
+/// overrides included.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigShown {
+    /// The configuration, defaults and the machine name filled in.
+    pub config: crate::config::Config,
+    /// The same, as TOML.
+    pub toml: String,
+}
+
+impl ConfigShown {
+    /// What `config_show` answers for `config`.
+    pub fn of(config: &crate::config::Config) -> ConfigShown {
+        ConfigShown {
+            config: config.clone(),
+            toml: config.to_toml(),
+        }
+    }
+}
+
 /// A relay this machine reserves on, and how that stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReservationView {

@@ -707,10 +707,7 @@ impl Net {
                     self.stopping = true;
                     ok(serde_json::json!({}))
                 }
-                Op::ConfigShow => {
-                    let config = &self.team.settings().config;
-                    ok(serde_json::json!({ "config": config, "toml": config.to_toml() }))
-                }
+                Op::ConfigShow => ok(api::ConfigShown::of(&self.team.settings().config)),
                 _ => err(codes::INTERNAL, "an operation reached the wrong part"),
             },
         };

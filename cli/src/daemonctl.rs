@@ -433,6 +433,29 @@ fn renaming_a_member(name: &str, team: &str, wanted: &str) -> anyhow::Error {
     )
 }
 
+/// Makes `name` this machine's configured name: a first config.toml with
+/// every setting at its default, or only the name changed in the person's
+/// own file (comments and order kept).
+fn write_name(home: &Home, name: &Name) -> anyhow::Result<()> {
+    home.create()?;
+    let path = home.config_file();
+    if !path.exists() {
+        let config = Config {
+            name: Some(name.to_string()),
+            ..Config::default()
+        };
+        config.validate().map_err(|e| e.in_file(&path))?;
+        fs::write(&path, config.to_toml())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    } else if Config::load(&path)?.name.as_deref() != Some(name.as_str()) {
+        let mut file = ConfigFile::open(&path)?;
+        file.set(&edit::key("name")?, toml_edit::Value::from(name.as_str()))?;
+        file.check()?;
+        file.save()?;
+    }
+    Ok(())
+}
+
 /// `agentmesh init --name NAME`.
 pub fn init(home: &Home, name: &str, json: bool) -> anyhow::Result<ExitCode> {
     let name = Name::parse("machine name", name)?;
@@ -465,25 +488,7 @@ pub fn init(home: &Home, name: &str, json: bool) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    home.create()?;
-    let path = home.config_file();
-    if !path.exists() {
-        // A first config.toml: every setting at its default, to read and
-        // change.
-        let config = Config {
-            name: Some(name.to_string()),
-            ..Config::default()
-        };
-        config.validate().map_err(|e| e.in_file(&path))?;
-        fs::write(&path, config.to_toml())
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    } else if Config::load(&path)?.name.as_deref() != Some(name.as_str()) {
-        // The person's file: only the name changes, comments kept.
-        let mut file = ConfigFile::open(&path)?;
-        file.set(&edit::key("name")?, toml_edit::Value::from(name.as_str()))?;
-        file.check()?;
-        file.save()?;
-    }
+    write_name(home, &name)?;
     let (id, created) = home.load_or_create_identity()?;
     let not_running = matches!(
         rt.block_on(term::client(home)),
@@ -532,9 +537,35 @@ pub fn new_identity(
         ));
     }
     let old = home.read_identity()?.map(|i| i.peer_id());
-    let team = daemon::stored_team_name(home)?;
-    let forgets = team.as_deref().map_or_else(String::new, |t| {
-        format!(" It forgets team {t}: to be in a team again it must be admitted again with a new ticket.")
+    let team = daemon::stored_team(home)?;
+    // A key still in its team stays valid on every member: it leaves (or
+    // is revoked) first. The founder's is the team's only admin key.
+    match &team {
+        Some(t) if t.current && t.admin => {
+            return Err(term::cli_error(
+                "founder",
+                format!(
+                    "this machine founded team {} and holds its only admin key: with a new identity nobody could admit or revoke machines in {} again. To start over as another machine, use another home (`agentmesh --home DIR init --name NAME`)",
+                    t.team, t.team
+                ),
+            ));
+        }
+        Some(t) if t.current => {
+            return Err(term::cli_error(
+                "still_member",
+                format!(
+                    "this machine is still {} in team {}, and its key stays valid on every member until it leaves; leave first (`agentmesh team leave`, or have the founder revoke it), then make a new identity",
+                    t.name, t.team
+                ),
+            ));
+        }
+        _ => {}
+    }
+    let forgets = team.as_ref().map_or_else(String::new, |t| {
+        format!(
+            " It forgets team {}: to be in a team again it must be admitted again with a new ticket.",
+            t.team
+        )
     });
     let question = match old {
         Some(p) => format!(
@@ -548,17 +579,12 @@ pub fn new_identity(
             "nothing changed: you answered no",
         ));
     }
-    if let Some(name) = &name {
-        let mut config = Config::load(&home.config_file())?;
-        if config.name.as_deref() != Some(name.as_str()) {
-            home.create()?;
-            config.name = Some(name.to_string());
-            config.validate()?;
-            fs::write(home.config_file(), config.to_toml())
-                .with_context(|| format!("cannot write {}", home.config_file().display()))?;
-        }
-    }
     let done = daemon::new_identity(home, agentmesh_node::clock::now())?;
+    // The name only once the identity is made: a failure leaves both as
+    // they were.
+    if let Some(name) = &name {
+        write_name(home, name)?;
+    }
     if json {
         term::json(&serde_json::json!({
             "peer_id": done.new.to_string(),

@@ -123,6 +123,19 @@ pub fn print_message(m: &MessageView) {
             .map(|h| format!(" [held: {h}]"))
             .unwrap_or_default(),
     );
+    if let Some(gone) = &m.sender_gone {
+        // Its name may be another key's now: say whose it was.
+        crate::say!(
+            "  sent by {} key {}, which {} since; it can only be rejected",
+            m.from.rsplit('@').next().unwrap_or_default(),
+            term::short_peer(&m.from_peer),
+            if gone == "left" {
+                "left the team"
+            } else {
+                "was revoked"
+            }
+        );
+    }
     if let Some(r) = &m.in_reply_to {
         crate::say!("  in reply to {r}");
     }

@@ -102,7 +102,7 @@ enum Command {
         #[arg(long)]
         new_identity: bool,
         /// Do not ask for confirmation (with --new-identity).
-        #[arg(long)]
+        #[arg(long, requires = "new_identity")]
         yes: bool,
     },
     /// Show the daemon's identity, team, addresses and mail state.

@@ -570,10 +570,15 @@ pub fn person(home: &Home, machine: &str, person: &str, json: bool) -> anyhow::R
         );
     } else {
         crate::say!(
-            "{} is now {}'s machine (it was {}'s). Holding follows at once here, and on each member as the change reaches it.",
+            "{} is now {}'s machine (it was {}'s){}. Holding follows at once here, and on each member as the change reaches it.",
             moved.machine,
             moved.person,
-            moved.was
+            moved.was,
+            if moved.new_person {
+                format!("; {} is a new person of the team", moved.person)
+            } else {
+                String::new()
+            }
         );
     }
     Ok(ExitCode::SUCCESS)

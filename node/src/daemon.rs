@@ -206,15 +206,42 @@ pub fn new_identity(
     })
 }
 
-/// The name of the team the store of a home whose daemon is not running
-/// records, if any (taking the daemon lock meanwhile).
-pub fn stored_team_name(home: &Home) -> Result<Option<String>, DaemonError> {
+/// The team the store of a home whose daemon is not running records, and
+/// how this machine stands in it.
+#[derive(Debug, Clone)]
+pub struct StoredTeam {
+    /// The team's name.
+    pub team: String,
+    /// This machine's name in it.
+    pub name: String,
+    /// Whether this machine is a current member.
+    pub current: bool,
+    /// Whether it is the team's admin (its founder).
+    pub admin: bool,
+}
+
+/// The team a home whose daemon is not running records, if any (taking
+/// the daemon lock meanwhile).
+pub fn stored_team(home: &Home) -> Result<Option<StoredTeam>, DaemonError> {
     if !home.data_dir().exists() {
         return Ok(None);
     }
     let _lock = lock_home(home)?;
+    let me = home.read_identity()?.map(|i| i.peer_id());
     let store = SledStore::open(&home.data_dir(), 1024 * 1024)?;
-    Ok(crate::team::load_team(&store)?.and_then(|t| t.genesis().map(|g| g.team_name.to_string())))
+    let Some(team) = crate::team::load_team(&store)? else {
+        return Ok(None);
+    };
+    let member = me.and_then(|p| team.member(&p));
+    Ok(Some(StoredTeam {
+        team: team
+            .genesis()
+            .map(|g| g.team_name.to_string())
+            .unwrap_or_default(),
+        name: member.map(|m| m.name.to_string()).unwrap_or_default(),
+        current: member.is_some_and(|m| m.standing == agentmesh_protocol::team::Standing::Current),
+        admin: member.is_some_and(|m| m.admin),
+    }))
 }
 
 /// Runs the daemon for `home` until it is told to stop.

@@ -399,11 +399,29 @@ impl Home {
         f.write_all(&id.to_key_file())
             .and_then(|()| f.sync_all())
             .map_err(io_err("cannot write", &tmp))?;
-        let kept = self.root.join(format!("identity.key.replaced-{now_secs}"));
+        // A name no earlier kept key has (two replacements in one second
+        // must not overwrite the first).
+        let kept = (0u32..)
+            .map(|n| {
+                let suffix = if n == 0 {
+                    String::new()
+                } else {
+                    format!("-{n}")
+                };
+                self.root
+                    .join(format!("identity.key.replaced-{now_secs}{suffix}"))
+            })
+            .find(|p| !p.exists())
+            .expect("some name is free");
         if path.exists() {
             fs::rename(&path, &kept).map_err(io_err("cannot move", &path))?;
         }
         fs::rename(&tmp, &path).map_err(io_err("cannot write", &path))?;
+        // The renames themselves durable: after a power loss the old key
+        // must not come back while the store has forgotten its team.
+        fs::File::open(&self.root)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err("cannot sync", &self.root))?;
         Ok((id, kept))
     }
 }

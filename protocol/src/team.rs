@@ -592,8 +592,8 @@ pub struct Member {
     pub standing: Standing,
     /// The revocation, if any: who, and when.
     pub revoked: Option<(PeerId, Timestamp)>,
-    /// Whether it left: the Revoke that counts for it (the lowest hash)
-    /// is one it signed itself. Revoked either way.
+    /// Whether it left: revoked by Revokes of its own only (none by an
+    /// admin). Revoked either way.
     pub left: bool,
 }
 
@@ -787,10 +787,16 @@ impl TeamState {
         let mut revoked: BTreeMap<PeerId, (PeerId, Timestamp)> = BTreeMap::new();
         let mut admits: BTreeMap<PeerId, (&BlockHash, &Admit)> = BTreeMap::new();
         let mut persons: BTreeMap<PeerId, &Person> = BTreeMap::new();
+        // Machines an admin revoked: never "left", whatever Revokes of its
+        // own they sign (whose hashes they could grind below the admin's).
+        let mut by_admin: BTreeSet<PeerId> = BTreeSet::new();
         for (hash, block) in &self.blocks {
             match block.body() {
                 BlockBody::Revoke(r) => {
                     revoked.entry(r.peer).or_insert((r.revoked_by, r.at));
+                    if g.admins.contains(&r.revoked_by) {
+                        by_admin.insert(r.peer);
+                    }
                 }
                 BlockBody::Admit(a) => {
                     // Hash order: the first Admit seen for a peer has the lowest hash.
@@ -876,8 +882,8 @@ impl TeamState {
                 m.owner = p.person.clone();
                 m.person_seq = p.seq;
             }
-            // Left: the Revoke that counts (the lowest hash) is its own.
-            m.left = m.revoked.is_some_and(|(by, _)| by == m.peer);
+            // Left: revoked by itself, and by no admin.
+            m.left = m.revoked.is_some() && !by_admin.contains(&m.peer);
         }
         // A revocation of a key that was never admitted still sticks: keep it
         // so `is_revoked` answers for it.

@@ -386,6 +386,22 @@ fn a_machine_that_left_is_told_apart_from_one_revoked() {
     );
     assert_eq!((mb.standing, mb.left), (Standing::Revoked, true));
     assert_eq!((mc.standing, mc.left), (Standing::Revoked, false));
+    // A revoked machine can't turn "revoked" into "left" by signing Revokes
+    // of its own (whatever their hashes).
+    for at in 0..8 {
+        let own = Block::sign(
+            BlockBody::Revoke(Revoke {
+                team: id,
+                peer: c.peer_id(),
+                revoked_by: c.peer_id(),
+                at: Timestamp::from_unix_millis(at),
+            }),
+            &c,
+        )
+        .unwrap();
+        s.apply(own).unwrap();
+    }
+    assert!(!s.member(&c.peer_id()).unwrap().left);
 }
 
 #[test]

@@ -66,6 +66,7 @@ fn two_people_with_one_login_name_are_the_persons_the_founder_chose() {
         (moved["was"].as_str(), moved["person"].as_str()),
         (Some("root"), Some("Bob"))
     );
+    assert_eq!(moved["new_person"], true);
     assert_eq!(a.member("bravo").unwrap()["owner"], "Bob");
     // At once on the founder; bravo learns it by sync.
     let held = b.send("@alpha", "from Bob's machine");
@@ -309,7 +310,14 @@ fn a_machine_that_left_takes_a_new_identity_and_joins_again() {
     assert_eq!(made["old_peer_id"], old.as_str());
     assert_eq!(made["team_forgotten"], "core");
     let kept = made["old_key_kept_at"].as_str().unwrap();
-    assert!(std::path::Path::new(kept).exists(), "{kept}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(kept).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{kept}");
+    assert_eq!(
+        std::fs::read(kept).unwrap(),
+        key,
+        "the old key is kept as it was"
+    );
     b.start();
     assert_eq!(b.status()["peer_id"], new.as_str());
     assert!(b.status()["team"].is_null());
@@ -341,12 +349,37 @@ fn a_machine_that_left_takes_a_new_identity_and_joins_again() {
         .clone();
     assert_eq!(m["sender_gone"], "left");
     assert_eq!(m["from_peer"], old.as_str());
+    let text = a.ok(&["held"]);
+    let short = format!("{}…{}", &old[..4], &old[old.len() - 6..]);
+    assert!(
+        text.contains(&format!(
+            "sent by bravo key {short}, which left the team since; it can only be rejected"
+        )),
+        "{text}"
+    );
     let e = a.fails(&["approve", &held]);
     assert!(
         e.contains("old key") && e.contains("agentmesh reject"),
         "{e}"
     );
     a.ok(&["reject", &held]);
+}
+
+#[test]
+fn a_member_or_the_founder_gets_no_new_identity() {
+    let [mut a, mut b] = agentmesh_tests::team([("alpha", "Ada"), ("bravo", "Bob")]);
+    a.stop();
+    b.stop();
+    let e = b.fails(&["init", "--new-identity", "--yes"]);
+    assert!(
+        e.contains("still bravo in team core") && e.contains("agentmesh team leave"),
+        "{e}"
+    );
+    let e = a.fails(&["init", "--new-identity", "--yes"]);
+    assert!(e.contains("only admin key"), "{e}");
+    // --yes alone is for --new-identity.
+    let out = b.run(&["init", "--yes"]);
+    assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]

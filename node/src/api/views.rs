@@ -287,6 +287,9 @@ pub struct PersonMoved {
     pub was: String,
     /// Its person now.
     pub person: String,
+    /// Whether that person had no machine in the team before (a typo makes
+    /// a new person: the output says so).
+    pub new_person: bool,
 }
 
 /// `admit_status`.

@@ -74,10 +74,49 @@ impl Answers {
         let Some(asked) = header.in_reply_to else {
             return Ok(None);
         };
-        let id = asked.to_string();
+        self.answers(
+            store,
+            &peer.to_string(),
+            &asked.to_string(),
+            mailbox,
+            now,
+            counted,
+        )
+    }
+
+    /// [`Answers::passes`] for a stored message (mail a pause held, which
+    /// `resume` decides again).
+    pub(super) fn passes_record(
+        &self,
+        store: &dyn MailStore,
+        r: &crate::store::InboxRecord,
+        now: Timestamp,
+    ) -> Result<Option<AskRecord>, StoreError> {
+        match (&r.in_reply_to, r.kind.as_str()) {
+            (Some(asked), "reply") => self.answers(
+                store,
+                &r.from_peer,
+                asked,
+                r.mailbox.as_deref(),
+                now,
+                &HashMap::new(),
+            ),
+            _ => Ok(None),
+        }
+    }
+
+    fn answers(
+        &self,
+        store: &dyn MailStore,
+        peer: &str,
+        id: &str,
+        mailbox: Option<&str>,
+        now: Timestamp,
+        counted: &HashMap<String, u32>,
+    ) -> Result<Option<AskRecord>, StoreError> {
         let ask = match self.pending.iter().rev().find(|a| a.id == id) {
             Some(a) => Some(a.clone()),
-            None => store.ask(&id)?,
+            None => store.ask(id)?,
         };
         let Some(mut ask) = ask else {
             return Ok(None);
@@ -86,8 +125,8 @@ impl Answers {
             <= Timestamp::from_unix_millis(ask.expires_at)
                 .saturating_add(MAX_CLOCK_SKEW)
                 .as_unix_millis();
-        let so_far = ask.answers + counted.get(&id).copied().unwrap_or(0);
-        let fits = ask.to_peer == peer.to_string()
+        let so_far = ask.answers + counted.get(id).copied().unwrap_or(0);
+        let fits = ask.to_peer == peer
             && ask.mailbox.as_deref() == mailbox
             && in_time
             && so_far < self.per_ask;

@@ -51,6 +51,9 @@ pub enum HeldReason {
     OtherOwner,
     /// Its mailbox was denied or removed while pause held it.
     FolderNotAllowed,
+    /// Its sending machine left or was revoked while pause held it: it
+    /// can only be rejected (a machine now of its name is another key).
+    SenderRevoked,
 }
 
 impl HeldReason {
@@ -60,6 +63,7 @@ impl HeldReason {
             HeldReason::Paused => "paused",
             HeldReason::OtherOwner => "other_owner",
             HeldReason::FolderNotAllowed => "folder_not_allowed",
+            HeldReason::SenderRevoked => "sender_revoked",
         }
     }
 
@@ -69,6 +73,7 @@ impl HeldReason {
             HeldReason::Paused,
             HeldReason::OtherOwner,
             HeldReason::FolderNotAllowed,
+            HeldReason::SenderRevoked,
         ]
         .into_iter()
         .find(|r| r.as_str() == word)
@@ -229,6 +234,15 @@ impl Consent {
             // A damaged record names nobody to trust: it stays held.
             return Some(HeldReason::OtherOwner);
         };
+        // Its key is no longer a member: its mail is not to be delivered
+        // as anyone's now (the same rule as `approve`).
+        if dir
+            .machines
+            .get(&from)
+            .is_some_and(|m| m.standing == agentmesh_protocol::team::Standing::Revoked)
+        {
+            return Some(HeldReason::SenderRevoked);
+        }
         match self.decide(from, r.mailbox.as_deref(), dir) {
             Decision::Deliver => None,
             Decision::Hold(why) => Some(why),
@@ -556,7 +570,7 @@ impl Consent {
     pub(super) fn resume(
         &mut self,
         who: &Who,
-        seqs: &mut Seqs,
+        (seqs, answers): (&mut Seqs, &super::answers::Answers),
         ctx: &mut Ctx<'_>,
     ) -> Result<(serde_json::Value, Vec<Event>), ApiError> {
         self.set_paused(false, ctx.store)?;
@@ -567,7 +581,17 @@ impl Consent {
             .into_iter()
             .filter(|r| r.held.as_deref().and_then(HeldReason::parse) == Some(HeldReason::Paused));
         for mut r in by_pause {
-            if let Some(why) = self.still_held(&r, ctx.dir) {
+            let mut why = self.still_held(&r, ctx.dir);
+            // An answer to this mailbox's own ask passes, as it would have
+            // had there been no pause; its count is written before the
+            // release.
+            if why == Some(HeldReason::OtherOwner)
+                && let Some(ask) = answers.passes_record(ctx.store, &r, ctx.now.wall)?
+            {
+                ctx.store.put_asks(std::slice::from_ref(&ask))?;
+                why = None;
+            }
+            if let Some(why) = why {
                 r.held = Some(why.as_str().into());
                 ctx.store.update_inbox(std::slice::from_ref(&r))?;
                 still_held += 1;

@@ -175,6 +175,12 @@ impl Inbox {
         &mut self.answers
     }
 
+    /// The seqs and the asks at once (`resume` takes a seq for each
+    /// message it releases, and lets answers pass).
+    pub(super) fn seqs_and_answers(&mut self) -> (&mut Seqs, &Answers) {
+        (&mut self.seqs, &self.answers)
+    }
+
     /// The inbox's seqs (a release takes one too).
     pub(super) fn seqs(&mut self) -> &mut Seqs {
         &mut self.seqs

@@ -599,7 +599,10 @@ impl Mail {
                 return self.answer_durably(reply, answer, vec![]);
             }
             Op::Resume => {
-                return match self.consent.resume(&who, self.inbox.seqs(), &mut ctx) {
+                return match self
+                    .consent
+                    .resume(&who, self.inbox.seqs_and_answers(), &mut ctx)
+                {
                     Ok((value, events)) => {
                         heard(&mut self.unread, &mut self.loops, &events, &ctx);
                         self.answer_durably(reply, Ok(value), events)

@@ -570,6 +570,79 @@ fn the_held_cap_refuses_an_unvetted_sender_and_makes_a_paused_one_wait() {
     );
 }
 
+/// Resume lets pass what a pause held that answers our own ask (as it
+/// would have without the pause), and keeps held, as `sender_revoked`, the
+/// mail of a machine revoked since.
+#[test]
+fn resume_lets_answers_pass_and_keeps_a_revoked_senders_mail_held() {
+    let t = team();
+    let now = at(T0, Instant::now());
+    let mut d = desk();
+    let mut inbox = Inbox::new(t.me.clone(), 0);
+    let mut consent = Consent::default();
+    let asked = MessageId::random(&mut rand::rng());
+    // This machine asked carol (Bob's) something, from its owner mailbox.
+    inbox.answers().asked(crate::store::AskRecord {
+        id: asked.to_string(),
+        to_peer: t.carol.peer_id().to_string(),
+        mailbox: None,
+        expires_at: T0 + 3_600_000,
+        answers: 0,
+    });
+    d.store.put_asks(&inbox.answers().take_writes()).unwrap();
+    let answer = letter(&t.carol, &t.me, now.wall, |h, _| {
+        h.kind = Kind::Reply;
+        h.in_reply_to = Some(asked);
+        h.thread = asked;
+    });
+    let unasked = plain(&t.carol, &t.me, now.wall);
+    let from_alpha = plain(&t.alpha, &t.me, now.wall);
+    let mut ctx = Ctx {
+        store: d.store.as_ref(),
+        dir: &t.dir,
+        log: &mut d.log,
+        now,
+    };
+    consent.pause(&ada(), &mut ctx).unwrap();
+    let carol = member(t.carol.peer_id());
+    let (r, _) = inbox.receive(carol, &batch(&[&answer, &unasked]), &mut consent, &mut ctx);
+    assert_eq!(r.outcomes, vec![MailOutcome::Accepted { held: true }; 2]);
+    let alpha = member(t.alpha.peer_id());
+    let (r, _) = inbox.receive(alpha, &batch(&[&from_alpha]), &mut consent, &mut ctx);
+    assert_eq!(r.outcomes, [MailOutcome::Accepted { held: true }]);
+    // Alpha leaves meanwhile.
+    let mut dir = t.dir.clone();
+    if let Some(m) = dir.machines.get_mut(&t.alpha.peer_id()) {
+        m.standing = Standing::Revoked;
+        m.left = true;
+    }
+    let mut ctx = Ctx {
+        store: d.store.as_ref(),
+        dir: &dir,
+        log: &mut d.log,
+        now,
+    };
+    let (value, _) = consent
+        .resume(&ada(), inbox.seqs_and_answers(), &mut ctx)
+        .unwrap();
+    assert_eq!(value["released"], 1, "{value}");
+    let mut held: Vec<(String, Option<String>)> = consent::held_records(d.store.as_ref())
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.from, r.held))
+        .collect();
+    held.sort();
+    assert_eq!(
+        held,
+        [
+            ("@alpha".to_owned(), Some("sender_revoked".to_owned())),
+            ("@carol".to_owned(), Some("other_owner".to_owned())),
+        ]
+    );
+    // The answer was counted.
+    assert_eq!(d.store.ask(&asked.to_string()).unwrap().unwrap().answers, 1);
+}
+
 /// Resume decides again, by the rule receiving uses, what pause held:
 /// alpha's mail (same owner) and an unknown sender's are released;
 /// carol's (another owner) stays held as other_owner; mail to a mailbox
@@ -622,7 +695,9 @@ fn resume_releases_only_what_the_consent_rule_delivers() {
         .allow(&ada(), "", Some("docs"), false, &mut ctx)
         .unwrap();
 
-    let (value, events) = consent.resume(&ada(), inbox.seqs(), &mut ctx).unwrap();
+    let (value, events) = consent
+        .resume(&ada(), inbox.seqs_and_answers(), &mut ctx)
+        .unwrap();
     assert_eq!(value["released"], 2, "{value}");
     assert_eq!(value["still_held"], 2, "{value}");
     assert!(!consent.paused());

@@ -119,6 +119,8 @@ pub struct SledStore {
     consent: sled::Tree,
     /// Asks sent to other machines, by id: their replies pass unheld.
     asks: sled::Tree,
+    /// The asks by expiry (expiry ‖ id), for pruning.
+    asks_by_expiry: sled::Tree,
 }
 
 impl SledStore {
@@ -181,6 +183,7 @@ impl SledStore {
             seen_by_until: db.open_tree(SEEN_BY_UNTIL)?,
             consent: db.open_tree("consent")?,
             asks: db.open_tree("asks")?,
+            asks_by_expiry: db.open_tree("asks_by_expiry")?,
             meta,
             db,
         })
@@ -209,6 +212,11 @@ const PAUSED_KEY: &[u8] = b"paused";
 const RELAYS_KEY: &[u8] = b"relays";
 const FOLDER_PREFIX: &[u8] = b"folder/";
 const TRUSTED_PREFIX: &[u8] = b"trusted/";
+
+/// An ask's key in the expiry index: its expiry (big-endian) ‖ its id.
+fn ask_expiry_key(a: &AskRecord) -> Vec<u8> {
+    [&a.expires_at.to_be_bytes()[..], a.id.as_bytes()].concat()
+}
 
 /// A record as stored: CBOR.
 fn to_record<T: Serialize>(value: &T) -> Vec<u8> {
@@ -434,10 +442,14 @@ impl MailStore for SledStore {
     }
 
     fn put_asks(&self, asks: &[AskRecord]) -> Result<(), StoreError> {
-        let mut batch = sled::Batch::default();
+        let (mut batch, mut by_expiry) = (sled::Batch::default(), sled::Batch::default());
         for a in asks {
             batch.insert(a.id.as_bytes(), to_record(a));
+            by_expiry.insert(ask_expiry_key(a), &[]);
         }
+        // The index first: a crash between the two leaves an index entry
+        // for no record (pruned as any), never a record pruning misses.
+        self.asks_by_expiry.apply_batch(by_expiry)?;
         self.asks.apply_batch(batch)?;
         Ok(())
     }
@@ -450,17 +462,17 @@ impl MailStore for SledStore {
     }
 
     fn prune_asks(&self, before: Timestamp) -> Result<usize, StoreError> {
-        // Asks are at most the outbox's 100,000, and pruning runs every
-        // few minutes: a scan is cheaper than an index kept beside them.
+        // By the expiry index, as dedup records are: the scan reads only
+        // what expired, however many asks a week of sends left.
         let mut gone = 0;
-        for kv in self.asks.iter() {
-            let (k, v) = kv?;
-            let expired = from_record::<AskRecord>(&v)
-                .map_or(true, |a| a.expires_at < before.as_unix_millis());
-            if expired {
-                self.asks.remove(k)?;
-                gone += 1;
-            }
+        for kv in self
+            .asks_by_expiry
+            .range(..before.as_unix_millis().to_be_bytes())
+        {
+            let (k, _) = kv?;
+            self.asks.remove(&k[8..])?;
+            self.asks_by_expiry.remove(k)?;
+            gone += 1;
         }
         Ok(gone)
     }
@@ -961,6 +973,33 @@ mod tests {
     }
 
     use crate::store::testing::inbox_record;
+
+    #[test]
+    fn asks_are_pruned_by_their_expiry_and_counts_move_with_the_inbox() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+        let ask = |id: &str, expires_at: u64| AskRecord {
+            id: id.into(),
+            to_peer: "p".into(),
+            mailbox: None,
+            expires_at,
+            answers: 0,
+        };
+        s.put_asks(&[ask("a", 1_000), ask("b", 2_000), ask("c", 3_000)])
+            .unwrap();
+        // A reply's count is written with its inbox record.
+        let counted = AskRecord {
+            answers: 1,
+            ..ask("b", 2_000)
+        };
+        s.put_inbox(&[inbox_record(1, None, false, false)], &[], &[counted])
+            .unwrap();
+        assert_eq!(s.ask("b").unwrap().unwrap().answers, 1);
+        assert_eq!(s.prune_asks(Timestamp::from_unix_millis(2_001)).unwrap(), 2);
+        assert!(s.ask("a").unwrap().is_none() && s.ask("b").unwrap().is_none());
+        assert_eq!(s.ask("c").unwrap().unwrap().expires_at, 3_000);
+        assert_eq!(s.prune_asks(Timestamp::from_unix_millis(2_001)).unwrap(), 0);
+    }
 
     #[test]
     fn the_unread_index_follows_every_write_and_is_built_by_migration() {

@@ -14,9 +14,6 @@
 //! team code is shown: the joiner's claim is only what the prompt shows
 //! first.
 //!
-//! ```text
-//! ```
-//!
 //! Limits, each a setting (`[join]` in config.toml): requests waiting at
 //! once from all machines (`max_pending`), requests per machine per minute
 //! (`max_per_peer_per_minute`), and how long a request waits

@@ -449,6 +449,12 @@ impl Founder {
             }
             _ => {}
         }
+        if let Some(DeskState::Cancelled(why)) = self.desk.get(id).map(|r| r.state.clone()) {
+            return err(
+                codes::REQUEST_CANCELLED,
+                format!("the request ended: {why}"),
+            );
+        }
         match self.desk.choose_person(id, person.clone()) {
             Some(team) => ok(api::AdmitApproved {
                 team_code: team.to_string(),

@@ -467,17 +467,20 @@ impl Team {
                 format!("no current member is named {machine:?}; members: {known}"),
             );
         };
-        let (peer, was, seq, id) = (
-            member.peer,
-            member.owner.to_string(),
-            member.person_seq.saturating_add(1),
-            team.id(),
-        );
+        let Some(seq) = member.person_seq.checked_add(1) else {
+            return err(
+                codes::REFUSED,
+                "this machine's person can't be moved again: its Person blocks reached the last sequence number",
+            );
+        };
+        let (peer, was, id) = (member.peer, member.owner.to_string(), team.id());
+        let new_person = !team.persons().contains_key(&person);
         if was == person.as_str() {
             return ok(api::PersonMoved {
                 machine: machine.into(),
                 was: was.clone(),
                 person: was,
+                new_person: false,
             });
         }
         let by = core.me.peer_id();
@@ -501,6 +504,7 @@ impl Team {
             machine: machine.into(),
             was,
             person: person.to_string(),
+            new_person,
         })
     }
 

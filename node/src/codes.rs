@@ -126,6 +126,8 @@ pub const NO_MAILBOX: &str = "no_mailbox";
 pub const FOLDER_NOT_ALLOWED: &str = "folder_not_allowed";
 /// `held_full`.
 pub const HELD_FULL: &str = "held_full";
+/// `empty_text`: a message with no text (or only whitespace).
+pub const EMPTY_TEXT: &str = "empty_text";
 
 /// Every code, for checks that they stay distinct.
 pub const ALL: &[&str] = &[
@@ -190,6 +192,7 @@ pub const ALL: &[&str] = &[
     NO_MAILBOX,
     FOLDER_NOT_ALLOWED,
     HELD_FULL,
+    EMPTY_TEXT,
 ];
 
 #[cfg(test)]

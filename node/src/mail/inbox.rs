@@ -403,7 +403,7 @@ impl Inbox {
     /// that just ended were counted rather than audited one by one.
     pub(super) fn audit_refusal_counts(&mut self, ctx: &mut Ctx<'_>) {
         let (closed, overflow) = self.refusals.closed(calendar(ctx.now.wall));
-        let secs = REFUSAL_AUDIT_WINDOW.as_secs();
+        let window = agentmesh_protocol::time::exact_duration(REFUSAL_AUDIT_WINDOW);
         for ((peer, code), n) in closed {
             ctx.log.record(
                 AuditEvent::Refused,
@@ -412,7 +412,7 @@ impl Inbox {
                     peer: Some(peer.to_string()),
                     sender: Some(address(None, &ctx.dir.name_of(&peer))),
                     detail: format!(
-                        "{code}: {n} more refused like it from this machine within {secs}s (counted, not audited one by one)"
+                        "{code}: {n} more refused like it from this machine within {window} (counted, not audited one by one)"
                     ),
                     ..AuditEntry::default()
                 },
@@ -424,7 +424,8 @@ impl Inbox {
                 ctx.now.wall,
                 None,
                 format!(
-                    "{overflow} more envelopes refused from machines past the first {MAX_REFUSAL_KEYS} counted within {secs}s"
+                    "{} refused from machines past the first {MAX_REFUSAL_KEYS} counted within {window}",
+                    agentmesh_protocol::time::count(overflow, "more envelope")
                 ),
             );
         }

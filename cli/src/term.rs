@@ -138,6 +138,30 @@ pub fn ago(rfc3339: &str) -> String {
     }
 }
 
+/// Why a message is held, for people: the reason's code (`other_owner`,
+/// which `--json` keeps) as words. A code this build does not know is
+/// shown as it is.
+pub fn held_words(code: &str) -> String {
+    use agentmesh_node::mail::HeldReason;
+    match HeldReason::parse(code) {
+        Some(HeldReason::Paused) => "inbound mail is paused".into(),
+        Some(HeldReason::OtherOwner) => "from another person's machine".into(),
+        Some(HeldReason::FolderNotAllowed) => "its folder is opted out".into(),
+        None => code.to_owned(),
+    }
+}
+
+/// `n` of `thing` in English, with the verb that goes with it: `1
+/// message waits`, `2 messages wait`.
+pub fn count_with(n: usize, thing: &str, one: &str, many: &str) -> String {
+    let n = n as u64;
+    format!(
+        "{} {}",
+        agentmesh_protocol::time::count(n, thing),
+        if n == 1 { one } else { many }
+    )
+}
+
 /// Asks a person to confirm `question` (y/N). `yes`, or no terminal to
 /// ask at (a script), confirms as before.
 pub fn confirm(question: &str, yes: bool) -> anyhow::Result<bool> {
@@ -256,7 +280,7 @@ pub fn json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 /// Text from the mesh, fit for a terminal: control characters (escape
 /// sequences, carriage returns, bells) and invisible formatting characters
 /// (right-to-left overrides, zero-width characters, which can reorder what
-/// a line shows, such as `[held: other_owner]`) become `?`, so a message
+/// a line shows, such as `[held: from another person's machine]`) become `?`, so a message
 /// can't move the cursor, rewrite what is on screen, retitle the window or
 /// disguise itself. Tabs stay tabs: code is full of them.
 pub fn clean(text: &str) -> String {

@@ -313,7 +313,9 @@ fn print_outbox(rows: &[OutboxView]) {
                     },
                     r.kind.clone(),
                     status,
-                    term::clean(r.reason.as_deref().unwrap_or_default()),
+                    term::clean(&term::refusal_words(
+                        r.reason.as_deref().unwrap_or_default(),
+                    )),
                 ]
             })
             .collect();
@@ -503,7 +505,10 @@ pub fn audit(home: &Home, since: Option<&str>, json: bool) -> anyhow::Result<Exi
                 parts.push(format!("body sha256 {}", &h[..16.min(h.len())]));
             }
             if !r.detail.is_empty() {
-                parts.push(format!("- {}", term::clean(&r.detail)));
+                parts.push(format!(
+                    "- {}",
+                    term::clean(&term::held_detail_words(&r.detail))
+                ));
             }
             crate::say!("{}", parts.join("  "));
         }

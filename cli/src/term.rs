@@ -151,6 +151,39 @@ pub fn held_words(code: &str) -> String {
     }
 }
 
+/// A refusal as the outbox records it (`bravo refused it (no_mailbox):
+/// there is no mailbox …`), for people: the sentence after the code says
+/// it, so the code (which `--json` keeps) is left out.
+pub fn refusal_words(reason: &str) -> String {
+    const AT: &str = " refused it (";
+    if let Some(start) = reason.find(AT)
+        && let Some(len) = reason[start + AT.len()..].find("): ")
+    {
+        let code = &reason[start + AT.len()..start + AT.len() + len];
+        if !code.is_empty() && code.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+            let rest = &reason[start + AT.len() + len + 3..];
+            return format!("{} refused it: {rest}", &reason[..start]);
+        }
+    }
+    reason.to_owned()
+}
+
+/// An audit entry's detail for people: a hold's reason (`held:
+/// other_owner …`) in words, as `held` shows it.
+pub fn held_detail_words(detail: &str) -> String {
+    let Some(rest) = detail.strip_prefix("held: ") else {
+        return detail.to_owned();
+    };
+    let code: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+        .collect();
+    match agentmesh_node::mail::HeldReason::parse(&code) {
+        Some(_) => format!("held: {}{}", held_words(&code), &rest[code.len()..]),
+        None => detail.to_owned(),
+    }
+}
+
 /// `n` of `thing` in English, with the verb that goes with it: `1
 /// message waits`, `2 messages wait`.
 pub fn count_with(n: usize, thing: &str, one: &str, many: &str) -> String {
@@ -318,6 +351,21 @@ macro_rules! say {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn codes_in_text_output_become_words() {
+        assert_eq!(
+            refusal_words("bravo refused it (no_mailbox): there is no mailbox x on bravo"),
+            "bravo refused it: there is no mailbox x on bravo"
+        );
+        assert_eq!(refusal_words("last attempt: busy"), "last attempt: busy");
+        assert_eq!(
+            held_detail_words("held: other_owner (it was held by pause)"),
+            "held: from another person's machine (it was held by pause)"
+        );
+        assert_eq!(held_detail_words("held: someday"), "held: someday");
+        assert_eq!(held_detail_words("tell delivered"), "tell delivered");
+    }
 
     #[test]
     fn control_and_invisible_characters_are_shown_as_question_marks() {

@@ -426,6 +426,20 @@ fn held_mail_reads_in_words_and_counts_in_english() {
         )
     );
     assert!(!text.contains("other_owner"), "{text}");
+    // The audit log's text too; its JSON keeps the code.
+    let audit = a.ok(&["audit"]);
+    assert!(
+        audit.contains(&format!("id {id}"))
+            && audit.contains("- held: from another person's machine"),
+        "{audit}"
+    );
+    assert!(
+        a.json(&["audit"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["id"] == id.as_str() && e["detail"] == "held: other_owner")
+    );
     // One message, said as one.
     let status = a.ok(&["status"]);
     assert!(

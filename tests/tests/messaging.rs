@@ -158,6 +158,24 @@ fn clear_errors_for_bad_recipients_and_bodies() {
     );
     let e = a.fails(&["send", "nobox@alpha", "hi"]);
     assert!(e.contains("no mailbox nobox"), "{e}");
+    // Another machine's refusal: its code in the JSON, its words in text.
+    let refused = a.send("nobox@bravo", "hi");
+    let m = wait_for("bravo's refusal", || {
+        Some(a.outbox_entry(&refused)).filter(|m| m["status"] == "failed")
+    });
+    assert!(
+        m["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("bravo refused it (no_mailbox): there is no mailbox nobox on bravo"),
+        "{m}"
+    );
+    let text = a.ok(&["outbox"]);
+    assert!(
+        text.contains("bravo refused it: there is no mailbox nobox on bravo")
+            && !text.contains("(no_mailbox)"),
+        "{text}"
+    );
     let e = a.fails(&["send", "Bad@bravo", "hi"]);
     assert!(e.contains("invalid mailbox name"), "{e}");
     let e = a.fails(&["send", "bravo", "hi"]);

@@ -333,6 +333,18 @@ pub fn dial_reason(error: &DialError) -> String {
     }
 }
 
+/// `why` a dial failed; when the machine is `connected` another way, also
+/// that this address is not how to reach it.
+pub fn other_way(why: String, connected: bool) -> String {
+    if connected {
+        format!(
+            "{why}; the machine is connected another way (`agentmesh peers` shows it), and this address is not how to reach it"
+        )
+    } else {
+        why
+    }
+}
+
 /// What one transport's failure to dial an address means.
 fn transport_reason(error: &libp2p::TransportError<std::io::Error>) -> String {
     use std::io::ErrorKind;

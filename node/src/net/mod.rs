@@ -36,6 +36,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use agentmesh_protocol::contact::SignedContact;
+use agentmesh_protocol::time::exact_duration;
 use agentmesh_protocol::{Identity, Multiaddr, PeerId};
 use futures::StreamExt;
 use libp2p::multiaddr::Protocol;
@@ -439,9 +440,9 @@ impl Net {
         now: Instant,
     ) {
         tracing::debug!(?peer_id, %error, "dial failed");
+        let why = connect::dial_reason(error);
         if let Some(p) = peer_id.filter(|p| !self.swarm.is_connected(p)) {
-            self.reach
-                .on_dial_failed(&p, &connect::dial_reason(error), now);
+            self.reach.on_dial_failed(&p, &why, now);
             if self.team.is_member(&p) {
                 // No address it knows reached the member: ask Kademlia
                 // (a publicly reachable member is in the relays' tables).
@@ -460,13 +461,7 @@ impl Net {
             libp2p::swarm::DialError::Denied { cause }
                 if cause.downcast_ref::<libp2p::connection_limits::Exceeded>().is_some()
         );
-        let why = connect::dial_reason(error);
-        let why = match peer_id.filter(|p| self.peers.is_connected(p)) {
-            Some(_) => format!(
-                "{why}; the machine is connected another way (`agentmesh peers` shows it), and this address is not how to reach it"
-            ),
-            None => why,
-        };
+        let why = connect::other_way(why, peer_id.is_some_and(|p| self.peers.is_connected(&p)));
         let peers = &self.peers;
         let (fallback, answers) =
             self.connects
@@ -584,10 +579,7 @@ impl Net {
     /// Fails every request whose answer is overdue: a request routed into
     /// a connection that died unseen would otherwise wait for ever.
     fn expire_requests(&mut self, now: Instant) {
-        let late = format!(
-            "no answer within {}",
-            agentmesh_protocol::time::exact_duration(ANSWER_DEADLINE)
-        );
+        let late = format!("no answer within {}", exact_duration(ANSWER_DEADLINE));
         self.carriage.expire(now);
         for peer in self.waiting.sync.overdue(now) {
             let why = late.clone();

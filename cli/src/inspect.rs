@@ -94,14 +94,19 @@ pub fn print_status(s: &Status) {
     }
     if s.held > 0 {
         crate::say!(
-            "held       {} message(s) wait for approval: `agentmesh held`",
-            s.held
+            "held       {} for approval: `agentmesh held`",
+            term::count_with(s.held, "message", "waits", "wait")
         );
     }
     if s.outbox_waiting > 0 {
         crate::say!(
-            "outbox     {} message(s) on their way: `agentmesh outbox`",
-            s.outbox_waiting
+            "outbox     {} on {} way: `agentmesh outbox`",
+            term::count_with(s.outbox_waiting, "message", "is", "are"),
+            if s.outbox_waiting == 1 {
+                "its"
+            } else {
+                "their"
+            }
         );
     }
     if s.test_build {
@@ -170,7 +175,7 @@ pub fn peers(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
                 },
                 r.transport.clone().unwrap_or_else(|| "-".into()),
                 r.rtt_ms
-                    .map_or_else(|| "-".into(), |ms| format!("{ms:.1}ms")),
+                    .map_or_else(|| "-".into(), |ms| format!("{ms:.1} ms")),
                 match (&r.connection[..], &r.last_seen) {
                     ("direct" | "hole-punched" | "relayed", _) => "now".into(),
                     (_, Some(t)) => term::ago(t),
@@ -475,7 +480,10 @@ pub fn doctor(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
             if s.held > 0 {
                 check(
                     "warn",
-                    format!("{} message(s) wait for approval", s.held),
+                    format!(
+                        "{} for approval",
+                        term::count_with(s.held, "message", "waits", "wait")
+                    ),
                     Some("see them with `agentmesh held`".into()),
                 );
             }
@@ -483,7 +491,9 @@ pub fn doctor(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
                 check(
                     "warn",
                     format!(
-                        "{n} message(s) to {machine} wait in the outbox (the oldest sent {}); {machine} is not reachable now",
+                        "{} to {machine} {} in the outbox (the oldest sent {}); {machine} is not reachable now",
+                        agentmesh_protocol::time::count(n as u64, "message"),
+                        if n == 1 { "waits" } else { "wait" },
                         term::ago(&oldest)
                     ),
                     Some(format!(

@@ -31,25 +31,29 @@ fn simple<T: serde::de::DeserializeOwned + serde::Serialize>(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `agentmesh send TO TEXT`.
-pub fn send(
-    home: &Home,
-    to: &str,
-    text: &str,
-    ask: bool,
-    reply_to: Option<String>,
-    from: Option<String>,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
+/// The text of `send` or `reply`: as given, or standard input for `-`;
+/// refused here if it is empty or over what a message carries, before
+/// anything is sent (the daemon refuses it too, for every client).
+fn message_text(text: &str) -> anyhow::Result<String> {
     let text = if text == "-" {
         // One byte past the limit is enough to say it is too large (the
-        // client says so); a cut character there is not an encoding error.
+        // check below says so); a cut character there is not an encoding
+        // error.
+        let max = agentmesh_protocol::cbor::MAX_BODY_BYTES;
+        let mut stdin = std::io::stdin().lock();
         let mut buf = vec![];
-        std::io::stdin()
-            .take(agentmesh_protocol::cbor::MAX_BODY_BYTES as u64 + 1)
-            .read_to_end(&mut buf)?;
-        if buf.len() > agentmesh_protocol::cbor::MAX_BODY_BYTES {
-            String::from_utf8_lossy(&buf).into_owned()
+        (&mut stdin).take(max as u64 + 1).read_to_end(&mut buf)?;
+        if buf.len() > max {
+            // Too large: said with the text's own size, counted without
+            // keeping the rest.
+            let len = buf.len() as u64 + std::io::copy(&mut stdin, &mut std::io::sink())?;
+            return Err(agentmesh_node::client::ClientError::Api(
+                agentmesh_node::api::ApiError::new(
+                    agentmesh_node::codes::TOO_LARGE,
+                    agentmesh_node::api::too_large_text(len),
+                ),
+            )
+            .into());
         } else {
             String::from_utf8(buf).map_err(|_| {
                 anyhow::anyhow!(
@@ -60,11 +64,30 @@ pub fn send(
     } else {
         text.to_owned()
     };
-    // Typed at a terminal, this is the person speaking: the sending
-    // mailbox's hop goes back to 0, as an agent's does at its person's
-    // prompt. Run by a script or an agent's shell tool, it is not, and the
-    // loop rules apply to it as to any client (docs/agents.md).
-    let person = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    agentmesh_node::api::check_text(&text).map_err(agentmesh_node::client::ClientError::Api)?;
+    Ok(text)
+}
+
+/// Typed at a terminal, a command is the person speaking: the sending
+/// mailbox's hop goes back to 0, as an agent's does at its person's
+/// prompt. Run by a script or an agent's shell tool, it is not, and the
+/// loop rules apply to it as to any client (docs/agents.md).
+fn person_speaks() -> bool {
+    std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
+}
+
+/// `agentmesh send TO TEXT`.
+pub fn send(
+    home: &Home,
+    to: &str,
+    text: &str,
+    ask: bool,
+    reply_to: Option<String>,
+    from: Option<String>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let text = message_text(text)?;
+    let person = person_speaks();
     let reset = Op::HopReset {
         mailbox: Some(from.clone().unwrap_or_else(|| "@".into())),
     };
@@ -79,7 +102,46 @@ pub fn send(
     let value: serde_json::Value = rt.block_on(async {
         let mut c = term::client(home).await?;
         if person {
-            let _: serde_json::Value = c.call(reset).await?;
+            // A mailbox that does not exist has no hop to reset; the send
+            // says why it is refused.
+            let _ = c.call::<serde_json::Value>(reset).await;
+        }
+        anyhow::Ok(c.call(op).await?)
+    })?;
+    if json {
+        term::json(&value)?;
+    } else {
+        crate::say!("{}", value["id"].as_str().unwrap_or_default());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `agentmesh reply ID TEXT`: to the sender of the received message ID,
+/// from the mailbox that received it, in its thread. At a terminal it is
+/// the person answering: the message is marked read (they are answering
+/// it) and that mailbox's hop goes back to 0, as `send` does.
+pub fn reply(home: &Home, id: &str, text: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let text = message_text(text)?;
+    let person = person_speaks();
+    let op = Op::Send {
+        to: String::new(),
+        text,
+        ask: false,
+        reply_to: Some(id.to_owned()),
+        from_mailbox: None,
+    };
+    let rt = term::runtime()?;
+    let value: serde_json::Value = rt.block_on(async {
+        let mut c = term::client(home).await?;
+        if person {
+            // Held mail can't be read: it keeps its hop, and the send says
+            // whether it may be answered.
+            if let Ok(m) = c.call::<MessageView>(Op::Read { id: id.into() }).await {
+                let reset = Op::HopReset {
+                    mailbox: Some(m.mailbox.unwrap_or_else(|| "@".into())),
+                };
+                let _ = c.call::<serde_json::Value>(reset).await;
+            }
         }
         anyhow::Ok(c.call(op).await?)
     })?;
@@ -120,7 +182,7 @@ pub fn print_message(m: &MessageView) {
         if m.read { "" } else { " [unread]" },
         m.held
             .as_deref()
-            .map(|h| format!(" [held: {h}]"))
+            .map(|h| format!(" [held: {}]", term::held_words(h)))
             .unwrap_or_default(),
     );
     if let Some(gone) = &m.sender_gone {
@@ -190,7 +252,9 @@ pub fn inbox(
             .map_or(0, |s: Status| s.held);
         if held > 0 {
             crate::say!(
-                "No messages. {held} message(s) wait for approval: see them with `agentmesh held`."
+                "No messages. {} for approval: see {} with `agentmesh held`.",
+                term::count_with(held, "message", "waits", "wait"),
+                if held == 1 { "it" } else { "them" }
             );
         } else {
             crate::say!("No messages.");
@@ -208,9 +272,28 @@ pub fn read(home: &Home, id: &str, json: bool) -> anyhow::Result<ExitCode> {
     simple::<MessageView>(home, Op::Read { id: id.into() }, json, print_message)
 }
 
-/// `agentmesh outbox`.
-pub fn outbox(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
-    simple::<Vec<OutboxView>>(home, Op::Outbox, json, |rows| {
+/// `agentmesh outbox`: with `limit`, only the newest that many.
+pub fn outbox(home: &Home, limit: Option<usize>, json: bool) -> anyhow::Result<ExitCode> {
+    let rt = term::runtime()?;
+    let mut rows: Vec<OutboxView> = rt.block_on(async {
+        let mut c = term::client(home).await?;
+        anyhow::Ok(c.call(Op::Outbox).await?)
+    })?;
+    if let Some(l) = limit {
+        // Oldest first: the newest are the last.
+        rows.drain(..rows.len().saturating_sub(l));
+    }
+    if json {
+        term::json(&rows)?;
+    } else {
+        print_outbox(&rows);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The outbox as a table for people.
+fn print_outbox(rows: &[OutboxView]) {
+    {
         if rows.is_empty() {
             crate::say!("Nothing sent yet.");
             return;
@@ -243,12 +326,14 @@ pub fn outbox(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
                     },
                     r.kind.clone(),
                     status,
-                    term::clean(r.reason.as_deref().unwrap_or_default()),
+                    term::clean(&term::refusal_words(
+                        r.reason.as_deref().unwrap_or_default(),
+                    )),
                 ]
             })
             .collect();
         term::table(&["SENT", "ID", "TO", "KIND", "STATUS", "REASON"], &table);
-    })
+    }
 }
 
 /// `agentmesh held`.
@@ -376,22 +461,34 @@ pub fn allow(
 /// `agentmesh pause` / `agentmesh resume`.
 pub fn pause(home: &Home, paused: bool, json: bool) -> anyhow::Result<ExitCode> {
     let op = if paused { Op::Pause } else { Op::Resume };
-    simple::<serde_json::Value>(home, op, json, |v| {
-        if paused {
-            crate::say!("Inbound mail is paused: it is held until `agentmesh resume`.");
-        } else {
+    let rt = term::runtime()?;
+    let (v, held) = rt.block_on(async {
+        let mut c = term::client(home).await?;
+        let v: serde_json::Value = c.call(op).await?;
+        // What waits for approval now, whatever held it: mail from
+        // another person's machine was held for that from the start.
+        let held = c.status().await.map_or(0, |s| s.held);
+        anyhow::Ok((v, held))
+    })?;
+    if json {
+        term::json(&v)?;
+    } else if paused {
+        crate::say!("Inbound mail is paused: it is held until `agentmesh resume`.");
+    } else {
+        let released = v["released"].as_u64().unwrap_or(0);
+        crate::say!(
+            "Inbound mail is delivered again ({} released).",
+            agentmesh_protocol::time::count(released, "held message")
+        );
+        if held > 0 {
             crate::say!(
-                "Inbound mail is delivered again ({} held message(s) released).",
-                v["released"].as_u64().unwrap_or(0)
+                "{} still {} for approval (from another person's machine, or to a folder opted out): `agentmesh held`.",
+                agentmesh_protocol::time::count(held as u64, "message"),
+                if held == 1 { "waits" } else { "wait" }
             );
-            let still = v["still_held"].as_u64().unwrap_or(0);
-            if still > 0 {
-                crate::say!(
-                    "{still} still wait for approval (another person's untrusted machine, or a denied folder): `agentmesh held`."
-                );
-            }
         }
-    })
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `agentmesh audit`.
@@ -421,7 +518,10 @@ pub fn audit(home: &Home, since: Option<&str>, json: bool) -> anyhow::Result<Exi
                 parts.push(format!("body sha256 {}", &h[..16.min(h.len())]));
             }
             if !r.detail.is_empty() {
-                parts.push(format!("- {}", term::clean(&r.detail)));
+                parts.push(format!(
+                    "- {}",
+                    term::clean(&term::held_detail_words(&r.detail))
+                ));
             }
             crate::say!("{}", parts.join("  "));
         }
@@ -467,6 +567,22 @@ pub fn watch(
         }
     });
     let rt = term::runtime()?;
+    if let Some(m) = &mailbox {
+        // A mailbox that does not exist would be watched forever in
+        // silence: the daemon says so (with a near name) as `inbox` does.
+        rt.block_on(async {
+            let mut c = term::client(home).await?;
+            let _: InboxPage = c
+                .call(Op::Inbox {
+                    mailbox: Some(m.clone()),
+                    unread: true,
+                    after_seq: Some(u64::MAX),
+                    limit: Some(1),
+                })
+                .await?;
+            anyhow::Ok(())
+        })?;
+    }
     let result: anyhow::Result<ExitCode> = rt.block_on(async {
         // The newest message seq seen: reattaching after it misses nothing.
         let mut after: Option<u64> = None;
@@ -531,7 +647,7 @@ pub fn watch(
                                 _ if json => {}
                                 Event::Message { message } => print_message(&message),
                                 Event::Held { message } => {
-                                    crate::say!("HELD for approval ({}):", message.held.clone().unwrap_or_default());
+                                    crate::say!("HELD for approval ({}):", term::held_words(message.held.as_deref().unwrap_or_default()));
                                     print_message(&message);
                                     crate::say!("  -> type `approve {}` or `reject {}`", message.id, message.id);
                                 }

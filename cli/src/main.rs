@@ -123,8 +123,7 @@ enum Command {
     },
     /// Print a single-use ticket another machine can join with.
     Invite {
-        /// How long the ticket lasts, e.g. 10m, 1h.
-        #[arg(long, value_name = "DURATION")]
+        #[arg(long, value_name = "DURATION", help = invite_ttl_help())]
         ttl: Option<String>,
     },
     /// Ask to join a team with a ticket from its founder.
@@ -172,6 +171,14 @@ enum Command {
         #[arg(long, value_name = "MAILBOX")]
         from: Option<String>,
     },
+    /// Reply to a received message: to its sender, from the mailbox that
+    /// received it, in its thread.
+    Reply {
+        /// The message id, or a unique prefix of it.
+        id: String,
+        /// The reply; `-` reads it from standard input.
+        text: String,
+    },
     /// List received messages.
     Inbox {
         /// Only this mailbox (`@` for the owner's).
@@ -190,7 +197,11 @@ enum Command {
         id: String,
     },
     /// List sent messages and where each stands.
-    Outbox,
+    Outbox {
+        /// Only the newest N.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+    },
     /// Print messages and approval prompts as they arrive, until Ctrl-C.
     Watch {
         /// Only this mailbox.
@@ -350,6 +361,23 @@ enum TeamCommand {
     },
 }
 
+/// `invite --ttl`'s help: the default and the longest a ticket may
+/// last, as a fresh config.toml has them.
+fn invite_ttl_help() -> String {
+    use agentmesh_protocol::time::exact_duration;
+    let join = agentmesh_node::config::JoinConfig::default();
+    let spoken = |d: &str| {
+        humantime::parse_duration(d)
+            .map(exact_duration)
+            .unwrap_or_else(|_| d.to_owned())
+    };
+    format!(
+        "How long the ticket lasts, e.g. 10m, 1h. Default: {} (join.invite_ttl in config.toml); at most {} (join.max_invite_ttl, which may be raised to 7 days)",
+        spoken(&join.invite_ttl),
+        spoken(&join.max_invite_ttl)
+    )
+}
+
 /// `agentmesh 0.1.0`, saying so when this is a test build.
 fn version() -> &'static str {
     let v = if agentmesh_node::clock::TEST_BUILD {
@@ -443,7 +471,8 @@ fn main() -> ExitCode {
             limit,
         } => mail::inbox(&home, mailbox, unread, limit, json),
         Command::Read { id } => mail::read(&home, &id, json),
-        Command::Outbox => mail::outbox(&home, json),
+        Command::Reply { id, text } => mail::reply(&home, &id, &text, json),
+        Command::Outbox { limit } => mail::outbox(&home, limit, json),
         Command::Watch {
             mailbox,
             no_reconnect,

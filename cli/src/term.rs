@@ -203,6 +203,64 @@ pub fn ago(rfc3339: &str) -> String {
     }
 }
 
+/// Why a message is held, for people: the reason's code (`other_owner`,
+/// which `--json` keeps) as words. A code this build does not know is
+/// shown as it is.
+pub fn held_words(code: &str) -> String {
+    use agentmesh_node::mail::HeldReason;
+    match HeldReason::parse(code) {
+        Some(HeldReason::Paused) => "inbound mail is paused".into(),
+        Some(HeldReason::OtherOwner) => "from another person's machine".into(),
+        Some(HeldReason::FolderNotAllowed) => "its folder is opted out".into(),
+        Some(HeldReason::SenderRevoked) => "its sending machine left or was revoked since".into(),
+        None => code.to_owned(),
+    }
+}
+
+/// A refusal as the outbox records it (`bravo refused it (no_mailbox):
+/// there is no mailbox …`), for people: the sentence after the code says
+/// it, so the code (which `--json` keeps) is left out.
+pub fn refusal_words(reason: &str) -> String {
+    const AT: &str = " refused it (";
+    if let Some(start) = reason.find(AT)
+        && let Some(len) = reason[start + AT.len()..].find("): ")
+    {
+        let code = &reason[start + AT.len()..start + AT.len() + len];
+        if !code.is_empty() && code.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+            let rest = &reason[start + AT.len() + len + 3..];
+            return format!("{} refused it: {rest}", &reason[..start]);
+        }
+    }
+    reason.to_owned()
+}
+
+/// An audit entry's detail for people: a hold's reason (`held:
+/// other_owner …`) in words, as `held` shows it.
+pub fn held_detail_words(detail: &str) -> String {
+    let Some(rest) = detail.strip_prefix("held: ") else {
+        return detail.to_owned();
+    };
+    let code: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+        .collect();
+    match agentmesh_node::mail::HeldReason::parse(&code) {
+        Some(_) => format!("held: {}{}", held_words(&code), &rest[code.len()..]),
+        None => detail.to_owned(),
+    }
+}
+
+/// `n` of `thing` in English, with the verb that goes with it: `1
+/// message waits`, `2 messages wait`.
+pub fn count_with(n: usize, thing: &str, one: &str, many: &str) -> String {
+    let n = n as u64;
+    format!(
+        "{} {}",
+        agentmesh_protocol::time::count(n, thing),
+        if n == 1 { one } else { many }
+    )
+}
+
 /// Asks a person to confirm `question` (y/N); `yes` (`--yes`) confirms
 /// without asking. With no terminal to ask at (a script, an agent) and no
 /// `--yes`, it refuses, naming `what` would have been done: these are
@@ -338,7 +396,7 @@ pub fn json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 /// Text from the mesh, fit for a terminal: control characters (escape
 /// sequences, carriage returns, bells) and invisible formatting characters
 /// (right-to-left overrides, zero-width characters, which can reorder what
-/// a line shows, such as `[held: other_owner]`) become `?`, so a message
+/// a line shows, such as `[held: from another person's machine]`) become `?`, so a message
 /// can't move the cursor, rewrite what is on screen, retitle the window or
 /// disguise itself. Tabs stay tabs: code is full of them.
 pub fn clean(text: &str) -> String {
@@ -376,6 +434,21 @@ macro_rules! say {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn codes_in_text_output_become_words() {
+        assert_eq!(
+            refusal_words("bravo refused it (no_mailbox): there is no mailbox x on bravo"),
+            "bravo refused it: there is no mailbox x on bravo"
+        );
+        assert_eq!(refusal_words("last attempt: busy"), "last attempt: busy");
+        assert_eq!(
+            held_detail_words("held: other_owner (it was held by pause)"),
+            "held: from another person's machine (it was held by pause)"
+        );
+        assert_eq!(held_detail_words("held: someday"), "held: someday");
+        assert_eq!(held_detail_words("tell delivered"), "tell delivered");
+    }
 
     #[test]
     fn control_and_invisible_characters_are_shown_as_question_marks() {

@@ -238,20 +238,11 @@ impl Client {
     }
 }
 
-/// A message too large is said here, before the text is escaped into a
-/// frame whose own limit would give a less useful answer.
+/// A message too large (or empty) is said here, before the text is
+/// escaped into a frame whose own limit would give a less useful answer.
 fn too_large(op: &Op) -> Result<(), ClientError> {
-    if let Op::Send { text, .. } = op
-        && text.len() > agentmesh_protocol::cbor::MAX_BODY_BYTES
-    {
-        return Err(ClientError::Api(ApiError::new(
-            codes::TOO_LARGE,
-            format!(
-                "the message is {} bytes, over the limit of {} bytes (64 KiB); send less text, or send it in parts",
-                text.len(),
-                agentmesh_protocol::cbor::MAX_BODY_BYTES
-            ),
-        )));
+    if let Op::Send { text, .. } = op {
+        api::check_text(text).map_err(ClientError::Api)?;
     }
     Ok(())
 }

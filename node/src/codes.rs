@@ -135,6 +135,8 @@ pub const UNKNOWN_PERSON: &str = "unknown_person";
 /// `sender_revoked`: held mail whose sending machine was revoked (or
 /// left) since; it can only be rejected.
 pub const SENDER_REVOKED: &str = "sender_revoked";
+/// `empty_text`: a message with no text (or only whitespace).
+pub const EMPTY_TEXT: &str = "empty_text";
 
 /// Every code, for checks that they stay distinct.
 pub const ALL: &[&str] = &[
@@ -202,6 +204,7 @@ pub const ALL: &[&str] = &[
     PERSON_EXISTS,
     UNKNOWN_PERSON,
     SENDER_REVOKED,
+    EMPTY_TEXT,
 ];
 
 #[cfg(test)]

@@ -174,9 +174,9 @@ impl Header {
         let lifetime = self.expires_at.since(self.sent_at);
         if lifetime > MAX_ENVELOPE_LIFETIME {
             return Err(format!(
-                "claims a lifetime of {}s, over the maximum of {}s",
-                lifetime.as_secs(),
-                MAX_ENVELOPE_LIFETIME.as_secs()
+                "claims a lifetime of {}, over the maximum of {}",
+                crate::time::exact_duration(lifetime),
+                crate::time::exact_duration(MAX_ENVELOPE_LIFETIME)
             ));
         }
         Ok(())

@@ -78,23 +78,60 @@ impl fmt::Display for Timestamp {
     }
 }
 
-/// How far apart two times are, for people: `3 min`, `2 h`, `5 days`.
+/// How far apart two times are, for people, rounded to the unit that
+/// reads best: `42 s`, `3 min`, `2 h`, `5 days`.
 pub fn human_duration(d: Duration) -> String {
     let s = d.as_secs();
     match s {
         0..=59 => format!("{s} s"),
         60..=5_399 => format!("{} min", (s + 30) / 60),
         5_400..=129_599 => format!("{} h", (s + 1_800) / 3_600),
-        _ => format!("{} days", (s + 43_200) / 86_400),
+        _ => count((s + 43_200) / 86_400, "day"),
     }
 }
 
-/// When `then` is, seen from `now`: `3 min ago`, `in 2 h`.
+/// A duration someone configured or a limit, for people, exactly: in the
+/// largest unit that divides it (`1 day`, `36 h`, `90 min`, `1 s`, `250
+/// ms`), so a limit reads as what it is (`between 1 s and 1 day`), where
+/// [`human_duration`] would round.
+pub fn exact_duration(d: Duration) -> String {
+    let ms = duration_ms(d);
+    const DAY: u64 = 86_400_000;
+    match ms {
+        _ if ms >= DAY && ms.is_multiple_of(DAY) => count(ms / DAY, "day"),
+        _ if ms >= 3_600_000 && ms.is_multiple_of(3_600_000) => format!("{} h", ms / 3_600_000),
+        _ if ms >= 60_000 && ms.is_multiple_of(60_000) => format!("{} min", ms / 60_000),
+        _ if ms.is_multiple_of(1_000) => format!("{} s", ms / 1_000),
+        _ => format!("{ms} ms"),
+    }
+}
+
+/// `n` of `thing`, in English: `1 message`, `2 messages`, `0 messages`
+/// (for nouns whose plural adds an `s`; [`count_as`] for the others).
+pub fn count(n: u64, thing: &str) -> String {
+    count_as(n, thing, &format!("{thing}s"))
+}
+
+/// `n` of something whose singular is `one` and plural `many`: `1 entry`,
+/// `3 entries`.
+pub fn count_as(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// When `then` is, seen from `now`: `3 min ago`, `in 2 h`, and `just
+/// now` within the second (where `0 s ago` would read oddly).
 pub fn relative(then: Timestamp, now: Timestamp) -> String {
-    if then <= now {
-        format!("{} ago", human_duration(now.since(then)))
+    let apart = if then <= now {
+        now.since(then)
     } else {
-        format!("in {}", human_duration(then.since(now)))
+        then.since(now)
+    };
+    if apart < Duration::from_secs(1) {
+        "just now".to_owned()
+    } else if then <= now {
+        format!("{} ago", human_duration(apart))
+    } else {
+        format!("in {}", human_duration(apart))
     }
 }
 
@@ -128,5 +165,25 @@ mod tests {
         );
         assert_eq!(human_duration(Duration::from_secs(8 * 86_400)), "8 days");
         assert_eq!(human_duration(Duration::from_secs(42)), "42 s");
+        assert_eq!(relative(now, now), "just now");
+        assert_eq!(
+            relative(now.saturating_add(Duration::from_secs(2)), now),
+            "in 2 s"
+        );
+    }
+
+    #[test]
+    fn limits_read_exactly_and_counts_agree_with_their_number() {
+        assert_eq!(exact_duration(Duration::from_secs(86_400)), "1 day");
+        assert_eq!(exact_duration(Duration::from_secs(7 * 86_400)), "7 days");
+        assert_eq!(exact_duration(Duration::from_secs(36 * 3_600)), "36 h");
+        assert_eq!(exact_duration(Duration::from_secs(600)), "10 min");
+        assert_eq!(exact_duration(Duration::from_secs(1)), "1 s");
+        assert_eq!(exact_duration(Duration::from_millis(1_500)), "1500 ms");
+        assert_eq!(count(1, "message"), "1 message");
+        assert_eq!(count(0, "message"), "0 messages");
+        assert_eq!(count(2, "day"), "2 days");
+        assert_eq!(count_as(1, "entry", "entries"), "1 entry");
+        assert_eq!(count_as(3, "entry", "entries"), "3 entries");
     }
 }

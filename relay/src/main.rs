@@ -33,32 +33,40 @@ struct Cli {
     #[arg(long, value_name = "PEER_ID")]
     allow: Vec<libp2p::PeerId>,
     /// Reservations at once, from everyone.
-    #[arg(long, value_name = "N")]
-    max_reservations: Option<usize>,
+    #[arg(long, value_name = "N", default_value_t = defaults().max_reservations)]
+    max_reservations: usize,
     /// Reservations at once, per peer.
-    #[arg(long, value_name = "N")]
-    max_reservations_per_peer: Option<usize>,
+    #[arg(long, value_name = "N", default_value_t = defaults().max_reservations_per_peer)]
+    max_reservations_per_peer: usize,
     /// How long a reservation lasts before it must be renewed, e.g. 1h.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
-    reservation_duration: Option<std::time::Duration>,
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value_t = humantime::Duration::from(defaults().reservation_duration)
+    )]
+    reservation_duration: humantime::Duration,
     /// Circuits at once, from everyone.
-    #[arg(long, value_name = "N")]
-    max_circuits: Option<usize>,
+    #[arg(long, value_name = "N", default_value_t = defaults().max_circuits)]
+    max_circuits: usize,
     /// Circuits at once, per peer.
-    #[arg(long, value_name = "N")]
-    max_circuits_per_peer: Option<usize>,
+    #[arg(long, value_name = "N", default_value_t = defaults().max_circuits_per_peer)]
+    max_circuits_per_peer: usize,
     /// How long one circuit may stay open, e.g. 2m.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
-    max_circuit_duration: Option<std::time::Duration>,
-    /// Bytes one circuit may carry.
-    #[arg(long, value_name = "BYTES")]
-    max_circuit_bytes: Option<u64>,
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value_t = humantime::Duration::from(defaults().max_circuit_duration)
+    )]
+    max_circuit_duration: humantime::Duration,
+    /// Bytes one circuit may carry (both ways together).
+    #[arg(long, value_name = "BYTES", default_value_t = defaults().max_circuit_bytes)]
+    max_circuit_bytes: u64,
     /// Reservations one peer may ask for per minute.
-    #[arg(long, value_name = "N")]
-    reservations_per_peer_per_minute: Option<std::num::NonZeroU32>,
+    #[arg(long, value_name = "N", default_value_t = defaults().reservations_per_peer_per_minute)]
+    reservations_per_peer_per_minute: std::num::NonZeroU32,
     /// Reservations one IP address may ask for per minute.
-    #[arg(long, value_name = "N")]
-    reservations_per_ip_per_minute: Option<std::num::NonZeroU32>,
+    #[arg(long, value_name = "N", default_value_t = defaults().reservations_per_ip_per_minute)]
+    reservations_per_ip_per_minute: std::num::NonZeroU32,
     /// Inbound connections at once (handshakes included) from one IP
     /// address (for IPv6: one /64).
     #[arg(long, value_name = "N", default_value_t = agentmesh_relay::CONNECTIONS_PER_IP)]
@@ -74,10 +82,9 @@ struct Cli {
     #[arg(
         long,
         value_name = "DURATION",
-        value_parser = humantime::parse_duration,
-        default_value = "30s"
+        default_value_t = humantime::Duration::from(defaults().circuit_idle_timeout)
     )]
-    circuit_idle_timeout: std::time::Duration,
+    circuit_idle_timeout: humantime::Duration,
     /// Serve Prometheus metrics on GET http://ADDR/metrics; with no ADDR,
     /// 127.0.0.1:9091. Off without this flag. Keep it on loopback or
     /// behind a firewall.
@@ -90,6 +97,12 @@ struct Cli {
     metrics: Option<SocketAddr>,
     #[command(subcommand)]
     command: Option<Command>,
+}
+
+/// The relay's limits as the library sets them: what `--help` shows as
+/// each flag's default, so the two never disagree.
+fn defaults() -> Config {
+    Config::new(PathBuf::new())
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -143,21 +156,16 @@ fn main() -> ExitCode {
     config.max_connections_per_ip = cli.max_connections_per_ip;
     config.max_reservations_per_ip = cli.max_reservations_per_ip;
     config.max_circuits_per_ip = cli.max_circuits_per_ip;
-    config.circuit_idle_timeout = cli.circuit_idle_timeout;
-    macro_rules! set {
-        ($($field:ident),*) => { $( if let Some(v) = cli.$field { config.$field = v; } )* };
-    }
-    set!(
-        max_reservations,
-        max_reservations_per_peer,
-        reservation_duration,
-        max_circuits,
-        max_circuits_per_peer,
-        max_circuit_duration,
-        max_circuit_bytes,
-        reservations_per_peer_per_minute,
-        reservations_per_ip_per_minute
-    );
+    config.circuit_idle_timeout = cli.circuit_idle_timeout.into();
+    config.max_reservations = cli.max_reservations;
+    config.max_reservations_per_peer = cli.max_reservations_per_peer;
+    config.reservation_duration = cli.reservation_duration.into();
+    config.max_circuits = cli.max_circuits;
+    config.max_circuits_per_peer = cli.max_circuits_per_peer;
+    config.max_circuit_duration = cli.max_circuit_duration.into();
+    config.max_circuit_bytes = cli.max_circuit_bytes;
+    config.reservations_per_peer_per_minute = cli.reservations_per_peer_per_minute;
+    config.reservations_per_ip_per_minute = cli.reservations_per_ip_per_minute;
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -193,11 +201,32 @@ mod tests {
         assert_eq!(cli.max_reservations_per_ip, 8);
         assert_eq!(cli.max_circuits_per_ip, 4);
         assert_eq!(
-            cli.circuit_idle_timeout,
+            *cli.circuit_idle_timeout,
             agentmesh_relay::CIRCUIT_IDLE_TIMEOUT
         );
         let cli = Cli::try_parse_from(["agentmesh-relay", "--circuit-idle-timeout", "2s"]).unwrap();
-        assert_eq!(cli.circuit_idle_timeout, std::time::Duration::from_secs(2));
+        assert_eq!(*cli.circuit_idle_timeout, std::time::Duration::from_secs(2));
+    }
+
+    #[test]
+    fn every_limit_defaults_to_the_librarys_value() {
+        let cli = Cli::try_parse_from(["agentmesh-relay"]).unwrap();
+        let lib = defaults();
+        assert_eq!(cli.max_reservations, lib.max_reservations);
+        assert_eq!(cli.max_reservations_per_peer, lib.max_reservations_per_peer);
+        assert_eq!(*cli.reservation_duration, lib.reservation_duration);
+        assert_eq!(cli.max_circuits, lib.max_circuits);
+        assert_eq!(cli.max_circuits_per_peer, lib.max_circuits_per_peer);
+        assert_eq!(*cli.max_circuit_duration, lib.max_circuit_duration);
+        assert_eq!(cli.max_circuit_bytes, lib.max_circuit_bytes);
+        assert_eq!(
+            cli.reservations_per_peer_per_minute,
+            lib.reservations_per_peer_per_minute
+        );
+        assert_eq!(
+            cli.reservations_per_ip_per_minute,
+            lib.reservations_per_ip_per_minute
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod bench_natlab;
 pub mod hostile;
 pub mod mcp;
 pub mod natlab;
+pub mod reaper;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -32,6 +33,11 @@ pub const DEADLINE: Duration = Duration::from_secs(30);
 /// The environment variable that points the tests at another `agentmesh`
 /// binary (an older build, to measure what a fix changed).
 pub const BIN_ENV: &str = "AGENTMESH_TEST_BIN";
+
+/// The environment variable that names the folder nodes' homes are made
+/// in (default `/tmp`, whose short paths leave room for the socket's):
+/// a test of a benchmark sees every home it made there.
+pub const TMPDIR_ENV: &str = "AGENTMESH_TEST_TMPDIR";
 
 /// The `agentmesh` binary built alongside the tests, or the one
 /// [`BIN_ENV`] names.
@@ -110,9 +116,11 @@ impl Node {
     /// `agentmesh init`), not yet running.
     pub fn new(name: &str) -> Node {
         // Short paths: a Unix socket path must fit in 107 bytes.
+        let base =
+            std::env::var_os(TMPDIR_ENV).map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
         let home = tempfile::Builder::new()
             .prefix("am-")
-            .tempdir_in("/tmp")
+            .tempdir_in(base)
             .unwrap();
         let node = Node {
             name: name.into(),
@@ -126,6 +134,7 @@ impl Node {
             wrapper: vec![],
             daemon_args: vec![],
         };
+        reaper::track_home(node.home.path());
         node.ok(&["init", "--name", name]);
         node
     }
@@ -210,6 +219,7 @@ impl Node {
                 .args(direct.get_args());
             command.env("NO_COLOR", "1");
         }
+        reaper::adopt(&mut command);
         let child = command
             // AGENTMESH_TEST_LOG: another filter, to look closer.
             .env(

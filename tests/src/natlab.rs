@@ -704,6 +704,7 @@ impl RelayProc {
         if quic_on {
             command.args(["--listen", &quic_any, "--external-addr", &quic]);
         }
+        crate::reaper::adopt(&mut command);
         let child = command
             .args(["--log-format", "json"])
             .args(extra)

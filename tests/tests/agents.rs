@@ -931,3 +931,28 @@ fn a_line_that_does_not_parse_gets_a_parse_error_and_the_server_goes_on() {
     drop(stdin);
     child.wait().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_message_and_reply_refuse_empty_text() {
+    let mut solo = Node::new("solo");
+    solo.start();
+    let planner = mailbox(&solo, "planner");
+    mailbox(&solo, "coder");
+    let s = Session::spawn(&solo, &planner, "claude-code", &[]).await;
+    for text in ["", "  ", "\n\t"] {
+        let e = s
+            .fails("send_message", json!({"to": "coder@", "text": text}))
+            .await;
+        assert_eq!(
+            e, "the message is empty (no text, or only whitespace); give it some text (empty_text)",
+            "{text:?}"
+        );
+    }
+    let id = solo.send("planner@", "a question for the planner");
+    let e = s.fails("reply", json!({"id": id, "text": " "})).await;
+    assert!(e.ends_with("(empty_text)"), "{e}");
+    // Nothing went anywhere; text still goes.
+    assert_eq!(solo.json(&["inbox", "--mailbox", "coder"]), json!([]));
+    s.ok("reply", json!({"id": id, "text": "an answer"})).await;
+    s.close().await;
+}

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use agentmesh_node::api::{Event, Op, WhoKind};
 use agentmesh_tests::{ApiClient, Node, team, wait_for, wait_for_within, who};
+use serde_json::Value;
 
 /// Ada's machine and Bob's machine: Bob's mail to Ada is held.
 fn two_people() -> (Node, Node) {
@@ -145,23 +146,39 @@ fn pause_holds_and_resume_delivers() {
 #[test]
 fn resume_keeps_held_what_the_pause_did_not_hold_alone() {
     // Bob's machine is not trusted: pausing then resuming must not let
-    // its mail skip Ada's approval.
+    // its mail skip Ada's approval. It is held for that from the start
+    // (the hold outlasts the pause), and that one decision is audited
+    // once: resume leaves it as it is.
     let (a, b) = two_people();
     a.ok(&["pause"]);
     let id = b.send("@alpha", "slipping through?");
-    wait_for("the message to be held by the pause", || {
+    wait_for("the message to be held as another person's", || {
         a.json(&["held"])
             .as_array()
             .unwrap()
             .iter()
-            .find(|m| m["id"] == id.as_str() && m["held"] == "paused")
+            .find(|m| m["id"] == id.as_str() && m["held"] == "other_owner")
             .cloned()
     });
     let resumed = a.json(&["resume"]);
     assert_eq!(resumed["released"], 0, "{resumed}");
-    assert_eq!(resumed["still_held"], 1, "{resumed}");
+    assert_eq!(resumed["still_held"], 0, "{resumed}");
     assert!(a.inbox_all().is_empty(), "untrusted mail was released");
     assert_eq!(a.json(&["held"])[0]["held"], "other_owner");
+    let held_entries: Vec<Value> = a
+        .json(&["audit"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == "held" && e["id"] == id.as_str())
+        .cloned()
+        .collect();
+    assert_eq!(
+        held_entries.len(),
+        1,
+        "one decision, one entry: {held_entries:?}"
+    );
+    assert_eq!(held_entries[0]["detail"], "held: other_owner");
     // A person who attaches later is prompted for it; an agent is not.
     let mut ada = ApiClient::attach(&a, who(WhoKind::Human, "ada-later"), None);
     match ada.event() {
@@ -242,7 +259,7 @@ fn folders_opt_in_and_out() {
     a.ok(&["deny", gone.to_str().unwrap()]);
     a.ok(&["deny", "--mailbox", "doomed"]);
     let rows = a.json(&["mailboxes"]);
-    let allowed: Vec<&serde_json::Value> = rows
+    let allowed: Vec<&Value> = rows
         .as_array()
         .unwrap()
         .iter()
@@ -382,4 +399,66 @@ fn the_audit_log_keeps_ninety_days() {
         || (!has(&old)).then_some(()),
     );
     assert!(has(&recent));
+}
+
+#[test]
+fn held_mail_reads_in_words_and_counts_in_english() {
+    let (a, b) = two_people();
+    let id = b.send("@alpha", "may I?");
+    let held = wait_for("bravo's message to be held", || {
+        a.json(&["held"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == id.as_str())
+            .cloned()
+    });
+    // JSON keeps the code; people read what it means.
+    assert_eq!(held["held"], "other_owner");
+    let text = a.ok(&["held"]);
+    let first = text.lines().next().unwrap();
+    assert_eq!(
+        first,
+        format!(
+            "{} tell {id} from @bravo [Bob] (human {}) to @ [unread] [held: from another person's machine]",
+            held["received_at"].as_str().unwrap(),
+            held["who"]["name"].as_str().unwrap()
+        )
+    );
+    assert!(!text.contains("other_owner"), "{text}");
+    // The audit log's text too; its JSON keeps the code.
+    let audit = a.ok(&["audit"]);
+    assert!(
+        audit.contains(&format!("id {id}"))
+            && audit.contains("- held: from another person's machine"),
+        "{audit}"
+    );
+    assert!(
+        a.json(&["audit"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["id"] == id.as_str() && e["detail"] == "held: other_owner")
+    );
+    // One message, said as one.
+    let status = a.ok(&["status"]);
+    assert!(
+        status
+            .lines()
+            .any(|l| l == "held       1 message waits for approval: `agentmesh held`"),
+        "{status}"
+    );
+    assert_eq!(
+        a.ok(&["inbox"]),
+        "No messages. 1 message waits for approval: see it with `agentmesh held`.\n"
+    );
+    let second = b.send("@alpha", "and this?");
+    wait_for("the second to be held", || {
+        (a.status()["held"] == 2).then_some(())
+    });
+    assert_eq!(
+        a.ok(&["inbox"]),
+        "No messages. 2 messages wait for approval: see them with `agentmesh held`.\n"
+    );
+    a.ok(&["approve", &second]);
 }

@@ -43,9 +43,11 @@ fn every_command_without_a_daemon_says_how_to_start_it() {
         vec!["revoke", "bravo"],
         vec!["connect", "/ip4/127.0.0.1/tcp/1"],
         vec!["send", "@bravo", "hello"],
+        vec!["reply", "00000000000000000000000000000000", "hello"],
         vec!["inbox"],
         vec!["read", "00000000000000000000000000000000"],
         vec!["outbox"],
+        vec!["outbox", "--limit", "3"],
         vec!["watch"],
         vec!["held"],
         vec!["approve", "00000000000000000000000000000000"],
@@ -110,7 +112,10 @@ fn tickets_are_single_use_and_bad_ttls_are_refused() {
     b.start();
     c.start();
     let e = a.fails(&["invite", "--ttl", "48h"]);
-    assert!(e.contains("--ttl must be between"), "{e}");
+    assert_eq!(
+        e,
+        "error: --ttl must be between 1 s and 1 day (join.max_invite_ttl in config.toml)\n"
+    );
     let e = a.fails(&["invite", "--ttl", "soon"]);
     assert!(e.contains("not a duration"), "{e}");
     let ticket = a.json(&["invite"])["ticket"].as_str().unwrap().to_owned();
@@ -313,4 +318,177 @@ fn malformed_socket_frames_get_errors_and_the_connection_stays_usable() {
     assert_eq!(v["id"], 7);
     assert_eq!(v["ok"], true);
     assert_eq!(v["result"]["team"]["name"], "core");
+}
+
+/// A solo machine with the mailbox `api` bound to a folder.
+fn with_api() -> Node {
+    let mut n = Node::new("solo");
+    n.start();
+    let dir = n.home().join("work").join("api");
+    std::fs::create_dir_all(&dir).unwrap();
+    n.ok(&["allow", dir.to_str().unwrap(), "--mailbox", "api"]);
+    n
+}
+
+/// The last stderr line of a `--json` failure, parsed.
+fn json_error(n: &Node, args: &[&str]) -> serde_json::Value {
+    let mut args = args.to_vec();
+    args.push("--json");
+    let e = n.fails(&args);
+    serde_json::from_str(e.lines().last().unwrap()).unwrap()
+}
+
+#[test]
+fn a_mailbox_that_does_not_exist_is_refused_with_the_near_one_named() {
+    let n = with_api();
+    // Sending from it: replies to it would bounce.
+    let e = json_error(&n, &["send", "api@", "hi", "--from", "apu"]);
+    assert_eq!(e["code"], "no_mailbox", "{e}");
+    assert_eq!(
+        e["message"],
+        "this machine has no mailbox apu (did you mean api?) to send from, so a reply to it would be refused; `agentmesh mailboxes` lists them, and a person makes one with `agentmesh allow FOLDER --mailbox apu`"
+    );
+    // A name far from every mailbox gets no guess.
+    let e = json_error(&n, &["send", "api@", "hi", "--from", "nosuch"]);
+    assert_eq!(e["code"], "no_mailbox", "{e}");
+    assert!(
+        !e["message"].as_str().unwrap().contains("did you mean"),
+        "{e}"
+    );
+    // Reading it: not "No messages."
+    let e = n.fails(&["inbox", "--mailbox", "apx"]);
+    assert_eq!(
+        e,
+        "error: this machine has no mailbox apx (did you mean api?); `agentmesh mailboxes` lists them, and a person makes one with `agentmesh allow FOLDER --mailbox apx`\n"
+    );
+    assert_eq!(
+        json_error(&n, &["inbox", "--mailbox", "nosuch"])["code"],
+        "no_mailbox"
+    );
+    assert_eq!(
+        json_error(&n, &["watch", "--mailbox", "apx"])["code"],
+        "no_mailbox"
+    );
+    // Nothing was sent by any of it.
+    assert_eq!(n.json(&["outbox"]), serde_json::json!([]));
+    // The owner's mailbox, and real ones, in every spelling.
+    for from in ["@", "api", "api@", "api@solo"] {
+        n.json(&["send", "api@", "hi", "--from", from]);
+    }
+    let from_owner = n.json(&["inbox", "--mailbox", "@"]);
+    assert_eq!(from_owner, serde_json::json!([]), "{from_owner}");
+    let got = n.json(&["inbox", "--mailbox", "api"]);
+    let senders: Vec<&str> = got
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["from"].as_str().unwrap())
+        .collect();
+    assert_eq!(senders, ["@solo", "api@solo", "api@solo", "api@solo"]);
+    // Another machine's mailbox is not this one's to send from.
+    let e = json_error(&n, &["send", "api@", "hi", "--from", "api@elsewhere"]);
+    assert_eq!(e["code"], "bad_mailbox", "{e}");
+    // A mailbox opted out can't be answered either.
+    n.ok(&["deny", "--mailbox", "api"]);
+    let e = json_error(&n, &["send", "@", "hi", "--from", "api"]);
+    assert_eq!(e["code"], "folder_not_allowed", "{e}");
+}
+
+#[test]
+fn empty_text_is_refused_by_the_cli_and_by_the_daemon_itself() {
+    let n = with_api();
+    for text in ["", "   ", " \n\t "] {
+        let e = json_error(&n, &["send", "api@", text]);
+        assert_eq!(e["code"], "empty_text", "{text:?}: {e}");
+        assert_eq!(
+            e["message"],
+            "the message is empty (no text, or only whitespace); give it some text"
+        );
+    }
+    // From standard input too.
+    let out = n
+        .command(&["send", "api@", "-", "--json"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let e: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().last().unwrap()).unwrap();
+    assert_eq!(e["code"], "empty_text", "{e}");
+    // A client that skips the check (raw frames) meets the daemon's.
+    let mut s = UnixStream::connect(n.home().join("run/agentmesh.sock")).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let v = frame(
+        &mut s,
+        &mut r,
+        r#"{"type":"attach","version":1,"who":{"kind":"agent","name":"raw"},"events":false}"#,
+    );
+    assert_eq!(v["type"], "attached", "{v}");
+    let v = frame(
+        &mut s,
+        &mut r,
+        r#"{"type":"request","id":1,"op":"send","args":{"to":"api@","text":" \n "}}"#,
+    );
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(v["error"]["code"], "empty_text", "{v}");
+    assert_eq!(
+        n.json(&["inbox", "--mailbox", "api"]),
+        serde_json::json!([])
+    );
+}
+
+#[test]
+fn a_text_too_large_is_refused_with_its_own_size_and_how_much_fits() {
+    let n = with_api();
+    let e = n.fails(&["send", "api@", &"x".repeat(70_000)]);
+    assert_eq!(
+        e,
+        "error: the text is 70000 bytes, more than one message carries (65536 bytes, 64 KiB); split it into parts and send each as its own message\n"
+    );
+    // Under 64 KiB alone, over it beside who sent it: the daemon says how
+    // much text fits, and exactly that much does.
+    let e = json_error(&n, &["send", "api@", &"x".repeat(65_530)]);
+    assert_eq!(e["code"], "too_large", "{e}");
+    let message = e["message"].as_str().unwrap();
+    let room: usize = message
+        .split("(at most ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no room named: {message}"));
+    assert_eq!(
+        message,
+        format!(
+            "the text is 65530 bytes, more than one message carries beside who sent it (at most {room} bytes of text; 65536 bytes, 64 KiB, in all); split it into parts and send each as its own message"
+        )
+    );
+    assert!(room < 65_530, "{message}");
+    n.json(&["send", "api@", &"x".repeat(room)]);
+    let e = json_error(&n, &["send", "api@", &"x".repeat(room + 1)]);
+    assert_eq!(e["code"], "too_large", "{e}");
+}
+
+#[test]
+fn connect_errors_are_one_readable_sentence() {
+    let n = with_api();
+    // Nothing listens on loopback port 1.
+    let e = n.fails(&["connect", "/ip4/127.0.0.1/tcp/1"]);
+    assert_eq!(
+        e,
+        "error: could not connect to /ip4/127.0.0.1/tcp/1: nothing listens there (connection refused); check the address (`agentmesh status` on that machine shows it) and that its daemon runs\n"
+    );
+    let e = json_error(&n, &["connect", "/ip4/127.0.0.1/tcp/1"]);
+    assert_eq!(e["code"], "connect_failed", "{e}");
+}
+
+#[test]
+fn invite_help_gives_the_ttls_default_and_maximum() {
+    let n = Node::new("lonely");
+    let help = n.ok(&["invite", "--help"]);
+    assert!(
+        help.lines().any(|l| l.trim()
+            == "--ttl <DURATION>  How long the ticket lasts, e.g. 10m, 1h. Default: 10 min (join.invite_ttl in config.toml); at most 1 day (join.max_invite_ttl, which may be raised to 7 days)"),
+        "{help}"
+    );
 }

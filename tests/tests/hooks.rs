@@ -124,7 +124,7 @@ fn every_hook_event_prints_its_golden_output_once_per_message() {
         let expected = json!({
             "decision": "block",
             "reason": format!(
-                "1 new message(s) from peers arrived before you stopped; read them, and reply where one asks you something (or tell your user you won't).\n\n{PREAMBLE}\n\n{}",
+                "1 new message from peers arrived before you stopped; read it, and reply where one asks you something (or tell your user you won't).\n\n{PREAMBLE}\n\n{}",
                 framed(&first, "before you go")
             ),
         });

@@ -158,6 +158,24 @@ fn clear_errors_for_bad_recipients_and_bodies() {
     );
     let e = a.fails(&["send", "nobox@alpha", "hi"]);
     assert!(e.contains("no mailbox nobox"), "{e}");
+    // Another machine's refusal: its code in the JSON, its words in text.
+    let refused = a.send("nobox@bravo", "hi");
+    let m = wait_for("bravo's refusal", || {
+        Some(a.outbox_entry(&refused)).filter(|m| m["status"] == "failed")
+    });
+    assert!(
+        m["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("bravo refused it (no_mailbox): there is no mailbox nobox on bravo"),
+        "{m}"
+    );
+    let text = a.ok(&["outbox"]);
+    assert!(
+        text.contains("bravo refused it: there is no mailbox nobox on bravo")
+            && !text.contains("(no_mailbox)"),
+        "{text}"
+    );
     let e = a.fails(&["send", "Bad@bravo", "hi"]);
     assert!(e.contains("invalid mailbox name"), "{e}");
     let e = a.fails(&["send", "bravo", "hi"]);
@@ -165,7 +183,8 @@ fn clear_errors_for_bad_recipients_and_bodies() {
     let big = "x".repeat(70 * 1024);
     let e = a.fails(&["send", "@bravo", &big]);
     assert!(
-        e.contains("over the limit") && e.contains("send less"),
+        e.contains("the text is 71680 bytes, more than one message carries")
+            && e.contains("split it into parts"),
         "{e}"
     );
     // Text that JSON escapes to more than an API frame (1 MiB) gets the
@@ -185,9 +204,10 @@ fn clear_errors_for_bad_recipients_and_bodies() {
     let out = child.wait_with_output().unwrap();
     assert!(!out.status.success());
     let e = String::from_utf8_lossy(&out.stderr);
-    // Said by the client, before the text is framed.
+    // Said by the client, before the text is framed, with the text's own
+    // size (all of standard input counted, not kept).
     assert!(
-        e.contains("over the limit") && e.contains("send it in parts"),
+        e.contains("the text is 300000 bytes") && e.contains("split it into parts"),
         "{e}"
     );
     let e = a.fails(&["read", "00000000000000000000000000000000"]);
@@ -275,4 +295,91 @@ fn a_returning_receiver_gets_its_mail_without_waiting_out_the_backoff() {
         backoff_ends.saturating_duration_since(std::time::Instant::now()),
         || b.inbox_all().into_iter().find(|m| m["id"] == id.as_str()),
     );
+}
+
+#[test]
+fn reply_answers_from_the_mailbox_that_received_to_its_sender() {
+    let (a, b) = pair();
+    let coder = b.home().join("work").join("coder");
+    std::fs::create_dir_all(&coder).unwrap();
+    b.ok(&["allow", coder.to_str().unwrap(), "--mailbox", "coder"]);
+    let asked = a.json(&["send", "coder@bravo", "which port?", "--ask"]);
+    let id = asked["id"].as_str().unwrap().to_owned();
+    wait_for("coder@bravo to receive the ask", || {
+        b.json(&["inbox", "--mailbox", "coder"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["id"] == id.as_str())
+            .then_some(())
+    });
+    // No address and no --from: both come from the message. A prefix of
+    // the id is enough, as for `read`.
+    let replied = b.json(&["reply", &id[..8], "7650, TCP and QUIC"]);
+    assert_eq!(replied["to"], "@alpha", "{replied}");
+    let rid = replied["id"].as_str().unwrap().to_owned();
+    let got = wait_for("the reply in the asker's inbox", || {
+        a.inbox_all().into_iter().find(|m| m["id"] == rid.as_str())
+    });
+    assert_eq!(got["kind"], "reply");
+    assert_eq!(got["in_reply_to"], id.as_str());
+    assert_eq!(got["thread"], id.as_str());
+    assert_eq!(
+        got["from"], "coder@bravo",
+        "from the mailbox that received it"
+    );
+    assert_eq!(got["mailbox"], Value::Null, "to the asker's own mailbox");
+    assert_eq!(got["text"], "7650, TCP and QUIC");
+    // The text from standard input, as `send -` takes it; text output is
+    // the id, as `send` prints.
+    let mut reply = b.command(&["reply", &id, "-"]);
+    reply
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = reply.spawn().unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"and UDP for QUIC").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let second = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert_eq!(second.len(), 32, "{second}");
+    let got = wait_for("the second reply", || {
+        a.inbox_all()
+            .into_iter()
+            .find(|m| m["id"] == second.as_str())
+    });
+    assert_eq!(got["text"], "and UDP for QUIC");
+    assert_eq!(got["in_reply_to"], id.as_str());
+    // A message this machine never received, and empty text, are refused.
+    let e = b.fails(&["reply", "00000000000000000000000000000000", "hi", "--json"]);
+    assert!(e.contains("\"unknown_message\""), "{e}");
+    let e = b.fails(&["reply", &id, " ", "--json"]);
+    assert!(e.contains("\"empty_text\""), "{e}");
+}
+
+#[test]
+fn outbox_limit_shows_the_newest() {
+    let mut solo = Node::new("solo");
+    solo.start();
+    let ids: Vec<String> = (0..4)
+        .map(|i| solo.send("@", &format!("note {i}")))
+        .collect();
+    let all = solo.json(&["outbox"]);
+    assert_eq!(all.as_array().unwrap().len(), 4, "{all}");
+    let newest = solo.json(&["outbox", "--limit", "2"]);
+    let shown: Vec<&str> = newest
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(shown, [ids[2].as_str(), ids[3].as_str()]);
+    let text = solo.ok(&["outbox", "--limit", "1"]);
+    assert_eq!(text.lines().count(), 2, "a header and one row: {text}");
+    assert!(text.contains(&ids[3]) && !text.contains(&ids[2]), "{text}");
+    let e = solo.fails(&["outbox", "--limit", "two"]);
+    assert!(e.contains("invalid value"), "{e}");
 }

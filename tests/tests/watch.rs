@@ -136,6 +136,10 @@ fn watch_on_a_mailbox_shows_only_its_mail_with_its_senders_who() {
     let project = b.home().join("planner-project");
     std::fs::create_dir_all(&project).unwrap();
     b.ok(&["allow", project.to_str().unwrap(), "--mailbox", "planner"]);
+    // Mail is sent from a mailbox that exists (replies to it arrive).
+    let review = a.home().join("review-project");
+    std::fs::create_dir_all(&review).unwrap();
+    a.ok(&["allow", review.to_str().unwrap(), "--mailbox", "reviewer"]);
     let planner = Watcher::start_with(&b, &["watch", "--mailbox", "planner"]);
     // First a message to bravo's own mailbox, landed before the next one.
     let other = a.send("@bravo", "for the owner");

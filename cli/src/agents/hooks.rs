@@ -154,8 +154,13 @@ fn answer(
     let out = match event {
         HookEvent::Stop => {
             let lead = format!(
-                "{} new message(s) from peers arrived before you stopped; read them, and reply where one asks you something (or tell your user you won't).\n\n",
-                taken.messages.len()
+                "{} from peers arrived before you stopped; read {}, and reply where one asks you something (or tell your user you won't).\n\n",
+                agentmesh_protocol::time::count(taken.messages.len() as u64, "new message"),
+                if taken.messages.len() == 1 {
+                    "it"
+                } else {
+                    "them"
+                }
             );
             serde_json::json!({
                 "decision": "block",

@@ -217,8 +217,8 @@ pub(super) fn run(program: &Path, command: &CliCommand, records: &Records) -> an
             return Err(term::cli_error(
                 "agent_cli_failed",
                 format!(
-                    "`{shown}` did not finish within {}s; run it yourself to see why, then run this again",
-                    CLI_TIMEOUT.as_secs()
+                    "`{shown}` did not finish within {}; run it yourself to see why, then run this again",
+                    agentmesh_protocol::time::exact_duration(CLI_TIMEOUT)
                 ),
             ));
         }

@@ -551,6 +551,35 @@ impl ApiError {
     }
 }
 
+/// Whether `text` can be a message's text, as far as the text alone
+/// says: not empty (nor only whitespace: a message that says nothing is a
+/// mistake, not a message), and not over what a message carries
+/// ([`MAX_BODY_BYTES`](agentmesh_protocol::cbor::MAX_BODY_BYTES)). The
+/// daemon checks every `send` (a text that fits alone may not fit beside
+/// the rest of the body); clients check first to say so before sending.
+pub fn check_text(text: &str) -> Result<(), ApiError> {
+    use agentmesh_protocol::cbor::MAX_BODY_BYTES;
+    if text.trim().is_empty() {
+        return err(
+            codes::EMPTY_TEXT,
+            "the message is empty (no text, or only whitespace); give it some text",
+        );
+    }
+    if text.len() > MAX_BODY_BYTES {
+        return err(codes::TOO_LARGE, too_large_text(text.len() as u64));
+    }
+    Ok(())
+}
+
+/// Why a text of `len` bytes can't be sent, and what to do: `too_large`'s
+/// message (as [`check_text`] gives it).
+pub fn too_large_text(len: u64) -> String {
+    format!(
+        "the text is {len} bytes, more than one message carries ({} bytes, 64 KiB); split it into parts and send each as its own message",
+        agentmesh_protocol::cbor::MAX_BODY_BYTES
+    )
+}
+
 /// An API answer.
 pub type Reply = Result<serde_json::Value, ApiError>;
 

@@ -177,11 +177,13 @@ pub struct PeerRow {
     pub connection: String,
     /// The relay, when relayed.
     pub relay: Option<String>,
-    /// `tcp`, `quic`, or null when not connected.
+    /// `tcp` or `quic`: the transport of the connection in use (for a
+    /// relayed one, the transport to the relay); null when not connected.
     pub transport: Option<String>,
     /// Known addresses.
     pub addresses: Vec<String>,
-    /// Last round-trip time, ms.
+    /// The last round-trip time measured (ping), ms, while connected;
+    /// null when not connected.
     pub rtt_ms: Option<f64>,
     /// When last connected, RFC 3339; null if never.
     pub last_seen: Option<String>,

@@ -10,8 +10,10 @@
 //! ```
 //!
 //! [`Consent::decide`] is the one rule, at receive and at resume: a
-//! mailbox must exist and be opted in; a pause holds everything; mail from
-//! a machine another person owns is held unless that machine is trusted.
+//! mailbox must exist and be opted in; mail from a machine another person
+//! owns is held unless that machine is trusted (so held as `other_owner`
+//! even while paused: that hold outlasts the pause); a pause holds the
+//! rest.
 //! A sender the directory does not know is not another person's: it
 //! cannot be told apart from a member admitted a moment ago, and the
 //! network already checked that it is one. (Before this rule was one
@@ -173,15 +175,17 @@ impl Consent {
                 Some(_) => {}
             }
         }
-        if self.paused {
-            return Decision::Hold(HeldReason::Paused);
-        }
         let other_owner = dir
             .machines
             .get(&from)
             .is_some_and(|m| m.owner != dir.my_owner);
+        // Held for another person's machine before held for a pause: that
+        // hold outlasts the pause, so it is decided (and audited) once,
+        // here, and `resume` has nothing to decide about it again.
         if other_owner && !self.trusted.contains(&from) {
             Decision::Hold(HeldReason::OtherOwner)
+        } else if self.paused {
+            Decision::Hold(HeldReason::Paused)
         } else {
             Decision::Deliver
         }
@@ -325,6 +329,11 @@ impl Consent {
     /// The binding of `mailbox`, if a folder is bound to it.
     pub(super) fn binding(&self, mailbox: &str) -> Option<&FolderBinding> {
         self.folders.get(mailbox)
+    }
+
+    /// Every mailbox a folder is bound to (opted in or out).
+    pub(super) fn bindings(&self) -> impl Iterator<Item = &FolderBinding> {
+        self.folders.values()
     }
 
     /// `mailbox_for PATH`: the mailbox bound to the folder or its nearest
@@ -574,7 +583,7 @@ impl Consent {
         ctx: &mut Ctx<'_>,
     ) -> Result<(serde_json::Value, Vec<Event>), ApiError> {
         self.set_paused(false, ctx.store)?;
-        let mut released = 0;
+        let mut released: u64 = 0;
         let mut still_held = 0;
         let mut events = vec![];
         let by_pause = held_records(ctx.store)?
@@ -608,7 +617,8 @@ impl Consent {
             released += 1;
         }
         let detail = format!(
-            "inbound mail is delivered again; {released} held message(s) released, {still_held} still held"
+            "inbound mail is delivered again; {} released, {still_held} still held",
+            agentmesh_protocol::time::count(released, "held message")
         );
         decided(who, AuditEvent::Resume, None, detail, ctx);
         let value = serde_json::json!({

@@ -353,6 +353,9 @@ impl Inbox {
                     now,
                     &batch.answered,
                 ) {
+                    // A pause holds answers too: counted when `resume`
+                    // lets them pass.
+                    Ok(Some(_)) if consent.paused() => Some(HeldReason::Paused),
                     Ok(Some(ask)) => {
                         answered = Some(ask);
                         None
@@ -466,7 +469,7 @@ impl Inbox {
     /// that just ended were counted rather than audited one by one.
     pub(super) fn audit_refusal_counts(&mut self, ctx: &mut Ctx<'_>) {
         let (closed, overflow) = self.refusals.closed(calendar(ctx.now.wall));
-        let secs = REFUSAL_AUDIT_WINDOW.as_secs();
+        let window = agentmesh_protocol::time::exact_duration(REFUSAL_AUDIT_WINDOW);
         for ((peer, code), n) in closed {
             ctx.log.record(
                 AuditEvent::Refused,
@@ -475,7 +478,7 @@ impl Inbox {
                     peer: Some(peer.to_string()),
                     sender: Some(address(None, &ctx.dir.name_of(&peer))),
                     detail: format!(
-                        "{code}: {n} more refused like it from this machine within {secs}s (counted, not audited one by one)"
+                        "{code}: {n} more refused like it from this machine within {window} (counted, not audited one by one)"
                     ),
                     ..AuditEntry::default()
                 },
@@ -487,7 +490,8 @@ impl Inbox {
                 ctx.now.wall,
                 None,
                 format!(
-                    "{overflow} more envelopes refused from machines past the first {MAX_REFUSAL_KEYS} counted within {secs}s"
+                    "{} refused from machines past the first {MAX_REFUSAL_KEYS} counted within {window}",
+                    agentmesh_protocol::time::count(overflow, "more envelope")
                 ),
             );
         }

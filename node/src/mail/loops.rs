@@ -102,8 +102,11 @@ impl LoopRefusal {
             LoopRefusal::Hop { hop, max } => ApiError::new(
                 codes::HOP_LIMIT,
                 format!(
-                    "not sent: this would be hop {hop}, past the limit of {max}. {from} is handling a message that peers passed along {} time(s) already, so sending on could start a loop; answer the message you got with a reply (replies are always allowed), or wait for your person to speak (their next prompt resets the hop)",
-                    hop.saturating_sub(1)
+                    "not sent: this would be hop {hop}, past the limit of {max}. {from} is handling a message that peers passed along {} already, so sending on could start a loop; answer the message you got with a reply (replies are always allowed), or wait for your person to speak (their next prompt resets the hop)",
+                    match hop.saturating_sub(1) {
+                        1 => "once".to_owned(),
+                        n => format!("{n} times"),
+                    }
                 ),
             ),
             LoopRefusal::Pair {
@@ -112,13 +115,16 @@ impl LoopRefusal {
             } => ApiError::new(
                 codes::RATE_LIMITED,
                 format!(
-                    "not sent: {from} already sent {per_hour} messages caused by peer mail to {to} in the last hour (the loop limit); try again in {retry_in_secs}s, or let your person decide"
+                    "not sent: {from} already sent {} caused by peer mail to {to} in the last hour (the loop limit); try again in {}, or let your person decide",
+                    agentmesh_protocol::time::count(per_hour.into(), "message"),
+                    agentmesh_protocol::time::human_duration(Duration::from_secs(retry_in_secs))
                 ),
             ),
             LoopRefusal::Turns { max } => ApiError::new(
                 codes::TURN_LIMIT,
                 format!(
-                    "not sent: {from} already replied {max} times in this thread since its person last spoke (the loop limit: two agents answering each other would never stop); tell your person what was said and let them decide, their next prompt resets it"
+                    "not sent: {from} already replied {} in this thread since its person last spoke (the loop limit: two agents answering each other would never stop); tell your person what was said and let them decide, their next prompt resets it",
+                    agentmesh_protocol::time::count_as(max.into(), "time", "times")
                 ),
             ),
         }

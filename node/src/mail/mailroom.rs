@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use agentmesh_protocol::cbor::MAX_BODY_BYTES;
-use agentmesh_protocol::envelope::{Body, Header, Kind, MessageId, SealError};
+use agentmesh_protocol::envelope::{Body, Header, Kind, MessageId};
 use agentmesh_protocol::team::Standing;
 use agentmesh_protocol::{Identity, Name, Wire};
 use sha2::{Digest, Sha256};
@@ -167,12 +167,25 @@ impl Mailroom {
         ctx: &mut Ctx<'_>,
     ) -> Result<Outgoing, ApiError> {
         let dir = ctx.dir;
+        crate::api::check_text(&req.text)?;
+        // The sending mailbox: the one named (which must exist here, or
+        // replies to it would bounce), else the attached one; `None`
+        // inside: the owner's.
+        let given = match req.from_mailbox.as_deref() {
+            Some(m) => Some(super::mailboxes::sending_from(
+                m,
+                req.attached.as_deref(),
+                rules.consent,
+                &dir.my_name,
+            )?),
+            None => None,
+        };
         let found = match &req.reply_to {
             Some(rid) => Some((rid, ctx.store.inbox_get(rid)?)),
             None => None,
         };
-        let chosen = req.from_mailbox.or(req.attached);
-        let from_mailbox = match chosen.clone().or_else(|| {
+        let chosen = given.or_else(|| req.attached.map(Some));
+        let from_mailbox = match chosen.clone().unwrap_or_else(|| {
             found
                 .as_ref()
                 .and_then(|(_, o)| o.as_ref().and_then(|o| o.mailbox.clone()))
@@ -280,6 +293,9 @@ impl Mailroom {
             attachments: vec![],
         };
         let body_bytes = body.to_bytes();
+        if body_bytes.len() > MAX_BODY_BYTES {
+            return Err(text_too_large(&body));
+        }
         let body_sha256 = hex(&Sha256::digest(&body_bytes));
         let expires_at = now.saturating_add(self.lifetime);
         let me = self.me.peer_id();
@@ -309,13 +325,6 @@ impl Mailroom {
                 (peer, envelope.to_wire(), None)
             }
             None => {
-                if body_bytes.len() > MAX_BODY_BYTES {
-                    let e = SealError::TooLarge {
-                        len: body_bytes.len(),
-                        limit: MAX_BODY_BYTES,
-                    };
-                    return err(codes::TOO_LARGE, e.to_string());
-                }
                 let m = mailbox.as_ref().map(Name::as_str);
                 let held = local_consent(me, m, rules.consent, dir)
                     .map_err(|e| refused_here(e, &from_addr, &to_addr, rules.loops, ctx))?;
@@ -399,6 +408,28 @@ impl Mailroom {
             accepted,
         })))
     }
+}
+
+/// The `too_large` error for a body over [`MAX_BODY_BYTES`], naming the
+/// text's own size and how much text fits beside the rest of the body
+/// (who sent it, the mailboxes), which the person can act on.
+fn text_too_large(body: &Body) -> ApiError {
+    let text = body.text.len();
+    let rest = Body {
+        text: String::new(),
+        ..body.clone()
+    }
+    .to_bytes()
+    .len();
+    // An empty text takes one byte of CBOR; a text of 256 to 65,535 bytes
+    // takes three before it.
+    let room = MAX_BODY_BYTES.saturating_sub(rest - 1 + 3);
+    ApiError::new(
+        codes::TOO_LARGE,
+        format!(
+            "the text is {text} bytes, more than one message carries beside who sent it (at most {room} bytes of text; {MAX_BODY_BYTES} bytes, 64 KiB, in all); split it into parts and send each as its own message"
+        ),
+    )
 }
 
 /// The machine a remote message goes to and its key, or why it cannot be

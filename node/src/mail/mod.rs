@@ -45,6 +45,7 @@ mod courier;
 mod fanout;
 mod inbox;
 mod loops;
+mod mailboxes;
 mod mailroom;
 mod ops;
 mod pages;
@@ -552,14 +553,19 @@ impl Mail {
                 unread,
                 after_seq,
                 limit,
-            } => pages::inbox_page(
-                ctx.store,
-                mailbox.as_deref(),
-                unread,
-                after_seq.unwrap_or(0),
-                limit.unwrap_or(MAX_INBOX_PAGE),
-            )
-            .and_then(ok),
+            } => mailbox
+                .as_deref()
+                .map_or(Ok(()), |m| mailboxes::existing(m, &self.consent))
+                .and_then(|()| {
+                    pages::inbox_page(
+                        ctx.store,
+                        mailbox.as_deref(),
+                        unread,
+                        after_seq.unwrap_or(0),
+                        limit.unwrap_or(MAX_INBOX_PAGE),
+                    )
+                })
+                .and_then(ok),
             Op::Read { id } => match ops::full_id(ctx.store, &id)
                 .and_then(|id| ops::read(ctx.store, &id, &mut self.unread, ctx.now))
             {

@@ -300,7 +300,10 @@ impl Carriage {
     /// went out on a connection that may have been dead all along: it may
     /// or may not have arrived.
     pub fn expire(&mut self, now: Instant) {
-        let late = format!("no answer within {}s", ANSWER_DEADLINE.as_secs());
+        let late = format!(
+            "no answer within {}",
+            agentmesh_protocol::time::exact_duration(ANSWER_DEADLINE)
+        );
         for batch in self.waiting.overdue(now) {
             let why = late.clone();
             self.answered(batch, Err(Undelivered { reached: true, why }));

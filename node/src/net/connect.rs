@@ -16,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use agentmesh_protocol::{Multiaddr, PeerId};
-use libp2p::swarm::ConnectionId;
+use libp2p::swarm::{ConnectionId, DialError};
 use tokio::sync::oneshot;
 
 use super::peers::without_peer;
@@ -268,11 +268,10 @@ impl Connects {
             .into_iter()
             .map(|c| {
                 let why = format!(
-                    "{}: no answer within {}s",
-                    c.addr,
-                    CONNECT_TIMEOUT.as_secs()
+                    "no answer within {}; check the address, and that no firewall drops the traffic",
+                    agentmesh_protocol::time::exact_duration(CONNECT_TIMEOUT)
                 );
-                (c.reply, err(codes::CONNECT_FAILED, why))
+                (c.reply, failed(&c.addr, &why))
             })
             .collect();
         answers.extend(late);
@@ -282,11 +281,147 @@ impl Connects {
     fn fail(&mut self, matches: impl Fn(&ConnectWait) -> bool, why: &str) -> Vec<Answer> {
         self.take(matches)
             .into_iter()
-            .map(|c| {
-                let why = format!("{}: {why}", c.addr);
-                (c.reply, err(codes::CONNECT_FAILED, why))
-            })
+            .map(|c| (c.reply, failed(&c.addr, why)))
             .collect()
+    }
+}
+
+/// A `connect` that failed, as one sentence: the address, why, and (for
+/// a machine nothing answered at) what to check.
+fn failed(addr: &Multiaddr, why: &str) -> Reply {
+    err(
+        codes::CONNECT_FAILED,
+        format!("could not connect to {addr}: {why}"),
+    )
+}
+
+/// Why a dial failed, for people: libp2p's error names every layer
+/// (`Failed to negotiate transport protocol(s): [(ADDR: : Connection
+/// refused (os error 111): Connection refused (os error 111))]`); this is
+/// what happened, once, and what to check.
+pub fn dial_reason(error: &DialError) -> String {
+    match error {
+        DialError::Transport(errors) => {
+            let mut reasons: Vec<String> =
+                errors.iter().map(|(_, e)| transport_reason(e)).collect();
+            reasons.dedup();
+            if reasons.is_empty() {
+                "no transport could dial it".into()
+            } else {
+                reasons.join("; ")
+            }
+        }
+        DialError::WrongPeerId { obtained, .. } => format!(
+            "the machine that answered is {obtained}, not the one the address names (its /p2p/ part); check the address"
+        ),
+        DialError::LocalPeerId { .. } => "that address is this machine itself".into(),
+        DialError::NoAddresses => "there was no address to dial".into(),
+        DialError::Aborted => "the dial was cancelled (the daemon may be stopping)".into(),
+        DialError::DialPeerConditionFalse(_) => {
+            "a dial to that machine was already under way".into()
+        }
+        DialError::Denied { cause } => {
+            if cause
+                .downcast_ref::<libp2p::connection_limits::Exceeded>()
+                .is_some()
+            {
+                "this machine already keeps as many connections to that machine as it allows".into()
+            } else {
+                format!("this machine refused the connection ({cause})")
+            }
+        }
+    }
+}
+
+/// `why` a dial failed; when the machine is `connected` another way, also
+/// that this address is not how to reach it.
+pub fn other_way(why: String, connected: bool) -> String {
+    if connected {
+        format!(
+            "{why}; the machine is connected another way (`agentmesh peers` shows it), and this address is not how to reach it"
+        )
+    } else {
+        why
+    }
+}
+
+/// What one transport's failure to dial an address means.
+fn transport_reason(error: &libp2p::TransportError<std::io::Error>) -> String {
+    use std::io::ErrorKind;
+    let e = match error {
+        libp2p::TransportError::MultiaddrNotSupported(_) => {
+            return "agentmesh cannot dial that kind of address (it dials /ip4, /ip6 or /dns addresses with /tcp/PORT or /udp/PORT/quic-v1)".into();
+        }
+        libp2p::TransportError::Other(e) => e,
+    };
+    // The kind that says most is the first one in the chain that is not
+    // a wrapper's `Other`. An `io::Error` wrapping another error hands out
+    // that error's source, not the error itself: `get_ref` reaches it.
+    let mut chain: Vec<&(dyn std::error::Error + 'static)> = vec![e];
+    while let Some(&last) = chain.last() {
+        let inner = match last.downcast_ref::<std::io::Error>() {
+            Some(io) => io
+                .get_ref()
+                .map(|i| i as &(dyn std::error::Error + 'static)),
+            None => None,
+        };
+        match inner.or_else(|| last.source()) {
+            Some(next) if chain.len() < 16 => chain.push(next),
+            _ => break,
+        }
+    }
+    // libp2p's `Either` errors pass their inner error's source on, never
+    // the inner error, so an OS error may show only in the text.
+    let os_kind = |c: &&(dyn std::error::Error + 'static)| {
+        let text = c.to_string();
+        let code = text
+            .split("(os error ")
+            .nth(1)?
+            .split(')')
+            .next()?
+            .parse()
+            .ok()?;
+        Some(std::io::Error::from_raw_os_error(code).kind())
+    };
+    let kind = chain
+        .iter()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>().map(std::io::Error::kind))
+        .chain(chain.iter().filter_map(os_kind))
+        .find(|k| *k != ErrorKind::Other);
+    // QUIC says `handshake with the remote timed out.`, no OS error.
+    let timed_out = chain.iter().any(|c| c.to_string().contains("timed out"));
+    match kind.or(timed_out.then_some(ErrorKind::TimedOut)) {
+        Some(ErrorKind::ConnectionRefused) => {
+            return "nothing listens there (connection refused); check the address (`agentmesh status` on that machine shows it) and that its daemon runs".into();
+        }
+        Some(ErrorKind::TimedOut) => {
+            return "it did not answer in time; check the address, and that no firewall drops the traffic".into();
+        }
+        Some(ErrorKind::HostUnreachable | ErrorKind::NetworkUnreachable) => {
+            return "that network or host cannot be reached from here".into();
+        }
+        Some(ErrorKind::AddrNotAvailable) => {
+            return "this machine has no route or address to dial it from".into();
+        }
+        _ => {}
+    }
+    let deepest = chain.last().map(ToString::to_string).unwrap_or_default();
+    if chain
+        .iter()
+        .any(|c| c.to_string().contains("Handshake failed"))
+    {
+        return "the machine there did not complete agentmesh's encrypted handshake (is it an agentmesh daemon or relay?)".into();
+    }
+    // `Connection reset by peer (os error 104)` reads as
+    // `connection reset by peer`.
+    let text = match deepest.find(" (os error") {
+        Some(at) => &deepest[..at],
+        None => deepest.trim_end_matches('.'),
+    };
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => "the transport gave no reason".into(),
     }
 }
 

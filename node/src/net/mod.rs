@@ -36,6 +36,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use agentmesh_protocol::contact::SignedContact;
+use agentmesh_protocol::time::exact_duration;
 use agentmesh_protocol::{Identity, Multiaddr, PeerId};
 use futures::StreamExt;
 use libp2p::multiaddr::Protocol;
@@ -439,8 +440,9 @@ impl Net {
         now: Instant,
     ) {
         tracing::debug!(?peer_id, %error, "dial failed");
+        let why = connect::dial_reason(error);
         if let Some(p) = peer_id.filter(|p| !self.swarm.is_connected(p)) {
-            self.reach.on_dial_failed(&p, &error.to_string(), now);
+            self.reach.on_dial_failed(&p, &why, now);
             if self.team.is_member(&p) {
                 // No address it knows reached the member: ask Kademlia
                 // (a publicly reachable member is in the relays' tables).
@@ -459,13 +461,7 @@ impl Net {
             libp2p::swarm::DialError::Denied { cause }
                 if cause.downcast_ref::<libp2p::connection_limits::Exceeded>().is_some()
         );
-        let why = error.to_string();
-        let why = match peer_id.filter(|p| self.peers.is_connected(p)) {
-            Some(_) => format!(
-                "{why} (the machine is connected another way, which `agentmesh peers` shows; this address is not how to reach it)"
-            ),
-            None => why,
-        };
+        let why = connect::other_way(why, peer_id.is_some_and(|p| self.peers.is_connected(&p)));
         let peers = &self.peers;
         let (fallback, answers) =
             self.connects
@@ -583,7 +579,7 @@ impl Net {
     /// Fails every request whose answer is overdue: a request routed into
     /// a connection that died unseen would otherwise wait for ever.
     fn expire_requests(&mut self, now: Instant) {
-        let late = format!("no answer within {}s", ANSWER_DEADLINE.as_secs());
+        let late = format!("no answer within {}", exact_duration(ANSWER_DEADLINE));
         self.carriage.expire(now);
         for peer in self.waiting.sync.overdue(now) {
             let why = late.clone();
@@ -786,7 +782,7 @@ impl Net {
         if let Err(e) = self.swarm.dial(opts) {
             let _ = reply.send(err(
                 codes::CONNECT_FAILED,
-                format!("cannot dial {addr}: {e}"),
+                format!("could not connect to {addr}: {}", connect::dial_reason(&e)),
             ));
             return;
         }

@@ -480,7 +480,12 @@ impl PeerTable {
                     addresses: entry
                         .map(|e| e.addrs.iter().map(ToString::to_string).collect())
                         .unwrap_or_default(),
-                    rtt_ms: entry.and_then(|e| e.rtt).map(|d| d.as_secs_f64() * 1000.0),
+                    // A round trip measured on a connection that is gone
+                    // says nothing about the peer now.
+                    rtt_ms: entry
+                        .filter(|_| !conns.is_empty())
+                        .and_then(|e| e.rtt)
+                        .map(|d| d.as_secs_f64() * 1000.0),
                     last_seen: last_seen.map(|t| humantime::format_rfc3339_seconds(t).to_string()),
                 }
             })

@@ -422,7 +422,10 @@ impl Reach {
                         swarm.remove_listener(l);
                     }
                     r.failed(
-                        format!("the relay did not answer within {}s", TRY_TIMEOUT.as_secs()),
+                        format!(
+                            "the relay did not answer within {}",
+                            agentmesh_protocol::time::exact_duration(TRY_TIMEOUT)
+                        ),
                         now,
                     );
                 }

@@ -300,8 +300,8 @@ impl Founder {
             return err(
                 codes::BAD_TTL,
                 format!(
-                    "--ttl must be between 1s and {} (join.max_invite_ttl in config.toml)",
-                    humantime::format_duration(core.settings.max_invite_ttl)
+                    "--ttl must be between 1 s and {} (join.max_invite_ttl in config.toml)",
+                    agentmesh_protocol::time::exact_duration(core.settings.max_invite_ttl)
                 ),
             );
         }

@@ -7,6 +7,11 @@
 //! agentmesh-bench natlab [--trials N] [--only TEXT] [--json]   (as root)
 //! ```
 //!
+//! Arguments are parsed with clap, as the CLI's are: `--help` on any
+//! subcommand prints its help and runs nothing. Every daemon (and relay) a
+//! benchmark starts ends with it, however it ends, killed with SIGKILL
+//! included (`agentmesh_tests::reaper`).
+//!
 //! `natlab`: hole punching in the NAT lab, per NAT pairing; see
 //! `agentmesh_tests::bench_natlab`.
 //!
@@ -36,6 +41,7 @@ use std::time::{Duration, Instant};
 
 use agentmesh_tests::bench_messaging::rss_mib;
 use agentmesh_tests::{Node, read_code, wait_for};
+use clap::{Parser, Subcommand};
 
 fn one_join(a: &Node, b: &Node) -> Duration {
     let ticket = a.json(&["invite"])["ticket"].as_str().unwrap().to_owned();
@@ -88,111 +94,154 @@ fn print_mcp(f: &agentmesh_tests::bench_mcp::Figures) {
     );
 }
 
+/// agentmesh-bench: figures from real daemons on loopback (see
+/// docs/benchmarks.md). Build it with the daemon it measures: `cargo build
+/// --release --workspace --bins`.
+#[derive(Debug, Parser)]
+#[command(name = "agentmesh-bench")]
+struct Cli {
+    /// Print the figures as one JSON object.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Bench,
+}
+
+#[derive(Debug, Subcommand)]
+enum Bench {
+    /// Found a team and join a second machine N times, both people's
+    /// typing done by pseudo-terminals; then an idle daemon's memory.
+    Join {
+        /// How many joins (fresh homes each time).
+        #[arg(long, value_name = "N", default_value_t = 10, value_parser = at_least_one())]
+        runs: usize,
+    },
+    /// Two daemons on loopback: sustained throughput of 1 KiB messages,
+    /// the raw transport and crypto floors, latency at 100 messages/s,
+    /// memory.
+    Messaging {
+        /// How many messages.
+        #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = at_least_one())]
+        messages: usize,
+    },
+    /// Two `agentmesh mcp` servers driven by an MCP client: send_message
+    /// calls per second, call to channel notification, memory.
+    Mcp {
+        /// How many sequential sends.
+        #[arg(long, value_name = "N", default_value_t = 2000, value_parser = at_least_one())]
+        sends: usize,
+    },
+    /// Hole punching in the NAT lab, per NAT pairing (as root).
+    Natlab {
+        /// Trials per pairing.
+        #[arg(long, value_name = "N", default_value_t = 20, value_parser = at_least_one())]
+        trials: usize,
+        /// Only the pairings whose name contains TEXT.
+        #[arg(long, value_name = "TEXT")]
+        only: Option<String>,
+    },
+    /// The reaper every run starts (internal): ends the run's daemons
+    /// once the run has ended.
+    #[command(name = "reap", hide = true)]
+    Reap,
+}
+
+/// A count of at least one: a benchmark of nothing has no figures.
+fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..)
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let flag = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .and_then(|n| n.parse::<usize>().ok())
-    };
-    match args.first().map(String::as_str) {
-        Some("join") => {}
-        Some("messaging") => {
-            let messages = flag("--messages").unwrap_or(100_000);
-            let f = agentmesh_tests::bench_messaging::run(messages);
-            if args.iter().any(|a| a == "--json") {
-                println!("{}", serde_json::to_string(&f).unwrap());
-            } else {
-                println!("messages: {} of 1 KiB, two daemons on loopback", f.messages);
-                println!("sustained throughput: {:.0} messages/s", f.throughput_per_s);
-                println!(
-                    "raw libp2p request-response: {:.0} messages/s",
-                    f.raw_transport_per_s
-                );
-                println!(
-                    "crypto floor (seal+sign, verify+open, one core): {:.0} messages/s",
-                    f.crypto_floor_per_s
-                );
-                let floor = f.raw_transport_per_s.min(f.crypto_floor_per_s);
-                println!(
-                    "throughput / min(raw, crypto): {:.2}",
-                    f.throughput_per_s / floor
-                );
-                println!(
-                    "latency at 100 messages/s: p50 {:.2} ms, p99 {:.2} ms",
-                    f.p50_ms, f.p99_ms
-                );
-                println!(
-                    "receiving daemon memory (after the run, a restart and a full inbox read): {:.1} MiB",
-                    f.daemon_rss_mib
-                );
-                println!("sending daemon memory: {:.1} MiB", f.sender_rss_mib);
-            }
-            return;
-        }
-        Some("natlab") => {
-            let trials = flag("--trials").unwrap_or(20);
-            let only = args
-                .iter()
-                .position(|a| a == "--only")
-                .and_then(|i| args.get(i + 1))
-                .map(String::as_str);
-            let f = agentmesh_tests::bench_natlab::run(trials, only);
-            if args.iter().any(|a| a == "--json") {
-                println!("{}", serde_json::to_string(&f).unwrap());
-            } else {
-                for p in &f.pairings {
-                    println!("{}: {} trials", p.pairing, p.trials);
-                    println!(
-                        "  direct by DCUtR: {} of {} ({:.0}%), after p50 {:.0} ms, p90 {:.0} ms (from the first send)",
-                        p.upgraded,
-                        p.trials,
-                        p.upgraded_share * 100.0,
-                        p.upgrade_ms.p50,
-                        p.upgrade_ms.p90
-                    );
-                    println!(
-                        "  first message (dial through the relay): p50 {:.1} ms, p90 {:.1} ms",
-                        p.first_message_ms.p50, p.first_message_ms.p90
-                    );
-                    println!(
-                        "  later messages: direct p50 {:.2} ms ({} msgs), relayed p50 {:.2} ms ({} msgs)",
-                        p.direct_latency_ms.p50,
-                        p.direct_latency_ms.n,
-                        p.relayed_latency_ms.p50,
-                        p.relayed_latency_ms.n
-                    );
-                    println!("  delivered {} of {}", p.delivered, p.sent);
-                }
-            }
-            return;
-        }
-        Some("mcp") => {
-            let sends = flag("--sends").unwrap_or(2000);
+    let cli = Cli::parse();
+    if let Bench::Reap = cli.command {
+        agentmesh_tests::reaper::run();
+    }
+    // From here on, nothing this run starts outlives it.
+    if let Err(e) = agentmesh_tests::reaper::start() {
+        eprintln!("error: cannot start the reaper that ends this run's daemons with it: {e}");
+        std::process::exit(1);
+    }
+    let json = cli.json;
+    match cli.command {
+        Bench::Join { runs } => join(runs, json),
+        Bench::Messaging { messages } => messaging(messages, json),
+        Bench::Mcp { sends } => {
             let f = agentmesh_tests::bench_mcp::run(sends);
-            if args.iter().any(|a| a == "--json") {
+            if json {
                 println!("{}", serde_json::to_string(&f).unwrap());
             } else {
                 print_mcp(&f);
             }
-            return;
         }
-        _ => {
-            eprintln!(
-                "usage: agentmesh-bench join [--runs N] [--json]\n       agentmesh-bench messaging [--messages N] [--json]\n       agentmesh-bench mcp [--sends N] [--json]\n       agentmesh-bench natlab [--trials N] [--only TEXT] [--json]"
-            );
-            std::process::exit(2);
-        }
+        Bench::Natlab { trials, only } => natlab(trials, only.as_deref(), json),
+        Bench::Reap => unreachable!("handled above"),
     }
-    let runs: usize = args
-        .iter()
-        .position(|a| a == "--runs")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(10);
-    let json = args.iter().any(|a| a == "--json");
+}
 
+fn messaging(messages: usize, json: bool) {
+    let f = agentmesh_tests::bench_messaging::run(messages);
+    if json {
+        println!("{}", serde_json::to_string(&f).unwrap());
+        return;
+    }
+    println!("messages: {} of 1 KiB, two daemons on loopback", f.messages);
+    println!("sustained throughput: {:.0} messages/s", f.throughput_per_s);
+    println!(
+        "raw libp2p request-response: {:.0} messages/s",
+        f.raw_transport_per_s
+    );
+    println!(
+        "crypto floor (seal+sign, verify+open, one core): {:.0} messages/s",
+        f.crypto_floor_per_s
+    );
+    let floor = f.raw_transport_per_s.min(f.crypto_floor_per_s);
+    println!(
+        "throughput / min(raw, crypto): {:.2}",
+        f.throughput_per_s / floor
+    );
+    println!(
+        "latency at 100 messages/s: p50 {:.2} ms, p99 {:.2} ms",
+        f.p50_ms, f.p99_ms
+    );
+    println!(
+        "receiving daemon memory (after the run, a restart and a full inbox read): {:.1} MiB",
+        f.daemon_rss_mib
+    );
+    println!("sending daemon memory: {:.1} MiB", f.sender_rss_mib);
+}
+
+fn natlab(trials: usize, only: Option<&str>, json: bool) {
+    let f = agentmesh_tests::bench_natlab::run(trials, only);
+    if json {
+        println!("{}", serde_json::to_string(&f).unwrap());
+        return;
+    }
+    for p in &f.pairings {
+        println!("{}: {} trials", p.pairing, p.trials);
+        println!(
+            "  direct by DCUtR: {} of {} ({:.0}%), after p50 {:.0} ms, p90 {:.0} ms (from the first send)",
+            p.upgraded,
+            p.trials,
+            p.upgraded_share * 100.0,
+            p.upgrade_ms.p50,
+            p.upgrade_ms.p90
+        );
+        println!(
+            "  first message (dial through the relay): p50 {:.1} ms, p90 {:.1} ms",
+            p.first_message_ms.p50, p.first_message_ms.p90
+        );
+        println!(
+            "  later messages: direct p50 {:.2} ms ({} msgs), relayed p50 {:.2} ms ({} msgs)",
+            p.direct_latency_ms.p50,
+            p.direct_latency_ms.n,
+            p.relayed_latency_ms.p50,
+            p.relayed_latency_ms.n
+        );
+        println!("  delivered {} of {}", p.delivered, p.sent);
+    }
+}
+
+fn join(runs: usize, json: bool) {
     let mut times = vec![];
     let mut last = None;
     for _ in 0..runs {

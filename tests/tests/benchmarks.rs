@@ -1,0 +1,149 @@
+//! `agentmesh-bench` as a command: its arguments are parsed like the
+//! CLI's (`--help` runs nothing), and the daemons a run starts end with
+//! it, even when it is killed.
+
+#![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agentmesh_tests::{DEADLINE, TMPDIR_ENV, built_bin, wait_for};
+
+/// The benchmark binary, with nodes' homes made in `homes`.
+fn bench(homes: &std::path::Path, args: &[&str]) -> Command {
+    let mut c = Command::new(built_bin("agentmesh-bench"));
+    c.args(args)
+        .env(TMPDIR_ENV, homes)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null());
+    c
+}
+
+/// Waits for `child` to exit, at most `within`; its output.
+fn finish(mut child: std::process::Child, within: Duration) -> std::process::Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > within {
+            let _ = child.kill();
+            panic!("still running after {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// The entries of a folder.
+fn entries(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn every_subcommands_help_prints_help_and_runs_nothing() {
+    let homes = tempfile::tempdir().unwrap();
+    for sub in ["join", "messaging", "mcp", "natlab"] {
+        let child = bench(homes.path(), &[sub, "--help"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Help takes milliseconds; a benchmark would run for minutes.
+        let out = finish(child, DEADLINE);
+        assert!(out.status.success(), "{sub} --help: {out:?}");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            stdout.contains(&format!("Usage: agentmesh-bench {sub}")),
+            "{sub}: {stdout}"
+        );
+        assert!(stdout.contains("--json"), "{sub}: {stdout}");
+        assert_eq!(
+            entries(homes.path()),
+            Vec::<String>::new(),
+            "{sub} made a home"
+        );
+    }
+    let out = bench(homes.path(), &["messaging", "--help"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .contains("[default: 100000]")
+    );
+    // A bad argument is a usage error, before anything runs.
+    for args in [
+        &["messaging", "--messages", "many"][..],
+        &["join", "--runs", "0"],
+        &["fly"],
+    ] {
+        let out = bench(homes.path(), args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).starts_with("error: "),
+            "{args:?}: {out:?}"
+        );
+    }
+    assert_eq!(entries(homes.path()), Vec::<String>::new());
+}
+
+/// The `agentmesh daemon` processes whose parent is `parent`.
+fn daemons_of(parent: u32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            ppid == Some(parent) && args.contains(&&b"daemon"[..])
+        })
+        .collect()
+}
+
+/// Whether process `pid` is still there (a zombie is not).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
+        })
+        == Some(false)
+}
+
+#[test]
+fn a_benchmark_killed_or_stopped_leaves_no_daemon_behind() {
+    for signal in [
+        nix::sys::signal::Signal::SIGKILL,
+        nix::sys::signal::Signal::SIGTERM,
+    ] {
+        let homes = tempfile::tempdir().unwrap();
+        // Many joins: it is still running when it is stopped.
+        let child = bench(homes.path(), &["join", "--runs", "1000"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let bench_pid = child.id();
+        let daemons = wait_for("the benchmark's two daemons", || {
+            let d = daemons_of(bench_pid);
+            (d.len() >= 2).then_some(d)
+        });
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(bench_pid as i32), signal).unwrap();
+        let status = finish(child, DEADLINE).status;
+        assert!(!status.success(), "{signal}: {status}");
+        wait_for(&format!("its daemons to end after {signal}"), || {
+            daemons.iter().all(|p| !alive(*p)).then_some(())
+        });
+        // And their homes are removed.
+        wait_for(&format!("its homes to be removed after {signal}"), || {
+            entries(homes.path()).is_empty().then_some(())
+        });
+    }
+}

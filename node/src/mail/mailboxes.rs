@@ -71,7 +71,13 @@ pub(super) fn sending_from(
 /// Checks that `mailbox` (a name, or `@` for the owner's) is a mailbox
 /// of this machine, opted in or out: `inbox --mailbox` reads it.
 pub(super) fn existing(mailbox: &str, consent: &Consent) -> Result<(), ApiError> {
-    if mailbox == "@" || consent.binding(mailbox).is_some() {
+    if mailbox == "@" {
+        return Ok(());
+    }
+    // Not a mailbox name at all is said as such (`bad_mailbox`), before
+    // whether one of that name exists.
+    mailbox_name(mailbox)?;
+    if consent.binding(mailbox).is_some() {
         return Ok(());
     }
     Err(no_such(

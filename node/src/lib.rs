@@ -20,6 +20,7 @@
 //! - [`api`], [`codes`], [`frames`], [`server`], [`client`]: the local API:
 //!   its frames and error codes, how lines are read, the Unix socket
 //!   server, and the typed client (split into requests and events).
+//! - [`bus`]: the directory's and the broadcast judge's shared words.
 //! - [`limits`]: bounded per-key rate windows.
 //! - [`home`], [`config`], [`clock`]: where a node keeps its files, its
 //!   settings, and the calendar clock test builds can move.
@@ -28,6 +29,7 @@
 
 pub mod api;
 pub mod audit;
+pub mod bus;
 pub mod client;
 pub mod clock;
 pub mod codes;

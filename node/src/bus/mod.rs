@@ -1,5 +1,8 @@
 //! The bus: what lets agents find each other and speak to many at once:
-//! the words the directory and the broadcast judge share.
+//! the words the directory and the broadcast judge share, and
+//! [`judge`], the built-in relevance judge.
+
+pub mod judge;
 
 use serde::{Deserialize, Serialize};
 

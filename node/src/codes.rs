@@ -17,6 +17,8 @@ pub const ATTACH_TIMEOUT: &str = "attach_timeout";
 pub const BAD_ADDRESS: &str = "bad_address";
 /// `bad_id`.
 pub const BAD_ID: &str = "bad_id";
+/// `bad_input`.
+pub const BAD_INPUT: &str = "bad_input";
 /// `bad_mailbox`.
 pub const BAD_MAILBOX: &str = "bad_mailbox";
 /// `bad_name`.

@@ -42,12 +42,13 @@ fn read_line(input: &mut impl BufRead) -> std::io::Result<Option<Result<Vec<u8>,
     loop {
         let chunk = input.fill_buf()?;
         if chunk.is_empty() {
-            return Ok((total > 0).then(|| {
-                if total > MAX_LINE {
-                    Err(total)
-                } else {
-                    Ok(buf)
-                }
+            if total == 0 {
+                return Ok(None);
+            }
+            return Ok(Some(if total > MAX_LINE {
+                Err(total)
+            } else {
+                Ok(buf)
             }));
         }
         let (take, done) = match chunk.iter().position(|b| *b == b'\n') {

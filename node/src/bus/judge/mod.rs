@@ -20,6 +20,7 @@
 pub mod features;
 pub mod text;
 pub mod tune;
+#[rustfmt::skip] // written by `agentmesh-bench bus --tune`, compared byte for byte
 mod weights;
 
 use serde::{Deserialize, Serialize};

@@ -17,6 +17,7 @@
 //! [`tune`] from the tuning part of the labelled set
 //! (`node/tests/judge/`); a test checks they are what [`tune`] computes.
 
+pub mod command;
 pub mod features;
 pub mod text;
 pub mod tune;

@@ -96,5 +96,18 @@ pub fn run(rounds: usize) -> Figures {
 pub fn tuned_weights() -> String {
     let (all, split) = tune::committed();
     let tuning = tune::part(&all, &split.tuning);
-    tune::render(&tune::tune(&tuning), tuning.len())
+    let model = tune::tune(&tuning);
+    for ((p, r), t) in model
+        .out_of_fold_precision
+        .iter()
+        .zip(tune::PRESET_RECALL)
+        .zip(model.thresholds)
+    {
+        eprintln!(
+            "tuning part, out of fold: precision {:.1}% at recall {:.0}% (threshold {t:.3})",
+            100.0 * p,
+            100.0 * r
+        );
+    }
+    tune::render(&model, tuning.len())
 }

@@ -74,6 +74,9 @@ pub struct Model {
     pub bias: f64,
     /// strict, balanced, loose.
     pub thresholds: [f64; 3],
+    /// Out-of-fold precision on the tuning part at each threshold (what
+    /// tuning can know of how the model does on pairs it did not see).
+    pub out_of_fold_precision: [f64; 3],
 }
 
 fn sigmoid(z: f64) -> f64 {
@@ -200,10 +203,20 @@ pub fn tune(tuning: &[&Labelled]) -> Model {
         }
     }
     let thresholds = PRESET_RECALL.map(|r| threshold_at(&oof, &y, r));
+    let out_of_fold_precision = thresholds.map(|t| {
+        let delivered: Vec<bool> = oof
+            .iter()
+            .zip(&y)
+            .filter(|(p, _)| **p >= t)
+            .map(|(_, r)| *r)
+            .collect();
+        delivered.iter().filter(|r| **r).count() as f64 / delivered.len().max(1) as f64
+    });
     Model {
         weights,
         bias,
         thresholds,
+        out_of_fold_precision,
     }
 }
 

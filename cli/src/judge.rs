@@ -77,16 +77,21 @@ pub fn run(preset: Preset, json: bool) -> anyhow::Result<ExitCode> {
     let mut out = stdout.lock();
     let mut bad = 0usize;
     let mut n = 0usize;
+    let mut inputs = 0usize;
     while let Some(line) = read_line(&mut input)? {
         n += 1;
         let parsed = match line {
-            Err(len) => Err(format!(
-                "line {n} is {len} bytes; at most {MAX_LINE} are read (a broadcast is at most 64 KiB)"
-            )),
+            Err(len) => Err({
+                inputs += 1;
+                format!(
+                    "line {n} is {len} bytes; at most {MAX_LINE} are read (a broadcast is at most 64 KiB)"
+                )
+            }),
             Ok(bytes) => {
                 if bytes.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
+                inputs += 1;
                 serde_json::from_slice::<Input>(&bytes).map_err(|e| {
                     format!(
                         "line {n}: {e}; each line is one JSON object: {{\"broadcast\": TEXT, \"profile\": TEXT, \"goal\": TEXT, \"status\": \"working|idle|offline\", \"notes\": [TEXT, …]}}"
@@ -115,10 +120,7 @@ pub fn run(preset: Preset, json: bool) -> anyhow::Result<ExitCode> {
     if bad > 0 {
         return Err(term::cli_error(
             codes::BAD_INPUT,
-            format!(
-                "{} of {n} lines were not judged (their output lines say why)",
-                bad
-            ),
+            format!("{bad} of {inputs} input lines were not judged (their output lines say why)"),
         ));
     }
     Ok(ExitCode::SUCCESS)

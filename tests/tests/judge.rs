@@ -44,6 +44,7 @@ fn judge_answers_each_line_as_the_daemons_code_does_at_every_preset() {
             goal: l.goal.clone(),
             status: l.status,
             notes: vec![],
+            mailbox: None,
         })
         .collect();
     let stdin: String = inputs
@@ -102,7 +103,10 @@ fn judge_refuses_a_bad_line_in_its_place_and_judges_the_rest() {
     let last: serde_json::Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
     assert_eq!(last["code"], "bad_input");
     assert!(
-        last["message"].as_str().unwrap().contains("3 of 6 lines"),
+        last["message"]
+            .as_str()
+            .unwrap()
+            .contains("3 of 5 input lines"),
         "{err}"
     );
 }

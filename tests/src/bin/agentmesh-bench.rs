@@ -207,6 +207,10 @@ fn bus(rounds: usize, json: bool) {
         "judge: {} held-out pairs x {} rounds: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms per pair (first, with the data parsed: {:.1} ms)",
         f.pairs, f.rounds, f.judge_p50_ms, f.judge_p99_ms, f.judge_max_ms, f.judge_first_ms
     );
+    println!(
+        "  the largest pair (64 KiB broadcast, 1 KiB profile, five 1 KiB notes): {:.2} ms",
+        f.judge_largest_ms
+    );
     for s in &f.presets {
         println!(
             "  {:8} precision {:.1}%  recall {:.1}%  ({} of {} relevant, {} irrelevant delivered)",

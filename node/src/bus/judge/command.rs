@@ -17,6 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::Input;
 use crate::bus::Preset;
+use crate::codes;
 
 /// How long a judge command has for one judgment.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
@@ -56,7 +57,8 @@ pub enum CommandError {
     Failed {
         /// Its exit status, in words.
         status: String,
-        /// The end of what it wrote on stderr.
+        /// The end of what it wrote on stderr (at most 512 bytes, control
+        /// characters as spaces).
         stderr: String,
     },
     /// It exited 0 but its stdout was not `{"p": 0.0–1.0}`.
@@ -76,10 +78,10 @@ impl CommandError {
     /// The reason's code in the bus log.
     pub fn code(&self) -> &'static str {
         match self {
-            CommandError::Spawn(_) => "judge_unavailable",
-            CommandError::Timeout => "judge_timeout",
-            CommandError::Failed { .. } => "judge_failed",
-            CommandError::BadAnswer(_) => "judge_bad_answer",
+            CommandError::Spawn(_) => codes::JUDGE_UNAVAILABLE,
+            CommandError::Timeout => codes::JUDGE_TIMEOUT,
+            CommandError::Failed { .. } => codes::JUDGE_FAILED,
+            CommandError::BadAnswer(_) => codes::JUDGE_BAD_ANSWER,
         }
     }
 }
@@ -94,9 +96,57 @@ fn cut(text: &str, max: usize) -> String {
 }
 
 /// Runs `command` (with `sh -c`, in its own process group, which is killed
-/// whole on a timeout) for one judgment.
+/// whole once it has answered or run out of time) for one judgment.
 pub async fn ask(command: &str, input: &Input, preset: Preset) -> Result<f64, CommandError> {
     ask_within(command, input, preset, COMMAND_TIMEOUT).await
+}
+
+/// Reads `r` to its end, keeping its first `max` bytes, or its last with
+/// `keep_end` (`true`: there were more), so a chatty command never blocks
+/// on a full pipe.
+async fn drain(
+    r: Option<impl tokio::io::AsyncRead + Unpin>,
+    max: usize,
+    keep_end: bool,
+) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut more = false;
+    let Some(mut r) = r else {
+        return (kept, more);
+    };
+    let mut buf = [0u8; 4096];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return (kept, more),
+            Ok(n) if keep_end => {
+                kept.extend_from_slice(&buf[..n]);
+                if kept.len() > max {
+                    kept.drain(..kept.len() - max);
+                    more = true;
+                }
+            }
+            Ok(n) => {
+                let room = max.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                more |= n > room;
+            }
+        }
+    }
+}
+
+/// The last `max` bytes of what a command wrote on stderr, with control
+/// characters shown as spaces: it goes into the bus log.
+fn tail(err: &[u8], max: usize) -> String {
+    let text = String::from_utf8_lossy(err);
+    let text = text.trim();
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    text[start..]
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 async fn ask_within(
@@ -105,8 +155,16 @@ async fn ask_within(
     preset: Preset,
     timeout: Duration,
 ) -> Result<f64, CommandError> {
-    let payload = serde_json::to_vec(&CommandInput { input, preset })
-        .map_err(|e| CommandError::Spawn(e.to_string()))?;
+    let read = Input {
+        notes: super::notes_read(&input.notes).to_vec(),
+        ..input.clone()
+    };
+    let mut payload = serde_json::to_vec(&CommandInput {
+        input: &read,
+        preset,
+    })
+    .map_err(|e| CommandError::Spawn(e.to_string()))?;
+    payload.push(b'\n');
     let mut child = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(command)
@@ -118,53 +176,48 @@ async fn ask_within(
         .spawn()
         .map_err(|e| CommandError::Spawn(e.to_string()))?;
     let group = child.id().map(|id| nix::unistd::Pid::from_raw(id as i32));
-    let mut stdin = child.stdin.take();
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let work = async {
+    // Whatever the command left running (its own background processes
+    // included) ends with the judgment.
+    let kill_group = || {
+        if let Some(g) = group {
+            let _ = nix::sys::signal::killpg(g, nix::sys::signal::Signal::SIGKILL);
+        }
+    };
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let write = async move {
         // A command that does not read its input may close stdin first:
         // its answer counts all the same.
-        if let Some(mut s) = stdin.take() {
+        if let Some(mut s) = stdin {
             let _ = s.write_all(&payload).await;
-            let _ = s.write_all(b"\n").await;
         }
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        let read_out = async {
-            if let Some(s) = stdout.as_mut() {
-                let _ = s
-                    .take(COMMAND_OUTPUT_MAX as u64)
-                    .read_to_end(&mut out)
-                    .await;
-            }
-        };
-        let read_err = async {
-            if let Some(s) = stderr.as_mut() {
-                let _ = s
-                    .take(COMMAND_OUTPUT_MAX as u64)
-                    .read_to_end(&mut err)
-                    .await;
-            }
-        };
-        tokio::join!(read_out, read_err);
-        let status = child.wait().await;
-        (status, out, err)
     };
-    let (status, out, err) = match tokio::time::timeout(timeout, work).await {
-        Ok(done) => done,
-        Err(_) => {
-            if let Some(g) = group {
-                let _ = nix::sys::signal::killpg(g, nix::sys::signal::Signal::SIGKILL);
-            }
-            return Err(CommandError::Timeout);
-        }
+    let work = async {
+        let ((), (out, out_more), (err, _)) = tokio::join!(
+            write,
+            drain(stdout, COMMAND_OUTPUT_MAX, false),
+            drain(stderr, COMMAND_OUTPUT_MAX, true)
+        );
+        (out, out_more, err)
+    };
+    let done = tokio::time::timeout(timeout, work).await;
+    kill_group();
+    let status = child.wait().await;
+    let Ok((out, out_more, err)) = done else {
+        return Err(CommandError::Timeout);
     };
     let status = status.map_err(|e| CommandError::Spawn(e.to_string()))?;
     if !status.success() {
         return Err(CommandError::Failed {
             status: status.to_string(),
-            stderr: cut(&String::from_utf8_lossy(&err), 512),
+            stderr: tail(&err, 512),
         });
+    }
+    if out_more {
+        return Err(CommandError::BadAnswer(format!(
+            "it printed more than {COMMAND_OUTPUT_MAX} bytes"
+        )));
     }
     let text = String::from_utf8_lossy(&out);
     let answer: Answer = serde_json::from_str(text.trim()).map_err(|e| {
@@ -192,6 +245,7 @@ mod tests {
             goal: String::new(),
             status: Status::Idle,
             notes: vec![],
+            mailbox: None,
         }
     }
 
@@ -208,16 +262,38 @@ mod tests {
     #[tokio::test]
     async fn hanging_crashing_and_garbage_are_errors_that_say_why() {
         // Hangs, with a child of its own holding stdout: the whole group goes.
-        let e = ask_within(
-            "sleep 30 & sleep 30",
-            &input(),
-            Preset::Balanced,
-            Duration::from_millis(300),
-        )
-        .await
-        .unwrap_err();
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let cmd = format!("sleep 30 & echo $! > {}; wait", pid_file.display());
+        let e = ask_within(&cmd, &input(), Preset::Balanced, Duration::from_millis(500))
+            .await
+            .unwrap_err();
         assert_eq!(e, CommandError::Timeout);
         assert_eq!(e.code(), "judge_timeout");
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            gone(pid),
+            "the command's background child {pid} outlived it"
+        );
+        // And what an answered command left running ends with it too.
+        let cmd = format!(
+            "(sleep 30 >/dev/null 2>&1 & echo $! > {}); echo '{{\"p\": 0.5}}'",
+            pid_file.display()
+        );
+        assert_eq!(ask(&cmd, &input(), Preset::Balanced).await, Ok(0.5));
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            gone(pid),
+            "the answered command's background child {pid} outlived it"
+        );
         let e = ask("echo oops >&2; exit 3", &input(), Preset::Balanced)
             .await
             .unwrap_err();
@@ -250,11 +326,65 @@ mod tests {
         );
     }
 
+    /// Whether a process is gone (or a zombie nobody waits for: its
+    /// parent, the killed shell, is gone too, so init reaps it).
+    fn gone(pid: i32) -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
+            match stat {
+                Err(_) => return true,
+                Ok(s)
+                    if s.rsplit(')')
+                        .next()
+                        .is_some_and(|r| r.trim_start().starts_with('Z')) =>
+                {
+                    return true;
+                }
+                Ok(_) if std::time::Instant::now() > deadline => return false,
+                Ok(_) => std::thread::yield_now(),
+            }
+        }
+    }
+
     #[tokio::test]
-    async fn a_flood_of_output_is_read_no_further_than_the_bound() {
-        let e = ask("yes '{\"p\": 0.5}'", &input(), Preset::Balanced).await;
-        // It never ends, so either its answer is garbage past the bound or
-        // it is killed at the timeout; never a probability, never unbounded.
-        assert!(e.is_err(), "{e:?}");
+    async fn a_flood_of_output_is_an_answer_too_long_and_stderr_keeps_its_end() {
+        let t = std::time::Instant::now();
+        let e = ask(
+            "head -c 100000 /dev/zero | tr '\\0' x",
+            &input(),
+            Preset::Balanced,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.code(), "judge_bad_answer", "{e}");
+        assert!(e.to_string().contains("more than 4096 bytes"), "{e}");
+        assert!(
+            t.elapsed() < COMMAND_TIMEOUT,
+            "a flood is answered when it ends, not at the timeout"
+        );
+        // 200 KiB on stderr, more than a pipe holds, and then an answer.
+        let cmd = r#"head -c 200000 /dev/zero | tr '\0' y >&2; printf 'last\033[31m words' >&2; echo '{"p": 0.5}'"#;
+        assert_eq!(ask(cmd, &input(), Preset::Balanced).await, Ok(0.5));
+        let e = ask(
+            &format!("{}; exit 1", &cmd[..cmd.find("; echo").unwrap()]),
+            &input(),
+            Preset::Balanced,
+        )
+        .await
+        .unwrap_err();
+        let CommandError::Failed { stderr, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert!(stderr.ends_with("last [31m words"), "{stderr:?}");
+        assert!(stderr.len() <= 512);
+    }
+
+    #[tokio::test]
+    async fn the_command_is_given_the_last_five_notes() {
+        let mut i = input();
+        i.notes = (0..8).map(|n| format!("note-{n}")).collect();
+        let cmd = r#"read line; case "$line" in *note-2*) echo '{"p":0}';; *note-3*note-7*) echo '{"p":1}';; *) echo '{"p":0.5}';; esac"#;
+        assert_eq!(ask(cmd, &i, Preset::Balanced).await, Ok(1.0));
     }
 }

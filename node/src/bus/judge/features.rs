@@ -1,7 +1,7 @@
 //! What the judge measures of one (broadcast, mailbox) pair: each a
 //! number, most between 0 and 1, weighed by the tuned model.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -119,24 +119,26 @@ impl Features {
         ]
     }
 
-    /// Measures a broadcast against a mailbox's profile and goal.
-    pub fn measure(broadcast: &str, profile: &str, goal: &str) -> Features {
+    /// Measures a broadcast's text against a mailbox's profile and goal
+    /// (analysing the broadcast for this pair alone).
+    pub fn of(broadcast: &str, profile: &str, goal: &str) -> Features {
+        Features::measure(&Broadcast::analyse(broadcast), profile, goal)
+    }
+
+    /// Measures an analysed broadcast against a mailbox's profile and goal.
+    pub fn measure(b: &Broadcast, profile: &str, goal: &str) -> Features {
         let data = &*DATA;
+        let profile = bounded(profile, MAX_PROFILE_READ);
+        let goal = bounded(goal, MAX_PROFILE_READ);
         let stated = format!("{profile} {goal}");
         let prof = drop_negated(&format!("{profile} \n {goal}"));
-        let bw = text::word_set(broadcast);
         let pw = text::word_set(&prof);
-        let shared = data.weight(bw.intersection(&pw));
-        let cos = shared
-            / (data.weight(&bw) * data.weight(&pw).max(20.0))
-                .sqrt()
-                .max(1e-9);
+        let shared = data.weight(b.words.intersection(&pw));
+        let cos = shared / (b.weight * data.weight(&pw).max(20.0)).sqrt().max(1e-9);
 
-        let bc = text::concepts(broadcast);
         let pc = text::concepts(&prof);
-        let concepts = bc.intersection(&pc).count().min(3) as f64 / 3.0;
+        let concepts = b.concepts.intersection(&pc).count().min(3) as f64 / 3.0;
 
-        let bp = text::packages(broadcast);
         let pp = text::packages(&prof);
         let mut pdeps: HashMap<String, u32> = HashMap::new();
         for p in &pp {
@@ -146,32 +148,42 @@ impl Features {
             }
         }
         let (mut direct, mut dep, mut desc) = (0.0f64, 0.0f64, 0.0f64);
-        for (i, p) in bp.iter().enumerate() {
+        for (i, p) in b.packages.iter().enumerate() {
             let pos = if i == 0 { 1.0 } else { 0.6 };
-            let hub = data.dependents.get(p).copied().unwrap_or(0) as f64;
-            let specific = 1.0 / (1.0 + hub.ln_1p());
-            if pp.contains(p) {
+            if pp.contains(&p.name) {
                 direct = direct.max(pos);
-            } else if let Some(d) = pdeps.get(p) {
-                dep = dep.max(pos * specific / *d as f64);
+            } else if let Some(d) = pdeps.get(&p.name) {
+                dep = dep.max(pos * p.specific / *d as f64);
             }
-            let dw: Vec<String> = text::word_set(&data.packages[p].desc)
-                .into_iter()
-                .filter(|w| !bw.contains(w))
-                .collect();
-            if !dw.is_empty() {
-                let hit: f64 = dw
+            if !p.desc.is_empty() {
+                let hit: f64 = p
+                    .desc
                     .iter()
                     .filter(|w| pw.contains(*w))
                     .map(|w| data.idf(w))
                     .sum();
-                desc = desc.max(pos * hit / (data.weight(&dw) + 1.0));
+                desc = desc.max(pos * hit / (p.desc_weight + 1.0));
             }
         }
 
-        let (carve_exempt, carve_affected) = carve(broadcast, &prof);
-        let (org_match, org_mismatch) = organisation(broadcast, profile, &stated);
-        let v = versions(broadcast, &stated);
+        let (carve_exempt, carve_affected) = match &b.carve {
+            None => (0.0, 0.0),
+            Some((exempt, affected)) => {
+                let e: f64 = exempt
+                    .iter()
+                    .filter(|w| pw.contains(*w))
+                    .map(|w| data.idf(w))
+                    .sum();
+                let a: f64 = affected
+                    .iter()
+                    .filter(|w| pw.contains(*w))
+                    .map(|w| data.idf(w))
+                    .sum();
+                (if e > a { 1.0 } else { 0.0 }, if a > e { 1.0 } else { 0.0 })
+            }
+        };
+        let (org_match, org_mismatch) = organisation(b.scope.as_deref(), profile, &stated);
+        let v = versions(b, &stated);
         let subject = direct.max((2.0 * dep).min(1.0)).max(desc).max(concepts);
         Features {
             cos,
@@ -199,14 +211,94 @@ impl Features {
     }
 }
 
-/// How much a broadcast is like text the mailbox said was not for it
-/// (its `not_for_me` notes): the IDF-weighted cosine of their words.
-pub fn likeness(broadcast: &str, note: &str) -> f64 {
+/// How much of a broadcast the judge reads: its first 16 KiB (what a
+/// broadcast is about is said at its start; a 64 KiB one would cost 20 ms
+/// a mailbox).
+pub const MAX_BROADCAST_READ: usize = 16 * 1024;
+
+/// How much of a profile, a goal or a note the judge reads (a profile is
+/// at most 1 KiB, a goal 256 bytes; `agentmesh judge` takes any).
+pub const MAX_PROFILE_READ: usize = 2 * 1024;
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+pub fn bounded(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// One package a broadcast names, with what the judge needs of it.
+#[derive(Debug, Clone)]
+pub struct Named {
+    name: String,
+    /// 1 / (1 + ln(1 + packages depending on it)).
+    specific: f64,
+    /// Its description's words that the broadcast does not use itself.
+    desc: Vec<String>,
+    desc_weight: f64,
+}
+
+/// A broadcast, read once for all the mailboxes it is judged for.
+#[derive(Debug, Clone)]
+pub struct Broadcast {
+    words: BTreeSet<String>,
+    weight: f64,
+    concepts: BTreeSet<u32>,
+    packages: Vec<Named>,
+    /// The words only its exempt part uses, and only its affected part.
+    carve: Option<(BTreeSet<String>, BTreeSet<String>)>,
+    scope: Option<String>,
+    versions: BTreeMap<String, Vec<text::Version>>,
+    before: bool,
+}
+
+impl Broadcast {
+    /// Reads a broadcast's first [`MAX_BROADCAST_READ`] bytes.
+    pub fn analyse(text: &str) -> Broadcast {
+        let data = &*DATA;
+        let text = bounded(text, MAX_BROADCAST_READ);
+        let words = text::word_set(text);
+        let packages = text::packages(text)
+            .into_iter()
+            .map(|name| {
+                let hub = data.dependents.get(&name).copied().unwrap_or(0) as f64;
+                let desc: Vec<String> = text::word_set(&data.packages[&name].desc)
+                    .into_iter()
+                    .filter(|w| !words.contains(w))
+                    .collect();
+                Named {
+                    specific: 1.0 / (1.0 + hub.ln_1p()),
+                    desc_weight: data.weight(&desc),
+                    desc,
+                    name,
+                }
+            })
+            .collect();
+        Broadcast {
+            weight: data.weight(&words),
+            concepts: text::concepts(text),
+            packages,
+            carve: carve(text),
+            scope: scope(text).map(str::to_owned),
+            versions: text::versions(text),
+            before: BEFORE.is_match(text),
+            words,
+        }
+    }
+}
+
+/// How much of a broadcast a `not_for_me` note covers (0–1): the rarity
+/// weight of the words they share over that of the broadcast's (or the
+/// note's, if larger) words. A note holding the broadcast it was about
+/// covers a near-identical one almost whole; a few words of reason ("not
+/// for me: tokio timer") cover only the part of a broadcast they name.
+pub fn likeness(b: &Broadcast, note: &str) -> f64 {
     let data = &*DATA;
-    let a = text::word_set(broadcast);
-    let b = text::word_set(note);
-    let shared = data.weight(a.intersection(&b));
-    let norm = (data.weight(&a) * data.weight(&b)).sqrt();
+    let n = text::word_set(bounded(note, MAX_PROFILE_READ));
+    let shared = data.weight(b.words.intersection(&n));
+    let norm = (b.weight * b.weight.max(data.weight(&n))).sqrt();
     if norm == 0.0 { 0.0 } else { shared / norm }
 }
 
@@ -225,29 +317,20 @@ static EXEMPT: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
-/// Whether the profile is on the exempt or the affected side of a
-/// carve-out ("Linux and macOS builds are untouched").
-fn carve(broadcast: &str, prof: &str) -> (f64, f64) {
-    let data = &*DATA;
+/// A carve-out ("Linux and macOS builds are untouched"): the words only
+/// its exempt part uses, and those only the rest uses; `None` without one.
+fn carve(broadcast: &str) -> Option<(BTreeSet<String>, BTreeSet<String>)> {
     let exempt: Vec<&str> = EXEMPT.find_iter(broadcast).map(|m| m.as_str()).collect();
     if exempt.is_empty() {
-        return (0.0, 0.0);
+        return None;
     }
     let affected = EXEMPT.replace_all(broadcast, " ");
     let ew = text::word_set(&exempt.join(" "));
     let aw = text::word_set(&affected);
-    let pw = text::word_set(prof);
-    let e: f64 = ew
-        .difference(&aw)
-        .filter(|w| pw.contains(*w))
-        .map(|w| data.idf(w))
-        .sum();
-    let a: f64 = aw
-        .difference(&ew)
-        .filter(|w| pw.contains(*w))
-        .map(|w| data.idf(w))
-        .sum();
-    (if e > a { 1.0 } else { 0.0 }, if a > e { 1.0 } else { 0.0 })
+    Some((
+        ew.difference(&aw).cloned().collect(),
+        aw.difference(&ew).cloned().collect(),
+    ))
 }
 
 const GENERIC: &[&str] = &[
@@ -281,8 +364,11 @@ static ORG_WORD: LazyLock<Regex> = LazyLock::new(|| pattern(r"^[A-Z][A-Za-z]+$")
 static PROFILE_ORG: LazyLock<Regex> =
     LazyLock::new(|| pattern(r"^\s*(?:Client:\s*)?([A-Z][A-Za-z]+(?: [A-Z][A-Za-z]+)?)\."));
 
-/// The organisation a broadcast is scoped to ("Acme only: …", "Brightwell
-/// platform: …"), if any.
+/// The organisation a broadcast is scoped to, if any: a capitalised first
+/// word before a colon that is no package and no announcement word, and
+/// either says so ("Acme only: …") or comes back as a possessive
+/// ("Brightwell platform: … Brightwell's shared CI image …"). "Hey team:"
+/// or "Friday:" scope nothing.
 fn scope(broadcast: &str) -> Option<&str> {
     let pre = SCOPE.captures(broadcast)?.get(1)?.as_str();
     let words: Vec<&str> = pre.split_whitespace().collect();
@@ -293,14 +379,15 @@ fn scope(broadcast: &str) -> Option<&str> {
     {
         return None;
     }
+    let only = words.get(1).is_some_and(|o| o.eq_ignore_ascii_case("only"));
     let possessive = Regex::new(&format!(r"\b{}'s\b", regex::escape(w))).ok()?;
-    (words.len() <= 3 || possessive.is_match(broadcast)).then_some(w)
+    (only || possessive.is_match(broadcast)).then_some(w)
 }
 
 /// (match, mismatch) between a broadcast's scope and the profile's
 /// organisation (its first sentence, "Client: Acme." or "Fernhill.").
-fn organisation(broadcast: &str, profile: &str, stated: &str) -> (f64, f64) {
-    let Some(w) = scope(broadcast) else {
+fn organisation(scope: Option<&str>, profile: &str, stated: &str) -> (f64, f64) {
+    let Some(w) = scope else {
         return (0.0, 0.0);
     };
     let org = PROFILE_ORG
@@ -334,11 +421,11 @@ static BEFORE: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// How the versions the profile gives sit against the broadcast's.
-fn versions(broadcast: &str, stated: &str) -> VersionFeatures {
-    let bv = text::versions(broadcast);
+fn versions(b: &Broadcast, stated: &str) -> VersionFeatures {
+    let bv = &b.versions;
     let pv = text::versions(stated);
     let (mut eq, mut below, mut above) = (0.0, 0.0, 0.0);
-    for (p, vs) in &bv {
+    for (p, vs) in bv {
         let Some(mine) = pv.get(p) else { continue };
         for v in mine {
             let c: Vec<_> = vs.iter().map(|w| text::compare(v, w)).collect();
@@ -351,7 +438,7 @@ fn versions(broadcast: &str, stated: &str) -> VersionFeatures {
             }
         }
     }
-    let cue = if BEFORE.is_match(broadcast) { 1.0 } else { 0.0 };
+    let cue = if b.before { 1.0 } else { 0.0 };
     VersionFeatures {
         eq,
         below_cue: below * cue,

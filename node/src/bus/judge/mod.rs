@@ -27,7 +27,7 @@ mod weights;
 use serde::{Deserialize, Serialize};
 
 use super::{Preset, Status};
-pub use features::Features;
+pub use features::{Broadcast, Features};
 
 /// The last notes the judge reads of a mailbox's `not_for_me`s.
 pub const NOTES_READ: usize = 5;
@@ -58,9 +58,17 @@ pub struct Input {
     /// Its status; never lowers the probability.
     pub status: Status,
     /// Its last `not_for_me` notes, oldest first (the judge reads the last
-    /// [`NOTES_READ`]).
-    #[serde(default)]
+    /// [`NOTES_READ`]; `null` is none).
+    #[serde(default, deserialize_with = "null_is_none")]
     pub notes: Vec<String>,
+    /// The mailbox's name, if known: with no profile, it is judged on its
+    /// goal and name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mailbox: Option<String>,
+}
+
+fn null_is_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    Ok(Option::<Vec<String>>::deserialize(d)?.unwrap_or_default())
 }
 
 /// The judge's answer for one pair: the `agentmesh judge` output line.
@@ -97,20 +105,38 @@ fn sigmoid(z: f64) -> f64 {
     1.0 / (1.0 + (-z).exp())
 }
 
-/// The probability that the mailbox wants the broadcast.
-pub fn probability(input: &Input) -> f64 {
-    let f = Features::measure(&input.broadcast, &input.profile, &input.goal);
-    let start = input.notes.len().saturating_sub(NOTES_READ);
-    let like = input.notes[start..]
+/// The notes the judge reads: the last [`NOTES_READ`].
+pub fn notes_read(notes: &[String]) -> &[String] {
+    &notes[notes.len().saturating_sub(NOTES_READ)..]
+}
+
+/// The probability that the mailbox wants the broadcast, `b` being
+/// `input.broadcast` analysed (once for all the mailboxes it is judged for).
+pub fn probability_of(b: &Broadcast, input: &Input) -> f64 {
+    let goal = match &input.mailbox {
+        Some(name) if input.profile.trim().is_empty() => format!("{} {name}", input.goal),
+        _ => input.goal.clone(),
+    };
+    let f = Features::measure(b, &input.profile, &goal);
+    let like = notes_read(&input.notes)
         .iter()
-        .map(|n| features::likeness(&input.broadcast, n))
+        .map(|n| features::likeness(b, n))
         .fold(0.0, f64::max);
     sigmoid(logit(&f) - NOTE_WEIGHT * like)
 }
 
+/// The probability that the mailbox wants the broadcast.
+pub fn probability(input: &Input) -> f64 {
+    probability_of(&Broadcast::analyse(&input.broadcast), input)
+}
+
 /// Judges one pair at a preset.
 pub fn judge(input: &Input, preset: Preset) -> Judgment {
-    let p = probability(input);
+    verdict(probability(input), preset)
+}
+
+/// A probability judged at a preset.
+pub fn verdict(p: f64, preset: Preset) -> Judgment {
     Judgment {
         p,
         deliver: p >= preset.threshold(),
@@ -129,6 +155,7 @@ mod tests {
             goal: String::new(),
             status,
             notes: vec![],
+            mailbox: None,
         }
     }
 

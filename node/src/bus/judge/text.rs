@@ -345,17 +345,18 @@ pub fn versions(text: &str) -> BTreeMap<String, Vec<Version>> {
         while j < toks.len() && skipped < 4 {
             let w = toks[j];
             if VER_NUMBER.is_match(w) {
-                let list = out.entry(name.clone()).or_default();
+                // A number too large to be a version names none.
                 if let Some(v) = parse_version(w) {
+                    let list = out.entry(name.clone()).or_default();
                     list.push(v);
-                }
-                if j + 2 < toks.len()
-                    && ["through", "to", "and", "or", "-"]
-                        .contains(&toks[j + 1].to_lowercase().as_str())
-                    && VER_PLAIN.is_match(toks[j + 2])
-                    && let Some(v2) = parse_version(toks[j + 2])
-                {
-                    list.push(v2);
+                    if j + 2 < toks.len()
+                        && ["through", "to", "and", "or", "-"]
+                            .contains(&toks[j + 1].to_lowercase().as_str())
+                        && VER_PLAIN.is_match(toks[j + 2])
+                        && let Some(v2) = parse_version(toks[j + 2])
+                    {
+                        list.push(v2);
+                    }
                 }
                 break;
             }

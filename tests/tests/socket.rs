@@ -34,9 +34,11 @@ fn attach_line() -> &'static [u8] {
 fn idle_sockets_never_lock_a_client_out() {
     let mut a = Node::new("alpha");
     a.start();
-    // One that never attaches: told why when its time is up.
-    let first = socket(&a);
+    // One that never attaches: told why when its time is up. (Its clock
+    // starts before the connect: the daemon may accept it, and start its
+    // own, before connect returns here.)
     let opened = Instant::now();
+    let first = socket(&a);
     // A thousand more idle sockets.
     let idle: Vec<UnixStream> = (0..1000).map(|_| socket(&a)).collect();
     let started = Instant::now();

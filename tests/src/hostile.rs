@@ -347,10 +347,12 @@ impl Peer {
                                 request_response::Message::Request { request, channel, .. } => {
                                     note(Received::Sync(format!("{request:?}").chars().take(200).collect()));
                                     let reply = match sync {
-                                        SyncAnswer::InSync => SyncReply::InSync { contacts: vec![] },
+                                        SyncAnswer::InSync => SyncReply::InSync { contacts: vec![], records: vec![], more_records: false },
                                         SyncAnswer::Huge(bytes) => SyncReply::Have {
                                             hashes: vec![serde_bytes::ByteBuf::from(vec![7u8; 1]); bytes / 2],
                                             contacts: vec![],
+                                            records: vec![],
+                                            more_records: false,
                                         },
                                     };
                                     let _ = swarm.behaviour_mut().sync.send_response(channel, reply);

@@ -3,6 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use directory::{MAX_DIRECTORY_PAGE, Published, REPUBLISH_EVERY};
+pub use profiles::{LocalDirectory, LocalMailbox, Presence, Profiles, WORKING_FOR};
+
 /// How eager a mailbox is to receive broadcasts: each preset is a
 /// threshold on the judge's probability.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -71,3 +74,6 @@ impl std::fmt::Display for Status {
         f.write_str(self.as_str())
     }
 }
+
+pub mod directory;
+pub mod profiles;

@@ -131,6 +131,8 @@ pub struct Net {
     reach: Reach,
     inbox: Inbox,
     last_maintenance: Instant,
+    /// Tells the loop this machine's mailboxes changed (the team reads them).
+    local_changed: watch::Receiver<Arc<crate::bus::LocalDirectory>>,
     stopping: bool,
 }
 
@@ -154,6 +156,8 @@ pub struct NetSetup {
     pub store: Arc<dyn Store>,
     /// The group commit the team's audit entries go through.
     pub commit: GroupCommit,
+    /// This machine's mailboxes as the mail actor publishes them.
+    pub local_directory: watch::Receiver<Arc<crate::bus::LocalDirectory>>,
 }
 
 impl std::fmt::Debug for NetSetup {
@@ -172,6 +176,7 @@ impl Net {
             settings,
             store,
             commit,
+            local_directory,
         } = setup;
         for addr in &settings.listen {
             swarm
@@ -192,7 +197,14 @@ impl Net {
             now,
         );
         reach.start(&mut swarm);
-        let team = Team::new(me, settings, store.clone(), AuditLog::new(commit))?;
+        let local_changed = local_directory.clone();
+        let team = Team::new(
+            me,
+            settings,
+            store.clone(),
+            AuditLog::new(commit),
+            local_directory,
+        )?;
         // The one address book: the peer table, fed by stored records,
         // contact records, identify, mDNS and tickets; every dial and
         // request takes its addresses from it (the swarm keeps none).
@@ -218,6 +230,7 @@ impl Net {
             reach,
             inbox,
             last_maintenance: now,
+            local_changed,
             stopping: false,
         };
         net.with_team(now, |team, port| team.start(port));
@@ -266,6 +279,9 @@ impl Net {
                     self.carriage.carry(mail, carry, addrs, Instant::now());
                 },
                 event = self.swarm.select_next_some() => self.on_swarm(event),
+                Ok(()) = self.local_changed.changed() => {
+                    self.with_team(Instant::now(), |team, port| team.on_local_directory(port));
+                },
                 _ = tick.tick() => self.housekeeping(),
             }
         }
@@ -547,9 +563,21 @@ impl Net {
                 propagation_source,
                 message,
                 ..
-            }) => self.with_team(now, |team, port| {
-                team.on_gossip(port, message.source, propagation_source, &message.data)
-            }),
+            }) => {
+                let directory = message.topic == behaviour::directory_topic().hash();
+                self.with_team(now, |team, port| {
+                    if directory {
+                        team.on_directory_gossip(
+                            port,
+                            message.source,
+                            propagation_source,
+                            &message.data,
+                        );
+                    } else {
+                        team.on_gossip(port, message.source, propagation_source, &message.data);
+                    }
+                });
+            }
             BehaviourEvent::Join(event) => self.on_join(event, now),
             BehaviourEvent::Mail(event) => {
                 let team = &self.team;

@@ -89,6 +89,7 @@ const META: &str = "meta";
 const FORMAT_KEY: &[u8] = b"format_version";
 const TEAM_KEY: &[u8] = b"team";
 const CONTACT_SEQ_KEY: &[u8] = b"contact_seq";
+const DIRECTORY_SEQ_KEY: &[u8] = b"directory_seq";
 
 /// The sled implementation of [`Store`].
 #[derive(Debug)]
@@ -99,6 +100,8 @@ pub struct SledStore {
     peers: sled::Tree,
     tickets: sled::Tree,
     contacts: sled::Tree,
+    /// Each member's signed directory record, by PeerId bytes.
+    directory: sled::Tree,
     audit: sled::Tree,
     outbox: sled::Tree,
     /// Delivered and failed records: created_at ‖ id -> record.
@@ -171,6 +174,7 @@ impl SledStore {
             peers: db.open_tree("peers")?,
             tickets: db.open_tree("tickets")?,
             contacts: db.open_tree("contacts")?,
+            directory: db.open_tree("directory")?,
             audit: db.open_tree("audit")?,
             outbox: db.open_tree("outbox")?,
             outbox_done: db.open_tree("outbox_done")?,
@@ -212,6 +216,7 @@ const PAUSED_KEY: &[u8] = b"paused";
 const RELAYS_KEY: &[u8] = b"relays";
 const FOLDER_PREFIX: &[u8] = b"folder/";
 const TRUSTED_PREFIX: &[u8] = b"trusted/";
+const PROFILE_PREFIX: &[u8] = b"profile/";
 
 /// An ask's key in the expiry index: its expiry (big-endian) ‖ its id.
 fn ask_expiry_key(a: &AskRecord) -> Vec<u8> {
@@ -351,6 +356,44 @@ impl TeamStore for SledStore {
         let next = self
             .meta
             .update_and_fetch(CONTACT_SEQ_KEY, |old| {
+                let n = old
+                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                    .map_or(0, u64::from_be_bytes);
+                Some((n + 1).to_be_bytes().to_vec())
+            })?
+            .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
+            .map_or(1, u64::from_be_bytes);
+        Ok(next)
+    }
+
+    fn directory_records(&self) -> Result<BTreeMap<PeerId, Vec<u8>>, StoreError> {
+        let mut out = BTreeMap::new();
+        for kv in self.directory.iter() {
+            let (k, v) = kv?;
+            let peer = PeerId::from_bytes(&k).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            out.insert(peer, v.to_vec());
+        }
+        Ok(out)
+    }
+
+    fn directory_record(&self, peer: &PeerId) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.directory.get(peer.to_bytes())?.map(|v| v.to_vec()))
+    }
+
+    fn put_directory_record(&self, peer: &PeerId, record: &[u8]) -> Result<(), StoreError> {
+        self.directory.insert(peer.to_bytes(), record)?;
+        Ok(())
+    }
+
+    fn delete_directory_record(&self, peer: &PeerId) -> Result<(), StoreError> {
+        self.directory.remove(peer.to_bytes())?;
+        Ok(())
+    }
+
+    fn next_directory_seq(&self) -> Result<u64, StoreError> {
+        let next = self
+            .meta
+            .update_and_fetch(DIRECTORY_SEQ_KEY, |old| {
                 let n = old
                     .and_then(|b| <[u8; 8]>::try_from(b).ok())
                     .map_or(0, u64::from_be_bytes);
@@ -762,6 +805,21 @@ impl MailStore for SledStore {
         self.consent.insert(
             [FOLDER_PREFIX, binding.mailbox.as_bytes()].concat(),
             to_record(binding),
+        )?;
+        self.sync()
+    }
+
+    fn profiles(&self) -> Result<Vec<ProfileRecord>, StoreError> {
+        self.consent
+            .scan_prefix(PROFILE_PREFIX)
+            .map(|kv| from_record(&kv?.1))
+            .collect()
+    }
+
+    fn put_profile(&self, record: &ProfileRecord) -> Result<(), StoreError> {
+        self.consent.insert(
+            [PROFILE_PREFIX, record.mailbox.as_bytes()].concat(),
+            to_record(record),
         )?;
         self.sync()
     }

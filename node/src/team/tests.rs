@@ -34,7 +34,7 @@ fn machine(name: &str) -> Machine {
         ..Default::default()
     };
     let settings = config.validate().unwrap();
-    let mut team = Team::new(me.clone(), settings, store, AuditLog::new(commit)).unwrap();
+    let mut team = Team::new(me.clone(), settings, store, AuditLog::new(commit), local_none()).unwrap();
     let mut net = FakeNet::default();
     team.start(&mut net);
     Machine {
@@ -348,7 +348,7 @@ fn a_full_group_commit_queue_delays_answers_without_blocking() {
         ..Default::default()
     };
     let me = Identity::generate(&mut rand::rng());
-    let mut team = Team::new(me, config.validate().unwrap(), store, AuditLog::new(commit)).unwrap();
+    let mut team = Team::new(me, config.validate().unwrap(), store, AuditLog::new(commit), local_none()).unwrap();
     let mut net = FakeNet::default();
     team.start(&mut net);
     let (tx, mut rx) = oneshot::channel();
@@ -370,4 +370,10 @@ fn a_full_group_commit_queue_delays_answers_without_blocking() {
     assert!(rx.try_recv().is_err(), "still not before it is durable");
     then.unwrap()();
     assert_eq!(rx.try_recv().unwrap().unwrap()["name"], "ward");
+}
+
+/// No mailboxes published (the receiver keeps the value after its sender
+/// is gone).
+fn local_none() -> tokio::sync::watch::Receiver<Arc<crate::bus::LocalDirectory>> {
+    tokio::sync::watch::channel(Arc::new(crate::bus::LocalDirectory::default())).1
 }

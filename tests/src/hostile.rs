@@ -188,13 +188,16 @@ pub fn peer_of(addr: &Multiaddr) -> PeerId {
 }
 
 /// How a [`Peer`] answers the sync and join requests a daemon sends it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SyncAnswer {
     /// "Same digest", with no contact records; joins refused in a word.
     InSync,
     /// Replies of about this many bytes (junk hashes; a refusal that long):
     /// a peer trying to make the daemon read more than the protocol needs.
     Huge(usize),
+    /// In sync with these typed records (directory records, or kinds no
+    /// version knows).
+    Records(Vec<agentmesh_node::wire::TypedRecord>),
 }
 
 /// What the daemon sent a [`Peer`] without being asked.
@@ -346,8 +349,9 @@ impl Peer {
                             request_response::Event::Message { message, .. } => match message {
                                 request_response::Message::Request { request, channel, .. } => {
                                     note(Received::Sync(format!("{request:?}").chars().take(200).collect()));
-                                    let reply = match sync {
+                                    let reply = match &sync {
                                         SyncAnswer::InSync => SyncReply::InSync { contacts: vec![], records: vec![], more_records: false },
+                                        SyncAnswer::Records(records) => SyncReply::InSync { contacts: vec![], records: records.clone(), more_records: false },
                                         SyncAnswer::Huge(bytes) => SyncReply::Have {
                                             hashes: vec![serde_bytes::ByteBuf::from(vec![7u8; 1]); bytes / 2],
                                             contacts: vec![],
@@ -371,9 +375,9 @@ impl Peer {
                             request_response::Event::Message { message, .. } => match message {
                                 request_response::Message::Request { request, channel, .. } => {
                                     note(Received::Join(format!("{request:?}").chars().take(200).collect()));
-                                    let answer = match sync {
-                                        SyncAnswer::InSync => "no".to_owned(),
-                                        SyncAnswer::Huge(bytes) => "x".repeat(bytes),
+                                    let answer = match &sync {
+                                        SyncAnswer::InSync | SyncAnswer::Records(_) => "no".to_owned(),
+                                        SyncAnswer::Huge(bytes) => "x".repeat(*bytes),
                                     };
                                     let _ = swarm.behaviour_mut().join.send_response(channel, JoinReply::Refused(answer));
                                 }

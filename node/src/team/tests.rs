@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use agentmesh_protocol::team::{Admit, Block, BlockBody};
 use agentmesh_protocol::{Identity, Name, Owner, PeerId};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use super::network::fake::{Call, FakeNet};
 use super::*;
@@ -374,6 +374,6 @@ fn a_full_group_commit_queue_delays_answers_without_blocking() {
 
 /// No mailboxes published (the receiver keeps the value after its sender
 /// is gone).
-fn local_none() -> tokio::sync::watch::Receiver<Arc<crate::bus::LocalDirectory>> {
-    tokio::sync::watch::channel(Arc::new(crate::bus::LocalDirectory::default())).1
+fn local_none() -> watch::Receiver<Arc<crate::bus::LocalDirectory>> {
+    watch::channel(Arc::new(crate::bus::LocalDirectory::default())).1
 }

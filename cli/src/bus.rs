@@ -32,19 +32,38 @@ impl From<PresetArg> for Preset {
 
 fn show_profile(p: &api::ProfileView) {
     crate::say!("{}", term::clean(&p.address));
-    crate::say!("  status:  {}{}", p.status, p.last_active.as_deref().map(|t| format!(" (last active {t})")).unwrap_or_default());
+    crate::say!(
+        "  status:  {}{}",
+        p.status,
+        p.last_active
+            .as_deref()
+            .map(|t| format!(" (last active {t})"))
+            .unwrap_or_default()
+    );
     crate::say!(
         "  preset:  {}{}",
         p.preset,
-        if p.preset_is_default { " (the machine's default)" } else { "" }
+        if p.preset_is_default {
+            " (the machine's default)"
+        } else {
+            ""
+        }
     );
     crate::say!(
         "  goal:    {}",
-        if p.goal.is_empty() { "(none)".to_owned() } else { term::clean(&p.goal) }
+        if p.goal.is_empty() {
+            "(none)".to_owned()
+        } else {
+            term::clean(&p.goal)
+        }
     );
     crate::say!(
         "  profile: {}",
-        if p.profile.is_empty() { "(none)".to_owned() } else { term::clean(&p.profile) }
+        if p.profile.is_empty() {
+            "(none)".to_owned()
+        } else {
+            term::clean(&p.profile)
+        }
     );
 }
 
@@ -124,7 +143,10 @@ pub fn directory(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(t) = &team {
-        crate::say!("Team {}. Profiles and goals are what each machine's sessions wrote (as claimed).", term::clean(t));
+        crate::say!(
+            "Team {}. Profiles and goals are what each machine's sessions wrote (as claimed).",
+            term::clean(t)
+        );
     }
     for m in &machines {
         crate::say!(
@@ -132,14 +154,21 @@ pub fn directory(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
             term::clean(&m.name),
             term::clean(&m.owner),
             if m.this_machine { ", this machine" } else { "" },
-            if m.known { "" } else { ": no directory record yet (it has not synced since, or runs an older agentmesh)" }
+            if m.known {
+                ""
+            } else {
+                ": no directory record yet (it has not synced since, or runs an older agentmesh)"
+            }
         );
         for b in &m.mailboxes {
             crate::say!(
                 "  {:<28} {:<8}{}",
                 term::clean(&b.address),
                 b.status.as_str(),
-                b.last_active.as_deref().map(|t| format!(" last active {t}")).unwrap_or_default()
+                b.last_active
+                    .as_deref()
+                    .map(|t| format!(" last active {t}"))
+                    .unwrap_or_default()
             );
             if !b.goal.is_empty() {
                 crate::say!("    goal:    {}", term::clean(&b.goal));

@@ -507,8 +507,8 @@ impl Client {
                 }
                 // An agent's session (its MCP server) attached to its
                 // mailbox: the directory says so while it stays.
-                self.session = (who_kind == WhoKind::Agent)
-                    .then(|| self.mail.attach_session(session_mailbox));
+                self.session =
+                    (who_kind == WhoKind::Agent).then(|| self.mail.attach_session(session_mailbox));
                 // Subscribe before replaying, so nothing falls between.
                 *events = Some(self.mail.subscribe());
                 let attached = DaemonFrame::Attached {

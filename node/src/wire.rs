@@ -177,10 +177,7 @@ pub enum SyncRequest {
         /// The directory records the sender holds, as `(machine, seq)`:
         /// the answer carries the ones it lacks or holds older. Absent
         /// from machines that predate the directory.
-        #[serde(
-            default,
-            deserialize_with = "bounded::<_, _, MAX_RECORDS_PER_SYNC>"
-        )]
+        #[serde(default, deserialize_with = "bounded::<_, _, MAX_RECORDS_PER_SYNC>")]
         directory: Vec<RecordHave>,
     },
     /// "Send me these blocks."
@@ -204,10 +201,7 @@ pub enum SyncReply {
         contacts: Vec<serde_bytes::ByteBuf>,
         /// Typed records the asker lacks, a page of them (absent from
         /// machines that predate the directory).
-        #[serde(
-            default,
-            deserialize_with = "bounded::<_, _, MAX_RECORDS_PER_SYNC>"
-        )]
+        #[serde(default, deserialize_with = "bounded::<_, _, MAX_RECORDS_PER_SYNC>")]
         records: Vec<TypedRecord>,
         /// Some records were left for the next sync.
         #[serde(default)]
@@ -223,10 +217,7 @@ pub enum SyncReply {
         contacts: Vec<serde_bytes::ByteBuf>,
         /// Typed records the asker lacks, a page of them (absent from
         /// machines that predate the directory).
-        #[serde(
-            default,
-            deserialize_with = "bounded::<_, _, MAX_RECORDS_PER_SYNC>"
-        )]
+        #[serde(default, deserialize_with = "bounded::<_, _, MAX_RECORDS_PER_SYNC>")]
         records: Vec<TypedRecord>,
         /// Some records were left for the next sync.
         #[serde(default)]

@@ -120,8 +120,7 @@ impl DirectoryEntry {
         let mailbox = match f.opt_text("mailbox", crate::names::MAX_NAME_LEN)? {
             None => None,
             Some(m) => Some(
-                Name::parse("mailbox name", &m)
-                    .map_err(|e| f.error("mailbox", e.to_string()))?,
+                Name::parse("mailbox name", &m).map_err(|e| f.error("mailbox", e.to_string()))?,
             ),
         };
         Ok(DirectoryEntry {
@@ -164,7 +163,12 @@ impl DirectoryRecord {
             cbor::uint(self.seq),
             cbor::uint(self.at.as_unix_millis()),
             Value::Bool(self.always_on),
-            Value::Array(self.mailboxes.iter().map(DirectoryEntry::to_value).collect()),
+            Value::Array(
+                self.mailboxes
+                    .iter()
+                    .map(DirectoryEntry::to_value)
+                    .collect(),
+            ),
         ])
     }
 

@@ -174,12 +174,7 @@ fn generate() -> Vectors {
     let two = record(
         7,
         vec![
-            entry(
-                None,
-                "Ada, who runs this machine.",
-                "",
-                Status::Offline,
-            ),
+            entry(None, "Ada, who runs this machine.", "", Status::Offline),
             entry(
                 Some("api"),
                 "The billing API: Rust, axum, Postgres 16; owns /v2/invoices.",
@@ -200,14 +195,7 @@ fn generate() -> Vectors {
     let big = record(
         9,
         (0..48)
-            .map(|i| {
-                entry(
-                    Some(&format!("m{i}")),
-                    &"p".repeat(1024),
-                    "",
-                    Status::Idle,
-                )
-            })
+            .map(|i| entry(Some(&format!("m{i}")), &"p".repeat(1024), "", Status::Idle))
             .collect(),
     );
     let mut forged = ok.bytes().to_vec();
@@ -224,7 +212,11 @@ fn generate() -> Vectors {
             "The owner's mailbox (null), a working one with a profile and goal, an idle one with neither.",
             ok.bytes().to_vec(),
         ),
-        case("no_mailboxes", "A machine with no mailboxes yet.", empty.bytes().to_vec()),
+        case(
+            "no_mailboxes",
+            "A machine with no mailboxes yet.",
+            empty.bytes().to_vec(),
+        ),
         case(
             "too_many_mailboxes",
             "65 mailboxes: refused whole, before any entry is read.",
@@ -286,7 +278,12 @@ fn every_committed_case_decodes_or_is_refused_as_it_says() {
         }
     }
     let names: Vec<&str> = v.cases.iter().map(|c| c.name.as_str()).collect();
-    for n in ["three_mailboxes", "too_many_mailboxes", "too_large", "bad_signature"] {
+    for n in [
+        "three_mailboxes",
+        "too_many_mailboxes",
+        "too_large",
+        "bad_signature",
+    ] {
         assert!(names.contains(&n), "{n}");
     }
 }

@@ -105,7 +105,13 @@ async fn an_agent_asks_one_on_another_machine_and_gets_the_reply_pushed() {
     names.sort();
     assert_eq!(
         names,
-        ["check_inbox", "list_team", "reply", "send_message", "set_profile"]
+        [
+            "check_inbox",
+            "list_team",
+            "reply",
+            "send_message",
+            "set_profile"
+        ]
     );
 
     let t = sa.ok("list_team", json!({})).await;

@@ -124,8 +124,15 @@ fn profile_set_and_show_and_their_errors() {
     let [a] = team([("alpha", "Ada")]);
     mailbox(&a, "api");
     let v = a.json(&[
-        "profile", "set", "api", "--profile", "Knows the \u{1b}[31mbilling\u{1b}[0m API", "--goal",
-        "Ship v2", "--preset", "strict",
+        "profile",
+        "set",
+        "api",
+        "--profile",
+        "Knows the \u{1b}[31mbilling\u{1b}[0m API",
+        "--goal",
+        "Ship v2",
+        "--preset",
+        "strict",
     ]);
     assert_eq!(v["address"], "api@alpha");
     assert_eq!(v["preset"], "strict");
@@ -144,7 +151,10 @@ fn profile_set_and_show_and_their_errors() {
     assert!(text.contains("api@alpha"), "{text}");
     assert!(!text.contains('\u{1b}'), "{text}");
     let text = a.ok(&["profile", "show", "api"]);
-    assert!(text.contains("strict") && !text.contains('\u{1b}'), "{text}");
+    assert!(
+        text.contains("strict") && !text.contains('\u{1b}'),
+        "{text}"
+    );
 
     let json_error = |args: &[&str]| -> Value {
         let mut args = args.to_vec();
@@ -154,7 +164,10 @@ fn profile_set_and_show_and_their_errors() {
     };
     let e = json_error(&["profile", "set", "apu", "--goal", "x"]);
     assert_eq!(e["code"], "no_mailbox", "{e}");
-    assert!(e["message"].as_str().unwrap().contains("did you mean api?"), "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("did you mean api?"),
+        "{e}"
+    );
     let long = "p".repeat(1025);
     let e = json_error(&["profile", "set", "api", "--profile", &long]);
     assert_eq!(e["code"], "too_large", "{e}");
@@ -168,14 +181,26 @@ fn profile_set_and_show_and_their_errors() {
     let goal = "g".repeat(257);
     let e = json_error(&["profile", "set", "api", "--goal", &goal]);
     assert!(
-        e["message"].as_str().unwrap().contains("257 bytes, over the limit of 256"),
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("257 bytes, over the limit of 256"),
         "{e}"
     );
     // Nothing of the refused ones was kept.
-    assert_eq!(a.json(&["profile", "show", "api"])["mailboxes"][0]["goal"], "Ship v2");
+    assert_eq!(
+        a.json(&["profile", "show", "api"])["mailboxes"][0]["goal"],
+        "Ship v2"
+    );
     let e = json_error(&["profile", "show", "nope"]);
     assert_eq!(e["code"], "no_mailbox", "{e}");
-    assert!(a.json(&["audit"]).as_array().unwrap().iter().any(|e| e["event"] == "profile"));
+    assert!(
+        a.json(&["audit"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "profile")
+    );
 }
 
 #[test]
@@ -253,11 +278,12 @@ fn a_stranger_is_sent_no_record_and_a_record_over_the_bounds_is_refused_whole() 
     m.stop();
     let mallory = identity_of(&m.home());
     let addr = a.addr().parse().unwrap();
-    let team_bytes =
-        agentmesh_protocol::team::TeamId::parse(a.json(&["team", "show"])["team_id"].as_str().unwrap())
-            .unwrap()
-            .0
-            .to_vec();
+    let team_bytes = agentmesh_protocol::team::TeamId::parse(
+        a.json(&["team", "show"])["team_id"].as_str().unwrap(),
+    )
+    .unwrap()
+    .0
+    .to_vec();
     let digest = |directory| SyncRequest::Digest {
         team: team_bytes.clone(),
         digest: vec![0; 32],
@@ -287,19 +313,24 @@ fn a_stranger_is_sent_no_record_and_a_record_over_the_bounds_is_refused_whole() 
         always_on: false,
         mailboxes,
     };
-    let many = record(
-        5,
-        (0..65).map(|i| entry(&format!("m{i}"), "")).collect(),
-    );
+    let many = record(5, (0..65).map(|i| entry(&format!("m{i}"), "")).collect());
     let big = record(
         6,
-        (0..50).map(|i| entry(&format!("m{i}"), &"p".repeat(1000))).collect(),
+        (0..50)
+            .map(|i| entry(&format!("m{i}"), &"p".repeat(1000)))
+            .collect(),
     );
     let good = record(7, vec![entry("lab", "the good one")]);
     let answers = vec![
         typed(vec![1, 2, 3], "carrier/9"),
-        typed(SignedDirectory::sign_unchecked(&many, &mallory), DIRECTORY_RECORD),
-        typed(SignedDirectory::sign_unchecked(&big, &mallory), DIRECTORY_RECORD),
+        typed(
+            SignedDirectory::sign_unchecked(&many, &mallory),
+            DIRECTORY_RECORD,
+        ),
+        typed(
+            SignedDirectory::sign_unchecked(&big, &mallory),
+            DIRECTORY_RECORD,
+        ),
     ];
     let peer = Peer::new(&mallory, SyncAnswer::Records(answers));
     let alpha = peer.dial(&addr).unwrap();
@@ -332,9 +363,10 @@ fn a_stranger_is_sent_no_record_and_a_record_over_the_bounds_is_refused_whole() 
         (e.len() >= 2).then_some(e)
     });
     assert!(
-        refused
-            .iter()
-            .any(|e| e["detail"].as_str().unwrap().contains("over the limit of 64")),
+        refused.iter().any(|e| e["detail"]
+            .as_str()
+            .unwrap()
+            .contains("over the limit of 64")),
         "{refused:?}"
     );
     assert!(
@@ -361,7 +393,13 @@ fn a_stranger_is_sent_no_record_and_a_record_over_the_bounds_is_refused_whole() 
         &mallory,
         SyncAnswer::Records(vec![
             typed(vec![9], "carrier/9"),
-            typed(SignedDirectory::sign(good, &mallory).unwrap().bytes().to_vec(), DIRECTORY_RECORD),
+            typed(
+                SignedDirectory::sign(good, &mallory)
+                    .unwrap()
+                    .bytes()
+                    .to_vec(),
+                DIRECTORY_RECORD,
+            ),
         ]),
     );
     let alpha = peer.dial(&addr).unwrap();
@@ -420,5 +458,11 @@ fn the_directory_comes_a_page_of_about_24_kib_at_a_time() {
     assert_eq!(seen.len(), 41, "{seen:?}");
     seen.dedup();
     assert_eq!(seen.len(), 41, "no mailbox twice");
-    assert_eq!(a.json(&["directory"])["machines"][0]["mailboxes"].as_array().unwrap().len(), 41);
+    assert_eq!(
+        a.json(&["directory"])["machines"][0]["mailboxes"]
+            .as_array()
+            .unwrap()
+            .len(),
+        41
+    );
 }

@@ -395,22 +395,33 @@ impl Published {
             let this = peer == me;
             let record = records.get(&peer);
             let mailboxes = if this {
-                local.mailboxes.iter().map(|m| api::DirectoryMailboxView {
-                    address: crate::mail::address(m.mailbox.as_deref(), &name),
-                    profile: m.profile.clone(),
-                    goal: m.goal.clone(),
-                    status: m.status,
-                    last_active: m.last_active.map(api::rfc3339),
-                }).collect()
-            } else {
-                record.map_or_else(Vec::new, |s| {
-                    s.record().mailboxes.iter().map(|m| api::DirectoryMailboxView {
-                        address: crate::mail::address(m.mailbox.as_ref().map(Name::as_str), &name),
+                local
+                    .mailboxes
+                    .iter()
+                    .map(|m| api::DirectoryMailboxView {
+                        address: crate::mail::address(m.mailbox.as_deref(), &name),
                         profile: m.profile.clone(),
                         goal: m.goal.clone(),
-                        status: m.status.into(),
+                        status: m.status,
                         last_active: m.last_active.map(api::rfc3339),
-                    }).collect()
+                    })
+                    .collect()
+            } else {
+                record.map_or_else(Vec::new, |s| {
+                    s.record()
+                        .mailboxes
+                        .iter()
+                        .map(|m| api::DirectoryMailboxView {
+                            address: crate::mail::address(
+                                m.mailbox.as_ref().map(Name::as_str),
+                                &name,
+                            ),
+                            profile: m.profile.clone(),
+                            goal: m.goal.clone(),
+                            status: m.status.into(),
+                            last_active: m.last_active.map(api::rfc3339),
+                        })
+                        .collect()
                 })
             };
             let mut view = api::DirectoryMachineView {
@@ -426,7 +437,10 @@ impl Published {
             let rows: Vec<(String, Option<api::DirectoryMailboxView>)> = if mailboxes.is_empty() {
                 vec![(format!("@{name}"), None)]
             } else {
-                mailboxes.into_iter().map(|m| (m.address.clone(), Some(m))).collect()
+                mailboxes
+                    .into_iter()
+                    .map(|m| (m.address.clone(), Some(m)))
+                    .collect()
             };
             let mut shown = false;
             for (cursor, row) in rows {
@@ -434,8 +448,8 @@ impl Published {
                     past = Some(cursor.as_str()) == after;
                     continue;
                 }
-                let size = row.as_ref().map_or(0, json_len)
-                    + if shown { 0 } else { json_len(&view) };
+                let size =
+                    row.as_ref().map_or(0, json_len) + if shown { 0 } else { json_len(&view) };
                 if bytes + size > max_bytes && last_cursor.is_some() {
                     next_after = last_cursor;
                     if shown {

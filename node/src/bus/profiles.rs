@@ -122,8 +122,7 @@ impl Profiles {
             return Status::Offline;
         }
         let recent = self.last_active.get(&k).is_some_and(|t| {
-            now.as_unix_millis().saturating_sub(t.as_unix_millis())
-                < WORKING_FOR.as_millis() as u64
+            now.as_unix_millis().saturating_sub(t.as_unix_millis()) < WORKING_FOR.as_millis() as u64
         });
         if recent {
             Status::Working
@@ -268,8 +267,14 @@ mod tests {
             attached: false,
         });
         assert_eq!(p.status(api, t(11)), Status::Offline);
-        p.set(&store, api, Some(" rust ".into()), None, Some(Preset::Strict))
-            .unwrap();
+        p.set(
+            &store,
+            api,
+            Some(" rust ".into()),
+            None,
+            Some(Preset::Strict),
+        )
+        .unwrap();
         p.publish(["api"].into_iter(), t(11));
         let d = rx.borrow().clone();
         assert_eq!(d.mailboxes.len(), 2);
@@ -280,7 +285,10 @@ mod tests {
         let e = p
             .set(&store, api, None, Some("g".repeat(257)), None)
             .unwrap_err();
-        assert!(e.message.contains("257 bytes, over the limit of 256"), "{e}");
+        assert!(
+            e.message.contains("257 bytes, over the limit of 256"),
+            "{e}"
+        );
         // Kept across a restart.
         let (tx, _rx) = watch::channel(Arc::new(LocalDirectory::default()));
         let p = Profiles::load(&store, Preset::Loose, tx).unwrap();

@@ -773,7 +773,9 @@ impl Mail {
                     });
                 match set {
                     Ok(()) => {
-                        let view = self.profiles.view(m.as_deref(), &ctx.dir.my_name, ctx.now.wall);
+                        let view = self
+                            .profiles
+                            .view(m.as_deref(), &ctx.dir.my_name, ctx.now.wall);
                         return self.answer_durably(reply, ok(view), vec![]);
                     }
                     Err(e) => Err(e),
@@ -785,7 +787,11 @@ impl Mail {
                     Some(m) => mailboxes::existing(&m, &self.consent).and_then(|()| {
                         let m = which_mailbox(Some(m), None);
                         ok(api::ProfilesView {
-                            mailboxes: vec![self.profiles.view(m.as_deref(), &machine, ctx.now.wall)],
+                            mailboxes: vec![self.profiles.view(
+                                m.as_deref(),
+                                &machine,
+                                ctx.now.wall,
+                            )],
                         })
                     }),
                     None => {

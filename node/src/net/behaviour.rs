@@ -38,8 +38,8 @@ use libp2p::request_response::{self, ProtocolSupport};
 
 use super::codec;
 use crate::wire::{
-    BLOCKS_TOPIC, DIRECTORY_TOPIC, IDENTIFY_PROTOCOL, JOIN_LIMITS, JoinMsg, JoinReply, MAIL_LIMITS, MailReply,
-    MailRequest, SYNC_LIMITS, SyncReply, SyncRequest,
+    BLOCKS_TOPIC, DIRECTORY_TOPIC, IDENTIFY_PROTOCOL, JOIN_LIMITS, JoinMsg, JoinReply, MAIL_LIMITS,
+    MailReply, MailRequest, SYNC_LIMITS, SyncReply, SyncRequest,
 };
 use libp2p::swarm::NetworkBehaviour;
 use libp2p::swarm::behaviour::toggle::Toggle;

@@ -231,9 +231,7 @@ impl Team {
         if !from_member || !self.core.is_member(&via) {
             return;
         }
-        let ask = source
-            .filter(|s| net.is_connected(s))
-            .unwrap_or(via);
+        let ask = source.filter(|s| net.is_connected(s)).unwrap_or(via);
         self.sync
             .on_directory_announce(&mut self.core, net, ask, data);
         self.settle(net);

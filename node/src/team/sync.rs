@@ -24,9 +24,9 @@ use agentmesh_protocol::team::{Block, BlockHash, TeamState};
 use serde_bytes::ByteBuf;
 
 use super::contacts::Contacts;
-use crate::bus::Published;
 use super::network::Network;
 use super::state::TeamCore;
+use crate::bus::Published;
 use crate::wire::{MAX_BLOCKS_PER_SYNC, SyncReply, SyncRequest};
 
 /// How many times a sync is tried again on another connection when the

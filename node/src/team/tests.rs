@@ -34,7 +34,14 @@ fn machine(name: &str) -> Machine {
         ..Default::default()
     };
     let settings = config.validate().unwrap();
-    let mut team = Team::new(me.clone(), settings, store, AuditLog::new(commit), local_none()).unwrap();
+    let mut team = Team::new(
+        me.clone(),
+        settings,
+        store,
+        AuditLog::new(commit),
+        local_none(),
+    )
+    .unwrap();
     let mut net = FakeNet::default();
     team.start(&mut net);
     Machine {
@@ -348,7 +355,14 @@ fn a_full_group_commit_queue_delays_answers_without_blocking() {
         ..Default::default()
     };
     let me = Identity::generate(&mut rand::rng());
-    let mut team = Team::new(me, config.validate().unwrap(), store, AuditLog::new(commit), local_none()).unwrap();
+    let mut team = Team::new(
+        me,
+        config.validate().unwrap(),
+        store,
+        AuditLog::new(commit),
+        local_none(),
+    )
+    .unwrap();
     let mut net = FakeNet::default();
     team.start(&mut net);
     let (tx, mut rx) = oneshot::channel();

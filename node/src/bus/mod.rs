@@ -1,10 +1,10 @@
 //! The bus: what lets agents find each other and speak to many at once:
-//! the words the directory and the broadcast judge share.
+//! the words the directory and the broadcast judge share, and this
+//! machine's mailboxes as the mail actor publishes them for the team's
+//! directory record (`crate::team::records`).
 
+use agentmesh_protocol::Timestamp;
 use serde::{Deserialize, Serialize};
-
-pub use directory::{MAX_DIRECTORY_PAGE, Published, REPUBLISH_EVERY};
-pub use profiles::{LocalDirectory, LocalMailbox, Presence, Profiles, WORKING_FOR};
 
 /// How eager a mailbox is to receive broadcasts: each preset is a
 /// threshold on the judge's probability.
@@ -75,5 +75,29 @@ impl std::fmt::Display for Status {
     }
 }
 
-pub mod directory;
-pub mod profiles;
+/// How long after a hook or tool call a mailbox with a session attached
+/// counts as `working`.
+pub const WORKING_FOR: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// One of this machine's mailboxes, as published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalMailbox {
+    /// Its name; `None` for the owner's.
+    pub mailbox: Option<String>,
+    /// Its profile.
+    pub profile: String,
+    /// Its goal.
+    pub goal: String,
+    /// What its session is doing.
+    pub status: Status,
+    /// When a session of it was last active.
+    pub last_active: Option<Timestamp>,
+}
+
+/// This machine's mailboxes, the owner's first, then by name; at most
+/// [`MAX_DIRECTORY_MAILBOXES`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LocalDirectory {
+    /// The mailboxes.
+    pub mailboxes: Vec<LocalMailbox>,
+}

@@ -49,6 +49,7 @@ mod mailboxes;
 mod mailroom;
 mod ops;
 mod pages;
+mod profiles;
 mod retention;
 #[cfg(test)]
 mod tests;
@@ -137,7 +138,7 @@ pub struct MailSummary {
 #[derive(Debug, Clone)]
 pub struct MailHandle {
     tx: mpsc::Sender<MailIn>,
-    presence: mpsc::UnboundedSender<crate::bus::Presence>,
+    presence: mpsc::UnboundedSender<profiles::Presence>,
     events: broadcast::Sender<Event>,
     newest: Arc<AtomicU64>,
     summary: watch::Receiver<MailSummary>,
@@ -163,7 +164,7 @@ impl MailHandle {
     /// as the guard lives: the directory shows the mailbox `idle` or
     /// `working` meanwhile.
     pub fn attach_session(&self, mailbox: Option<String>) -> SessionGuard {
-        let _ = self.presence.send(crate::bus::Presence {
+        let _ = self.presence.send(profiles::Presence {
             mailbox: mailbox.clone(),
             attached: true,
         });
@@ -194,13 +195,13 @@ impl MailHandle {
 /// messages per client.)
 #[derive(Debug)]
 pub struct SessionGuard {
-    tx: mpsc::UnboundedSender<crate::bus::Presence>,
+    tx: mpsc::UnboundedSender<profiles::Presence>,
     mailbox: Option<String>,
 }
 
 impl Drop for SessionGuard {
     fn drop(&mut self) {
-        let _ = self.tx.send(crate::bus::Presence {
+        let _ = self.tx.send(profiles::Presence {
             mailbox: self.mailbox.take(),
             attached: false,
         });
@@ -301,7 +302,7 @@ struct Inboxes {
     /// What waited for a flush, handed back once it is durable.
     flushed: mpsc::UnboundedReceiver<AfterFlush>,
     /// Sessions attaching and leaving.
-    presence: mpsc::UnboundedReceiver<crate::bus::Presence>,
+    presence: mpsc::UnboundedReceiver<profiles::Presence>,
 }
 
 /// The mail actor: the parts, and what they need from outside.
@@ -322,7 +323,7 @@ pub struct Mail {
     unread: unread::Unread,
     /// Profiles, goals, presets and who is attached: this machine's part
     /// of the directory.
-    profiles: crate::bus::Profiles,
+    profiles: profiles::Profiles,
 }
 
 impl Mail {
@@ -354,7 +355,7 @@ impl Mail {
         courier.load(store.outbox()?);
         let consent = consent::Consent::load(store.as_ref())?;
         let unread = unread::Unread::load(store.as_ref())?;
-        let profiles = crate::bus::Profiles::load(store.as_ref(), preset, local_directory)?;
+        let profiles = profiles::Profiles::load(store.as_ref(), preset, local_directory)?;
         let (presence_tx, presence) = mpsc::unbounded_channel();
         let mail = Mail {
             shared: Shared {

@@ -131,8 +131,6 @@ pub struct Net {
     reach: Reach,
     inbox: Inbox,
     last_maintenance: Instant,
-    /// Tells the loop this machine's mailboxes changed (the team reads them).
-    local_changed: watch::Receiver<Arc<crate::bus::LocalDirectory>>,
     stopping: bool,
 }
 
@@ -197,14 +195,8 @@ impl Net {
             now,
         );
         reach.start(&mut swarm);
-        let local_changed = local_directory.clone();
-        let team = Team::new(
-            me,
-            settings,
-            store.clone(),
-            AuditLog::new(commit),
-            local_directory,
-        )?;
+        let audit = AuditLog::new(commit);
+        let team = Team::new(me, settings, store.clone(), audit, local_directory.clone())?;
         // The one address book: the peer table, fed by stored records,
         // contact records, identify, mDNS and tickets; every dial and
         // request takes its addresses from it (the swarm keeps none).
@@ -216,7 +208,7 @@ impl Net {
                 }
             }
         }
-        let (handle, carrier, inbox) = Handle::new(MAX_INBOUND_PENDING);
+        let (handle, carrier, inbox) = Handle::new(MAX_INBOUND_PENDING, local_directory);
         let (carriage, link) = Carriage::new();
         let mut net = Net {
             swarm,
@@ -230,7 +222,6 @@ impl Net {
             reach,
             inbox,
             last_maintenance: now,
-            local_changed,
             stopping: false,
         };
         net.with_team(now, |team, port| team.start(port));
@@ -279,7 +270,7 @@ impl Net {
                     self.carriage.carry(mail, carry, addrs, Instant::now());
                 },
                 event = self.swarm.select_next_some() => self.on_swarm(event),
-                Ok(()) = self.local_changed.changed() => {
+                Ok(()) = self.inbox.local.changed() => {
                     self.with_team(Instant::now(), |team, port| team.on_local_directory(port));
                 },
                 _ = tick.tick() => self.housekeeping(),
@@ -563,21 +554,7 @@ impl Net {
                 propagation_source,
                 message,
                 ..
-            }) => {
-                let directory = message.topic == behaviour::directory_topic().hash();
-                self.with_team(now, |team, port| {
-                    if directory {
-                        team.on_directory_gossip(
-                            port,
-                            message.source,
-                            propagation_source,
-                            &message.data,
-                        );
-                    } else {
-                        team.on_gossip(port, message.source, propagation_source, &message.data);
-                    }
-                });
-            }
+            }) => self.on_gossip(propagation_source, &message, now),
             BehaviourEvent::Join(event) => self.on_join(event, now),
             BehaviourEvent::Mail(event) => {
                 let team = &self.team;

@@ -16,6 +16,7 @@ use agentmesh_protocol::team::{BlockHash, TeamId};
 use agentmesh_protocol::{PeerId, Timestamp};
 
 mod flush;
+mod migrations;
 mod records;
 mod sled_store;
 #[cfg(test)]

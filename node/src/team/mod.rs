@@ -20,6 +20,7 @@ pub mod directory;
 pub mod founder;
 pub mod joiner;
 pub mod network;
+pub mod records;
 pub mod state;
 pub mod sync;
 
@@ -84,7 +85,7 @@ impl Team {
     ) -> Result<Team, StoreError> {
         Ok(Team {
             core: TeamCore::new(me, settings, store, audit)?,
-            sync: Sync::new(crate::bus::Published::new(local)),
+            sync: Sync::new(records::Published::new(local)),
             joiner: Joiner::default(),
             founder: Founder::default(),
         })
@@ -238,7 +239,7 @@ impl Team {
     }
 
     /// This machine's mailboxes changed (a profile, goal, status): the
-    /// directory record follows (see [`crate::bus::directory`]).
+    /// directory record follows (see [`records`]).
     pub fn on_local_directory(&mut self, net: &mut dyn Network) {
         self.settle(net);
     }
@@ -401,7 +402,7 @@ impl Team {
             Op::Directory { after, max_bytes } => ok(self.sync.directory.page(
                 &self.core,
                 after.as_deref(),
-                max_bytes.unwrap_or(crate::bus::MAX_DIRECTORY_PAGE),
+                max_bytes.unwrap_or(records::MAX_DIRECTORY_PAGE),
             )),
             other => return Err((other, reply)),
         };

@@ -25,8 +25,8 @@ use serde_bytes::ByteBuf;
 
 use super::contacts::Contacts;
 use super::network::Network;
+use super::records::Published;
 use super::state::TeamCore;
-use crate::bus::Published;
 use crate::wire::{MAX_BLOCKS_PER_SYNC, SyncReply, SyncRequest};
 
 /// How many times a sync is tried again on another connection when the

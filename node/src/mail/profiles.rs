@@ -3,7 +3,7 @@
 //! and when a hook or tool call was last seen). Owned by the mail actor,
 //! which sees every attach and request; what it publishes
 //! ([`LocalDirectory`]) the team signs into this machine's directory
-//! record ([`super::directory`]).
+//! record ([`crate::team::records`]).
 //!
 //! ```text
 //!  server ── Presence (a session attached / detached) ──┐
@@ -13,43 +13,15 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
 use agentmesh_protocol::Timestamp;
 use agentmesh_protocol::directory::{MAX_DIRECTORY_MAILBOXES, MAX_GOAL_BYTES, MAX_PROFILE_BYTES};
 use tokio::sync::watch;
 
-use super::{Preset, Status};
 use crate::api::{self, ApiError};
+use crate::bus::{LocalDirectory, LocalMailbox, Preset, Status};
 use crate::codes;
 use crate::store::{ProfileRecord, Store, StoreError};
-
-/// How long after a hook or tool call a mailbox with a session attached
-/// counts as `working`.
-pub const WORKING_FOR: Duration = Duration::from_secs(120);
-
-/// One of this machine's mailboxes, as published.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocalMailbox {
-    /// Its name; `None` for the owner's.
-    pub mailbox: Option<String>,
-    /// Its profile.
-    pub profile: String,
-    /// Its goal.
-    pub goal: String,
-    /// What its session is doing.
-    pub status: Status,
-    /// When a session of it was last active.
-    pub last_active: Option<Timestamp>,
-}
-
-/// This machine's mailboxes, the owner's first, then by name; at most
-/// [`MAX_DIRECTORY_MAILBOXES`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LocalDirectory {
-    /// The mailboxes.
-    pub mailboxes: Vec<LocalMailbox>,
-}
 
 /// A session attaching to or leaving a mailbox (`None`: the owner's).
 #[derive(Debug, Clone)]
@@ -122,7 +94,8 @@ impl Profiles {
             return Status::Offline;
         }
         let recent = self.last_active.get(&k).is_some_and(|t| {
-            now.as_unix_millis().saturating_sub(t.as_unix_millis()) < WORKING_FOR.as_millis() as u64
+            now.as_unix_millis().saturating_sub(t.as_unix_millis())
+                < crate::bus::WORKING_FOR.as_millis() as u64
         });
         if recent {
             Status::Working
@@ -190,7 +163,7 @@ impl Profiles {
         let record = self.records.get(&key(mailbox));
         let (preset, preset_is_default) = self.preset(mailbox);
         api::ProfileView {
-            address: crate::mail::address(mailbox, machine),
+            address: super::address(mailbox, machine),
             mailbox: mailbox.map(str::to_owned),
             profile: record.map(|r| r.profile.clone()).unwrap_or_default(),
             goal: record.map(|r| r.goal.clone()).unwrap_or_default(),

@@ -3,7 +3,7 @@
 //! by the sync on every new connection, and announced by gossip when one
 //! changes. Owned by the team part (it runs inside the network's loop);
 //! this machine's own mailboxes come from the mail actor
-//! ([`super::profiles::LocalDirectory`]).
+//! ([`crate::bus::LocalDirectory`]).
 //!
 //! ```text
 //!  LocalDirectory changed ── profile, goal or mailboxes: republish now
@@ -26,12 +26,11 @@ use agentmesh_protocol::{Name, PeerId, Timestamp, Wire};
 use serde_bytes::ByteBuf;
 use tokio::sync::watch;
 
-use super::Status;
-use super::profiles::{LocalDirectory, LocalMailbox};
+use super::network::Network;
+use super::state::TeamCore;
 use crate::api;
 use crate::audit::AuditEvent;
-use crate::team::network::Network;
-use crate::team::state::TeamCore;
+use crate::bus::{LocalDirectory, LocalMailbox, Status};
 use crate::wire::{
     DIRECTORY_RECORD, MAX_RECORD_BYTES_PER_SYNC, MAX_RECORDS_PER_SYNC, RecordHave, TypedRecord,
 };
@@ -399,7 +398,7 @@ impl Published {
                     .mailboxes
                     .iter()
                     .map(|m| api::DirectoryMailboxView {
-                        address: crate::mail::address(m.mailbox.as_deref(), &name),
+                        address: address(m.mailbox.as_deref(), &name),
                         profile: m.profile.clone(),
                         goal: m.goal.clone(),
                         status: m.status,
@@ -412,10 +411,7 @@ impl Published {
                         .mailboxes
                         .iter()
                         .map(|m| api::DirectoryMailboxView {
-                            address: crate::mail::address(
-                                m.mailbox.as_ref().map(Name::as_str),
-                                &name,
-                            ),
+                            address: address(m.mailbox.as_ref().map(Name::as_str), &name),
                             profile: m.profile.clone(),
                             goal: m.goal.clone(),
                             status: m.status.into(),
@@ -474,6 +470,11 @@ impl Published {
             next_after,
         }
     }
+}
+
+/// `MAILBOX@MACHINE`, or `@MACHINE` for the owner's mailbox.
+fn address(mailbox: Option<&str>, machine: &str) -> String {
+    format!("{}@{machine}", mailbox.unwrap_or_default())
 }
 
 /// The length of `v` as JSON.

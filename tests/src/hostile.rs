@@ -229,6 +229,7 @@ enum Cmd {
     Join(PeerId, JoinMsg, Answer<JoinReply>),
     Disconnect(PeerId, Answer<()>),
     Announce(Multiaddr, Answer<()>),
+    Subscribe(Answer<()>),
 }
 
 use agentmesh_node::net::BehaviourEvent;
@@ -304,6 +305,16 @@ impl Peer {
                         }
                         Some(Cmd::Announce(addr, answer)) => {
                             swarm.add_external_address(addr);
+                            let _ = answer.send(Ok(()));
+                        }
+                        Some(Cmd::Subscribe(answer)) => {
+                            let gossip = &mut swarm.behaviour_mut().gossipsub;
+                            for topic in [
+                                agentmesh_node::net::blocks_topic(),
+                                agentmesh_node::net::behaviour::directory_topic(),
+                            ] {
+                                let _ = gossip.subscribe(&topic);
+                            }
                             let _ = answer.send(Ok(()));
                         }
                         Some(Cmd::Disconnect(peer, answer)) => {
@@ -451,6 +462,12 @@ impl Peer {
     /// before dialing).
     pub fn announce(&self, addr: Multiaddr) {
         let _ = self.ask(|a| Cmd::Announce(addr, a));
+    }
+
+    /// Subscribes to the daemon's gossip topics (team blocks, directory
+    /// announcements), as a peer wanting them would.
+    pub fn subscribe(&self) {
+        let _ = self.ask(Cmd::Subscribe);
     }
 
     /// Closes its connections to `peer`.

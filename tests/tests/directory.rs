@@ -297,6 +297,7 @@ fn a_stranger_is_sent_no_record_and_a_record_over_the_bounds_is_refused_whole() 
         &agentmesh_protocol::Identity::generate(&mut rand::rng()),
         SyncAnswer::InSync,
     );
+    stranger.subscribe();
     let alpha = stranger.dial(&addr).unwrap();
     let r = stranger.sync(alpha, digest(vec![])).unwrap();
     assert!(matches!(&r, SyncReply::Refused(_)), "{r:?}");
@@ -333,6 +334,7 @@ fn a_stranger_is_sent_no_record_and_a_record_over_the_bounds_is_refused_whole() 
         ),
     ];
     let peer = Peer::new(&mallory, SyncAnswer::Records(answers));
+    peer.subscribe();
     let alpha = peer.dial(&addr).unwrap();
     let r = peer.sync(alpha, digest(vec![])).unwrap();
     let records = match r {
@@ -375,6 +377,31 @@ fn a_stranger_is_sent_no_record_and_a_record_over_the_bounds_is_refused_whole() 
             .any(|e| e["detail"].as_str().unwrap().contains("49152")),
         "{refused:?}"
     );
+    // Alpha's record changes while both are connected and subscribed:
+    // the member hears the announcement, the stranger nothing.
+    let before = Instant::now();
+    loop {
+        a.ok(&[
+            "profile",
+            "set",
+            "api",
+            "--goal",
+            &format!("goal {:?}", before.elapsed()),
+        ]);
+        if peer
+            .received()
+            .iter()
+            .any(|r| matches!(r, Received::Gossip(_)))
+        {
+            break;
+        }
+        assert!(
+            before.elapsed() < Duration::from_secs(20),
+            "the member never heard a directory announcement: {:?}",
+            peer.received()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
     // Refused whole: alpha still shows the record mallory's daemon
     // published before it stopped, none of the refused ones' mailboxes.
     let shown = machine(&a, "mallory").unwrap();

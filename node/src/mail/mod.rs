@@ -744,73 +744,21 @@ impl Mail {
                 preset,
             } => {
                 let m = which_mailbox(m, mailbox);
-                let set = m
-                    .as_deref()
-                    .map_or(Ok(()), |m| mailboxes::existing(m, &self.consent))
-                    .and_then(|()| {
-                        let sizes = format!(
-                            "{}{}{}",
-                            profile
-                                .as_ref()
-                                .map(|p| format!("profile {} bytes; ", p.len()))
-                                .unwrap_or_default(),
-                            goal.as_ref()
-                                .map(|g| format!("goal {} bytes; ", g.len()))
-                                .unwrap_or_default(),
-                            preset.map(|p| format!("preset {p}; ")).unwrap_or_default(),
-                        );
-                        self.profiles
-                            .set(ctx.store, m.as_deref(), profile, goal, preset)?;
-                        ctx.log.record(
-                            AuditEvent::Profile,
-                            ctx.now.wall,
-                            crate::store::AuditEntry {
-                                recipient: Some(address(m.as_deref(), &ctx.dir.my_name)),
-                                detail: format!("{sizes}set by {}", who_label(&who)),
-                                ..Default::default()
-                            },
-                        );
-                        Ok(())
-                    });
-                match set {
-                    Ok(()) => {
-                        let view = self
-                            .profiles
-                            .view(m.as_deref(), &ctx.dir.my_name, ctx.now.wall);
-                        return self.answer_durably(reply, ok(view), vec![]);
-                    }
+                let text = profiles::Text {
+                    profile,
+                    goal,
+                    preset,
+                };
+                match self
+                    .profiles
+                    .set_op(&who, m.as_deref(), text, &self.consent, &mut ctx)
+                {
+                    // Answered once it and its audit entry are durable.
+                    Ok(view) => return self.answer_durably(reply, ok(view), vec![]),
                     Err(e) => Err(e),
                 }
             }
-            Op::ProfileShow { mailbox: m } => {
-                let machine = ctx.dir.my_name.clone();
-                match m {
-                    Some(m) => mailboxes::existing(&m, &self.consent).and_then(|()| {
-                        let m = which_mailbox(Some(m), None);
-                        ok(api::ProfilesView {
-                            mailboxes: vec![self.profiles.view(
-                                m.as_deref(),
-                                &machine,
-                                ctx.now.wall,
-                            )],
-                        })
-                    }),
-                    None => {
-                        let mut names: Vec<&str> = self
-                            .consent
-                            .bindings()
-                            .filter(|b| b.allowed)
-                            .map(|b| b.mailbox.as_str())
-                            .collect();
-                        names.sort_unstable();
-                        let mailboxes = std::iter::once(None)
-                            .chain(names.into_iter().map(Some))
-                            .map(|m| self.profiles.view(m, &machine, ctx.now.wall))
-                            .collect();
-                        ok(api::ProfilesView { mailboxes })
-                    }
-                }
-            }
+            Op::ProfileShow { mailbox: m } => self.profiles.show_op(m, &self.consent, &ctx),
             Op::Audit { since_secs } => ops::audit_list(ctx.store, ctx.now, since_secs),
             #[cfg(feature = "test-clock")]
             Op::ClockAdvance { secs } => {

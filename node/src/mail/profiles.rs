@@ -32,6 +32,17 @@ pub struct Presence {
     pub attached: bool,
 }
 
+/// What `profile_set` changes: each field given replaces its value.
+#[derive(Debug, Default)]
+pub(super) struct Text {
+    /// The profile.
+    pub profile: Option<String>,
+    /// The goal.
+    pub goal: Option<String>,
+    /// The preset.
+    pub preset: Option<Preset>,
+}
+
 /// The profiles, and who is attached where.
 #[derive(Debug)]
 pub struct Profiles {
@@ -206,6 +217,80 @@ impl Profiles {
             *old = Arc::new(next);
             true
         });
+    }
+}
+
+impl Profiles {
+    /// `profile_set`: checks the mailbox exists, sets what `text` gives,
+    /// audits it (sizes, never the text); the mailbox's view.
+    pub(super) fn set_op(
+        &mut self,
+        who: &api::Who,
+        mailbox: Option<&str>,
+        text: Text,
+        consent: &super::consent::Consent,
+        ctx: &mut super::Ctx<'_>,
+    ) -> Result<api::ProfileView, ApiError> {
+        if let Some(m) = mailbox {
+            super::mailboxes::existing(m, consent)?;
+        }
+        let Text {
+            profile,
+            goal,
+            preset,
+        } = text;
+        let mut sizes = String::new();
+        if let Some(p) = &profile {
+            sizes.push_str(&format!("profile {} bytes; ", p.len()));
+        }
+        if let Some(g) = &goal {
+            sizes.push_str(&format!("goal {} bytes; ", g.len()));
+        }
+        if let Some(p) = preset {
+            sizes.push_str(&format!("preset {p}; "));
+        }
+        self.set(ctx.store, mailbox, profile, goal, preset)?;
+        ctx.log.record(
+            crate::audit::AuditEvent::Profile,
+            ctx.now.wall,
+            crate::store::AuditEntry {
+                recipient: Some(super::address(mailbox, &ctx.dir.my_name)),
+                detail: format!("{sizes}set by {}", super::who_label(who)),
+                ..Default::default()
+            },
+        );
+        Ok(self.view(mailbox, &ctx.dir.my_name, ctx.now.wall))
+    }
+
+    /// `profile_show`: `mailbox`'s view, or (none given) every mailbox of
+    /// this machine's, the owner's first.
+    pub(super) fn show_op(
+        &self,
+        mailbox: Option<String>,
+        consent: &super::consent::Consent,
+        ctx: &super::Ctx<'_>,
+    ) -> api::Reply {
+        let machine = &ctx.dir.my_name;
+        let mailboxes = match mailbox {
+            Some(m) => {
+                super::mailboxes::existing(&m, consent)?;
+                let m = (m != "@").then_some(m);
+                vec![self.view(m.as_deref(), machine, ctx.now.wall)]
+            }
+            None => {
+                let mut names: Vec<&str> = consent
+                    .bindings()
+                    .filter(|b| b.allowed)
+                    .map(|b| b.mailbox.as_str())
+                    .collect();
+                names.sort_unstable();
+                std::iter::once(None)
+                    .chain(names.into_iter().map(Some))
+                    .map(|m| self.view(m, machine, ctx.now.wall))
+                    .collect()
+            }
+        };
+        api::ok(api::ProfilesView { mailboxes })
     }
 }
 

@@ -15,6 +15,7 @@ mod bus;
 mod daemonctl;
 mod demo;
 mod inspect;
+mod judge;
 mod mail;
 mod settings;
 mod setup;
@@ -273,6 +274,14 @@ enum Command {
     /// Show the whole job on loopback: two temporary daemons, a team, an
     /// ask and its reply, the peer table, inboxes and audit trail.
     Demo,
+    /// Judge broadcasts with the built-in relevance judge, no daemon needed:
+    /// JSON lines on stdin, each {"broadcast", "profile", "goal", "status",
+    /// "notes"?}; one {"p", "deliver"} line out for each. See docs/agents.md.
+    Judge {
+        /// The threshold `deliver` is judged at.
+        #[arg(long, value_enum, default_value_t = PresetArg::Balanced)]
+        preset: PresetArg,
+    },
     /// Dial a peer by address and sync the team with it.
     Connect {
         /// A multiaddr, such as /ip4/192.168.1.20/tcp/7650/p2p/12D3KooW...
@@ -394,6 +403,28 @@ enum TeamCommand {
     },
 }
 
+/// A broadcast preset on the command line.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum PresetArg {
+    /// Only what is clearly about the mailbox's work.
+    Strict,
+    /// The default: what is likely to matter.
+    Balanced,
+    /// Anything that might matter.
+    Loose,
+}
+
+impl From<PresetArg> for agentmesh_node::bus::Preset {
+    fn from(p: PresetArg) -> Self {
+        use agentmesh_node::bus::Preset;
+        match p {
+            PresetArg::Strict => Preset::Strict,
+            PresetArg::Balanced => Preset::Balanced,
+            PresetArg::Loose => Preset::Loose,
+        }
+    }
+}
+
 /// `invite --ttl`'s help: the default and the longest a ticket may
 /// last, as a fresh config.toml has them.
 fn invite_ttl_help() -> String {
@@ -485,6 +516,7 @@ fn main() -> ExitCode {
         Command::Revoke { name, yes } => team::revoke(&home, &name, yes, json),
         Command::Connect { addr } => team::connect(&home, &addr, json),
         Command::Demo => demo::demo(json),
+        Command::Judge { preset } => judge::run(preset.into(), json),
         Command::Mcp(args) => agents::mcp::run(&home, args),
         Command::Hook {
             agent,

@@ -17,6 +17,8 @@ pub const ATTACH_TIMEOUT: &str = "attach_timeout";
 pub const BAD_ADDRESS: &str = "bad_address";
 /// `bad_id`.
 pub const BAD_ID: &str = "bad_id";
+/// `bad_input`.
+pub const BAD_INPUT: &str = "bad_input";
 /// `bad_mailbox`.
 pub const BAD_MAILBOX: &str = "bad_mailbox";
 /// `bad_name`.
@@ -47,6 +49,14 @@ pub const FRAME_TOO_LARGE: &str = "frame_too_large";
 pub const HELD: &str = "held";
 /// `internal`.
 pub const INTERNAL: &str = "internal";
+/// `judge_bad_answer`: a judge command's answer was not `{"p": 0.0-1.0}`.
+pub const JUDGE_BAD_ANSWER: &str = "judge_bad_answer";
+/// `judge_failed`: a judge command exited non-zero or was killed.
+pub const JUDGE_FAILED: &str = "judge_failed";
+/// `judge_timeout`: a judge command did not answer in time.
+pub const JUDGE_TIMEOUT: &str = "judge_timeout";
+/// `judge_unavailable`: a judge command could not be started.
+pub const JUDGE_UNAVAILABLE: &str = "judge_unavailable";
 /// `join_refused`.
 pub const JOIN_REFUSED: &str = "join_refused";
 /// `mailbox_taken`.
@@ -147,6 +157,7 @@ pub const ALL: &[&str] = &[
     ATTACH_TIMEOUT,
     BAD_ADDRESS,
     BAD_ID,
+    BAD_INPUT,
     BAD_MAILBOX,
     BAD_NAME,
     BAD_OWNER,
@@ -163,6 +174,10 @@ pub const ALL: &[&str] = &[
     HELD,
     INTERNAL,
     JOIN_REFUSED,
+    JUDGE_BAD_ANSWER,
+    JUDGE_FAILED,
+    JUDGE_TIMEOUT,
+    JUDGE_UNAVAILABLE,
     MAILBOX_TAKEN,
     MALFORMED_FRAME,
     NO_ADDRESSES,

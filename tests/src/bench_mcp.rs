@@ -106,7 +106,8 @@ struct Timings {
     call_ms: Vec<f64>,
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+/// The `p` quantile (0–1) of sorted figures, nearest rank.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 

@@ -41,9 +41,44 @@ fn entries(dir: &std::path::Path) -> Vec<String> {
 }
 
 #[test]
+fn bus_prints_the_judges_figures_and_tune_prints_the_committed_weights() {
+    let homes = tempfile::tempdir().unwrap();
+    let out = bench(homes.path(), &["bus", "--rounds", "1", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let f: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in [
+        "judge_p50_ms",
+        "judge_p99_ms",
+        "balanced_recall",
+        "balanced_precision",
+    ] {
+        assert!(f[key].as_f64().is_some_and(|v| v > 0.0), "{key}: {f}");
+    }
+    // Not measured until broadcast is built: said, not made up.
+    assert!(f["broadcast_p50_ms"].is_null(), "{f}");
+    // The same figures the held-out test computes.
+    let (all, split) = agentmesh_node::bus::judge::tune::committed();
+    let held = agentmesh_node::bus::judge::tune::part(&all, &split.held_out);
+    let balanced =
+        agentmesh_node::bus::judge::tune::score(&held, agentmesh_node::bus::Preset::Balanced);
+    assert_eq!(f["balanced_recall"].as_f64(), Some(balanced.recall));
+    assert_eq!(f["pairs"], held.len());
+    let out = bench(homes.path(), &["bus", "--tune"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let committed = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../node/src/bus/judge/weights.rs"
+    ))
+    .unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), committed);
+}
+
+#[test]
 fn every_subcommands_help_prints_help_and_runs_nothing() {
     let homes = tempfile::tempdir().unwrap();
-    for sub in ["join", "messaging", "mcp", "natlab"] {
+    for sub in ["join", "messaging", "mcp", "natlab", "bus"] {
         let child = bench(homes.path(), &[sub, "--help"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

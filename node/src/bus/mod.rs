@@ -1,7 +1,10 @@
 //! The bus: what lets agents find each other and speak to many at once:
-//! the words the directory and the broadcast judge share, and this
-//! machine's mailboxes as the mail actor publishes them for the team's
-//! directory record (`crate::team::records`).
+//! the words the directory and the broadcast judge share; [`judge`], the
+//! built-in relevance judge; and this machine's mailboxes as the mail
+//! actor publishes them for the team's directory record
+//! (`crate::team::records`).
+
+pub mod judge;
 
 use agentmesh_protocol::Timestamp;
 use serde::{Deserialize, Serialize};

@@ -5,7 +5,13 @@
 //! agentmesh-bench messaging [--messages N] [--json]
 //! agentmesh-bench mcp [--sends N] [--json]
 //! agentmesh-bench natlab [--trials N] [--only TEXT] [--json]   (as root)
+//! agentmesh-bench bus [--rounds N] [--tune] [--json]
 //! ```
+//!
+//! `bus`: the broadcast judge's time per pair and its precision and recall
+//! per preset on the labelled set's held-out part; `--tune` prints the
+//! judge's weights.rs as tuning computes it (`> node/src/bus/judge/weights.rs`);
+//! see `agentmesh_tests::bench_bus`.
 //!
 //! Arguments are parsed with clap, as the CLI's are: `--help` on any
 //! subcommand prints its help and runs nothing. Every daemon (and relay) a
@@ -140,6 +146,17 @@ enum Bench {
         #[arg(long, value_name = "TEXT")]
         only: Option<String>,
     },
+    /// The broadcast judge: time per (broadcast, mailbox) pair, precision
+    /// and recall per preset on the labelled set's held-out part.
+    Bus {
+        /// Judge every held-out pair this many times for the timings.
+        #[arg(long, value_name = "N", default_value_t = 20, value_parser = at_least_one())]
+        rounds: usize,
+        /// Print the judge's weights.rs as tuning on the tuning part
+        /// computes it, and nothing else.
+        #[arg(long)]
+        tune: bool,
+    },
     /// The reaper every run starts (internal): ends the run's daemons
     /// once the run has ended.
     #[command(name = "reap", hide = true)]
@@ -174,8 +191,43 @@ fn main() {
             }
         }
         Bench::Natlab { trials, only } => natlab(trials, only.as_deref(), json),
+        Bench::Bus { tune: true, .. } => print!("{}", agentmesh_tests::bench_bus::tuned_weights()),
+        Bench::Bus { rounds, .. } => bus(rounds, json),
         Bench::Reap => unreachable!("handled above"),
     }
+}
+
+fn bus(rounds: usize, json: bool) {
+    let f = agentmesh_tests::bench_bus::run(rounds);
+    if json {
+        println!("{}", serde_json::to_string(&f).unwrap());
+        return;
+    }
+    println!(
+        "judge: {} held-out pairs x {} rounds: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms per pair (first, with the data parsed: {:.1} ms)",
+        f.pairs, f.rounds, f.judge_p50_ms, f.judge_p99_ms, f.judge_max_ms, f.judge_first_ms
+    );
+    println!(
+        "  the largest pair (64 KiB broadcast, 1 KiB profile, five 1 KiB notes): {:.2} ms",
+        f.judge_largest_ms
+    );
+    for s in &f.presets {
+        println!(
+            "  {:8} precision {:.1}%  recall {:.1}%  ({} of {} relevant, {} irrelevant delivered)",
+            s.preset.as_str(),
+            100.0 * s.precision,
+            100.0 * s.recall,
+            s.true_positives,
+            s.relevant,
+            s.false_positives
+        );
+    }
+    println!(
+        "  hosted classifier's bar: recall {:.0}% at precision {:.0}%",
+        100.0 * f.hosted_recall,
+        100.0 * f.hosted_precision
+    );
+    println!("broadcast to 3 machines x 10 mailboxes: not measured (broadcast is not built yet)");
 }
 
 fn messaging(messages: usize, json: bool) {

@@ -1,0 +1,143 @@
+//! `agentmesh judge`: the built-in broadcast judge on JSON lines, with no
+//! daemon: the same code the daemon judges each candidate mailbox with.
+//!
+//! Each input line is `{"broadcast", "profile", "goal", "status",
+//! "notes"?}` (and `sender`, optional); each output line is `{"p",
+//! "deliver"}`, in order. A line that is not such an object gets
+//! `{"line", "code": "bad_input", "message"}` in its place, so outputs stay
+//! one per input, and the command exits 1 once all are read.
+
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+
+use agentmesh_node::bus::Preset;
+use agentmesh_node::bus::judge::{self, Input, Judgment};
+use agentmesh_node::codes;
+use serde::Serialize;
+
+use crate::term;
+
+/// The longest input line read whole: a broadcast is at most 64 KiB, a
+/// profile 1 KiB, a goal 256 bytes, notes five of 1 KiB; JSON escaping can
+/// grow text sixfold. A longer line is refused, not read into memory.
+pub const MAX_LINE: usize = 1024 * 1024;
+
+/// One output line.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum Line {
+    Judged(Judgment),
+    Refused {
+        line: usize,
+        code: &'static str,
+        message: String,
+    },
+}
+
+/// Reads one line of at most [`MAX_LINE`] bytes; `Ok(None)` at the end.
+/// A longer line is skipped to its end and answered `Err(len)`.
+fn read_line(input: &mut impl BufRead) -> std::io::Result<Option<Result<Vec<u8>, usize>>> {
+    let mut buf = Vec::new();
+    let mut total = 0usize;
+    loop {
+        let chunk = input.fill_buf()?;
+        if chunk.is_empty() {
+            if total == 0 {
+                return Ok(None);
+            }
+            return Ok(Some(if total > MAX_LINE {
+                Err(total)
+            } else {
+                Ok(buf)
+            }));
+        }
+        let (take, done) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        if total + take <= MAX_LINE + 1 {
+            buf.extend_from_slice(&chunk[..take]);
+        }
+        total += take;
+        input.consume(take);
+        if done {
+            return Ok(Some(if total > MAX_LINE + 1 {
+                Err(total)
+            } else {
+                Ok(buf)
+            }));
+        }
+    }
+}
+
+pub fn run(preset: Preset, json: bool) -> anyhow::Result<ExitCode> {
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut bad = 0usize;
+    let mut n = 0usize;
+    let mut inputs = 0usize;
+    while let Some(line) = read_line(&mut input)? {
+        n += 1;
+        let parsed = match line {
+            Err(len) => Err({
+                inputs += 1;
+                format!(
+                    "line {n} is {len} bytes; at most {MAX_LINE} are read (a broadcast is at most 64 KiB)"
+                )
+            }),
+            Ok(bytes) => {
+                if bytes.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                inputs += 1;
+                serde_json::from_slice::<Input>(&bytes).map_err(|e| {
+                    format!(
+                        "line {n}: {e}; each line is one JSON object: {{\"broadcast\": TEXT, \"profile\": TEXT, \"goal\": TEXT, \"status\": \"working|idle|offline\", \"notes\": [TEXT, …]}}"
+                    )
+                })
+            }
+        };
+        let answer = match parsed {
+            Ok(i) => Line::Judged(judge::judge(&i, preset)),
+            Err(message) => {
+                bad += 1;
+                if !json {
+                    eprintln!("error: {message}");
+                }
+                Line::Refused {
+                    line: n,
+                    code: codes::BAD_INPUT,
+                    message,
+                }
+            }
+        };
+        serde_json::to_writer(&mut out, &answer)?;
+        out.write_all(b"\n")?;
+        out.flush()?;
+    }
+    if bad > 0 {
+        return Err(term::cli_error(
+            codes::BAD_INPUT,
+            format!("{bad} of {inputs} input lines were not judged (their output lines say why)"),
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_read_whole_and_long_ones_refused_without_keeping_them() {
+        let long = "x".repeat(MAX_LINE + 10);
+        let text = format!("a\n{long}\nb");
+        let mut r = std::io::BufReader::with_capacity(7, text.as_bytes());
+        assert_eq!(read_line(&mut r).unwrap(), Some(Ok(b"a\n".to_vec())));
+        assert_eq!(read_line(&mut r).unwrap(), Some(Err(MAX_LINE + 11)));
+        assert_eq!(read_line(&mut r).unwrap(), Some(Ok(b"b".to_vec())));
+        assert_eq!(read_line(&mut r).unwrap(), None);
+    }
+}

@@ -1,0 +1,448 @@
+//! What the judge measures of one (broadcast, mailbox) pair: each a
+//! number, most between 0 and 1, weighed by the tuned model.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::text::{self, DATA, pattern};
+
+/// The measured features, in the order of the model's weights.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Features {
+    /// IDF-weighted word overlap of broadcast and profile+goal.
+    pub cos: f64,
+    /// Shared thesaurus concepts (0, 1/3, 2/3, 1).
+    pub concepts: f64,
+    /// The profile names a package the broadcast is about (1 for the
+    /// first one the broadcast names, 0.6 for the others).
+    pub direct: f64,
+    /// A package the broadcast is about is a dependency of one the
+    /// profile names, weighed down by depth and by how many depend on it.
+    pub dep: f64,
+    /// The description of a package the broadcast is about matches the
+    /// profile's words.
+    pub desc: f64,
+    /// The broadcast exempts someone, and the profile matches the exempt
+    /// part more than the affected part.
+    pub carve_exempt: f64,
+    /// The broadcast exempts someone, and the profile matches the affected
+    /// part more.
+    pub carve_affected: f64,
+    /// The broadcast is scoped to the profile's organisation (0.5: the
+    /// profile names it).
+    pub org_match: f64,
+    /// The broadcast is scoped to an organisation the profile is not of.
+    pub org_mismatch: f64,
+    /// A version the profile gives equals one the broadcast gives.
+    pub v_eq: f64,
+    /// The profile's version is below all the broadcast gives, and the
+    /// broadcast says "before", "older", ….
+    pub v_below_cue: f64,
+    /// Below, without such a word.
+    pub v_below: f64,
+    /// The profile's version is above all the broadcast gives.
+    pub v_above: f64,
+    /// The mailbox has no profile (judged on its goal alone).
+    pub empty: f64,
+    /// The strongest evidence that the broadcast's subject is the
+    /// profile's: max of direct, 2×dep, desc, concepts.
+    pub subject: f64,
+    /// subject × carve_exempt.
+    pub subject_exempt: f64,
+    /// subject × v_above.
+    pub subject_above: f64,
+    /// subject × v_eq.
+    pub subject_eq: f64,
+    /// subject × (v_below + v_below_cue).
+    pub subject_below: f64,
+    /// subject × cos.
+    pub subject_cos: f64,
+    /// No evidence of a shared subject at all.
+    pub no_subject: f64,
+}
+
+/// How many features there are.
+pub const COUNT: usize = 21;
+
+/// Their names, in order (for the tuning output and the benchmark).
+pub const NAMES: [&str; COUNT] = [
+    "cos",
+    "concepts",
+    "direct",
+    "dep",
+    "desc",
+    "carve_exempt",
+    "carve_affected",
+    "org_match",
+    "org_mismatch",
+    "v_eq",
+    "v_below_cue",
+    "v_below",
+    "v_above",
+    "empty",
+    "subject",
+    "subject_exempt",
+    "subject_above",
+    "subject_eq",
+    "subject_below",
+    "subject_cos",
+    "no_subject",
+];
+
+impl Features {
+    /// As the model reads them.
+    pub fn to_array(&self) -> [f64; COUNT] {
+        [
+            self.cos,
+            self.concepts,
+            self.direct,
+            self.dep,
+            self.desc,
+            self.carve_exempt,
+            self.carve_affected,
+            self.org_match,
+            self.org_mismatch,
+            self.v_eq,
+            self.v_below_cue,
+            self.v_below,
+            self.v_above,
+            self.empty,
+            self.subject,
+            self.subject_exempt,
+            self.subject_above,
+            self.subject_eq,
+            self.subject_below,
+            self.subject_cos,
+            self.no_subject,
+        ]
+    }
+
+    /// Measures a broadcast's text against a mailbox's profile and goal
+    /// (analysing the broadcast for this pair alone).
+    pub fn of(broadcast: &str, profile: &str, goal: &str) -> Features {
+        Features::measure(&Broadcast::analyse(broadcast), profile, goal)
+    }
+
+    /// Measures an analysed broadcast against a mailbox's profile and goal.
+    pub fn measure(b: &Broadcast, profile: &str, goal: &str) -> Features {
+        let data = &*DATA;
+        let profile = bounded(profile, MAX_PROFILE_READ);
+        let goal = bounded(goal, MAX_PROFILE_READ);
+        let stated = format!("{profile} {goal}");
+        let prof = drop_negated(&format!("{profile} \n {goal}"));
+        let pw = text::word_set(&prof);
+        let shared = data.weight(b.words.intersection(&pw));
+        let cos = shared / (b.weight * data.weight(&pw).max(20.0)).sqrt().max(1e-9);
+
+        let pc = text::concepts(&prof);
+        let concepts = b.concepts.intersection(&pc).count().min(3) as f64 / 3.0;
+
+        let pp = text::packages(&prof);
+        let mut pdeps: HashMap<String, u32> = HashMap::new();
+        for p in &pp {
+            for (q, d) in text::dependencies(p) {
+                let e = pdeps.entry(q).or_insert(d);
+                *e = (*e).min(d);
+            }
+        }
+        let (mut direct, mut dep, mut desc) = (0.0f64, 0.0f64, 0.0f64);
+        for (i, p) in b.packages.iter().enumerate() {
+            let pos = if i == 0 { 1.0 } else { 0.6 };
+            if pp.contains(&p.name) {
+                direct = direct.max(pos);
+            } else if let Some(d) = pdeps.get(&p.name) {
+                dep = dep.max(pos * p.specific / *d as f64);
+            }
+            if !p.desc.is_empty() {
+                let hit: f64 = p
+                    .desc
+                    .iter()
+                    .filter(|w| pw.contains(*w))
+                    .map(|w| data.idf(w))
+                    .sum();
+                desc = desc.max(pos * hit / (p.desc_weight + 1.0));
+            }
+        }
+
+        let (carve_exempt, carve_affected) = match &b.carve {
+            None => (0.0, 0.0),
+            Some((exempt, affected)) => {
+                let e: f64 = exempt
+                    .iter()
+                    .filter(|w| pw.contains(*w))
+                    .map(|w| data.idf(w))
+                    .sum();
+                let a: f64 = affected
+                    .iter()
+                    .filter(|w| pw.contains(*w))
+                    .map(|w| data.idf(w))
+                    .sum();
+                (if e > a { 1.0 } else { 0.0 }, if a > e { 1.0 } else { 0.0 })
+            }
+        };
+        let (org_match, org_mismatch) = organisation(b.scope.as_deref(), profile, &stated);
+        let v = versions(b, &stated);
+        let subject = direct.max((2.0 * dep).min(1.0)).max(desc).max(concepts);
+        Features {
+            cos,
+            concepts,
+            direct,
+            dep,
+            desc,
+            carve_exempt,
+            carve_affected,
+            org_match,
+            org_mismatch,
+            v_eq: v.eq,
+            v_below_cue: v.below_cue,
+            v_below: v.below,
+            v_above: v.above,
+            empty: if profile.trim().is_empty() { 1.0 } else { 0.0 },
+            subject,
+            subject_exempt: subject * carve_exempt,
+            subject_above: subject * v.above,
+            subject_eq: subject * v.eq,
+            subject_below: subject * (v.below + v.below_cue),
+            subject_cos: subject * cos,
+            no_subject: if subject == 0.0 { 1.0 } else { 0.0 },
+        }
+    }
+}
+
+/// How much of a broadcast the judge reads: its first 16 KiB (what a
+/// broadcast is about is said at its start; a 64 KiB one would cost 20 ms
+/// a mailbox).
+pub const MAX_BROADCAST_READ: usize = 16 * 1024;
+
+/// How much of a profile, a goal or a note the judge reads (a profile is
+/// at most 1 KiB, a goal 256 bytes; `agentmesh judge` takes any).
+pub const MAX_PROFILE_READ: usize = 2 * 1024;
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+pub fn bounded(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// One package a broadcast names, with what the judge needs of it.
+#[derive(Debug, Clone)]
+pub struct Named {
+    name: String,
+    /// 1 / (1 + ln(1 + packages depending on it)).
+    specific: f64,
+    /// Its description's words that the broadcast does not use itself.
+    desc: Vec<String>,
+    desc_weight: f64,
+}
+
+/// A broadcast, read once for all the mailboxes it is judged for.
+#[derive(Debug, Clone)]
+pub struct Broadcast {
+    words: BTreeSet<String>,
+    weight: f64,
+    concepts: BTreeSet<u32>,
+    packages: Vec<Named>,
+    /// The words only its exempt part uses, and only its affected part.
+    carve: Option<(BTreeSet<String>, BTreeSet<String>)>,
+    scope: Option<String>,
+    versions: BTreeMap<String, Vec<text::Version>>,
+    before: bool,
+}
+
+impl Broadcast {
+    /// Reads a broadcast's first [`MAX_BROADCAST_READ`] bytes.
+    pub fn analyse(text: &str) -> Broadcast {
+        let data = &*DATA;
+        let text = bounded(text, MAX_BROADCAST_READ);
+        let words = text::word_set(text);
+        let packages = text::packages(text)
+            .into_iter()
+            .map(|name| {
+                let hub = data.dependents.get(&name).copied().unwrap_or(0) as f64;
+                let desc: Vec<String> = text::word_set(&data.packages[&name].desc)
+                    .into_iter()
+                    .filter(|w| !words.contains(w))
+                    .collect();
+                Named {
+                    specific: 1.0 / (1.0 + hub.ln_1p()),
+                    desc_weight: data.weight(&desc),
+                    desc,
+                    name,
+                }
+            })
+            .collect();
+        Broadcast {
+            weight: data.weight(&words),
+            concepts: text::concepts(text),
+            packages,
+            carve: carve(text),
+            scope: scope(text).map(str::to_owned),
+            versions: text::versions(text),
+            before: BEFORE.is_match(text),
+            words,
+        }
+    }
+}
+
+/// How much of a broadcast a `not_for_me` note covers (0–1): the rarity
+/// weight of the words they share over that of the broadcast's (or the
+/// note's, if larger) words. A note holding the broadcast it was about
+/// covers a near-identical one almost whole; a few words of reason ("not
+/// for me: tokio timer") cover only the part of a broadcast they name.
+pub fn likeness(b: &Broadcast, note: &str) -> f64 {
+    let data = &*DATA;
+    let n = text::word_set(bounded(note, MAX_PROFILE_READ));
+    let shared = data.weight(b.words.intersection(&n));
+    let norm = (b.weight * b.weight.max(data.weight(&n))).sqrt();
+    if norm == 0.0 { 0.0 } else { shared / norm }
+}
+
+static NEGATED: LazyLock<Regex> = LazyLock::new(|| {
+    pattern(r"(?i)\b(?:no|not|never|without|nothing|none of)\s+((?:[\w./+-]+(?:,?\s+|$)){1,3})")
+});
+
+/// Drops what a profile says it does not do ("no sampling", "No Rust").
+fn drop_negated(text: &str) -> String {
+    NEGATED.replace_all(text, " ").into_owned()
+}
+
+static EXEMPT: LazyLock<Regex> = LazyLock::new(|| {
+    pattern(
+        r"(?i)[^.;:]*\b(need no|needs no|no action|nothing to do|untouched|unaffected|not affected|not exposed|is fine|are fine|won't notice|isn't|aren't|never need|nobody else|no change|not hit|exempt)\b[^.;]*",
+    )
+});
+
+/// A carve-out ("Linux and macOS builds are untouched"): the words only
+/// its exempt part uses, and those only the rest uses; `None` without one.
+fn carve(broadcast: &str) -> Option<(BTreeSet<String>, BTreeSet<String>)> {
+    let exempt: Vec<&str> = EXEMPT.find_iter(broadcast).map(|m| m.as_str()).collect();
+    if exempt.is_empty() {
+        return None;
+    }
+    let affected = EXEMPT.replace_all(broadcast, " ");
+    let ew = text::word_set(&exempt.join(" "));
+    let aw = text::word_set(&affected);
+    Some((
+        ew.difference(&aw).cloned().collect(),
+        aw.difference(&ew).cloned().collect(),
+    ))
+}
+
+const GENERIC: &[&str] = &[
+    "Security",
+    "Heads",
+    "Reminder",
+    "FYI",
+    "PSA",
+    "Note",
+    "Update",
+    "Breaking",
+    "Warning",
+    "Code",
+    "From",
+    "For",
+    "Anyone",
+    "Everyone",
+    "All",
+    "Team",
+    "Release",
+    "Important",
+    "Urgent",
+    "Notice",
+    "Action",
+    "Advisory",
+    "Deprecation",
+];
+
+static SCOPE: LazyLock<Regex> = LazyLock::new(|| pattern(r"^([^:.]{1,40}):"));
+static ORG_WORD: LazyLock<Regex> = LazyLock::new(|| pattern(r"^[A-Z][A-Za-z]+$"));
+static PROFILE_ORG: LazyLock<Regex> =
+    LazyLock::new(|| pattern(r"^\s*(?:Client:\s*)?([A-Z][A-Za-z]+(?: [A-Z][A-Za-z]+)?)\."));
+
+/// The organisation a broadcast is scoped to, if any: a capitalised first
+/// word before a colon that is no package and no announcement word, and
+/// either says so ("Acme only: …") or comes back as a possessive
+/// ("Brightwell platform: … Brightwell's shared CI image …"). "Hey team:"
+/// or "Friday:" scope nothing.
+fn scope(broadcast: &str) -> Option<&str> {
+    let pre = SCOPE.captures(broadcast)?.get(1)?.as_str();
+    let words: Vec<&str> = pre.split_whitespace().collect();
+    let w = *words.first()?;
+    if !ORG_WORD.is_match(w)
+        || GENERIC.contains(&w)
+        || DATA.packages.contains_key(&w.to_lowercase())
+    {
+        return None;
+    }
+    let only = words.get(1).is_some_and(|o| o.eq_ignore_ascii_case("only"));
+    let possessive = Regex::new(&format!(r"\b{}'s\b", regex::escape(w))).ok()?;
+    (only || possessive.is_match(broadcast)).then_some(w)
+}
+
+/// (match, mismatch) between a broadcast's scope and the profile's
+/// organisation (its first sentence, "Client: Acme." or "Fernhill.").
+fn organisation(scope: Option<&str>, profile: &str, stated: &str) -> (f64, f64) {
+    let Some(w) = scope else {
+        return (0.0, 0.0);
+    };
+    let org = PROFILE_ORG
+        .captures(profile)
+        .and_then(|c| c.get(1))
+        .map(|m| m.as_str());
+    if org.is_some_and(|o| o.split_whitespace().any(|p| p == w)) {
+        return (1.0, 0.0);
+    }
+    let named = Regex::new(&format!(r"\b{}\b", regex::escape(w)))
+        .map(|r| r.is_match(stated))
+        .unwrap_or(false);
+    if named {
+        (0.5, 0.0)
+    } else if org.is_none() {
+        (0.0, 0.0)
+    } else {
+        (0.0, 1.0)
+    }
+}
+
+struct VersionFeatures {
+    eq: f64,
+    below_cue: f64,
+    below: f64,
+    above: f64,
+}
+
+static BEFORE: LazyLock<Regex> = LazyLock::new(|| {
+    pattern(r"(?i)\b(before|older|below|prior to|earlier than|until|up to|pre-|<)\b|<")
+});
+
+/// How the versions the profile gives sit against the broadcast's.
+fn versions(b: &Broadcast, stated: &str) -> VersionFeatures {
+    let bv = &b.versions;
+    let pv = text::versions(stated);
+    let (mut eq, mut below, mut above) = (0.0, 0.0, 0.0);
+    for (p, vs) in bv {
+        let Some(mine) = pv.get(p) else { continue };
+        for v in mine {
+            let c: Vec<_> = vs.iter().map(|w| text::compare(v, w)).collect();
+            if c.contains(&std::cmp::Ordering::Equal) {
+                eq = 1.0;
+            } else if c.iter().all(|o| o.is_lt()) {
+                below = 1.0;
+            } else if c.iter().all(|o| o.is_gt()) {
+                above = 1.0;
+            }
+        }
+    }
+    let cue = if b.before { 1.0 } else { 0.0 };
+    VersionFeatures {
+        eq,
+        below_cue: below * cue,
+        below: below * (1.0 - cue),
+        above,
+    }
+}

@@ -1,0 +1,112 @@
+//! `agentmesh judge`, the command scripts score the judge with: the real
+//! binary, no daemon, on the labelled set's held-out part.
+
+#![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use agentmesh_node::bus::Preset;
+use agentmesh_node::bus::judge::{self, Input, tune};
+
+fn run(args: &[&str], stdin: &str) -> (std::process::ExitStatus, String, String) {
+    let home = tempfile::tempdir().unwrap();
+    let mut child = Command::new(agentmesh_tests::bin())
+        .args(args)
+        .env("AGENTMESH_HOME", home.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let text = stdin.to_owned();
+    let writer = std::thread::spawn(move || input.write_all(text.as_bytes()));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    (
+        out.status,
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn judge_answers_each_line_as_the_daemons_code_does_at_every_preset() {
+    let (all, split) = tune::committed();
+    let held = tune::part(&all, &split.held_out);
+    let inputs: Vec<Input> = held
+        .iter()
+        .map(|l| Input {
+            broadcast: l.broadcast.clone(),
+            sender: None,
+            profile: l.profile.clone(),
+            goal: l.goal.clone(),
+            status: l.status,
+            notes: vec![],
+            mailbox: None,
+        })
+        .collect();
+    let stdin: String = inputs
+        .iter()
+        .map(|i| serde_json::to_string(i).unwrap() + "\n")
+        .collect();
+    for preset in Preset::ALL {
+        let (status, out, err) = run(&["judge", "--preset", preset.as_str()], &stdin);
+        assert!(status.success(), "{err}");
+        let lines: Vec<judge::Judgment> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), inputs.len());
+        let delivered = lines.iter().filter(|j| j.deliver).count();
+        for (i, j) in inputs.iter().zip(&lines) {
+            // JSON carries p to within its last bit.
+            let want = judge::judge(i, preset);
+            assert!(
+                (j.p - want.p).abs() < 1e-12 && j.deliver == want.deliver,
+                "{j:?} != {want:?}"
+            );
+        }
+        println!("{preset}: {delivered} of {} delivered", lines.len());
+    }
+    // balanced is the default.
+    let (_, default, _) = run(&["judge"], &stdin);
+    let (_, balanced, _) = run(&["judge", "--preset", "balanced"], &stdin);
+    assert_eq!(default, balanced);
+}
+
+#[test]
+fn judge_refuses_a_bad_line_in_its_place_and_judges_the_rest() {
+    let good = r#"{"broadcast": "tokio 1.54.1 reverts a timer change", "profile": "Rust service on tokio 1.54", "goal": "", "status": "idle"}"#;
+    let stdin = format!(
+        "{good}\nnot json\n\n{{\"broadcast\": \"x\", \"status\": \"asleep\"}}\n{{\"broadcast\": \"x\", \"status\": \"idle\", \"extra\": 1}}\n{good}\n"
+    );
+    let (status, out, err) = run(&["judge", "--json"], &stdin);
+    assert!(!status.success());
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5, "{out}");
+    assert!(lines[0]["p"].is_f64() && lines[4]["p"] == lines[0]["p"]);
+    for (k, line_no) in [(1, 2), (2, 4), (3, 5)] {
+        assert_eq!(lines[k]["code"], "bad_input", "{out}");
+        assert_eq!(lines[k]["line"], line_no);
+    }
+    assert!(
+        lines[2]["message"]
+            .as_str()
+            .unwrap()
+            .contains("working|idle|offline")
+    );
+    let last: serde_json::Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+    assert_eq!(last["code"], "bad_input");
+    assert!(
+        last["message"]
+            .as_str()
+            .unwrap()
+            .contains("3 of 5 input lines"),
+        "{err}"
+    );
+}

@@ -12,7 +12,7 @@ use agentmesh_node::home::Home;
 use crate::term;
 
 /// Runs one op and prints its result as JSON, or `human` of it.
-fn simple<T: serde::de::DeserializeOwned + serde::Serialize>(
+pub fn simple<T: serde::de::DeserializeOwned + serde::Serialize>(
     home: &Home,
     op: Op,
     json: bool,

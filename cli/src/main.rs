@@ -11,6 +11,7 @@
 //! JSON object, `{"code": …, "message": …}`, with the stable code.
 
 mod agents;
+mod bus;
 mod daemonctl;
 mod demo;
 mod inspect;
@@ -232,6 +233,13 @@ enum Command {
     },
     /// List the mailboxes: folders opted in (or out) and their names.
     Mailboxes,
+    /// A mailbox's profile, goal and preset, which the team's directory
+    /// shows (`agentmesh directory`).
+    #[command(subcommand)]
+    Profile(ProfileCommand),
+    /// The team's directory: every member machine's mailboxes, with each
+    /// one's profile, goal and status (control characters cleaned).
+    Directory,
     /// List mail held for approval.
     Held,
     /// Deliver a held message.
@@ -315,6 +323,31 @@ enum Command {
         /// restored byte for byte.
         #[arg(long)]
         uninstall: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ProfileCommand {
+    /// Set what MAILBOX says of itself (`@` for the owner's): each option
+    /// given replaces its value.
+    Set {
+        /// The mailbox (`@` for the owner's).
+        mailbox: String,
+        /// What its session knows and works on (at most 1 KiB).
+        #[arg(long)]
+        profile: Option<String>,
+        /// Its current objective (at most 256 bytes).
+        #[arg(long)]
+        goal: Option<String>,
+        /// How eager it is for broadcasts (kept on this machine only).
+        #[arg(long, value_enum)]
+        preset: Option<bus::PresetArg>,
+    },
+    /// Show this machine's mailboxes' profiles, goals, statuses and
+    /// presets, or MAILBOX's.
+    Show {
+        /// The mailbox (`@` for the owner's).
+        mailbox: Option<String>,
     },
 }
 
@@ -519,6 +552,14 @@ fn main() -> ExitCode {
         ),
         Command::Held => mail::held(&home, json),
         Command::Mailboxes => mail::mailboxes(&home, json),
+        Command::Profile(ProfileCommand::Set {
+            mailbox,
+            profile,
+            goal,
+            preset,
+        }) => bus::set(&home, &mailbox, profile, goal, preset, json),
+        Command::Profile(ProfileCommand::Show { mailbox }) => bus::show(&home, mailbox, json),
+        Command::Directory => bus::directory(&home, json),
         Command::Approve { id } => mail::decide(&home, &id, true, None, json),
         Command::Reject { id, reason } => mail::decide(&home, &id, false, reason, json),
         Command::Trust { machine } => mail::trust(&home, &machine, json),

@@ -96,6 +96,11 @@ pub enum AuditEvent {
     /// A reply from another person's machine was delivered unheld: it
     /// answers an ask this mailbox sent to that machine.
     ReplyToOwn,
+    /// A member's directory record was refused whole (over its bounds, or
+    /// its signature did not verify).
+    DirectoryRefused,
+    /// A mailbox's profile, goal or preset was set.
+    Profile,
 }
 
 impl AuditEvent {
@@ -135,6 +140,8 @@ impl AuditEvent {
             AuditEvent::TurnLimit => "turn_limit",
             AuditEvent::Person => "person",
             AuditEvent::ReplyToOwn => "reply_to_own",
+            AuditEvent::DirectoryRefused => "directory_refused",
+            AuditEvent::Profile => "profile",
         }
     }
 }

@@ -176,6 +176,17 @@ pub struct Config {
     pub messages: MessagesConfig,
     /// Agents: loop safety.
     pub agents: AgentsConfig,
+    /// `[bus]`: the directory and broadcasts.
+    pub bus: BusConfig,
+}
+
+/// `[bus]`: the directory and broadcasts (docs/agents.md).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BusConfig {
+    /// The preset a mailbox's broadcasts are judged with unless it chose
+    /// its own (`agentmesh profile set MAILBOX --preset`).
+    pub preset: crate::bus::Preset,
 }
 
 /// Loop safety for agents' messages (docs/agents.md).
@@ -310,6 +321,7 @@ impl Default for Config {
             join: JoinConfig::default(),
             messages: MessagesConfig::default(),
             agents: AgentsConfig::default(),
+            bus: BusConfig::default(),
         }
     }
 }
@@ -365,6 +377,8 @@ pub struct Settings {
     pub replies_per_ask: u32,
     /// How long the audit log keeps entries.
     pub audit_retention: Duration,
+    /// The preset of mailboxes that chose none.
+    pub preset: crate::bus::Preset,
     /// The configuration these settings came from, defaults and the
     /// machine name filled in (what `agentmesh config show` prints).
     pub config: Config,
@@ -550,6 +564,7 @@ impl Config {
             loops,
             replies_per_ask: self.messages.replies_per_ask,
             audit_retention,
+            preset: self.bus.preset,
             config: Config {
                 name: Some(name_text),
                 ..self.clone()

@@ -301,13 +301,19 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     let audit_retention = settings.audit_retention;
     let loops = settings.loops;
     let replies_per_ask = settings.replies_per_ask;
+    let preset = settings.preset;
     let (commit, flusher) = crate::store::GroupCommit::start(store.clone());
+    // This machine's mailboxes: the mail actor publishes them, the team
+    // signs them into its directory record.
+    let (local_tx, local_rx) =
+        tokio::sync::watch::channel(Arc::new(crate::bus::LocalDirectory::default()));
     let (net, handle, carrier, link) = Net::new(NetSetup {
         swarm,
         me: identity.clone(),
         settings,
         store: store.clone(),
         commit: commit.clone(),
+        local_directory: local_rx,
     })?;
     // One token for the daemon: the node fires it on `shutdown`, a signal
     // fires it, and every task stops on it.
@@ -323,6 +329,8 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
         audit_retention,
         loops,
         replies_per_ask,
+        preset,
+        local_directory: local_tx,
         cancel: cancel.child_token(),
     })?;
 

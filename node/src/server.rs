@@ -209,6 +209,7 @@ pub async fn serve(
                         slots,
                         slot: None,
                         event_slot: None,
+                        session: None,
                     };
                     client.serve(stream, waiting).await;
                 }
@@ -265,6 +266,9 @@ struct Client {
     slot: Option<OwnedSemaphorePermit>,
     /// Its slot among the event clients, while it is attached for events.
     event_slot: Option<OwnedSemaphorePermit>,
+    /// An agent's session attached for events to a mailbox: the directory
+    /// shows the mailbox attached while it lives.
+    session: Option<crate::mail::SessionGuard>,
 }
 
 type Conn = Framed<UnixStream, LineCodec>;
@@ -482,6 +486,9 @@ impl Client {
                     },
                 };
                 self.take_slots(wants_events).map_err(Closing)?;
+                let who_kind = who.kind;
+                let session_mailbox = mailbox.clone();
+                self.session = None;
                 let owner_only = mailbox_arg_is_owner;
                 self.attached = Some(Attached {
                     who,
@@ -498,6 +505,10 @@ impl Client {
                     };
                     return Ok(Some(attached));
                 }
+                // An agent's session (its MCP server) attached to its
+                // mailbox: the directory says so while it stays.
+                self.session =
+                    (who_kind == WhoKind::Agent).then(|| self.mail.attach_session(session_mailbox));
                 // Subscribe before replaying, so nothing falls between.
                 *events = Some(self.mail.subscribe());
                 let attached = DaemonFrame::Attached {

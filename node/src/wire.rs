@@ -32,6 +32,22 @@ pub const KAD: &str = agentmesh_protocol::KAD_PROTOCOL;
 /// it; only members exchange gossip at all.
 pub const BLOCKS_TOPIC: &str = "agentmesh/blocks/1";
 
+/// The gossipsub topic directory announcements travel on (which member's
+/// directory record changed, and its new sequence number; never the
+/// record). One name for every team, like [`BLOCKS_TOPIC`].
+pub const DIRECTORY_TOPIC: &str = "agentmesh/directory/1";
+
+/// The kind of a directory record among a sync's typed records.
+pub const DIRECTORY_RECORD: &str = "directory/1";
+
+/// The most typed records one sync answer carries, and the most
+/// `(machine, seq)` pairs one digest lists.
+pub const MAX_RECORDS_PER_SYNC: usize = 1024;
+
+/// Bytes of typed records one sync answer carries, at most: a page, so the
+/// answer crosses a relay circuit; records beyond travel in the next one.
+pub const MAX_RECORD_BYTES_PER_SYNC: usize = 64 * 1024;
+
 /// Envelopes in one delivery batch, at most.
 pub const MAX_BATCH_ENVELOPES: usize = 256;
 /// Bytes of envelopes in one batch to a machine reached only through a
@@ -158,6 +174,11 @@ pub enum SyncRequest {
         /// Signed contact records of current members, the sender's own included.
         #[serde(deserialize_with = "bounded::<_, _, MAX_CONTACTS_PER_SYNC>")]
         contacts: Vec<serde_bytes::ByteBuf>,
+        /// The directory records the sender holds, as `(machine, seq)`:
+        /// the answer carries the ones it lacks or holds older. Absent
+        /// from machines that predate the directory.
+        #[serde(default, deserialize_with = "bounded::<_, _, MAX_RECORDS_PER_SYNC>")]
+        directory: Vec<RecordHave>,
     },
     /// "Send me these blocks."
     Fetch {
@@ -178,6 +199,13 @@ pub enum SyncReply {
         /// Signed contact records of current members.
         #[serde(deserialize_with = "bounded::<_, _, MAX_CONTACTS_PER_SYNC>")]
         contacts: Vec<serde_bytes::ByteBuf>,
+        /// Typed records the asker lacks, a page of them (absent from
+        /// machines that predate the directory).
+        #[serde(default, deserialize_with = "bounded::<_, _, MAX_RECORDS_PER_SYNC>")]
+        records: Vec<TypedRecord>,
+        /// Some records were left for the next sync.
+        #[serde(default)]
+        more_records: bool,
     },
     /// Different digest: every hash the responder holds.
     Have {
@@ -187,6 +215,13 @@ pub enum SyncReply {
         /// Signed contact records of current members.
         #[serde(deserialize_with = "bounded::<_, _, MAX_CONTACTS_PER_SYNC>")]
         contacts: Vec<serde_bytes::ByteBuf>,
+        /// Typed records the asker lacks, a page of them (absent from
+        /// machines that predate the directory).
+        #[serde(default, deserialize_with = "bounded::<_, _, MAX_RECORDS_PER_SYNC>")]
+        records: Vec<TypedRecord>,
+        /// Some records were left for the next sync.
+        #[serde(default)]
+        more_records: bool,
     },
     /// The blocks asked for that the responder holds.
     Blocks {
@@ -196,6 +231,27 @@ pub enum SyncReply {
     },
     /// Refused, and why.
     Refused(String),
+}
+
+/// A directory record a sync's sender holds: which machine's, and its
+/// sequence number.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordHave {
+    /// The machine's PeerId bytes.
+    #[serde(with = "serde_bytes")]
+    pub peer: Vec<u8>,
+    /// The sequence number held.
+    pub seq: u64,
+}
+
+/// A signed record of some kind ([`DIRECTORY_RECORD`] today); a receiver
+/// skips kinds it does not know, so later versions can add records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TypedRecord {
+    /// Its kind.
+    pub kind: String,
+    /// Its bytes (agentmesh-protocol's canonical CBOR).
+    pub bytes: serde_bytes::ByteBuf,
 }
 
 /// A batch of sealed envelopes for one machine.

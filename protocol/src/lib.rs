@@ -23,6 +23,8 @@
 //!   derived from their transcript.
 //! - [`ticket`]: the copy-pasteable invite ticket.
 //! - [`contact`]: a member's signed record of how to reach it.
+//! - [`directory`]: a member's signed record of its mailboxes, with each
+//!   one's profile, goal and status.
 //! - [`cbor`]: the canonical CBOR codec every type above uses, with its size
 //!   limits.
 //! - [`time`]: timestamps and the clock rules envelopes are judged by.
@@ -31,6 +33,7 @@
 
 pub mod cbor;
 pub mod contact;
+pub mod directory;
 pub mod envelope;
 pub mod identity;
 pub mod join;

@@ -6,6 +6,10 @@
 mod common;
 
 use agentmesh_protocol::contact::{ContactRecord, SignedContact};
+use agentmesh_protocol::directory::{
+    DirectoryAnnounce, DirectoryEntry, DirectoryRecord, MAX_DIRECTORY_BYTES,
+    MAX_DIRECTORY_MAILBOXES, SignedDirectory, Status,
+};
 use agentmesh_protocol::envelope::{Attachment, Body, Header, Kind, MessageId, Who, WhoKind};
 use agentmesh_protocol::join::{JoinOffer, JoinRequest};
 use agentmesh_protocol::team::{Admit, Block, BlockBody, Genesis, Person, Revoke, TeamId};
@@ -129,6 +133,63 @@ proptest! {
     }
 
     #[test]
+    fn directory_roundtrips(i in 0usize..4, seq in any::<u64>(), at in ts(), always_on in any::<bool>(),
+                            entries in proptest::collection::vec((proptest::option::of(name()), ".{0,40}", ".{0,20}", 0u8..3, proptest::option::of(ts())), 0..12)) {
+        let me = &ids()[i];
+        let mut seen = std::collections::HashSet::new();
+        let mailboxes: Vec<DirectoryEntry> = entries
+            .into_iter()
+            .filter(|e| seen.insert(e.0.clone()))
+            .map(|(mailbox, profile, goal, s, last_active)| DirectoryEntry {
+                mailbox,
+                profile,
+                goal,
+                status: [Status::Working, Status::Idle, Status::Offline][usize::from(s)],
+                last_active,
+            })
+            .collect();
+        let record = DirectoryRecord { peer: me.peer_id(), seq, at, always_on, mailboxes };
+        roundtrip(&record);
+        let signed = SignedDirectory::sign(record, me).unwrap();
+        prop_assert_eq!(SignedDirectory::from_bytes(signed.bytes()).unwrap(), signed);
+    }
+
+    #[test]
+    fn directory_bounds_hold_before_decoding(n in 0usize..80, profile_len in 0usize..1100, junk in proptest::collection::vec(any::<u8>(), 0..64)) {
+        let me = &ids()[0];
+        let record = DirectoryRecord {
+            peer: me.peer_id(),
+            seq: 1,
+            at: Timestamp::from_unix_millis(1),
+            always_on: false,
+            mailboxes: (0..n)
+                .map(|k| DirectoryEntry {
+                    mailbox: Some(Name::parse("mailbox name", &format!("m{k}")).unwrap()),
+                    profile: "p".repeat(profile_len.min(1024)),
+                    goal: String::new(),
+                    status: Status::Idle,
+                    last_active: None,
+                })
+                .collect(),
+        };
+        let bytes = SignedDirectory::sign_unchecked(&record, me);
+        let within = n <= MAX_DIRECTORY_MAILBOXES && bytes.len() <= MAX_DIRECTORY_BYTES;
+        prop_assert_eq!(SignedDirectory::from_bytes(&bytes).is_ok(), within);
+        prop_assert_eq!(SignedDirectory::sign(record, me).is_ok(), within);
+        // Anything past the bound is refused without being parsed.
+        let mut long = bytes.clone();
+        long.extend(junk);
+        long.resize(long.len().max(MAX_DIRECTORY_BYTES + 1), 0);
+        let refused = SignedDirectory::from_bytes(&long).unwrap_err();
+        prop_assert!(refused.to_string().contains("49152"), "{}", refused);
+    }
+
+    #[test]
+    fn directory_announce_roundtrips(peer in peer(), seq in any::<u64>()) {
+        roundtrip(&DirectoryAnnounce { peer, seq });
+    }
+
+    #[test]
     fn blocks_roundtrip(i in 0usize..4, j in 0usize..4, team_name in name(), name in name(), owner in owner(), at in ts(), nonce in any::<[u8; 16]>(), which in 0u8..4, seq in any::<u64>()) {
         let ids = ids();
         let (a, b) = (&ids[i], &ids[j]);
@@ -171,6 +232,9 @@ proptest! {
         let _ = JoinOffer::from_bytes(&bytes);
         let _ = Ticket::from_bytes(&bytes);
         let _ = SignedContact::from_bytes(&bytes);
+        let _ = SignedDirectory::from_bytes(&bytes);
+        let _ = DirectoryRecord::from_bytes(&bytes);
+        let _ = DirectoryAnnounce::from_bytes(&bytes);
         let _ = Identity::from_key_file(&bytes);
         if let Ok(text) = std::str::from_utf8(&bytes) {
             let _ = Ticket::decode(text);

@@ -188,13 +188,16 @@ pub fn peer_of(addr: &Multiaddr) -> PeerId {
 }
 
 /// How a [`Peer`] answers the sync and join requests a daemon sends it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SyncAnswer {
     /// "Same digest", with no contact records; joins refused in a word.
     InSync,
     /// Replies of about this many bytes (junk hashes; a refusal that long):
     /// a peer trying to make the daemon read more than the protocol needs.
     Huge(usize),
+    /// In sync with these typed records (directory records, or kinds no
+    /// version knows).
+    Records(Vec<agentmesh_node::wire::TypedRecord>),
 }
 
 /// What the daemon sent a [`Peer`] without being asked.
@@ -226,6 +229,7 @@ enum Cmd {
     Join(PeerId, JoinMsg, Answer<JoinReply>),
     Disconnect(PeerId, Answer<()>),
     Announce(Multiaddr, Answer<()>),
+    Subscribe(Answer<()>),
 }
 
 use agentmesh_node::net::BehaviourEvent;
@@ -303,6 +307,16 @@ impl Peer {
                             swarm.add_external_address(addr);
                             let _ = answer.send(Ok(()));
                         }
+                        Some(Cmd::Subscribe(answer)) => {
+                            let gossip = &mut swarm.behaviour_mut().gossipsub;
+                            for topic in [
+                                agentmesh_node::net::blocks_topic(),
+                                agentmesh_node::net::behaviour::directory_topic(),
+                            ] {
+                                let _ = gossip.subscribe(&topic);
+                            }
+                            let _ = answer.send(Ok(()));
+                        }
                         Some(Cmd::Disconnect(peer, answer)) => {
                             let _ = swarm.disconnect_peer_id(peer);
                             let _ = answer.send(Ok(()));
@@ -346,11 +360,14 @@ impl Peer {
                             request_response::Event::Message { message, .. } => match message {
                                 request_response::Message::Request { request, channel, .. } => {
                                     note(Received::Sync(format!("{request:?}").chars().take(200).collect()));
-                                    let reply = match sync {
-                                        SyncAnswer::InSync => SyncReply::InSync { contacts: vec![] },
+                                    let reply = match &sync {
+                                        SyncAnswer::InSync => SyncReply::InSync { contacts: vec![], records: vec![], more_records: false },
+                                        SyncAnswer::Records(records) => SyncReply::InSync { contacts: vec![], records: records.clone(), more_records: false },
                                         SyncAnswer::Huge(bytes) => SyncReply::Have {
                                             hashes: vec![serde_bytes::ByteBuf::from(vec![7u8; 1]); bytes / 2],
                                             contacts: vec![],
+                                            records: vec![],
+                                            more_records: false,
                                         },
                                     };
                                     let _ = swarm.behaviour_mut().sync.send_response(channel, reply);
@@ -369,9 +386,9 @@ impl Peer {
                             request_response::Event::Message { message, .. } => match message {
                                 request_response::Message::Request { request, channel, .. } => {
                                     note(Received::Join(format!("{request:?}").chars().take(200).collect()));
-                                    let answer = match sync {
-                                        SyncAnswer::InSync => "no".to_owned(),
-                                        SyncAnswer::Huge(bytes) => "x".repeat(bytes),
+                                    let answer = match &sync {
+                                        SyncAnswer::InSync | SyncAnswer::Records(_) => "no".to_owned(),
+                                        SyncAnswer::Huge(bytes) => "x".repeat(*bytes),
                                     };
                                     let _ = swarm.behaviour_mut().join.send_response(channel, JoinReply::Refused(answer));
                                 }
@@ -445,6 +462,12 @@ impl Peer {
     /// before dialing).
     pub fn announce(&self, addr: Multiaddr) {
         let _ = self.ask(|a| Cmd::Announce(addr, a));
+    }
+
+    /// Subscribes to the daemon's gossip topics (team blocks, directory
+    /// announcements), as a peer wanting them would.
+    pub fn subscribe(&self) {
+        let _ = self.ask(Cmd::Subscribe);
     }
 
     /// Closes its connections to `peer`.

@@ -103,7 +103,16 @@ async fn an_agent_asks_one_on_another_machine_and_gets_the_reply_pushed() {
     let schemas = output_schemas(&sa).await;
     let mut names: Vec<&str> = schemas.keys().map(String::as_str).collect();
     names.sort();
-    assert_eq!(names, ["check_inbox", "list_team", "reply", "send_message"]);
+    assert_eq!(
+        names,
+        [
+            "check_inbox",
+            "list_team",
+            "reply",
+            "send_message",
+            "set_profile"
+        ]
+    );
 
     let t = sa.ok("list_team", json!({})).await;
     valid(&schemas, "list_team", &t);

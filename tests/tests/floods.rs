@@ -192,6 +192,7 @@ fn a_members_oversized_sync_replies_are_not_read() {
                 team: team_id(&a).0.to_vec(),
                 digest: vec![0; 32],
                 contacts: vec![],
+                directory: vec![],
             },
         );
         // Its whole answer written out, or cut off by alpha, before it goes.

@@ -278,6 +278,7 @@ fn rows() -> Vec<Row> {
                         team: c.team.0.to_vec(),
                         digest: vec![0; 32],
                         contacts: vec![],
+                        directory: vec![],
                     },
                 )
                 .unwrap();
@@ -468,6 +469,7 @@ fn rows() -> Vec<Row> {
                         team: c.team.0.to_vec(),
                         digest: vec![0; 32],
                         contacts: vec![],
+                        directory: vec![],
                     },
                 );
                 assert!(

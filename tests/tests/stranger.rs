@@ -80,6 +80,7 @@ fn a_stranger_is_refused_everywhere_and_gets_no_blocks() {
                 team: team.0.to_vec(),
                 digest: vec![0; 32],
                 contacts: vec![],
+                directory: vec![],
             },
         );
         let fetch = swarm.behaviour_mut().sync.send_request(

@@ -404,6 +404,41 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mailbox: Option<String>,
     },
+    /// Sets a mailbox's profile, goal or preset (each left as it is when
+    /// absent). Answers its [`ProfileView`].
+    ProfileSet {
+        /// The mailbox (`@` for the owner's); default: the attached one,
+        /// else the owner's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mailbox: Option<String>,
+        /// What its session knows and works on (at most 1 KiB).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile: Option<String>,
+        /// Its current objective (at most 256 bytes).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        goal: Option<String>,
+        /// The preset its broadcasts are judged with.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        preset: Option<crate::bus::Preset>,
+    },
+    /// This machine's mailboxes' profiles, goals, statuses and presets
+    /// ([`ProfilesView`]); only `mailbox` if given.
+    ProfileShow {
+        /// The mailbox (`@` for the owner's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mailbox: Option<String>,
+    },
+    /// The team's directory: every member machine with its mailboxes,
+    /// profiles, goals and statuses, a page at a time ([`DirectoryPage`]).
+    Directory {
+        /// Only mailboxes after this one (paging; from `next_after`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after: Option<String>,
+        /// At most about this many bytes (as JSON) per page, and at least
+        /// one mailbox (default and cap: 24 KiB).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_bytes: Option<usize>,
+    },
     /// The audit log.
     Audit {
         /// Only entries from the last this many seconds.
@@ -450,7 +485,8 @@ impl Op {
             | Op::TeamPerson { .. }
             | Op::AdmitStatus { .. }
             | Op::AdmitReject { .. }
-            | Op::Revoke { .. } => Owner::Team,
+            | Op::Revoke { .. }
+            | Op::Directory { .. } => Owner::Team,
             Op::Send { .. }
             | Op::Inbox { .. }
             | Op::Read { .. }
@@ -468,6 +504,8 @@ impl Op {
             | Op::MailboxState { .. }
             | Op::MailboxFor { .. }
             | Op::HopReset { .. }
+            | Op::ProfileSet { .. }
+            | Op::ProfileShow { .. }
             | Op::Audit { .. } => Owner::Mail,
             #[cfg(feature = "test-clock")]
             Op::ClockAdvance { .. } => Owner::Mail,

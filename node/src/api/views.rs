@@ -505,3 +505,83 @@ pub struct AuditView {
     /// Details.
     pub detail: String,
 }
+
+/// A mailbox's profile, goal, status and preset: `profile set` and
+/// `profile show`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileView {
+    /// Its address: `NAME@MACHINE`, or `@MACHINE` for the owner's.
+    pub address: String,
+    /// Its name; `None` for the owner's mailbox.
+    pub mailbox: Option<String>,
+    /// What its session knows and works on (at most 1 KiB).
+    pub profile: String,
+    /// Its current objective (at most 256 bytes).
+    pub goal: String,
+    /// What its session is doing.
+    pub status: crate::bus::Status,
+    /// When a session of it was last active (RFC 3339), if since the
+    /// daemon started.
+    pub last_active: Option<String>,
+    /// The preset its broadcasts are judged with.
+    pub preset: crate::bus::Preset,
+    /// Whether that is the machine's default (`[bus] preset`), not its own.
+    pub preset_is_default: bool,
+}
+
+/// `profile show`: this machine's mailboxes (or the one asked for).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfilesView {
+    /// The mailboxes, the owner's first, then by name.
+    pub mailboxes: Vec<ProfileView>,
+}
+
+/// A mailbox in the team's directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectoryMailboxView {
+    /// Its address: `NAME@MACHINE`, or `@MACHINE` for the owner's.
+    pub address: String,
+    /// What its session knows and works on, as written by that machine's
+    /// sessions (as claimed; text, never instructions).
+    pub profile: String,
+    /// Its current objective, as written by them.
+    pub goal: String,
+    /// What its session is doing, as its machine says.
+    pub status: crate::bus::Status,
+    /// When a session of it was last active (RFC 3339), if known.
+    pub last_active: Option<String>,
+}
+
+/// A member machine in the team's directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectoryMachineView {
+    /// Its name.
+    pub name: String,
+    /// The person who runs it.
+    pub owner: String,
+    /// Whether it is this machine.
+    pub this_machine: bool,
+    /// Whether its directory record has reached this machine (a member
+    /// that never connected since, or runs an older version, has none).
+    pub known: bool,
+    /// Whether it says it is always on (a carrier; a later version).
+    pub always_on: bool,
+    /// The record's sequence number, if known.
+    pub seq: Option<u64>,
+    /// When its record was made (RFC 3339), if known.
+    pub updated_at: Option<String>,
+    /// Its mailboxes (on this page).
+    pub mailboxes: Vec<DirectoryMailboxView>,
+}
+
+/// `directory`: the team's machines and their mailboxes, a page at a time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectoryPage {
+    /// The team's name, if this machine is in one.
+    pub team: Option<String>,
+    /// Member machines, by name (a machine whose mailboxes go on past this
+    /// page appears again on the next).
+    pub machines: Vec<DirectoryMachineView>,
+    /// Give this as `after` for the next page; `None` on the last.
+    pub next_after: Option<String>,
+}

@@ -1,9 +1,12 @@
 //! The bus: what lets agents find each other and speak to many at once:
-//! the words the directory and the broadcast judge share, and
-//! [`judge`], the built-in relevance judge.
+//! the words the directory and the broadcast judge share; [`judge`], the
+//! built-in relevance judge; and this machine's mailboxes as the mail
+//! actor publishes them for the team's directory record
+//! (`crate::team::records`).
 
 pub mod judge;
 
+use agentmesh_protocol::Timestamp;
 use serde::{Deserialize, Serialize};
 
 /// How eager a mailbox is to receive broadcasts: each preset is a
@@ -73,4 +76,31 @@ impl std::fmt::Display for Status {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// How long after a hook or tool call a mailbox with a session attached
+/// counts as `working`.
+pub const WORKING_FOR: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// One of this machine's mailboxes, as published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalMailbox {
+    /// Its name; `None` for the owner's.
+    pub mailbox: Option<String>,
+    /// Its profile.
+    pub profile: String,
+    /// Its goal.
+    pub goal: String,
+    /// What its session is doing.
+    pub status: Status,
+    /// When a session of it was last active.
+    pub last_active: Option<Timestamp>,
+}
+
+/// This machine's mailboxes, the owner's first, then by name; at most
+/// [`MAX_DIRECTORY_MAILBOXES`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LocalDirectory {
+    /// The mailboxes.
+    pub mailboxes: Vec<LocalMailbox>,
 }

@@ -49,6 +49,7 @@ mod mailboxes;
 mod mailroom;
 mod ops;
 mod pages;
+mod profiles;
 mod retention;
 #[cfg(test)]
 mod tests;
@@ -137,6 +138,7 @@ pub struct MailSummary {
 #[derive(Debug, Clone)]
 pub struct MailHandle {
     tx: mpsc::Sender<MailIn>,
+    presence: mpsc::UnboundedSender<profiles::Presence>,
     events: broadcast::Sender<Event>,
     newest: Arc<AtomicU64>,
     summary: watch::Receiver<MailSummary>,
@@ -158,6 +160,20 @@ impl MailHandle {
         rx.await.unwrap_or_else(|_| Err(ApiError::shutting_down()))
     }
 
+    /// A session attached to `mailbox` (`None`: the owner's) for as long
+    /// as the guard lives: the directory shows the mailbox `idle` or
+    /// `working` meanwhile.
+    pub fn attach_session(&self, mailbox: Option<String>) -> SessionGuard {
+        let _ = self.presence.send(profiles::Presence {
+            mailbox: mailbox.clone(),
+            attached: true,
+        });
+        SessionGuard {
+            tx: self.presence.clone(),
+            mailbox,
+        }
+    }
+
     /// What `status` shows of the mailroom, as of now.
     pub fn summary(&self) -> MailSummary {
         *self.summary.borrow()
@@ -171,6 +187,24 @@ impl MailHandle {
     /// Subscribes to events for attached clients.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.events.subscribe()
+    }
+}
+
+/// A session attached to a mailbox; dropping it says it left. (One per
+/// attached client, so the channel it sends on holds at most two
+/// messages per client.)
+#[derive(Debug)]
+pub struct SessionGuard {
+    tx: mpsc::UnboundedSender<profiles::Presence>,
+    mailbox: Option<String>,
+}
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        let _ = self.tx.send(profiles::Presence {
+            mailbox: self.mailbox.take(),
+            attached: false,
+        });
     }
 }
 
@@ -198,6 +232,10 @@ pub struct MailSetup {
     /// Replies to one of this machine's asks that pass unheld from
     /// another person's machine.
     pub replies_per_ask: u32,
+    /// The preset of mailboxes that chose none (`[bus] preset`).
+    pub preset: crate::bus::Preset,
+    /// Where this machine's mailboxes are published for the directory.
+    pub local_directory: watch::Sender<Arc<crate::bus::LocalDirectory>>,
     /// Stops the actor.
     pub cancel: CancellationToken,
 }
@@ -263,6 +301,8 @@ struct Inboxes {
     link: MailLink,
     /// What waited for a flush, handed back once it is durable.
     flushed: mpsc::UnboundedReceiver<AfterFlush>,
+    /// Sessions attaching and leaving.
+    presence: mpsc::UnboundedReceiver<profiles::Presence>,
 }
 
 /// The mail actor: the parts, and what they need from outside.
@@ -281,6 +321,9 @@ pub struct Mail {
     retention: retention::Retention,
     loops: loops::Loops,
     unread: unread::Unread,
+    /// Profiles, goals, presets and who is attached: this machine's part
+    /// of the directory.
+    profiles: profiles::Profiles,
 }
 
 impl Mail {
@@ -300,6 +343,8 @@ impl Mail {
             audit_retention,
             loops,
             replies_per_ask,
+            preset,
+            local_directory,
             cancel,
         } = setup;
         let (tx, rx) = mpsc::channel(MAIL_QUEUE);
@@ -310,6 +355,8 @@ impl Mail {
         courier.load(store.outbox()?);
         let consent = consent::Consent::load(store.as_ref())?;
         let unread = unread::Unread::load(store.as_ref())?;
+        let profiles = profiles::Profiles::load(store.as_ref(), preset, local_directory)?;
+        let (presence_tx, presence) = mpsc::unbounded_channel();
         let mail = Mail {
             shared: Shared {
                 store,
@@ -326,16 +373,24 @@ impl Mail {
             fanout,
             loops: loops::Loops::new(loops),
             unread,
+            profiles,
         };
         mail.publish_summary();
+        mail.publish_local();
         let (events, newest, summary) = mail.fanout.ends();
         let handle = MailHandle {
             tx,
+            presence: presence_tx,
             events,
             newest,
             summary,
         };
-        let inboxes = Inboxes { rx, link, flushed };
+        let inboxes = Inboxes {
+            rx,
+            link,
+            flushed,
+            presence,
+        };
         Ok((handle, mail.run(inboxes, cancel)))
     }
 
@@ -360,7 +415,14 @@ impl Mail {
                 },
                 msg = inboxes.rx.recv() => match msg {
                     None => break,
-                    Some(MailIn::Api { who, mailbox, op, reply }) => self.api(who, mailbox, op, reply),
+                    Some(MailIn::Api { who, mailbox, op, reply }) => {
+                        self.api(who, mailbox, op, reply);
+                        self.publish_local();
+                    }
+                },
+                Some(p) = inboxes.presence.recv() => {
+                    self.profiles.presence(&p);
+                    self.publish_local();
                 },
                 _ = tick.tick() => self.tick(),
             }
@@ -414,6 +476,17 @@ impl Mail {
     /// Hands pending writes to the flusher even if nothing waits for them.
     fn write_pending(&mut self) {
         self.submit(None);
+    }
+
+    /// Publishes this machine's mailboxes for the directory (if they
+    /// changed): the owner's and every opted-in one.
+    fn publish_local(&self) {
+        let names = self
+            .consent
+            .bindings()
+            .filter(|b| b.allowed)
+            .map(|b| b.mailbox.as_str());
+        self.profiles.publish(names, now());
     }
 
     fn publish_summary(&self) {
@@ -497,6 +570,8 @@ impl Mail {
         self.retention.prune_if_due(&mut ctx);
         self.inbox.audit_refusal_counts(&mut ctx);
         self.courier.shrink();
+        // Statuses change with time (working turns idle).
+        self.publish_local();
     }
 
     /// Routes a client's request to the part that serves it. Consent
@@ -504,6 +579,10 @@ impl Mail {
     fn api(&mut self, who: Who, mailbox: Option<String>, op: Op, reply: oneshot::Sender<Reply>) {
         let dir = self.shared.directory();
         let mut ctx = self.shared.lend(&dir);
+        if who.kind == api::WhoKind::Agent {
+            // A hook or tool call: its mailbox's session is working.
+            self.profiles.active(mailbox.as_deref(), ctx.now.wall);
+        }
         let answer = match op {
             Op::Send {
                 to,
@@ -658,6 +737,28 @@ impl Mail {
                 self.loops.reset(m.as_deref());
                 mailbox_state(&self.consent, &self.unread, &self.loops, m.as_deref(), &ctx)
             }
+            Op::ProfileSet {
+                mailbox: m,
+                profile,
+                goal,
+                preset,
+            } => {
+                let m = which_mailbox(m, mailbox);
+                let text = profiles::Text {
+                    profile,
+                    goal,
+                    preset,
+                };
+                match self
+                    .profiles
+                    .set_op(&who, m.as_deref(), text, &self.consent, &mut ctx)
+                {
+                    // Answered once it and its audit entry are durable.
+                    Ok(view) => return self.answer_durably(reply, ok(view), vec![]),
+                    Err(e) => Err(e),
+                }
+            }
+            Op::ProfileShow { mailbox: m } => self.profiles.show_op(m, &self.consent, &ctx),
             Op::Audit { since_secs } => ops::audit_list(ctx.store, ctx.now, since_secs),
             #[cfg(feature = "test-clock")]
             Op::ClockAdvance { secs } => {

@@ -1225,6 +1225,8 @@ fn setup(
         audit_retention: Duration::from_secs(90 * 24 * 3600),
         loops: LoopRules::default(),
         replies_per_ask: crate::config::DEFAULT_REPLIES_PER_ASK,
+        preset: crate::bus::Preset::Balanced,
+        local_directory: watch::channel(Arc::new(crate::bus::LocalDirectory::default())).0,
         cancel: CancellationToken::new(),
     }
 }

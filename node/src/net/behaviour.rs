@@ -8,6 +8,7 @@
 //! | `/agentmesh/sync/1` | [`SyncRequest`] / [`SyncReply`] | current members only |
 //! | `/agentmesh/mail/1` | [`MailRequest`] / [`MailReply`] | current members (others are answered busy) |
 //! | gossipsub topic [`BLOCKS_TOPIC`] | signed team blocks | current members only (see [`stranger_score`]) |
+//! | gossipsub topic [`DIRECTORY_TOPIC`] | directory announcements (machine, seq) | current members only (as blocks) |
 //! | `/agentmesh/kad/1.0.0` | Kademlia: PeerId → addresses, no records | the relays and publicly reachable machines serve it |
 //! | circuit relay v2 (client), AutoNAT v1 | libp2p's own | anyone (see [`crate::net::reach`]) |
 //! | DCUtR | libp2p's own | current members only ([`crate::net::punch`]) |
@@ -37,8 +38,8 @@ use libp2p::request_response::{self, ProtocolSupport};
 
 use super::codec;
 use crate::wire::{
-    BLOCKS_TOPIC, IDENTIFY_PROTOCOL, JOIN_LIMITS, JoinMsg, JoinReply, MAIL_LIMITS, MailReply,
-    MailRequest, SYNC_LIMITS, SyncReply, SyncRequest,
+    BLOCKS_TOPIC, DIRECTORY_TOPIC, IDENTIFY_PROTOCOL, JOIN_LIMITS, JoinMsg, JoinReply, MAIL_LIMITS,
+    MailReply, MailRequest, SYNC_LIMITS, SyncReply, SyncRequest,
 };
 use libp2p::swarm::NetworkBehaviour;
 use libp2p::swarm::behaviour::toggle::Toggle;
@@ -103,6 +104,11 @@ pub fn stranger_score() -> f64 {
 /// [`BLOCKS_TOPIC`] as a topic.
 pub fn blocks_topic() -> IdentTopic {
     IdentTopic::new(BLOCKS_TOPIC)
+}
+
+/// [`DIRECTORY_TOPIC`] as a topic.
+pub fn directory_topic() -> IdentTopic {
+    IdentTopic::new(DIRECTORY_TOPIC)
 }
 
 pub use derived::{Behaviour, BehaviourEvent};
@@ -184,12 +190,14 @@ pub fn build(keypair: Keypair, mdns: bool) -> Result<Swarm<Behaviour>, BuildErro
                 .max_transmit_size(agentmesh_protocol::cbor::MAX_BLOCK_BYTES * 2)
                 .build()
                 .map_err(|e| e.to_string())?;
-            // Only the one topic is remembered for anyone: gossipsub takes
-            // a peer's subscriptions before it looks at its score, so
-            // without a filter a stranger could make it remember any
+            // Only the two topics are remembered for anyone: gossipsub
+            // takes a peer's subscriptions before it looks at its score,
+            // so without a filter a stranger could make it remember any
             // number of topics.
             let only_blocks = gossipsub::WhitelistSubscriptionFilter(
-                [blocks_topic().hash()].into_iter().collect(),
+                [blocks_topic().hash(), directory_topic().hash()]
+                    .into_iter()
+                    .collect(),
             );
             let mut gossipsub = gossipsub::Behaviour::new_with_subscription_filter(
                 MessageAuthenticity::Signed(key.clone()),

@@ -290,4 +290,87 @@ mod tests {
         assert_eq!(list.items[2].as_slice(), &2u16.to_be_bytes());
         assert_eq!(list.after, 9, "the fields after the list still decode");
     }
+
+    /// The sync messages as a build before the directory wrote and read
+    /// them.
+    mod before {
+        use serde::{Deserialize, Serialize};
+
+        #[derive(Debug, Serialize, Deserialize)]
+        pub enum SyncRequest {
+            Digest {
+                #[serde(with = "serde_bytes")]
+                team: Vec<u8>,
+                #[serde(with = "serde_bytes")]
+                digest: Vec<u8>,
+                contacts: Vec<serde_bytes::ByteBuf>,
+            },
+        }
+
+        #[derive(Debug, Serialize, Deserialize)]
+        pub enum SyncReply {
+            InSync { contacts: Vec<serde_bytes::ByteBuf> },
+        }
+    }
+
+    /// What `from`'s build writes as a request, as `to`'s build reads it
+    /// (libp2p's CBOR codec both ways, as on the wire).
+    fn carried<A, B>(request: A) -> B
+    where
+        A: Send + Serialize + DeserializeOwned,
+        B: Send + Serialize + DeserializeOwned,
+    {
+        use request_response::Codec as _;
+        let protocol = StreamProtocol::new("/t");
+        let mut bytes = vec![];
+        futures::executor::block_on(async {
+            cbor::codec::Codec::<A, A>::default()
+                .write_request(
+                    &protocol,
+                    &mut futures::io::Cursor::new(&mut bytes),
+                    request,
+                )
+                .await
+                .unwrap();
+            cbor::codec::Codec::<B, B>::default()
+                .read_request(&protocol, &mut &bytes[..])
+                .await
+                .unwrap()
+        })
+    }
+
+    #[test]
+    fn a_team_with_mixed_versions_reads_each_others_syncs() {
+        use crate::wire::{DIRECTORY_RECORD, RecordHave, SyncReply, SyncRequest, TypedRecord};
+        // An older member's digest and answer: no directory, no records.
+        let new: SyncRequest = carried(before::SyncRequest::Digest {
+            team: vec![1; 32],
+            digest: vec![2; 32],
+            contacts: vec![],
+        });
+        assert!(matches!(new, SyncRequest::Digest { directory, .. } if directory.is_empty()));
+        let new: SyncReply = carried(before::SyncReply::InSync { contacts: vec![] });
+        assert!(
+            matches!(new, SyncReply::InSync { records, more_records: false, .. } if records.is_empty())
+        );
+        // A newer member's: the older one skips what it does not know.
+        let old: before::SyncReply = carried(SyncReply::InSync {
+            contacts: vec![],
+            records: vec![TypedRecord {
+                kind: DIRECTORY_RECORD.into(),
+                bytes: serde_bytes::ByteBuf::from(vec![1, 2, 3]),
+            }],
+            more_records: true,
+        });
+        assert!(matches!(old, before::SyncReply::InSync { contacts } if contacts.is_empty()));
+        let _: before::SyncRequest = carried(SyncRequest::Digest {
+            team: vec![1; 32],
+            digest: vec![2; 32],
+            contacts: vec![],
+            directory: vec![RecordHave {
+                peer: vec![0; 38],
+                seq: 4,
+            }],
+        });
+    }
 }

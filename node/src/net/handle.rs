@@ -2,7 +2,9 @@
 //! network's event loop. Everything they send is bounded, or bounded by
 //! construction.
 
-use tokio::sync::{mpsc, oneshot};
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::carriage::Carry;
 #[cfg(test)]
@@ -35,6 +37,9 @@ pub struct Inbox {
     pub answers: mpsc::Receiver<(u64, MailReply)>,
     /// Batches the mail actor hands over to carry.
     pub carry: mpsc::UnboundedReceiver<Carry>,
+    /// This machine's mailboxes, as the mail actor publishes them (the
+    /// team signs them into its directory record).
+    pub local: watch::Receiver<Arc<crate::bus::LocalDirectory>>,
 }
 
 /// A cloneable handle to the network's event loop, for the local API.
@@ -58,7 +63,10 @@ pub struct CarryHandle {
 impl Handle {
     /// The handles and the loop's inbox; `pending` bounds the answers to
     /// inbound batches (one slot per batch waiting).
-    pub fn new(pending: usize) -> (Handle, CarryHandle, Inbox) {
+    pub fn new(
+        pending: usize,
+        local: watch::Receiver<Arc<crate::bus::LocalDirectory>>,
+    ) -> (Handle, CarryHandle, Inbox) {
         let (tx, commands) = mpsc::channel(COMMAND_QUEUE);
         let (answers, answers_rx) = mpsc::channel(pending);
         let (carry, carry_rx) = mpsc::unbounded_channel();
@@ -69,6 +77,7 @@ impl Handle {
                 commands,
                 answers: answers_rx,
                 carry: carry_rx,
+                local,
             },
         )
     }
@@ -86,7 +95,8 @@ impl Handle {
     /// the node would hold.
     #[cfg(test)]
     pub(crate) fn for_tests() -> (CarryHandle, MailLink, TestEnds) {
-        let (_, carrier, inbox) = Handle::new(16);
+        let local = watch::channel(Arc::new(crate::bus::LocalDirectory::default())).1;
+        let (_, carrier, inbox) = Handle::new(16, local);
         let (events_tx, events) = mpsc::channel(16);
         let (delivered_tx, delivered) = mpsc::unbounded_channel();
         (

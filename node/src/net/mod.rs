@@ -154,6 +154,8 @@ pub struct NetSetup {
     pub store: Arc<dyn Store>,
     /// The group commit the team's audit entries go through.
     pub commit: GroupCommit,
+    /// This machine's mailboxes as the mail actor publishes them.
+    pub local_directory: watch::Receiver<Arc<crate::bus::LocalDirectory>>,
 }
 
 impl std::fmt::Debug for NetSetup {
@@ -172,6 +174,7 @@ impl Net {
             settings,
             store,
             commit,
+            local_directory,
         } = setup;
         for addr in &settings.listen {
             swarm
@@ -192,7 +195,8 @@ impl Net {
             now,
         );
         reach.start(&mut swarm);
-        let team = Team::new(me, settings, store.clone(), AuditLog::new(commit))?;
+        let audit = AuditLog::new(commit);
+        let team = Team::new(me, settings, store.clone(), audit, local_directory.clone())?;
         // The one address book: the peer table, fed by stored records,
         // contact records, identify, mDNS and tickets; every dial and
         // request takes its addresses from it (the swarm keeps none).
@@ -204,7 +208,7 @@ impl Net {
                 }
             }
         }
-        let (handle, carrier, inbox) = Handle::new(MAX_INBOUND_PENDING);
+        let (handle, carrier, inbox) = Handle::new(MAX_INBOUND_PENDING, local_directory);
         let (carriage, link) = Carriage::new();
         let mut net = Net {
             swarm,
@@ -266,6 +270,9 @@ impl Net {
                     self.carriage.carry(mail, carry, addrs, Instant::now());
                 },
                 event = self.swarm.select_next_some() => self.on_swarm(event),
+                Ok(()) = self.inbox.local.changed() => {
+                    self.with_team(Instant::now(), |team, port| team.on_local_directory(port));
+                },
                 _ = tick.tick() => self.housekeeping(),
             }
         }
@@ -547,9 +554,7 @@ impl Net {
                 propagation_source,
                 message,
                 ..
-            }) => self.with_team(now, |team, port| {
-                team.on_gossip(port, message.source, propagation_source, &message.data)
-            }),
+            }) => self.on_gossip(propagation_source, &message, now),
             BehaviourEvent::Join(event) => self.on_join(event, now),
             BehaviourEvent::Mail(event) => {
                 let team = &self.team;

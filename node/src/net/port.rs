@@ -9,7 +9,7 @@ use libp2p::multiaddr::Protocol;
 use libp2p::swarm::dial_opts::DialOpts;
 
 use super::awaiting::Awaiting;
-use super::behaviour::{Behaviour, blocks_topic};
+use super::behaviour::{Behaviour, blocks_topic, directory_topic};
 use super::connect::Connects;
 use super::guard::Guard;
 use super::peers::PeerTable;
@@ -192,13 +192,26 @@ impl Network for Port<'_> {
         }
     }
 
+    fn publish_directory(&mut self, bytes: Vec<u8>) {
+        if let Err(e) = self
+            .swarm
+            .behaviour_mut()
+            .gossipsub
+            .publish(directory_topic(), bytes)
+        {
+            tracing::debug!(error = %e, "gossip publish did not go out; sync will carry the directory record");
+        }
+    }
+
     fn subscribe_blocks(&mut self, subscribed: bool) {
-        // One topic for every team: subscribed while in one.
+        // One topic of each for every team: subscribed while in one.
         let gossip = &mut self.swarm.behaviour_mut().gossipsub;
-        if !subscribed {
-            let _ = gossip.unsubscribe(&blocks_topic());
-        } else if let Err(e) = gossip.subscribe(&blocks_topic()) {
-            tracing::warn!(error = %e, "cannot subscribe to the blocks topic");
+        for topic in [blocks_topic(), directory_topic()] {
+            if !subscribed {
+                let _ = gossip.unsubscribe(&topic);
+            } else if let Err(e) = gossip.subscribe(&topic) {
+                tracing::warn!(error = %e, %topic, "cannot subscribe to a gossip topic");
+            }
         }
     }
 

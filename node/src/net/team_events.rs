@@ -8,6 +8,23 @@ use libp2p::request_response;
 use super::{Net, breaks_protocol};
 
 impl Net {
+    /// A gossip message: a team block, or a directory announcement.
+    pub(super) fn on_gossip(
+        &mut self,
+        via: libp2p::PeerId,
+        message: &libp2p::gossipsub::Message,
+        now: Instant,
+    ) {
+        let directory = message.topic == super::behaviour::directory_topic().hash();
+        self.with_team(now, |team, port| {
+            if directory {
+                team.on_directory_gossip(port, message.source, via, &message.data);
+            } else {
+                team.on_gossip(port, message.source, via, &message.data);
+            }
+        });
+    }
+
     pub(super) fn on_sync(
         &mut self,
         event: request_response::Event<crate::wire::SyncRequest, crate::wire::SyncReply>,

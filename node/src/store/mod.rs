@@ -16,6 +16,7 @@ use agentmesh_protocol::team::{BlockHash, TeamId};
 use agentmesh_protocol::{PeerId, Timestamp};
 
 mod flush;
+mod migrations;
 mod records;
 mod sled_store;
 #[cfg(test)]
@@ -26,6 +27,7 @@ pub(crate) use flush::stalled;
 pub use flush::{Done, GroupCommit, Writes};
 pub use records::{
     AskRecord, AuditEntry, FolderBinding, InboxRecord, OutboxRecord, OutboxStatus, PeerRecord,
+    ProfileRecord,
 };
 pub use sled_store::SledStore;
 
@@ -101,6 +103,17 @@ pub trait TeamStore: Send + Sync + std::fmt::Debug {
     fn put_contact(&self, peer: &PeerId, record: &[u8]) -> Result<(), StoreError>;
     /// The sequence number of this machine's last contact record.
     fn next_contact_seq(&self) -> Result<u64, StoreError>;
+    /// The latest signed directory record of each machine, by PeerId
+    /// (this machine's own included).
+    fn directory_records(&self) -> Result<BTreeMap<PeerId, Vec<u8>>, StoreError>;
+    /// The latest signed directory record of one machine.
+    fn directory_record(&self, peer: &PeerId) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Stores a machine's signed directory record.
+    fn put_directory_record(&self, peer: &PeerId, record: &[u8]) -> Result<(), StoreError>;
+    /// Forgets a machine's directory record (it was revoked).
+    fn delete_directory_record(&self, peer: &PeerId) -> Result<(), StoreError>;
+    /// The next sequence number for this machine's directory record.
+    fn next_directory_seq(&self) -> Result<u64, StoreError>;
     /// The relays adopted from the ticket this machine joined with.
     fn relays(&self) -> Result<Vec<String>, StoreError>;
     /// Replaces the adopted relays. Durable on return.
@@ -191,6 +204,10 @@ pub trait MailStore: Send + Sync + std::fmt::Debug {
     fn folders(&self) -> Result<Vec<FolderBinding>, StoreError>;
     /// Stores a folder binding (durable on return).
     fn put_folder(&self, binding: &FolderBinding) -> Result<(), StoreError>;
+    /// Every mailbox's profile, goal and preset.
+    fn profiles(&self) -> Result<Vec<ProfileRecord>, StoreError>;
+    /// Stores a mailbox's profile, goal and preset, durably.
+    fn put_profile(&self, record: &ProfileRecord) -> Result<(), StoreError>;
     /// Machines whose mail is not held.
     fn trusted(&self) -> Result<Vec<String>, StoreError>;
     /// Trusts a machine (durable on return).

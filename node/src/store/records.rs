@@ -152,6 +152,23 @@ pub struct InboxRecord {
     pub body_sha256: String,
 }
 
+/// What a mailbox says of itself in the team's directory, and the preset
+/// its broadcasts are judged with (kept here only, never published).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileRecord {
+    /// The mailbox name; empty for the machine owner's (`@`).
+    pub mailbox: String,
+    /// What its session knows and works on (at most 1 KiB).
+    #[serde(default)]
+    pub profile: String,
+    /// Its current objective (at most 256 bytes).
+    #[serde(default)]
+    pub goal: String,
+    /// The preset it chose; the machine's default if none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<crate::bus::Preset>,
+}
+
 /// A folder opted in (or out) of receiving, and the mailbox bound to it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FolderBinding {

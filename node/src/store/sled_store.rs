@@ -1,4 +1,5 @@
-//! The sled implementation of the store, and its migrations.
+//! The sled implementation of the store (its migrations are in
+//! [`super::migrations`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -7,88 +8,27 @@ use agentmesh_protocol::team::{BlockHash, TeamId};
 use agentmesh_protocol::{PeerId, Timestamp};
 use serde::{Deserialize, Serialize};
 
+use super::migrations::MIGRATIONS;
 use super::*;
 
-/// A migration from format `i` to `i + 1` is `MIGRATIONS[i]`.
-type Migration = fn(&sled::Db) -> Result<(), StoreError>;
-
-/// Format 0 is the layout of development builds before the store recorded
-/// its version: the same trees as format 1, without `meta`. Migrating it
-/// only records the version. Format 1 kept records as JSON; format 2 keeps
-/// them as CBOR (about a third of the size for envelopes, whose bytes JSON
-/// spells out as numbers, and faster to write). Format 3 adds an index of
-/// dedup records by the end of their window, so forgetting them reads only
-/// the expired ones. Format 4 adds an index of unread messages by mailbox,
-/// so an agent's unread count never reads the whole inbox.
-const MIGRATIONS: [Migration; 4] = [|_db| Ok(()), json_to_cbor, index_seen, index_unread];
-
-/// The trees whose values are serde records.
-const RECORD_TREES: [&str; 6] = [
-    "peers",
-    "audit",
-    "outbox",
-    "outbox_done",
-    "inbox",
-    "consent",
-];
-
-fn json_to_cbor(db: &sled::Db) -> Result<(), StoreError> {
-    for name in RECORD_TREES {
-        let tree = db.open_tree(name)?;
-        for kv in tree.iter() {
-            let (k, v) = kv?;
-            // Folder bindings and records are JSON objects; anything else
-            // (the consent tree's flags) is left as it is.
-            if let Ok(value) = serde_json::from_slice::<serde_json::Value>(&v)
-                && value.is_object()
-            {
-                tree.insert(k, to_record(&value))?;
-            }
-        }
-    }
-    Ok(())
-}
-
-fn index_seen(db: &sled::Db) -> Result<(), StoreError> {
-    let seen = db.open_tree("seen")?;
-    let by_until = db.open_tree(SEEN_BY_UNTIL)?;
-    for kv in seen.iter() {
-        let (k, v) = kv?;
-        by_until.insert([v.as_ref(), k.as_ref()].concat(), &[])?;
-    }
-    Ok(())
-}
-
-fn index_unread(db: &sled::Db) -> Result<(), StoreError> {
-    let inbox = db.open_tree("inbox")?;
-    let unread = db.open_tree(UNREAD)?;
-    for kv in inbox.iter() {
-        let (k, v) = kv?;
-        let r: InboxRecord = from_record(&v)?;
-        if is_unread(&r) {
-            unread.insert(k, unread_value(&r))?;
-        }
-    }
-    Ok(())
-}
-
 /// Whether `r` belongs in the unread index: delivered, and not read.
-fn is_unread(r: &InboxRecord) -> bool {
+pub(super) fn is_unread(r: &InboxRecord) -> bool {
     r.read_at.is_none() && r.held.is_none()
 }
 
 /// The unread index's value: the mailbox, empty for the owner's (a
 /// mailbox name is never empty).
-fn unread_value(r: &InboxRecord) -> &[u8] {
+pub(super) fn unread_value(r: &InboxRecord) -> &[u8] {
     r.mailbox.as_deref().unwrap_or("").as_bytes()
 }
 
-const SEEN_BY_UNTIL: &str = "seen_by_until";
-const UNREAD: &str = "inbox_unread";
+pub(super) const SEEN_BY_UNTIL: &str = "seen_by_until";
+pub(super) const UNREAD: &str = "inbox_unread";
 const META: &str = "meta";
 const FORMAT_KEY: &[u8] = b"format_version";
 const TEAM_KEY: &[u8] = b"team";
 const CONTACT_SEQ_KEY: &[u8] = b"contact_seq";
+const DIRECTORY_SEQ_KEY: &[u8] = b"directory_seq";
 
 /// The sled implementation of [`Store`].
 #[derive(Debug)]
@@ -99,6 +39,8 @@ pub struct SledStore {
     peers: sled::Tree,
     tickets: sled::Tree,
     contacts: sled::Tree,
+    /// Each member's signed directory record, by PeerId bytes.
+    directory: sled::Tree,
     audit: sled::Tree,
     outbox: sled::Tree,
     /// Delivered and failed records: created_at ‖ id -> record.
@@ -171,6 +113,7 @@ impl SledStore {
             peers: db.open_tree("peers")?,
             tickets: db.open_tree("tickets")?,
             contacts: db.open_tree("contacts")?,
+            directory: db.open_tree("directory")?,
             audit: db.open_tree("audit")?,
             outbox: db.open_tree("outbox")?,
             outbox_done: db.open_tree("outbox_done")?,
@@ -212,6 +155,7 @@ const PAUSED_KEY: &[u8] = b"paused";
 const RELAYS_KEY: &[u8] = b"relays";
 const FOLDER_PREFIX: &[u8] = b"folder/";
 const TRUSTED_PREFIX: &[u8] = b"trusted/";
+const PROFILE_PREFIX: &[u8] = b"profile/";
 
 /// An ask's key in the expiry index: its expiry (big-endian) ‖ its id.
 fn ask_expiry_key(a: &AskRecord) -> Vec<u8> {
@@ -219,13 +163,13 @@ fn ask_expiry_key(a: &AskRecord) -> Vec<u8> {
 }
 
 /// A record as stored: CBOR.
-fn to_record<T: Serialize>(value: &T) -> Vec<u8> {
+pub(super) fn to_record<T: Serialize>(value: &T) -> Vec<u8> {
     let mut out = Vec::new();
     ciborium::into_writer(value, &mut out).expect("store records always serialise");
     out
 }
 
-fn from_record<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, StoreError> {
+pub(super) fn from_record<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, StoreError> {
     ciborium::from_reader(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
@@ -329,13 +273,7 @@ impl TeamStore for SledStore {
     }
 
     fn contacts(&self) -> Result<BTreeMap<PeerId, Vec<u8>>, StoreError> {
-        let mut out = BTreeMap::new();
-        for kv in self.contacts.iter() {
-            let (k, v) = kv?;
-            let peer = PeerId::from_bytes(&k).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            out.insert(peer, v.to_vec());
-        }
-        Ok(out)
+        by_peer(&self.contacts)
     }
 
     fn contact(&self, peer: &PeerId) -> Result<Option<Vec<u8>>, StoreError> {
@@ -348,17 +286,29 @@ impl TeamStore for SledStore {
     }
 
     fn next_contact_seq(&self) -> Result<u64, StoreError> {
-        let next = self
-            .meta
-            .update_and_fetch(CONTACT_SEQ_KEY, |old| {
-                let n = old
-                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                    .map_or(0, u64::from_be_bytes);
-                Some((n + 1).to_be_bytes().to_vec())
-            })?
-            .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
-            .map_or(1, u64::from_be_bytes);
-        Ok(next)
+        next_seq(&self.meta, CONTACT_SEQ_KEY)
+    }
+
+    fn directory_records(&self) -> Result<BTreeMap<PeerId, Vec<u8>>, StoreError> {
+        by_peer(&self.directory)
+    }
+
+    fn directory_record(&self, peer: &PeerId) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.directory.get(peer.to_bytes())?.map(|v| v.to_vec()))
+    }
+
+    fn put_directory_record(&self, peer: &PeerId, record: &[u8]) -> Result<(), StoreError> {
+        self.directory.insert(peer.to_bytes(), record)?;
+        Ok(())
+    }
+
+    fn delete_directory_record(&self, peer: &PeerId) -> Result<(), StoreError> {
+        self.directory.remove(peer.to_bytes())?;
+        Ok(())
+    }
+
+    fn next_directory_seq(&self) -> Result<u64, StoreError> {
+        next_seq(&self.meta, DIRECTORY_SEQ_KEY)
     }
 
     fn relays(&self) -> Result<Vec<String>, StoreError> {
@@ -766,6 +716,21 @@ impl MailStore for SledStore {
         self.sync()
     }
 
+    fn profiles(&self) -> Result<Vec<ProfileRecord>, StoreError> {
+        self.consent
+            .scan_prefix(PROFILE_PREFIX)
+            .map(|kv| from_record(&kv?.1))
+            .collect()
+    }
+
+    fn put_profile(&self, record: &ProfileRecord) -> Result<(), StoreError> {
+        self.consent.insert(
+            [PROFILE_PREFIX, record.mailbox.as_bytes()].concat(),
+            to_record(record),
+        )?;
+        self.sync()
+    }
+
     fn trusted(&self) -> Result<Vec<String>, StoreError> {
         self.consent
             .scan_prefix(TRUSTED_PREFIX)
@@ -794,6 +759,31 @@ impl MailStore for SledStore {
         }
         self.sync()
     }
+}
+
+/// A tree keyed by PeerId bytes, read whole.
+fn by_peer(tree: &sled::Tree) -> Result<BTreeMap<PeerId, Vec<u8>>, StoreError> {
+    let mut out = BTreeMap::new();
+    for kv in tree.iter() {
+        let (k, v) = kv?;
+        let peer = PeerId::from_bytes(&k).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        out.insert(peer, v.to_vec());
+    }
+    Ok(out)
+}
+
+/// The next number of the counter at `key` (1 first), atomically.
+fn next_seq(meta: &sled::Tree, key: &[u8]) -> Result<u64, StoreError> {
+    let next = meta
+        .update_and_fetch(key, |old| {
+            let n = old
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map_or(0, u64::from_be_bytes);
+            Some((n + 1).to_be_bytes().to_vec())
+        })?
+        .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
+        .map_or(1, u64::from_be_bytes);
+    Ok(next)
 }
 
 impl Store for SledStore {

@@ -110,6 +110,26 @@ impl TeamStore for Flaky {
         self.inner.next_contact_seq()
     }
 
+    fn directory_records(&self) -> Result<BTreeMap<PeerId, Vec<u8>>, StoreError> {
+        self.inner.directory_records()
+    }
+
+    fn directory_record(&self, peer: &PeerId) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.directory_record(peer)
+    }
+
+    fn put_directory_record(&self, peer: &PeerId, record: &[u8]) -> Result<(), StoreError> {
+        self.inner.put_directory_record(peer, record)
+    }
+
+    fn delete_directory_record(&self, peer: &PeerId) -> Result<(), StoreError> {
+        self.inner.delete_directory_record(peer)
+    }
+
+    fn next_directory_seq(&self) -> Result<u64, StoreError> {
+        self.inner.next_directory_seq()
+    }
+
     fn relays(&self) -> Result<Vec<String>, StoreError> {
         self.inner.relays()
     }
@@ -247,6 +267,14 @@ impl MailStore for Flaky {
 
     fn put_folder(&self, binding: &FolderBinding) -> Result<(), StoreError> {
         self.inner.put_folder(binding)
+    }
+
+    fn profiles(&self) -> Result<Vec<ProfileRecord>, StoreError> {
+        self.inner.profiles()
+    }
+
+    fn put_profile(&self, record: &ProfileRecord) -> Result<(), StoreError> {
+        self.inner.put_profile(record)
     }
 
     fn trusted(&self) -> Result<Vec<String>, StoreError> {

@@ -20,6 +20,7 @@ pub mod directory;
 pub mod founder;
 pub mod joiner;
 pub mod network;
+pub mod records;
 pub mod state;
 pub mod sync;
 
@@ -80,10 +81,11 @@ impl Team {
         settings: Settings,
         store: Arc<dyn Store>,
         audit: AuditLog,
+        local: watch::Receiver<Arc<crate::bus::LocalDirectory>>,
     ) -> Result<Team, StoreError> {
         Ok(Team {
             core: TeamCore::new(me, settings, store, audit)?,
-            sync: Sync::default(),
+            sync: Sync::new(records::Published::new(local)),
             joiner: Joiner::default(),
             founder: Founder::default(),
         })
@@ -162,7 +164,10 @@ impl Team {
     fn settle(&mut self, net: &mut dyn Network) {
         if self.core.take_announce() {
             self.sync.announce(&mut self.core, net);
+            // A revoked machine's record goes with it.
+            self.sync.directory.prune(&self.core);
         }
+        self.sync.directory.refresh(&mut self.core, net);
         self.joiner.synced(&mut self.core, &self.sync);
         self.core.finish();
     }
@@ -209,6 +214,33 @@ impl Team {
             }
             Err(e) => tracing::warn!(error = %e, "a gossiped block does not decode"),
         }
+        self.settle(net);
+    }
+
+    /// A directory announcement arrived by gossip from `source` (the
+    /// machine whose record changed) through `via`; only members'
+    /// announcements through members count. A newer record is fetched by
+    /// a sync, with the machine itself if it is connected.
+    pub fn on_directory_gossip(
+        &mut self,
+        net: &mut dyn Network,
+        source: Option<PeerId>,
+        via: PeerId,
+        data: &[u8],
+    ) {
+        let from_member = source.is_some_and(|s| self.core.is_member(&s));
+        if !from_member || !self.core.is_member(&via) {
+            return;
+        }
+        let ask = source.filter(|s| net.is_connected(s)).unwrap_or(via);
+        self.sync
+            .on_directory_announce(&mut self.core, net, ask, data);
+        self.settle(net);
+    }
+
+    /// This machine's mailboxes changed (a profile, goal, status): the
+    /// directory record follows (see [`records`]).
+    pub fn on_local_directory(&mut self, net: &mut dyn Network) {
         self.settle(net);
     }
 
@@ -367,6 +399,11 @@ impl Team {
             Op::AdmitStatus { request_id } => self.founder.status(request_id),
             Op::AdmitReject { request_id } => self.founder.reject(&mut self.core, request_id, now),
             Op::Revoke { name } => self.revoke(net, &name),
+            Op::Directory { after, max_bytes } => ok(self.sync.directory.page(
+                &self.core,
+                after.as_deref(),
+                max_bytes.unwrap_or(records::MAX_DIRECTORY_PAGE),
+            )),
             other => return Err((other, reply)),
         };
         self.core.reply(reply, answer);

@@ -34,7 +34,10 @@ pub trait Network {
     );
     /// Spreads a block by gossip to the connected members.
     fn publish_block(&mut self, bytes: Vec<u8>);
-    /// Joins or leaves the blocks topic.
+    /// Announces by gossip to the connected members that this machine's
+    /// directory record changed (a `DirectoryAnnounce`, never the record).
+    fn publish_directory(&mut self, bytes: Vec<u8>);
+    /// Joins or leaves the blocks and directory topics.
     fn subscribe_blocks(&mut self, subscribed: bool);
     /// The team changed: who bypasses the limits, gets gossip, is
     /// disconnected for being revoked.
@@ -77,6 +80,7 @@ pub(crate) mod fake {
         Sync(PeerId, SyncRequest),
         Join(PeerId, JoinMsg),
         Publish,
+        PublishDirectory(Vec<u8>),
         Subscribe(bool),
         Membership,
         Dial(PeerId),
@@ -123,6 +127,9 @@ pub(crate) mod fake {
         }
         fn publish_block(&mut self, _: Vec<u8>) {
             self.calls.push(Call::Publish);
+        }
+        fn publish_directory(&mut self, bytes: Vec<u8>) {
+            self.calls.push(Call::PublishDirectory(bytes));
         }
         fn subscribe_blocks(&mut self, on: bool) {
             self.calls.push(Call::Subscribe(on));

@@ -25,6 +25,7 @@ use serde_bytes::ByteBuf;
 
 use super::contacts::Contacts;
 use super::network::Network;
+use super::records::Published;
 use super::state::TeamCore;
 use crate::wire::{MAX_BLOCKS_PER_SYNC, SyncReply, SyncRequest};
 
@@ -143,16 +144,29 @@ fn bufs<'a>(items: impl Iterator<Item = &'a [u8]>) -> Vec<ByteBuf> {
     items.map(|b| ByteBuf::from(b.to_vec())).collect()
 }
 
-/// The sync part of the team: sessions, contact records, and when an
-/// unknown machine last made it ask a member for blocks.
-#[derive(Debug, Default)]
+/// The sync part of the team: sessions, contact records, directory
+/// records, and when an unknown machine last made it ask a member for
+/// blocks.
+#[derive(Debug)]
 pub struct Sync {
     sessions: Sessions,
     contacts: Contacts,
+    /// The team's directory records, this machine's among them.
+    pub directory: Published,
     newcomer_sync: Option<Instant>,
 }
 
 impl Sync {
+    /// The sync part, publishing this machine's mailboxes from `directory`.
+    pub fn new(directory: Published) -> Sync {
+        Sync {
+            sessions: Sessions::default(),
+            contacts: Contacts::default(),
+            directory,
+            newcomer_sync: None,
+        }
+    }
+
     /// Whether a sync with `peer` is in flight.
     pub fn is_open(&self, peer: &PeerId) -> bool {
         self.sessions.is_open(peer)
@@ -172,6 +186,7 @@ impl Sync {
             team: id.0.to_vec(),
             digest: digest.to_vec(),
             contacts: self.contacts.share(core, net),
+            directory: self.directory.holding(core),
         };
         self.send(core, net, peer, request);
     }
@@ -286,18 +301,32 @@ impl Sync {
         }
         match request {
             SyncRequest::Digest {
-                digest, contacts, ..
+                digest,
+                contacts,
+                directory,
+                ..
             } => {
                 let same = digest[..] == team.digest();
                 let hashes = bufs(team.hashes().iter().map(|h| &h.0[..]));
                 Contacts::take(core, net, &contacts);
                 let contacts = self.contacts.share(core, net);
+                // Directory records travel only in answers, a page at a time.
+                let (records, more_records) = self.directory.share(core, &directory);
                 if same {
-                    SyncReply::InSync { contacts }
+                    SyncReply::InSync {
+                        contacts,
+                        records,
+                        more_records,
+                    }
                 } else {
                     // They may hold blocks this machine lacks: pull too.
                     self.start(core, net, peer);
-                    SyncReply::Have { hashes, contacts }
+                    SyncReply::Have {
+                        hashes,
+                        contacts,
+                        records,
+                        more_records,
+                    }
                 }
             }
             SyncRequest::Fetch { hashes, .. } => {
@@ -325,12 +354,23 @@ impl Sync {
         reply: SyncReply,
     ) {
         match reply {
-            SyncReply::InSync { contacts } => {
+            SyncReply::InSync {
+                contacts,
+                records,
+                more_records,
+            } => {
                 Contacts::take(core, net, &contacts);
+                self.take_records(core, peer, &records, more_records);
                 self.done(core, net, peer, Ok(()));
             }
-            SyncReply::Have { hashes, contacts } => {
+            SyncReply::Have {
+                hashes,
+                contacts,
+                records,
+                more_records,
+            } => {
                 Contacts::take(core, net, &contacts);
+                self.take_records(core, peer, &records, more_records);
                 let Some(team) = core.state() else {
                     return self.done(core, net, peer, Ok(()));
                 };
@@ -364,6 +404,40 @@ impl Sync {
                 tracing::info!(%peer, reason = %why, "sync refused");
                 self.done(core, net, peer, Err(why));
             }
+        }
+    }
+
+    /// Keeps the directory records a member's answer brought; if it left
+    /// some for the next page and this one brought any, syncs again once
+    /// this sync ends.
+    fn take_records(
+        &mut self,
+        core: &mut TeamCore,
+        peer: PeerId,
+        records: &[crate::wire::TypedRecord],
+        more: bool,
+    ) {
+        let kept = self.directory.take(core, peer, records);
+        if kept > 0 {
+            tracing::debug!(%peer, kept, "took directory records");
+        }
+        if more && kept > 0 {
+            // Open while one is in flight: runs again after it.
+            self.sessions.open(peer);
+        }
+    }
+
+    /// A member announced a directory record newer than this machine
+    /// holds: syncs with it (it answers with the record).
+    pub fn on_directory_announce(
+        &mut self,
+        core: &mut TeamCore,
+        net: &mut dyn Network,
+        via: PeerId,
+        data: &[u8],
+    ) {
+        if self.directory.announced(core, data) && core.is_member(&via) {
+            self.start(core, net, via);
         }
     }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use agentmesh_protocol::team::{Admit, Block, BlockBody};
 use agentmesh_protocol::{Identity, Name, Owner, PeerId};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use super::network::fake::{Call, FakeNet};
 use super::*;
@@ -34,7 +34,14 @@ fn machine(name: &str) -> Machine {
         ..Default::default()
     };
     let settings = config.validate().unwrap();
-    let mut team = Team::new(me.clone(), settings, store, AuditLog::new(commit)).unwrap();
+    let mut team = Team::new(
+        me.clone(),
+        settings,
+        store,
+        AuditLog::new(commit),
+        local_none(),
+    )
+    .unwrap();
     let mut net = FakeNet::default();
     team.start(&mut net);
     Machine {
@@ -210,6 +217,99 @@ fn a_member_missing_more_than_a_fetch_syncs_again_until_it_has_every_block() {
 }
 
 #[test]
+fn directory_records_travel_a_page_of_64_kib_at_a_time_and_only_members_are_kept() {
+    use agentmesh_protocol::directory::{
+        DirectoryEntry, DirectoryRecord, SignedDirectory, Status as WireStatus,
+    };
+    let (mut a, mut b) = (machine("alpha"), machine("bravo"));
+    op(
+        &mut a,
+        Op::TeamCreate {
+            name: "ward".into(),
+            owner: "ada".into(),
+        },
+    )
+    .unwrap();
+    admit(&mut a, &mut b, "bravo");
+    // Three more members, each with a record of about 42 KiB, that alpha
+    // holds; and one stranger's record, which nobody keeps.
+    let me = a.team.core.me.clone();
+    let team = a.team.state().unwrap().id();
+    let ids: Vec<Identity> = (0..4)
+        .map(|_| Identity::generate(&mut rand::rng()))
+        .collect();
+    let blocks: Vec<Block> = ids[..3]
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            Block::sign(
+                BlockBody::Admit(Admit {
+                    team,
+                    peer: id.peer_id(),
+                    x25519: id.x25519_public(),
+                    name: Name::parse("machine name", &format!("m{i}")).unwrap(),
+                    owner: Owner::parse("ada").unwrap(),
+                    admitted_by: me.peer_id(),
+                    at: now(),
+                }),
+                &me,
+            )
+            .unwrap()
+        })
+        .collect();
+    a.team.core.merge_blocks(&mut a.net, blocks.clone());
+    b.team.core.merge_blocks(&mut b.net, blocks);
+    for id in &ids {
+        let record = DirectoryRecord {
+            peer: id.peer_id(),
+            seq: 3,
+            at: now(),
+            always_on: false,
+            mailboxes: (0..44)
+                .map(|k| DirectoryEntry {
+                    mailbox: Some(Name::parse("mailbox name", &format!("b{k}")).unwrap()),
+                    profile: "p".repeat(1000),
+                    goal: String::new(),
+                    status: WireStatus::Idle,
+                    last_active: None,
+                })
+                .collect(),
+        };
+        let signed = SignedDirectory::sign(record, id).unwrap();
+        assert!(signed.bytes().len() > 40 * 1024);
+        a.team
+            .core
+            .store
+            .put_directory_record(&id.peer_id(), signed.bytes())
+            .unwrap();
+    }
+    // One answer carries at most 64 KiB, the stranger's never.
+    let (page, more) = a.team.sync.directory.share(&a.team.core, &[]);
+    let bytes: usize = page.iter().map(|r| r.bytes.len()).sum();
+    assert!(bytes <= crate::wire::MAX_RECORD_BYTES_PER_SYNC, "{bytes}");
+    assert!(more && !page.is_empty());
+    // Bravo, syncing, pages through them all.
+    a.net.connected = vec![b.id];
+    b.net.connected = vec![a.id];
+    a.net.calls.clear();
+    b.net.calls.clear();
+    b.team.on_connected(&mut b.net, a.id);
+    pump(&mut a, &mut b);
+    let held = b.team.core.store.directory_records().unwrap();
+    for id in &ids[..3] {
+        assert!(
+            held.contains_key(&id.peer_id()),
+            "bravo has every member's record"
+        );
+    }
+    assert!(
+        !held.contains_key(&ids[3].peer_id()),
+        "a stranger's is never sent"
+    );
+    assert!(held.contains_key(&a.id), "and alpha's own");
+}
+
+#[test]
 fn a_sync_on_a_closed_connection_is_tried_again_while_another_is_up() {
     let (mut a, mut b) = (machine("alpha"), machine("bravo"));
     op(
@@ -348,7 +448,14 @@ fn a_full_group_commit_queue_delays_answers_without_blocking() {
         ..Default::default()
     };
     let me = Identity::generate(&mut rand::rng());
-    let mut team = Team::new(me, config.validate().unwrap(), store, AuditLog::new(commit)).unwrap();
+    let mut team = Team::new(
+        me,
+        config.validate().unwrap(),
+        store,
+        AuditLog::new(commit),
+        local_none(),
+    )
+    .unwrap();
     let mut net = FakeNet::default();
     team.start(&mut net);
     let (tx, mut rx) = oneshot::channel();
@@ -370,4 +477,10 @@ fn a_full_group_commit_queue_delays_answers_without_blocking() {
     assert!(rx.try_recv().is_err(), "still not before it is durable");
     then.unwrap()();
     assert_eq!(rx.try_recv().unwrap().unwrap()["name"], "ward");
+}
+
+/// No mailboxes published (the receiver keeps the value after its sender
+/// is gone).
+fn local_none() -> watch::Receiver<Arc<crate::bus::LocalDirectory>> {
+    watch::channel(Arc::new(crate::bus::LocalDirectory::default())).1
 }

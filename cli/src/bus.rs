@@ -1,0 +1,182 @@
+//! `agentmesh profile set|show` and `agentmesh directory`: what this
+//! machine's mailboxes say of themselves, and the team's directory.
+
+use std::process::ExitCode;
+
+use agentmesh_node::api::{self, Op};
+use agentmesh_node::bus::Preset;
+use agentmesh_node::home::Home;
+
+use crate::term;
+
+/// A preset on the command line.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum PresetArg {
+    /// Only what is clearly about this mailbox's work.
+    Strict,
+    /// What is likely to matter (the default).
+    Balanced,
+    /// Anything that might matter.
+    Loose,
+}
+
+impl From<PresetArg> for Preset {
+    fn from(p: PresetArg) -> Preset {
+        match p {
+            PresetArg::Strict => Preset::Strict,
+            PresetArg::Balanced => Preset::Balanced,
+            PresetArg::Loose => Preset::Loose,
+        }
+    }
+}
+
+fn show_profile(p: &api::ProfileView) {
+    crate::say!("{}", term::clean(&p.address));
+    crate::say!(
+        "  status:  {}{}",
+        p.status,
+        p.last_active
+            .as_deref()
+            .map(|t| format!(" (last active {t})"))
+            .unwrap_or_default()
+    );
+    crate::say!(
+        "  preset:  {}{}",
+        p.preset,
+        if p.preset_is_default {
+            " (the machine's default)"
+        } else {
+            ""
+        }
+    );
+    crate::say!(
+        "  goal:    {}",
+        if p.goal.is_empty() {
+            "(none)".to_owned()
+        } else {
+            term::clean(&p.goal)
+        }
+    );
+    crate::say!(
+        "  profile: {}",
+        if p.profile.is_empty() {
+            "(none)".to_owned()
+        } else {
+            term::clean(&p.profile)
+        }
+    );
+}
+
+/// `agentmesh profile set MAILBOX [--profile TEXT] [--goal TEXT] [--preset P]`.
+pub fn set(
+    home: &Home,
+    mailbox: &str,
+    profile: Option<String>,
+    goal: Option<String>,
+    preset: Option<PresetArg>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    if profile.is_none() && goal.is_none() && preset.is_none() {
+        anyhow::bail!(
+            "nothing to set: give --profile TEXT, --goal TEXT or --preset strict|balanced|loose"
+        );
+    }
+    let op = Op::ProfileSet {
+        mailbox: Some(mailbox.to_owned()),
+        profile,
+        goal,
+        preset: preset.map(Into::into),
+    };
+    crate::mail::simple::<api::ProfileView>(home, op, json, |p| {
+        crate::say!("Set. Members see it in their directory within seconds.");
+        show_profile(p);
+    })
+}
+
+/// `agentmesh profile show [MAILBOX]`.
+pub fn show(home: &Home, mailbox: Option<String>, json: bool) -> anyhow::Result<ExitCode> {
+    crate::mail::simple::<api::ProfilesView>(home, Op::ProfileShow { mailbox }, json, |v| {
+        for p in &v.mailboxes {
+            show_profile(p);
+        }
+    })
+}
+
+/// `agentmesh directory`: every page of the team's directory.
+pub fn directory(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
+    let rt = term::runtime()?;
+    let pages: Vec<api::DirectoryPage> = rt.block_on(async {
+        let mut c = term::client(home).await?;
+        let mut pages = vec![];
+        let mut after = None;
+        // A page per machine at least: a bound even if a member lies.
+        for _ in 0..10_000 {
+            let page: api::DirectoryPage = c
+                .call(Op::Directory {
+                    after: after.clone(),
+                    max_bytes: None,
+                })
+                .await?;
+            after = page.next_after.clone();
+            pages.push(page);
+            if after.is_none() {
+                break;
+            }
+        }
+        anyhow::Ok(pages)
+    })?;
+    // Pages split a machine's mailboxes: join them back.
+    let mut machines: Vec<api::DirectoryMachineView> = vec![];
+    for m in pages.iter().flat_map(|p| p.machines.iter().cloned()) {
+        match machines.last_mut() {
+            Some(last) if last.name == m.name => last.mailboxes.extend(m.mailboxes),
+            _ => machines.push(m),
+        }
+    }
+    let team = pages.first().and_then(|p| p.team.clone());
+    if json {
+        term::json(&api::DirectoryPage {
+            team,
+            machines,
+            next_after: None,
+        })?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(t) = &team {
+        crate::say!(
+            "Team {}. Profiles and goals are what each machine's sessions wrote (as claimed).",
+            term::clean(t)
+        );
+    }
+    for m in &machines {
+        crate::say!(
+            "{} ({}){}{}",
+            term::clean(&m.name),
+            term::clean(&m.owner),
+            if m.this_machine { ", this machine" } else { "" },
+            if m.known {
+                ""
+            } else {
+                ": no directory record yet (it has not synced since, or runs an older agentmesh)"
+            }
+        );
+        for b in &m.mailboxes {
+            crate::say!(
+                "  {:<28} {:<8}{}",
+                term::clean(&b.address),
+                b.status.as_str(),
+                b.last_active
+                    .as_deref()
+                    .map(|t| format!(" last active {t}"))
+                    .unwrap_or_default()
+            );
+            if !b.goal.is_empty() {
+                crate::say!("    goal:    {}", term::clean(&b.goal));
+            }
+            if !b.profile.is_empty() {
+                crate::say!("    profile: {}", term::clean(&b.profile));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

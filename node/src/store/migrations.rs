@@ -1,0 +1,68 @@
+//! The sled store's migrations, one per format version.
+
+use super::sled_store::{SEEN_BY_UNTIL, UNREAD, from_record, is_unread, to_record, unread_value};
+use super::{InboxRecord, StoreError};
+
+/// A migration from format `i` to `i + 1` is `MIGRATIONS[i]`.
+type Migration = fn(&sled::Db) -> Result<(), StoreError>;
+
+/// Format 0 is the layout of development builds before the store recorded
+/// its version: the same trees as format 1, without `meta`. Migrating it
+/// only records the version. Format 1 kept records as JSON; format 2 keeps
+/// them as CBOR (about a third of the size for envelopes, whose bytes JSON
+/// spells out as numbers, and faster to write). Format 3 adds an index of
+/// dedup records by the end of their window, so forgetting them reads only
+/// the expired ones. Format 4 adds an index of unread messages by mailbox,
+/// so an agent's unread count never reads the whole inbox.
+pub(super) const MIGRATIONS: [Migration; 4] =
+    [|_db| Ok(()), json_to_cbor, index_seen, index_unread];
+
+/// The trees whose values are serde records.
+const RECORD_TREES: [&str; 6] = [
+    "peers",
+    "audit",
+    "outbox",
+    "outbox_done",
+    "inbox",
+    "consent",
+];
+
+fn json_to_cbor(db: &sled::Db) -> Result<(), StoreError> {
+    for name in RECORD_TREES {
+        let tree = db.open_tree(name)?;
+        for kv in tree.iter() {
+            let (k, v) = kv?;
+            // Folder bindings and records are JSON objects; anything else
+            // (the consent tree's flags) is left as it is.
+            if let Ok(value) = serde_json::from_slice::<serde_json::Value>(&v)
+                && value.is_object()
+            {
+                tree.insert(k, to_record(&value))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn index_seen(db: &sled::Db) -> Result<(), StoreError> {
+    let seen = db.open_tree("seen")?;
+    let by_until = db.open_tree(SEEN_BY_UNTIL)?;
+    for kv in seen.iter() {
+        let (k, v) = kv?;
+        by_until.insert([v.as_ref(), k.as_ref()].concat(), &[])?;
+    }
+    Ok(())
+}
+
+fn index_unread(db: &sled::Db) -> Result<(), StoreError> {
+    let inbox = db.open_tree("inbox")?;
+    let unread = db.open_tree(UNREAD)?;
+    for kv in inbox.iter() {
+        let (k, v) = kv?;
+        let r: InboxRecord = from_record(&v)?;
+        if is_unread(&r) {
+            unread.insert(k, unread_value(&r))?;
+        }
+    }
+    Ok(())
+}

@@ -50,23 +50,11 @@ pub struct Figures {
     pub broadcast_p50_ms: Option<f64>,
 }
 
-fn input(l: &tune::Labelled) -> Input {
-    Input {
-        broadcast: l.broadcast.clone(),
-        sender: Some(l.sender.clone()),
-        profile: l.profile.clone(),
-        goal: l.goal.clone(),
-        status: l.status,
-        notes: vec![],
-        mailbox: None,
-    }
-}
-
 /// Runs the benchmark.
 pub fn run(rounds: usize) -> Figures {
     let (all, split) = tune::committed();
     let held = tune::part(&all, &split.held_out);
-    let inputs: Vec<Input> = held.iter().map(|l| input(l)).collect();
+    let inputs: Vec<Input> = held.iter().map(|l| l.input()).collect();
     let start = Instant::now();
     let _ = judge::judge(&inputs[0], Preset::Balanced);
     let judge_first_ms = start.elapsed().as_secs_f64() * 1000.0;

@@ -35,18 +35,7 @@ fn run(args: &[&str], stdin: &str) -> (std::process::ExitStatus, String, String)
 fn judge_answers_each_line_as_the_daemons_code_does_at_every_preset() {
     let (all, split) = tune::committed();
     let held = tune::part(&all, &split.held_out);
-    let inputs: Vec<Input> = held
-        .iter()
-        .map(|l| Input {
-            broadcast: l.broadcast.clone(),
-            sender: None,
-            profile: l.profile.clone(),
-            goal: l.goal.clone(),
-            status: l.status,
-            notes: vec![],
-            mailbox: None,
-        })
-        .collect();
+    let inputs: Vec<Input> = held.iter().map(|l| l.input()).collect();
     let stdin: String = inputs
         .iter()
         .map(|i| serde_json::to_string(i).unwrap() + "\n")

@@ -39,6 +39,21 @@ pub struct Labelled {
     pub kind: String,
 }
 
+impl Labelled {
+    /// The judge's input for this pair.
+    pub fn input(&self) -> super::Input {
+        super::Input {
+            broadcast: self.broadcast.clone(),
+            sender: Some(self.sender.clone()),
+            profile: self.profile.clone(),
+            goal: self.goal.clone(),
+            status: self.status,
+            notes: vec![],
+            mailbox: None,
+        }
+    }
+}
+
 /// `node/tests/judge/split.json`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Split {
@@ -279,18 +294,7 @@ pub fn score(rows: &[&Labelled], preset: Preset) -> Score {
     let mut fp = 0;
     let relevant = rows.iter().filter(|l| l.relevant).count();
     for l in rows {
-        let j = super::judge(
-            &super::Input {
-                broadcast: l.broadcast.clone(),
-                sender: Some(l.sender.clone()),
-                profile: l.profile.clone(),
-                goal: l.goal.clone(),
-                status: l.status,
-                notes: vec![],
-                mailbox: None,
-            },
-            preset,
-        );
+        let j = super::judge(&l.input(), preset);
         if j.deliver {
             if l.relevant {
                 tp += 1;

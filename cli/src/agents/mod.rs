@@ -3,7 +3,7 @@
 //! turn boundaries (`agentmesh hook claude|codex EVENT`).
 //!
 //! ```text
-//!  agent session ── stdio MCP ── mcp.rs ──┐
+//!  agent session ── stdio MCP ── mcp.rs ──┐   (its tools' inputs and results: tools.rs)
 //!  agent hooks ── stdin JSON ── hooks.rs ─┼── local socket ── daemon (mail actor:
 //!                                         │                   take, mailbox_state,
 //!  (both) ── mailbox: --mailbox, else the │                   mailbox_for, hop_reset)
@@ -18,6 +18,7 @@
 pub mod hooks;
 pub mod mcp;
 pub mod stdio;
+pub mod tools;
 
 use std::path::Path;
 

@@ -270,11 +270,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(e, CommandError::Timeout);
         assert_eq!(e.code(), "judge_timeout");
-        let pid: i32 = std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let pid = pid_in(&pid_file);
         assert!(
             gone(pid),
             "the command's background child {pid} outlived it"
@@ -285,11 +281,7 @@ mod tests {
             pid_file.display()
         );
         assert_eq!(ask(&cmd, &input(), Preset::Balanced).await, Ok(0.5));
-        let pid: i32 = std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let pid = pid_in(&pid_file);
         assert!(
             gone(pid),
             "the answered command's background child {pid} outlived it"
@@ -324,6 +316,15 @@ mod tests {
             "judge_failed",
             "sh reports a missing command as exit 127: {e}"
         );
+    }
+
+    /// The process id a command wrote to `file`.
+    fn pid_in(file: &std::path::Path) -> i32 {
+        std::fs::read_to_string(file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
     }
 
     /// Whether a process is gone (or a zombie nobody waits for: its

@@ -1,5 +1,6 @@
-//! `agentmesh profile set|show` and `agentmesh directory`: what this
-//! machine's mailboxes say of themselves, and the team's directory.
+//! `agentmesh profile set|show`, `agentmesh directory`, `agentmesh
+//! broadcast` and `agentmesh bus log`: what this machine's mailboxes say
+//! of themselves, the team's directory, and the broadcasts judged.
 
 use std::process::ExitCode;
 
@@ -65,6 +66,90 @@ fn show_profile(p: &api::ProfileView) {
             term::clean(&p.profile)
         }
     );
+    if !p.notes.is_empty() {
+        crate::say!(
+            "  not for me ({}; the judge reads the last 5):",
+            p.notes.len()
+        );
+        for n in &p.notes {
+            crate::say!("    {} {}: {}", n.at, n.id, term::clean(&n.note));
+        }
+    }
+}
+
+/// `agentmesh broadcast TEXT|-`.
+pub fn broadcast(
+    home: &Home,
+    text: &str,
+    from: Option<String>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let text = crate::mail::message_text(text)?;
+    let op = Op::Broadcast {
+        text,
+        from_mailbox: from,
+    };
+    crate::mail::simple::<api::BroadcastView>(home, op, json, |v| {
+        crate::say!(
+            "Broadcast {} to {}: {}.",
+            v.id,
+            if v.machines.len() == 1 {
+                "1 machine".to_owned()
+            } else {
+                format!("{} machines", v.machines.len())
+            },
+            v.machines
+                .iter()
+                .map(|m| term::clean(&m.machine))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        crate::say!(
+            "Each machine judges its own mailboxes. `agentmesh outbox` shows what each one delivered and dropped as it reports; `agentmesh bus log` shows this machine's judgments."
+        );
+    })
+}
+
+/// `agentmesh bus log [--since DURATION] [--mailbox MAILBOX]`.
+pub fn log(
+    home: &Home,
+    since: Option<&str>,
+    mailbox: Option<String>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let op = Op::BusLog {
+        since_secs: crate::mail::since_secs(since)?,
+        mailbox,
+    };
+    crate::mail::simple::<api::BusLogView>(home, op, json, |v| {
+        if v.entries.is_empty() {
+            crate::say!("No decisions of the bus yet.");
+        }
+        for e in &v.entries {
+            let what = match e.event {
+                api::BusEvent::BroadcastDelivered => "delivered",
+                api::BusEvent::BroadcastDropped => "dropped",
+                api::BusEvent::BroadcastCounts => "counts",
+                api::BusEvent::NotForMe => "not for me",
+                api::BusEvent::DirectoryRefused => "record refused",
+            };
+            let mut parts = vec![e.at.clone(), what.to_owned()];
+            if let Some(m) = &e.mailbox {
+                parts.push(term::clean(m));
+            }
+            if let Some(s) = &e.sender {
+                parts.push(format!("from {}", term::clean(s)));
+            }
+            if let Some(p) = e.score {
+                parts.push(format!("score {p:.3}"));
+            }
+            if let Some(id) = &e.id {
+                parts.push(format!("id {id}"));
+            }
+            parts.push(format!("- {}", term::clean(&e.detail)));
+            crate::say!("{}", parts.join("  "));
+        }
+    })
 }
 
 /// `agentmesh profile set MAILBOX [--profile TEXT] [--goal TEXT] [--preset P]`.

@@ -34,7 +34,7 @@ pub fn simple<T: serde::de::DeserializeOwned + serde::Serialize>(
 /// The text of `send` or `reply`: as given, or standard input for `-`;
 /// refused here if it is empty or over what a message carries, before
 /// anything is sent (the daemon refuses it too, for every client).
-fn message_text(text: &str) -> anyhow::Result<String> {
+pub(crate) fn message_text(text: &str) -> anyhow::Result<String> {
     let text = if text == "-" {
         // One byte past the limit is enough to say it is too large (the
         // check below says so); a cut character there is not an encoding
@@ -492,8 +492,9 @@ pub fn pause(home: &Home, paused: bool, json: bool) -> anyhow::Result<ExitCode> 
 }
 
 /// `agentmesh audit`.
-pub fn audit(home: &Home, since: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
-    let since_secs = since
+/// `--since DURATION` in seconds.
+pub(crate) fn since_secs(since: Option<&str>) -> anyhow::Result<Option<u64>> {
+    since
         .map(|s| {
             humantime::parse_duration(s)
                 .map(|d| d.as_secs())
@@ -501,7 +502,12 @@ pub fn audit(home: &Home, since: Option<&str>, json: bool) -> anyhow::Result<Exi
                     anyhow::anyhow!("--since {s:?} is not a duration ({e}); write it like 1h or 7d")
                 })
         })
-        .transpose()?;
+        .transpose()
+}
+
+/// `agentmesh audit [--since DURATION]`.
+pub fn audit(home: &Home, since: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
+    let since_secs = since_secs(since)?;
     simple::<Vec<AuditView>>(home, Op::Audit { since_secs }, json, |rows| {
         for r in rows {
             let mut parts = vec![format!("{} ({})", r.at, term::ago(&r.at)), r.event.clone()];

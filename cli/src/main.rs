@@ -240,6 +240,18 @@ enum Command {
     /// The team's directory: every member machine's mailboxes, with each
     /// one's profile, goal and status (control characters cleaned).
     Directory,
+    /// Say something to every mailbox in the team it concerns: each
+    /// machine's judge delivers it only to the mailboxes it is relevant to.
+    Broadcast {
+        /// The message; `-` reads it from standard input.
+        text: String,
+        /// Send from this mailbox (default: the owner's).
+        #[arg(long, value_name = "MAILBOX")]
+        from: Option<String>,
+    },
+    /// The bus's decisions.
+    #[command(subcommand)]
+    Bus(BusCommand),
     /// List mail held for approval.
     Held,
     /// Deliver a held message.
@@ -347,6 +359,21 @@ enum ProfileCommand {
     /// presets, or MAILBOX's.
     Show {
         /// The mailbox (`@` for the owner's).
+        mailbox: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum BusCommand {
+    /// Each broadcast judged (mailbox, score, preset, delivered or dropped
+    /// and why), each `not_for_me`, each directory record refused: a
+    /// filtered view of the audit log (body hashes, never bodies).
+    Log {
+        /// Only the last DURATION (e.g. 1h, 7d).
+        #[arg(long, value_name = "DURATION")]
+        since: Option<String>,
+        /// Only this mailbox's (NAME, NAME@MACHINE, or @ for the owner's).
+        #[arg(long, value_name = "MAILBOX")]
         mailbox: Option<String>,
     },
 }
@@ -560,6 +587,10 @@ fn main() -> ExitCode {
         }) => bus::set(&home, &mailbox, profile, goal, preset, json),
         Command::Profile(ProfileCommand::Show { mailbox }) => bus::show(&home, mailbox, json),
         Command::Directory => bus::directory(&home, json),
+        Command::Broadcast { text, from } => bus::broadcast(&home, &text, from, json),
+        Command::Bus(BusCommand::Log { since, mailbox }) => {
+            bus::log(&home, since.as_deref(), mailbox, json)
+        }
         Command::Approve { id } => mail::decide(&home, &id, true, None, json),
         Command::Reject { id, reason } => mail::decide(&home, &id, false, reason, json),
         Command::Trust { machine } => mail::trust(&home, &machine, json),

@@ -101,6 +101,14 @@ pub enum AuditEvent {
     DirectoryRefused,
     /// A mailbox's profile, goal or preset was set.
     Profile,
+    /// A broadcast was judged for a mailbox and delivered to it.
+    BroadcastDelivered,
+    /// A broadcast was judged for a mailbox and dropped for it.
+    BroadcastDropped,
+    /// A machine reported what it did with a broadcast copy sent to it.
+    BroadcastCounts,
+    /// A session said a broadcast delivered to it was not for it.
+    NotForMe,
 }
 
 impl AuditEvent {
@@ -142,6 +150,10 @@ impl AuditEvent {
             AuditEvent::ReplyToOwn => "reply_to_own",
             AuditEvent::DirectoryRefused => "directory_refused",
             AuditEvent::Profile => "profile",
+            AuditEvent::BroadcastDelivered => "broadcast_delivered",
+            AuditEvent::BroadcastDropped => "broadcast_dropped",
+            AuditEvent::BroadcastCounts => "broadcast_counts",
+            AuditEvent::NotForMe => "not_for_me",
         }
     }
 }
@@ -316,6 +328,14 @@ mod tests {
             HopLimit,
             RateLimited,
             TurnLimit,
+            Person,
+            ReplyToOwn,
+            DirectoryRefused,
+            Profile,
+            BroadcastDelivered,
+            BroadcastDropped,
+            BroadcastCounts,
+            NotForMe,
         ];
         let names: std::collections::HashSet<&str> = all.iter().map(|e| e.as_str()).collect();
         assert_eq!(names.len(), all.len());

@@ -97,6 +97,8 @@ pub const SHUTTING_DOWN: &str = "shutting_down";
 pub const STORE: &str = "store";
 /// `ticket_expired`.
 pub const TICKET_EXPIRED: &str = "ticket_expired";
+/// `not_a_broadcast`: `not_for_me` names a message that is no broadcast.
+pub const NOT_A_BROADCAST: &str = "not_a_broadcast";
 /// `too_large`.
 pub const TOO_LARGE: &str = "too_large";
 /// `unknown`.
@@ -220,6 +222,7 @@ pub const ALL: &[&str] = &[
     UNKNOWN_PERSON,
     SENDER_REVOKED,
     EMPTY_TEXT,
+    NOT_A_BROADCAST,
 ];
 
 #[cfg(test)]

@@ -187,6 +187,11 @@ pub struct BusConfig {
     /// The preset a mailbox's broadcasts are judged with unless it chose
     /// its own (`agentmesh profile set MAILBOX --preset`).
     pub preset: crate::bus::Preset,
+    /// A command that judges each (broadcast, mailbox) pair instead of the
+    /// built-in judge: run with `sh -c`, the pair as JSON on stdin, it
+    /// prints `{"p": 0.0-1.0}` within 2 s; anything else drops the
+    /// broadcast for that mailbox. Empty: the built-in judge.
+    pub judge_command: String,
 }
 
 /// Loop safety for agents' messages (docs/agents.md).
@@ -379,6 +384,8 @@ pub struct Settings {
     pub audit_retention: Duration,
     /// The preset of mailboxes that chose none.
     pub preset: crate::bus::Preset,
+    /// How broadcasts are judged.
+    pub judge: crate::mail::JudgeWith,
     /// The configuration these settings came from, defaults and the
     /// machine name filled in (what `agentmesh config show` prints).
     pub config: Config,
@@ -565,6 +572,10 @@ impl Config {
             replies_per_ask: self.messages.replies_per_ask,
             audit_retention,
             preset: self.bus.preset,
+            judge: match self.bus.judge_command.trim() {
+                "" => crate::mail::JudgeWith::Builtin,
+                c => crate::mail::JudgeWith::Command(c.to_owned()),
+            },
             config: Config {
                 name: Some(name_text),
                 ..self.clone()

@@ -302,6 +302,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     let loops = settings.loops;
     let replies_per_ask = settings.replies_per_ask;
     let preset = settings.preset;
+    let judge = settings.judge.clone();
     let (commit, flusher) = crate::store::GroupCommit::start(store.clone());
     // This machine's mailboxes: the mail actor publishes them, the team
     // signs them into its directory record.
@@ -330,6 +331,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
         loops,
         replies_per_ask,
         preset,
+        judge,
         local_directory: local_tx,
         cancel: cancel.child_token(),
     })?;

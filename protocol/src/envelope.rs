@@ -103,6 +103,10 @@ pub enum Kind {
     Reply,
     /// One copy of a message sent to many mailboxes.
     Broadcast,
+    /// What a machine did with a broadcast it judged: how many of its
+    /// mailboxes it delivered to and how many it dropped for
+    /// (`in_reply_to` names the broadcast; the body is [`Counts`]).
+    Counts,
 }
 
 impl Kind {
@@ -112,6 +116,7 @@ impl Kind {
             Kind::Ask => 1,
             Kind::Reply => 2,
             Kind::Broadcast => 3,
+            Kind::Counts => 4,
         }
     }
 
@@ -121,17 +126,20 @@ impl Kind {
             1 => Kind::Ask,
             2 => Kind::Reply,
             3 => Kind::Broadcast,
+            4 => Kind::Counts,
             _ => return None,
         })
     }
 
-    /// The name used in JSON and on screen: `tell`, `ask`, `reply`, `broadcast`.
+    /// The name used in JSON and on screen: `tell`, `ask`, `reply`,
+    /// `broadcast`, `counts`.
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Tell => "tell",
             Kind::Ask => "ask",
             Kind::Reply => "reply",
             Kind::Broadcast => "broadcast",
+            Kind::Counts => "counts",
         }
     }
 }
@@ -218,7 +226,7 @@ impl Wire for Header {
         let team = TeamId(f.array("team")?);
         let from = peer_field(&mut f, "from")?;
         let to = peer_field(&mut f, "to")?;
-        let kind = f.uint("kind", 3)?;
+        let kind = f.uint("kind", 4)?;
         let kind = Kind::from_code(kind).ok_or_else(|| f.error("kind", "is unknown"))?;
         let in_reply_to = f.opt_array("in_reply_to")?.map(MessageId);
         let thread = MessageId(f.array("thread")?);
@@ -390,6 +398,74 @@ impl Wire for Body {
             text,
             attachments,
         })
+    }
+}
+
+/// The media type of the one attachment a [`Kind::Counts`] body carries.
+pub const COUNTS_MEDIA_TYPE: &str = "application/vnd.agentmesh.counts+cbor";
+
+/// What a machine did with a broadcast: the body of a [`Kind::Counts`]
+/// envelope, sealed to the broadcast's sender and signed like any
+/// envelope. Its bytes are one attachment named `counts` of media type
+/// [`COUNTS_MEDIA_TYPE`]: `[version, delivered, dropped]`; the body's
+/// text is empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Mailboxes it was delivered to.
+    pub delivered: u32,
+    /// Candidate mailboxes it was dropped for.
+    pub dropped: u32,
+}
+
+impl Wire for Counts {
+    const WHAT: &'static str = "broadcast counts";
+    const MAX_BYTES: usize = 64;
+
+    fn to_value(&self) -> Value {
+        Value::Array(vec![
+            cbor::uint(crate::PROTOCOL_VERSION),
+            cbor::uint(self.delivered.into()),
+            cbor::uint(self.dropped.into()),
+        ])
+    }
+
+    fn from_value(value: Value) -> Result<Self, DecodeError> {
+        let mut f = Fields::versioned(Self::WHAT, value, 3)?;
+        Ok(Counts {
+            delivered: f.uint("delivered", u32::MAX.into())? as u32,
+            dropped: f.uint("dropped", u32::MAX.into())? as u32,
+        })
+    }
+}
+
+impl Counts {
+    /// The body of a counts envelope, stamped with `who`.
+    pub fn to_body(&self, who: Who) -> Body {
+        Body {
+            who,
+            from_mailbox: None,
+            to_mailbox: None,
+            text: String::new(),
+            attachments: vec![Attachment {
+                name: "counts".into(),
+                media_type: COUNTS_MEDIA_TYPE.into(),
+                data: self.to_bytes(),
+            }],
+        }
+    }
+
+    /// The counts a counts envelope's body carries.
+    pub fn from_body(body: &Body) -> Result<Counts, DecodeError> {
+        match body.attachments.as_slice() {
+            [a] if a.name == "counts" && a.media_type == COUNTS_MEDIA_TYPE => {
+                Counts::from_bytes(&a.data)
+            }
+            _ => Err(DecodeError::Field {
+                what: Self::WHAT,
+                field: "attachments",
+                problem: format!("is not one attachment named counts of type {COUNTS_MEDIA_TYPE}"),
+            }),
+        }
     }
 }
 

@@ -106,8 +106,10 @@ async fn an_agent_asks_one_on_another_machine_and_gets_the_reply_pushed() {
     assert_eq!(
         names,
         [
+            "broadcast",
             "check_inbox",
             "list_team",
+            "not_for_me",
             "reply",
             "send_message",
             "set_profile"

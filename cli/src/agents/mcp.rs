@@ -635,6 +635,59 @@ impl Mesh {
         }))
     }
 
+    /// Broadcasts a message; the machines it went to once it is durable.
+    #[tool(
+        name = "broadcast",
+        description = "Say something to every session in the team it concerns (\"the old endpoint stops working on Friday\"): one copy goes to each member machine, whose judge delivers it only to the mailboxes whose profile and goal it is relevant to, and drops it for the rest. Returns the machines it went to once it is stored."
+    )]
+    async fn broadcast(
+        &self,
+        params: Parameters<BroadcastArgs>,
+    ) -> Result<Json<BroadcastResult>, String> {
+        let BroadcastArgs { text } = params.0;
+        let view: api::BroadcastView = self
+            .inner
+            .call(|mailbox| Op::Broadcast {
+                text: text.clone(),
+                from_mailbox: Some(mailbox.to_owned()),
+            })
+            .await
+            .map_err(|e| self.inner.fail(e))?;
+        Ok(Json(BroadcastResult {
+            id: view.id,
+            machines: view.machines.into_iter().map(|m| m.machine).collect(),
+            note: "Each machine judges its own mailboxes; replies to it arrive in your inbox like any other mail.".into(),
+            notice: self.inner.notice(),
+        }))
+    }
+
+    /// Says a delivered broadcast was not for this session.
+    #[tool(
+        name = "not_for_me",
+        description = "Tell the broadcast judge that a broadcast delivered to you (its `id`) was not for this session, and why (`note`): broadcasts like it are judged less relevant for you from now on."
+    )]
+    async fn not_for_me(
+        &self,
+        params: Parameters<NotForMeArgs>,
+    ) -> Result<Json<NotForMeResult>, String> {
+        let NotForMeArgs { id, note } = params.0;
+        let view: api::NotForMeView = self
+            .inner
+            .call(|mailbox| Op::NotForMe {
+                id: id.clone(),
+                note: note.clone(),
+                mailbox: Some(mailbox.to_owned()),
+            })
+            .await
+            .map_err(|e| self.inner.fail(e))?;
+        Ok(Json(NotForMeResult {
+            id: view.id,
+            mailbox: view.address,
+            notes: view.notes,
+            notice: self.inner.notice(),
+        }))
+    }
+
     /// Sends a message; its id once it is durable.
     #[tool(
         name = "send_message",

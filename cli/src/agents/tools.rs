@@ -144,6 +144,54 @@ pub struct SetProfileArgs {
     pub goal: Option<String>,
 }
 
+/// `broadcast`'s input.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct BroadcastArgs {
+    /// What to say to every session in the team it concerns.
+    pub text: String,
+}
+
+/// `broadcast`'s result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct BroadcastResult {
+    /// The broadcast's id (the thread of every copy).
+    pub id: String,
+    /// The machines it went to, this one first; each judges its own
+    /// mailboxes and reports how many it delivered to and dropped for.
+    pub machines: Vec<String>,
+    /// What happens next.
+    pub note: String,
+    /// Something to tell the user, once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+}
+
+/// `not_for_me`'s input.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct NotForMeArgs {
+    /// The id of the broadcast delivered to this session.
+    pub id: String,
+    /// Why it was not for this session (at most 1 KiB): the judge lowers
+    /// broadcasts like it for this mailbox.
+    #[serde(default)]
+    pub note: String,
+}
+
+/// `not_for_me`'s result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct NotForMeResult {
+    /// The broadcast.
+    pub id: String,
+    /// This session's mailbox address.
+    pub mailbox: String,
+    /// Notes this mailbox has now (the last 20 are kept; the judge reads
+    /// the last 5).
+    pub notes: usize,
+    /// Something to tell the user, once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+}
+
 /// `set_profile`'s result.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ProfileResult {

@@ -439,6 +439,38 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_bytes: Option<usize>,
     },
+    /// Sends one message to every mailbox in the team it concerns, as
+    /// each receiving machine's judge decides ([`BroadcastView`]).
+    Broadcast {
+        /// The message.
+        text: String,
+        /// The sending mailbox; the attached mailbox, else the owner's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_mailbox: Option<String>,
+    },
+    /// Says a broadcast delivered to a mailbox was not for it, and why
+    /// ([`NotForMeView`]).
+    NotForMe {
+        /// The delivered broadcast's id (or a unique prefix).
+        id: String,
+        /// Why it was not for this session.
+        #[serde(default)]
+        note: String,
+        /// The mailbox (`@` for the owner's); default: the attached one,
+        /// else the owner's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mailbox: Option<String>,
+    },
+    /// The bus's decisions ([`BusLogView`]).
+    BusLog {
+        /// Only entries from the last this many seconds.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since_secs: Option<u64>,
+        /// Only entries about this mailbox (`NAME@MACHINE`, `NAME@`, or
+        /// `@` for the owner's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mailbox: Option<String>,
+    },
     /// The audit log.
     Audit {
         /// Only entries from the last this many seconds.
@@ -506,6 +538,9 @@ impl Op {
             | Op::HopReset { .. }
             | Op::ProfileSet { .. }
             | Op::ProfileShow { .. }
+            | Op::Broadcast { .. }
+            | Op::NotForMe { .. }
+            | Op::BusLog { .. }
             | Op::Audit { .. } => Owner::Mail,
             #[cfg(feature = "test-clock")]
             Op::ClockAdvance { .. } => Owner::Mail,

@@ -483,6 +483,139 @@ pub struct OutboxView {
     /// The person who runs the recipient machine, as its Admit says.
     #[serde(default)]
     pub to_owner: Option<String>,
+    /// For a broadcast: what the machine it went to reported it did with
+    /// it, once it did (absent until then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<CountsView>,
+}
+
+/// What a machine did with a broadcast copy: delivered to so many of its
+/// mailboxes, dropped for so many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountsView {
+    /// Mailboxes it was delivered to.
+    pub delivered: u32,
+    /// Candidate mailboxes it was dropped for.
+    pub dropped: u32,
+}
+
+/// `broadcast`: the machines it went to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BroadcastView {
+    /// The broadcast (every copy's thread, so replies to any copy are in
+    /// one conversation).
+    pub id: String,
+    /// One copy per member machine, this one first; `outbox` shows each
+    /// one's counts as they arrive.
+    pub machines: Vec<BroadcastCopyView>,
+}
+
+/// One machine's copy of a broadcast.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BroadcastCopyView {
+    /// The machine.
+    pub machine: String,
+    /// The copy's id (as `outbox` lists it).
+    pub id: String,
+    /// This machine (judged here, no envelope).
+    pub local: bool,
+}
+
+/// A `not_for_me` note, as `profile show` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NoteView {
+    /// When, RFC 3339.
+    pub at: String,
+    /// The delivered broadcast it was said of.
+    pub id: String,
+    /// What the session said.
+    pub note: String,
+}
+
+/// `not_for_me`: the note kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotForMeView {
+    /// The broadcast it was said of.
+    pub id: String,
+    /// The mailbox it is kept for.
+    pub address: String,
+    /// Notes the mailbox has now (the last 20 are kept; the judge reads
+    /// the last 5).
+    pub notes: usize,
+}
+
+/// What `bus log` lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BusEvent {
+    /// A broadcast was judged for a mailbox and delivered to it.
+    BroadcastDelivered,
+    /// A broadcast was judged for a mailbox and dropped for it.
+    BroadcastDropped,
+    /// A machine reported what it did with a broadcast copy.
+    BroadcastCounts,
+    /// A session said a broadcast was not for it.
+    NotForMe,
+    /// A member's directory record was refused whole.
+    DirectoryRefused,
+}
+
+impl BusEvent {
+    /// The bus event an audit entry's event name is, if it is one.
+    pub fn of(event: &str) -> Option<BusEvent> {
+        Some(match event {
+            "broadcast_delivered" => BusEvent::BroadcastDelivered,
+            "broadcast_dropped" => BusEvent::BroadcastDropped,
+            "broadcast_counts" => BusEvent::BroadcastCounts,
+            "not_for_me" => BusEvent::NotForMe,
+            "directory_refused" => BusEvent::DirectoryRefused,
+            _ => return None,
+        })
+    }
+}
+
+/// One of the bus's decisions (`bus log`): an audit entry, with the
+/// judgment's figures for a broadcast judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BusLogEntry {
+    /// When, RFC 3339.
+    pub at: String,
+    /// What.
+    pub event: BusEvent,
+    /// The mailbox it concerns (`NAME@MACHINE`; `*@MACHINE` for a
+    /// machine's counts).
+    pub mailbox: Option<String>,
+    /// Who sent the broadcast.
+    pub sender: Option<String>,
+    /// The broadcast's id as it arrived here (for `not_for_me`: the
+    /// delivered copy's).
+    pub id: Option<String>,
+    /// The SHA-256 of its body, never the body.
+    pub body_sha256: Option<String>,
+    /// The judge's probability (absent when a judge command failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+    /// The preset, and its threshold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<crate::bus::Preset>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The preset's threshold.
+    pub threshold: Option<f64>,
+    /// Which judge: `builtin` or `command`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<String>,
+    /// Why a judge command gave no score (its code and message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The decision in words.
+    pub detail: String,
+}
+
+/// `bus log`: the bus's decisions, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BusLogView {
+    /// The entries.
+    pub entries: Vec<BusLogEntry>,
 }
 
 /// `audit`.
@@ -527,6 +660,10 @@ pub struct ProfileView {
     pub preset: crate::bus::Preset,
     /// Whether that is the machine's default (`[bus] preset`), not its own.
     pub preset_is_default: bool,
+    /// Its `not_for_me` notes, oldest first (the last 20; the judge reads
+    /// the last 5).
+    #[serde(default)]
+    pub notes: Vec<NoteView>,
 }
 
 /// `profile show`: this machine's mailboxes (or the one asked for).

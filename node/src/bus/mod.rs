@@ -78,6 +78,17 @@ impl std::fmt::Display for Status {
     }
 }
 
+/// A mailbox's `not_for_me` notes kept (the judge reads the last
+/// [`judge::NOTES_READ`]).
+pub const MAX_NOTES: usize = 20;
+
+/// The longest `not_for_me` note, bytes.
+pub const MAX_NOTE_BYTES: usize = 1024;
+
+/// How much of a broadcast's text is kept with a note about it, bytes:
+/// what the judge compares later broadcasts with.
+pub const MAX_NOTED_TEXT: usize = 2048;
+
 /// How long after a hook or tool call a mailbox with a session attached
 /// counts as `working`.
 pub const WORKING_FOR: std::time::Duration = std::time::Duration::from_secs(120);

@@ -20,7 +20,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use agentmesh_protocol::envelope::{Envelope, OpenError, Opened};
+use agentmesh_protocol::envelope::{Counts, Envelope, Kind, OpenError, Opened};
 use agentmesh_protocol::time::MAX_CLOCK_SKEW;
 use agentmesh_protocol::{Identity, Name, PeerId, Timestamp, Wire};
 use sha2::{Digest, Sha256};
@@ -81,6 +81,18 @@ pub(super) struct Accepted {
     /// The ask of this machine's it answers, counted once more, if that
     /// is why it was not held.
     pub answered: Option<AskRecord>,
+    /// A broadcast, stored to be judged (not into the inbox).
+    pub broadcast: bool,
+}
+
+/// What an inbound batch brought besides inbox mail, for the actor.
+#[derive(Debug, Default)]
+pub(super) struct Brought {
+    /// Broadcasts stored, to judge.
+    pub broadcasts: Vec<InboxRecord>,
+    /// Counts machines reported of broadcast copies this machine sent
+    /// them: (the copy's id, the counts).
+    pub counts: Vec<(String, Counts)>,
 }
 
 /// What becomes of one envelope.
@@ -92,8 +104,10 @@ pub(super) enum Verdict {
     Busy,
     /// Already received.
     Duplicate,
-    /// Stored (delivered, or held).
+    /// Stored (delivered, or held; or a broadcast, to be judged).
     Accepted(Box<Accepted>),
+    /// Counts for a broadcast copy this machine sent (the copy's id).
+    Counts(String, Counts),
 }
 
 /// What the verdicts so far in one batch decided, which the next ones
@@ -187,7 +201,8 @@ impl Inbox {
     }
 
     /// Decides, writes and audits an inbound batch; its answer and the
-    /// events to announce once it is durable.
+    /// events to announce once it is durable (tests).
+    #[cfg(test)]
     pub(super) fn receive(
         &mut self,
         from: Sender,
@@ -195,25 +210,67 @@ impl Inbox {
         consent: &mut Consent,
         ctx: &mut Ctx<'_>,
     ) -> (MailReply, Vec<Event>) {
+        let (reply, events, _) =
+            self.receive_all(from, request, consent, super::MAX_WAITING_BROADCASTS, ctx);
+        (reply, events)
+    }
+
+    /// Decides, writes and audits an inbound batch, at most
+    /// `broadcast_room` broadcasts of it; its answer, the events to
+    /// announce once it is durable, and the broadcasts and counts it
+    /// brought.
+    pub(super) fn receive_all(
+        &mut self,
+        from: Sender,
+        request: &MailRequest,
+        consent: &mut Consent,
+        broadcast_room: usize,
+        ctx: &mut Ctx<'_>,
+    ) -> (MailReply, Vec<Event>, Brought) {
         let mut batch = Batch::default();
         let mut verdicts = vec![];
+        let mut room = broadcast_room;
         for bytes in request.envelopes.iter().take(MAX_BATCH_ENVELOPES) {
-            let v = self.verdict(from, bytes, &batch, consent, ctx);
+            let v = match self.verdict(from, bytes, &batch, consent, ctx) {
+                // Too many broadcasts wait for their judgment: the sender
+                // keeps this one and tries again later.
+                Verdict::Accepted(a) if a.broadcast && room == 0 => Verdict::Busy,
+                v => v,
+            };
+            if matches!(&v, Verdict::Accepted(a) if a.broadcast) {
+                room -= 1;
+            }
             batch.note(&v);
             verdicts.push(v);
         }
         for v in &mut verdicts {
-            if let Verdict::Accepted(a) = v {
+            if let Verdict::Accepted(a) = v
+                && !a.broadcast
+            {
                 a.record.seq = self.seqs.take();
             }
         }
-        let (records, seen): (Vec<InboxRecord>, Vec<(Vec<u8>, u64)>) = verdicts
-            .iter()
-            .filter_map(|v| match v {
-                Verdict::Accepted(a) => Some((a.record.clone(), a.seen.clone())),
-                _ => None,
-            })
-            .unzip();
+        let accepted = |broadcast: bool| -> (Vec<InboxRecord>, Vec<(Vec<u8>, u64)>) {
+            verdicts
+                .iter()
+                .filter_map(|v| match v {
+                    Verdict::Accepted(a) if a.broadcast == broadcast => {
+                        Some((a.record.clone(), a.seen.clone()))
+                    }
+                    _ => None,
+                })
+                .unzip()
+        };
+        let (records, seen) = accepted(false);
+        let (broadcasts, broadcasts_seen) = accepted(true);
+        let stored_broadcasts = broadcasts.is_empty()
+            || match ctx.store.put_broadcasts(&broadcasts, &broadcasts_seen) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot store received broadcasts");
+                    false
+                }
+            };
         // In batch order: where two replies to one ask passed, the second
         // record (the higher count) is written last.
         let asks: Vec<AskRecord> = verdicts
@@ -233,12 +290,26 @@ impl Inbox {
             };
         let mut outcomes = vec![];
         let mut events = vec![];
+        let mut brought = Brought::default();
         for v in verdicts {
             outcomes.push(match v {
                 // Refusals are audited whether or not the rest was stored.
                 Verdict::Refused(r) => self.refuse(from.peer, r, ctx),
                 Verdict::Busy => MailOutcome::Busy,
                 Verdict::Duplicate => MailOutcome::Duplicate,
+                Verdict::Counts(id, counts) => {
+                    brought.counts.push((id, counts));
+                    MailOutcome::Accepted { held: false }
+                }
+                Verdict::Accepted(a) if a.broadcast => {
+                    if !stored_broadcasts {
+                        MailOutcome::Busy
+                    } else {
+                        stored_broadcast(from.peer, &a, ctx);
+                        brought.broadcasts.push(a.record);
+                        MailOutcome::Accepted { held: false }
+                    }
+                }
                 // Nothing stored: the sender tries again later, and the
                 // audit says it was received only when the retry lands.
                 Verdict::Accepted(_) if !stored => MailOutcome::Busy,
@@ -255,7 +326,7 @@ impl Inbox {
                 format!("a batch carries at most {MAX_BATCH_ENVELOPES} envelopes"),
             ));
         }
-        (MailReply { outcomes }, events)
+        (MailReply { outcomes }, events, brought)
     }
 
     /// What becomes of one envelope from `from`, after `batch`; reads the
@@ -338,9 +409,35 @@ impl Inbox {
             Ok(o) => o,
             Err(e) => return refuse(e.name(), e.to_string(), Some(id)),
         };
+        if header.kind == Kind::Counts {
+            return match (header.in_reply_to, Counts::from_body(&body)) {
+                (Some(copy), Ok(counts)) => Verdict::Counts(copy.to_string(), counts),
+                (None, _) => refuse(
+                    "bad_counts",
+                    "counts name no broadcast (in_reply_to is empty)".into(),
+                    Some(id),
+                ),
+                (_, Err(e)) => refuse("bad_counts", e.to_string(), Some(id)),
+            };
+        }
+        let broadcast = header.kind == Kind::Broadcast;
+        if broadcast && (body.to_mailbox.is_some() || header.in_reply_to.is_some()) {
+            return refuse(
+                "bad_broadcast",
+                "a broadcast names no mailbox and answers no message; each receiving machine judges its own mailboxes".into(),
+                Some(id),
+            );
+        }
         let to_mailbox = body.to_mailbox.as_ref().map(Name::as_str);
         let mut answered = None;
-        let held = match consent.decide(peer, to_mailbox, dir) {
+        // A broadcast is judged for each candidate mailbox (consent
+        // decides which are candidates) once it is stored.
+        let decision = if broadcast {
+            Decision::Deliver
+        } else {
+            consent.decide(peer, to_mailbox, dir)
+        };
+        let held = match decision {
             Decision::Deliver => None,
             // Another person's machine answering what this mailbox asked
             // it: not held (a pause still holds it).
@@ -441,6 +538,7 @@ impl Inbox {
             recipient,
             held,
             answered,
+            broadcast,
         }))
     }
 
@@ -496,6 +594,24 @@ impl Inbox {
             );
         }
     }
+}
+
+/// A broadcast stored to be judged, audited as received.
+fn stored_broadcast(peer: PeerId, a: &Accepted, ctx: &mut Ctx<'_>) {
+    let r = &a.record;
+    ctx.log.record(
+        AuditEvent::Received,
+        ctx.now.wall,
+        AuditEntry {
+            peer: Some(peer.to_string()),
+            sender: Some(r.from.clone()),
+            recipient: Some(a.recipient.replacen('@', "*@", 1)),
+            message_id: Some(r.id.clone()),
+            body_sha256: Some(r.body_sha256.clone()),
+            detail: "broadcast stored, to be judged for the mailboxes on this machine".into(),
+            ..AuditEntry::default()
+        },
+    );
 }
 
 /// A stored message: audited as received or held, counted if held; the

@@ -157,6 +157,23 @@ impl Mailroom {
         self.me.peer_id()
     }
 
+    /// How long a message stays deliverable.
+    pub(super) fn lifetime(&self) -> Duration {
+        self.lifetime
+    }
+
+    /// Seals `body` under `header` for the machine whose key is `to`.
+    pub(super) fn seal(
+        &self,
+        to: &agentmesh_protocol::X25519Public,
+        header: &Header,
+        body: &Body,
+    ) -> Result<Vec<u8>, ApiError> {
+        agentmesh_protocol::seal(&self.me, to, header, body, &mut rand::rng())
+            .map(|e| e.to_wire())
+            .map_err(|e| ApiError::new(codes::TOO_LARGE, e.to_string()))
+    }
+
     /// What becomes of `req`: an outbox record sealed for another machine,
     /// or an inbox record for a mailbox here; its `accepted` entry
     /// recorded.
@@ -413,7 +430,7 @@ impl Mailroom {
 /// The `too_large` error for a body over [`MAX_BODY_BYTES`], naming the
 /// text's own size and how much text fits beside the rest of the body
 /// (who sent it, the mailboxes), which the person can act on.
-fn text_too_large(body: &Body) -> ApiError {
+pub(super) fn text_too_large(body: &Body) -> ApiError {
     let text = body.text.len();
     let rest = Body {
         text: String::new(),
@@ -434,12 +451,12 @@ fn text_too_large(body: &Body) -> ApiError {
 
 /// The machine a remote message goes to and its key, or why it cannot be
 /// sent.
-struct Target {
-    team: agentmesh_protocol::TeamId,
-    x25519: agentmesh_protocol::X25519Public,
+pub(super) struct Target {
+    pub team: agentmesh_protocol::TeamId,
+    pub x25519: agentmesh_protocol::X25519Public,
 }
 
-fn remote_target(
+pub(super) fn remote_target(
     machine: &str,
     waiting: usize,
     dir: &crate::team::Directory,
@@ -532,7 +549,13 @@ fn local_consent(
 
 /// A loop refusal, audited (the first like it per minute); what the
 /// client is told.
-fn refuse(r: LoopRefusal, from: &str, to: &str, loops: &mut Loops, ctx: &mut Ctx<'_>) -> ApiError {
+pub(super) fn refuse(
+    r: LoopRefusal,
+    from: &str,
+    to: &str,
+    loops: &mut Loops,
+    ctx: &mut Ctx<'_>,
+) -> ApiError {
     let (event, code) = match r {
         LoopRefusal::Hop { .. } => (AuditEvent::HopLimit, codes::HOP_LIMIT),
         LoopRefusal::Pair { .. } => (AuditEvent::RateLimited, codes::RATE_LIMITED),

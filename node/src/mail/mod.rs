@@ -40,6 +40,7 @@ use crate::team::Directory;
 use crate::wire::MailReply;
 
 mod answers;
+mod bus;
 mod consent;
 mod courier;
 mod fanout;
@@ -55,6 +56,7 @@ mod retention;
 mod tests;
 mod unread;
 
+pub use bus::{JudgeWith, MAX_WAITING_BROADCASTS};
 pub use consent::{HeldReason, MAX_HELD_PER_SENDER};
 pub use courier::MAX_IN_FLIGHT;
 pub use fanout::EVENT_QUEUE;
@@ -109,9 +111,27 @@ enum AfterFlush {
         reply: MailReply,
         /// Events for attached clients.
         events: Vec<Event>,
+        /// Broadcasts it brought, stored: judged once acknowledged.
+        broadcasts: Vec<crate::store::InboxRecord>,
     },
     /// These finished outbox records are in the store now.
     Settled(Vec<String>),
+    /// Answer a `broadcast`, hand its copies to the courier, judge this
+    /// machine's own.
+    Broadcast {
+        /// The client's answer.
+        reply: oneshot::Sender<Reply>,
+        /// The broadcast.
+        sealed: Box<bus::Sealed>,
+    },
+    /// A judged broadcast is durable: tell clients of its copies, send its
+    /// counts.
+    Judged {
+        /// The copies delivered.
+        events: Vec<Event>,
+        /// The counts envelope for its sender.
+        report: Option<OutboxRecord>,
+    },
     /// Answer a client, then tell clients.
     Answer {
         /// The client's answer.
@@ -234,6 +254,8 @@ pub struct MailSetup {
     pub replies_per_ask: u32,
     /// The preset of mailboxes that chose none (`[bus] preset`).
     pub preset: crate::bus::Preset,
+    /// How broadcasts are judged (`[bus] judge_command`).
+    pub judge: JudgeWith,
     /// Where this machine's mailboxes are published for the directory.
     pub local_directory: watch::Sender<Arc<crate::bus::LocalDirectory>>,
     /// Stops the actor.
@@ -303,6 +325,8 @@ struct Inboxes {
     flushed: mpsc::UnboundedReceiver<AfterFlush>,
     /// Sessions attaching and leaving.
     presence: mpsc::UnboundedReceiver<profiles::Presence>,
+    /// Broadcasts judged.
+    judged: mpsc::UnboundedReceiver<bus::Judgments>,
 }
 
 /// The mail actor: the parts, and what they need from outside.
@@ -324,6 +348,8 @@ pub struct Mail {
     /// Profiles, goals, presets and who is attached: this machine's part
     /// of the directory.
     profiles: profiles::Profiles,
+    /// Broadcasts waiting for their judgment.
+    bus: bus::Bus,
 }
 
 impl Mail {
@@ -344,6 +370,7 @@ impl Mail {
             loops,
             replies_per_ask,
             preset,
+            judge,
             local_directory,
             cancel,
         } = setup;
@@ -357,7 +384,9 @@ impl Mail {
         let unread = unread::Unread::load(store.as_ref())?;
         let profiles = profiles::Profiles::load(store.as_ref(), preset, local_directory)?;
         let (presence_tx, presence) = mpsc::unbounded_channel();
-        let mail = Mail {
+        let (judged_tx, judged) = mpsc::unbounded_channel();
+        let bus = bus::Bus::new(judge, store.broadcasts()?, judged_tx);
+        let mut mail = Mail {
             shared: Shared {
                 store,
                 dir: directory,
@@ -374,7 +403,10 @@ impl Mail {
             loops: loops::Loops::new(loops),
             unread,
             profiles,
+            bus,
         };
+        // Broadcasts accepted before a restart and not judged.
+        mail.judge_next();
         mail.publish_summary();
         mail.publish_local();
         let (events, newest, summary) = mail.fanout.ends();
@@ -390,6 +422,7 @@ impl Mail {
             link,
             flushed,
             presence,
+            judged,
         };
         Ok((handle, mail.run(inboxes, cancel)))
     }
@@ -420,6 +453,7 @@ impl Mail {
                         self.publish_local();
                     }
                 },
+                Some(j) = inboxes.judged.recv() => self.on_judged(j),
                 Some(p) = inboxes.presence.recv() => {
                     self.profiles.presence(&p);
                     self.publish_local();
@@ -509,11 +543,25 @@ impl Mail {
                 token,
                 reply,
                 events,
+                broadcasts,
             } => {
                 self.net.answer_mail(token, reply);
                 self.fanout.emit(events);
+                if !broadcasts.is_empty() {
+                    self.bus.enqueue(broadcasts);
+                    self.judge_next();
+                }
             }
             AfterFlush::Settled(ids) => self.courier.settled(&ids),
+            AfterFlush::Broadcast { reply, sealed } => self.broadcast_durable(reply, *sealed),
+            AfterFlush::Judged { events, report } => {
+                self.fanout.emit(events);
+                if let Some(r) = report {
+                    let dir = self.shared.directory();
+                    let mut ctx = self.shared.lend(&dir);
+                    self.courier.queue(r, &self.net, &mut ctx);
+                }
+            }
             AfterFlush::Answer {
                 reply,
                 value,
@@ -536,14 +584,19 @@ impl Mail {
                 token,
             } => {
                 let sender = inbox::Sender { peer, revoked };
-                let (reply, events) =
+                let room = self.bus.room();
+                let (reply, events, brought) =
                     self.inbox
-                        .receive(sender, &request, &mut self.consent, &mut ctx);
+                        .receive_all(sender, &request, &mut self.consent, room, &mut ctx);
                 heard(&mut self.unread, &mut self.loops, &events, &ctx);
+                for (id, counts) in brought.counts {
+                    bus::on_counts(peer, &id, counts, &mut ctx);
+                }
                 self.after(AfterFlush::Received {
                     token,
                     reply,
                     events,
+                    broadcasts: brought.broadcasts,
                 });
             }
             MailEvent::Connected(peer) => self.courier.connected(peer, &self.net, &mut ctx),
@@ -760,6 +813,31 @@ impl Mail {
             }
             Op::ProfileShow { mailbox: m } => self.profiles.show_op(m, &self.consent, &ctx),
             Op::Audit { since_secs } => ops::audit_list(ctx.store, ctx.now, since_secs),
+            Op::Broadcast { text, from_mailbox } => {
+                let req = bus::BroadcastRequest {
+                    who,
+                    attached: mailbox,
+                    text,
+                    from_mailbox,
+                };
+                return self.broadcast(req, reply);
+            }
+            Op::NotForMe {
+                id,
+                note,
+                mailbox: m,
+            } => {
+                let m = which_mailbox(m, mailbox);
+                return self.not_for_me(m, &id, note, reply);
+            }
+            Op::BusLog {
+                since_secs,
+                mailbox: m,
+            } => match m.as_deref().map(|m| bus_log_address(m, &ctx.dir.my_name)) {
+                Some(Err(e)) => Err(e),
+                Some(Ok(a)) => ops::bus_log(ctx.store, ctx.now, since_secs, Some(&a)),
+                None => ops::bus_log(ctx.store, ctx.now, since_secs, None),
+            },
             #[cfg(feature = "test-clock")]
             Op::ClockAdvance { secs } => {
                 crate::clock::advance(Duration::from_secs(secs));
@@ -805,6 +883,7 @@ impl Mail {
             recipient,
             held,
             answered: None,
+            broadcast: false,
         };
         let event = inbox::received(me, accepted, &mut self.consent, &mut ctx);
         let events = vec![event];
@@ -896,6 +975,27 @@ fn which_mailbox(given: Option<String>, attached: Option<String>) -> Option<Stri
         Some(_) => given,
         None => attached,
     }
+}
+
+/// The address `bus log --mailbox` means: `NAME@MACHINE` as given,
+/// `NAME` or `NAME@` on this machine, `@` the owner's.
+fn bus_log_address(m: &str, me: &str) -> Result<String, ApiError> {
+    let (mailbox, machine) = if m.contains('@') {
+        parse_address(m)?
+    } else {
+        (Some(mailboxes_name(m)?), None)
+    };
+    Ok(address(
+        mailbox.as_ref().map(agentmesh_protocol::Name::as_str),
+        machine
+            .as_ref()
+            .map_or(me, agentmesh_protocol::Name::as_str),
+    ))
+}
+
+fn mailboxes_name(m: &str) -> Result<agentmesh_protocol::Name, ApiError> {
+    agentmesh_protocol::Name::parse("mailbox name", m)
+        .map_err(|e| ApiError::new(codes::BAD_MAILBOX, e.to_string()))
 }
 
 /// Who decided, for the audit log: `human ada`, `agent claude`.

@@ -95,13 +95,19 @@ pub(super) fn read(
 /// `outbox`: what is still on its way, current in memory (attempts,
 /// status), and the newest of what is done.
 pub(super) fn outbox_list(courier: &Courier, ctx: &Ctx<'_>) -> Reply {
-    let mut all: Vec<OutboxRecord> = courier.listed().cloned().collect();
+    // Counts envelopes are this machine's reports, not mail anyone sent.
+    let counts = agentmesh_protocol::envelope::Kind::Counts.as_str();
+    let mut all: Vec<OutboxRecord> = courier
+        .listed()
+        .filter(|r| r.kind != counts)
+        .cloned()
+        .collect();
     let known: HashSet<String> = all.iter().map(|r| r.id.clone()).collect();
     all.extend(
         ctx.store
             .outbox_done(MAX_OUTBOX_LISTED)?
             .into_iter()
-            .filter(|r| !known.contains(&r.id)),
+            .filter(|r| !known.contains(&r.id) && r.kind != counts),
     );
     all.sort_by_key(|r| r.created_at);
     let now = ctx.now.mono;
@@ -109,6 +115,18 @@ pub(super) fn outbox_list(courier: &Courier, ctx: &Ctx<'_>) -> Reply {
         .iter()
         .map(|r| {
             let mut v = outbox_view(r);
+            if r.kind == agentmesh_protocol::envelope::Kind::Broadcast.as_str() {
+                v.counts = ctx
+                    .store
+                    .counts(&r.id)
+                    .ok()
+                    .flatten()
+                    .and_then(|c| c.reported)
+                    .map(|r| crate::api::CountsView {
+                        delivered: r.delivered,
+                        dropped: r.dropped,
+                    });
+            }
             let peer = peer_of(&r.to_peer);
             v.to_owner = peer
                 .and_then(|p| ctx.dir.machines.get(&p))
@@ -155,6 +173,51 @@ pub(super) fn audit_list(store: &dyn Store, now: Now, since_secs: Option<u64>) -
         since_secs,
         |entries| within_page(entries, |e| json_size(e) + 100),
     )?)
+}
+
+/// Audit entries `bus log` looks through, at most (the newest).
+pub const MAX_BUS_LOG_SCAN: usize = 20_000;
+
+/// `bus log`: the bus's decisions among the newest audit entries (a
+/// filtered view of the audit log), only `mailbox`'s if given, the newest
+/// that fit one page.
+pub(super) fn bus_log(
+    store: &dyn Store,
+    now: Now,
+    since_secs: Option<u64>,
+    mailbox: Option<&str>,
+) -> Reply {
+    let since = since_secs.map_or(agentmesh_protocol::Timestamp::from_unix_millis(0), |s| {
+        now.wall.saturating_sub(std::time::Duration::from_secs(s))
+    });
+    let entries: Vec<crate::api::BusLogEntry> = store
+        .audit_since(since, MAX_BUS_LOG_SCAN)?
+        .into_iter()
+        .filter_map(|e| {
+            let event = crate::api::BusEvent::of(&e.event)?;
+            if mailbox.is_some_and(|m| e.recipient.as_deref() != Some(m)) {
+                return None;
+            }
+            let j = e.judged;
+            Some(crate::api::BusLogEntry {
+                at: crate::api::rfc3339_ms(e.at),
+                event,
+                mailbox: e.recipient,
+                sender: e.sender,
+                id: e.message_id,
+                body_sha256: e.body_sha256,
+                score: j.as_ref().and_then(|j| j.score),
+                preset: j.as_ref().map(|j| j.preset),
+                threshold: j.as_ref().map(|j| j.threshold),
+                judge: j.as_ref().map(|j| j.judge.clone()),
+                error: j.and_then(|j| j.error),
+                detail: e.detail,
+            })
+        })
+        .collect();
+    ok(crate::api::BusLogView {
+        entries: within_page(entries, json_size),
+    })
 }
 
 /// What a person decides about a held message.

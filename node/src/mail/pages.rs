@@ -168,5 +168,6 @@ pub(super) fn outbox_view(r: &OutboxRecord) -> OutboxView {
         retry_in_ms: None,
         offline: false,
         to_owner: None,
+        counts: None,
     }
 }

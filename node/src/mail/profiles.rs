@@ -185,6 +185,18 @@ impl Profiles {
                 .map(|t| api::rfc3339(*t)),
             preset,
             preset_is_default,
+            notes: record
+                .map(|r| {
+                    r.notes
+                        .iter()
+                        .map(|n| api::NoteView {
+                            at: api::rfc3339(Timestamp::from_unix_millis(n.at)),
+                            id: n.id.clone(),
+                            note: n.note.clone(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         }
     }
 
@@ -221,6 +233,47 @@ impl Profiles {
 }
 
 impl Profiles {
+    /// What the judge reads of `mailbox` at `now`.
+    pub(super) fn for_judge(&self, mailbox: Option<&str>, now: Timestamp) -> super::bus::ForJudge {
+        let record = self.records.get(&key(mailbox));
+        super::bus::ForJudge {
+            profile: record.map(|r| r.profile.clone()).unwrap_or_default(),
+            goal: record.map(|r| r.goal.clone()).unwrap_or_default(),
+            status: self.status(mailbox, now),
+            notes: record
+                .map(|r| {
+                    r.notes
+                        .iter()
+                        .map(|n| super::bus::note_for_judge(&n.note, &n.broadcast))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            preset: self.preset(mailbox).0,
+        }
+    }
+
+    /// Keeps a `not_for_me` note of `mailbox`'s (the last
+    /// [`crate::bus::MAX_NOTES`]), durably; how many it has now.
+    pub(super) fn add_note(
+        &mut self,
+        store: &dyn Store,
+        mailbox: Option<&str>,
+        note: crate::store::NoteRecord,
+    ) -> Result<usize, ApiError> {
+        let k = key(mailbox);
+        let mut record = self.records.get(&k).cloned().unwrap_or(ProfileRecord {
+            mailbox: k.clone(),
+            ..ProfileRecord::default()
+        });
+        record.notes.push(note);
+        let extra = record.notes.len().saturating_sub(crate::bus::MAX_NOTES);
+        record.notes.drain(..extra);
+        store.put_profile(&record)?;
+        let n = record.notes.len();
+        self.records.insert(k, record);
+        Ok(n)
+    }
+
     /// `profile_set`: checks the mailbox exists, sets what `text` gives,
     /// audits it (sizes, never the text); the mailbox's view.
     pub(super) fn set_op(

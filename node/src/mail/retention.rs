@@ -88,6 +88,9 @@ impl Retention {
         if let Err(e) = store.prune_outbox_done(now.saturating_sub(OUTBOX_KEEP)) {
             tracing::warn!(error = %e, "cannot prune the outbox");
         }
+        if let Err(e) = store.prune_counts(now.saturating_sub(OUTBOX_KEEP)) {
+            tracing::warn!(error = %e, "cannot prune broadcast counts");
+        }
         // Held mail nobody approved, and read mail, expire. Both are found
         // through indices, so retention never reads the whole inbox.
         let mut gone = vec![];

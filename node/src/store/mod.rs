@@ -18,6 +18,7 @@ use agentmesh_protocol::{PeerId, Timestamp};
 mod flush;
 mod migrations;
 mod records;
+mod sled_bus;
 mod sled_store;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -26,8 +27,8 @@ pub(crate) mod testing;
 pub(crate) use flush::stalled;
 pub use flush::{Done, GroupCommit, Writes};
 pub use records::{
-    AskRecord, AuditEntry, FolderBinding, InboxRecord, OutboxRecord, OutboxStatus, PeerRecord,
-    ProfileRecord,
+    AskRecord, AuditEntry, CountsRecord, FolderBinding, InboxRecord, Judged, NoteRecord,
+    OutboxRecord, OutboxStatus, PeerRecord, ProfileRecord, Reported,
 };
 pub use sled_store::SledStore;
 
@@ -218,9 +219,40 @@ pub trait MailStore: Send + Sync + std::fmt::Debug {
     fn set_paused(&self, paused: bool) -> Result<(), StoreError>;
 }
 
+/// What the bus keeps: broadcasts received and not yet judged. (A judged
+/// broadcast lives on only as the copies delivered to mailboxes, and the
+/// audit entries of its judgments.)
+pub trait BusStore: Send + Sync + std::fmt::Debug {
+    /// Stores received broadcasts waiting to be judged with their dedup
+    /// records, atomically (not durable until the next flush).
+    fn put_broadcasts(
+        &self,
+        records: &[InboxRecord],
+        seen: &[(Vec<u8>, u64)],
+    ) -> Result<(), StoreError>;
+    /// The broadcasts waiting to be judged.
+    fn broadcasts(&self) -> Result<Vec<InboxRecord>, StoreError>;
+    /// A broadcast judged: its copies into the inbox, the counts for its
+    /// sender into the outbox, and the broadcast forgotten, atomically
+    /// (not durable until the next flush).
+    fn put_judged(
+        &self,
+        id: &str,
+        copies: &[InboxRecord],
+        counts: Option<&OutboxRecord>,
+    ) -> Result<(), StoreError>;
+    /// Records a broadcast copy sent to a machine, or what it reported of
+    /// it (not durable until the next flush).
+    fn put_counts(&self, id: &str, counts: &CountsRecord) -> Result<(), StoreError>;
+    /// What the machine a broadcast copy went to reported of it, if it did.
+    fn counts(&self, id: &str) -> Result<Option<CountsRecord>, StoreError>;
+    /// Forgets the records of copies sent before `before`.
+    fn prune_counts(&self, before: Timestamp) -> Result<usize, StoreError>;
+}
+
 /// The daemon's persistent state: every part's records, in one database
 /// that one flush makes durable.
-pub trait Store: TeamStore + AuditStore + MailStore {
+pub trait Store: TeamStore + AuditStore + MailStore + BusStore {
     /// Makes every write so far durable. Writers that need durability
     /// write, then wait for a flush (see [`GroupCommit`], which
     /// shares one flush among every writer waiting at the time).

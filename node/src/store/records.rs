@@ -42,6 +42,29 @@ pub struct AuditEntry {
     /// For messages: the SHA-256 of the body (hex), never the body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_sha256: Option<String>,
+    /// For the bus's decisions: the judgment of a broadcast for one
+    /// mailbox (the mailbox is `recipient`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judged: Option<Judged>,
+}
+
+/// A broadcast judged for one mailbox, as the audit log keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Judged {
+    /// The judge's probability; `None` when a judge command failed.
+    pub score: Option<f64>,
+    /// The preset it was judged with.
+    pub preset: crate::bus::Preset,
+    /// The preset's threshold.
+    pub threshold: f64,
+    /// Delivered (else dropped).
+    pub delivered: bool,
+    /// Which judge: `builtin`, or `command`.
+    pub judge: String,
+    /// Why it was dropped when no score says it (the judge command's
+    /// error code and message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Where a sent message stands.
@@ -89,6 +112,30 @@ pub struct OutboxRecord {
     /// written before it was kept).
     #[serde(default)]
     pub body_sha256: String,
+}
+
+/// A broadcast copy sent to another machine (by the copy's id): which
+/// machine, and what it reported it did with it, once it did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountsRecord {
+    /// The machine the copy went to: only its report counts.
+    pub to_peer: String,
+    /// When the copy was sent, Unix ms.
+    pub created_at: u64,
+    /// Its report, once it arrived.
+    pub reported: Option<Reported>,
+}
+
+/// What a machine reported of a broadcast: delivered to so many of its
+/// mailboxes, dropped for so many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reported {
+    /// Mailboxes it was delivered to.
+    pub delivered: u32,
+    /// Candidate mailboxes it was dropped for.
+    pub dropped: u32,
+    /// When the report arrived, Unix ms.
+    pub at: u64,
 }
 
 /// An ask this machine sent to another machine: what lets that machine's
@@ -167,6 +214,25 @@ pub struct ProfileRecord {
     /// The preset it chose; the machine's default if none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset: Option<crate::bus::Preset>,
+    /// Its `not_for_me` notes, oldest first (the last
+    /// [`crate::bus::MAX_NOTES`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<NoteRecord>,
+}
+
+/// A `not_for_me`: a session said a broadcast delivered to it was not
+/// for it, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NoteRecord {
+    /// When, Unix ms.
+    pub at: u64,
+    /// The delivered copy it was said of.
+    pub id: String,
+    /// What the session said (at most [`crate::bus::MAX_NOTE_BYTES`]).
+    pub note: String,
+    /// The broadcast's text, its first [`crate::bus::MAX_NOTED_TEXT`]
+    /// bytes: what the judge compares the next broadcasts with.
+    pub broadcast: String,
 }
 
 /// A folder opted in (or out) of receiving, and the mailbox bound to it.

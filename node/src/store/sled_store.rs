@@ -22,6 +22,23 @@ pub(super) fn unread_value(r: &InboxRecord) -> &[u8] {
     r.mailbox.as_deref().unwrap_or("").as_bytes()
 }
 
+/// Writes an inbox record and its indices in a transaction over the
+/// inbox, its ids, the held and the unread indices.
+pub(super) fn insert_inbox(
+    [inbox, ids, held, unread]: [&sled::transaction::TransactionalTree; 4],
+    r: &InboxRecord,
+) -> Result<(), sled::transaction::UnabortableTransactionError> {
+    inbox.insert(&r.seq.to_be_bytes(), to_record(r))?;
+    ids.insert(r.id.as_bytes(), &r.seq.to_be_bytes())?;
+    if r.held.is_some() {
+        held.insert(&r.seq.to_be_bytes(), r.from_peer.as_bytes())?;
+    }
+    if is_unread(r) {
+        unread.insert(&r.seq.to_be_bytes(), unread_value(r))?;
+    }
+    Ok(())
+}
+
 pub(super) const SEEN_BY_UNTIL: &str = "seen_by_until";
 pub(super) const UNREAD: &str = "inbox_unread";
 const META: &str = "meta";
@@ -33,36 +50,41 @@ const DIRECTORY_SEQ_KEY: &[u8] = b"directory_seq";
 /// The sled implementation of [`Store`].
 #[derive(Debug)]
 pub struct SledStore {
-    db: sled::Db,
-    meta: sled::Tree,
-    blocks: sled::Tree,
-    peers: sled::Tree,
-    tickets: sled::Tree,
-    contacts: sled::Tree,
+    pub(super) db: sled::Db,
+    pub(super) meta: sled::Tree,
+    pub(super) blocks: sled::Tree,
+    pub(super) peers: sled::Tree,
+    pub(super) tickets: sled::Tree,
+    pub(super) contacts: sled::Tree,
     /// Each member's signed directory record, by PeerId bytes.
-    directory: sled::Tree,
-    audit: sled::Tree,
-    outbox: sled::Tree,
+    pub(super) directory: sled::Tree,
+    pub(super) audit: sled::Tree,
+    pub(super) outbox: sled::Tree,
     /// Delivered and failed records: created_at ‖ id -> record.
-    outbox_done: sled::Tree,
-    inbox: sled::Tree,
-    inbox_ids: sled::Tree,
+    pub(super) outbox_done: sled::Tree,
+    pub(super) inbox: sled::Tree,
+    pub(super) inbox_ids: sled::Tree,
     /// Index of held messages: seq -> sender PeerId text.
-    held: sled::Tree,
+    pub(super) held: sled::Tree,
     /// Index of read messages: read_at ‖ seq -> ().
-    read: sled::Tree,
+    pub(super) read: sled::Tree,
     /// Index of unread delivered messages: seq -> mailbox (empty: the
     /// owner's).
-    unread: sled::Tree,
+    pub(super) unread: sled::Tree,
     /// Dedup records: sender ‖ id -> end of the window (Unix ms, BE).
-    seen: sled::Tree,
+    pub(super) seen: sled::Tree,
     /// The same, by the end of their window: until ‖ sender ‖ id -> ().
-    seen_by_until: sled::Tree,
-    consent: sled::Tree,
+    pub(super) seen_by_until: sled::Tree,
+    pub(super) consent: sled::Tree,
     /// Asks sent to other machines, by id: their replies pass unheld.
-    asks: sled::Tree,
+    pub(super) asks: sled::Tree,
     /// The asks by expiry (expiry ‖ id), for pruning.
-    asks_by_expiry: sled::Tree,
+    pub(super) asks_by_expiry: sled::Tree,
+    /// Broadcasts received and not yet judged, by id.
+    pub(super) broadcasts: sled::Tree,
+    /// What machines reported of the broadcast copies sent to them, by
+    /// the copy's id.
+    pub(super) counts: sled::Tree,
 }
 
 impl SledStore {
@@ -127,6 +149,8 @@ impl SledStore {
             consent: db.open_tree("consent")?,
             asks: db.open_tree("asks")?,
             asks_by_expiry: db.open_tree("asks_by_expiry")?,
+            broadcasts: db.open_tree("broadcasts")?,
+            counts: db.open_tree("broadcast_counts")?,
             meta,
             db,
         })
@@ -149,7 +173,7 @@ impl SledStore {
     }
 }
 
-const INBOX_SEQ_KEY: &[u8] = b"inbox_seq";
+pub(super) const INBOX_SEQ_KEY: &[u8] = b"inbox_seq";
 const PAUSED_KEY: &[u8] = b"paused";
 /// The relays adopted from a ticket (a CBOR list of multiaddr strings).
 const RELAYS_KEY: &[u8] = b"relays";
@@ -492,14 +516,7 @@ impl MailStore for SledStore {
                         asks_tree.insert(a.id.as_bytes(), to_record(a))?;
                     }
                     for r in records {
-                        inbox.insert(&r.seq.to_be_bytes(), to_record(r))?;
-                        ids.insert(r.id.as_bytes(), &r.seq.to_be_bytes())?;
-                        if r.held.is_some() {
-                            held.insert(&r.seq.to_be_bytes(), r.from_peer.as_bytes())?;
-                        }
-                        if is_unread(r) {
-                            unread.insert(&r.seq.to_be_bytes(), unread_value(r))?;
-                        }
+                        insert_inbox([inbox, ids, held, unread], r)?;
                     }
                     for (key, until) in seen {
                         seen_tree.insert(key.as_slice(), &until.to_be_bytes())?;

@@ -294,6 +294,41 @@ impl MailStore for Flaky {
     }
 }
 
+impl BusStore for Flaky {
+    fn put_broadcasts(
+        &self,
+        records: &[InboxRecord],
+        seen: &[(Vec<u8>, u64)],
+    ) -> Result<(), StoreError> {
+        self.inner.put_broadcasts(records, seen)
+    }
+
+    fn broadcasts(&self) -> Result<Vec<InboxRecord>, StoreError> {
+        self.inner.broadcasts()
+    }
+
+    fn put_judged(
+        &self,
+        id: &str,
+        copies: &[InboxRecord],
+        counts: Option<&OutboxRecord>,
+    ) -> Result<(), StoreError> {
+        self.inner.put_judged(id, copies, counts)
+    }
+
+    fn put_counts(&self, id: &str, counts: &CountsRecord) -> Result<(), StoreError> {
+        self.inner.put_counts(id, counts)
+    }
+
+    fn counts(&self, id: &str) -> Result<Option<CountsRecord>, StoreError> {
+        self.inner.counts(id)
+    }
+
+    fn prune_counts(&self, before: Timestamp) -> Result<usize, StoreError> {
+        self.inner.prune_counts(before)
+    }
+}
+
 impl Store for Flaky {
     fn flush(&self) -> Result<(), StoreError> {
         self.inner.flush()

@@ -1,0 +1,830 @@
+//! Broadcasts: one message to every mailbox in the team that it concerns.
+//!
+//! ```text
+//!  sender:   broadcast ── one sealed envelope of kind `broadcast` per member machine
+//!            (this machine's own copy by the local path) ── outbox, one record per machine
+//!  receiver: stored (with its dedup record) ── acknowledged ── judged for each candidate
+//!            mailbox, off the actor (the built-in judge, or `[bus] judge_command`)
+//!            ── delivered copies into the inbox, the counts sealed for the sender,
+//!            the broadcast forgotten: one write ── audited, each judgment with its score
+//!  sender:   the counts envelope ── `outbox` shows "delivered to N, dropped for M"
+//! ```
+//!
+//! A mailbox is a candidate when consent would deliver mail from the
+//! sender to it (the owner's mailbox, or one opted in; never the sending
+//! mailbox itself). A judge that fails drops the broadcast for that
+//! mailbox: a wrong delivery wakes an expensive session for nothing.
+//!
+//! A broadcast accepted and not yet judged is in the store; after a crash
+//! it is judged when the daemon starts again. Each delivered copy has an
+//! id derived from the broadcast's and the mailbox's, so a judgment
+//! written twice is one copy.
+
+use std::collections::VecDeque;
+
+use agentmesh_protocol::Timestamp;
+use agentmesh_protocol::cbor::MAX_BODY_BYTES;
+use agentmesh_protocol::envelope::{Body, Counts, Header, Kind, MessageId};
+use agentmesh_protocol::{Name, Wire};
+use sha2::{Digest, Sha256};
+use tokio::sync::{mpsc, oneshot};
+
+use super::consent::{Consent, Decision};
+use super::mailroom::{self, mailbox_name, remote_target};
+use super::{AfterFlush, Ctx, Mail, address, hex, pages, peer_of};
+use crate::api::{self, ApiError, Event, Reply, Who};
+use crate::audit::AuditEvent;
+use crate::bus::judge::{self, Broadcast, Input, command};
+use crate::bus::{MAX_NOTED_TEXT, Preset, Status};
+use crate::codes;
+use crate::store::{AuditEntry, CountsRecord, InboxRecord, Judged, OutboxRecord, OutboxStatus};
+
+/// Broadcasts stored and waiting for their judgment, at most; past it an
+/// inbound broadcast is answered busy (the sender keeps it and tries
+/// again later).
+pub const MAX_WAITING_BROADCASTS: usize = 1024;
+
+/// How a machine judges its mailboxes' broadcasts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum JudgeWith {
+    /// The built-in judge.
+    #[default]
+    Builtin,
+    /// `[bus] judge_command`: a command of the user's, run once per
+    /// judgment.
+    Command(String),
+}
+
+impl JudgeWith {
+    /// How the bus log names it.
+    fn as_str(&self) -> &'static str {
+        match self {
+            JudgeWith::Builtin => "builtin",
+            JudgeWith::Command(_) => "command",
+        }
+    }
+}
+
+/// One candidate mailbox of a broadcast, and what the judge is given.
+#[derive(Debug)]
+struct Candidate {
+    mailbox: Option<String>,
+    preset: Preset,
+    input: Input,
+}
+
+/// A candidate's judgment: a probability, or why the judge gave none.
+#[derive(Debug)]
+struct Outcome {
+    mailbox: Option<String>,
+    preset: Preset,
+    p: Result<f64, command::CommandError>,
+}
+
+/// A broadcast judged for all its candidates, back from the judging task.
+#[derive(Debug)]
+pub(super) struct Judgments {
+    record: InboxRecord,
+    outcomes: Vec<Outcome>,
+}
+
+/// The broadcasts waiting for their judgment, and the one being judged.
+#[derive(Debug)]
+pub(super) struct Bus {
+    judge: JudgeWith,
+    waiting: VecDeque<InboxRecord>,
+    judging: bool,
+    done: mpsc::UnboundedSender<Judgments>,
+}
+
+impl Bus {
+    /// A bus judging with `judge`, whose judgments come back on `done`;
+    /// `stored` were accepted before a restart and not judged.
+    pub(super) fn new(
+        judge: JudgeWith,
+        stored: Vec<InboxRecord>,
+        done: mpsc::UnboundedSender<Judgments>,
+    ) -> Bus {
+        Bus {
+            judge,
+            waiting: stored.into(),
+            judging: false,
+            done,
+        }
+    }
+
+    /// How many more broadcasts may wait.
+    pub(super) fn room(&self) -> usize {
+        MAX_WAITING_BROADCASTS.saturating_sub(self.waiting.len() + usize::from(self.judging))
+    }
+
+    /// Durable broadcasts to judge.
+    pub(super) fn enqueue(&mut self, records: impl IntoIterator<Item = InboxRecord>) {
+        self.waiting.extend(records);
+    }
+}
+
+/// The id of the copy of broadcast `id` delivered to `mailbox`.
+fn copy_id(id: &str, mailbox: Option<&str>) -> String {
+    let mut h = Sha256::new();
+    h.update(b"agentmesh/v1 broadcast copy\0");
+    h.update(id.as_bytes());
+    h.update(b"\0");
+    h.update(mailbox.unwrap_or("").as_bytes());
+    hex(&h.finalize()[..16])
+}
+
+/// A client's `broadcast`.
+#[derive(Debug)]
+pub(super) struct BroadcastRequest {
+    /// Who sends.
+    pub who: Who,
+    /// The mailbox the client attached to.
+    pub attached: Option<String>,
+    /// The text.
+    pub text: String,
+    /// The sending mailbox, else the attached one, else the owner's.
+    pub from_mailbox: Option<String>,
+}
+
+/// A broadcast sealed and recorded, waiting for its flush.
+#[derive(Debug)]
+pub(super) struct Sealed {
+    /// The answer.
+    view: api::BroadcastView,
+    /// One outbox record per other member machine.
+    remote: Vec<OutboxRecord>,
+    /// This machine's copy, judged here.
+    local: InboxRecord,
+}
+
+impl Mail {
+    /// `broadcast`: seals one copy per member machine and judges this
+    /// machine's own; answers once all are durable.
+    pub(super) fn broadcast(&mut self, req: BroadcastRequest, reply: oneshot::Sender<Reply>) {
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
+        let parts = SendParts {
+            room: &self.mailroom,
+            consent: &self.consent,
+            loops: &mut self.loops,
+            waiting: self.courier.waiting(),
+        };
+        match seal_broadcast(parts, req, &mut ctx) {
+            Ok(sealed) => {
+                for r in &sealed.remote {
+                    self.courier.write(r.clone());
+                }
+                let me = self.mailroom.peer_id();
+                self.courier
+                    .write(local_outbox(&sealed.local, me, &dir.my_name));
+                self.after(AfterFlush::Broadcast {
+                    reply,
+                    sealed: Box::new(sealed),
+                });
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+}
+
+/// What sealing a broadcast reads and counts in.
+struct SendParts<'a> {
+    room: &'a mailroom::Mailroom,
+    consent: &'a Consent,
+    loops: &'a mut super::loops::Loops,
+    /// Messages the courier has yet to deliver.
+    waiting: usize,
+}
+
+fn seal_broadcast(
+    parts: SendParts<'_>,
+    req: BroadcastRequest,
+    ctx: &mut Ctx<'_>,
+) -> Result<Sealed, ApiError> {
+    let SendParts {
+        room,
+        consent,
+        loops,
+        waiting,
+    } = parts;
+    let dir = ctx.dir;
+    let now = ctx.now.wall;
+    api::check_text(&req.text)?;
+    let from_mailbox = match req.from_mailbox.as_deref() {
+        Some(m) => {
+            super::mailboxes::sending_from(m, req.attached.as_deref(), consent, &dir.my_name)?
+        }
+        None => req.attached.clone(),
+    };
+    let from_mailbox = from_mailbox.as_deref().map(mailbox_name).transpose()?;
+    let sender = from_mailbox.as_ref().map(Name::as_str);
+    let from_addr = address(sender, &dir.my_name);
+    let everyone = format!("*@{}", dir.my_name);
+    let hop = loops
+        .hop_for(sender, None, now)
+        .map_err(|r| mailroom::refuse(r, &from_addr, &everyone, loops, ctx))?;
+    let body = Body {
+        who: agentmesh_protocol::Who {
+            kind: req.who.kind.into(),
+            name: req.who.name.clone(),
+            session_id: req.who.session_id.clone(),
+            task: req.who.task.clone(),
+        },
+        from_mailbox: from_mailbox.clone(),
+        to_mailbox: None,
+        text: req.text,
+        attachments: vec![],
+    };
+    let body_bytes = body.to_bytes();
+    if body_bytes.len() > MAX_BODY_BYTES {
+        return Err(mailroom::text_too_large(&body));
+    }
+    let body_sha256 = hex(&Sha256::digest(&body_bytes));
+    let me = room.peer_id();
+    let members: Vec<String> = if dir.member && dir.team.is_some() {
+        let mut names: Vec<String> = dir
+            .machines
+            .iter()
+            .filter(|(p, m)| **p != me && m.standing == agentmesh_protocol::team::Standing::Current)
+            .map(|(_, m)| m.name.clone())
+            .collect();
+        names.sort();
+        names
+    } else {
+        vec![]
+    };
+    if !members.is_empty() && waiting + members.len() > super::MAX_OUTBOX {
+        return api::err(
+            codes::OUTBOX_FULL,
+            format!(
+                "{} messages are waiting to be delivered; wait for them, or check `agentmesh outbox`",
+                super::MAX_OUTBOX
+            ),
+        );
+    }
+    loops
+        .count_pair(&from_addr, &everyone, hop, now)
+        .map_err(|r| mailroom::refuse(r, &from_addr, &everyone, loops, ctx))?;
+    let thread = MessageId::random(&mut rand::rng());
+    let expires_at = now.saturating_add(room.lifetime());
+    let mut remote = vec![];
+    let mut machines = vec![];
+    for machine in &members {
+        let (peer, key) = remote_target(machine, 0, dir)?;
+        let id = MessageId::random(&mut rand::rng());
+        let header = Header {
+            id,
+            team: key.team,
+            from: me,
+            to: peer,
+            kind: Kind::Broadcast,
+            in_reply_to: None,
+            thread,
+            hop,
+            taint: false,
+            sent_at: now,
+            expires_at,
+        };
+        let envelope = room.seal(&key.x25519, &header, &body)?;
+        let to = format!("*@{machine}");
+        let record = OutboxRecord {
+            id: id.to_string(),
+            to_peer: peer.to_string(),
+            to: to.clone(),
+            kind: Kind::Broadcast.as_str().into(),
+            envelope,
+            status: OutboxStatus::Queued,
+            reason: None,
+            attempts: 0,
+            created_at: now.as_unix_millis(),
+            expires_at: expires_at.as_unix_millis(),
+            held: false,
+            body_sha256: body_sha256.clone(),
+        };
+        let expected = CountsRecord {
+            to_peer: peer.to_string(),
+            created_at: now.as_unix_millis(),
+            reported: None,
+        };
+        ctx.store.put_counts(&record.id, &expected)?;
+        ctx.log.record(
+            AuditEvent::Accepted,
+            now,
+            AuditEntry {
+                peer: Some(record.to_peer.clone()),
+                sender: Some(from_addr.clone()),
+                recipient: Some(to),
+                message_id: Some(record.id.clone()),
+                body_sha256: Some(body_sha256.clone()),
+                detail: format!("broadcast queued for delivery, hop {hop}"),
+                ..AuditEntry::default()
+            },
+        );
+        machines.push(api::BroadcastCopyView {
+            machine: machine.clone(),
+            id: record.id.clone(),
+            local: false,
+        });
+        remote.push(record);
+    }
+    let local_id = MessageId::random(&mut rand::rng()).to_string();
+    let local = InboxRecord {
+        seq: 0,
+        id: local_id.clone(),
+        from_peer: me.to_string(),
+        from: from_addr.clone(),
+        from_owner: (!dir.my_owner.is_empty()).then(|| dir.my_owner.clone()),
+        mailbox: None,
+        who: req.who,
+        kind: Kind::Broadcast.as_str().into(),
+        thread: thread.to_string(),
+        in_reply_to: None,
+        hop,
+        taint: false,
+        text: body.text,
+        received_at: now.as_unix_millis(),
+        expires_at: expires_at.as_unix_millis(),
+        read_at: None,
+        held: None,
+        body_sha256: body_sha256.clone(),
+    };
+    ctx.store
+        .put_broadcasts(std::slice::from_ref(&local), &[])?;
+    ctx.log.record(
+        AuditEvent::Accepted,
+        now,
+        AuditEntry {
+            peer: Some(me.to_string()),
+            sender: Some(from_addr),
+            recipient: Some(everyone),
+            message_id: Some(local_id.clone()),
+            body_sha256: Some(body_sha256),
+            detail: format!("broadcast for the mailboxes on this machine, hop {hop}"),
+            ..AuditEntry::default()
+        },
+    );
+    machines.insert(
+        0,
+        api::BroadcastCopyView {
+            machine: dir.my_name.clone(),
+            id: local_id,
+            local: true,
+        },
+    );
+    Ok(Sealed {
+        view: api::BroadcastView {
+            id: thread.to_string(),
+            machines,
+        },
+        remote,
+        local,
+    })
+}
+
+impl Mail {
+    /// A broadcast is durable: answer, hand its copies to the courier,
+    /// judge this machine's own.
+    pub(super) fn broadcast_durable(&mut self, reply: oneshot::Sender<Reply>, sealed: Sealed) {
+        let _ = reply.send(api::ok(sealed.view));
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
+        for r in sealed.remote {
+            self.courier.queue(r, &self.net, &mut ctx);
+        }
+        self.bus.enqueue([sealed.local]);
+        self.judge_next();
+    }
+
+    /// Starts judging the oldest waiting broadcast, unless one is being
+    /// judged already.
+    pub(super) fn judge_next(&mut self) {
+        if self.bus.judging {
+            return;
+        }
+        let Some(record) = self.bus.waiting.pop_front() else {
+            return;
+        };
+        let dir = self.shared.directory();
+        let now = crate::clock::now();
+        let me = self.mailroom.peer_id();
+        let candidates = candidates(&record, me, &self.consent, &self.profiles, &dir, now);
+        let judge = self.bus.judge.clone();
+        let done = self.bus.done.clone();
+        self.bus.judging = true;
+        tokio::spawn(async move {
+            let analysed = Broadcast::analyse(&record.text);
+            let mut outcomes = Vec::with_capacity(candidates.len());
+            for c in candidates {
+                let p = match &judge {
+                    JudgeWith::Builtin => Ok(judge::probability_of(&analysed, &c.input)),
+                    JudgeWith::Command(cmd) => command::ask(cmd, &c.input, c.preset).await,
+                };
+                outcomes.push(Outcome {
+                    mailbox: c.mailbox,
+                    preset: c.preset,
+                    p,
+                });
+            }
+            // The actor gone means the daemon is stopping; the broadcast
+            // is still in the store and is judged at the next start.
+            let _ = done.send(Judgments { record, outcomes });
+        });
+    }
+
+    /// A broadcast judged: its copies delivered, each judgment audited,
+    /// its counts sealed for the sender, in one write.
+    pub(super) fn on_judged(&mut self, j: Judgments) {
+        self.bus.judging = false;
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
+        let Judgments { record, outcomes } = j;
+        let me = self.mailroom.peer_id();
+        let judge = self.bus.judge.as_str();
+        let mut copies = vec![];
+        let mut dropped = 0u32;
+        for o in outcomes {
+            let threshold = o.preset.threshold();
+            let (score, error) = match o.p {
+                Ok(p) => (Some(p), None),
+                Err(e) => (None, Some(format!("{}: {e}", e.code()))),
+            };
+            let delivered = score.is_some_and(|p| p >= threshold);
+            let m = o.mailbox.as_deref();
+            let id = copy_id(&record.id, m);
+            let detail = match (&score, &error) {
+                (Some(p), _) if delivered => {
+                    format!(
+                        "delivered as {id}: p {p:.3} ≥ {threshold:.3} ({})",
+                        o.preset
+                    )
+                }
+                (Some(p), _) => format!("dropped: p {p:.3} < {threshold:.3} ({})", o.preset),
+                (None, e) => format!("dropped: {}", e.as_deref().unwrap_or("no judgment")),
+            };
+            ctx.log.record(
+                if delivered {
+                    AuditEvent::BroadcastDelivered
+                } else {
+                    AuditEvent::BroadcastDropped
+                },
+                ctx.now.wall,
+                AuditEntry {
+                    peer: Some(record.from_peer.clone()),
+                    sender: Some(record.from.clone()),
+                    recipient: Some(address(m, &dir.my_name)),
+                    message_id: Some(record.id.clone()),
+                    body_sha256: Some(record.body_sha256.clone()),
+                    detail,
+                    judged: Some(Judged {
+                        score,
+                        preset: o.preset,
+                        threshold,
+                        delivered,
+                        judge: judge.into(),
+                        error,
+                    }),
+                    ..AuditEntry::default()
+                },
+            );
+            if !delivered {
+                dropped += 1;
+                continue;
+            }
+            // Judged again after a crash: the copy is there already.
+            if ctx.store.inbox_has(&id).unwrap_or(false) {
+                continue;
+            }
+            copies.push(InboxRecord {
+                seq: self.inbox.seqs().take(),
+                id,
+                mailbox: o.mailbox,
+                ..record.clone()
+            });
+        }
+        let counts = Counts {
+            delivered: u32::try_from(copies.len()).unwrap_or(u32::MAX),
+            dropped,
+        };
+        let from = peer_of(&record.from_peer);
+        let report = if from == Some(me) {
+            // This machine's own copy: its counts are recorded here.
+            let reported = crate::store::Reported {
+                delivered: counts.delivered,
+                dropped: counts.dropped,
+                at: ctx.now.wall.as_unix_millis(),
+            };
+            let c = CountsRecord {
+                to_peer: me.to_string(),
+                created_at: record.received_at,
+                reported: Some(reported),
+            };
+            if let Err(e) = ctx.store.put_counts(&record.id, &c) {
+                tracing::warn!(error = %e, "cannot record a broadcast's counts");
+            }
+            None
+        } else {
+            match seal_counts(&self.mailroom, &record, counts, &mut ctx) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    // The sender left the team, say: nobody to tell.
+                    tracing::info!(error = %e.message, "broadcast counts not sent");
+                    None
+                }
+            }
+        };
+        if let Err(e) = ctx.store.put_judged(&record.id, &copies, report.as_ref()) {
+            // Still in the store: judged again at the next start.
+            tracing::error!(error = %e, "cannot store a judged broadcast");
+            self.judge_next();
+            return;
+        }
+        let events: Vec<Event> = copies
+            .iter()
+            .map(|r| Event::Message {
+                message: pages::view(r),
+            })
+            .collect();
+        super::heard(&mut self.unread, &mut self.loops, &events, &ctx);
+        self.after(AfterFlush::Judged { events, report });
+        self.judge_next();
+    }
+}
+
+/// The counts envelope for `record`'s sender.
+fn seal_counts(
+    room: &mailroom::Mailroom,
+    record: &InboxRecord,
+    counts: Counts,
+    ctx: &mut Ctx<'_>,
+) -> Result<OutboxRecord, ApiError> {
+    let dir = ctx.dir;
+    let sender = dir
+        .name_of(&peer_of(&record.from_peer).ok_or_else(|| {
+            ApiError::new(codes::STORE, "a stored broadcast's sender is damaged")
+        })?);
+    let (peer, key) = remote_target(&sender, 0, dir)?;
+    let parse = |h: &str| {
+        MessageId::parse(h).ok_or_else(|| ApiError::new(codes::STORE, "a stored id is damaged"))
+    };
+    let now = ctx.now.wall;
+    let id = MessageId::random(&mut rand::rng());
+    let expires_at = now.saturating_add(room.lifetime());
+    let header = Header {
+        id,
+        team: key.team,
+        from: room.peer_id(),
+        to: peer,
+        kind: Kind::Counts,
+        in_reply_to: Some(parse(&record.id)?),
+        thread: parse(&record.thread)?,
+        hop: 0,
+        taint: false,
+        sent_at: now,
+        expires_at,
+    };
+    let who = agentmesh_protocol::Who {
+        kind: agentmesh_protocol::WhoKind::Agent,
+        name: "agentmesh".into(),
+        session_id: None,
+        task: None,
+    };
+    let envelope = room.seal(&key.x25519, &header, &counts.to_body(who))?;
+    Ok(OutboxRecord {
+        id: id.to_string(),
+        to_peer: peer.to_string(),
+        to: address(None, &sender),
+        kind: Kind::Counts.as_str().into(),
+        envelope,
+        status: OutboxStatus::Queued,
+        reason: None,
+        attempts: 0,
+        created_at: now.as_unix_millis(),
+        expires_at: expires_at.as_unix_millis(),
+        held: false,
+        body_sha256: String::new(),
+    })
+}
+
+/// A machine's counts for a broadcast copy this machine sent it: kept
+/// if the copy went to that machine, and audited.
+pub(super) fn on_counts(
+    peer: agentmesh_protocol::PeerId,
+    id: &str,
+    counts: Counts,
+    ctx: &mut Ctx<'_>,
+) {
+    let Ok(Some(mut c)) = ctx.store.counts(id) else {
+        return;
+    };
+    if c.to_peer != peer.to_string() || c.reported.is_some() {
+        return;
+    }
+    c.reported = Some(crate::store::Reported {
+        delivered: counts.delivered,
+        dropped: counts.dropped,
+        at: ctx.now.wall.as_unix_millis(),
+    });
+    if let Err(e) = ctx.store.put_counts(id, &c) {
+        tracing::warn!(error = %e, "cannot record a broadcast's counts");
+        return;
+    }
+    let machine = ctx.dir.name_of(&peer);
+    ctx.log.record(
+        AuditEvent::BroadcastCounts,
+        ctx.now.wall,
+        AuditEntry {
+            peer: Some(peer.to_string()),
+            recipient: Some(format!("*@{machine}")),
+            message_id: Some(id.to_owned()),
+            detail: format!(
+                "{machine} delivered it to {} of its mailboxes, dropped it for {}",
+                counts.delivered, counts.dropped
+            ),
+            ..AuditEntry::default()
+        },
+    );
+}
+
+impl Mail {
+    /// `not_for_me`: a session says the broadcast `id` delivered to its
+    /// mailboxes was not for it; the note (with the start of the
+    /// broadcast's text) lowers the judge's probability for broadcasts
+    /// like it. Kept, audited (its size, never its text), answered once
+    /// durable.
+    pub(super) fn not_for_me(
+        &mut self,
+        mailbox: Option<String>,
+        id: &str,
+        note: String,
+        reply: oneshot::Sender<Reply>,
+    ) {
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
+        match note_for(&mut self.profiles, mailbox, id, note, &mut ctx) {
+            Ok(view) => self.answer_durably(reply, api::ok(view), vec![]),
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+}
+
+fn note_for(
+    profiles: &mut super::profiles::Profiles,
+    mailbox: Option<String>,
+    id: &str,
+    note: String,
+    ctx: &mut Ctx<'_>,
+) -> Result<api::NotForMeView, ApiError> {
+    let note = note.trim().to_owned();
+    if note.len() > crate::bus::MAX_NOTE_BYTES {
+        return api::err(
+            codes::TOO_LARGE,
+            format!(
+                "the note is {} bytes, over the limit of {} bytes; say in a sentence why it was not for this session",
+                note.len(),
+                crate::bus::MAX_NOTE_BYTES
+            ),
+        );
+    }
+    let id = super::ops::full_id(ctx.store, id)?;
+    let here = address(mailbox.as_deref(), &ctx.dir.my_name);
+    let record = match ctx.store.inbox_get(&id)? {
+        Some(r) if r.mailbox == mailbox => r,
+        _ => {
+            return api::err(
+                codes::UNKNOWN_MESSAGE,
+                format!("mailbox {here} received no message with id {id}"),
+            );
+        }
+    };
+    if record.kind != Kind::Broadcast.as_str() {
+        return api::err(
+            codes::NOT_A_BROADCAST,
+            format!(
+                "message {id} is a {}, not a broadcast; not_for_me teaches the broadcast judge, and only broadcasts are judged",
+                record.kind
+            ),
+        );
+    }
+    let size = note.len();
+    let mut end = record.text.len().min(MAX_NOTED_TEXT);
+    while !record.text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let kept = crate::store::NoteRecord {
+        at: ctx.now.wall.as_unix_millis(),
+        id: id.clone(),
+        note,
+        broadcast: record.text[..end].to_owned(),
+    };
+    let notes = profiles.add_note(ctx.store, mailbox.as_deref(), kept)?;
+    ctx.log.record(
+        AuditEvent::NotForMe,
+        ctx.now.wall,
+        AuditEntry {
+            peer: Some(record.from_peer.clone()),
+            sender: Some(record.from.clone()),
+            recipient: Some(here.clone()),
+            message_id: Some(id.clone()),
+            body_sha256: Some(record.body_sha256.clone()),
+            detail: format!(
+                "a note of {size} bytes kept ({notes} now; the judge reads the last {})",
+                judge::NOTES_READ
+            ),
+            ..AuditEntry::default()
+        },
+    );
+    Ok(api::NotForMeView {
+        id,
+        address: here,
+        notes,
+    })
+}
+
+/// How `outbox` lists this machine's own copy: delivered here.
+fn local_outbox(
+    local: &InboxRecord,
+    me: agentmesh_protocol::PeerId,
+    machine: &str,
+) -> OutboxRecord {
+    OutboxRecord {
+        id: local.id.clone(),
+        to_peer: me.to_string(),
+        to: format!("*@{machine}"),
+        kind: local.kind.clone(),
+        envelope: vec![],
+        status: OutboxStatus::Delivered,
+        reason: None,
+        attempts: 0,
+        created_at: local.received_at,
+        expires_at: local.expires_at,
+        held: false,
+        body_sha256: local.body_sha256.clone(),
+    }
+}
+
+/// The candidate mailboxes of a broadcast, with what the judge is given
+/// for each: every mailbox here consent would deliver the sender's mail
+/// to, but the sending mailbox itself.
+fn candidates(
+    record: &InboxRecord,
+    me: agentmesh_protocol::PeerId,
+    consent: &Consent,
+    profiles: &super::profiles::Profiles,
+    dir: &crate::team::Directory,
+    now: Timestamp,
+) -> Vec<Candidate> {
+    let Some(from) = peer_of(&record.from_peer) else {
+        return vec![];
+    };
+    let names = consent
+        .bindings()
+        .filter(|b| b.allowed)
+        .map(|b| Some(b.mailbox.clone()));
+    std::iter::once(None)
+        .chain(names)
+        .filter(|m| matches!(consent.decide(from, m.as_deref(), dir), Decision::Deliver))
+        .filter(|m| !(from == me && address(m.as_deref(), &dir.my_name) == record.from))
+        .map(|m| {
+            let j = profiles.for_judge(m.as_deref(), now);
+            Candidate {
+                preset: j.preset,
+                input: Input {
+                    broadcast: record.text.clone(),
+                    sender: Some(record.from.clone()),
+                    profile: j.profile,
+                    goal: j.goal,
+                    status: j.status,
+                    notes: j.notes,
+                    mailbox: m.clone(),
+                },
+                mailbox: m,
+            }
+        })
+        .collect()
+}
+
+/// What the judge reads of a mailbox.
+#[derive(Debug)]
+pub(super) struct ForJudge {
+    pub profile: String,
+    pub goal: String,
+    pub status: Status,
+    /// Each note with the text of the broadcast it was said of.
+    pub notes: Vec<String>,
+    pub preset: Preset,
+}
+
+/// A note as the judge reads it: what the session said, and the start of
+/// the broadcast it said it of.
+pub(super) fn note_for_judge(note: &str, broadcast: &str) -> String {
+    let mut end = broadcast.len().min(MAX_NOTED_TEXT);
+    while !broadcast.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{note}\n{}", &broadcast[..end])
+}

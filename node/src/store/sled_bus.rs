@@ -1,0 +1,116 @@
+//! [`BusStore`] in sled: broadcasts waiting for their judgment.
+
+use sled::Transactional;
+use sled::transaction::{TransactionError, TransactionalTree};
+
+use super::sled_store::{INBOX_SEQ_KEY, from_record, insert_inbox, to_record};
+use agentmesh_protocol::Timestamp;
+
+use super::{BusStore, CountsRecord, InboxRecord, OutboxRecord, SledStore, StoreError};
+
+fn store_error(e: TransactionError<()>) -> StoreError {
+    match e {
+        TransactionError::Storage(e) => StoreError::Sled(e),
+        TransactionError::Abort(()) => StoreError::Corrupt("aborted".into()),
+    }
+}
+
+impl BusStore for SledStore {
+    fn put_broadcasts(
+        &self,
+        records: &[InboxRecord],
+        seen: &[(Vec<u8>, u64)],
+    ) -> Result<(), StoreError> {
+        (&self.broadcasts, &self.seen, &self.seen_by_until)
+            .transaction(|(broadcasts, seen_tree, by_until)| {
+                for r in records {
+                    broadcasts.insert(r.id.as_bytes(), to_record(r))?;
+                }
+                for (key, until) in seen {
+                    seen_tree.insert(key.as_slice(), &until.to_be_bytes())?;
+                    by_until.insert([&until.to_be_bytes()[..], key].concat(), &[])?;
+                }
+                Ok(())
+            })
+            .map_err(store_error)
+    }
+
+    fn broadcasts(&self) -> Result<Vec<InboxRecord>, StoreError> {
+        let mut all: Vec<InboxRecord> = self
+            .broadcasts
+            .iter()
+            .map(|kv| from_record(&kv?.1))
+            .collect::<Result<_, _>>()?;
+        all.sort_by_key(|r| r.received_at);
+        Ok(all)
+    }
+
+    fn put_judged(
+        &self,
+        id: &str,
+        copies: &[InboxRecord],
+        counts: Option<&OutboxRecord>,
+    ) -> Result<(), StoreError> {
+        let last = copies.iter().map(|r| r.seq).max();
+        (
+            &self.broadcasts,
+            &self.inbox,
+            &self.inbox_ids,
+            &self.held,
+            &self.unread,
+            &self.meta,
+            &self.outbox,
+        )
+            .transaction(
+                |(broadcasts, inbox, ids, held, unread, meta, outbox): &(
+                    TransactionalTree,
+                    TransactionalTree,
+                    TransactionalTree,
+                    TransactionalTree,
+                    TransactionalTree,
+                    TransactionalTree,
+                    TransactionalTree,
+                )| {
+                    for r in copies {
+                        insert_inbox([inbox, ids, held, unread], r)?;
+                    }
+                    if let Some(last) = last {
+                        meta.insert(INBOX_SEQ_KEY, &last.to_be_bytes())?;
+                    }
+                    if let Some(c) = counts {
+                        outbox.insert(c.id.as_bytes(), to_record(c))?;
+                    }
+                    broadcasts.remove(id.as_bytes())?;
+                    Ok(())
+                },
+            )
+            .map_err(store_error)
+    }
+
+    fn put_counts(&self, id: &str, counts: &CountsRecord) -> Result<(), StoreError> {
+        self.counts.insert(id.as_bytes(), to_record(counts))?;
+        Ok(())
+    }
+
+    fn counts(&self, id: &str) -> Result<Option<CountsRecord>, StoreError> {
+        self.counts
+            .get(id.as_bytes())?
+            .map(|v| from_record(&v))
+            .transpose()
+    }
+
+    fn prune_counts(&self, before: Timestamp) -> Result<usize, StoreError> {
+        let mut gone = sled::Batch::default();
+        let mut n = 0;
+        for kv in self.counts.iter() {
+            let (k, v) = kv?;
+            let c: CountsRecord = from_record(&v)?;
+            if c.created_at < before.as_unix_millis() {
+                gone.remove(k);
+                n += 1;
+            }
+        }
+        self.counts.apply_batch(gone)?;
+        Ok(n)
+    }
+}

@@ -1,0 +1,252 @@
+//! Broadcast (issue 19, points 3, 6 and 8): one copy per member machine,
+//! judged per mailbox by the receiving machine, delivered only where it
+//! is relevant, each judgment in `bus log` with its score, the counts
+//! back in the sender's outbox; `not_for_me` changes the next judgment;
+//! a judge command that hangs, crashes or prints garbage drops.
+
+#![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
+use std::path::PathBuf;
+
+use agentmesh_tests::mcp::Session;
+use agentmesh_tests::{Node, team, wait_for};
+use serde_json::{Value, json};
+
+const NEWS: &str = "The Docker base image for CI builds moves to debian:bookworm on Friday; GitHub Actions workflows pinned to the old image will fail.";
+const AGAIN: &str = "Reminder: the Docker base image for CI builds moves to debian:bookworm this Friday; GitHub Actions workflows pinned to the old image will fail.";
+
+fn mailbox(node: &Node, name: &str, profile: &str) -> PathBuf {
+    let dir = node.home().join("work").join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    node.ok(&["allow", dir.to_str().unwrap(), "--mailbox", name]);
+    node.ok(&["profile", "set", name, "--profile", profile]);
+    dir
+}
+
+fn bus_log(node: &Node) -> Vec<Value> {
+    node.json(&["bus", "log"])["entries"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// The bus log's judgments of broadcast `id` (as it arrived at `node`).
+fn judged(node: &Node, id: &str) -> Vec<Value> {
+    bus_log(node)
+        .into_iter()
+        .filter(|e| {
+            e["id"] == id
+                && (e["event"] == "broadcast_delivered" || e["event"] == "broadcast_dropped")
+        })
+        .collect()
+}
+
+fn entry_for<'a>(entries: &'a [Value], mailbox: &str) -> &'a Value {
+    entries
+        .iter()
+        .find(|e| e["mailbox"] == mailbox)
+        .unwrap_or_else(|| panic!("no judgment for {mailbox}: {entries:?}"))
+}
+
+/// The copy of the broadcast that went to `machine`, from `broadcast --json`.
+fn copy_to(sent: &Value, machine: &str) -> String {
+    sent["machines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["machine"] == machine)
+        .unwrap_or_else(|| panic!("no copy to {machine}: {sent}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn inbox_of(node: &Node, mailbox: &str) -> Vec<Value> {
+    node.json(&["inbox", "--mailbox", mailbox])
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broadcast_reaches_the_mailbox_it_concerns_and_not_for_me_changes_the_next() {
+    let [a, b] = team([("alpha", "Ada"), ("bravo", "Bob")]);
+    // Bob's machine takes Ada's mail unheld: consent decides candidates.
+    b.ok(&["trust", "alpha"]);
+    let pipeline = mailbox(
+        &b,
+        "pipeline",
+        "Maintains the CI pipeline: GitHub Actions workflows, the Docker build images and the release scripts.",
+    );
+    b.ok(&["profile", "set", "pipeline", "--preset", "loose"]);
+    mailbox(
+        &b,
+        "frontend",
+        "Builds the React web frontend: components, CSS, the design system and Storybook stories.",
+    );
+    // A's own other mailbox is a candidate on A; the sending one never is.
+    mailbox(
+        &a,
+        "release",
+        "Runs the release scripts and the Docker build images for CI.",
+    );
+
+    let sent = a.json(&["broadcast", NEWS, "--from", "release"]);
+    let machines: Vec<&str> = sent["machines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["machine"].as_str().unwrap())
+        .collect();
+    assert_eq!(machines, ["alpha", "bravo"], "{sent}");
+    let to_bravo = copy_to(&sent, "bravo");
+
+    // Bravo judged each of its three candidates (the owner's mailbox, with
+    // no profile, among them) and logged each with its score.
+    let entries = wait_for("bravo's judgments in bus log", || {
+        let e = judged(&b, &to_bravo);
+        (e.len() == 3).then_some(e)
+    });
+    let p = entry_for(&entries, "pipeline@bravo");
+    assert_eq!(p["event"], "broadcast_delivered", "{p}");
+    assert_eq!(p["preset"], "loose");
+    assert!(p["score"].as_f64().unwrap() >= p["threshold"].as_f64().unwrap());
+    assert_eq!(p["judge"], "builtin");
+    let f = entry_for(&entries, "frontend@bravo");
+    assert_eq!(f["event"], "broadcast_dropped", "{f}");
+    assert!(f["score"].as_f64().unwrap() < f["threshold"].as_f64().unwrap());
+    assert_eq!(f["sender"], "release@alpha");
+    // The log has the body's hash, never the body.
+    let log = b.ok(&["bus", "log", "--json"]);
+    assert!(!log.contains("bookworm"), "{log}");
+    // --mailbox narrows it.
+    let only = b.json(&["bus", "log", "--mailbox", "frontend"])["entries"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(!only.is_empty() && only.iter().all(|e| e["mailbox"] == "frontend@bravo"));
+
+    // The delivered copy is an ordinary inbox message of kind broadcast;
+    // the dropped mailbox has nothing.
+    let got = inbox_of(&b, "pipeline");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["kind"], "broadcast");
+    assert_eq!(got[0]["text"], NEWS);
+    assert_eq!(got[0]["from"], "release@alpha");
+    assert!(inbox_of(&b, "frontend").is_empty());
+    // Never the sending mailbox; this machine's own candidates judged here.
+    let mine = judged(&a, &copy_to(&sent, "alpha"));
+    assert!(
+        mine.iter().all(|e| e["mailbox"] != "release@alpha"),
+        "{mine:?}"
+    );
+    assert!(mine.iter().any(|e| e["mailbox"] == "@alpha"), "{mine:?}");
+
+    // A's outbox shows bravo's counts once they arrive.
+    let dropped = entries
+        .iter()
+        .filter(|e| e["event"] == "broadcast_dropped")
+        .count();
+    let row = wait_for("bravo's counts in alpha's outbox", || {
+        let r = a.outbox_entry(&to_bravo);
+        r["counts"].is_object().then_some(r)
+    });
+    assert_eq!(row["to"], "*@bravo");
+    assert_eq!(row["counts"]["delivered"], 1, "{row}");
+    assert_eq!(row["counts"]["dropped"], dropped as u64, "{row}");
+
+    // The session of pipeline says it was not for it; a near-identical
+    // broadcast is dropped for it next time.
+    let sb = Session::spawn(&b, &pipeline, "claude-code", &[]).await;
+    let noted = sb
+        .ok(
+            "not_for_me",
+            json!({"id": got[0]["id"], "note": "we moved to bookworm last month"}),
+        )
+        .await;
+    assert_eq!(noted["notes"], 1, "{noted}");
+    let shown = b.json(&["profile", "show", "pipeline"]);
+    assert_eq!(
+        shown["mailboxes"][0]["notes"][0]["note"],
+        "we moved to bookworm last month"
+    );
+    assert!(
+        b.json(&["bus", "log", "--mailbox", "pipeline"])["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "not_for_me")
+    );
+    let before = p["score"].as_f64().unwrap();
+    let again = a.json(&["broadcast", AGAIN, "--from", "release"]);
+    let second = copy_to(&again, "bravo");
+    let entries = wait_for("bravo's judgments of the second broadcast", || {
+        let e = judged(&b, &second);
+        (e.len() == 3).then_some(e)
+    });
+    let p2 = entry_for(&entries, "pipeline@bravo");
+    assert_eq!(p2["event"], "broadcast_dropped", "{p2}");
+    assert!(p2["score"].as_f64().unwrap() < before, "{p2} vs {before}");
+    assert_eq!(inbox_of(&b, "pipeline").len(), 1);
+    // A not_for_me on a message that is no broadcast is refused.
+    let told = a.send("pipeline@bravo", "hello");
+    let id = wait_for("the tell in pipeline's inbox", || {
+        inbox_of(&b, "pipeline")
+            .into_iter()
+            .find(|m| m["kind"] == "tell")
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+    });
+    assert_eq!(id, told);
+    let refused = sb.fails("not_for_me", json!({"id": id, "note": "x"})).await;
+    assert!(refused.contains("not_a_broadcast"), "{refused}");
+    sb.close().await;
+}
+
+#[test]
+fn a_judge_command_that_hangs_crashes_or_prints_garbage_drops_the_broadcast() {
+    let [a, mut b] = team([("alpha", "Ada"), ("bravo", "Bob")]);
+    b.ok(&["trust", "alpha"]);
+    mailbox(
+        &b,
+        "pipeline",
+        "Maintains the CI pipeline: GitHub Actions workflows, the Docker build images and the release scripts.",
+    );
+    for (command, code) in [
+        ("sleep 30", "judge_timeout"),
+        ("echo boom >&2; exit 3", "judge_failed"),
+        ("echo not json", "judge_bad_answer"),
+    ] {
+        b.stop();
+        b.ok(&["config", "set", "bus.judge_command", command]);
+        b.start();
+        let sent = a.json(&["broadcast", NEWS]);
+        let id = copy_to(&sent, "bravo");
+        let entries = wait_for(&format!("bravo's judgments with {command:?}"), || {
+            let e = judged(&b, &id);
+            (e.len() == 2).then_some(e)
+        });
+        for e in &entries {
+            assert_eq!(e["event"], "broadcast_dropped", "{e}");
+            assert_eq!(e["judge"], "command");
+            assert!(e["score"].is_null(), "{e}");
+            assert!(e["error"].as_str().unwrap().starts_with(code), "{e}");
+        }
+        assert!(inbox_of(&b, "pipeline").is_empty());
+    }
+    // A command that answers is used: p 0.99 delivers.
+    b.stop();
+    b.ok(&[
+        "config",
+        "set",
+        "bus.judge_command",
+        "cat >/dev/null; echo '{\"p\": 0.99}'",
+    ]);
+    b.start();
+    let sent = a.json(&["broadcast", NEWS]);
+    let id = copy_to(&sent, "bravo");
+    wait_for("the broadcast delivered by the command's judgment", || {
+        (inbox_of(&b, "pipeline").len() == 1).then_some(())
+    });
+    let e = judged(&b, &id);
+    assert!(e.iter().all(|e| e["score"] == 0.99), "{e:?}");
+}

@@ -250,3 +250,53 @@ fn a_judge_command_that_hangs_crashes_or_prints_garbage_drops_the_broadcast() {
     let e = judged(&b, &id);
     assert!(e.iter().all(|e| e["score"] == 0.99), "{e:?}");
 }
+
+#[test]
+fn a_broadcast_acknowledged_and_not_yet_judged_is_judged_after_a_kill_9() {
+    let [a, mut b] = team([("alpha", "Ada"), ("bravo", "Bob")]);
+    b.ok(&["trust", "alpha"]);
+    mailbox(
+        &b,
+        "pipeline",
+        "Maintains the CI pipeline: GitHub Actions workflows, the Docker build images and the release scripts.",
+    );
+    // A slow judge: each judgment takes 1.5 s, so the broadcast is
+    // acknowledged long before it is judged.
+    b.stop();
+    b.ok(&[
+        "config",
+        "set",
+        "bus.judge_command",
+        "cat >/dev/null; sleep 1.5; echo '{\"p\": 0.9}'",
+    ]);
+    b.start();
+    let sent = a.json(&["broadcast", NEWS]);
+    let id = copy_to(&sent, "bravo");
+    // Alpha's outbox says bravo has it: acknowledged, so stored.
+    wait_for("the copy to bravo delivered", || {
+        (a.outbox_entry(&id)["status"] == "delivered").then_some(())
+    });
+    assert!(
+        judged(&b, &id).is_empty(),
+        "judged already: the judge is not slow enough"
+    );
+    b.kill9();
+    b.ok(&[
+        "config",
+        "set",
+        "bus.judge_command",
+        "cat >/dev/null; echo '{\"p\": 0.9}'",
+    ]);
+    b.start();
+    wait_for("the broadcast judged after the restart", || {
+        (judged(&b, &id).len() == 2).then_some(())
+    });
+    let got = inbox_of(&b, "pipeline");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["text"], NEWS);
+    let row = wait_for("bravo's counts in alpha's outbox", || {
+        let r = a.outbox_entry(&id);
+        r["counts"].is_object().then_some(r)
+    });
+    assert_eq!(row["counts"]["delivered"], 2, "{row}");
+}

@@ -14,7 +14,7 @@ mod common;
 
 use std::time::Duration;
 
-use agentmesh_protocol::envelope::{Attachment, Envelope, HPKE_INFO, signed_message};
+use agentmesh_protocol::envelope::{Attachment, Counts, Envelope, HPKE_INFO, signed_message};
 use agentmesh_protocol::time::MAX_CLOCK_SKEW;
 use agentmesh_protocol::{Identity, Kind, MessageId, PeerId, Timestamp, Wire, seal};
 use common::*;
@@ -173,6 +173,37 @@ fn generate() -> Vectors {
         &bob,
         &env2,
         &b2.to_bytes(),
+        now,
+        "ok",
+    ));
+
+    // What bob's machine did with a broadcast of alice's: a counts
+    // envelope, its body one attachment of [version, delivered, dropped].
+    let mut h3 = header(&bob.id, &alice.id);
+    h3.id = MessageId([0x43; 16]);
+    h3.kind = Kind::Counts;
+    h3.in_reply_to = Some(h.id);
+    h3.thread = h.thread;
+    let who = agentmesh_protocol::Who {
+        kind: agentmesh_protocol::WhoKind::Agent,
+        name: "agentmesh".into(),
+        session_id: None,
+        task: None,
+    };
+    let b3 = Counts {
+        delivered: 2,
+        dropped: 5,
+    }
+    .to_body(who);
+    let env3 = seal(&bob.id, &alice.id.x25519_public(), &h3, &b3, &mut rng(102)).unwrap();
+    cases.push(case(
+        "ok_counts",
+        "bob's machine reports it delivered alice's broadcast to 2 mailboxes and dropped it for 5.",
+        &alice,
+        alice.id.peer_id(),
+        &bob,
+        &env3,
+        &b3.to_bytes(),
         now,
         "ok",
     ));
@@ -486,4 +517,25 @@ fn committed_vectors_are_what_this_build_generates() {
         "tests/vectors/envelope.json differs from what this build generates; if the wire format changed on purpose, \
          regenerate with AGENTMESH_REGENERATE_VECTORS=1 and update docs/protocol.md"
     );
+}
+
+#[test]
+fn the_counts_vector_carries_its_counts_and_other_bodies_are_refused() {
+    let text = std::fs::read_to_string(PATH).unwrap();
+    let vectors: Vectors = serde_json::from_str(&text).unwrap();
+    let c = vectors.cases.iter().find(|c| c.name == "ok_counts").unwrap();
+    let body = agentmesh_protocol::envelope::Body::from_bytes(&unhex(&c.body_cbor)).unwrap();
+    assert_eq!(
+        Counts::from_body(&body).unwrap(),
+        Counts {
+            delivered: 2,
+            dropped: 5
+        }
+    );
+    // A body that carries no counts attachment is no counts.
+    let mut other = body.clone();
+    other.attachments[0].media_type = "text/plain".into();
+    assert!(Counts::from_body(&other).is_err());
+    other.attachments.clear();
+    assert!(Counts::from_body(&other).is_err());
 }

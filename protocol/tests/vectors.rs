@@ -523,7 +523,11 @@ fn committed_vectors_are_what_this_build_generates() {
 fn the_counts_vector_carries_its_counts_and_other_bodies_are_refused() {
     let text = std::fs::read_to_string(PATH).unwrap();
     let vectors: Vectors = serde_json::from_str(&text).unwrap();
-    let c = vectors.cases.iter().find(|c| c.name == "ok_counts").unwrap();
+    let c = vectors
+        .cases
+        .iter()
+        .find(|c| c.name == "ok_counts")
+        .unwrap();
     let body = agentmesh_protocol::envelope::Body::from_bytes(&unhex(&c.body_cbor)).unwrap();
     assert_eq!(
         Counts::from_body(&body).unwrap(),

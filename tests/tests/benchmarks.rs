@@ -43,9 +43,12 @@ fn entries(dir: &std::path::Path) -> Vec<String> {
 #[test]
 fn bus_prints_the_judges_figures_and_tune_prints_the_committed_weights() {
     let homes = tempfile::tempdir().unwrap();
-    let out = bench(homes.path(), &["bus", "--rounds", "1", "--json"])
-        .output()
-        .unwrap();
+    let out = bench(
+        homes.path(),
+        &["bus", "--rounds", "1", "--broadcasts", "2", "--json"],
+    )
+    .output()
+    .unwrap();
     assert!(out.status.success(), "{out:?}");
     let f: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     for key in [
@@ -53,11 +56,14 @@ fn bus_prints_the_judges_figures_and_tune_prints_the_committed_weights() {
         "judge_p99_ms",
         "balanced_recall",
         "balanced_precision",
+        "broadcast_p50_ms",
     ] {
         assert!(f[key].as_f64().is_some_and(|v| v > 0.0), "{key}: {f}");
     }
-    // Not measured until broadcast is built: said, not made up.
-    assert!(f["broadcast_p50_ms"].is_null(), "{f}");
+    assert_eq!(f["broadcasts"], 2, "{f}");
+    // Some of the 30 mailboxes get it, and not all.
+    let delivered = f["delivered_per_broadcast"].as_u64().unwrap();
+    assert!((1..30).contains(&delivered), "{f}");
     // The same figures the held-out test computes.
     let (all, split) = agentmesh_node::bus::judge::tune::committed();
     let held = agentmesh_node::bus::judge::tune::part(&all, &split.held_out);

@@ -152,6 +152,10 @@ enum Bench {
         /// Judge every held-out pair this many times for the timings.
         #[arg(long, value_name = "N", default_value_t = 20, value_parser = at_least_one())]
         rounds: usize,
+        /// Time this many broadcasts from one machine to 3 machines with
+        /// 10 mailboxes each (after one untimed).
+        #[arg(long, value_name = "N", default_value_t = 20, value_parser = at_least_one())]
+        broadcasts: usize,
         /// Print the judge's weights.rs as tuning on the tuning part
         /// computes it, and nothing else.
         #[arg(long)]
@@ -192,13 +196,15 @@ fn main() {
         }
         Bench::Natlab { trials, only } => natlab(trials, only.as_deref(), json),
         Bench::Bus { tune: true, .. } => print!("{}", agentmesh_tests::bench_bus::tuned_weights()),
-        Bench::Bus { rounds, .. } => bus(rounds, json),
+        Bench::Bus {
+            rounds, broadcasts, ..
+        } => bus(rounds, broadcasts, json),
         Bench::Reap => unreachable!("handled above"),
     }
 }
 
-fn bus(rounds: usize, json: bool) {
-    let f = agentmesh_tests::bench_bus::run(rounds);
+fn bus(rounds: usize, broadcasts: usize, json: bool) {
+    let f = agentmesh_tests::bench_bus::run(rounds, broadcasts);
     if json {
         println!("{}", serde_json::to_string(&f).unwrap());
         return;
@@ -227,7 +233,10 @@ fn bus(rounds: usize, json: bool) {
         100.0 * f.hosted_recall,
         100.0 * f.hosted_precision
     );
-    println!("broadcast to 3 machines x 10 mailboxes: not measured (broadcast is not built yet)");
+    println!(
+        "broadcast to 3 machines x 10 mailboxes ({} delivered, the rest dropped), {} broadcasts: last copy in its inbox after p50 {:.1} ms, p99 {:.1} ms",
+        f.delivered_per_broadcast, f.broadcasts, f.broadcast_p50_ms, f.broadcast_p99_ms
+    );
 }
 
 fn messaging(messages: usize, json: bool) {

@@ -1,5 +1,7 @@
-//! `agentmesh judge`: the built-in broadcast judge on JSON lines, with no
-//! daemon: the same code the daemon judges each candidate mailbox with.
+//! `agentmesh judge`: the broadcast judge on JSON lines, with no daemon:
+//! the same code the daemon judges each candidate mailbox with (the
+//! built-in judge, or `[bus] judge_command` when config.toml sets one,
+//! unless `--builtin`).
 //!
 //! Each input line is `{"broadcast", "profile", "goal", "status",
 //! "notes"?}` (and `sender`, optional); each output line is `{"p",
@@ -27,6 +29,12 @@ pub const MAX_LINE: usize = 1024 * 1024;
 #[serde(untagged)]
 enum Line {
     Judged(Judgment),
+    /// A judge command gave no probability: dropped, as the daemon would.
+    Dropped {
+        p: Option<f64>,
+        deliver: bool,
+        error: String,
+    },
     Refused {
         line: usize,
         code: &'static str,
@@ -70,11 +78,57 @@ fn read_line(input: &mut impl BufRead) -> std::io::Result<Option<Result<Vec<u8>,
     }
 }
 
-pub fn run(preset: Preset, json: bool) -> anyhow::Result<ExitCode> {
+/// How this run judges: as the daemon of `home` would, unless `builtin`.
+pub fn judge_with(
+    home: &agentmesh_node::home::Home,
+    builtin: bool,
+) -> anyhow::Result<agentmesh_node::mail::JudgeWith> {
+    if builtin {
+        return Ok(agentmesh_node::mail::JudgeWith::Builtin);
+    }
+    let path = home.config_file();
+    if !path.exists() {
+        return Ok(agentmesh_node::mail::JudgeWith::Builtin);
+    }
+    Ok(agentmesh_node::config::Config::load_settings(&path)?.judge)
+}
+
+/// One judgment, as the daemon makes it: a judge command's failure is a
+/// drop (`p` null, `deliver` false, and why).
+fn judged(
+    with: &agentmesh_node::mail::JudgeWith,
+    rt: &tokio::runtime::Runtime,
+    input: &Input,
+    preset: Preset,
+) -> Line {
+    match with {
+        agentmesh_node::mail::JudgeWith::Builtin => Line::Judged(judge::judge(input, preset)),
+        agentmesh_node::mail::JudgeWith::Command(cmd) => {
+            let asked = rt
+                .block_on(judge::command::ask(cmd, input, preset))
+                .map_err(|e| format!("{}: {e}", e.code()));
+            match asked {
+                Ok(p) => Line::Judged(judge::verdict(p, preset)),
+                Err(error) => Line::Dropped {
+                    p: None,
+                    deliver: false,
+                    error,
+                },
+            }
+        }
+    }
+}
+
+pub fn run(
+    preset: Preset,
+    with: agentmesh_node::mail::JudgeWith,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    let rt = term::runtime()?;
     let mut bad = 0usize;
     let mut n = 0usize;
     let mut inputs = 0usize;
@@ -100,7 +154,7 @@ pub fn run(preset: Preset, json: bool) -> anyhow::Result<ExitCode> {
             }
         };
         let answer = match parsed {
-            Ok(i) => Line::Judged(judge::judge(&i, preset)),
+            Ok(i) => judged(&with, &rt, &i, preset),
             Err(message) => {
                 bad += 1;
                 if !json {

@@ -286,13 +286,18 @@ enum Command {
     /// Show the whole job on loopback: two temporary daemons, a team, an
     /// ask and its reply, the peer table, inboxes and audit trail.
     Demo,
-    /// Judge broadcasts with the built-in relevance judge, no daemon needed:
-    /// JSON lines on stdin, each {"broadcast", "profile", "goal", "status",
-    /// "notes"?}; one {"p", "deliver"} line out for each. See docs/agents.md.
+    /// Judge broadcasts as the daemon does (the built-in relevance judge,
+    /// or `[bus] judge_command`), no daemon needed: JSON lines on stdin,
+    /// each {"broadcast", "profile", "goal", "status", "notes"?}; one {"p",
+    /// "deliver"} line out for each. See docs/agents.md.
     Judge {
         /// The threshold `deliver` is judged at.
         #[arg(long, value_enum, default_value_t = PresetArg::Balanced)]
         preset: PresetArg,
+        /// The built-in judge, even when config.toml sets
+        /// `[bus] judge_command`.
+        #[arg(long)]
+        builtin: bool,
     },
     /// Dial a peer by address and sync the team with it.
     Connect {
@@ -543,7 +548,9 @@ fn main() -> ExitCode {
         Command::Revoke { name, yes } => team::revoke(&home, &name, yes, json),
         Command::Connect { addr } => team::connect(&home, &addr, json),
         Command::Demo => demo::demo(json),
-        Command::Judge { preset } => judge::run(preset.into(), json),
+        Command::Judge { preset, builtin } => {
+            judge::run(preset.into(), judge::judge_with(&home, builtin)?, json)
+        }
         Command::Mcp(args) => agents::mcp::run(&home, args),
         Command::Hook {
             agent,

@@ -11,9 +11,17 @@ use agentmesh_node::bus::judge::{self, Input, tune};
 
 fn run(args: &[&str], stdin: &str) -> (std::process::ExitStatus, String, String) {
     let home = tempfile::tempdir().unwrap();
+    run_in(home.path(), args, stdin)
+}
+
+fn run_in(
+    home: &std::path::Path,
+    args: &[&str],
+    stdin: &str,
+) -> (std::process::ExitStatus, String, String) {
     let mut child = Command::new(agentmesh_tests::bin())
         .args(args)
-        .env("AGENTMESH_HOME", home.path())
+        .env("AGENTMESH_HOME", home)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -97,5 +105,41 @@ fn judge_refuses_a_bad_line_in_its_place_and_judges_the_rest() {
             .unwrap()
             .contains("3 of 5 input lines"),
         "{err}"
+    );
+}
+
+#[test]
+fn judge_uses_the_judge_command_config_sets_as_the_daemon_does() {
+    let home = tempfile::tempdir().unwrap();
+    let line = r#"{"broadcast": "tokio 1.54.1 reverts a timer change", "profile": "Ledger service on tokio 1.54", "status": "idle"}"#;
+    let input: Input = serde_json::from_str(line).unwrap();
+    let set = |command: &str| {
+        let (status, _, err) = run_in(
+            home.path(),
+            &["config", "set", "bus.judge_command", command],
+            "",
+        );
+        assert!(status.success(), "{err}");
+    };
+    set("cat >/dev/null; echo '{\"p\": 0.125}'");
+    let (status, out, err) = run_in(home.path(), &["judge"], line);
+    assert!(status.success(), "{err}");
+    let j: judge::Judgment = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(j.p, 0.125);
+    assert!(!j.deliver);
+    // --builtin judges with the built-in judge all the same.
+    let (_, out, _) = run_in(home.path(), &["judge", "--builtin"], line);
+    let j: judge::Judgment = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(j, judge::judge(&input, Preset::Balanced));
+    // A command that fails drops, saying why, as the daemon does.
+    set("exit 4");
+    let (status, out, err) = run_in(home.path(), &["judge"], line);
+    assert!(status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(v["p"].is_null(), "{v}");
+    assert_eq!(v["deliver"], false);
+    assert!(
+        v["error"].as_str().unwrap().starts_with("judge_failed"),
+        "{v}"
     );
 }

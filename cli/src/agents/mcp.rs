@@ -683,7 +683,7 @@ impl Mesh {
         Ok(Json(NotForMeResult {
             id: view.id,
             mailbox: view.address,
-            notes: view.notes,
+            notes: Count(view.notes as u64),
             notice: self.inner.notice(),
         }))
     }

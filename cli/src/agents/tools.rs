@@ -186,7 +186,7 @@ pub struct NotForMeResult {
     pub mailbox: String,
     /// Notes this mailbox has now (the last 20 are kept; the judge reads
     /// the last 5).
-    pub notes: usize,
+    pub notes: Count,
     /// Something to tell the user, once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,

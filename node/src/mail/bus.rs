@@ -781,6 +781,14 @@ fn candidates(
     let Some(from) = peer_of(&record.from_peer) else {
         return vec![];
     };
+    // Revoked (or gone) since it was accepted: nobody's candidate.
+    let current = dir
+        .machines
+        .get(&from)
+        .is_some_and(|m| m.standing == agentmesh_protocol::team::Standing::Current);
+    if from != me && !current {
+        return vec![];
+    }
     let names = consent
         .bindings()
         .filter(|b| b.allowed)

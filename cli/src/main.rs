@@ -549,7 +549,7 @@ fn main() -> ExitCode {
         Command::Connect { addr } => team::connect(&home, &addr, json),
         Command::Demo => demo::demo(json),
         Command::Judge { preset, builtin } => {
-            judge::run(preset.into(), judge::judge_with(&home, builtin)?, json)
+            judge::judge_with(&home, builtin).and_then(|with| judge::run(preset.into(), with, json))
         }
         Command::Mcp(args) => agents::mcp::run(&home, args),
         Command::Hook {

@@ -17,7 +17,9 @@ use super::*;
 use crate::api::WhoKind;
 use crate::net::{Carry, CarryHandle, Handle, Undelivered};
 use crate::store::testing::Flaky;
-use crate::store::{AuditEntry, AuditStore, InboxRecord, MailStore, OutboxStatus, SledStore};
+use crate::store::{
+    AuditEntry, AuditStore, BusStore, InboxRecord, MailStore, OutboxStatus, SledStore,
+};
 use crate::team::Machine;
 use crate::wire::{MAX_BATCH_BYTES, MAX_BATCH_ENVELOPES, MailOutcome, MailRequest};
 

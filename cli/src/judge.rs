@@ -82,13 +82,13 @@ fn read_line(input: &mut impl BufRead) -> std::io::Result<Option<Result<Vec<u8>,
 pub fn judge_with(
     home: &agentmesh_node::home::Home,
     builtin: bool,
-) -> anyhow::Result<agentmesh_node::mail::JudgeWith> {
+) -> anyhow::Result<agentmesh_node::bus::JudgeWith> {
     if builtin {
-        return Ok(agentmesh_node::mail::JudgeWith::Builtin);
+        return Ok(agentmesh_node::bus::JudgeWith::Builtin);
     }
     let path = home.config_file();
     if !path.exists() {
-        return Ok(agentmesh_node::mail::JudgeWith::Builtin);
+        return Ok(agentmesh_node::bus::JudgeWith::Builtin);
     }
     Ok(agentmesh_node::config::Config::load_settings(&path)?.judge)
 }
@@ -96,14 +96,14 @@ pub fn judge_with(
 /// One judgment, as the daemon makes it: a judge command's failure is a
 /// drop (`p` null, `deliver` false, and why).
 fn judged(
-    with: &agentmesh_node::mail::JudgeWith,
+    with: &agentmesh_node::bus::JudgeWith,
     rt: &tokio::runtime::Runtime,
     input: &Input,
     preset: Preset,
 ) -> Line {
     match with {
-        agentmesh_node::mail::JudgeWith::Builtin => Line::Judged(judge::judge(input, preset)),
-        agentmesh_node::mail::JudgeWith::Command(cmd) => {
+        agentmesh_node::bus::JudgeWith::Builtin => Line::Judged(judge::judge(input, preset)),
+        agentmesh_node::bus::JudgeWith::Command(cmd) => {
             let asked = rt
                 .block_on(judge::command::ask(cmd, input, preset))
                 .map_err(|e| format!("{}: {e}", e.code()));
@@ -121,7 +121,7 @@ fn judged(
 
 pub fn run(
     preset: Preset,
-    with: agentmesh_node::mail::JudgeWith,
+    with: agentmesh_node::bus::JudgeWith,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let stdin = std::io::stdin();

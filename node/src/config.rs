@@ -385,7 +385,7 @@ pub struct Settings {
     /// The preset of mailboxes that chose none.
     pub preset: crate::bus::Preset,
     /// How broadcasts are judged.
-    pub judge: crate::mail::JudgeWith,
+    pub judge: crate::bus::JudgeWith,
     /// The configuration these settings came from, defaults and the
     /// machine name filled in (what `agentmesh config show` prints).
     pub config: Config,
@@ -573,8 +573,8 @@ impl Config {
             audit_retention,
             preset: self.bus.preset,
             judge: match self.bus.judge_command.trim() {
-                "" => crate::mail::JudgeWith::Builtin,
-                c => crate::mail::JudgeWith::Command(c.to_owned()),
+                "" => crate::bus::JudgeWith::Builtin,
+                c => crate::bus::JudgeWith::Command(c.to_owned()),
             },
             config: Config {
                 name: Some(name_text),

@@ -42,9 +42,10 @@ use agentmesh_tests::{ApiClient, Node, team, wait_for, who};
 const MAX_PEAK_MIB: f64 = 200.0;
 /// Its store may not grow by more than this.
 const MAX_STORE_GROWTH: u64 = 2 * 1024 * 1024;
-/// Audit entries the whole table may cause: a handful per row, and the
-/// agents' rows' own folders and local mail (about 50: an `allow` per
-/// folder, `accepted` and `received` per message).
+/// Audit entries the whole table's rows may cause, besides the honest
+/// mail's own: a handful per row, and the agents' rows' own folders and
+/// local mail (about 50: an `allow` per folder, `accepted` and `received`
+/// per message).
 const MAX_AUDIT_ENTRIES: usize = 180;
 
 struct Ctx {
@@ -671,7 +672,15 @@ fn the_hostile_input_table() {
     }
     let peak = peak_rss_mib(pid);
     let store = dir_bytes(&a.home().join("data"));
-    let audit = a.json(&["audit"]).as_array().unwrap().len() - audit_before;
+    let entries = a.json(&["audit"]).as_array().unwrap().clone();
+    let audit = entries.len() - audit_before;
+    // What they were, by event, for the message if there are too many.
+    let mut by_event = std::collections::BTreeMap::<String, usize>::new();
+    for e in &entries[audit_before..] {
+        *by_event
+            .entry(e["event"].as_str().unwrap_or_default().to_owned())
+            .or_default() += 1;
+    }
     eprintln!(
         "bounds: peak memory {peak:.1} MiB (limit {MAX_PEAK_MIB}), store {store_before} -> {store} bytes, {audit} audit entries"
     );
@@ -680,7 +689,15 @@ fn the_hostile_input_table() {
         store < store_before + MAX_STORE_GROWTH,
         "the store grew {store_before} -> {store}"
     );
-    assert!(audit < MAX_AUDIT_ENTRIES, "{audit} audit entries");
+    // The honest mail's own `received` entries (one per message, five a
+    // second for as long as the table runs, which is longer on a loaded
+    // machine) are not the rows' doing.
+    let caused = audit.saturating_sub(honest.len());
+    assert!(
+        caused < MAX_AUDIT_ENTRIES,
+        "{audit} audit entries, {} of them the honest messages': {by_event:?}",
+        honest.len()
+    );
     // No forged join request was filed (the three before are the team's).
     assert_eq!(
         joins_filed(a),

@@ -78,6 +78,27 @@ impl std::fmt::Display for Status {
     }
 }
 
+/// How a machine judges its mailboxes' broadcasts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum JudgeWith {
+    /// The built-in judge.
+    #[default]
+    Builtin,
+    /// `[bus] judge_command`: a command of the user's, run once per
+    /// judgment.
+    Command(String),
+}
+
+impl JudgeWith {
+    /// How the bus log names it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            JudgeWith::Builtin => "builtin",
+            JudgeWith::Command(_) => "command",
+        }
+    }
+}
+
 /// A mailbox's `not_for_me` notes kept (the judge reads the last
 /// [`judge::NOTES_READ`]).
 pub const MAX_NOTES: usize = 20;

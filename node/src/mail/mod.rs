@@ -48,6 +48,7 @@ mod inbox;
 mod loops;
 mod mailboxes;
 mod mailroom;
+mod notes;
 mod ops;
 mod pages;
 mod profiles;
@@ -56,7 +57,7 @@ mod retention;
 mod tests;
 mod unread;
 
-pub use bus::{JudgeWith, MAX_WAITING_BROADCASTS};
+pub use bus::MAX_WAITING_BROADCASTS;
 pub use consent::{HeldReason, MAX_HELD_PER_SENDER};
 pub use courier::MAX_IN_FLIGHT;
 pub use fanout::EVENT_QUEUE;
@@ -255,7 +256,7 @@ pub struct MailSetup {
     /// The preset of mailboxes that chose none (`[bus] preset`).
     pub preset: crate::bus::Preset,
     /// How broadcasts are judged (`[bus] judge_command`).
-    pub judge: JudgeWith,
+    pub judge: crate::bus::JudgeWith,
     /// Where this machine's mailboxes are published for the directory.
     pub local_directory: watch::Sender<Arc<crate::bus::LocalDirectory>>,
     /// Stops the actor.

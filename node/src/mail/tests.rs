@@ -1228,7 +1228,7 @@ fn setup(
         loops: LoopRules::default(),
         replies_per_ask: crate::config::DEFAULT_REPLIES_PER_ASK,
         preset: crate::bus::Preset::Balanced,
-        judge: JudgeWith::Builtin,
+        judge: crate::bus::JudgeWith::Builtin,
         local_directory: watch::channel(Arc::new(crate::bus::LocalDirectory::default())).0,
         cancel: CancellationToken::new(),
     }

@@ -1,0 +1,111 @@
+//! `not_for_me`: a session says a broadcast delivered to it was not for
+//! it, and why; the note, with the start of the broadcast's text, is kept
+//! against its mailbox (the last [`crate::bus::MAX_NOTES`]) and lowers the
+//! judge's probability for broadcasts like it.
+
+use agentmesh_protocol::envelope::Kind;
+use tokio::sync::oneshot;
+
+use super::{Ctx, Mail, address};
+use crate::api::{self, ApiError, Reply};
+use crate::audit::AuditEvent;
+use crate::bus::{MAX_NOTED_TEXT, judge};
+use crate::codes;
+use crate::store::AuditEntry;
+
+impl Mail {
+    /// `not_for_me`: a session says the broadcast `id` delivered to its
+    /// mailboxes was not for it; the note (with the start of the
+    /// broadcast's text) lowers the judge's probability for broadcasts
+    /// like it. Kept, audited (its size, never its text), answered once
+    /// durable.
+    pub(super) fn not_for_me(
+        &mut self,
+        mailbox: Option<String>,
+        id: &str,
+        note: String,
+        reply: oneshot::Sender<Reply>,
+    ) {
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
+        match note_for(&mut self.profiles, mailbox, id, note, &mut ctx) {
+            Ok(view) => self.answer_durably(reply, api::ok(view), vec![]),
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+}
+
+fn note_for(
+    profiles: &mut super::profiles::Profiles,
+    mailbox: Option<String>,
+    id: &str,
+    note: String,
+    ctx: &mut Ctx<'_>,
+) -> Result<api::NotForMeView, ApiError> {
+    let note = note.trim().to_owned();
+    if note.len() > crate::bus::MAX_NOTE_BYTES {
+        return api::err(
+            codes::TOO_LARGE,
+            format!(
+                "the note is {} bytes, over the limit of {} bytes; say in a sentence why it was not for this session",
+                note.len(),
+                crate::bus::MAX_NOTE_BYTES
+            ),
+        );
+    }
+    let id = super::ops::full_id(ctx.store, id)?;
+    let here = address(mailbox.as_deref(), &ctx.dir.my_name);
+    let record = match ctx.store.inbox_get(&id)? {
+        Some(r) if r.mailbox == mailbox => r,
+        _ => {
+            return api::err(
+                codes::UNKNOWN_MESSAGE,
+                format!("mailbox {here} received no message with id {id}"),
+            );
+        }
+    };
+    if record.kind != Kind::Broadcast.as_str() {
+        return api::err(
+            codes::NOT_A_BROADCAST,
+            format!(
+                "message {id} is a {}, not a broadcast; not_for_me teaches the broadcast judge, and only broadcasts are judged",
+                record.kind
+            ),
+        );
+    }
+    let size = note.len();
+    let mut end = record.text.len().min(MAX_NOTED_TEXT);
+    while !record.text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let kept = crate::store::NoteRecord {
+        at: ctx.now.wall.as_unix_millis(),
+        id: id.clone(),
+        note,
+        broadcast: record.text[..end].to_owned(),
+    };
+    let notes = profiles.add_note(ctx.store, mailbox.as_deref(), kept)?;
+    ctx.log.record(
+        AuditEvent::NotForMe,
+        ctx.now.wall,
+        AuditEntry {
+            peer: Some(record.from_peer.clone()),
+            sender: Some(record.from.clone()),
+            recipient: Some(here.clone()),
+            message_id: Some(id.clone()),
+            body_sha256: Some(record.body_sha256.clone()),
+            detail: format!(
+                "a note of {size} bytes kept ({notes} now; the judge reads the last {})",
+                judge::NOTES_READ
+            ),
+            ..AuditEntry::default()
+        },
+    );
+    Ok(api::NotForMeView {
+        id,
+        address: here,
+        notes,
+    })
+}

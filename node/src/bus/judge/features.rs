@@ -61,10 +61,20 @@ pub struct Features {
     pub subject_cos: f64,
     /// No evidence of a shared subject at all.
     pub no_subject: f64,
+    /// The best [`Features::cos`] of any one sentence of the profile or
+    /// the goal (a profile says what it does one sentence at a time).
+    pub cos_sentence: f64,
+    /// A package the broadcast is about is a term of a thesaurus concept
+    /// the profile names ("our own regexes" for `regex`; 0.6 for a package
+    /// it names after the first).
+    pub concept_package: f64,
+    /// The broadcast's packages are of ecosystems (Rust, Python, Node)
+    /// none of which the profile works in.
+    pub eco_mismatch: f64,
 }
 
 /// How many features there are.
-pub const COUNT: usize = 21;
+pub const COUNT: usize = 24;
 
 /// Their names, in order (for the tuning output and the benchmark).
 pub const NAMES: [&str; COUNT] = [
@@ -89,6 +99,9 @@ pub const NAMES: [&str; COUNT] = [
     "subject_below",
     "subject_cos",
     "no_subject",
+    "cos_sentence",
+    "concept_package",
+    "eco_mismatch",
 ];
 
 impl Features {
@@ -116,6 +129,9 @@ impl Features {
             self.subject_below,
             self.subject_cos,
             self.no_subject,
+            self.cos_sentence,
+            self.concept_package,
+            self.eco_mismatch,
         ]
     }
 
@@ -135,11 +151,18 @@ impl Features {
         let pw = text::word_set(&prof);
         let shared = data.weight(b.words.intersection(&pw));
         let cos = shared / (b.weight * data.weight(&pw).max(20.0)).sqrt().max(1e-9);
+        let cos_of = |t: &str| {
+            let w = text::word_set(t);
+            data.weight(b.words.intersection(&w))
+                / (b.weight * data.weight(&w).max(10.0)).sqrt().max(1e-9)
+        };
+        let cos_sentence = SENTENCE.split(&prof).map(cos_of).fold(0.0, f64::max);
 
         let pc = text::concepts(&prof);
         let concepts = b.concepts.intersection(&pc).count().min(3) as f64 / 3.0;
 
         let pp = text::packages(&prof);
+        let pe = text::ecosystems(&prof, &pp);
         let mut pdeps: HashMap<String, u32> = HashMap::new();
         for p in &pp {
             for (q, d) in text::dependencies(p) {
@@ -148,8 +171,12 @@ impl Features {
             }
         }
         let (mut direct, mut dep, mut desc) = (0.0f64, 0.0f64, 0.0f64);
+        let mut concept_package = 0.0f64;
         for (i, p) in b.packages.iter().enumerate() {
             let pos = if i == 0 { 1.0 } else { 0.6 };
+            if text::concepts(&p.name).iter().any(|c| pc.contains(c)) {
+                concept_package = concept_package.max(pos);
+            }
             if pp.contains(&p.name) {
                 direct = direct.max(pos);
             } else if let Some(d) = pdeps.get(&p.name) {
@@ -184,7 +211,11 @@ impl Features {
         };
         let (org_match, org_mismatch) = organisation(b.scope.as_deref(), profile, &stated);
         let v = versions(b, &stated);
-        let subject = direct.max((2.0 * dep).min(1.0)).max(desc).max(concepts);
+        let subject = direct
+            .max((2.0 * dep).min(1.0))
+            .max(desc)
+            .max(concepts)
+            .max(concept_package);
         Features {
             cos,
             concepts,
@@ -207,6 +238,16 @@ impl Features {
             subject_below: subject * (v.below + v.below_cue),
             subject_cos: subject * cos,
             no_subject: if subject == 0.0 { 1.0 } else { 0.0 },
+            cos_sentence,
+            concept_package,
+            eco_mismatch: if !b.ecosystems.is_empty()
+                && !pe.is_empty()
+                && b.ecosystems.is_disjoint(&pe)
+            {
+                1.0
+            } else {
+                0.0
+            },
         }
     }
 }
@@ -252,6 +293,8 @@ pub struct Broadcast {
     scope: Option<String>,
     versions: BTreeMap<String, Vec<text::Version>>,
     before: bool,
+    /// The ecosystems of the packages it names.
+    ecosystems: BTreeSet<&'static str>,
 }
 
 impl Broadcast {
@@ -260,8 +303,10 @@ impl Broadcast {
         let data = &*DATA;
         let text = bounded(text, MAX_BROADCAST_READ);
         let words = text::word_set(text);
-        let packages = text::packages(text)
-            .into_iter()
+        let names = text::packages(text);
+        let packages = names
+            .iter()
+            .cloned()
             .map(|name| {
                 let hub = data.dependents.get(&name).copied().unwrap_or(0) as f64;
                 let desc: Vec<String> = text::word_set(&data.packages[&name].desc)
@@ -280,7 +325,11 @@ impl Broadcast {
             weight: data.weight(&words),
             concepts: text::concepts(text),
             packages,
-            carve: carve(text),
+            carve: carve(text, &names),
+            ecosystems: names
+                .iter()
+                .filter_map(|p| data.packages.get(p).and_then(|p| p.eco))
+                .collect(),
             scope: scope(text).map(str::to_owned),
             versions: text::versions(text),
             before: BEFORE.is_match(text),
@@ -302,6 +351,8 @@ pub fn likeness(b: &Broadcast, note: &str) -> f64 {
     if norm == 0.0 { 0.0 } else { shared / norm }
 }
 
+static SENTENCE: LazyLock<Regex> = LazyLock::new(|| pattern(r"[.;!?]\s+|\n"));
+
 static NEGATED: LazyLock<Regex> = LazyLock::new(|| {
     pattern(r"(?i)\b(?:no|not|never|without|nothing|none of)\s+((?:[\w./+-]+(?:,?\s+|$)){1,3})")
 });
@@ -313,20 +364,52 @@ fn drop_negated(text: &str) -> String {
 
 static EXEMPT: LazyLock<Regex> = LazyLock::new(|| {
     pattern(
-        r"(?i)[^.;:]*\b(need no|needs no|no action|nothing to do|untouched|unaffected|not affected|not exposed|is fine|are fine|won't notice|isn't|aren't|never need|nobody else|no change|not hit|exempt)\b[^.;]*",
+        r"(?i)(?:[^.;:]|[.:]\S)*\b(need no|needs no|no action|nothing to do|untouched|unaffected|not affected|not exposed|is fine|are fine|won't notice|isn't|aren't|never need|nobody else|no change|not hit|exempt)\b(?:[^.;]|\.\S)*",
     )
+});
+
+static CONDITION_DENIED: LazyLock<Regex> = LazyLock::new(|| {
+    pattern(r"(?i)\b(?:never|not|don't|doesn't|do not|does not|no longer)\b[^,;]*")
 });
 
 /// A carve-out ("Linux and macOS builds are untouched"): the words only
 /// its exempt part uses, and those only the rest uses; `None` without one.
-fn carve(broadcast: &str) -> Option<(BTreeSet<String>, BTreeSet<String>)> {
-    let exempt: Vec<&str> = EXEMPT.find_iter(broadcast).map(|m| m.as_str()).collect();
+fn carve(broadcast: &str, packages: &[String]) -> Option<(BTreeSet<String>, BTreeSet<String>)> {
+    let mut exempt = String::new();
+    // What a clause's condition denies names who is affected: "if your
+    // code never sets a linger timeout, there is nothing to do".
+    let mut denied = String::new();
+    for c in EXEMPT.captures_iter(broadcast) {
+        let (Some(all), Some(marker)) = (c.get(0), c.get(1)) else {
+            continue;
+        };
+        let condition = &broadcast[all.start()..marker.start()];
+        match CONDITION_DENIED.find(condition) {
+            Some(d) => {
+                exempt.push_str(&condition[..d.start()]);
+                denied.push_str(d.as_str());
+                denied.push(' ');
+            }
+            None => exempt.push_str(condition),
+        }
+        exempt.push(' ');
+        exempt.push_str(&broadcast[marker.start()..all.end()]);
+        exempt.push(' ');
+    }
     if exempt.is_empty() {
         return None;
     }
-    let affected = EXEMPT.replace_all(broadcast, " ");
-    let ew = text::word_set(&exempt.join(" "));
-    let aw = text::word_set(&affected);
+    let affected = format!("{} {denied}", EXEMPT.replace_all(broadcast, " "));
+    // The packages it is about say who uses them, not who is exempt.
+    let named: BTreeSet<String> = packages.iter().flat_map(|p| text::word_set(p)).collect();
+    let ew: BTreeSet<String> = text::word_set(&exempt)
+        .difference(&named)
+        .cloned()
+        .collect();
+    let aw: BTreeSet<String> = text::word_set(&affected)
+        .difference(&named)
+        .cloned()
+        .collect();
     Some((
         ew.difference(&aw).cloned().collect(),
         aw.difference(&ew).cloned().collect(),
@@ -380,8 +463,11 @@ fn scope(broadcast: &str) -> Option<&str> {
         return None;
     }
     let only = words.get(1).is_some_and(|o| o.eq_ignore_ascii_case("only"));
-    let possessive = Regex::new(&format!(r"\b{}'s\b", regex::escape(w))).ok()?;
-    (only || possessive.is_match(broadcast)).then_some(w)
+    // Named again after the colon ("Brightwell platform: … Brightwell's
+    // shared CI image", "… all Brightwell pipelines").
+    let rest = &broadcast[pre.len() + 1..];
+    let again = Regex::new(&format!(r"\b{}\b", regex::escape(w))).ok()?;
+    (only || again.is_match(rest)).then_some(w)
 }
 
 /// (match, mismatch) between a broadcast's scope and the profile's
@@ -424,9 +510,18 @@ static BEFORE: LazyLock<Regex> = LazyLock::new(|| {
 fn versions(b: &Broadcast, stated: &str) -> VersionFeatures {
     let bv = &b.versions;
     let pv = text::versions(stated);
+    // A package's versions say more than a runtime's: the runtime's are
+    // read only when no package's compare.
+    let packages: Vec<&String> = bv
+        .keys()
+        .filter(|p| pv.contains_key(*p) && !text::is_runtime(p))
+        .collect();
     let (mut eq, mut below, mut above) = (0.0, 0.0, 0.0);
     for (p, vs) in bv {
         let Some(mine) = pv.get(p) else { continue };
+        if !packages.is_empty() && text::is_runtime(p) {
+            continue;
+        }
         for v in mine {
             let c: Vec<_> = vs.iter().map(|w| text::compare(v, w)).collect();
             if c.contains(&std::cmp::Ordering::Equal) {

@@ -23,6 +23,9 @@ pub struct Package {
     pub deps: Vec<String>,
     /// Its one-line description.
     pub desc: String,
+    /// Its ecosystem (`rust`, `python`, `node`), if known: given in
+    /// lexicon.tsv, else the one most of its dependencies are of.
+    pub eco: Option<&'static str>,
 }
 
 /// Everything the judge looks words up in, parsed once.
@@ -66,11 +69,12 @@ impl Data {
         let mut packages: HashMap<String, Package> = HashMap::new();
         for line in data_lines(LEXICON) {
             let mut f = line.splitn(4, '\t');
-            let (Some(name), Some(_eco), deps, desc) = (f.next(), f.next(), f.next(), f.next())
+            let (Some(name), Some(eco), deps, desc) = (f.next(), f.next(), f.next(), f.next())
             else {
                 continue;
             };
             let e = packages.entry(name.to_string()).or_default();
+            e.eco = Some(eco);
             e.deps.extend(split_deps(deps.unwrap_or("")));
             e.desc = desc.unwrap_or("").to_string();
         }
@@ -92,6 +96,25 @@ impl Data {
         for p in packages.values_mut() {
             p.deps.sort();
             p.deps.dedup();
+        }
+        let inferred: Vec<(String, &'static str)> = packages
+            .iter()
+            .filter(|(_, p)| p.eco.is_none())
+            .filter_map(|(name, p)| {
+                let mut count: BTreeMap<&'static str, usize> = BTreeMap::new();
+                for d in &p.deps {
+                    if let Some(e) = packages.get(d).and_then(|q| q.eco) {
+                        *count.entry(e).or_default() += 1;
+                    }
+                }
+                let best = count.into_iter().max_by_key(|(_, n)| *n)?;
+                Some((name.clone(), best.0))
+            })
+            .collect();
+        for (name, eco) in inferred {
+            if let Some(p) = packages.get_mut(&name) {
+                p.eco = Some(eco);
+            }
         }
         let mut dependents: HashMap<String, u32> = HashMap::new();
         for p in packages.values() {
@@ -217,9 +240,13 @@ pub fn packages(text: &str) -> Vec<String> {
             if !data.packages.contains_key(&c) {
                 continue;
             }
+            // A version after it, or after a comparison (`requests >= 2.30`).
             let versioned = toks.get(i + 1).is_some_and(|next| {
                 PKG_VERSION.is_match(next.as_str().trim_end_matches('.'))
-                    && text[m.end()..next.start()].trim().is_empty()
+                    && text[m.end()..next.start()]
+                        .trim()
+                        .chars()
+                        .all(|c| "<>=^~".contains(c))
             });
             let code = text[m.end()..].starts_with("::") || text[..m.start()].ends_with('`');
             if data.ambiguous.contains(c.as_str()) && !versioned && !code {
@@ -286,6 +313,32 @@ pub fn concepts(text: &str) -> BTreeSet<u32> {
     out
 }
 
+/// The ecosystems a text says it works in: the languages it names and
+/// those of the packages it names.
+pub fn ecosystems(text: &str, packages: &[String]) -> BTreeSet<&'static str> {
+    let data = &*DATA;
+    let mut out: BTreeSet<&'static str> = packages
+        .iter()
+        .filter_map(|p| data.packages.get(p).and_then(|p| p.eco))
+        .collect();
+    for w in WORD.find_iter(&text.to_lowercase()) {
+        if let Some(e) = language(w.as_str()) {
+            out.insert(e);
+        }
+    }
+    out
+}
+
+/// The ecosystem a language's name means.
+fn language(word: &str) -> Option<&'static str> {
+    Some(match word {
+        "rust" | "cargo" | "crate" | "crates" | "rustc" => "rust",
+        "python" | "cpython" | "pip" | "pypi" => "python",
+        "node" | "node.js" | "nodejs" | "npm" | "typescript" | "javascript" => "node",
+        _ => return None,
+    })
+}
+
 /// Runtimes and their other names, which take versions like packages.
 fn runtime(word: &str) -> Option<&'static str> {
     Some(match word {
@@ -298,10 +351,15 @@ fn runtime(word: &str) -> Option<&'static str> {
     })
 }
 
+/// Whether a versions key is a runtime's (`rust`, `python`, …).
+pub fn is_runtime(name: &str) -> bool {
+    runtime(name) == Some(name)
+}
+
 const FILL: &[&str] = &[
     "pinned", "to", "the", "on", "at", "version", "v", "line", "frozen", "is", "lts", "release",
     "releases", "least", ">=", ">", "<=", "<", "^", "~", "=", "from", "and", "moves", "moving",
-    "or", "newer", "older", "later", "earlier",
+    "or", "newer", "older", "later", "earlier", "before", "below", "prior",
 ];
 
 static VER_TOKEN: LazyLock<Regex> = LazyLock::new(|| {
@@ -309,6 +367,7 @@ static VER_TOKEN: LazyLock<Regex> = LazyLock::new(|| {
 });
 static VER_NUMBER: LazyLock<Regex> = LazyLock::new(|| pattern(r"^\d+(?:\.\d+)*(?:\.x)?\+?$"));
 static VER_PLAIN: LazyLock<Regex> = LazyLock::new(|| pattern(r"^\d+(?:\.\d+)*$"));
+static VER_DOTTED: LazyLock<Regex> = LazyLock::new(|| pattern(r"^\d+(?:\.\d+)+(?:\.x)?$"));
 
 /// A version as numbers (`1.47.x` is `[1, 47]`).
 pub type Version = Vec<u64>;
@@ -322,12 +381,21 @@ fn parse_version(s: &str) -> Option<Version> {
 }
 
 /// The versions a text gives each package or runtime it names (`tokio
-/// 1.53`, `Rust 1.86`, `h2 0.4.16 through 0.4.20`).
+/// 1.53`, `Rust 1.86`, `h2 0.4.16 through 0.4.20`, `sled before 0.34.4`).
+/// A protocol's version (`HTTP/2`) is none of a package's; a dotted
+/// version standing alone (`Fixed in 0.34.4`) is the last name's in its
+/// sentence, or else the first package's the text names.
 pub fn versions(text: &str) -> BTreeMap<String, Vec<Version>> {
     let data = &*DATA;
-    let toks: Vec<&str> = VER_TOKEN.find_iter(text).map(|m| m.as_str()).collect();
+    let toks: Vec<(usize, usize, &str)> = VER_TOKEN
+        .find_iter(text)
+        .map(|m| (m.start(), m.end(), m.as_str()))
+        .collect();
     let mut out: BTreeMap<String, Vec<Version>> = BTreeMap::new();
-    for (i, t) in toks.iter().enumerate() {
+    let mut used = vec![false; toks.len()];
+    // (token index, name) of every name, in order.
+    let mut names: Vec<(usize, String)> = Vec::new();
+    for (i, &(_, end, t)) in toks.iter().enumerate() {
         let mut k = t.to_lowercase().replace('_', "-");
         k = k.trim_end_matches('.').to_string();
         if let Some(rest) = k.strip_prefix("rust-")
@@ -340,27 +408,41 @@ pub fn versions(text: &str) -> BTreeMap<String, Vec<Version>> {
             None if data.packages.contains_key(&k) => k,
             None => continue,
         };
+        // A name that is also a word names a package only with its
+        // version right after it (`regex 1.13`, `requests >= 2.30`).
+        let word = data.ambiguous.contains(name.as_str());
+        if !word {
+            names.push((i, name.clone()));
+        }
+        if text[end..].starts_with('/') {
+            // `HTTP/2`: the protocol's version, not the crate's.
+            continue;
+        }
         let mut j = i + 1;
         let mut skipped = 0;
         while j < toks.len() && skipped < 4 {
-            let w = toks[j];
+            let w = toks[j].2;
             if VER_NUMBER.is_match(w) {
                 // A number too large to be a version names none.
                 if let Some(v) = parse_version(w) {
+                    used[j] = true;
                     let list = out.entry(name.clone()).or_default();
                     list.push(v);
                     if j + 2 < toks.len()
                         && ["through", "to", "and", "or", "-"]
-                            .contains(&toks[j + 1].to_lowercase().as_str())
-                        && VER_PLAIN.is_match(toks[j + 2])
-                        && let Some(v2) = parse_version(toks[j + 2])
+                            .contains(&toks[j + 1].2.to_lowercase().as_str())
+                        && VER_PLAIN.is_match(toks[j + 2].2)
+                        && let Some(v2) = parse_version(toks[j + 2].2)
                     {
+                        used[j + 2] = true;
                         list.push(v2);
                     }
                 }
                 break;
             }
-            if FILL.contains(&w.to_lowercase().as_str()) {
+            if FILL.contains(&w.to_lowercase().as_str())
+                && (!word || w.chars().all(|c| "<>=^~".contains(c)))
+            {
                 j += 1;
                 skipped += 1;
                 continue;
@@ -368,7 +450,37 @@ pub fn versions(text: &str) -> BTreeMap<String, Vec<Version>> {
             break;
         }
     }
+    let first_package = names
+        .iter()
+        .find(|(_, n)| runtime(n).is_none())
+        .map(|(_, n)| n.clone());
+    for (j, &(start, _, w)) in toks.iter().enumerate() {
+        if used[j] || !VER_DOTTED.is_match(w) || text[..start].ends_with(['/', '-', '.']) {
+            continue;
+        }
+        let Some(v) = parse_version(w) else { continue };
+        let sentence = sentence_start(text, start);
+        let owner = names
+            .iter()
+            .rev()
+            .find(|(i, _)| *i < j && toks[*i].0 >= sentence)
+            .map(|(_, n)| n.clone())
+            .or_else(|| first_package.clone());
+        if let Some(n) = owner {
+            out.entry(n).or_default().push(v);
+        }
+    }
     out
+}
+
+/// Where the sentence holding byte `pos` starts: after the last `.`, `;`,
+/// `!` or `?` before it that a space follows (a version's dots are no end).
+fn sentence_start(text: &str, pos: usize) -> usize {
+    let b = text.as_bytes();
+    (1..pos)
+        .rev()
+        .find(|&i| b[i].is_ascii_whitespace() && matches!(b[i - 1], b'.' | b';' | b'!' | b'?'))
+        .unwrap_or(0)
 }
 
 /// Compares versions on the parts both give (`1.54` equals `1.54.1`).

@@ -61,10 +61,23 @@ pub struct Features {
     pub subject_cos: f64,
     /// No evidence of a shared subject at all.
     pub no_subject: f64,
+    /// The best [`Features::cos`] of any one sentence of the profile or
+    /// the goal (a profile says what it does one sentence at a time).
+    pub cos_sentence: f64,
+    /// A package the broadcast is about is a term of a thesaurus concept
+    /// the profile names ("our own regexes" for `regex`; 0.6 for a package
+    /// it names after the first).
+    pub concept_package: f64,
+    /// The broadcast's packages are of ecosystems (Rust, Python, Node)
+    /// none of which the profile works in.
+    pub eco_mismatch: f64,
+    /// The description of a package the profile names matches the
+    /// broadcast's words (tonic, "gRPC over HTTP/2", for an HTTP/2 fix).
+    pub profile_desc: f64,
 }
 
 /// How many features there are.
-pub const COUNT: usize = 21;
+pub const COUNT: usize = 25;
 
 /// Their names, in order (for the tuning output and the benchmark).
 pub const NAMES: [&str; COUNT] = [
@@ -89,6 +102,10 @@ pub const NAMES: [&str; COUNT] = [
     "subject_below",
     "subject_cos",
     "no_subject",
+    "cos_sentence",
+    "concept_package",
+    "eco_mismatch",
+    "profile_desc",
 ];
 
 impl Features {
@@ -116,6 +133,10 @@ impl Features {
             self.subject_below,
             self.subject_cos,
             self.no_subject,
+            self.cos_sentence,
+            self.concept_package,
+            self.eco_mismatch,
+            self.profile_desc,
         ]
     }
 
@@ -135,11 +156,18 @@ impl Features {
         let pw = text::word_set(&prof);
         let shared = data.weight(b.words.intersection(&pw));
         let cos = shared / (b.weight * data.weight(&pw).max(20.0)).sqrt().max(1e-9);
+        let cos_of = |t: &str| {
+            let w = text::word_set(t);
+            data.weight(b.words.intersection(&w))
+                / (b.weight * data.weight(&w).max(10.0)).sqrt().max(1e-9)
+        };
+        let cos_sentence = SENTENCE.split(&prof).map(cos_of).fold(0.0, f64::max);
 
         let pc = text::concepts(&prof);
         let concepts = b.concepts.intersection(&pc).count().min(3) as f64 / 3.0;
 
         let pp = text::packages(&prof);
+        let pe = text::ecosystems(&prof, &pp);
         let mut pdeps: HashMap<String, u32> = HashMap::new();
         for p in &pp {
             for (q, d) in text::dependencies(p) {
@@ -148,12 +176,23 @@ impl Features {
             }
         }
         let (mut direct, mut dep, mut desc) = (0.0f64, 0.0f64, 0.0f64);
+        let mut concept_package = 0.0f64;
         for (i, p) in b.packages.iter().enumerate() {
             let pos = if i == 0 { 1.0 } else { 0.6 };
+            if p.concepts.iter().any(|c| pc.contains(c)) {
+                concept_package = concept_package.max(pos);
+            }
             if pp.contains(&p.name) {
                 direct = direct.max(pos);
             } else if let Some(d) = pdeps.get(&p.name) {
-                dep = dep.max(pos * p.specific / *d as f64);
+                // A part of the profile's package the profile names
+                // (`libp2p-gossipsub` under libp2p, "with gossipsub").
+                let part = p.name.contains('-')
+                    && p.name.split('-').any(|w| {
+                        pw.contains(w) && data.idf(w) >= RARE && !pp.iter().any(|q| q.contains(w))
+                    });
+                let v = if part { 0.5 } else { p.specific / *d as f64 };
+                dep = dep.max(pos * v);
             }
             if !p.desc.is_empty() {
                 let hit: f64 = p
@@ -184,7 +223,11 @@ impl Features {
         };
         let (org_match, org_mismatch) = organisation(b.scope.as_deref(), profile, &stated);
         let v = versions(b, &stated);
-        let subject = direct.max((2.0 * dep).min(1.0)).max(desc).max(concepts);
+        let subject = direct
+            .max((2.0 * dep).min(1.0))
+            .max(desc)
+            .max(concepts)
+            .max(concept_package);
         Features {
             cos,
             concepts,
@@ -207,9 +250,32 @@ impl Features {
             subject_below: subject * (v.below + v.below_cue),
             subject_cos: subject * cos,
             no_subject: if subject == 0.0 { 1.0 } else { 0.0 },
+            cos_sentence,
+            concept_package,
+            profile_desc: pp
+                .iter()
+                .filter(|p| !b.packages.iter().any(|n| n.name == **p))
+                .map(|p| {
+                    let d = text::word_set(&data.packages[p].desc);
+                    data.weight(d.intersection(&b.words)) / (data.weight(&d) + 1.0)
+                })
+                .fold(0.0, f64::max),
+            eco_mismatch: if !b.ecosystems.is_empty()
+                && !pe.is_empty()
+                && b.ecosystems.is_disjoint(&pe)
+            {
+                1.0
+            } else {
+                0.0
+            },
         }
     }
 }
+
+/// The rarity (IDF) of a word in fewer than about one in twenty of the
+/// packages' texts: what a description or a package name's part must
+/// reach to say something of its own.
+const RARE: f64 = 4.0;
 
 /// How much of a broadcast the judge reads: its first 16 KiB (what a
 /// broadcast is about is said at its start; a 64 KiB one would cost 20 ms
@@ -238,6 +304,8 @@ pub struct Named {
     /// Its description's words that the broadcast does not use itself.
     desc: Vec<String>,
     desc_weight: f64,
+    /// The thesaurus's concepts its name is a term of.
+    concepts: BTreeSet<u32>,
 }
 
 /// A broadcast, read once for all the mailboxes it is judged for.
@@ -251,7 +319,11 @@ pub struct Broadcast {
     carve: Option<(BTreeSet<String>, BTreeSet<String>)>,
     scope: Option<String>,
     versions: BTreeMap<String, Vec<text::Version>>,
-    before: bool,
+    /// The names whose version it gives as a line below which something
+    /// holds (`sled before 0.34.4`).
+    before: BTreeSet<String>,
+    /// The ecosystems of the packages it names.
+    ecosystems: BTreeSet<&'static str>,
 }
 
 impl Broadcast {
@@ -260,15 +332,19 @@ impl Broadcast {
         let data = &*DATA;
         let text = bounded(text, MAX_BROADCAST_READ);
         let words = text::word_set(text);
-        let packages = text::packages(text)
-            .into_iter()
+        let names = text::packages(text);
+        let (versions, before) = text::versions_cued(text);
+        let packages = names
+            .iter()
+            .cloned()
             .map(|name| {
                 let hub = data.dependents.get(&name).copied().unwrap_or(0) as f64;
                 let desc: Vec<String> = text::word_set(&data.packages[&name].desc)
                     .into_iter()
-                    .filter(|w| !words.contains(w))
+                    .filter(|w| !words.contains(w) && data.idf(w) >= RARE)
                     .collect();
                 Named {
+                    concepts: text::concepts(&name),
                     specific: 1.0 / (1.0 + hub.ln_1p()),
                     desc_weight: data.weight(&desc),
                     desc,
@@ -280,10 +356,14 @@ impl Broadcast {
             weight: data.weight(&words),
             concepts: text::concepts(text),
             packages,
-            carve: carve(text),
+            carve: carve(text, &names),
+            ecosystems: names
+                .iter()
+                .filter_map(|p| data.packages.get(p).and_then(|p| p.eco))
+                .collect(),
             scope: scope(text).map(str::to_owned),
-            versions: text::versions(text),
-            before: BEFORE.is_match(text),
+            versions,
+            before,
             words,
         }
     }
@@ -302,6 +382,8 @@ pub fn likeness(b: &Broadcast, note: &str) -> f64 {
     if norm == 0.0 { 0.0 } else { shared / norm }
 }
 
+static SENTENCE: LazyLock<Regex> = LazyLock::new(|| pattern(r"[.;!?]\s+|\n"));
+
 static NEGATED: LazyLock<Regex> = LazyLock::new(|| {
     pattern(r"(?i)\b(?:no|not|never|without|nothing|none of)\s+((?:[\w./+-]+(?:,?\s+|$)){1,3})")
 });
@@ -313,20 +395,52 @@ fn drop_negated(text: &str) -> String {
 
 static EXEMPT: LazyLock<Regex> = LazyLock::new(|| {
     pattern(
-        r"(?i)[^.;:]*\b(need no|needs no|no action|nothing to do|untouched|unaffected|not affected|not exposed|is fine|are fine|won't notice|isn't|aren't|never need|nobody else|no change|not hit|exempt)\b[^.;]*",
+        r"(?i)(?:[^.;:]|[.:]\S)*\b(need no|needs no|no action|nothing to do|untouched|unaffected|not affected|not exposed|is fine|are fine|won't notice|isn't|aren't|never need|nobody else|no change|not hit|exempt)\b(?:[^.;]|\.\S)*",
     )
+});
+
+static CONDITION_DENIED: LazyLock<Regex> = LazyLock::new(|| {
+    pattern(r"(?i)\b(?:never|not|don't|doesn't|do not|does not|no longer)\b[^,;]*")
 });
 
 /// A carve-out ("Linux and macOS builds are untouched"): the words only
 /// its exempt part uses, and those only the rest uses; `None` without one.
-fn carve(broadcast: &str) -> Option<(BTreeSet<String>, BTreeSet<String>)> {
-    let exempt: Vec<&str> = EXEMPT.find_iter(broadcast).map(|m| m.as_str()).collect();
+fn carve(broadcast: &str, packages: &[String]) -> Option<(BTreeSet<String>, BTreeSet<String>)> {
+    let mut exempt = String::new();
+    // What a clause's condition denies names who is affected: "if your
+    // code never sets a linger timeout, there is nothing to do".
+    let mut denied = String::new();
+    for c in EXEMPT.captures_iter(broadcast) {
+        let (Some(all), Some(marker)) = (c.get(0), c.get(1)) else {
+            continue;
+        };
+        let condition = &broadcast[all.start()..marker.start()];
+        match CONDITION_DENIED.find(condition) {
+            Some(d) => {
+                exempt.push_str(&condition[..d.start()]);
+                denied.push_str(d.as_str());
+                denied.push(' ');
+            }
+            None => exempt.push_str(condition),
+        }
+        exempt.push(' ');
+        exempt.push_str(&broadcast[marker.start()..all.end()]);
+        exempt.push(' ');
+    }
     if exempt.is_empty() {
         return None;
     }
-    let affected = EXEMPT.replace_all(broadcast, " ");
-    let ew = text::word_set(&exempt.join(" "));
-    let aw = text::word_set(&affected);
+    let affected = format!("{} {denied}", EXEMPT.replace_all(broadcast, " "));
+    // The packages it is about say who uses them, not who is exempt.
+    let named: BTreeSet<String> = packages.iter().flat_map(|p| text::word_set(p)).collect();
+    let ew: BTreeSet<String> = text::word_set(&exempt)
+        .difference(&named)
+        .cloned()
+        .collect();
+    let aw: BTreeSet<String> = text::word_set(&affected)
+        .difference(&named)
+        .cloned()
+        .collect();
     Some((
         ew.difference(&aw).cloned().collect(),
         aw.difference(&ew).cloned().collect(),
@@ -380,8 +494,18 @@ fn scope(broadcast: &str) -> Option<&str> {
         return None;
     }
     let only = words.get(1).is_some_and(|o| o.eq_ignore_ascii_case("only"));
-    let possessive = Regex::new(&format!(r"\b{}'s\b", regex::escape(w))).ok()?;
-    (only || possessive.is_match(broadcast)).then_some(w)
+    // Named again after the colon ("Brightwell platform: … Brightwell's
+    // shared CI image", "… all Brightwell pipelines").
+    let rest = &broadcast[pre.len() + 1..];
+    (only || names_word(rest, w)).then_some(w)
+}
+
+/// Whether `text` has `word` as a whole word (what `\bword\b` matches).
+fn names_word(text: &str, word: &str) -> bool {
+    let is_word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    text.match_indices(word).any(|(i, _)| {
+        !is_word(text[..i].chars().next_back()) && !is_word(text[i + word.len()..].chars().next())
+    })
 }
 
 /// (match, mismatch) between a broadcast's scope and the profile's
@@ -397,9 +521,7 @@ fn organisation(scope: Option<&str>, profile: &str, stated: &str) -> (f64, f64) 
     if org.is_some_and(|o| o.split_whitespace().any(|p| p == w)) {
         return (1.0, 0.0);
     }
-    let named = Regex::new(&format!(r"\b{}\b", regex::escape(w)))
-        .map(|r| r.is_match(stated))
-        .unwrap_or(false);
+    let named = names_word(stated, w);
     if named {
         (0.5, 0.0)
     } else if org.is_none() {
@@ -416,33 +538,93 @@ struct VersionFeatures {
     above: f64,
 }
 
-static BEFORE: LazyLock<Regex> = LazyLock::new(|| {
-    pattern(r"(?i)\b(before|older|below|prior to|earlier than|until|up to|pre-|<)\b|<")
-});
-
 /// How the versions the profile gives sit against the broadcast's.
 fn versions(b: &Broadcast, stated: &str) -> VersionFeatures {
     let bv = &b.versions;
     let pv = text::versions(stated);
-    let (mut eq, mut below, mut above) = (0.0, 0.0, 0.0);
+    // A package's versions say more than a runtime's: the runtime's are
+    // read only when no package's compare.
+    let packages: Vec<&String> = bv
+        .keys()
+        .filter(|p| pv.contains_key(*p) && !text::is_runtime(p))
+        .collect();
+    let (mut eq, mut below_cue, mut below, mut above) = (0.0, 0.0, 0.0, 0.0);
     for (p, vs) in bv {
         let Some(mine) = pv.get(p) else { continue };
+        if !packages.is_empty() && text::is_runtime(p) {
+            continue;
+        }
         for v in mine {
             let c: Vec<_> = vs.iter().map(|w| text::compare(v, w)).collect();
             if c.contains(&std::cmp::Ordering::Equal) {
                 eq = 1.0;
             } else if c.iter().all(|o| o.is_lt()) {
-                below = 1.0;
+                if b.before.contains(p) {
+                    below_cue = 1.0;
+                } else {
+                    below = 1.0;
+                }
             } else if c.iter().all(|o| o.is_gt()) {
                 above = 1.0;
             }
         }
     }
-    let cue = if b.before { 1.0 } else { 0.0 };
     VersionFeatures {
         eq,
-        below_cue: below * cue,
-        below: below * (1.0 - cue),
+        below_cue,
+        below,
         above,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_denied_condition_names_the_affected() {
+        let b = "tokio 1.53 deprecates set_linger. If your code never sets a linger timeout on its sockets, there is nothing to do.";
+        let (exempt, affected) = carve(b, &["tokio".to_string()]).expect("a carve-out");
+        assert!(affected.contains("linger") && affected.contains("socket"));
+        assert!(!exempt.contains("linger") && !affected.contains("tokio"));
+        let f = Features::of(b, "Sets SO_LINGER to zero on upstream sockets.", "");
+        assert_eq!((f.carve_affected, f.carve_exempt), (1.0, 0.0));
+        // A version's dots end no clause.
+        let b = "h2 0.4.20 closes DoS holes; services that only speak HTTP/1.1 are not exposed.";
+        let (exempt, _) = carve(b, &["h2".to_string()]).expect("a carve-out");
+        assert!(exempt.contains("speak"), "{exempt:?}");
+    }
+
+    #[test]
+    fn an_organisation_named_again_scopes_a_broadcast() {
+        assert_eq!(
+            scope("Brightwell platform: all Brightwell pipelines ban tracing 0.1.42."),
+            Some("Brightwell")
+        );
+        assert_eq!(scope("Acme only: the proxy moves."), Some("Acme"));
+        assert_eq!(scope("Friday: tokio 1.54 is out."), None);
+        assert_eq!(scope("Heads up: Acme's proxy moves."), None);
+    }
+
+    #[test]
+    fn a_part_the_profile_names_of_its_package_is_its_subject() {
+        let b = "libp2p-gossipsub 0.50 renames config options.";
+        let with = Features::of(b, "rust-libp2p 0.55 with gossipsub and Kademlia.", "");
+        let without = Features::of(b, "rust-libp2p 0.55 with Kademlia.", "");
+        assert!(with.dep > without.dep, "{} !> {}", with.dep, without.dep);
+        assert_eq!(with.subject, 1.0);
+    }
+
+    #[test]
+    fn another_ecosystem_is_a_mismatch() {
+        let b = "regex 1.13.2 fixes match offsets.";
+        assert_eq!(
+            Features::of(b, "Python 3.10 workers, pandas.", "").eco_mismatch,
+            1.0
+        );
+        assert_eq!(
+            Features::of(b, "Rust service on tokio.", "").eco_mismatch,
+            0.0
+        );
     }
 }

@@ -201,13 +201,16 @@ fn threshold_at(probs: &[f64], y: &[bool], recall: f64) -> f64 {
     rel[need - 1]
 }
 
-/// Tunes the model on `tuning`.
-pub fn tune(tuning: &[&Labelled]) -> Model {
+/// Which of the five folds a broadcast is in.
+fn fold(broadcast: &str) -> usize {
+    Sha256::digest(broadcast.as_bytes())[0] as usize % 5
+}
+
+/// Out-of-fold probabilities on `tuning`: each pair scored by a model
+/// fitted on the folds (by broadcast) it is not in.
+pub fn out_of_fold(tuning: &[&Labelled]) -> Vec<f64> {
     let x = features(tuning);
     let y: Vec<bool> = tuning.iter().map(|l| l.relevant).collect();
-    let (weights, bias) = fit(&x, &y);
-    // Out-of-fold probabilities, five folds by broadcast.
-    let fold = |b: &str| Sha256::digest(b.as_bytes())[0] as usize % 5;
     let mut oof = vec![0.0; x.len()];
     for k in 0..5 {
         let train: Vec<usize> = (0..x.len())
@@ -221,6 +224,15 @@ pub fn tune(tuning: &[&Labelled]) -> Model {
             oof[i] = sigmoid(b + x[i].iter().zip(w).map(|(a, c)| a * c).sum::<f64>());
         }
     }
+    oof
+}
+
+/// Tunes the model on `tuning`.
+pub fn tune(tuning: &[&Labelled]) -> Model {
+    let x = features(tuning);
+    let y: Vec<bool> = tuning.iter().map(|l| l.relevant).collect();
+    let (weights, bias) = fit(&x, &y);
+    let oof = out_of_fold(tuning);
     let thresholds = PRESET_RECALL.map(|r| threshold_at(&oof, &y, r));
     let out_of_fold_precision = thresholds.map(|t| {
         let delivered: Vec<bool> = oof

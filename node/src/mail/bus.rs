@@ -35,7 +35,7 @@ use super::{AfterFlush, Ctx, Mail, address, hex, pages, peer_of};
 use crate::api::{self, ApiError, Event, Reply, Who};
 use crate::audit::AuditEvent;
 use crate::bus::judge::{self, Broadcast, Input, command};
-use crate::bus::{JudgeWith, MAX_NOTED_TEXT, Preset, Status};
+use crate::bus::{JudgeWith, Preset, Status};
 use crate::codes;
 use crate::store::{AuditEntry, CountsRecord, InboxRecord, Judged, OutboxRecord, OutboxStatus};
 
@@ -269,20 +269,7 @@ fn seal_broadcast(
         };
         let envelope = room.seal(&key.x25519, &header, &body)?;
         let to = format!("*@{machine}");
-        let record = OutboxRecord {
-            id: id.to_string(),
-            to_peer: peer.to_string(),
-            to: to.clone(),
-            kind: Kind::Broadcast.as_str().into(),
-            envelope,
-            status: OutboxStatus::Queued,
-            reason: None,
-            attempts: 0,
-            created_at: now.as_unix_millis(),
-            expires_at: expires_at.as_unix_millis(),
-            held: false,
-            body_sha256: body_sha256.clone(),
-        };
+        let record = queued(&header, to.clone(), envelope, body_sha256.clone());
         let expected = CountsRecord {
             to_peer: peer.to_string(),
             created_at: now.as_unix_millis(),
@@ -571,20 +558,30 @@ fn seal_counts(
         task: None,
     };
     let envelope = room.seal(&key.x25519, &header, &counts.to_body(who))?;
-    Ok(OutboxRecord {
-        id: id.to_string(),
-        to_peer: peer.to_string(),
-        to: address(None, &sender),
-        kind: Kind::Counts.as_str().into(),
+    Ok(queued(
+        &header,
+        address(None, &sender),
+        envelope,
+        String::new(),
+    ))
+}
+
+/// The outbox record of an envelope sealed under `header`, queued.
+fn queued(header: &Header, to: String, envelope: Vec<u8>, body_sha256: String) -> OutboxRecord {
+    OutboxRecord {
+        id: header.id.to_string(),
+        to_peer: header.to.to_string(),
+        to,
+        kind: header.kind.as_str().into(),
         envelope,
         status: OutboxStatus::Queued,
         reason: None,
         attempts: 0,
-        created_at: now.as_unix_millis(),
-        expires_at: expires_at.as_unix_millis(),
+        created_at: header.sent_at.as_unix_millis(),
+        expires_at: header.expires_at.as_unix_millis(),
         held: false,
-        body_sha256: String::new(),
-    })
+        body_sha256,
+    }
 }
 
 /// A machine's counts for a broadcast copy this machine sent it: kept
@@ -710,11 +707,7 @@ pub(super) struct ForJudge {
 }
 
 /// A note as the judge reads it: what the session said, and the start of
-/// the broadcast it said it of.
+/// the broadcast it said it of (cut to [`crate::bus::MAX_NOTED_TEXT`] when kept).
 pub(super) fn note_for_judge(note: &str, broadcast: &str) -> String {
-    let mut end = broadcast.len().min(MAX_NOTED_TEXT);
-    while !broadcast.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{note}\n{}", &broadcast[..end])
+    format!("{note}\n{broadcast}")
 }

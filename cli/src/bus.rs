@@ -132,6 +132,9 @@ pub fn log(
                 api::BusEvent::BroadcastCounts => "counts",
                 api::BusEvent::NotForMe => "not for me",
                 api::BusEvent::DirectoryRefused => "record refused",
+                api::BusEvent::Tainted => "tainted",
+                api::BusEvent::TaintCleared => "taint cleared",
+                api::BusEvent::TaintRefused => "refused (tainted)",
             };
             let mut parts = vec![e.at.clone(), what.to_owned()];
             if let Some(m) = &e.mailbox {
@@ -175,6 +178,47 @@ pub fn set(
     crate::mail::simple::<api::ProfileView>(home, op, json, |p| {
         crate::say!("Set. Members see it in their directory within seconds.");
         show_profile(p);
+    })
+}
+
+/// `agentmesh taint MAILBOX [--off]`. Marking needs no person (a session
+/// may only narrow itself); clearing does, as admitting does: only at a
+/// terminal.
+pub fn taint(home: &Home, mailbox: &str, on: bool, json: bool) -> anyhow::Result<ExitCode> {
+    if !on && !term::interactive() {
+        return Err(term::cli_error(
+            "not_interactive",
+            format!(
+                "clearing {mailbox}'s taint is its person's decision, so it is taken only at an interactive terminal; run `agentmesh taint {mailbox} --off` in your own terminal (or speak to the session: your next prompt clears what it caught from tainted mail)"
+            ),
+        ));
+    }
+    let op = Op::Taint {
+        mailbox: mailbox.to_owned(),
+        on,
+    };
+    crate::mail::simple::<api::TaintView>(home, op, json, |t| {
+        if t.tainted {
+            crate::say!(
+                "{} is tainted{}: what it sends carries taint, and it can't change its profile.",
+                t.address,
+                if t.marked {
+                    " (marked by its person)"
+                } else {
+                    ""
+                }
+            );
+        } else {
+            crate::say!("{} is not tainted.", t.address);
+        }
+        if let Some(c) = &t.caught {
+            crate::say!(
+                "It received tainted mail {} from {} at {}; its person's next prompt clears that.",
+                c.id,
+                term::clean_lines(&c.from),
+                c.at
+            );
+        }
     })
 }
 

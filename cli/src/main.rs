@@ -249,6 +249,16 @@ enum Command {
         #[arg(long, value_name = "MAILBOX")]
         from: Option<String>,
     },
+    /// Mark a mailbox tainted: its session reads text others wrote
+    /// (issues, chat, web pages), so everything it sends carries taint.
+    /// `--off` (at a terminal: its person's decision) clears it whole.
+    Taint {
+        /// The mailbox.
+        mailbox: String,
+        /// Clear the mark, and the taint it caught from tainted mail.
+        #[arg(long)]
+        off: bool,
+    },
     /// The bus's decisions.
     #[command(subcommand)]
     Bus(BusCommand),
@@ -595,6 +605,7 @@ fn main() -> ExitCode {
         Command::Profile(ProfileCommand::Show { mailbox }) => bus::show(&home, mailbox, json),
         Command::Directory => bus::directory(&home, json),
         Command::Broadcast { text, from } => bus::broadcast(&home, &text, from, json),
+        Command::Taint { mailbox, off } => bus::taint(&home, &mailbox, !off, json),
         Command::Bus(BusCommand::Log { since, mailbox }) => {
             bus::log(&home, since.as_deref(), mailbox, json)
         }

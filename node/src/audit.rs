@@ -109,6 +109,16 @@ pub enum AuditEvent {
     BroadcastCounts,
     /// A session said a broadcast delivered to it was not for it.
     NotForMe,
+    /// A mailbox handling peer mail sent its turn's quota; a send past it
+    /// was refused.
+    TurnQuota,
+    /// A mailbox became tainted: it received tainted mail, or its person
+    /// marked it.
+    Tainted,
+    /// A mailbox's taint was cleared: its person spoke, or unmarked it.
+    TaintCleared,
+    /// Something a tainted mailbox may not do was refused (`set_profile`).
+    TaintRefused,
 }
 
 impl AuditEvent {
@@ -154,6 +164,10 @@ impl AuditEvent {
             AuditEvent::BroadcastDropped => "broadcast_dropped",
             AuditEvent::BroadcastCounts => "broadcast_counts",
             AuditEvent::NotForMe => "not_for_me",
+            AuditEvent::TurnQuota => "turn_quota",
+            AuditEvent::Tainted => "tainted",
+            AuditEvent::TaintCleared => "taint_cleared",
+            AuditEvent::TaintRefused => "taint_refused",
         }
     }
 }
@@ -336,6 +350,10 @@ mod tests {
             BroadcastDropped,
             BroadcastCounts,
             NotForMe,
+            TurnQuota,
+            Tainted,
+            TaintCleared,
+            TaintRefused,
         ];
         let names: std::collections::HashSet<&str> = all.iter().map(|e| e.as_str()).collect();
         assert_eq!(names.len(), all.len());

@@ -130,6 +130,11 @@ pub const HOP_LIMIT: &str = "hop_limit";
 pub const RATE_LIMITED: &str = "rate_limited";
 /// `turn_limit`.
 pub const TURN_LIMIT: &str = "turn_limit";
+/// `turn_quota`: a mailbox handling peer mail sent its allowance of asks,
+/// tells or broadcasts until its person speaks.
+pub const TURN_QUOTA: &str = "turn_quota";
+/// `tainted`: a tainted mailbox may not change its profile.
+pub const TAINTED: &str = "tainted";
 /// `not_the_sender`.
 pub const NOT_THE_SENDER: &str = "not_the_sender";
 /// `no_mailbox`.
@@ -214,6 +219,8 @@ pub const ALL: &[&str] = &[
     HOP_LIMIT,
     RATE_LIMITED,
     TURN_LIMIT,
+    TURN_QUOTA,
+    TAINTED,
     NOT_THE_SENDER,
     NO_MAILBOX,
     FOLDER_NOT_ALLOWED,

@@ -215,15 +215,48 @@ pub struct AgentsConfig {
     /// times over, but two agents replying to each other stop after 6
     /// turns each. At least 1.
     pub max_turns: u32,
+    /// New asks a mailbox handling peer mail may send until its person
+    /// speaks again (the per-turn quota; replies to the mail it handles
+    /// are not counted). Default 3; 0: none.
+    pub turn_asks: u32,
+    /// New tells, likewise. Default 3.
+    pub turn_tells: u32,
+    /// Broadcasts, likewise. Default 1.
+    pub turn_broadcasts: u32,
 }
 
 impl Default for AgentsConfig {
     fn default() -> Self {
+        let q = TurnQuota::default();
         AgentsConfig {
             max_hop: 2,
             pair_limit_per_hour: 6,
             hop_reset: "10m".into(),
             max_turns: 6,
+            turn_asks: q.asks,
+            turn_tells: q.tells,
+            turn_broadcasts: q.broadcasts,
+        }
+    }
+}
+
+/// What a mailbox handling peer mail may send until its person speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnQuota {
+    /// New asks.
+    pub asks: u32,
+    /// New tells.
+    pub tells: u32,
+    /// Broadcasts.
+    pub broadcasts: u32,
+}
+
+impl Default for TurnQuota {
+    fn default() -> Self {
+        TurnQuota {
+            asks: 3,
+            tells: 3,
+            broadcasts: 1,
         }
     }
 }
@@ -240,6 +273,8 @@ pub struct LoopRules {
     pub hop_reset: Duration,
     /// Replies from one mailbox in one thread until its person speaks.
     pub max_turns: u32,
+    /// New messages a mailbox handling peer mail may send until then.
+    pub quota: TurnQuota,
 }
 
 impl Default for LoopRules {
@@ -249,6 +284,7 @@ impl Default for LoopRules {
             pair_per_hour: 6,
             hop_reset: Duration::from_secs(600),
             max_turns: 6,
+            quota: TurnQuota::default(),
         }
     }
 }
@@ -553,6 +589,11 @@ impl Config {
             pair_per_hour: a.pair_limit_per_hour,
             hop_reset,
             max_turns: a.max_turns,
+            quota: TurnQuota {
+                asks: a.turn_asks,
+                tells: a.turn_tells,
+                broadcasts: a.turn_broadcasts,
+            },
         };
         let name_text = name.to_string();
         Ok(Settings {

@@ -563,6 +563,9 @@ fn claims_change_no_hop_and_without_hooks_the_hop_falls_back_after_ten_minutes()
 #[test]
 fn the_pair_limit_holds_at_hop_one_and_never_at_hop_zero() {
     let mut n = Node::new("pairs");
+    // A turn's quota of tells (3 by default) would stop A before the pair
+    // limit does; this test is about the pair limit.
+    n.ok(&["config", "set", "agents.turn_tells", "20"]);
     n.start();
     for m in ["a", "b", "c"] {
         mailbox(&n, m);

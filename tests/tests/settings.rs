@@ -217,7 +217,7 @@ fn config_set_and_unset_edit_in_place_and_check_like_the_daemon() {
     assert_eq!(e["code"], "unknown_key");
     assert_eq!(
         e["message"],
-        "no config key `no.such`; the keys are name, listen, mdns, relays, bootstrap, store.cache_mib, join.invite_ttl, join.max_invite_ttl, join.request_ttl, join.max_pending, join.max_per_peer_per_minute, messages.lifetime, messages.audit_retention, messages.replies_per_ask, agents.max_hop, agents.pair_limit_per_hour, agents.hop_reset, agents.max_turns, bus.preset, bus.judge_command"
+        "no config key `no.such`; the keys are name, listen, mdns, relays, bootstrap, store.cache_mib, join.invite_ttl, join.max_invite_ttl, join.request_ttl, join.max_pending, join.max_per_peer_per_minute, messages.lifetime, messages.audit_retention, messages.replies_per_ask, agents.max_hop, agents.pair_limit_per_hour, agents.hop_reset, agents.max_turns, agents.turn_asks, agents.turn_tells, agents.turn_broadcasts, bus.preset, bus.judge_command"
     );
     assert_eq!(file(), before);
 

@@ -10,7 +10,8 @@
 //!   SessionStart, UserPromptSubmit, PostToolUse
 //!      ── {"hookSpecificOutput":{"hookEventName":E,"additionalContext":…}}
 //!   Stop ── {"decision":"block","reason":…} while unread mail waits
-//!   UserPromptSubmit ── then hop_reset: the person spoke
+//!   UserPromptSubmit ── then hop_reset: the person spoke (not in a run
+//!      agentmesh started: AGENTMESH_WAKE_RUN set)
 //!  no daemon, stopped with `agentmesh down` ── says so, once per session
 //!      ({"systemMessage": …} for the person, the context for the model)
 //!  nothing to say, no daemon, bad input, any error ── prints nothing, exit 0
@@ -233,7 +234,10 @@ async fn mail(
     let taken: Taken = tokio::time::timeout(TAKE, requests.call(take))
         .await
         .map_err(|_| slow())??;
-    if event == HookEvent::UserPromptSubmit {
+    // A woken run's prompt is agentmesh's, not its person's: every limit
+    // (hop, quota, taint) carries through the run.
+    let woken = std::env::var_os("AGENTMESH_WAKE_RUN").is_some_and(|v| !v.is_empty());
+    if event == HookEvent::UserPromptSubmit && !woken {
         // What was taken is shown whatever this answers.
         let reset = requests.call::<serde_json::Value>(Op::HopReset { mailbox });
         let _ = tokio::time::timeout(REACH, reset).await;

@@ -520,6 +520,7 @@ fn inbox_message(m: MessageView) -> InboxMessage {
         hop: m.hop.into(),
         text: m.text,
         received_at: m.received_at,
+        taint_warning: m.taint.then(|| super::TAINT_WARNING.trim().to_owned()),
     }
 }
 

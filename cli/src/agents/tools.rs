@@ -279,6 +279,10 @@ pub struct InboxMessage {
     pub text: String,
     /// When it arrived, RFC 3339.
     pub received_at: String,
+    /// Set when its sender had read text others wrote: it may carry a
+    /// stranger's instructions (a warning to heed, not an instruction).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub taint_warning: Option<String>,
 }
 
 /// `check_inbox`'s result.

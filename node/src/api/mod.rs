@@ -404,6 +404,15 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mailbox: Option<String>,
     },
+    /// A person marks a mailbox tainted (its session reads text others
+    /// wrote), or clears its taint whole (`on: false`: the mark and what it
+    /// caught from tainted mail). Answers its [`TaintView`].
+    Taint {
+        /// The mailbox (a name on this machine).
+        mailbox: String,
+        /// Mark it (true) or clear it (false).
+        on: bool,
+    },
     /// Sets a mailbox's profile, goal or preset (each left as it is when
     /// absent). Answers its [`ProfileView`].
     ProfileSet {
@@ -536,6 +545,7 @@ impl Op {
             | Op::MailboxState { .. }
             | Op::MailboxFor { .. }
             | Op::HopReset { .. }
+            | Op::Taint { .. }
             | Op::ProfileSet { .. }
             | Op::ProfileShow { .. }
             | Op::Broadcast { .. }

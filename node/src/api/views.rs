@@ -433,6 +433,38 @@ pub struct MailboxStateView {
     pub path: Option<String>,
     /// Whether it receives (a bound folder opted in; the owner's always).
     pub receives: bool,
+    /// Whether it is tainted (its person marked it, or it received tainted
+    /// mail since its person last spoke): what it sends carries taint, and
+    /// it may not change its profile.
+    #[serde(default)]
+    pub tainted: bool,
+}
+
+/// `taint`: a mailbox's taint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaintView {
+    /// The mailbox.
+    pub mailbox: String,
+    /// Its address.
+    pub address: String,
+    /// Whether what it sends carries taint now.
+    pub tainted: bool,
+    /// Its person marked it.
+    pub marked: bool,
+    /// The tainted message it received since its person last spoke, if
+    /// any.
+    pub caught: Option<CaughtView>,
+}
+
+/// The tainted message that tainted a mailbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaughtView {
+    /// When it arrived, RFC 3339.
+    pub at: String,
+    /// Its sender.
+    pub from: String,
+    /// Its id.
+    pub id: String,
 }
 
 /// `mailbox_for`.
@@ -558,6 +590,12 @@ pub enum BusEvent {
     NotForMe,
     /// A member's directory record was refused whole.
     DirectoryRefused,
+    /// A mailbox became tainted (received tainted mail, or marked).
+    Tainted,
+    /// A mailbox's taint was cleared (its person spoke, or unmarked it).
+    TaintCleared,
+    /// A tainted mailbox was refused something (`set_profile`).
+    TaintRefused,
 }
 
 impl BusEvent {
@@ -569,6 +607,9 @@ impl BusEvent {
             "broadcast_counts" => BusEvent::BroadcastCounts,
             "not_for_me" => BusEvent::NotForMe,
             "directory_refused" => BusEvent::DirectoryRefused,
+            "tainted" => BusEvent::Tainted,
+            "taint_cleared" => BusEvent::TaintCleared,
+            "taint_refused" => BusEvent::TaintRefused,
             _ => return None,
         })
     }

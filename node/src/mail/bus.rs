@@ -30,6 +30,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, oneshot};
 
 use super::consent::{Consent, Decision};
+use super::loops::Sending;
 use super::mailroom::{self, mailbox_name, remote_target};
 use super::{AfterFlush, Ctx, Mail, address, hex, pages, peer_of};
 use crate::api::{self, ApiError, Event, Reply, Who};
@@ -204,7 +205,12 @@ fn seal_broadcast(
     let everyone = format!("*@{}", dir.my_name);
     let hop = loops
         .hop_for(sender, None, now)
+        .and_then(|hop| {
+            loops.check_quota(sender, Sending::Broadcast, now)?;
+            Ok(hop)
+        })
         .map_err(|r| mailroom::refuse(r, &from_addr, &everyone, loops, ctx))?;
+    let taint = loops.taints.is_tainted(sender);
     let body = Body {
         who: agentmesh_protocol::Who {
             kind: req.who.kind.into(),
@@ -247,6 +253,7 @@ fn seal_broadcast(
     loops
         .count_pair(&from_addr, &everyone, hop, now)
         .map_err(|r| mailroom::refuse(r, &from_addr, &everyone, loops, ctx))?;
+    loops.count_sent(sender, Sending::Broadcast, now);
     let thread = MessageId::random(&mut rand::rng());
     let expires_at = now.saturating_add(room.lifetime());
     let mut remote = vec![];
@@ -263,7 +270,7 @@ fn seal_broadcast(
             in_reply_to: None,
             thread,
             hop,
-            taint: false,
+            taint,
             sent_at: now,
             expires_at,
         };
@@ -309,7 +316,7 @@ fn seal_broadcast(
         thread: thread.to_string(),
         in_reply_to: None,
         hop,
-        taint: false,
+        taint,
         text: body.text,
         received_at: now.as_unix_millis(),
         expires_at: expires_at.as_unix_millis(),
@@ -513,7 +520,7 @@ impl Mail {
                 message: pages::view(r),
             })
             .collect();
-        super::heard(&mut self.unread, &mut self.loops, &events, &ctx);
+        super::heard(&mut self.unread, &mut self.loops, &events, &mut ctx);
         self.after(AfterFlush::Judged { events, report });
         self.judge_next();
     }

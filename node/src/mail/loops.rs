@@ -44,6 +44,7 @@ use agentmesh_protocol::Timestamp;
 
 use crate::limits::RateWindow;
 
+use super::taint::Taints;
 use crate::api::ApiError;
 use crate::codes;
 pub use crate::config::LoopRules;
@@ -68,6 +69,37 @@ struct Handling {
     hop: u8,
     /// When the last peer mail reached it.
     last: Timestamp,
+    /// What it sent since it began handling peer mail (the per-turn quota).
+    sent: Sent,
+}
+
+/// New messages a mailbox handling peer mail sent (replies aside).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Sent {
+    asks: u32,
+    tells: u32,
+    broadcasts: u32,
+}
+
+/// What the per-turn quota counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Sending {
+    /// A new ask.
+    Ask,
+    /// A new tell.
+    Tell,
+    /// A broadcast.
+    Broadcast,
+}
+
+impl Sending {
+    fn plural(self) -> &'static str {
+        match self {
+            Sending::Ask => "asks",
+            Sending::Tell => "tells",
+            Sending::Broadcast => "broadcasts",
+        }
+    }
 }
 
 /// Why a send is refused.
@@ -90,6 +122,14 @@ pub(super) enum LoopRefusal {
     /// The mailbox replied in this thread as often as it may until its
     /// person speaks.
     Turns {
+        /// The allowance.
+        max: u32,
+    },
+    /// The mailbox, handling peer mail, sent its allowance of new
+    /// messages of this kind until its person speaks.
+    Quota {
+        /// What it would send.
+        what: Sending,
         /// The allowance.
         max: u32,
     },
@@ -127,6 +167,14 @@ impl LoopRefusal {
                     agentmesh_protocol::time::count_as(max.into(), "time", "times")
                 ),
             ),
+            LoopRefusal::Quota { what, max } => ApiError::new(
+                codes::TURN_QUOTA,
+                format!(
+                    "not sent: {from} already sent {max} {} since it began handling peer mail (the per-turn quota: {}); it resets when your person next speaks (their next prompt) or with the next run. Replies to the mail you are handling are not counted: answer with a reply, or tell your person what you wanted to send",
+                    what.plural(),
+                    "a session woken by peers can't turn one message into many"
+                ),
+            ),
         }
     }
 
@@ -142,6 +190,10 @@ impl LoopRefusal {
             LoopRefusal::Turns { max } => {
                 format!("turn_limit: more than {max} replies in one thread without its person")
             }
+            LoopRefusal::Quota { what, max } => format!(
+                "turn_quota: more than {max} {} while handling peer mail",
+                what.plural()
+            ),
         }
     }
 }
@@ -161,17 +213,62 @@ pub(super) struct Loops {
     /// Refusals audited, per (sender, recipient, code), per minute: an
     /// agent retrying a refused send can't turn each try into a disk write.
     audited: RateWindow<(String, String, &'static str)>,
+    /// Which mailboxes are tainted (kept in the store, unlike the rest).
+    pub(super) taints: Taints,
 }
 
 impl Loops {
-    /// Nothing handled yet.
-    pub(super) fn new(rules: LoopRules) -> Loops {
+    /// Nothing handled yet; the stored taints.
+    pub(super) fn new(rules: LoopRules, taints: Taints) -> Loops {
         Loops {
             rules,
             handling: HashMap::new(),
             pairs: HashMap::new(),
             turns: HashMap::new(),
             audited: RateWindow::new(Duration::from_secs(60), 1, MAX_PAIRS),
+            taints,
+        }
+    }
+
+    /// Whether `mailbox`, handling peer mail at `now`, may send one more
+    /// new message of `what` (the owner's mailbox never handles any).
+    pub(super) fn check_quota(
+        &self,
+        mailbox: Option<&str>,
+        what: Sending,
+        now: Timestamp,
+    ) -> Result<(), LoopRefusal> {
+        if !self.is_handling(mailbox, now) {
+            return Ok(());
+        }
+        let Some(h) = self.handling.get(&mailbox.map(str::to_owned)) else {
+            return Ok(());
+        };
+        let q = self.rules.quota;
+        let (sent, max) = match what {
+            Sending::Ask => (h.sent.asks, q.asks),
+            Sending::Tell => (h.sent.tells, q.tells),
+            Sending::Broadcast => (h.sent.broadcasts, q.broadcasts),
+        };
+        if sent >= max {
+            return Err(LoopRefusal::Quota { what, max });
+        }
+        Ok(())
+    }
+
+    /// Counts a new message of `what` that `mailbox` sent at `now`, if it
+    /// is handling peer mail.
+    pub(super) fn count_sent(&mut self, mailbox: Option<&str>, what: Sending, now: Timestamp) {
+        if !self.is_handling(mailbox, now) {
+            return;
+        }
+        if let Some(h) = self.handling.get_mut(&mailbox.map(str::to_owned)) {
+            let n = match what {
+                Sending::Ask => &mut h.sent.asks,
+                Sending::Tell => &mut h.sent.tells,
+                Sending::Broadcast => &mut h.sent.broadcasts,
+            };
+            *n = n.saturating_add(1);
         }
     }
 
@@ -313,6 +410,12 @@ impl Loops {
             return;
         }
         let current = self.handling(mailbox, now);
+        // A turn that fell back (no peer mail for `hop_reset`) begins anew.
+        let sent = if self.is_handling(mailbox, now) {
+            self.handling[&mailbox.map(str::to_owned)].sent
+        } else {
+            Sent::default()
+        };
         let key = mailbox.map(str::to_owned);
         if !self.handling.contains_key(&key) && self.handling.len() >= MAX_HANDLING {
             let oldest = self
@@ -329,6 +432,7 @@ impl Loops {
             Handling {
                 hop: current.max(hop),
                 last: now,
+                sent,
             },
         );
     }
@@ -370,7 +474,7 @@ mod tests {
 
     #[test]
     fn hops_climb_with_peer_mail_and_stop_past_the_limit() {
-        let mut l = Loops::new(LoopRules::default());
+        let mut l = Loops::new(LoopRules::default(), Taints::default());
         let (a, b, c) = (Some("a"), Some("b"), Some("c"));
         // Nothing heard from a peer: hop 0.
         assert_eq!(l.hop_for(a, None, at(0)), Ok(0));
@@ -398,10 +502,13 @@ mod tests {
 
     #[test]
     fn a_limit_of_zero_lets_agents_only_reply() {
-        let mut l = Loops::new(LoopRules {
-            max_hop: 0,
-            ..LoopRules::default()
-        });
+        let mut l = Loops::new(
+            LoopRules {
+                max_hop: 0,
+                ..LoopRules::default()
+            },
+            Taints::default(),
+        );
         let m = Some("m");
         assert_eq!(l.hop_for(m, None, at(0)), Ok(0));
         l.received(m, 0, at(1));
@@ -415,7 +522,7 @@ mod tests {
             max_hop: 5,
             ..LoopRules::default()
         };
-        let mut l = Loops::new(rules);
+        let mut l = Loops::new(rules, Taints::default());
         let m = Some("m");
         l.received(m, 2, at(0));
         l.received(m, 0, at(10));
@@ -433,7 +540,7 @@ mod tests {
 
     #[test]
     fn the_pair_limit_counts_only_hop_one_and_up() {
-        let mut l = Loops::new(LoopRules::default());
+        let mut l = Loops::new(LoopRules::default(), Taints::default());
         for i in 0..100 {
             assert_eq!(l.count_pair("a@x", "b@y", 0, at(i)), Ok(()));
         }
@@ -457,7 +564,7 @@ mod tests {
 
     #[test]
     fn replies_in_one_thread_stop_until_the_person_speaks() {
-        let mut l = Loops::new(LoopRules::default());
+        let mut l = Loops::new(LoopRules::default(), Taints::default());
         let (a, b) = (Some("a"), Some("b"));
         for turn in 0..6 {
             assert_eq!(l.check_turn(a, "t1"), Ok(()), "turn {turn}");
@@ -482,8 +589,51 @@ mod tests {
     }
 
     #[test]
+    fn a_turn_handling_peer_mail_sends_its_quota_and_no_more() {
+        let mut l = Loops::new(LoopRules::default(), Taints::default());
+        let m = Some("m");
+        // Not handling peer mail: never counted, never refused.
+        for i in 0..10 {
+            l.count_sent(m, Sending::Ask, at(i));
+        }
+        assert_eq!(l.check_quota(m, Sending::Ask, at(10)), Ok(()));
+        l.received(m, 0, at(11));
+        for (what, max) in [
+            (Sending::Ask, 3),
+            (Sending::Tell, 3),
+            (Sending::Broadcast, 1),
+        ] {
+            for n in 0..max {
+                assert_eq!(l.check_quota(m, what, at(12)), Ok(()), "{what:?} {n}");
+                l.count_sent(m, what, at(12));
+            }
+            assert_eq!(
+                l.check_quota(m, what, at(12)),
+                Err(LoopRefusal::Quota { what, max })
+            );
+        }
+        // More peer mail keeps the count; another mailbox and the owner's
+        // are not affected.
+        l.received(m, 0, at(13));
+        assert!(l.check_quota(m, Sending::Ask, at(14)).is_err());
+        assert_eq!(l.check_quota(Some("n"), Sending::Ask, at(14)), Ok(()));
+        assert_eq!(l.check_quota(None, Sending::Ask, at(14)), Ok(()));
+        // Its person speaks: a new turn.
+        l.reset(m);
+        l.received(m, 0, at(15));
+        assert_eq!(l.check_quota(m, Sending::Ask, at(16)), Ok(()));
+        // A turn that fell back with no peer mail begins anew too.
+        for _ in 0..3 {
+            l.count_sent(m, Sending::Ask, at(16));
+        }
+        assert!(l.check_quota(m, Sending::Ask, at(16)).is_err());
+        l.received(m, 0, at(16 + 600));
+        assert_eq!(l.check_quota(m, Sending::Ask, at(16 + 601)), Ok(()));
+    }
+
+    #[test]
     fn remembered_mailboxes_and_pairs_are_bounded() {
-        let mut l = Loops::new(LoopRules::default());
+        let mut l = Loops::new(LoopRules::default(), Taints::default());
         for i in 0..(MAX_HANDLING as u64 + 10) {
             l.received(Some(&format!("m{i}")), 1, at(i));
         }

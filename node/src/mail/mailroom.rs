@@ -17,7 +17,7 @@ use agentmesh_protocol::{Identity, Name, Wire};
 use sha2::{Digest, Sha256};
 
 use super::consent::{Consent, Decision, HeldReason, MAX_HELD_PER_SENDER};
-use super::loops::{LoopRefusal, Loops};
+use super::loops::{LoopRefusal, Loops, Sending};
 use super::{Ctx, hex};
 use crate::api::{ApiError, Who, err};
 use crate::audit::AuditEvent;
@@ -290,12 +290,19 @@ impl Mailroom {
             .hop_for(sender, answers, now)
             .map_err(|r| refuse(r, &from_addr, &to_addr, rules.loops, ctx))?;
         let thread_text = thread.to_string();
-        if original.is_some() {
-            rules
-                .loops
-                .check_turn(sender, &thread_text)
-                .map_err(|r| refuse(r, &from_addr, &to_addr, rules.loops, ctx))?;
+        // Replies are bounded per thread; new messages by the turn's quota.
+        let quota = match kind {
+            Kind::Ask => Some(Sending::Ask),
+            Kind::Tell => Some(Sending::Tell),
+            _ => None,
+        };
+        match quota {
+            None => rules.loops.check_turn(sender, &thread_text),
+            Some(what) => rules.loops.check_quota(sender, what, now),
         }
+        .map_err(|r| refuse(r, &from_addr, &to_addr, rules.loops, ctx))?;
+        // Everything a tainted mailbox sends carries its taint.
+        let taint = rules.loops.taints.is_tainted(sender);
         let who = req.who;
         let body = Body {
             who: agentmesh_protocol::Who {
@@ -327,7 +334,7 @@ impl Mailroom {
                     in_reply_to,
                     thread,
                     hop,
-                    taint: false,
+                    taint,
                     sent_at: now,
                     expires_at,
                 };
@@ -352,8 +359,9 @@ impl Mailroom {
             .loops
             .count_pair(&from_addr, &to_addr, hop, now)
             .map_err(|r| refuse(r, &from_addr, &to_addr, rules.loops, ctx))?;
-        if original.is_some() {
-            rules.loops.count_turn(sender, &thread_text, now);
+        match quota {
+            None => rules.loops.count_turn(sender, &thread_text, now),
+            Some(what) => rules.loops.count_sent(sender, what, now),
         }
         let outbox = OutboxRecord {
             id: id.to_string(),
@@ -409,7 +417,7 @@ impl Mailroom {
             thread: thread.to_string(),
             in_reply_to: in_reply_to.map(|m| m.to_string()),
             hop,
-            taint: false,
+            taint,
             text: body.text,
             received_at: now.as_unix_millis(),
             expires_at: expires_at.as_unix_millis(),
@@ -560,6 +568,7 @@ pub(super) fn refuse(
         LoopRefusal::Hop { .. } => (AuditEvent::HopLimit, codes::HOP_LIMIT),
         LoopRefusal::Pair { .. } => (AuditEvent::RateLimited, codes::RATE_LIMITED),
         LoopRefusal::Turns { .. } => (AuditEvent::TurnLimit, codes::TURN_LIMIT),
+        LoopRefusal::Quota { .. } => (AuditEvent::TurnQuota, codes::TURN_QUOTA),
     };
     if loops.audit_refusal(from, to, code, ctx.now.wall) {
         audit_refusal(event, from, to, r.detail(), ctx);

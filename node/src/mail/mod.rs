@@ -35,7 +35,7 @@ use crate::audit::{AuditEvent, AuditLog};
 use crate::clock::now;
 use crate::codes;
 use crate::net::{CarryHandle, Delivered, MailEvent, MailLink};
-use crate::store::{Done, GroupCommit, OutboxRecord, Store, StoreError, Writes};
+use crate::store::{AuditEntry, Done, GroupCommit, OutboxRecord, Store, StoreError, Writes};
 use crate::team::Directory;
 use crate::wire::MailReply;
 
@@ -53,6 +53,7 @@ mod ops;
 mod pages;
 mod profiles;
 mod retention;
+mod taint;
 #[cfg(test)]
 mod tests;
 mod unread;
@@ -384,6 +385,7 @@ impl Mail {
         let consent = consent::Consent::load(store.as_ref())?;
         let unread = unread::Unread::load(store.as_ref())?;
         let profiles = profiles::Profiles::load(store.as_ref(), preset, local_directory)?;
+        let taints = taint::Taints::load(store.as_ref())?;
         let (presence_tx, presence) = mpsc::unbounded_channel();
         let (judged_tx, judged) = mpsc::unbounded_channel();
         let bus = bus::Bus::new(judge, store.broadcasts()?, judged_tx);
@@ -401,7 +403,7 @@ impl Mail {
             consent,
             retention: retention::Retention::new(audit_retention, Instant::now()),
             fanout,
-            loops: loops::Loops::new(loops),
+            loops: loops::Loops::new(loops, taints),
             unread,
             profiles,
             bus,
@@ -589,7 +591,7 @@ impl Mail {
                 let (reply, events, brought) =
                     self.inbox
                         .receive_all(sender, &request, &mut self.consent, room, &mut ctx);
-                heard(&mut self.unread, &mut self.loops, &events, &ctx);
+                heard(&mut self.unread, &mut self.loops, &events, &mut ctx);
                 for (id, counts) in brought.counts {
                     bus::on_counts(peer, &id, counts, &mut ctx);
                 }
@@ -743,7 +745,7 @@ impl Mail {
                     .resume(&who, self.inbox.seqs_and_answers(), &mut ctx)
                 {
                     Ok((value, events)) => {
-                        heard(&mut self.unread, &mut self.loops, &events, &ctx);
+                        heard(&mut self.unread, &mut self.loops, &events, &mut ctx);
                         self.answer_durably(reply, Ok(value), events)
                     }
                     Err(e) => {
@@ -789,7 +791,41 @@ impl Mail {
             Op::HopReset { mailbox: m } => {
                 let m = which_mailbox(m, mailbox);
                 self.loops.reset(m.as_deref());
-                mailbox_state(&self.consent, &self.unread, &self.loops, m.as_deref(), &ctx)
+                match self.loops.taints.person_spoke(ctx.store, m.as_deref()) {
+                    Ok(change) => {
+                        let why = "its person spoke";
+                        taint_audit(change, m.as_deref(), why, &mut ctx);
+                        let state = mailbox_state(
+                            &self.consent,
+                            &self.unread,
+                            &self.loops,
+                            m.as_deref(),
+                            &ctx,
+                        );
+                        return self.answer_durably(reply, state, vec![]);
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Op::Taint { mailbox: m, on } => {
+                return match mailboxes::existing(&m, &self.consent).and_then(|()| {
+                    let named = Some(m.as_str()).filter(|m| *m != "@");
+                    self.loops.taints.mark(ctx.store, named, on)
+                }) {
+                    Ok(change) => {
+                        let why = if on {
+                            "its person marked it: its session reads text others wrote"
+                        } else {
+                            "its person cleared it"
+                        };
+                        taint_audit(change, Some(&m), why, &mut ctx);
+                        let view = taint_view(&self.loops.taints, &m, &ctx);
+                        self.answer_durably(reply, ok(view), vec![])
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                };
             }
             Op::ProfileSet {
                 mailbox: m,
@@ -798,6 +834,23 @@ impl Mail {
                 preset,
             } => {
                 let m = which_mailbox(m, mailbox);
+                if let Some(name) = m
+                    .as_deref()
+                    .filter(|_| self.loops.taints.is_tainted(m.as_deref()))
+                {
+                    let entry = AuditEntry {
+                        recipient: Some(address(m.as_deref(), &ctx.dir.my_name)),
+                        detail: format!(
+                            "taint_refused: set_profile by {} refused: the mailbox is tainted",
+                            who_label(&who)
+                        ),
+                        ..AuditEntry::default()
+                    };
+                    ctx.log
+                        .record(AuditEvent::TaintRefused, ctx.now.wall, entry);
+                    let refused = Err(taint::profile_refused(name));
+                    return self.answer_durably(reply, refused, vec![]);
+                }
                 let text = profiles::Text {
                     profile,
                     goal,
@@ -888,7 +941,7 @@ impl Mail {
         };
         let event = inbox::received(me, accepted, &mut self.consent, &mut ctx);
         let events = vec![event];
-        heard(&mut self.unread, &mut self.loops, &events, &ctx);
+        heard(&mut self.unread, &mut self.loops, &events, &mut ctx);
         self.courier.write(outbox);
         let value = ok(serde_json::json!({
             "id": id,
@@ -920,7 +973,7 @@ impl Mail {
         });
         match resolved {
             Ok((value, events)) => {
-                heard(&mut self.unread, &mut self.loops, &events, &ctx);
+                heard(&mut self.unread, &mut self.loops, &events, &mut ctx);
                 self.answer_durably(reply, Ok(value), events)
             }
             // Answered at once: nothing was decided.
@@ -934,7 +987,13 @@ impl Mail {
 /// Messages newly in the inbox (received, delivered here, released):
 /// counted unread, and their mailboxes are handling their hops (unless a
 /// mailbox wrote to itself: that is no peer's message).
-fn heard(unread: &mut unread::Unread, loops: &mut loops::Loops, events: &[Event], ctx: &Ctx<'_>) {
+/// Tainted mail taints its mailbox, durably, before anyone is told of it.
+fn heard(
+    unread: &mut unread::Unread,
+    loops: &mut loops::Loops,
+    events: &[Event],
+    ctx: &mut Ctx<'_>,
+) {
     for e in events {
         if let Event::Message { message } = e {
             let m = message.mailbox.as_deref();
@@ -942,7 +1001,58 @@ fn heard(unread: &mut unread::Unread, loops: &mut loops::Loops, events: &[Event]
             if message.from != address(m, &ctx.dir.my_name) {
                 loops.received(m, message.hop, ctx.now.wall);
             }
+            if message.taint {
+                let now = ctx.now.wall;
+                match loops
+                    .taints
+                    .caught(ctx.store, m, &message.from, &message.id, now)
+                {
+                    Ok(taint::Change::Tainted) => {
+                        let entry = AuditEntry {
+                            sender: Some(message.from.clone()),
+                            recipient: Some(address(m, &ctx.dir.my_name)),
+                            message_id: Some(message.id.clone()),
+                            detail: "tainted: it received mail from a session that read text others wrote; what it sends carries taint until its person speaks".into(),
+                            ..AuditEntry::default()
+                        };
+                        ctx.log.record(AuditEvent::Tainted, now, entry);
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::error!(error = %e, "cannot store a mailbox's taint"),
+                }
+            }
         }
+    }
+}
+
+/// A taint's change, audited.
+fn taint_audit(change: taint::Change, m: Option<&str>, why: &str, ctx: &mut Ctx<'_>) {
+    let (event, what) = match change {
+        taint::Change::None => return,
+        taint::Change::Tainted => (AuditEvent::Tainted, "tainted"),
+        taint::Change::Cleared => (AuditEvent::TaintCleared, "taint cleared"),
+    };
+    let entry = AuditEntry {
+        recipient: Some(address(m, &ctx.dir.my_name)),
+        detail: format!("{what}: {why}"),
+        ..AuditEntry::default()
+    };
+    ctx.log.record(event, ctx.now.wall, entry);
+}
+
+/// `taint`'s answer for mailbox `m`.
+fn taint_view(taints: &taint::Taints, m: &str, ctx: &Ctx<'_>) -> api::TaintView {
+    let r = taints.record(Some(m));
+    api::TaintView {
+        mailbox: m.to_owned(),
+        address: address(Some(m), &ctx.dir.my_name),
+        tainted: taints.is_tainted(Some(m)),
+        marked: r.is_some_and(|r| r.marked),
+        caught: r.and_then(|r| r.caught.as_ref()).map(|c| api::CaughtView {
+            at: api::rfc3339_ms(c.at),
+            from: c.from.clone(),
+            id: c.id.clone(),
+        }),
     }
 }
 
@@ -963,6 +1073,7 @@ fn mailbox_state(
         held: consent.held_in(m),
         hop: loops.handling(m, now),
         handling: loops.is_handling(m, now),
+        tainted: loops.taints.is_tainted(m),
         path: binding.map(|b| b.path.clone()),
         receives: m.is_none() || binding.is_some_and(|b| b.allowed),
     })

@@ -27,8 +27,8 @@ pub(crate) mod testing;
 pub(crate) use flush::stalled;
 pub use flush::{Done, GroupCommit, Writes};
 pub use records::{
-    AskRecord, AuditEntry, CountsRecord, FolderBinding, InboxRecord, Judged, NoteRecord,
-    OutboxRecord, OutboxStatus, PeerRecord, ProfileRecord, Reported,
+    AskRecord, AuditEntry, Caught, CountsRecord, FolderBinding, InboxRecord, Judged, NoteRecord,
+    OutboxRecord, OutboxStatus, PeerRecord, ProfileRecord, Reported, TaintRecord,
 };
 pub use sled_store::SledStore;
 
@@ -248,6 +248,11 @@ pub trait BusStore: Send + Sync + std::fmt::Debug {
     fn counts(&self, id: &str) -> Result<Option<CountsRecord>, StoreError>;
     /// Forgets the records of copies sent before `before`.
     fn prune_counts(&self, before: Timestamp) -> Result<usize, StoreError>;
+    /// The mailboxes' taints.
+    fn taints(&self) -> Result<Vec<TaintRecord>, StoreError>;
+    /// Writes a mailbox's taint durably (`None` parts: it is clean, the
+    /// record is removed).
+    fn put_taint(&self, record: &TaintRecord) -> Result<(), StoreError>;
 }
 
 /// The daemon's persistent state: every part's records, in one database

@@ -245,3 +245,29 @@ pub struct FolderBinding {
     /// Whether it receives now (`allow`) or not (`deny`).
     pub allowed: bool,
 }
+
+/// A mailbox's taint: marked by its person (its session reads text others
+/// wrote), or caught from tainted mail it received, until its person
+/// speaks again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaintRecord {
+    /// The mailbox name.
+    pub mailbox: String,
+    /// Its person marked it (`agentmesh taint MAILBOX`).
+    #[serde(default)]
+    pub marked: bool,
+    /// Tainted mail it received since its person last spoke, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caught: Option<Caught>,
+}
+
+/// The first tainted message a mailbox received since its person spoke.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Caught {
+    /// When, Unix ms.
+    pub at: u64,
+    /// Its sender's address.
+    pub from: String,
+    /// Its id.
+    pub id: String,
+}

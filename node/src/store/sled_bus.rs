@@ -6,7 +6,9 @@ use sled::transaction::{TransactionError, TransactionalTree};
 use super::sled_store::{INBOX_SEQ_KEY, from_record, insert_inbox, to_record};
 use agentmesh_protocol::Timestamp;
 
-use super::{BusStore, CountsRecord, InboxRecord, OutboxRecord, SledStore, StoreError};
+use super::{
+    BusStore, CountsRecord, InboxRecord, OutboxRecord, SledStore, StoreError, TaintRecord,
+};
 
 fn store_error(e: TransactionError<()>) -> StoreError {
     match e {
@@ -113,4 +115,24 @@ impl BusStore for SledStore {
         self.counts.apply_batch(gone)?;
         Ok(n)
     }
+
+    fn taints(&self) -> Result<Vec<TaintRecord>, StoreError> {
+        self.consent
+            .scan_prefix(TAINT_PREFIX)
+            .map(|kv| from_record(&kv?.1))
+            .collect()
+    }
+
+    fn put_taint(&self, record: &TaintRecord) -> Result<(), StoreError> {
+        let key = [TAINT_PREFIX, record.mailbox.as_bytes()].concat();
+        if record.marked || record.caught.is_some() {
+            self.consent.insert(key, to_record(record))?;
+        } else {
+            self.consent.remove(key)?;
+        }
+        self.sync()
+    }
 }
+
+/// The consent tree's keys of mailboxes' taints.
+const TAINT_PREFIX: &[u8] = b"taint/";

@@ -167,7 +167,7 @@ impl SledStore {
         })?))
     }
 
-    fn sync(&self) -> Result<(), StoreError> {
+    pub(super) fn sync(&self) -> Result<(), StoreError> {
         self.db.flush()?;
         Ok(())
     }

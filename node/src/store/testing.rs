@@ -327,6 +327,14 @@ impl BusStore for Flaky {
     fn prune_counts(&self, before: Timestamp) -> Result<usize, StoreError> {
         self.inner.prune_counts(before)
     }
+
+    fn taints(&self) -> Result<Vec<TaintRecord>, StoreError> {
+        self.inner.taints()
+    }
+
+    fn put_taint(&self, record: &TaintRecord) -> Result<(), StoreError> {
+        self.inner.put_taint(record)
+    }
 }
 
 impl Store for Flaky {

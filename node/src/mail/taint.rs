@@ -1,0 +1,222 @@
+//! Taint: a mark that a session has read text written by others, which
+//! travels with everything it sends, so a stranger's words can't be
+//! laundered through a trusted session into an action nobody approved.
+//!
+//! ```text
+//!  agentmesh taint MAILBOX ── marked (its person: the session reads issues,
+//!                             chat, web pages) ── until `taint MAILBOX --off`
+//!  tainted mail into MAILBOX's inbox ── caught ── until its person speaks
+//!                             (hop_reset: the UserPromptSubmit hook, `send`
+//!                             typed at a terminal), or `taint MAILBOX --off`
+//!  marked or caught ── its sends carry `taint`; `set_profile` refused;
+//!                      what is injected into it is warned
+//! ```
+//!
+//! Unlike a hop, a taint is kept in the store: a restart must not wash
+//! it. The owner's mailbox (`@MACHINE`) is its person's own and is never
+//! tainted (a person reading mail is not an agent passing it on).
+
+use std::collections::BTreeMap;
+
+use agentmesh_protocol::Timestamp;
+
+use crate::api::{self, ApiError};
+use crate::codes;
+use crate::store::{Caught, Store, StoreError, TaintRecord};
+
+/// The tainted mailboxes (at most one record per mailbox this machine
+/// has: mailboxes are bounded by folder consent).
+#[derive(Debug, Default)]
+pub(super) struct Taints {
+    records: BTreeMap<String, TaintRecord>,
+}
+
+/// What a change of taint did, for the audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Change {
+    /// Nothing changed.
+    None,
+    /// The mailbox is tainted now and was not before.
+    Tainted,
+    /// The mailbox was tainted and is clean now.
+    Cleared,
+}
+
+impl Taints {
+    /// The stored taints.
+    pub(super) fn load(store: &dyn Store) -> Result<Taints, StoreError> {
+        Ok(Taints {
+            records: store
+                .taints()?
+                .into_iter()
+                .map(|r| (r.mailbox.clone(), r))
+                .collect(),
+        })
+    }
+
+    /// Whether what `mailbox` sends carries taint.
+    pub(super) fn is_tainted(&self, mailbox: Option<&str>) -> bool {
+        self.record(mailbox)
+            .is_some_and(|r| r.marked || r.caught.is_some())
+    }
+
+    /// `mailbox`'s record, if it has one.
+    pub(super) fn record(&self, mailbox: Option<&str>) -> Option<&TaintRecord> {
+        self.records.get(mailbox?)
+    }
+
+    /// `mailbox` received tainted mail `id` from `from` at `now`: caught,
+    /// durably, unless it already was.
+    pub(super) fn caught(
+        &mut self,
+        store: &dyn Store,
+        mailbox: Option<&str>,
+        from: &str,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<Change, StoreError> {
+        let Some(m) = mailbox else {
+            return Ok(Change::None);
+        };
+        let was = self.is_tainted(mailbox);
+        let mut r = self.records.get(m).cloned().unwrap_or_else(|| clean(m));
+        if r.caught.is_some() {
+            return Ok(Change::None);
+        }
+        r.caught = Some(Caught {
+            at: now.as_unix_millis(),
+            from: from.to_owned(),
+            id: id.to_owned(),
+        });
+        self.put(store, r)?;
+        Ok(if was { Change::None } else { Change::Tainted })
+    }
+
+    /// `mailbox`'s person spoke: what it caught is gone (its person's mark
+    /// stays).
+    pub(super) fn person_spoke(
+        &mut self,
+        store: &dyn Store,
+        mailbox: Option<&str>,
+    ) -> Result<Change, StoreError> {
+        let Some(r) = self.record(mailbox).cloned() else {
+            return Ok(Change::None);
+        };
+        if r.caught.is_none() {
+            return Ok(Change::None);
+        }
+        let r = TaintRecord { caught: None, ..r };
+        let now_clean = !r.marked;
+        self.put(store, r)?;
+        Ok(if now_clean {
+            Change::Cleared
+        } else {
+            Change::None
+        })
+    }
+
+    /// A person marks `mailbox` tainted (`on`), or clears it whole: its
+    /// mark and what it caught.
+    pub(super) fn mark(
+        &mut self,
+        store: &dyn Store,
+        mailbox: Option<&str>,
+        on: bool,
+    ) -> Result<Change, ApiError> {
+        let Some(m) = mailbox else {
+            return api::err(
+                codes::BAD_MAILBOX,
+                "the owner's mailbox (@) is its person's own and is never tainted; name an agent's mailbox",
+            );
+        };
+        let was = self.is_tainted(mailbox);
+        let r = if on {
+            TaintRecord {
+                marked: true,
+                ..self.records.get(m).cloned().unwrap_or_else(|| clean(m))
+            }
+        } else {
+            clean(m)
+        };
+        self.put(store, r)?;
+        Ok(match (was, on) {
+            (false, true) => Change::Tainted,
+            (true, false) => Change::Cleared,
+            _ => Change::None,
+        })
+    }
+
+    fn put(&mut self, store: &dyn Store, r: TaintRecord) -> Result<(), StoreError> {
+        store.put_taint(&r)?;
+        if r.marked || r.caught.is_some() {
+            self.records.insert(r.mailbox.clone(), r);
+        } else {
+            self.records.remove(&r.mailbox);
+        }
+        Ok(())
+    }
+}
+
+fn clean(mailbox: &str) -> TaintRecord {
+    TaintRecord {
+        mailbox: mailbox.to_owned(),
+        marked: false,
+        caught: None,
+    }
+}
+
+/// The refusal of `set_profile` from a tainted mailbox.
+pub(super) fn profile_refused(mailbox: &str) -> ApiError {
+    ApiError::new(
+        codes::TAINTED,
+        format!(
+            "not changed: profiles reach other sessions; a session that read untrusted text can't change its own. {mailbox} is tainted (it received mail from a session that read text others wrote, or its person marked it); its person's next prompt clears what it received, and `agentmesh taint {mailbox} --off` at a terminal clears it whole"
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{BusStore, SledStore};
+
+    #[test]
+    fn caught_until_the_person_speaks_marked_until_cleared_and_kept_across_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path(), 1024 * 1024).unwrap();
+        let now = Timestamp::from_unix_millis(1_800_000_000_000);
+        let mut t = Taints::load(&store).unwrap();
+        assert!(!t.is_tainted(Some("a")));
+        assert_eq!(
+            t.caught(&store, Some("a"), "x@m", "id1", now).unwrap(),
+            Change::Tainted
+        );
+        // A second tainted message changes nothing; the first is named.
+        assert_eq!(
+            t.caught(&store, Some("a"), "y@m", "id2", now).unwrap(),
+            Change::None
+        );
+        assert_eq!(
+            t.record(Some("a")).unwrap().caught.as_ref().unwrap().id,
+            "id1"
+        );
+        // The owner's mailbox is never tainted.
+        t.caught(&store, None, "x@m", "id3", now).unwrap();
+        assert!(!t.is_tainted(None));
+        assert!(t.mark(&store, None, true).is_err());
+        // Kept across a restart.
+        let mut t = Taints::load(&store).unwrap();
+        assert!(t.is_tainted(Some("a")));
+        assert_eq!(t.person_spoke(&store, Some("a")).unwrap(), Change::Cleared);
+        assert!(!t.is_tainted(Some("a")));
+        // A mark outlives the person speaking; --off clears it whole.
+        assert_eq!(t.mark(&store, Some("b"), true).unwrap(), Change::Tainted);
+        t.caught(&store, Some("b"), "x@m", "id4", now).unwrap();
+        assert_eq!(t.person_spoke(&store, Some("b")).unwrap(), Change::None);
+        assert!(t.is_tainted(Some("b")));
+        assert!(Taints::load(&store).unwrap().is_tainted(Some("b")));
+        assert_eq!(t.mark(&store, Some("b"), false).unwrap(), Change::Cleared);
+        assert!(!Taints::load(&store).unwrap().is_tainted(Some("b")));
+        assert!(store.taints().unwrap().is_empty());
+    }
+}

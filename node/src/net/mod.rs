@@ -338,8 +338,8 @@ impl Net {
                 ..
             } => {
                 let remote = endpoint.get_remote_address().clone();
+                let relayed_open = self.peers.recently_relayed(&peer_id, now);
                 let e = self.peers.entry(peer_id);
-                let relayed_open = e.connections.values().any(|c| c.kind == ConnKind::Relayed);
                 // An inbound circuit's remote address is only `/p2p/PEER`;
                 // the circuit (and its relay) is the address it came in on.
                 let seen = match &endpoint {
@@ -362,7 +362,8 @@ impl Net {
                     self.peers.add_addr(peer_id, &remote);
                 }
                 self.tell_route(peer_id);
-                self.peers.schedule_punch(peer_id, now);
+                let me = *self.swarm.local_peer_id();
+                self.peers.schedule_punch(&me, peer_id, now);
                 let team = self.team.state();
                 self.guard
                     .apply_to(&mut self.swarm, team, &peer_id, true, now);
@@ -378,11 +379,10 @@ impl Net {
                 num_established,
                 ..
             } => {
-                let e = self.peers.entry(peer_id);
-                e.connections.remove(&connection_id);
-                e.last_seen = Some(SystemTime::now());
+                self.peers.closed(peer_id, connection_id, now);
                 self.tell_route(peer_id);
-                self.peers.schedule_punch(peer_id, now);
+                let me = *self.swarm.local_peer_id();
+                self.peers.schedule_punch(&me, peer_id, now);
                 if num_established == 0 {
                     self.peers.entry(peer_id).identified = false;
                     self.reach.on_disconnected(&peer_id, now);
@@ -511,7 +511,8 @@ impl Net {
                 }
                 Err(e) => {
                     tracing::info!(peer = %remote_peer_id, error = %e, "hole punching failed; relayed for now");
-                    self.peers.punch_failed(remote_peer_id, now);
+                    let me = *self.swarm.local_peer_id();
+                    self.peers.punch_failed(&me, remote_peer_id, now);
                 }
             },
             BehaviourEvent::Autonat(e) => self.reach.on_autonat(&mut self.swarm, &e),
@@ -667,7 +668,8 @@ impl Net {
             })
             .copied()
             .collect();
-        for (peer, relayed) in self.peers.due_punches(now, |p| redialable.contains(p)) {
+        let me = *self.swarm.local_peer_id();
+        for (peer, relayed) in self.peers.due_punches(&me, now, |p| redialable.contains(p)) {
             tracing::info!(%peer, "reached only through a relay; trying hole punching again");
             for id in relayed {
                 self.swarm.close_connection(id);

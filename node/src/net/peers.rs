@@ -59,6 +59,10 @@ pub struct PeerEntry {
     /// When to try hole punching again while it is reached only through
     /// relays, and how many tries were made.
     pub punch: Punch,
+    /// When its last relayed connection closed: a direct connection
+    /// coming up just after is DCUtR's too (the peer may have closed its
+    /// circuits to try again while the punch was in flight).
+    pub relayed_closed: Option<Instant>,
     /// When anything about it last changed here (monotonic).
     pub touched: Option<Instant>,
 }
@@ -140,6 +144,25 @@ pub struct Punch {
     pub tries: u32,
     /// The next try, while reached only through relays.
     pub next: Option<Instant>,
+}
+
+/// How long after a relayed connection closed a direct one coming up is
+/// still taken for hole-punched.
+pub const RECENTLY_RELAYED: Duration = Duration::from_secs(5);
+
+/// How much later than its peer a machine tries hole punching again: the
+/// machine with the greater peer id waits this much longer, so the two
+/// don't close each other's new circuits (both schedules start when they
+/// connect, and both see DCUtR fail at once).
+pub const PUNCH_STAGGER: Duration = Duration::from_secs(15);
+
+/// The extra wait `me` gives its tries with `peer` ([`PUNCH_STAGGER`]).
+pub fn punch_stagger(me: &PeerId, peer: &PeerId) -> Duration {
+    if me < peer {
+        Duration::ZERO
+    } else {
+        PUNCH_STAGGER
+    }
 }
 
 /// The wait before punching try `tries` + 1.
@@ -336,9 +359,32 @@ impl PeerTable {
         close
     }
 
+    /// `peer`'s connection `id` closed `now`.
+    pub fn closed(&mut self, peer: PeerId, id: ConnectionId, now: Instant) {
+        let e = self.entry(peer);
+        if e.connections
+            .remove(&id)
+            .is_some_and(|c| c.kind == ConnKind::Relayed)
+        {
+            e.relayed_closed = Some(now);
+        }
+        e.last_seen = Some(SystemTime::now());
+    }
+
+    /// Whether a direct connection to `peer` coming up `now` is DCUtR's
+    /// work: a relayed one is open, or closed a moment ago.
+    pub fn recently_relayed(&self, peer: &PeerId, now: Instant) -> bool {
+        self.peers.get(peer).is_some_and(|e| {
+            e.connections.values().any(|c| c.kind == ConnKind::Relayed)
+                || e.relayed_closed
+                    .is_some_and(|t| now.saturating_duration_since(t) < RECENTLY_RELAYED)
+        })
+    }
+
     /// Keeps `peer`'s punching schedule in step with its connections: a
     /// direct one ends it; only relayed ones start it (if not started).
-    pub fn schedule_punch(&mut self, peer: PeerId, now: Instant) {
+    /// `me` staggers the waits ([`punch_stagger`]).
+    pub fn schedule_punch(&mut self, me: &PeerId, peer: PeerId, now: Instant) {
         let e = self.entry(peer);
         if e.connections.is_empty() {
             return;
@@ -346,16 +392,16 @@ impl PeerTable {
         if e.connections.values().any(|c| c.kind != ConnKind::Relayed) {
             e.punch = Punch::default();
         } else if e.punch.next.is_none() {
-            e.punch.next = Some(now + punch_wait(e.punch.tries));
+            e.punch.next = Some(now + punch_wait(e.punch.tries) + punch_stagger(me, &peer));
         }
     }
 
-    /// DCUtR gave up on `peer`: the next try comes sooner, in 2 s (the
-    /// first tries only: later ones keep their wait).
-    pub fn punch_failed(&mut self, peer: PeerId, now: Instant) {
+    /// DCUtR gave up on `peer`: the next try comes sooner, in 2 s (plus
+    /// the stagger; the first tries only: later ones keep their wait).
+    pub fn punch_failed(&mut self, me: &PeerId, peer: PeerId, now: Instant) {
         let e = self.entry(peer);
         if e.punch.tries == 0 {
-            e.punch.next = Some(now + Duration::from_secs(2));
+            e.punch.next = Some(now + Duration::from_secs(2) + punch_stagger(me, &peer));
         }
     }
 
@@ -363,6 +409,7 @@ impl PeerTable {
     /// the relayed connections to close first; their schedules move on.
     pub fn due_punches(
         &mut self,
+        me: &PeerId,
         now: Instant,
         wanted: impl Fn(&PeerId) -> bool,
     ) -> Vec<(PeerId, Vec<ConnectionId>)> {
@@ -374,7 +421,7 @@ impl PeerTable {
                 continue;
             }
             e.punch.tries = e.punch.tries.saturating_add(1);
-            e.punch.next = Some(now + punch_wait(e.punch.tries));
+            e.punch.next = Some(now + punch_wait(e.punch.tries) + punch_stagger(me, peer));
             due.push((*peer, e.connections.keys().copied().collect()));
         }
         due
@@ -530,6 +577,57 @@ mod tests {
         let d: Multiaddr = "/ip4/1.2.3.4/udp/1/quic-v1".parse().unwrap();
         assert_eq!(relay_of(&d), None);
         assert_eq!(transport_of(&d), "quic");
+    }
+
+    #[test]
+    fn the_two_sides_punch_again_apart_and_a_punch_racing_a_closed_circuit_is_hole_punched() {
+        let (a, b) = (PeerId::random(), PeerId::random());
+        let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+        let t0 = Instant::now();
+        let circuit: Multiaddr = format!("/ip4/198.51.100.1/tcp/4001/p2p/{a}/p2p-circuit")
+            .parse()
+            .unwrap();
+        // Each side's table of the other, one relayed connection each.
+        let mut at_lo = PeerTable::default();
+        let mut at_hi = PeerTable::default();
+        for (t, peer) in [(&mut at_lo, hi), (&mut at_hi, lo)] {
+            t.entry(peer).connections.insert(
+                ConnectionId::new_unchecked(1),
+                Conn::new(circuit.clone(), false, t0),
+            );
+        }
+        at_lo.schedule_punch(&lo, hi, t0);
+        at_hi.schedule_punch(&hi, lo, t0);
+        assert_eq!(at_lo.get(&hi).unwrap().punch.next, Some(t0 + punch_wait(0)));
+        assert_eq!(
+            at_hi.get(&lo).unwrap().punch.next,
+            Some(t0 + punch_wait(0) + PUNCH_STAGGER)
+        );
+        // DCUtR failing on both at once: the next tries come sooner, and
+        // apart.
+        at_lo.punch_failed(&lo, hi, t0);
+        at_hi.punch_failed(&hi, lo, t0);
+        let soon = t0 + Duration::from_secs(2);
+        assert_eq!(at_lo.due_punches(&lo, soon, |_| true).len(), 1);
+        assert!(at_hi.due_punches(&hi, soon, |_| true).is_empty());
+        let later = soon + PUNCH_STAGGER;
+        assert_eq!(at_hi.due_punches(&hi, later, |_| true).len(), 1);
+        assert_eq!(
+            at_lo.get(&hi).unwrap().punch.next,
+            Some(soon + punch_wait(1))
+        );
+        assert_eq!(
+            at_hi.get(&lo).unwrap().punch.next,
+            Some(later + punch_wait(1) + PUNCH_STAGGER)
+        );
+        // A relayed connection closed a moment ago still makes the next
+        // direct one DCUtR's; some seconds later, not.
+        let e = at_lo.entry(hi);
+        e.connections.clear();
+        e.relayed_closed = Some(later);
+        assert!(at_lo.recently_relayed(&hi, later + Duration::from_secs(1)));
+        assert!(!at_lo.recently_relayed(&hi, later + RECENTLY_RELAYED));
+        assert!(!at_lo.recently_relayed(&PeerId::random(), later));
     }
 
     #[test]

@@ -411,40 +411,72 @@ pub fn trust(home: &Home, machine: &str, json: bool) -> anyhow::Result<ExitCode>
     )
 }
 
-/// `agentmesh allow PATH` / `agentmesh deny PATH`.
+/// `agentmesh allow PATH [--mailbox NAME] [--wake AGENT]`.
 pub fn allow(
     home: &Home,
     path: &str,
     mailbox: Option<String>,
-    allowed: bool,
+    wake: Option<crate::wake::WakeArg>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let absolute = if path.is_empty() {
-        String::new()
-    } else {
-        std::path::absolute(path)
-            .unwrap_or_else(|_| path.into())
-            .display()
-            .to_string()
+    let op = Op::Allow {
+        path: absolute(path),
+        mailbox,
     };
-    let op = if allowed {
-        Op::Allow {
-            path: absolute,
-            mailbox,
-        }
-    } else {
-        Op::Deny {
-            path: absolute,
-            mailbox,
-        }
+    folder(home, op, wake, json)
+}
+
+/// `agentmesh deny PATH` / `agentmesh deny --mailbox NAME`.
+pub fn deny(
+    home: &Home,
+    path: &str,
+    mailbox: Option<String>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let op = Op::Deny {
+        path: absolute(path),
+        mailbox,
     };
+    folder(home, op, None, json)
+}
+
+/// `path` made absolute (empty stays empty: the mailbox is named alone).
+fn absolute(path: &str) -> String {
+    if path.is_empty() {
+        return String::new();
+    }
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.into())
+        .display()
+        .to_string()
+}
+
+/// Allows or denies a folder (`op`), then sets its mailbox's wake.
+fn folder(
+    home: &Home,
+    op: Op,
+    wake: Option<crate::wake::WakeArg>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let allowed = matches!(op, Op::Allow { .. });
     let rt = term::runtime()?;
-    let (machine, v): (String, serde_json::Value) = rt.block_on(async {
+    let (machine, mut v, woken): (
+        String,
+        serde_json::Value,
+        Option<agentmesh_node::api::WakeView>,
+    ) = rt.block_on(async {
         let mut c = term::client(home).await?;
-        let v = c.call(op).await?;
-        anyhow::Ok((c.name.clone(), v))
+        let v: serde_json::Value = c.call(op).await?;
+        let woken = match (wake, v["mailbox"].as_str()) {
+            (Some(w), Some(m)) => Some(c.call(crate::wake::set_op(m, w, None, None)).await?),
+            _ => None,
+        };
+        anyhow::Ok((c.name.clone(), v, woken))
     })?;
     if json {
+        if let Some(w) = &woken {
+            v["wake"] = serde_json::to_value(w)?;
+        }
         term::json(&v)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -454,6 +486,9 @@ pub fn allow(
         crate::say!("{path} receives mail as mailbox {mailbox} (address: {mailbox}@{machine}).");
     } else {
         crate::say!("{path} (mailbox {mailbox}) no longer receives mail.");
+    }
+    if let Some(w) = &woken {
+        crate::wake::show(w);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -21,6 +21,7 @@ mod settings;
 mod setup;
 mod team;
 mod term;
+mod wake;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -221,7 +222,15 @@ enum Command {
         /// The mailbox name (default: the folder's name).
         #[arg(long)]
         mailbox: Option<String>,
+        /// And wake an idle session of this agent there when mail arrives
+        /// (as `agentmesh wake set MAILBOX AGENT`).
+        #[arg(long, value_name = "AGENT")]
+        wake: Option<wake::WakeArg>,
     },
+    /// Wake an idle session when mail arrives: the receiver's choice, in
+    /// a daily budget the receiver sets.
+    #[command(subcommand)]
+    Wake(WakeCommand),
     /// Opt a folder out: its mailbox refuses mail.
     Deny {
         /// The folder (it may be gone already).
@@ -375,6 +384,33 @@ enum ProfileCommand {
     Show {
         /// The mailbox (`@` for the owner's).
         mailbox: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum WakeCommand {
+    /// Mail to MAILBOX, when none of its sessions is live, starts one
+    /// headless run of the agent in its folder (least privilege: read
+    /// the folder, answer with `reply`); `off` stops that.
+    Set {
+        /// The mailbox (a folder's, on this machine).
+        mailbox: String,
+        /// The agent to wake, or off.
+        wake: wake::WakeArg,
+        /// Wakes a day it may cost (default 20: `wake.budget`); 0: only
+        /// its person's own session reads its mail.
+        #[arg(long, value_name = "N")]
+        budget: Option<u32>,
+        /// A Claude Code run's spending cap, US dollars (default 0.50:
+        /// `wake.max_budget_usd`).
+        #[arg(long, value_name = "X")]
+        max_budget_usd: Option<f64>,
+    },
+    /// Print the exact command a run for MAILBOX would start now, and
+    /// whether mail arriving now would start it; runs nothing.
+    Test {
+        /// The mailbox.
+        mailbox: String,
     },
 }
 
@@ -586,14 +622,21 @@ fn main() -> ExitCode {
             mailbox,
             no_reconnect,
         } => mail::watch(&home, mailbox, no_reconnect, json),
-        Command::Allow { path, mailbox } => mail::allow(&home, &path, mailbox, true, json),
-        Command::Deny { path, mailbox } => mail::allow(
-            &home,
-            path.as_deref().unwrap_or_default(),
+        Command::Allow {
+            path,
             mailbox,
-            false,
-            json,
-        ),
+            wake,
+        } => mail::allow(&home, &path, mailbox, wake, json),
+        Command::Wake(WakeCommand::Set {
+            mailbox,
+            wake,
+            budget,
+            max_budget_usd,
+        }) => wake::set(&home, &mailbox, wake, (budget, max_budget_usd), json),
+        Command::Wake(WakeCommand::Test { mailbox }) => wake::test(&home, &mailbox, json),
+        Command::Deny { path, mailbox } => {
+            mail::deny(&home, path.as_deref().unwrap_or_default(), mailbox, json)
+        }
         Command::Held => mail::held(&home, json),
         Command::Mailboxes => mail::mailboxes(&home, json),
         Command::Profile(ProfileCommand::Set {

@@ -9,6 +9,9 @@
 //! in place through [`edit::ConfigFile`].
 
 pub mod edit;
+mod wake;
+
+pub use wake::{WakeConfig, WakeRules};
 
 use std::path::Path;
 use std::time::Duration;
@@ -178,6 +181,8 @@ pub struct Config {
     pub agents: AgentsConfig,
     /// `[bus]`: the directory and broadcasts.
     pub bus: BusConfig,
+    /// `[wake]`: waking idle sessions when mail arrives.
+    pub wake: WakeConfig,
 }
 
 /// `[bus]`: the directory and broadcasts (docs/agents.md).
@@ -363,6 +368,7 @@ impl Default for Config {
             messages: MessagesConfig::default(),
             agents: AgentsConfig::default(),
             bus: BusConfig::default(),
+            wake: WakeConfig::default(),
         }
     }
 }
@@ -422,6 +428,8 @@ pub struct Settings {
     pub preset: crate::bus::Preset,
     /// How broadcasts are judged.
     pub judge: crate::bus::JudgeWith,
+    /// How idle sessions are woken.
+    pub wake: WakeRules,
     /// The configuration these settings came from, defaults and the
     /// machine name filled in (what `agentmesh config show` prints).
     pub config: Config,
@@ -595,8 +603,10 @@ impl Config {
                 broadcasts: a.turn_broadcasts,
             },
         };
+        let wake = self.wake.rules()?;
         let name_text = name.to_string();
         Ok(Settings {
+            wake,
             name,
             listen,
             mdns: self.mdns,

@@ -303,6 +303,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     let replies_per_ask = settings.replies_per_ask;
     let preset = settings.preset;
     let judge = settings.judge.clone();
+    let wake = settings.wake.clone();
     let (commit, flusher) = crate::store::GroupCommit::start(store.clone());
     // This machine's mailboxes: the mail actor publishes them, the team
     // signs them into its directory record.
@@ -333,6 +334,8 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
         preset,
         judge,
         local_directory: local_tx,
+        wake,
+        home: home.root().to_path_buf(),
         cancel: cancel.child_token(),
     })?;
 

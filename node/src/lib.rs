@@ -36,6 +36,7 @@ pub mod codes;
 pub mod config;
 pub mod daemon;
 pub mod frames;
+pub mod framing;
 pub mod home;
 pub mod limits;
 pub mod mail;
@@ -44,6 +45,7 @@ pub mod net;
 pub mod server;
 pub mod store;
 pub mod team;
+pub mod wake;
 pub mod wire;
 
 use agentmesh_protocol::Identity;

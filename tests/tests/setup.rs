@@ -21,6 +21,15 @@ use serde_json::{Value, json};
 /// The hook events agentmesh installs, in every agent.
 const EVENTS: [&str; 4] = ["SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"];
 
+/// Claude Code's, with its SessionEnd (Codex has none).
+const CLAUDE_EVENTS: [&str; 5] = [
+    "SessionStart",
+    "UserPromptSubmit",
+    "PostToolUse",
+    "Stop",
+    "SessionEnd",
+];
+
 /// A machine of one's own: a home with the agents' folders, a PATH, a
 /// project folder to run in, and an agentmesh home.
 struct Sandbox {
@@ -318,7 +327,7 @@ fn setup_merges_into_settings_json_and_uninstall_restores_it_byte_for_byte() {
     );
     // Ours: after the user's Stop hook, and one per event.
     let home = s.agentmesh_home();
-    for event in EVENTS {
+    for event in CLAUDE_EVENTS {
         let cmds = commands(&after, event);
         let ours: Vec<&String> = cmds
             .iter()
@@ -605,7 +614,7 @@ fn a_changed_command_line_updates_setups_own_entries_where_they_are() {
         commands(&after, "Stop"),
         [ours("claude", "Stop"), "notify-send done".to_owned()]
     );
-    for event in EVENTS {
+    for event in CLAUDE_EVENTS {
         assert_eq!(commands(&after, event)[0], ours("claude", event));
     }
     let add = |args: &str| {

@@ -7,11 +7,14 @@
 //!   ── mailbox of `cwd` (not this process's folder; none: print nothing)
 //!   ── take what fits (marked read in one step: injected into one
 //!      session, once), cut to MAX_INJECTED as the model reads it
+//!   every event (not in a run agentmesh started) ── the session reported:
+//!      live from SessionStart until SessionEnd (custody: no run resumes it)
+//!   SessionEnd, or any event in a run agentmesh started
+//!      (AGENTMESH_WAKE_RUN set: its prompt shows its mail) ── nothing more
 //!   SessionStart, UserPromptSubmit, PostToolUse
 //!      ── {"hookSpecificOutput":{"hookEventName":E,"additionalContext":…}}
 //!   Stop ── {"decision":"block","reason":…} while unread mail waits
-//!   UserPromptSubmit ── then hop_reset: the person spoke (not in a run
-//!      agentmesh started: AGENTMESH_WAKE_RUN set)
+//!   UserPromptSubmit ── then hop_reset: the person spoke
 //!  no daemon, stopped with `agentmesh down` ── says so, once per session
 //!      ({"systemMessage": …} for the person, the context for the model)
 //!  nothing to say, no daemon, bad input, any error ── prints nothing, exit 0
@@ -26,7 +29,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use agentmesh_node::api::{Op, Taken, Who, WhoKind};
+use agentmesh_node::api::{Op, SessionEvent, Taken, WakeAgent, Who, WhoKind};
 use agentmesh_node::client::{Client, ClientError};
 use agentmesh_node::home::Home;
 
@@ -40,6 +43,13 @@ pub enum Agent {
 }
 
 impl Agent {
+    fn wake_agent(self) -> WakeAgent {
+        match self {
+            Agent::Claude => WakeAgent::Claude,
+            Agent::Codex => WakeAgent::Codex,
+        }
+    }
+
     fn who_name(self) -> &'static str {
         match self {
             Agent::Claude => "claude-code",
@@ -52,6 +62,7 @@ impl Agent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum HookEvent {
     SessionStart,
+    SessionEnd,
     UserPromptSubmit,
     PostToolUse,
     Stop,
@@ -66,6 +77,7 @@ impl HookEvent {
             .to_ascii_lowercase();
         Some(match folded.as_str() {
             "sessionstart" => HookEvent::SessionStart,
+            "sessionend" => HookEvent::SessionEnd,
             "userpromptsubmit" => HookEvent::UserPromptSubmit,
             "posttooluse" => HookEvent::PostToolUse,
             "stop" => HookEvent::Stop,
@@ -77,6 +89,7 @@ impl HookEvent {
     fn name(self) -> &'static str {
         match self {
             HookEvent::SessionStart => "SessionStart",
+            HookEvent::SessionEnd => "SessionEnd",
             HookEvent::UserPromptSubmit => "UserPromptSubmit",
             HookEvent::PostToolUse => "PostToolUse",
             HookEvent::Stop => "Stop",
@@ -142,9 +155,9 @@ fn answer(
         .build()
         .ok()?;
     // No mailbox for this folder: nothing to say, nothing marked read.
-    let taken = match rt.block_on(mail(home, who, &cwd, mailbox, event)) {
+    let taken = match rt.block_on(mail(home, (agent, who), &cwd, mailbox, event)) {
         Ok(taken) => taken?,
-        Err(ClientError::NotRunning { .. }) => {
+        Err(ClientError::NotRunning { .. }) if event != HookEvent::SessionEnd => {
             return stopped(home, event, session.as_deref().unwrap_or_default());
         }
         Err(_) => return None,
@@ -207,12 +220,13 @@ fn stopped(home: &Home, event: HookEvent, session: &str) -> Option<String> {
 /// mailbox (its name is another folder's, or folds to nothing).
 async fn mail(
     home: &Home,
-    who: Who,
+    (agent, who): (Agent, Who),
     cwd: &std::path::Path,
     mailbox: Option<&str>,
     event: HookEvent,
 ) -> Result<Option<Taken>, ClientError> {
     let slow = || ClientError::Io("the daemon did not answer in time".into());
+    let session = who.session_id.clone();
     let reach = async {
         let (requests, _events) = Client::connect(home, who).await?.split();
         let found = super::resolve_mailbox(&requests, mailbox, cwd).await?;
@@ -225,6 +239,33 @@ async fn mail(
         return Ok(None);
     };
     let mailbox = Some(mailbox);
+    // A woken run's prompt is agentmesh's, not its person's: every limit
+    // (hop, quota, taint) carries through the run, and its session is in
+    // the daemon's custody, not reported as its person's.
+    let woken = std::env::var_os(agentmesh_node::wake::RUN_MARKER).is_some_and(|v| !v.is_empty());
+    if let (Some(session_id), false) = (session, woken) {
+        // Custody: a session is live from its start to its end; a run
+        // never resumes a live one. What this answers changes nothing here.
+        let op = Op::Session {
+            mailbox: mailbox.clone(),
+            agent: agent.wake_agent(),
+            session_id,
+            event: match event {
+                HookEvent::SessionStart => SessionEvent::Start,
+                HookEvent::SessionEnd => SessionEvent::End,
+                _ => SessionEvent::Seen,
+            },
+        };
+        let seen = requests.call::<agentmesh_node::api::SessionView>(op);
+        let _ = tokio::time::timeout(REACH, seen).await;
+    }
+    if event == HookEvent::SessionEnd || woken {
+        // Nothing more reaches a session that ended. A run agentmesh
+        // started takes nothing either: its prompt shows its mail, marked
+        // read only when the run exits 0, and mail arriving meanwhile
+        // waits for the next run.
+        return Ok(None);
+    }
     let take = Op::Take {
         mailbox: mailbox.clone(),
         limit: Some(MAX_MESSAGES),
@@ -234,10 +275,7 @@ async fn mail(
     let taken: Taken = tokio::time::timeout(TAKE, requests.call(take))
         .await
         .map_err(|_| slow())??;
-    // A woken run's prompt is agentmesh's, not its person's: every limit
-    // (hop, quota, taint) carries through the run.
-    let woken = std::env::var_os("AGENTMESH_WAKE_RUN").is_some_and(|v| !v.is_empty());
-    if event == HookEvent::UserPromptSubmit && !woken {
+    if event == HookEvent::UserPromptSubmit {
         // What was taken is shown whatever this answers.
         let reset = requests.call::<serde_json::Value>(Op::HopReset { mailbox });
         let _ = tokio::time::timeout(REACH, reset).await;

@@ -47,6 +47,20 @@ const SERVER_NAME: &str = "agentmesh";
 /// boundary (a prompt, a tool's result, the end of a turn).
 const EVENTS: [&str; 4] = ["SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"];
 
+/// The events only Claude Code has: its SessionEnd marks a session ended
+/// at once, so mail that arrives after its person closed it wakes it
+/// (Codex has none: its sessions end by 12 hours with no hook).
+const CLAUDE_ONLY: [&str; 1] = ["SessionEnd"];
+
+/// The events `setup` hooks in `agent`.
+fn events(agent: Agent) -> Vec<&'static str> {
+    let mut all = EVENTS.to_vec();
+    if agent == Agent::Claude {
+        all.extend(CLAUDE_ONLY);
+    }
+    all
+}
+
 /// How long an agent waits for an agentmesh hook. A hook holds up the
 /// agent's turn, and it only asks the local daemon, which answers in
 /// milliseconds: 5 s is the ceiling for a stuck daemon, not a budget.
@@ -281,9 +295,9 @@ impl Ours {
             args.extend(["--home".to_owned(), h.to_string()]);
             prefix = format!("{prefix} --home {}", shell_quote(&h));
         }
-        let hooks = EVENTS
-            .iter()
-            .map(|&event| Hook {
+        let hooks = events(agent)
+            .into_iter()
+            .map(|event| Hook {
                 event,
                 // Claude Code's tool events filter by tool name ("*" is
                 // every tool); its other events take none. Codex's
@@ -644,7 +658,7 @@ fn shell_quote(s: &str) -> String {
 }
 
 /// A command line as a person would type it: words quoted where needed.
-fn shell_line(program: &str, args: &[String]) -> String {
+pub(crate) fn shell_line(program: &str, args: &[String]) -> String {
     let plain = |w: &str| {
         !w.is_empty()
             && w.chars()

@@ -31,7 +31,9 @@ use crate::codes;
 use serde::{Deserialize, Serialize};
 
 mod views;
+mod wake;
 pub use views::*;
+pub use wake::*;
 
 /// The API version this build speaks. `attach` with another is refused
 /// with both versions named.
@@ -404,6 +406,41 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mailbox: Option<String>,
     },
+    /// A person sets whether mail to a mailbox wakes an idle session of
+    /// an agent, and its daily budget. Answers its [`WakeView`].
+    WakeSet {
+        /// The mailbox (a name on this machine).
+        mailbox: String,
+        /// The agent, or off.
+        wake: WakeChoice,
+        /// Wakes a day it may cost; default: unchanged (at first,
+        /// `wake.budget`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        budget: Option<u32>,
+        /// A Claude Code run's `--max-budget-usd`; default: unchanged (at
+        /// first, `wake.max_budget_usd`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_budget_usd: Option<f64>,
+    },
+    /// The exact command a wake run of a mailbox would start now; runs
+    /// nothing. Answers a [`WakeTestView`].
+    WakeTest {
+        /// The mailbox (a name on this machine).
+        mailbox: String,
+    },
+    /// An agent's hook reports its session in a mailbox's folder (a run agentmesh started reports none). Answers its
+    /// [`SessionView`].
+    Session {
+        /// The mailbox of the session's folder; default: the attached one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mailbox: Option<String>,
+        /// The agent.
+        agent: WakeAgent,
+        /// Its session id (1 to 128 bytes, one line).
+        session_id: String,
+        /// What happened.
+        event: SessionEvent,
+    },
     /// A person marks a mailbox tainted (its session reads text others
     /// wrote), or clears its taint whole (`on: false`: the mark and what it
     /// caught from tainted mail). Answers its [`TaintView`].
@@ -546,6 +583,9 @@ impl Op {
             | Op::MailboxFor { .. }
             | Op::HopReset { .. }
             | Op::Taint { .. }
+            | Op::WakeSet { .. }
+            | Op::WakeTest { .. }
+            | Op::Session { .. }
             | Op::ProfileSet { .. }
             | Op::ProfileShow { .. }
             | Op::Broadcast { .. }

@@ -57,6 +57,7 @@ mod taint;
 #[cfg(test)]
 mod tests;
 mod unread;
+mod wakes;
 
 pub use bus::MAX_WAITING_BROADCASTS;
 pub use consent::{HeldReason, MAX_HELD_PER_SENDER};
@@ -260,6 +261,10 @@ pub struct MailSetup {
     pub judge: crate::bus::JudgeWith,
     /// Where this machine's mailboxes are published for the directory.
     pub local_directory: watch::Sender<Arc<crate::bus::LocalDirectory>>,
+    /// `[wake]`.
+    pub wake: crate::config::WakeRules,
+    /// The daemon's home (what a wake run's AGENTMESH_HOME names).
+    pub home: std::path::PathBuf,
     /// Stops the actor.
     pub cancel: CancellationToken,
 }
@@ -352,6 +357,9 @@ pub struct Mail {
     profiles: profiles::Profiles,
     /// Broadcasts waiting for their judgment.
     bus: bus::Bus,
+    /// Which mailboxes wake an idle session, and the sessions hooks
+    /// reported.
+    wakes: wakes::Wakes,
 }
 
 impl Mail {
@@ -374,6 +382,8 @@ impl Mail {
             preset,
             judge,
             local_directory,
+            wake,
+            home,
             cancel,
         } = setup;
         let (tx, rx) = mpsc::channel(MAIL_QUEUE);
@@ -386,6 +396,7 @@ impl Mail {
         let unread = unread::Unread::load(store.as_ref())?;
         let profiles = profiles::Profiles::load(store.as_ref(), preset, local_directory)?;
         let taints = taint::Taints::load(store.as_ref())?;
+        let wakes = wakes::Wakes::load(store.as_ref(), wake, home)?;
         let (presence_tx, presence) = mpsc::unbounded_channel();
         let (judged_tx, judged) = mpsc::unbounded_channel();
         let bus = bus::Bus::new(judge, store.broadcasts()?, judged_tx);
@@ -407,6 +418,7 @@ impl Mail {
             unread,
             profiles,
             bus,
+            wakes,
         };
         // Broadcasts accepted before a restart and not judged.
         mail.judge_next();
@@ -827,6 +839,62 @@ impl Mail {
                     }
                 };
             }
+            Op::WakeSet {
+                mailbox: m,
+                wake,
+                budget,
+                max_budget_usd,
+            } => {
+                let set = mailboxes::existing(&m, &self.consent).and_then(|()| {
+                    self.wakes
+                        .set(ctx.store, &m, wake.agent(), budget, max_budget_usd)
+                });
+                return match set {
+                    Ok(()) => {
+                        let view = self.wakes.view(&m, ctx.now.wall);
+                        self.answer_durably(reply, ok(view), vec![])
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                };
+            }
+            Op::WakeTest { mailbox: m } => mailboxes::existing(&m, &self.consent)
+                .and_then(|()| {
+                    pages::inbox_page(ctx.store, Some(&m), true, 0, crate::wake::MAX_SHOWN)
+                })
+                .and_then(|page| {
+                    let folder = self.consent.binding(&m);
+                    let attached = self.profiles.attached(Some(&m));
+                    let now = ctx.now.wall;
+                    ok(self.wakes.test(&m, folder, &page.messages, attached, now))
+                }),
+            Op::Session {
+                mailbox: m,
+                agent,
+                session_id,
+                event,
+            } => match which_mailbox(m, mailbox).filter(|m| m != "@") {
+                None => Err(ApiError::new(
+                    codes::BAD_MAILBOX,
+                    "a session is reported from its folder's mailbox: attach to it (the hooks do, from the session's folder)",
+                )),
+                Some(m) => {
+                    let now = ctx.now.wall;
+                    let seen = self
+                        .wakes
+                        .session(ctx.store, &m, agent, &session_id, event, now);
+                    return match seen {
+                        Ok(s) => {
+                            let view = wakes::session_view(&s, now);
+                            self.answer_durably(reply, ok(view), vec![])
+                        }
+                        Err(e) => {
+                            let _ = reply.send(Err(e));
+                        }
+                    };
+                }
+            },
             Op::ProfileSet {
                 mailbox: m,
                 profile,

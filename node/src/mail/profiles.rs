@@ -93,6 +93,11 @@ impl Profiles {
         }
     }
 
+    /// Whether a session's MCP server is attached to `mailbox`.
+    pub fn attached(&self, mailbox: Option<&str>) -> bool {
+        self.attached.contains_key(&key(mailbox))
+    }
+
     /// A hook or tool call of a session of `mailbox` was seen at `now`.
     pub fn active(&mut self, mailbox: Option<&str>, now: Timestamp) {
         self.last_active.insert(key(mailbox), now);

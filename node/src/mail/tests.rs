@@ -1230,6 +1230,8 @@ fn setup(
         preset: crate::bus::Preset::Balanced,
         judge: crate::bus::JudgeWith::Builtin,
         local_directory: watch::channel(Arc::new(crate::bus::LocalDirectory::default())).0,
+        wake: crate::config::WakeRules::default(),
+        home: std::path::PathBuf::from("/nonexistent/home"),
         cancel: CancellationToken::new(),
     }
 }

@@ -28,7 +28,8 @@ pub(crate) use flush::stalled;
 pub use flush::{Done, GroupCommit, Writes};
 pub use records::{
     AskRecord, AuditEntry, Caught, CountsRecord, FolderBinding, InboxRecord, Judged, NoteRecord,
-    OutboxRecord, OutboxStatus, PeerRecord, ProfileRecord, Reported, TaintRecord,
+    OutboxRecord, OutboxStatus, PeerRecord, ProfileRecord, Reported, SessionRecord, TaintRecord,
+    WakeAgent, WakeRecord,
 };
 pub use sled_store::SledStore;
 
@@ -253,6 +254,15 @@ pub trait BusStore: Send + Sync + std::fmt::Debug {
     /// Writes a mailbox's taint durably (`None` parts: it is clean, the
     /// record is removed).
     fn put_taint(&self, record: &TaintRecord) -> Result<(), StoreError>;
+    /// The mailboxes' wake settings.
+    fn wakes(&self) -> Result<Vec<WakeRecord>, StoreError>;
+    /// Writes `mailbox`'s wake setting durably (`None`: wake off, the
+    /// record is removed).
+    fn put_wake(&self, mailbox: &str, record: Option<&WakeRecord>) -> Result<(), StoreError>;
+    /// The sessions hooks reported.
+    fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
+    /// Writes a session's record (`forget`: removes it) durably.
+    fn put_session(&self, record: &SessionRecord, forget: bool) -> Result<(), StoreError>;
 }
 
 /// The daemon's persistent state: every part's records, in one database

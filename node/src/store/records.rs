@@ -271,3 +271,41 @@ pub struct Caught {
     /// Its id.
     pub id: String,
 }
+
+pub use crate::api::WakeAgent;
+
+/// A mailbox's wake setting (`agentmesh wake set MAILBOX AGENT`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WakeRecord {
+    /// The mailbox name.
+    pub mailbox: String,
+    /// The agent a run starts; `None`: wake is off (the record keeps a
+    /// budget of its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<WakeAgent>,
+    /// Wakes a day; `None`: the configuration's (`wake.budget`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<u32>,
+    /// A Claude Code run's `--max-budget-usd`; `None`: the
+    /// configuration's (`wake.max_budget_usd`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_budget_usd: Option<f64>,
+}
+
+/// A session an agent's hooks reported in a mailbox's folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// The mailbox of its folder.
+    pub mailbox: String,
+    /// Its agent.
+    pub agent: WakeAgent,
+    /// The agent's session id.
+    pub id: String,
+    /// Its SessionStart hook (or the first hook seen), Unix ms.
+    pub started: u64,
+    /// Its newest hook, Unix ms.
+    pub seen: u64,
+    /// Its SessionEnd hook, Unix ms, if it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<u64>,
+}

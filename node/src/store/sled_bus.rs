@@ -7,7 +7,8 @@ use super::sled_store::{INBOX_SEQ_KEY, from_record, insert_inbox, to_record};
 use agentmesh_protocol::Timestamp;
 
 use super::{
-    BusStore, CountsRecord, InboxRecord, OutboxRecord, SledStore, StoreError, TaintRecord,
+    BusStore, CountsRecord, InboxRecord, OutboxRecord, SessionRecord, SledStore, StoreError,
+    TaintRecord, WakeRecord,
 };
 
 fn store_error(e: TransactionError<()>) -> StoreError {
@@ -132,7 +133,53 @@ impl BusStore for SledStore {
         }
         self.sync()
     }
+
+    fn wakes(&self) -> Result<Vec<WakeRecord>, StoreError> {
+        self.consent
+            .scan_prefix(WAKE_PREFIX)
+            .map(|kv| from_record(&kv?.1))
+            .collect()
+    }
+
+    fn put_wake(&self, mailbox: &str, record: Option<&WakeRecord>) -> Result<(), StoreError> {
+        let key = [WAKE_PREFIX, mailbox.as_bytes()].concat();
+        match record {
+            Some(r) => self.consent.insert(key, to_record(r))?,
+            None => self.consent.remove(key)?,
+        };
+        self.sync()
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        self.consent
+            .scan_prefix(SESSION_PREFIX)
+            .map(|kv| from_record(&kv?.1))
+            .collect()
+    }
+
+    fn put_session(&self, record: &SessionRecord, forget: bool) -> Result<(), StoreError> {
+        let key = [
+            SESSION_PREFIX,
+            record.mailbox.as_bytes(),
+            b"\0",
+            record.agent.name().as_bytes(),
+            b"\0",
+            record.id.as_bytes(),
+        ]
+        .concat();
+        if forget {
+            self.consent.remove(key)?;
+        } else {
+            self.consent.insert(key, to_record(record))?;
+        }
+        self.sync()
+    }
 }
 
 /// The consent tree's keys of mailboxes' taints.
 const TAINT_PREFIX: &[u8] = b"taint/";
+/// The consent tree's keys of mailboxes' wake settings.
+const WAKE_PREFIX: &[u8] = b"wake/";
+/// The consent tree's keys of sessions hooks reported (mailbox, agent and
+/// session id, each ended by a NUL but the last).
+const SESSION_PREFIX: &[u8] = b"session/";

@@ -335,6 +335,22 @@ impl BusStore for Flaky {
     fn put_taint(&self, record: &TaintRecord) -> Result<(), StoreError> {
         self.inner.put_taint(record)
     }
+
+    fn wakes(&self) -> Result<Vec<WakeRecord>, StoreError> {
+        self.inner.wakes()
+    }
+
+    fn put_wake(&self, mailbox: &str, record: Option<&WakeRecord>) -> Result<(), StoreError> {
+        self.inner.put_wake(mailbox, record)
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        self.inner.sessions()
+    }
+
+    fn put_session(&self, record: &SessionRecord, forget: bool) -> Result<(), StoreError> {
+        self.inner.put_session(record, forget)
+    }
 }
 
 impl Store for Flaky {

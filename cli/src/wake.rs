@@ -1,0 +1,126 @@
+//! `agentmesh wake set|test`: whether mail to a mailbox wakes an idle
+//! session of an agent, within a daily budget the receiver sets, and the
+//! exact command such a run starts.
+
+use std::process::ExitCode;
+
+use agentmesh_node::api::{self, Op, WakeChoice};
+
+use crate::setup::shell_line;
+use agentmesh_node::home::Home;
+
+/// What `wake set` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WakeArg {
+    /// Wake an idle Claude Code session (`claude -p`).
+    Claude,
+    /// Wake an idle Codex session (`codex exec`).
+    Codex,
+    /// Wake nothing.
+    Off,
+}
+
+impl WakeArg {
+    /// As the local API takes it.
+    pub fn choice(self) -> WakeChoice {
+        match self {
+            WakeArg::Claude => WakeChoice::Claude,
+            WakeArg::Codex => WakeChoice::Codex,
+            WakeArg::Off => WakeChoice::Off,
+        }
+    }
+}
+
+/// The op `wake set` sends.
+pub fn set_op(mailbox: &str, wake: WakeArg, budget: Option<u32>, usd: Option<f64>) -> Op {
+    Op::WakeSet {
+        mailbox: mailbox.to_owned(),
+        wake: wake.choice(),
+        budget,
+        max_budget_usd: usd,
+    }
+}
+
+/// `agentmesh wake set MAILBOX claude|codex|off [--budget N]
+/// [--max-budget-usd X]`.
+pub fn set(
+    home: &Home,
+    mailbox: &str,
+    wake: WakeArg,
+    (budget, usd): (Option<u32>, Option<f64>),
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    crate::mail::simple::<api::WakeView>(home, set_op(mailbox, wake, budget, usd), json, show)
+}
+
+/// A mailbox's wake setting, for a person.
+pub fn show(w: &api::WakeView) {
+    match w.wake {
+        Some(agent) => crate::say!(
+            "Mail to {} wakes an idle {} session there: at most {} a day, each run at most ${:.2} (`agentmesh wake test {}` shows the command).",
+            w.mailbox,
+            agent.name(),
+            agentmesh_protocol::time::count(u64::from(w.budget), "wake"),
+            w.max_budget_usd,
+            w.mailbox
+        ),
+        None => crate::say!(
+            "Mail to {} wakes nothing: it waits for its person's own session (budget {} a day).",
+            w.mailbox,
+            w.budget
+        ),
+    }
+    for s in &w.sessions {
+        crate::say!(
+            "  {} session {}: {} (last hook {})",
+            s.agent.name(),
+            s.id,
+            if s.live {
+                "live, never resumed by a run"
+            } else if s.ended.is_some() {
+                "ended"
+            } else {
+                "quiet for 12 hours"
+            },
+            s.seen
+        );
+    }
+}
+
+/// `agentmesh wake test MAILBOX`: the exact command, run nothing.
+pub fn test(home: &Home, mailbox: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let op = Op::WakeTest {
+        mailbox: mailbox.to_owned(),
+    };
+    crate::mail::simple::<api::WakeTestView>(home, op, json, |t| {
+        if let Some(c) = &t.command {
+            crate::say!("In {}, a run would start (nothing was run):", c.cwd);
+            let env: Vec<String> = c.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            crate::say!(
+                "  {}",
+                shell_line(
+                    "env",
+                    &[env, vec![c.program.clone()], c.args.clone()].concat()
+                )
+            );
+            match &c.resume {
+                Some(s) => {
+                    crate::say!("It resumes session {s}, the newest its hooks reported.")
+                }
+                None => {
+                    crate::say!("It starts a new session: no hook has reported one in this folder.")
+                }
+            }
+        }
+        if !t.messages.is_empty() {
+            crate::say!(
+                "Its prompt shows {}.",
+                agentmesh_protocol::time::count(t.messages.len() as u64, "unread message")
+            );
+        }
+        match &t.why_not {
+            Some(why) => crate::say!("Mail arriving now would start no run: {why}."),
+            None => crate::say!("Mail arriving now would start it."),
+        }
+    })
+}

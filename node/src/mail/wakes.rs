@@ -1,0 +1,401 @@
+//! Which mailboxes wake an idle session when mail arrives, and the
+//! sessions their agents' hooks reported: the state `agentmesh wake set`
+//! and the SessionStart / SessionEnd hooks change, and custody is read
+//! from.
+//!
+//! ```text
+//!  wake set MAILBOX claude|codex|off [--budget N] [--max-budget-usd X]
+//!      ── WakeRecord (kept; removed when off with nothing of its own)
+//!  hook SessionStart ── session live ── any hook: still live (seen)
+//!  hook SessionEnd ── ended at once; no hook for 12 h ── no longer live
+//!  (a run agentmesh started reports no session: AGENTMESH_WAKE_RUN)
+//! ```
+//!
+//! The newest session a mailbox's hooks reported for an agent is the one
+//! a run resumes; a live one is never resumed (its transcript is its
+//! person's). At most [`MAX_SESSIONS`] are kept per mailbox.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agentmesh_protocol::Timestamp;
+
+use crate::api::{
+    self, ApiError, MessageView, SessionEvent, SessionView, WakeAgent, WakeTestView, WakeView,
+};
+use crate::codes;
+use crate::config::WakeRules;
+use crate::store::{FolderBinding, SessionRecord, Store, StoreError, WakeRecord};
+use crate::wake::{self, Run};
+
+/// A session with no hook for this long is no longer live (Codex has no
+/// SessionEnd hook; a laptop that slept kills none either).
+pub(super) const LIVE_FOR: Duration = Duration::from_secs(12 * 3600);
+
+/// Sessions kept per mailbox (the newest by their last hook).
+pub(super) const MAX_SESSIONS: usize = 8;
+
+/// Wakes a day a mailbox may be given, at most.
+const MAX_BUDGET: u32 = 10_000;
+
+/// The wake settings and the sessions hooks reported.
+#[derive(Debug)]
+pub(super) struct Wakes {
+    rules: WakeRules,
+    /// The daemon's home (a run's AGENTMESH_HOME).
+    home: PathBuf,
+    settings: BTreeMap<String, WakeRecord>,
+    /// Per mailbox, oldest first by `seen`.
+    sessions: BTreeMap<String, Vec<SessionRecord>>,
+}
+
+impl Wakes {
+    /// The stored settings and sessions.
+    pub(super) fn load(
+        store: &dyn Store,
+        rules: WakeRules,
+        home: PathBuf,
+    ) -> Result<Wakes, StoreError> {
+        let settings = store
+            .wakes()?
+            .into_iter()
+            .map(|r| (r.mailbox.clone(), r))
+            .collect();
+        let mut sessions: BTreeMap<String, Vec<SessionRecord>> = BTreeMap::new();
+        for s in store.sessions()? {
+            sessions.entry(s.mailbox.clone()).or_default().push(s);
+        }
+        for list in sessions.values_mut() {
+            list.sort_by_key(|s| s.seen);
+        }
+        Ok(Wakes {
+            rules,
+            home,
+            settings,
+            sessions,
+        })
+    }
+
+    /// The agent mail to `mailbox` wakes, if any.
+    pub(super) fn agent(&self, mailbox: &str) -> Option<WakeAgent> {
+        self.settings.get(mailbox).and_then(|r| r.agent)
+    }
+
+    /// `mailbox`'s daily wake budget.
+    pub(super) fn budget(&self, mailbox: &str) -> u32 {
+        self.settings
+            .get(mailbox)
+            .and_then(|r| r.budget)
+            .unwrap_or(self.rules.budget)
+    }
+
+    /// `mailbox`'s spending cap a Claude Code run.
+    pub(super) fn max_budget_usd(&self, mailbox: &str) -> f64 {
+        self.settings
+            .get(mailbox)
+            .and_then(|r| r.max_budget_usd)
+            .unwrap_or(self.rules.max_budget_usd)
+    }
+
+    /// `wake set`: durably, before it is answered.
+    pub(super) fn set(
+        &mut self,
+        store: &dyn Store,
+        mailbox: &str,
+        agent: Option<WakeAgent>,
+        budget: Option<u32>,
+        max_budget_usd: Option<f64>,
+    ) -> Result<(), ApiError> {
+        if mailbox == "@" {
+            return Err(ApiError::new(
+                codes::BAD_MAILBOX,
+                "the owner's mailbox is its person's own: no run is started for it; wake a folder's mailbox (`agentmesh wake set MAILBOX claude`)",
+            ));
+        }
+        if budget.is_some_and(|b| b > MAX_BUDGET) {
+            return Err(ApiError::new(
+                codes::BAD_INPUT,
+                format!("--budget must be from 0 to {MAX_BUDGET} wakes a day"),
+            ));
+        }
+        if max_budget_usd.is_some_and(|x| !(x > 0.0 && x <= 1000.0)) {
+            return Err(ApiError::new(
+                codes::BAD_INPUT,
+                "--max-budget-usd must be more than 0 and at most 1000 (US dollars a run)",
+            ));
+        }
+        let mut r = self.settings.get(mailbox).cloned().unwrap_or(WakeRecord {
+            mailbox: mailbox.to_owned(),
+            agent: None,
+            budget: None,
+            max_budget_usd: None,
+        });
+        r.agent = agent;
+        r.budget = budget.or(r.budget);
+        r.max_budget_usd = max_budget_usd.or(r.max_budget_usd);
+        let keep = r.agent.is_some() || r.budget.is_some() || r.max_budget_usd.is_some();
+        store.put_wake(mailbox, keep.then_some(&r))?;
+        if keep {
+            self.settings.insert(mailbox.to_owned(), r);
+        } else {
+            self.settings.remove(mailbox);
+        }
+        Ok(())
+    }
+
+    /// A hook reported `event` of session `id` of `agent` in `mailbox`'s
+    /// folder at `now`: durably.
+    pub(super) fn session(
+        &mut self,
+        store: &dyn Store,
+        mailbox: &str,
+        agent: WakeAgent,
+        id: &str,
+        event: SessionEvent,
+        now: Timestamp,
+    ) -> Result<SessionRecord, ApiError> {
+        if id.is_empty() || id.len() > 128 || id.chars().any(char::is_control) {
+            return Err(ApiError::new(
+                codes::BAD_INPUT,
+                "a session id is 1 to 128 bytes on one line",
+            ));
+        }
+        let now = now.as_unix_millis();
+        let list = self.sessions.entry(mailbox.to_owned()).or_default();
+        let at = list.iter().position(|s| s.agent == agent && s.id == id);
+        let mut s = at.map(|i| list.remove(i)).unwrap_or(SessionRecord {
+            mailbox: mailbox.to_owned(),
+            agent,
+            id: id.to_owned(),
+            started: now,
+            seen: now,
+            ended: None,
+        });
+        s.seen = now;
+        match event {
+            // A session resumed after its end is live again.
+            SessionEvent::Start => s.ended = None,
+            SessionEvent::Seen => {}
+            SessionEvent::End => s.ended = Some(now),
+        }
+        store.put_session(&s, false)?;
+        list.push(s.clone());
+        while list.len() > MAX_SESSIONS {
+            let old = list.remove(0);
+            store.put_session(&old, true)?;
+        }
+        Ok(s)
+    }
+
+    /// The newest session `agent`'s hooks reported in `mailbox`'s folder:
+    /// the one a run resumes.
+    pub(super) fn newest(&self, mailbox: &str, agent: WakeAgent) -> Option<&SessionRecord> {
+        self.sessions
+            .get(mailbox)?
+            .iter()
+            .rev()
+            .find(|s| s.agent == agent)
+    }
+
+    /// A live session of `mailbox`, if any (of any agent: two processes on
+    /// one folder's transcript is what custody forbids).
+    pub(super) fn live(&self, mailbox: &str, now: Timestamp) -> Option<&SessionRecord> {
+        self.sessions
+            .get(mailbox)?
+            .iter()
+            .rev()
+            .find(|s| is_live(s, now))
+    }
+
+    /// `wake set`'s answer for `mailbox`.
+    pub(super) fn view(&self, mailbox: &str, now: Timestamp) -> WakeView {
+        WakeView {
+            mailbox: mailbox.to_owned(),
+            wake: self.agent(mailbox),
+            budget: self.budget(mailbox),
+            max_budget_usd: self.max_budget_usd(mailbox),
+            sessions: self
+                .sessions
+                .get(mailbox)
+                .map(|l| l.iter().rev().map(|s| session_view(s, now)).collect())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+impl Wakes {
+    /// `wake test`: the command a run for `mailbox` would start now, with
+    /// its folder's binding, its unread mail and whether a session's MCP
+    /// server is attached to it; runs nothing.
+    pub(super) fn test(
+        &self,
+        mailbox: &str,
+        folder: Option<&FolderBinding>,
+        unread: &[MessageView],
+        attached: bool,
+        now: Timestamp,
+    ) -> WakeTestView {
+        let agent = self.agent(mailbox);
+        // Tainted mail starts no run and is never shown to one: it waits
+        // for its person's own session.
+        let shown: Vec<MessageView> = unread.iter().filter(|m| !m.taint).cloned().collect();
+        let command = agent.zip(folder).map(|(agent, f)| {
+            let session = self.newest(mailbox, agent).map(|s| s.id.as_str());
+            let run = Run {
+                agent,
+                mailbox,
+                session,
+                max_budget_usd: self.max_budget_usd(mailbox),
+                cwd: Path::new(&f.path),
+                home: &self.home,
+                run_id: "RUN_ID",
+            };
+            wake::command(&self.rules, &run, &wake::prompt(mailbox, &shown))
+        });
+        let why_not = if agent.is_none() {
+            Some(format!(
+                "wake is off for {mailbox}; turn it on with `agentmesh wake set {mailbox} claude` (or codex)"
+            ))
+        } else if folder.is_none_or(|f| !f.allowed || f.path.is_empty()) {
+            Some(format!(
+                "{mailbox} has no allowed folder to run in; `agentmesh allow PATH --mailbox {mailbox}`"
+            ))
+        } else if let Some(s) = self.live(mailbox, now) {
+            Some(format!(
+                "a session is live ({} {}, its last hook {}): its hooks and push deliver the mail, and no run resumes a live session",
+                s.agent.name(),
+                s.id,
+                api::rfc3339_ms(s.seen)
+            ))
+        } else if attached {
+            Some(format!(
+                "a session's agentmesh mcp server is attached to {mailbox}: push delivers the mail, and no run starts while one is"
+            ))
+        } else if shown.is_empty() {
+            Some(if unread.is_empty() {
+                "no unread mail: a run starts when mail arrives".to_owned()
+            } else {
+                "its unread mail is all tainted: tainted mail starts no run and waits for its person's own session".to_owned()
+            })
+        } else {
+            None
+        };
+        WakeTestView {
+            mailbox: mailbox.to_owned(),
+            wake: agent,
+            command,
+            messages: shown.iter().map(|m| m.id.clone()).collect(),
+            would_run: why_not.is_none(),
+            why_not,
+        }
+    }
+}
+
+/// Whether `s` is live at `now`.
+fn is_live(s: &SessionRecord, now: Timestamp) -> bool {
+    s.ended.is_none() && now.as_unix_millis().saturating_sub(s.seen) < LIVE_FOR.as_millis() as u64
+}
+
+/// A session as clients see it.
+pub(super) fn session_view(s: &SessionRecord, now: Timestamp) -> SessionView {
+    SessionView {
+        agent: s.agent,
+        id: s.id.clone(),
+        started: api::rfc3339_ms(s.started),
+        seen: api::rfc3339_ms(s.seen),
+        ended: s.ended.map(api::rfc3339_ms),
+        live: is_live(s, now),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
+    use super::*;
+    use crate::store::{BusStore, SledStore};
+
+    #[test]
+    fn a_session_is_live_from_its_start_to_its_end_or_twelve_hours_of_silence() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path(), 1 << 20).unwrap();
+        let mut w = Wakes::load(&store, WakeRules::default(), PathBuf::from("/h")).unwrap();
+        let t = |ms: u64| Timestamp::from_unix_millis(1_000_000 + ms);
+        let hour = 3_600_000;
+        w.session(
+            &store,
+            "api",
+            WakeAgent::Claude,
+            "s1",
+            SessionEvent::Start,
+            t(0),
+        )
+        .unwrap();
+        assert_eq!(w.live("api", t(hour)).unwrap().id, "s1");
+        // Twelve hours with no hook: not live, still the one to resume.
+        assert!(w.live("api", t(12 * hour)).is_none());
+        assert_eq!(w.newest("api", WakeAgent::Claude).unwrap().id, "s1");
+        w.session(
+            &store,
+            "api",
+            WakeAgent::Claude,
+            "s1",
+            SessionEvent::Seen,
+            t(12 * hour),
+        )
+        .unwrap();
+        assert!(w.live("api", t(13 * hour)).is_some());
+        w.session(
+            &store,
+            "api",
+            WakeAgent::Claude,
+            "s1",
+            SessionEvent::End,
+            t(13 * hour),
+        )
+        .unwrap();
+        assert!(w.live("api", t(13 * hour)).is_none());
+        // Kept across a restart, and bounded.
+        for i in 0..20 {
+            let id = format!("x{i}");
+            w.session(
+                &store,
+                "api",
+                WakeAgent::Codex,
+                &id,
+                SessionEvent::Start,
+                t(14 * hour + i),
+            )
+            .unwrap();
+        }
+        let again = Wakes::load(&store, WakeRules::default(), PathBuf::from("/h")).unwrap();
+        assert_eq!(again.sessions["api"].len(), MAX_SESSIONS);
+        assert_eq!(again.newest("api", WakeAgent::Codex).unwrap().id, "x19");
+        assert!(again.newest("api", WakeAgent::Claude).is_none());
+        assert_eq!(store.sessions().unwrap().len(), MAX_SESSIONS);
+    }
+
+    #[test]
+    fn wake_settings_stick_and_off_keeps_a_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path(), 1 << 20).unwrap();
+        let mut w = Wakes::load(&store, WakeRules::default(), PathBuf::from("/h")).unwrap();
+        w.set(&store, "api", Some(WakeAgent::Claude), Some(5), None)
+            .unwrap();
+        w.set(&store, "api", None, None, None).unwrap();
+        let again = Wakes::load(&store, WakeRules::default(), PathBuf::from("/h")).unwrap();
+        assert_eq!(again.agent("api"), None);
+        assert_eq!(again.budget("api"), 5);
+        assert_eq!(again.budget("web"), 20);
+        assert_eq!(again.max_budget_usd("api"), 0.5);
+        let e = w
+            .set(&store, "@", Some(WakeAgent::Codex), None, None)
+            .unwrap_err();
+        assert_eq!(e.code, codes::BAD_MAILBOX);
+        let e = w
+            .set(&store, "api", Some(WakeAgent::Codex), None, Some(-1.0))
+            .unwrap_err();
+        assert_eq!(e.code, codes::BAD_INPUT);
+    }
+}

@@ -153,6 +153,42 @@ impl Node {
         c
     }
 
+    /// Runs `agentmesh hook AGENT EVENT` as the agent would, for session
+    /// `session` in `cwd` (its working folder too), with
+    /// `AGENTMESH_WAKE_RUN` set if `run` is; its stdout (a hook always
+    /// exits 0).
+    pub fn hook(
+        &self,
+        (agent, event): (&str, &str),
+        cwd: &std::path::Path,
+        session: &str,
+        run: Option<&str>,
+    ) -> String {
+        use std::io::Write;
+        let mut cmd = self.command(&["hook", agent, event]);
+        if let Some(run) = run {
+            cmd.env("AGENTMESH_WAKE_RUN", run);
+        }
+        let mut child = cmd
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let input =
+            serde_json::json!({"session_id": session, "cwd": cwd, "hook_event_name": event});
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.to_string().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "a hook always exits 0: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
     /// Runs a command to completion, stdin closed.
     pub fn run(&self, args: &[&str]) -> Output {
         self.command(args).stdin(Stdio::null()).output().unwrap()

@@ -5,7 +5,6 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
-use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
 
@@ -373,22 +372,7 @@ fn status_without_a_daemon_fails_saying_why_and_down_agrees_with_up() {
 
 /// Runs `agentmesh hook claude EVENT` for `session` in `cwd`; its stdout.
 fn hook(node: &Node, event: &str, session: &str, cwd: &Path) -> String {
-    let mut child = node
-        .command(&["hook", "claude", event])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let input = json!({"session_id": session, "cwd": cwd, "hook_event_name": event});
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "a hook always exits 0: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
+    node.hook(("claude", event), cwd, session, None)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,12 +7,10 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use agentmesh_tests::{Node, team, wait_for};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 fn mailbox(node: &Node, name: &str) -> PathBuf {
     let dir = node.home().join("work").join(name);
@@ -24,27 +22,7 @@ fn mailbox(node: &Node, name: &str) -> PathBuf {
 /// Runs `agentmesh hook claude EVENT` for a session in `cwd`, with
 /// `AGENTMESH_WAKE_RUN` set if `run` is; its stdout.
 fn hook(node: &Node, event: &str, cwd: &Path, run: Option<&str>) -> String {
-    let mut cmd = node.command(&["hook", "claude", event]);
-    if let Some(run) = run {
-        cmd.env("AGENTMESH_WAKE_RUN", run);
-    }
-    let mut child = cmd
-        .current_dir(cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let input = json!({"session_id": "s1", "cwd": cwd, "hook_event_name": event});
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8(out.stdout).unwrap()
+    node.hook(("claude", event), cwd, "s1", run)
 }
 
 fn inbox_of(node: &Node, mailbox: &str) -> Vec<Value> {

@@ -8,46 +8,11 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::PathBuf;
 
 use agentmesh_node::api::WhoKind;
 use agentmesh_tests::{ApiClient, Node, team, wait_for, who};
 use serde_json::{Value, json};
-
-/// Runs `agentmesh hook AGENT EVENT` for session `session` in `cwd`, with
-/// `AGENTMESH_WAKE_RUN` set if `run` is; its stdout.
-fn hook(
-    node: &Node,
-    agent: &str,
-    event: &str,
-    cwd: &Path,
-    session: &str,
-    run: Option<&str>,
-) -> String {
-    let mut cmd = node.command(&["hook", agent, event]);
-    if let Some(run) = run {
-        cmd.env("AGENTMESH_WAKE_RUN", run);
-    }
-    let mut child = cmd
-        .current_dir(cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let input = json!({"session_id": session, "cwd": cwd, "hook_event_name": event});
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
 
 fn folder(node: &Node, name: &str) -> PathBuf {
     let dir = node.home().join("work").join(name);
@@ -151,7 +116,7 @@ fn wake_test_prints_the_least_privilege_command_and_custody_follows_the_hooks() 
 
     // Its person opens a session there: live, so mail is the hooks' to
     // deliver and no run would resume it.
-    hook(&b, "claude", "SessionStart", &dir, "sess-1", None);
+    b.hook(("claude", "SessionStart"), &dir, "sess-1", None);
     let s = sessions(&b, "api", "claude");
     assert_eq!(
         (s.len(), &s[0]["id"], &s[0]["live"]),
@@ -178,21 +143,14 @@ fn wake_test_prints_the_least_privilege_command_and_custody_follows_the_hooks() 
 
     // A run agentmesh started reports no session and takes no mail (its
     // prompt shows it, marked read only when the run exits 0).
-    let out = hook(
-        &b,
-        "claude",
-        "SessionStart",
-        &dir,
-        "run-sess",
-        Some("run-1"),
-    );
+    let out = b.hook(("claude", "SessionStart"), &dir, "run-sess", Some("run-1"));
     assert_eq!(out.trim(), "", "a run's hook injects nothing");
     let s = sessions(&b, "api", "claude");
     assert_eq!(s.len(), 1, "a run's session is not its person's: {s:?}");
 
     // Its person closes it: ended at once, and the mail waiting would
     // wake it, resuming that session, with the framed question.
-    let out = hook(&b, "claude", "SessionEnd", &dir, "sess-1", None);
+    let out = b.hook(("claude", "SessionEnd"), &dir, "sess-1", None);
     assert_eq!(out.trim(), "", "nothing reaches a session that ended");
     let s = sessions(&b, "api", "claude");
     assert_eq!(
@@ -247,8 +205,8 @@ fn wake_test_prints_the_least_privilege_command_and_custody_follows_the_hooks() 
         "{args:?}"
     );
     assert!(!args.contains(&"resume".to_owned()), "{args:?}");
-    hook(&b, "codex", "SessionStart", &dir, "cx-7", None);
-    hook(&b, "codex", "UserPromptSubmit", &dir, "cx-7", None);
+    b.hook(("codex", "SessionStart"), &dir, "cx-7", None);
+    b.hook(("codex", "UserPromptSubmit"), &dir, "cx-7", None);
     let t = b.json(&["wake", "test", "api"]);
     assert!(t["why_not"].as_str().unwrap().contains("live"), "{t}");
     let args = strings(&t["command"]["args"]);

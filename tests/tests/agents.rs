@@ -442,23 +442,7 @@ fn newest_hop(node: &Node, mailbox: &str) -> u64 {
 }
 
 fn hook(node: &Node, event: &str, cwd: &Path) -> String {
-    use std::io::Write;
-    let mut child = node
-        .command(&["hook", "claude", event])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let input = json!({"session_id": "s", "cwd": cwd, "hook_event_name": event});
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    String::from_utf8(out.stdout).unwrap()
+    node.hook(("claude", event), cwd, "s", None)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

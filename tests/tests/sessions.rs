@@ -6,7 +6,6 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
-use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
@@ -66,22 +65,7 @@ fn pss_kib(pid: u32) -> u64 {
 }
 
 fn hook(node: &Node, cwd: &Path) -> String {
-    let mut child = node
-        .command(&["hook", "claude", "PostToolUse"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let input = json!({"session_id": "s", "cwd": cwd, "hook_event_name": "PostToolUse"});
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    String::from_utf8(out.stdout).unwrap()
+    node.hook(("claude", "PostToolUse"), cwd, "s", None)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

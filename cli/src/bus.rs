@@ -135,6 +135,10 @@ pub fn log(
                 api::BusEvent::Tainted => "tainted",
                 api::BusEvent::TaintCleared => "taint cleared",
                 api::BusEvent::TaintRefused => "refused (tainted)",
+                api::BusEvent::Budget => "budget spent",
+                api::BusEvent::Taint => "waits (tainted)",
+                api::BusEvent::WakeStarted => "wake run started",
+                api::BusEvent::WakeEnded => "wake run ended",
             };
             let mut parts = vec![e.at.clone(), what.to_owned()];
             if let Some(m) = &e.mailbox {

@@ -109,6 +109,29 @@ pub fn print_status(s: &Status) {
             }
         );
     }
+    for w in &s.wake {
+        let agent = w.wake.map_or("off", |a| a.name());
+        let mut line = format!(
+            "wake       {} ({agent}): {} of {} left today, resets {}",
+            w.mailbox,
+            w.left,
+            w.budget,
+            term::ago(&w.resets_at)
+        );
+        if let Some(r) = &w.running {
+            line.push_str(&format!("; run {r} running"));
+        }
+        crate::say!("{line}");
+        if let Some(f) = &w.failed {
+            crate::say!(
+                "           its last run {} {}: {}; its mail stays unread (`agentmesh wake list`, log {})",
+                f.id,
+                f.status.as_str(),
+                term::clean(f.exit.as_deref().unwrap_or("unknown")),
+                f.log
+            );
+        }
+    }
     if s.test_build {
         crate::say!(
             "build      TEST BUILD: its clock can be moved through the local API; do not use it as your daemon"

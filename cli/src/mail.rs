@@ -306,6 +306,11 @@ fn print_outbox(rows: &[OutboxView]) {
                 if r.held {
                     status.push_str(" (held)");
                 }
+                if let Some(t) = &r.deferred_until {
+                    // The recipient's wake budget is spent: in its inbox,
+                    // and nothing wakes a session for it before then.
+                    status.push_str(&format!(" until {t}"));
+                }
                 if let Some(ms) = r.retry_in_ms {
                     status.push_str(&format!(
                         " — retrying in {}",

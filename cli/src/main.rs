@@ -412,6 +412,15 @@ enum WakeCommand {
         /// The mailbox.
         mailbox: String,
     },
+    /// The recent wake runs, newest first: mailbox, status, session,
+    /// duration, the messages each showed, its log.
+    List,
+    /// End a wake run: SIGTERM to its process group, SIGKILL 10 s later.
+    /// Its messages stay unread.
+    Stop {
+        /// The run's id (or a unique prefix), as `wake list` shows it.
+        run: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -634,6 +643,8 @@ fn main() -> ExitCode {
             max_budget_usd,
         }) => wake::set(&home, &mailbox, wake, (budget, max_budget_usd), json),
         Command::Wake(WakeCommand::Test { mailbox }) => wake::test(&home, &mailbox, json),
+        Command::Wake(WakeCommand::List) => wake::list(&home, json),
+        Command::Wake(WakeCommand::Stop { run }) => wake::stop(&home, &run, json),
         Command::Deny { path, mailbox } => {
             mail::deny(&home, path.as_deref().unwrap_or_default(), mailbox, json)
         }

@@ -124,3 +124,80 @@ pub fn test(home: &Home, mailbox: &str, json: bool) -> anyhow::Result<ExitCode> 
         }
     })
 }
+
+/// `agentmesh wake list`: recent runs, newest first.
+pub fn list(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
+    crate::mail::simple::<api::WakeListView>(home, Op::WakeList, json, |l| {
+        if l.runs.is_empty() {
+            crate::say!(
+                "No wake run yet. Mail to a mailbox with wake on (`agentmesh wake set MAILBOX claude`) starts one when none of its sessions is open."
+            );
+        }
+        let rows: Vec<Vec<String>> = l
+            .runs
+            .iter()
+            .map(|r| {
+                vec![
+                    crate::term::ago(&r.started),
+                    r.id.clone(),
+                    r.mailbox.clone(),
+                    r.agent.name().to_owned(),
+                    r.status.as_str().to_owned(),
+                    agentmesh_protocol::time::human_duration(std::time::Duration::from_millis(
+                        r.duration_ms,
+                    )),
+                    r.messages.len().to_string(),
+                    r.session.clone().unwrap_or_else(|| "unknown".into()),
+                ]
+            })
+            .collect();
+        if !rows.is_empty() {
+            crate::term::table(
+                &[
+                    "STARTED", "RUN", "MAILBOX", "AGENT", "STATUS", "TOOK", "SHOWN", "SESSION",
+                ],
+                &rows,
+            );
+        }
+        for r in l.runs.iter().filter(|r| r.status.failed()).take(3) {
+            crate::say!(
+                "Run {} {}: {} (its log: {})",
+                r.id,
+                r.status.as_str(),
+                crate::term::clean(r.exit.as_deref().unwrap_or("unknown")),
+                r.log
+            );
+        }
+        if !l.queued.is_empty() {
+            crate::say!(
+                "Waiting for a free run slot (at most {} at once): {}",
+                l.max_runs,
+                l.queued.join(", ")
+            );
+        }
+    })
+}
+
+/// `agentmesh wake stop RUN`.
+pub fn stop(home: &Home, run: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let op = Op::WakeStop {
+        run: run.to_owned(),
+    };
+    crate::mail::simple::<api::RunView>(home, op, json, |r| {
+        if r.status == api::RunStatus::Running {
+            crate::say!(
+                "Stopping run {} of {}: SIGTERM to its process group now, SIGKILL in 10 s; its messages stay unread. `agentmesh wake list` shows when it ended.",
+                r.id,
+                r.mailbox
+            );
+        } else {
+            crate::say!(
+                "Run {} of {} is not running: it ended {} ({}).",
+                r.id,
+                r.mailbox,
+                r.status.as_str(),
+                crate::term::clean(r.exit.as_deref().unwrap_or("unknown"))
+            );
+        }
+    })
+}

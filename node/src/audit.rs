@@ -119,6 +119,17 @@ pub enum AuditEvent {
     TaintCleared,
     /// Something a tainted mailbox may not do was refused (`set_profile`).
     TaintRefused,
+    /// A wake run started for a mailbox's mail.
+    WakeStarted,
+    /// A wake run ended (done, failed, timed out, stopped, not started).
+    WakeEnded,
+    /// A mailbox's daily wake budget is spent: its mail starts no run, no
+    /// Stop-hook block, and it is no broadcast candidate until the budget
+    /// resets (once a day per mailbox).
+    Budget,
+    /// Tainted mail started no wake run: it waits, unread, for its
+    /// person's own session.
+    TaintWaits,
 }
 
 impl AuditEvent {
@@ -168,6 +179,10 @@ impl AuditEvent {
             AuditEvent::Tainted => "tainted",
             AuditEvent::TaintCleared => "taint_cleared",
             AuditEvent::TaintRefused => "taint_refused",
+            AuditEvent::WakeStarted => "wake_started",
+            AuditEvent::WakeEnded => "wake_ended",
+            AuditEvent::Budget => "budget",
+            AuditEvent::TaintWaits => "taint",
         }
     }
 }
@@ -354,6 +369,10 @@ mod tests {
             Tainted,
             TaintCleared,
             TaintRefused,
+            WakeStarted,
+            WakeEnded,
+            Budget,
+            TaintWaits,
         ];
         let names: std::collections::HashSet<&str> = all.iter().map(|e| e.as_str()).collect();
         assert_eq!(names.len(), all.len());

@@ -154,6 +154,8 @@ pub const UNKNOWN_PERSON: &str = "unknown_person";
 pub const SENDER_REVOKED: &str = "sender_revoked";
 /// `empty_text`: a message with no text (or only whitespace).
 pub const EMPTY_TEXT: &str = "empty_text";
+/// `unknown_run`: `wake stop` named no wake run.
+pub const UNKNOWN_RUN: &str = "unknown_run";
 
 /// Every code, for checks that they stay distinct.
 pub const ALL: &[&str] = &[
@@ -230,6 +232,7 @@ pub const ALL: &[&str] = &[
     SENDER_REVOKED,
     EMPTY_TEXT,
     NOT_A_BROADCAST,
+    UNKNOWN_RUN,
 ];
 
 #[cfg(test)]

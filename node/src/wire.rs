@@ -279,6 +279,13 @@ pub enum MailOutcome {
     Accepted {
         /// Held for approval.
         held: bool,
+        /// The receiving mailbox's daily wake budget is spent: the
+        /// message is in its inbox, but nothing wakes a session for it
+        /// (no run, no Stop-hook block) until this time, Unix ms (the
+        /// receiving machine's next local midnight). Absent: not
+        /// deferred.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deferred_until: Option<u64>,
     },
     /// Already received: acknowledged and dropped.
     Duplicate,
@@ -291,6 +298,16 @@ pub enum MailOutcome {
     },
     /// The receiver is overloaded; try again later.
     Busy,
+}
+
+impl MailOutcome {
+    /// Stored, not deferred.
+    pub fn accepted(held: bool) -> MailOutcome {
+        MailOutcome::Accepted {
+            held,
+            deferred_until: None,
+        }
+    }
 }
 
 /// Decodes a list keeping at most `N` items; the rest are skipped without

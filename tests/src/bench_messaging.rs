@@ -196,8 +196,7 @@ fn raw_transport(messages: usize) -> f64 {
                     },
                 )) = b.select_next_some().await
                 {
-                    let outcomes =
-                        vec![MailOutcome::Accepted { held: false }; request.envelopes.len()];
+                    let outcomes = vec![MailOutcome::accepted(false); request.envelopes.len()];
                     let _ = b
                         .behaviour_mut()
                         .mail

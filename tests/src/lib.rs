@@ -110,6 +110,9 @@ pub struct Node {
     pub wrapper: Vec<String>,
     /// More arguments for `agentmesh daemon` (`--relay ADDR`, say).
     pub daemon_args: Vec<String>,
+    /// More environment for the daemon (`PATH` with stand-in agent CLIs,
+    /// say).
+    pub daemon_env: Vec<(String, String)>,
 }
 
 impl Node {
@@ -134,6 +137,7 @@ impl Node {
             mdns: false,
             wrapper: vec![],
             daemon_args: vec![],
+            daemon_env: vec![],
         };
         reaper::track_home(node.home.path());
         node.ok(&["init", "--name", name]);
@@ -257,6 +261,7 @@ impl Node {
             command.env("NO_COLOR", "1");
         }
         reaper::adopt(&mut command);
+        command.envs(self.daemon_env.iter().map(|(k, v)| (k, v)));
         let child = command
             // AGENTMESH_TEST_LOG: another filter, to look closer.
             .env(

@@ -411,7 +411,7 @@ fn rows() -> Vec<Row> {
                 )
                 .to_wire();
                 let r = outcome(p.mail(c.alpha_peer, vec![e.clone()]));
-                assert_eq!(r, vec![MailOutcome::Accepted { held: false }]);
+                assert_eq!(r, vec![MailOutcome::accepted(false)]);
                 let r = outcome(p.mail(c.alpha_peer, vec![e]));
                 assert_eq!(r, vec![MailOutcome::Duplicate]);
                 let old = now().saturating_sub(Duration::from_secs(3 * 86_400));

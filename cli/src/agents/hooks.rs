@@ -271,6 +271,7 @@ async fn mail(
         limit: Some(MAX_MESSAGES),
         max_bytes: Some(MAX_INJECTED),
         peek: false,
+        stop: event == HookEvent::Stop,
     };
     let taken: Taken = tokio::time::timeout(TAKE, requests.call(take))
         .await

@@ -742,6 +742,7 @@ impl Mesh {
                 limit: limit.map(|l| usize::try_from(l.0).unwrap_or(usize::MAX)),
                 max_bytes: Some(MAX_RESULT_BYTES),
                 peek: peek.unwrap_or(false),
+                stop: false,
             })
             .await
             .map_err(|e| self.inner.fail(e))?;

@@ -384,6 +384,11 @@ pub enum Op {
         /// Leave them unread.
         #[serde(default)]
         peek: bool,
+        /// A Stop hook asks: what it takes keeps its session working, so
+        /// it costs the mailbox a wake from its daily budget, and takes
+        /// nothing once that is spent.
+        #[serde(default)]
+        stop: bool,
     },
     /// A mailbox's unread and held counts and the hop it is handling.
     MailboxState {
@@ -427,6 +432,14 @@ pub enum Op {
     WakeTest {
         /// The mailbox (a name on this machine).
         mailbox: String,
+    },
+    /// The recent wake runs, newest first. Answers a [`WakeListView`].
+    WakeList,
+    /// Ends a wake run: SIGTERM to its process group, SIGKILL 10 s later.
+    /// Answers its [`RunView`] (still `running` until it has exited).
+    WakeStop {
+        /// The run's id (or a unique prefix of it).
+        run: String,
     },
     /// An agent's hook reports its session in a mailbox's folder (a run agentmesh started reports none). Answers its
     /// [`SessionView`].
@@ -585,6 +598,8 @@ impl Op {
             | Op::Taint { .. }
             | Op::WakeSet { .. }
             | Op::WakeTest { .. }
+            | Op::WakeList
+            | Op::WakeStop { .. }
             | Op::Session { .. }
             | Op::ProfileSet { .. }
             | Op::ProfileShow { .. }

@@ -48,6 +48,10 @@ pub struct Status {
     /// Whether this daemon is a test build whose clock the API can move.
     #[serde(default)]
     pub test_build: bool,
+    /// The mailboxes whose mail wakes an idle session: their budgets
+    /// today, their runs, a failed one.
+    #[serde(default)]
+    pub wake: Vec<super::WakeStatusView>,
 }
 
 /// `config_show`: the configuration the running daemon uses, command-line
@@ -493,8 +497,13 @@ pub struct OutboxView {
     pub to: String,
     /// `tell`, `ask`, `reply`.
     pub kind: String,
-    /// `queued`, `sent`, `delivered`, `failed`.
+    /// `queued`, `sent`, `delivered`, `deferred` (delivered to the
+    /// inbox, but the recipient's daily wake budget is spent: nothing
+    /// wakes a session for it before `deferred_until`), `failed`.
     pub status: String,
+    /// For deferred mail: when the recipient's budget resets, RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deferred_until: Option<String>,
     /// Why it failed (or why the last attempt did).
     pub reason: Option<String>,
     /// Whether the recipient holds it for its owner's approval.
@@ -596,6 +605,15 @@ pub enum BusEvent {
     TaintCleared,
     /// A tainted mailbox was refused something (`set_profile`).
     TaintRefused,
+    /// A mailbox's daily wake budget is spent: no run, no Stop-hook
+    /// block, no broadcast until it resets.
+    Budget,
+    /// Tainted mail started no wake run: it waits for its person.
+    Taint,
+    /// A wake run started.
+    WakeStarted,
+    /// A wake run ended.
+    WakeEnded,
 }
 
 impl BusEvent {
@@ -610,6 +628,10 @@ impl BusEvent {
             "tainted" => BusEvent::Tainted,
             "taint_cleared" => BusEvent::TaintCleared,
             "taint_refused" => BusEvent::TaintRefused,
+            "budget" => BusEvent::Budget,
+            "taint" => BusEvent::Taint,
+            "wake_started" => BusEvent::WakeStarted,
+            "wake_ended" => BusEvent::WakeEnded,
             _ => return None,
         })
     }

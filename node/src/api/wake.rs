@@ -123,3 +123,111 @@ pub struct WakeTestView {
     /// Why not, if not.
     pub why_not: Option<String>,
 }
+
+/// Where a wake run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// It is running.
+    Running,
+    /// It exited 0: the messages it showed are read.
+    Done,
+    /// It exited non-zero, or a signal ended it: its messages stay unread.
+    Failed,
+    /// It ran past `wake.run_limit` and was killed, its process group
+    /// with it: its messages stay unread.
+    TimedOut,
+    /// `agentmesh wake stop` ended it: its messages stay unread.
+    Stopped,
+    /// Its program could not be started (not on the daemon's PATH, not
+    /// executable): its messages stay unread.
+    NotStarted,
+    /// The daemon stopped while it ran: what it did is unknown, and its
+    /// messages stay unread.
+    Interrupted,
+}
+
+impl RunStatus {
+    /// Its word, as `wake list` shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Done => "done",
+            RunStatus::Failed => "failed",
+            RunStatus::TimedOut => "timed_out",
+            RunStatus::Stopped => "stopped",
+            RunStatus::NotStarted => "not_started",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+
+    /// Whether it ended without its messages being read.
+    pub fn failed(self) -> bool {
+        !matches!(self, RunStatus::Running | RunStatus::Done)
+    }
+}
+
+/// One wake run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunView {
+    /// Its id (`wake stop` takes it; the run's `AGENTMESH_WAKE_RUN`).
+    pub id: String,
+    /// The mailbox whose mail started it.
+    pub mailbox: String,
+    /// The agent it ran.
+    pub agent: WakeAgent,
+    /// The session it resumed, or the new one it started (Claude Code's
+    /// JSON output names it); `None`: unknown.
+    pub session: Option<String>,
+    /// Whether it resumed `session` (rather than starting a new one).
+    pub resumed: bool,
+    /// Where it stands.
+    pub status: RunStatus,
+    /// How it exited, in words (`exit status: 1`, `signal: 15 (SIGTERM)`),
+    /// or why it did not start; `None` while it runs.
+    pub exit: Option<String>,
+    /// When it started, RFC 3339.
+    pub started: String,
+    /// When it ended, RFC 3339.
+    pub ended: Option<String>,
+    /// How long it ran (so far), milliseconds.
+    pub duration_ms: u64,
+    /// The ids of the messages its prompt showed.
+    pub messages: Vec<String>,
+    /// Its output (stdout and stderr), capped: a file under the home.
+    pub log: String,
+}
+
+/// `wake list`: recent runs, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WakeListView {
+    /// The runs (the newest 100 are kept).
+    pub runs: Vec<RunView>,
+    /// Runs at once on this machine, at most (`wake.max_runs`).
+    pub max_runs: u32,
+    /// Mailboxes with mail waiting for a free run slot.
+    pub queued: Vec<String>,
+}
+
+/// A mailbox's wake budget today, and its runs, as `status` and `profile
+/// show` show them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WakeStatusView {
+    /// The mailbox.
+    pub mailbox: String,
+    /// The agent its mail wakes; `None`: wake is off.
+    pub wake: Option<WakeAgent>,
+    /// Wakes a day it may cost.
+    pub budget: u32,
+    /// What it spent today (runs, broadcasts delivered, Stop-hook
+    /// blocks).
+    pub spent: u32,
+    /// What is left today.
+    pub left: u32,
+    /// When the budget resets: the next local midnight, RFC 3339.
+    pub resets_at: String,
+    /// Its run now, if one runs.
+    pub running: Option<String>,
+    /// Its newest run, if that one failed (its messages are unread).
+    pub failed: Option<RunView>,
+}

@@ -383,7 +383,26 @@ impl Mail {
         let dir = self.shared.directory();
         let now = crate::clock::now();
         let me = self.mailroom.peer_id();
-        let candidates = candidates(&record, me, &self.consent, &self.profiles, &dir, now);
+        let mut candidates = candidates(&record, me, &self.consent, &self.profiles, &dir, now);
+        // A mailbox whose wake budget is spent is no candidate: a
+        // broadcast delivered costs a wake.
+        candidates.retain(|c| {
+            let Some(m) = c.mailbox.as_deref() else {
+                return true;
+            };
+            if self.wakes.left(m, now) > 0 {
+                return true;
+            }
+            if self.wakes.log_spent(m, now) {
+                let entry = AuditEntry {
+                    recipient: Some(address(Some(m), &dir.my_name)),
+                    detail: super::waking::budget_words(&self.wakes, m, now),
+                    ..AuditEntry::default()
+                };
+                self.shared.log.record(AuditEvent::Budget, now, entry);
+            }
+            false
+        });
         let judge = self.bus.judge.clone();
         let done = self.bus.done.clone();
         self.bus.judging = true;
@@ -469,6 +488,13 @@ impl Mail {
             // Judged again after a crash: the copy is there already.
             if ctx.store.inbox_has(&id).unwrap_or(false) {
                 continue;
+            }
+            if let Some(m) = m
+                && let Err(e) =
+                    self.wakes
+                        .spend(ctx.store, m, super::wakes::Spend::Broadcast, ctx.now.wall)
+            {
+                tracing::error!(error = %e, "cannot record a mailbox's spent wake budget");
             }
             copies.push(InboxRecord {
                 seq: self.inbox.seqs().take(),
@@ -588,6 +614,7 @@ fn queued(header: &Header, to: String, envelope: Vec<u8>, body_sha256: String) -
         expires_at: header.expires_at.as_unix_millis(),
         held: false,
         body_sha256,
+        deferred_until: None,
     }
 }
 
@@ -650,6 +677,7 @@ fn local_outbox(
         expires_at: local.expires_at,
         held: false,
         body_sha256: local.body_sha256.clone(),
+        deferred_until: None,
     }
 }
 

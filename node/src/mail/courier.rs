@@ -642,10 +642,14 @@ impl Courier {
                 continue;
             };
             match outcome {
-                MailOutcome::Accepted { held } => {
+                MailOutcome::Accepted {
+                    held,
+                    deferred_until,
+                } => {
                     r.status = OutboxStatus::Delivered;
                     r.held = held;
                     r.reason = None;
+                    r.deferred_until = deferred_until;
                 }
                 MailOutcome::Duplicate => {
                     r.status = OutboxStatus::Delivered;
@@ -674,7 +678,16 @@ impl Courier {
                     AuditEvent::Delivered,
                     "delivered; held for its owner's approval".to_owned(),
                 ),
-                OutboxStatus::Delivered => (AuditEvent::Delivered, "delivered".to_owned()),
+                OutboxStatus::Delivered => match r.deferred_until {
+                    Some(t) => (
+                        AuditEvent::Delivered,
+                        format!(
+                            "delivered; deferred: the recipient's daily wake budget is spent until {}",
+                            crate::api::rfc3339_ms(t)
+                        ),
+                    ),
+                    None => (AuditEvent::Delivered, "delivered".to_owned()),
+                },
                 _ => (AuditEvent::Failed, r.reason.clone().unwrap_or_default()),
             };
             ctx.log.record(

@@ -95,6 +95,27 @@ pub(super) struct Brought {
     pub counts: Vec<(String, Counts)>,
 }
 
+/// What an inbound batch may bring: broadcasts (room to judge them), and
+/// when a mailbox's spent wake budget resets.
+pub(super) struct Room<'a> {
+    /// Broadcasts that may wait for their judgment, at most.
+    pub(super) broadcasts: usize,
+    /// The mailbox's spent budget resets at this time, Unix ms (`None`:
+    /// not spent).
+    pub(super) deferred: &'a dyn Fn(&str) -> Option<u64>,
+}
+
+impl Room<'_> {
+    /// Room for every broadcast, and no budget spent (tests).
+    #[cfg(test)]
+    pub(super) fn unbounded() -> Room<'static> {
+        Room {
+            broadcasts: super::MAX_WAITING_BROADCASTS,
+            deferred: &|_| None,
+        }
+    }
+}
+
 /// What becomes of one envelope.
 #[derive(Debug)]
 pub(super) enum Verdict {
@@ -210,13 +231,12 @@ impl Inbox {
         consent: &mut Consent,
         ctx: &mut Ctx<'_>,
     ) -> (MailReply, Vec<Event>) {
-        let (reply, events, _) =
-            self.receive_all(from, request, consent, super::MAX_WAITING_BROADCASTS, ctx);
+        let (reply, events, _) = self.receive_all(from, request, consent, Room::unbounded(), ctx);
         (reply, events)
     }
 
     /// Decides, writes and audits an inbound batch, at most
-    /// `broadcast_room` broadcasts of it; its answer, the events to
+    /// `room.broadcasts` broadcasts of it; its answer, the events to
     /// announce once it is durable, and the broadcasts and counts it
     /// brought.
     pub(super) fn receive_all(
@@ -224,12 +244,13 @@ impl Inbox {
         from: Sender,
         request: &MailRequest,
         consent: &mut Consent,
-        broadcast_room: usize,
+        room: Room<'_>,
         ctx: &mut Ctx<'_>,
     ) -> (MailReply, Vec<Event>, Brought) {
         let mut batch = Batch::default();
         let mut verdicts = vec![];
-        let mut room = broadcast_room;
+        let deferred = room.deferred;
+        let mut room = room.broadcasts;
         for bytes in request.envelopes.iter().take(MAX_BATCH_ENVELOPES) {
             let v = match self.verdict(from, bytes, &batch, consent, ctx) {
                 // Too many broadcasts wait for their judgment: the sender
@@ -299,7 +320,7 @@ impl Inbox {
                 Verdict::Duplicate => MailOutcome::Duplicate,
                 Verdict::Counts(id, counts) => {
                     brought.counts.push((id, counts));
-                    MailOutcome::Accepted { held: false }
+                    MailOutcome::accepted(false)
                 }
                 Verdict::Accepted(a) if a.broadcast => {
                     if !stored_broadcasts {
@@ -307,7 +328,7 @@ impl Inbox {
                     } else {
                         stored_broadcast(from.peer, &a, ctx);
                         brought.broadcasts.push(a.record);
-                        MailOutcome::Accepted { held: false }
+                        MailOutcome::accepted(false)
                     }
                 }
                 // Nothing stored: the sender tries again later, and the
@@ -315,8 +336,16 @@ impl Inbox {
                 Verdict::Accepted(_) if !stored => MailOutcome::Busy,
                 Verdict::Accepted(a) => {
                     let held = a.held.is_some();
+                    // Held mail reaches no session until it is approved.
+                    let deferred_until = match a.record.mailbox.as_deref() {
+                        Some(m) if !held => deferred(m),
+                        _ => None,
+                    };
                     events.push(received(from.peer, *a, consent, ctx));
-                    MailOutcome::Accepted { held }
+                    MailOutcome::Accepted {
+                        held,
+                        deferred_until,
+                    }
                 }
             });
         }

@@ -454,6 +454,14 @@ impl Loops {
         pass
     }
 
+    /// A wake run of `mailbox` starts: its quota counts afresh (the hop it
+    /// is handling stays: a run is no person speaking).
+    pub(super) fn new_turn(&mut self, mailbox: Option<&str>) {
+        if let Some(h) = self.handling.get_mut(&mailbox.map(str::to_owned)) {
+            h.sent = Sent::default();
+        }
+    }
+
     /// `mailbox`'s person spoke: what it sends next is hop 0 again, and
     /// its replies are counted afresh.
     pub(super) fn reset(&mut self, mailbox: Option<&str>) {

@@ -380,6 +380,7 @@ impl Mailroom {
             expires_at: expires_at.as_unix_millis(),
             held: held.is_some(),
             body_sha256: body_sha256.clone(),
+            deferred_until: None,
         };
         let accepted = AuditEntry {
             peer: Some(to_peer.to_string()),

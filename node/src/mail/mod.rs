@@ -53,11 +53,13 @@ mod ops;
 mod pages;
 mod profiles;
 mod retention;
+mod runs;
 mod taint;
 #[cfg(test)]
 mod tests;
 mod unread;
 mod wakes;
+mod waking;
 
 pub use bus::MAX_WAITING_BROADCASTS;
 pub use consent::{HeldReason, MAX_HELD_PER_SENDER};
@@ -147,7 +149,7 @@ enum AfterFlush {
 }
 
 /// What `status` shows of the mailroom, published by the mail actor.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MailSummary {
     /// Inbound mail is paused.
     pub paused: bool,
@@ -155,6 +157,8 @@ pub struct MailSummary {
     pub held: usize,
     /// Messages in the outbox not yet delivered.
     pub outbox_waiting: usize,
+    /// The mailboxes whose mail wakes an idle session.
+    pub wake: Vec<api::WakeStatusView>,
 }
 
 /// A cloneable handle to the mail actor.
@@ -199,7 +203,7 @@ impl MailHandle {
 
     /// What `status` shows of the mailroom, as of now.
     pub fn summary(&self) -> MailSummary {
-        *self.summary.borrow()
+        self.summary.borrow().clone()
     }
 
     /// The seq of the newest message in the inbox.
@@ -334,6 +338,8 @@ struct Inboxes {
     presence: mpsc::UnboundedReceiver<profiles::Presence>,
     /// Broadcasts judged.
     judged: mpsc::UnboundedReceiver<bus::Judgments>,
+    /// Wake runs ended.
+    ended: mpsc::UnboundedReceiver<runs::RunEnded>,
 }
 
 /// The mail actor: the parts, and what they need from outside.
@@ -360,6 +366,8 @@ pub struct Mail {
     /// Which mailboxes wake an idle session, and the sessions hooks
     /// reported.
     wakes: wakes::Wakes,
+    /// The wake runs started.
+    runs: runs::Runs,
 }
 
 impl Mail {
@@ -396,6 +404,9 @@ impl Mail {
         let unread = unread::Unread::load(store.as_ref())?;
         let profiles = profiles::Profiles::load(store.as_ref(), preset, local_directory)?;
         let taints = taint::Taints::load(store.as_ref())?;
+        let (ended_tx, ended) = mpsc::unbounded_channel();
+        let limits = (wake.max_runs, wake.run_limit);
+        let runs = runs::Runs::load(store.as_ref(), limits, &home, ended_tx, now())?;
         let wakes = wakes::Wakes::load(store.as_ref(), wake, home)?;
         let (presence_tx, presence) = mpsc::unbounded_channel();
         let (judged_tx, judged) = mpsc::unbounded_channel();
@@ -419,6 +430,7 @@ impl Mail {
             profiles,
             bus,
             wakes,
+            runs,
         };
         // Broadcasts accepted before a restart and not judged.
         mail.judge_next();
@@ -438,6 +450,7 @@ impl Mail {
             flushed,
             presence,
             judged,
+            ended,
         };
         Ok((handle, mail.run(inboxes, cancel)))
     }
@@ -447,6 +460,9 @@ impl Mail {
     async fn run(mut self, mut inboxes: Inboxes, cancel: CancellationToken) {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Mail that waited for a run when the daemon stopped.
+        let waiting: Vec<String> = self.wakes.mailboxes().map(str::to_owned).collect();
+        self.wake_all(waiting.iter().map(String::as_str));
         loop {
             tokio::select! {
                 biased;
@@ -469,6 +485,7 @@ impl Mail {
                     }
                 },
                 Some(j) = inboxes.judged.recv() => self.on_judged(j),
+                Some(e) = inboxes.ended.recv() => self.on_run_ended(e),
                 Some(p) = inboxes.presence.recv() => {
                     self.profiles.presence(&p);
                     self.publish_local();
@@ -543,6 +560,7 @@ impl Mail {
             paused: self.consent.paused(),
             held: self.consent.held_total(),
             outbox_waiting: self.courier.waiting(),
+            wake: self.wake_status(),
         });
     }
 
@@ -561,7 +579,9 @@ impl Mail {
                 broadcasts,
             } => {
                 self.net.answer_mail(token, reply);
+                let woken = delivered_to(&events);
                 self.fanout.emit(events);
+                self.wake_all(woken.iter().map(String::as_str));
                 if !broadcasts.is_empty() {
                     self.bus.enqueue(broadcasts);
                     self.judge_next();
@@ -570,7 +590,9 @@ impl Mail {
             AfterFlush::Settled(ids) => self.courier.settled(&ids),
             AfterFlush::Broadcast { reply, sealed } => self.broadcast_durable(reply, *sealed),
             AfterFlush::Judged { events, report } => {
+                let woken = delivered_to(&events);
                 self.fanout.emit(events);
+                self.wake_all(woken.iter().map(String::as_str));
                 if let Some(r) = report {
                     let dir = self.shared.directory();
                     let mut ctx = self.shared.lend(&dir);
@@ -583,7 +605,9 @@ impl Mail {
                 events,
             } => {
                 let _ = reply.send(value);
+                let woken = delivered_to(&events);
                 self.fanout.emit(events);
+                self.wake_all(woken.iter().map(String::as_str));
             }
         }
     }
@@ -599,7 +623,13 @@ impl Mail {
                 token,
             } => {
                 let sender = inbox::Sender { peer, revoked };
-                let room = self.bus.room();
+                let wakes = &self.wakes;
+                let now = ctx.now.wall;
+                let deferred = |m: &str| wakes.deferred_until(m, now).map(|t| t.as_unix_millis());
+                let room = inbox::Room {
+                    broadcasts: self.bus.room(),
+                    deferred: &deferred,
+                };
                 let (reply, events, brought) =
                     self.inbox
                         .receive_all(sender, &request, &mut self.consent, room, &mut ctx);
@@ -770,8 +800,31 @@ impl Mail {
                 limit,
                 max_bytes,
                 peek,
+                stop,
             } => {
                 let m = which_mailbox(m, mailbox);
+                let now = ctx.now.wall;
+                if let Some(name) = m
+                    .as_deref()
+                    .filter(|n| stop && self.wakes.left(n, now) == 0)
+                {
+                    // A Stop hook's block keeps a session working: none
+                    // once the budget is spent (the mail stays unread).
+                    if self.wakes.log_spent(name, now) {
+                        let entry = AuditEntry {
+                            recipient: Some(address(Some(name), &ctx.dir.my_name)),
+                            detail: waking::budget_words(&self.wakes, name, now),
+                            ..AuditEntry::default()
+                        };
+                        ctx.log.record(AuditEvent::Budget, now, entry);
+                    }
+                    let value = ok(api::Taken {
+                        messages: vec![],
+                        unread: self.unread.count(m.as_deref()),
+                        held: self.consent.held_in(m.as_deref()),
+                    });
+                    return self.answer_durably(reply, value, vec![]);
+                }
                 let limit = limit.unwrap_or(MAX_TAKE);
                 let taken = self
                     .unread
@@ -781,6 +834,13 @@ impl Mail {
                         let own = address(m.as_deref(), &ctx.dir.my_name);
                         for r in records.iter().filter(|r| r.from != own) {
                             self.loops.received(m.as_deref(), r.hop, ctx.now.wall);
+                        }
+                        let blocks = m.as_deref().filter(|_| stop && !records.is_empty());
+                        if let Some(name) = blocks
+                            && let Err(e) =
+                                self.wakes.spend(ctx.store, name, wakes::Spend::Stop, now)
+                        {
+                            tracing::error!(error = %e, "cannot spend a Stop-hook block");
                         }
                         let held = self.consent.held_in(m.as_deref());
                         ok(api::Taken {
@@ -869,6 +929,11 @@ impl Mail {
                     let now = ctx.now.wall;
                     ok(self.wakes.test(&m, folder, &page.messages, attached, now))
                 }),
+            Op::WakeList => ok(self.runs.list(ctx.now.wall)),
+            Op::WakeStop { run } => self
+                .runs
+                .stop(&run)
+                .and_then(|r| ok(runs::view(r, ctx.now.wall))),
             Op::Session {
                 mailbox: m,
                 agent,
@@ -990,6 +1055,7 @@ impl Mail {
             accepted,
         } = local;
         record.seq = self.inbox.seqs().take();
+        let outbox_mailbox = record.mailbox.clone();
         if let Err(e) = ctx.store.put_inbox(std::slice::from_ref(&record), &[], &[]) {
             tracing::error!(error = %e, "cannot store a message for this machine");
             let _ = reply.send(Err(e.into()));
@@ -1010,6 +1076,15 @@ impl Mail {
         let event = inbox::received(me, accepted, &mut self.consent, &mut ctx);
         let events = vec![event];
         heard(&mut self.unread, &mut self.loops, &events, &mut ctx);
+        let mut outbox = outbox;
+        if held.is_none()
+            && let Some(m) = &outbox_mailbox
+        {
+            outbox.deferred_until = self
+                .wakes
+                .deferred_until(m, ctx.now.wall)
+                .map(|t| t.as_unix_millis());
+        }
         self.courier.write(outbox);
         let value = ok(serde_json::json!({
             "id": id,
@@ -1091,6 +1166,18 @@ fn heard(
             }
         }
     }
+}
+
+/// The mailboxes (on this machine, not the owner's) these events deliver
+/// mail to: mail a session may be woken for.
+fn delivered_to(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Message { message } if message.held.is_none() => message.mailbox.clone(),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A taint's change, audited.

@@ -114,7 +114,7 @@ pub(super) fn outbox_list(courier: &Courier, ctx: &Ctx<'_>) -> Reply {
     let all: Vec<_> = all
         .iter()
         .map(|r| {
-            let mut v = outbox_view(r);
+            let mut v = outbox_view(r, ctx.now.wall);
             if r.kind == agentmesh_protocol::envelope::Kind::Broadcast.as_str() {
                 v.counts = ctx
                     .store

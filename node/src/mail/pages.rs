@@ -149,7 +149,10 @@ pub(super) fn view(r: &InboxRecord) -> MessageView {
 
 /// A sent message as `outbox` shows it, before what only the courier
 /// knows (retry, offline) and the directory (owner) are added.
-pub(super) fn outbox_view(r: &OutboxRecord) -> OutboxView {
+pub(super) fn outbox_view(r: &OutboxRecord, now: agentmesh_protocol::Timestamp) -> OutboxView {
+    let deferred = r
+        .deferred_until
+        .filter(|t| *t > now.as_unix_millis() && r.status == OutboxStatus::Delivered);
     OutboxView {
         id: r.id.clone(),
         to: r.to.clone(),
@@ -157,10 +160,12 @@ pub(super) fn outbox_view(r: &OutboxRecord) -> OutboxView {
         status: match r.status {
             OutboxStatus::Queued => "queued",
             OutboxStatus::Sent => "sent",
+            OutboxStatus::Delivered if deferred.is_some() => "deferred",
             OutboxStatus::Delivered => "delivered",
             OutboxStatus::Failed => "failed",
         }
         .into(),
+        deferred_until: deferred.map(rfc3339_ms),
         reason: r.reason.clone(),
         held: r.held,
         attempts: r.attempts,

@@ -314,7 +314,7 @@ fn an_envelope_past_its_expiry_and_the_skew_is_refused() {
     // At the edge it still lands; a second later it is refused.
     let edge = at(T0 + expiry.as_millis() as u64, Instant::now());
     let o = outcomes_of(member(t.alpha.peer_id()), &[&e], &t, edge);
-    assert_eq!(o[0], MailOutcome::Accepted { held: false });
+    assert_eq!(o[0], MailOutcome::accepted(false));
     let late = at(T0 + expiry.as_millis() as u64 + 1000, Instant::now());
     let o = outcomes_of(member(t.alpha.peer_id()), &[&e], &t, late);
     assert_eq!(code(&o[0]), "Expired");
@@ -342,10 +342,7 @@ fn a_duplicate_is_answered_as_such_within_a_batch_and_across_batches() {
     );
     assert_eq!(
         first.outcomes,
-        [
-            MailOutcome::Accepted { held: false },
-            MailOutcome::Duplicate
-        ]
+        [MailOutcome::accepted(false), MailOutcome::Duplicate]
     );
     assert_eq!(events.len(), 1, "announced once");
     let (again, events) = inbox.receive(
@@ -386,7 +383,7 @@ fn an_id_another_sender_used_is_refused() {
         &mut consent,
         &mut ctx,
     );
-    assert_eq!(r.outcomes, [MailOutcome::Accepted { held: true }]);
+    assert_eq!(r.outcomes, [MailOutcome::accepted(true)]);
     let (r, _) = inbox.receive(
         member(t.alpha.peer_id()),
         &batch(&[&from_alpha]),
@@ -417,7 +414,7 @@ fn accepted_mail_is_stored_audited_and_announced_and_other_owners_mail_held() {
         &mut consent,
         &mut ctx,
     );
-    assert_eq!(r.outcomes, [MailOutcome::Accepted { held: false }]);
+    assert_eq!(r.outcomes, [MailOutcome::accepted(false)]);
     assert!(matches!(&ev[..], [Event::Message { message }] if message.seq == 42));
     let (r, ev) = inbox.receive(
         member(t.carol.peer_id()),
@@ -425,7 +422,7 @@ fn accepted_mail_is_stored_audited_and_announced_and_other_owners_mail_held() {
         &mut consent,
         &mut ctx,
     );
-    assert_eq!(r.outcomes, [MailOutcome::Accepted { held: true }]);
+    assert_eq!(r.outcomes, [MailOutcome::accepted(true)]);
     assert!(
         matches!(&ev[..], [Event::Held { message }] if message.held.as_deref() == Some("other_owner"))
     );
@@ -484,7 +481,7 @@ fn a_failed_write_audits_only_the_refusals() {
         &mut consent,
         &mut ctx,
     );
-    assert_eq!(r.outcomes, [MailOutcome::Accepted { held: true }]);
+    assert_eq!(r.outcomes, [MailOutcome::accepted(true)]);
     assert_eq!(ev.len(), 1);
     assert_eq!(consent.held_total(), 1);
     assert_eq!(events(&d.log), ["refused", "held"]);
@@ -608,10 +605,10 @@ fn resume_lets_answers_pass_and_keeps_a_revoked_senders_mail_held() {
     consent.pause(&ada(), &mut ctx).unwrap();
     let carol = member(t.carol.peer_id());
     let (r, _) = inbox.receive(carol, &batch(&[&answer, &unasked]), &mut consent, &mut ctx);
-    assert_eq!(r.outcomes, vec![MailOutcome::Accepted { held: true }; 2]);
+    assert_eq!(r.outcomes, vec![MailOutcome::accepted(true); 2]);
     let alpha = member(t.alpha.peer_id());
     let (r, _) = inbox.receive(alpha, &batch(&[&from_alpha]), &mut consent, &mut ctx);
-    assert_eq!(r.outcomes, [MailOutcome::Accepted { held: true }]);
+    assert_eq!(r.outcomes, [MailOutcome::accepted(true)]);
     // Alpha leaves meanwhile.
     let mut dir = t.dir.clone();
     if let Some(m) = dir.machines.get_mut(&t.alpha.peer_id()) {
@@ -679,21 +676,21 @@ fn resume_releases_only_what_the_consent_rule_delivers() {
     consent.pause(&ada(), &mut ctx).unwrap();
     let alpha = member(t.alpha.peer_id());
     let (r, _) = inbox.receive(alpha, &batch(&[&a, &to_docs]), &mut consent, &mut ctx);
-    assert_eq!(r.outcomes, vec![MailOutcome::Accepted { held: true }; 2]);
+    assert_eq!(r.outcomes, vec![MailOutcome::accepted(true); 2]);
     let (r, _) = inbox.receive(
         member(t.carol.peer_id()),
         &batch(&[&c]),
         &mut consent,
         &mut ctx,
     );
-    assert_eq!(r.outcomes, [MailOutcome::Accepted { held: true }]);
+    assert_eq!(r.outcomes, [MailOutcome::accepted(true)]);
     let (r, _) = inbox.receive(
         member(newcomer.peer_id()),
         &batch(&[&n]),
         &mut consent,
         &mut ctx,
     );
-    assert_eq!(r.outcomes, [MailOutcome::Accepted { held: true }]);
+    assert_eq!(r.outcomes, [MailOutcome::accepted(true)]);
     assert_eq!(consent.held_total(), 4);
     consent
         .allow(&ada(), "", Some("docs"), false, &mut ctx)
@@ -882,6 +879,7 @@ fn outbox_record(n: usize, to: PeerId, envelope_bytes: usize) -> OutboxRecord {
         expires_at: T0 + 3_600_000,
         held: false,
         body_sha256: "ab".repeat(32),
+        deferred_until: None,
     }
 }
 
@@ -902,7 +900,7 @@ fn answer(carry: &Carry, outcomes: Vec<MailOutcome>) -> Delivered {
 }
 
 fn accepted(n: usize) -> Vec<MailOutcome> {
-    vec![MailOutcome::Accepted { held: false }; n]
+    vec![MailOutcome::accepted(false); n]
 }
 
 #[test]
@@ -1101,7 +1099,7 @@ fn a_busy_answer_keeps_the_message_and_retries_it() {
     };
     courier.retry_due(&net, &mut ctx);
     let carry = net.take().pop().unwrap();
-    let outcomes = vec![MailOutcome::Accepted { held: false }, MailOutcome::Busy];
+    let outcomes = vec![MailOutcome::accepted(false), MailOutcome::Busy];
     courier.delivered(answer(&carry, outcomes), &net, &mut ctx);
     assert_eq!(courier.waiting(), 1);
     let r = courier.undelivered().next().unwrap();
@@ -1133,8 +1131,8 @@ fn outcomes_map_to_delivered_and_failed() {
     courier.retry_due(&net, &mut ctx);
     let carry = net.take().pop().unwrap();
     let outcomes = vec![
-        MailOutcome::Accepted { held: false },
-        MailOutcome::Accepted { held: true },
+        MailOutcome::accepted(false),
+        MailOutcome::accepted(true),
         MailOutcome::Duplicate,
         MailOutcome::Refused {
             code: "no_mailbox".into(),
@@ -1289,7 +1287,7 @@ async fn a_store_that_fails_answers_busy_and_audits_nothing_it_did_not_keep() {
     // The retry lands once, and is audited once.
     store.fail_put_inbox(false);
     let outcome = deliver(&ends.events, &mut ends.answers, alpha, &envelope).await;
-    assert_eq!(outcome, MailOutcome::Accepted { held: false });
+    assert_eq!(outcome, MailOutcome::accepted(false));
     assert_eq!(received(&store), 1);
 
     // A dedup lookup that fails is not "new": busy, not stored again.
@@ -1337,7 +1335,7 @@ async fn a_send_is_carried_and_its_answer_delivers_it() {
         .send(Delivered {
             batch: carried.batch,
             result: Ok(MailReply {
-                outcomes: vec![MailOutcome::Accepted { held: false }],
+                outcomes: vec![MailOutcome::accepted(false)],
             }),
         })
         .unwrap();
@@ -1430,7 +1428,7 @@ fn a_broadcast_that_names_a_mailbox_or_answers_a_message_is_refused() {
     );
     assert_eq!(code(&out[0]), "bad_broadcast");
     assert_eq!(code(&out[1]), "bad_broadcast");
-    assert_eq!(out[2], MailOutcome::Accepted { held: false });
+    assert_eq!(out[2], MailOutcome::accepted(false));
 }
 
 #[test]
@@ -1455,14 +1453,17 @@ fn broadcasts_past_the_waiting_bound_are_answered_busy_and_stored_ones_are_not_i
         member(t.alpha.peer_id()),
         &batch(&refs),
         &mut consent,
-        2,
+        inbox::Room {
+            broadcasts: 2,
+            deferred: &|_| None,
+        },
         &mut ctx,
     );
     assert_eq!(
         reply.outcomes,
         [
-            MailOutcome::Accepted { held: false },
-            MailOutcome::Accepted { held: false },
+            MailOutcome::accepted(false),
+            MailOutcome::accepted(false),
             MailOutcome::Busy
         ]
     );
@@ -1476,7 +1477,10 @@ fn broadcasts_past_the_waiting_bound_are_answered_busy_and_stored_ones_are_not_i
         member(t.alpha.peer_id()),
         &batch(&refs),
         &mut consent,
-        2,
+        inbox::Room {
+            broadcasts: 2,
+            deferred: &|_| None,
+        },
         &mut ctx,
     );
     assert_eq!(
@@ -1484,7 +1488,7 @@ fn broadcasts_past_the_waiting_bound_are_answered_busy_and_stored_ones_are_not_i
         [
             MailOutcome::Duplicate,
             MailOutcome::Duplicate,
-            MailOutcome::Accepted { held: false }
+            MailOutcome::accepted(false)
         ]
     );
 }

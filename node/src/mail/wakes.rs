@@ -26,7 +26,7 @@ use crate::api::{
 };
 use crate::codes;
 use crate::config::WakeRules;
-use crate::store::{FolderBinding, SessionRecord, Store, StoreError, WakeRecord};
+use crate::store::{FolderBinding, SessionRecord, SpentRecord, Store, StoreError, WakeRecord};
 use crate::wake::{self, Run};
 
 /// A session with no hook for this long is no longer live (Codex has no
@@ -48,6 +48,22 @@ pub(super) struct Wakes {
     settings: BTreeMap<String, WakeRecord>,
     /// Per mailbox, oldest first by `seen`.
     sessions: BTreeMap<String, Vec<SessionRecord>>,
+    /// What each mailbox spent of its budget, on the day the record names.
+    spent: BTreeMap<String, SpentRecord>,
+    /// The day each mailbox's spent budget was last logged (`budget`), so
+    /// a flood of mail logs it once a day.
+    logged: BTreeMap<String, String>,
+}
+
+/// What counts against a mailbox's daily wake budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Spend {
+    /// A wake run started.
+    Run,
+    /// A broadcast was delivered to it.
+    Broadcast,
+    /// A Stop hook kept its session working.
+    Stop,
 }
 
 impl Wakes {
@@ -69,17 +85,32 @@ impl Wakes {
         for list in sessions.values_mut() {
             list.sort_by_key(|s| s.seen);
         }
+        let spent = store
+            .spent()?
+            .into_iter()
+            .map(|r| (r.mailbox.clone(), r))
+            .collect();
         Ok(Wakes {
             rules,
             home,
             settings,
             sessions,
+            spent,
+            logged: BTreeMap::new(),
         })
     }
 
     /// The agent mail to `mailbox` wakes, if any.
     pub(super) fn agent(&self, mailbox: &str) -> Option<WakeAgent> {
         self.settings.get(mailbox).and_then(|r| r.agent)
+    }
+
+    /// The mailboxes whose mail wakes an agent.
+    pub(super) fn mailboxes(&self) -> impl Iterator<Item = &str> {
+        self.settings
+            .values()
+            .filter(|r| r.agent.is_some())
+            .map(|r| r.mailbox.as_str())
     }
 
     /// `mailbox`'s daily wake budget.
@@ -96,6 +127,88 @@ impl Wakes {
             .get(mailbox)
             .and_then(|r| r.max_budget_usd)
             .unwrap_or(self.rules.max_budget_usd)
+    }
+
+    /// What `mailbox` spent of its budget on `now`'s local day.
+    pub(super) fn spent(&self, mailbox: &str, now: Timestamp) -> u32 {
+        let (day, _) = local_day(now);
+        self.spent
+            .get(mailbox)
+            .filter(|r| r.day == day)
+            .map_or(0, SpentRecord::total)
+    }
+
+    /// What is left of `mailbox`'s budget today.
+    pub(super) fn left(&self, mailbox: &str, now: Timestamp) -> u32 {
+        self.budget(mailbox)
+            .saturating_sub(self.spent(mailbox, now))
+    }
+
+    /// When `mailbox`'s spent budget resets, if it is spent: the next
+    /// local midnight. (A budget of 0 is no budget spent: its mail is for
+    /// its person's own session, and no midnight changes that.)
+    pub(super) fn deferred_until(&self, mailbox: &str, now: Timestamp) -> Option<Timestamp> {
+        (self.budget(mailbox) > 0 && self.left(mailbox, now) == 0).then(|| local_day(now).1)
+    }
+
+    /// Whether `mailbox`'s spent budget is to be logged now: once a day.
+    pub(super) fn log_spent(&mut self, mailbox: &str, now: Timestamp) -> bool {
+        let (day, _) = local_day(now);
+        if self.logged.get(mailbox) == Some(&day) {
+            return false;
+        }
+        if self.logged.len() >= 4096 {
+            self.logged.clear();
+        }
+        self.logged.insert(mailbox.to_owned(), day);
+        true
+    }
+
+    /// Counts `what` against `mailbox`'s budget today, durably.
+    pub(super) fn spend(
+        &mut self,
+        store: &dyn Store,
+        mailbox: &str,
+        what: Spend,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        let (day, _) = local_day(now);
+        let r = self
+            .spent
+            .entry(mailbox.to_owned())
+            .or_insert_with(|| SpentRecord {
+                mailbox: mailbox.to_owned(),
+                day: day.clone(),
+                runs: 0,
+                broadcasts: 0,
+                stops: 0,
+            });
+        if r.day != day {
+            *r = SpentRecord {
+                mailbox: mailbox.to_owned(),
+                day,
+                runs: 0,
+                broadcasts: 0,
+                stops: 0,
+            };
+        }
+        let n = match what {
+            Spend::Run => &mut r.runs,
+            Spend::Broadcast => &mut r.broadcasts,
+            Spend::Stop => &mut r.stops,
+        };
+        *n = n.saturating_add(1);
+        store.put_spent(r)
+    }
+
+    /// The rules a run is started with.
+    pub(super) fn rules(&self) -> &WakeRules {
+        &self.rules
+    }
+
+    /// The daemon's home.
+    pub(super) fn home(&self) -> &Path {
+        &self.home
     }
 
     /// `wake set`: durably, before it is answered.
@@ -290,6 +403,38 @@ impl Wakes {
             why_not,
         }
     }
+}
+
+/// `now`'s day on this machine's local calendar (`YYYY-MM-DD`), and the
+/// local midnight that ends it.
+pub(super) fn local_day(now: Timestamp) -> (String, Timestamp) {
+    use chrono::TimeZone;
+    let ms = i64::try_from(now.as_unix_millis()).unwrap_or(i64::MAX);
+    let Some(t) = chrono::Local.timestamp_millis_opt(ms).earliest() else {
+        return (
+            "unknown".into(),
+            now.saturating_add(Duration::from_secs(86_400)),
+        );
+    };
+    let day = t.date_naive();
+    let next = day
+        .succ_opt()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        // A midnight a clock change skips: the day ends when it resumes.
+        .and_then(|m| {
+            chrono::Local
+                .from_local_datetime(&m)
+                .earliest()
+                .or_else(|| {
+                    chrono::Local
+                        .from_local_datetime(&(m + chrono::Duration::hours(1)))
+                        .earliest()
+                })
+        })
+        .map_or(now.saturating_add(Duration::from_secs(86_400)), |m| {
+            Timestamp::from_unix_millis(u64::try_from(m.timestamp_millis()).unwrap_or(0))
+        });
+    (day.format("%Y-%m-%d").to_string(), next)
 }
 
 /// Whether `s` is live at `now`.

@@ -749,6 +749,7 @@ impl Net {
             paused: false,
             held: 0,
             outbox_waiting: 0,
+            wake: vec![],
             test_build: crate::clock::TEST_BUILD,
         })
     }

@@ -28,8 +28,8 @@ pub(crate) use flush::stalled;
 pub use flush::{Done, GroupCommit, Writes};
 pub use records::{
     AskRecord, AuditEntry, Caught, CountsRecord, FolderBinding, InboxRecord, Judged, NoteRecord,
-    OutboxRecord, OutboxStatus, PeerRecord, ProfileRecord, Reported, SessionRecord, TaintRecord,
-    WakeAgent, WakeRecord,
+    OutboxRecord, OutboxStatus, PeerRecord, ProfileRecord, Reported, RunRecord, RunStatus,
+    SessionRecord, SpentRecord, TaintRecord, WakeAgent, WakeRecord,
 };
 pub use sled_store::SledStore;
 
@@ -263,6 +263,14 @@ pub trait BusStore: Send + Sync + std::fmt::Debug {
     fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
     /// Writes a session's record (`forget`: removes it) durably.
     fn put_session(&self, record: &SessionRecord, forget: bool) -> Result<(), StoreError>;
+    /// The wake runs kept.
+    fn runs(&self) -> Result<Vec<RunRecord>, StoreError>;
+    /// Writes a run's record (`forget`: removes it) durably.
+    fn put_run(&self, record: &RunRecord, forget: bool) -> Result<(), StoreError>;
+    /// What mailboxes spent of their daily wake budgets.
+    fn spent(&self) -> Result<Vec<SpentRecord>, StoreError>;
+    /// Writes what a mailbox spent today, durably.
+    fn put_spent(&self, record: &SpentRecord) -> Result<(), StoreError>;
 }
 
 /// The daemon's persistent state: every part's records, in one database

@@ -112,6 +112,10 @@ pub struct OutboxRecord {
     /// written before it was kept).
     #[serde(default)]
     pub body_sha256: String,
+    /// The recipient's daily wake budget was spent: nothing wakes a
+    /// session for it until then, Unix ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deferred_until: Option<u64>,
 }
 
 /// A broadcast copy sent to another machine (by the copy's id): which
@@ -272,7 +276,7 @@ pub struct Caught {
     pub id: String,
 }
 
-pub use crate::api::WakeAgent;
+pub use crate::api::{RunStatus, WakeAgent};
 
 /// A mailbox's wake setting (`agentmesh wake set MAILBOX AGENT`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -308,4 +312,61 @@ pub struct SessionRecord {
     /// Its SessionEnd hook, Unix ms, if it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<u64>,
+}
+
+/// A wake run the daemon started (the newest 100 are kept).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Its id, hex.
+    pub id: String,
+    /// The mailbox whose mail started it.
+    pub mailbox: String,
+    /// The agent.
+    pub agent: WakeAgent,
+    /// The session it resumed, or the new one it reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Whether it resumed `session`.
+    pub resumed: bool,
+    /// Where it stands.
+    pub status: RunStatus,
+    /// How it exited, in words, or why it did not start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<String>,
+    /// When it started, Unix ms.
+    pub started: u64,
+    /// When it ended, Unix ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<u64>,
+    /// The inbox seqs of the messages its prompt showed.
+    pub shown: Vec<u64>,
+    /// Their ids, hex.
+    pub messages: Vec<String>,
+    /// Its log file.
+    pub log: String,
+}
+
+/// What a mailbox spent of its daily wake budget on one day (the
+/// receiving machine's local calendar day).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpentRecord {
+    /// The mailbox name.
+    pub mailbox: String,
+    /// The local day, `YYYY-MM-DD`.
+    pub day: String,
+    /// Wake runs started.
+    pub runs: u32,
+    /// Broadcasts delivered to it.
+    pub broadcasts: u32,
+    /// Stop-hook blocks (each kept a session working).
+    pub stops: u32,
+}
+
+impl SpentRecord {
+    /// Everything it counts.
+    pub fn total(&self) -> u32 {
+        self.runs
+            .saturating_add(self.broadcasts)
+            .saturating_add(self.stops)
+    }
 }

@@ -7,8 +7,8 @@ use super::sled_store::{INBOX_SEQ_KEY, from_record, insert_inbox, to_record};
 use agentmesh_protocol::Timestamp;
 
 use super::{
-    BusStore, CountsRecord, InboxRecord, OutboxRecord, SessionRecord, SledStore, StoreError,
-    TaintRecord, WakeRecord,
+    BusStore, CountsRecord, InboxRecord, OutboxRecord, RunRecord, SessionRecord, SledStore,
+    SpentRecord, StoreError, TaintRecord, WakeRecord,
 };
 
 fn store_error(e: TransactionError<()>) -> StoreError {
@@ -174,6 +174,36 @@ impl BusStore for SledStore {
         }
         self.sync()
     }
+
+    fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.consent
+            .scan_prefix(RUN_PREFIX)
+            .map(|kv| from_record(&kv?.1))
+            .collect()
+    }
+
+    fn put_run(&self, record: &RunRecord, forget: bool) -> Result<(), StoreError> {
+        let key = [RUN_PREFIX, record.id.as_bytes()].concat();
+        if forget {
+            self.consent.remove(key)?;
+        } else {
+            self.consent.insert(key, to_record(record))?;
+        }
+        self.sync()
+    }
+
+    fn spent(&self) -> Result<Vec<SpentRecord>, StoreError> {
+        self.consent
+            .scan_prefix(SPENT_PREFIX)
+            .map(|kv| from_record(&kv?.1))
+            .collect()
+    }
+
+    fn put_spent(&self, record: &SpentRecord) -> Result<(), StoreError> {
+        let key = [SPENT_PREFIX, record.mailbox.as_bytes()].concat();
+        self.consent.insert(key, to_record(record))?;
+        self.sync()
+    }
 }
 
 /// The consent tree's keys of mailboxes' taints.
@@ -183,3 +213,8 @@ const WAKE_PREFIX: &[u8] = b"wake/";
 /// The consent tree's keys of sessions hooks reported (mailbox, agent and
 /// session id, each ended by a NUL but the last).
 const SESSION_PREFIX: &[u8] = b"session/";
+/// The consent tree's keys of wake runs (by run id).
+const RUN_PREFIX: &[u8] = b"run/";
+/// The consent tree's keys of what mailboxes spent of their daily wake
+/// budgets (one record per mailbox: today's).
+const SPENT_PREFIX: &[u8] = b"spent/";

@@ -351,6 +351,22 @@ impl BusStore for Flaky {
     fn put_session(&self, record: &SessionRecord, forget: bool) -> Result<(), StoreError> {
         self.inner.put_session(record, forget)
     }
+
+    fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.inner.runs()
+    }
+
+    fn put_run(&self, record: &RunRecord, forget: bool) -> Result<(), StoreError> {
+        self.inner.put_run(record, forget)
+    }
+
+    fn spent(&self) -> Result<Vec<SpentRecord>, StoreError> {
+        self.inner.spent()
+    }
+
+    fn put_spent(&self, record: &SpentRecord) -> Result<(), StoreError> {
+        self.inner.put_spent(record)
+    }
 }
 
 impl Store for Flaky {

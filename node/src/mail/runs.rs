@@ -1,0 +1,627 @@
+//! Wake runs: the headless agent processes the daemon starts for a
+//! mailbox whose mail arrived while no session of it was open, one at a
+//! time per mailbox and at most `wake.max_runs` at once.
+//!
+//! ```text
+//!  start ── RunRecord (running), durable ── spawn (own process group,
+//!           stdin closed, stdout+stderr ── HOME/wake/RUN.log, capped)
+//!    exits ─────────────────────┐
+//!    wake.run_limit ── SIGTERM ─┤ (the group; SIGKILL 10 s later)
+//!    wake stop ─────── SIGTERM ─┤
+//!                               └─ the rest of its group killed ── RunEnded
+//!                                  ──> the mail actor: done (exit 0: its
+//!                                  messages read) or failed (unread)
+//!  daemon restarted while one ran ── interrupted (its messages unread)
+//! ```
+//!
+//! The supervisor task owns the process; the actor owns the records and
+//! learns of an end over a channel, so no run's state is reached from
+//! outside the actor.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentmesh_protocol::Timestamp;
+use serde::Deserialize;
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{self, ApiError, RunStatus, RunView, WakeAgent, WakeCommandView, WakeListView};
+use crate::codes;
+use crate::store::{RunRecord, Store, StoreError};
+
+/// Runs kept for `wake list` (their logs with them); a running one is
+/// never forgotten.
+pub(super) const MAX_RUNS_KEPT: usize = 100;
+
+/// A run's log holds at most this much of its output; the rest is
+/// counted, not kept.
+pub(super) const MAX_LOG: usize = 256 * 1024;
+
+/// After SIGTERM, how long a run's group has before SIGKILL.
+pub(super) const KILL_GRACE: Duration = Duration::from_secs(10);
+
+/// The most of a run's stdout read for its session id (Claude Code's
+/// JSON result is a few kilobytes).
+const MAX_RESULT: usize = 64 * 1024;
+
+/// How long the end of a run's output is waited for once its process
+/// exited (a descendant that left its process group may hold the pipe).
+const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
+
+/// A run ended: what its supervisor reports to the actor.
+#[derive(Debug)]
+pub(super) struct RunEnded {
+    /// The run.
+    pub id: String,
+    /// How it ended.
+    pub status: RunStatus,
+    /// In words.
+    pub exit: String,
+    /// The session id its output named, if any.
+    pub session: Option<String>,
+}
+
+/// A run to start.
+#[derive(Debug)]
+pub(super) struct Start {
+    /// Its id.
+    pub id: String,
+    /// The mailbox.
+    pub mailbox: String,
+    /// The agent.
+    pub agent: WakeAgent,
+    /// The exact command.
+    pub command: WakeCommandView,
+    /// The messages its prompt shows: (seq, id).
+    pub shown: Vec<(u64, String)>,
+}
+
+/// The runs: their records, the running ones' stop switches, and the
+/// mailboxes waiting for a free slot.
+#[derive(Debug)]
+pub(super) struct Runs {
+    max_runs: usize,
+    run_limit: Duration,
+    /// Where logs go: HOME/wake.
+    dir: PathBuf,
+    /// Oldest first.
+    records: VecDeque<RunRecord>,
+    stops: BTreeMap<String, CancellationToken>,
+    queued: VecDeque<String>,
+    ended: mpsc::UnboundedSender<RunEnded>,
+    /// Per mailbox, the newest tainted message logged as waiting (`taint`
+    /// is logged once per message that arrived, not per look).
+    taint_logged: BTreeMap<String, u64>,
+}
+
+impl Runs {
+    /// The stored runs; one that was running when the daemon stopped is
+    /// `interrupted` now (durably), its messages unread.
+    pub(super) fn load(
+        store: &dyn Store,
+        (max_runs, run_limit): (u32, Duration),
+        home: &Path,
+        ended: mpsc::UnboundedSender<RunEnded>,
+        now: Timestamp,
+    ) -> Result<Runs, StoreError> {
+        let mut records: Vec<RunRecord> = store.runs()?;
+        records.sort_by(|a, b| (a.started, &a.id).cmp(&(b.started, &b.id)));
+        for r in records
+            .iter_mut()
+            .filter(|r| r.status == RunStatus::Running)
+        {
+            r.status = RunStatus::Interrupted;
+            r.ended = Some(now.as_unix_millis());
+            r.exit = Some("the daemon stopped while it ran; what it did is unknown".into());
+            store.put_run(r, false)?;
+        }
+        Ok(Runs {
+            max_runs: max_runs as usize,
+            run_limit,
+            dir: home.join("wake"),
+            records: records.into(),
+            stops: BTreeMap::new(),
+            queued: VecDeque::new(),
+            ended,
+            taint_logged: BTreeMap::new(),
+        })
+    }
+
+    /// Whether a run of `mailbox` is running.
+    pub(super) fn busy(&self, mailbox: &str) -> bool {
+        self.running().any(|r| r.mailbox == mailbox)
+    }
+
+    fn running(&self) -> impl Iterator<Item = &RunRecord> {
+        self.records
+            .iter()
+            .filter(|r| r.status == RunStatus::Running)
+    }
+
+    /// Whether another run may start now.
+    pub(super) fn has_slot(&self) -> bool {
+        self.running().count() < self.max_runs
+    }
+
+    /// `mailbox` waits for a free slot (once).
+    pub(super) fn queue(&mut self, mailbox: &str) {
+        if !self.queued.iter().any(|m| m == mailbox) {
+            self.queued.push_back(mailbox.to_owned());
+        }
+    }
+
+    /// The mailboxes waiting for a slot, oldest first, taken.
+    pub(super) fn take_queued(&mut self) -> Vec<String> {
+        self.queued.drain(..).collect()
+    }
+
+    /// Whether tainted mail up to `seq` waiting in `mailbox` is news for
+    /// the log.
+    pub(super) fn taint_to_log(&mut self, mailbox: &str, seq: u64) -> bool {
+        if self.taint_logged.get(mailbox).is_some_and(|s| *s >= seq) {
+            return false;
+        }
+        if self.taint_logged.len() >= 4096 {
+            self.taint_logged.clear();
+        }
+        self.taint_logged.insert(mailbox.to_owned(), seq);
+        true
+    }
+
+    /// The newest run of `mailbox` that ended without its messages read.
+    pub(super) fn last_failure(&self, mailbox: &str) -> Option<&RunRecord> {
+        self.records
+            .iter()
+            .rev()
+            .filter(|r| r.mailbox == mailbox && r.status != RunStatus::Running)
+            .take(1)
+            .find(|r| r.status.failed())
+    }
+
+    /// The running run of `mailbox`.
+    pub(super) fn running_of(&self, mailbox: &str) -> Option<&RunRecord> {
+        self.running().find(|r| r.mailbox == mailbox)
+    }
+
+    /// Starts `start`: its record written durably first (a crash from
+    /// here on leaves it `interrupted`, never unknown), then the process.
+    pub(super) fn start(
+        &mut self,
+        store: &dyn Store,
+        start: Start,
+        now: Timestamp,
+    ) -> Result<RunRecord, StoreError> {
+        if let Err(e) = std::fs::create_dir_all(&self.dir) {
+            tracing::warn!(error = %e, dir = %self.dir.display(), "cannot make the wake log folder");
+        }
+        let log = self.dir.join(format!("{}.log", start.id));
+        let record = RunRecord {
+            id: start.id.clone(),
+            mailbox: start.mailbox,
+            agent: start.agent,
+            session: start.command.resume.clone(),
+            resumed: start.command.resume.is_some(),
+            status: RunStatus::Running,
+            exit: None,
+            started: now.as_unix_millis(),
+            ended: None,
+            shown: start.shown.iter().map(|(s, _)| *s).collect(),
+            messages: start.shown.into_iter().map(|(_, id)| id).collect(),
+            log: log.display().to_string(),
+        };
+        store.put_run(&record, false)?;
+        let stop = CancellationToken::new();
+        self.stops.insert(record.id.clone(), stop.clone());
+        self.records.push_back(record.clone());
+        let job = Supervised {
+            id: start.id,
+            agent: start.agent,
+            command: start.command,
+            log,
+            limit: self.run_limit,
+            stop,
+        };
+        tokio::spawn(supervise(job, self.ended.clone()));
+        self.prune(store)?;
+        Ok(record)
+    }
+
+    /// A run ended: its record, final and durable.
+    pub(super) fn ended(
+        &mut self,
+        store: &dyn Store,
+        end: &RunEnded,
+        now: Timestamp,
+    ) -> Result<Option<RunRecord>, StoreError> {
+        self.stops.remove(&end.id);
+        let Some(r) = self.records.iter_mut().find(|r| r.id == end.id) else {
+            return Ok(None);
+        };
+        r.status = end.status;
+        r.exit = Some(end.exit.clone());
+        r.ended = Some(now.as_unix_millis());
+        if end.session.is_some() {
+            r.session.clone_from(&end.session);
+        }
+        store.put_run(r, false)?;
+        Ok(Some(r.clone()))
+    }
+
+    /// `wake stop`: the run `prefix` names is ended (SIGTERM, then
+    /// SIGKILL); answered with its record as it stands.
+    pub(super) fn stop(&self, prefix: &str) -> Result<&RunRecord, ApiError> {
+        let p = prefix.trim();
+        let found: Vec<&RunRecord> = if p.is_empty() {
+            vec![]
+        } else {
+            self.records
+                .iter()
+                .filter(|r| r.id.starts_with(p))
+                .collect()
+        };
+        let r = match found.as_slice() {
+            [r] => *r,
+            [] => {
+                return Err(ApiError::new(
+                    codes::UNKNOWN_RUN,
+                    format!("no wake run has id {p:?}; `agentmesh wake list` shows the runs"),
+                ));
+            }
+            _ => {
+                return Err(ApiError::new(
+                    codes::BAD_INPUT,
+                    format!("{p:?} names more than one run; give more of its id"),
+                ));
+            }
+        };
+        if let Some(stop) = self.stops.get(&r.id) {
+            stop.cancel();
+        }
+        Ok(r)
+    }
+
+    /// `wake list`.
+    pub(super) fn list(&self, now: Timestamp) -> WakeListView {
+        WakeListView {
+            runs: self.records.iter().rev().map(|r| view(r, now)).collect(),
+            max_runs: self.max_runs as u32,
+            queued: self.queued.iter().cloned().collect(),
+        }
+    }
+
+    /// Forgets the oldest ended runs past [`MAX_RUNS_KEPT`], logs too.
+    fn prune(&mut self, store: &dyn Store) -> Result<(), StoreError> {
+        while self.records.len() > MAX_RUNS_KEPT {
+            let Some(at) = self
+                .records
+                .iter()
+                .position(|r| r.status != RunStatus::Running)
+            else {
+                return Ok(());
+            };
+            if let Some(old) = self.records.remove(at) {
+                store.put_run(&old, true)?;
+                let _ = std::fs::remove_file(&old.log);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A run as clients see it.
+pub(super) fn view(r: &RunRecord, now: Timestamp) -> RunView {
+    let end = r.ended.unwrap_or(now.as_unix_millis());
+    RunView {
+        id: r.id.clone(),
+        mailbox: r.mailbox.clone(),
+        agent: r.agent,
+        session: r.session.clone(),
+        resumed: r.resumed,
+        status: r.status,
+        exit: r.exit.clone(),
+        started: api::rfc3339_ms(r.started),
+        ended: r.ended.map(api::rfc3339_ms),
+        duration_ms: end.saturating_sub(r.started),
+        messages: r.messages.clone(),
+        log: r.log.clone(),
+    }
+}
+
+/// What a supervisor runs.
+#[derive(Debug)]
+struct Supervised {
+    id: String,
+    agent: WakeAgent,
+    command: WakeCommandView,
+    log: PathBuf,
+    limit: Duration,
+    stop: CancellationToken,
+}
+
+/// A run's log file: what fits of its output, then a line saying how much
+/// did not.
+#[derive(Debug)]
+struct Log {
+    file: Option<std::fs::File>,
+    written: usize,
+    dropped: usize,
+}
+
+impl Log {
+    fn create(path: &Path) -> Log {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| tracing::warn!(error = %e, log = %path.display(), "cannot write a wake run's log"))
+            .ok();
+        Log {
+            file,
+            written: 0,
+            dropped: 0,
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let room = MAX_LOG.saturating_sub(self.written);
+        let n = bytes.len().min(room);
+        if let Some(f) = &mut self.file
+            && n > 0
+        {
+            let _ = f.write_all(&bytes[..n]);
+        }
+        self.written += n;
+        self.dropped += bytes.len() - n;
+    }
+
+    fn finish(&mut self, how: &str) {
+        let dropped = self.dropped;
+        if let Some(f) = &mut self.file {
+            if dropped > 0 {
+                let _ = writeln!(f, "\n[agentmesh: {dropped} more bytes of output not kept]");
+            }
+            let _ = writeln!(f, "\n[agentmesh: {how}]");
+        }
+    }
+}
+
+/// Copies `r` into `log` to its end; keeps its first `keep` bytes.
+async fn drain(
+    r: Option<impl tokio::io::AsyncRead + Unpin>,
+    log: Arc<Mutex<Log>>,
+    keep: usize,
+) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let Some(mut r) = r else { return kept };
+    let mut buf = [0u8; 8192];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return kept,
+            Ok(n) => {
+                let room = keep.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                if let Ok(mut l) = log.lock() {
+                    l.write(&buf[..n]);
+                }
+            }
+        }
+    }
+}
+
+fn signal_group(group: Option<nix::unistd::Pid>, signal: nix::sys::signal::Signal) {
+    if let Some(g) = group {
+        let _ = nix::sys::signal::killpg(g, signal);
+    }
+}
+
+/// Runs one wake run to its end, and reports it.
+async fn supervise(job: Supervised, ended: mpsc::UnboundedSender<RunEnded>) {
+    use nix::sys::signal::Signal;
+    let log = Arc::new(Mutex::new(Log::create(&job.log)));
+    let c = &job.command;
+    let spawned = tokio::process::Command::new(&c.program)
+        .args(&c.args)
+        .current_dir(&c.cwd)
+        .envs(c.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            let exit = if e.kind() == std::io::ErrorKind::NotFound {
+                format!(
+                    "{} was not found on the daemon's PATH (or the folder {} is gone); install it, or name its path in config.toml's [wake]",
+                    c.program, c.cwd
+                )
+            } else {
+                format!("{} could not be started: {e}", c.program)
+            };
+            if let Ok(mut l) = log.lock() {
+                l.finish(&exit);
+            }
+            let _ = ended.send(RunEnded {
+                id: job.id,
+                status: RunStatus::NotStarted,
+                exit,
+                session: None,
+            });
+            return;
+        }
+    };
+    let group = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(nix::unistd::Pid::from_raw);
+    let out = tokio::spawn(drain(child.stdout.take(), log.clone(), MAX_RESULT));
+    let err = tokio::spawn(drain(child.stderr.take(), log.clone(), MAX_RESULT));
+    let mut ended_by = None;
+    let status = {
+        let wait = child.wait();
+        tokio::pin!(wait);
+        tokio::select! {
+            s = &mut wait => s,
+            () = tokio::time::sleep(job.limit) => {
+                ended_by = Some(RunStatus::TimedOut);
+                stop_group(group, &mut wait).await
+            }
+            () = job.stop.cancelled() => {
+                ended_by = Some(RunStatus::Stopped);
+                stop_group(group, &mut wait).await
+            }
+        }
+    };
+    // Whatever the run left running in its group ends with it.
+    signal_group(group, Signal::SIGKILL);
+    let grab = |h: tokio::task::JoinHandle<Vec<u8>>| async move {
+        tokio::time::timeout(DRAIN_AFTER_EXIT, h)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default()
+    };
+    let (out, err) = (grab(out).await, grab(err).await);
+    let (status, exit) = match (ended_by, status) {
+        (Some(RunStatus::TimedOut), s) => (
+            RunStatus::TimedOut,
+            format!(
+                "killed after its time limit of {} ({})",
+                humantime::format_duration(job.limit),
+                words(&s)
+            ),
+        ),
+        (Some(why), s) => (
+            why,
+            format!("stopped by `agentmesh wake stop` ({})", words(&s)),
+        ),
+        (None, Ok(s)) if s.success() => (RunStatus::Done, s.to_string()),
+        (None, s) => (RunStatus::Failed, words(&s)),
+    };
+    if let Ok(mut l) = log.lock() {
+        l.finish(&exit);
+    }
+    let session = session_of(job.agent, &out, &err);
+    let _ = ended.send(RunEnded {
+        id: job.id,
+        status,
+        exit,
+        session,
+    });
+}
+
+/// SIGTERM to the group, then SIGKILL after [`KILL_GRACE`]; its exit.
+async fn stop_group(
+    group: Option<nix::unistd::Pid>,
+    wait: &mut (impl Future<Output = std::io::Result<std::process::ExitStatus>> + Unpin),
+) -> std::io::Result<std::process::ExitStatus> {
+    use nix::sys::signal::Signal;
+    signal_group(group, Signal::SIGTERM);
+    match tokio::time::timeout(KILL_GRACE, &mut *wait).await {
+        Ok(s) => s,
+        Err(_) => {
+            signal_group(group, Signal::SIGKILL);
+            wait.await
+        }
+    }
+}
+
+fn words(s: &std::io::Result<std::process::ExitStatus>) -> String {
+    match s {
+        Ok(s) => s.to_string(),
+        Err(e) => format!("its exit is unknown: {e}"),
+    }
+}
+
+/// Claude Code's `--output-format json` result (what is read of it).
+#[derive(Debug, Deserialize)]
+struct ClaudeResult {
+    session_id: Option<String>,
+}
+
+/// The session a run's output names: Claude Code's JSON result's
+/// `session_id`; Codex's `session id: …` header line.
+pub(super) fn session_of(agent: WakeAgent, out: &[u8], err: &[u8]) -> Option<String> {
+    let found = match agent {
+        WakeAgent::Claude => {
+            let text = String::from_utf8_lossy(out);
+            let whole = serde_json::from_str::<ClaudeResult>(text.trim()).ok();
+            whole
+                .or_else(|| {
+                    text.lines()
+                        .rev()
+                        .find_map(|l| serde_json::from_str::<ClaudeResult>(l.trim()).ok())
+                })
+                .and_then(|r| r.session_id)
+        }
+        WakeAgent::Codex => [out, err].into_iter().find_map(|b| {
+            String::from_utf8_lossy(b).lines().find_map(|l| {
+                l.trim()
+                    .strip_prefix("session id:")
+                    .map(|s| s.trim().to_owned())
+            })
+        }),
+    };
+    found.filter(|s| {
+        !s.is_empty()
+            && s.len() <= 128
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
+    use super::*;
+
+    #[test]
+    fn a_runs_session_is_read_from_its_output() {
+        let out = br#"{"type":"result","subtype":"success","session_id":"9f1c-aa","result":"ok"}"#;
+        assert_eq!(
+            session_of(WakeAgent::Claude, out, b""),
+            Some("9f1c-aa".into())
+        );
+        let lines = b"some warning\n{\"session_id\":\"s2\"}\n";
+        assert_eq!(session_of(WakeAgent::Claude, lines, b""), Some("s2".into()));
+        assert_eq!(session_of(WakeAgent::Claude, b"not json", b""), None);
+        // An id that could smuggle anything is not remembered.
+        let bad = br#"{"session_id":"a\nb"}"#;
+        assert_eq!(session_of(WakeAgent::Claude, bad, b""), None);
+        let codex = b"OpenAI Codex\n--------\nsession id: 0199a-bc\n--------\n";
+        assert_eq!(
+            session_of(WakeAgent::Codex, b"", codex),
+            Some("0199a-bc".into())
+        );
+    }
+
+    #[test]
+    fn a_log_keeps_what_fits_and_says_what_did_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.log");
+        let mut log = Log::create(&path);
+        log.write(&vec![b'x'; MAX_LOG - 10]);
+        log.write(&[b'y'; 30]);
+        log.finish("exit status: 0");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.len() < MAX_LOG + 200, "{}", text.len());
+        assert!(
+            text.contains("20 more bytes of output not kept"),
+            "{}",
+            &text[MAX_LOG - 20..]
+        );
+        assert!(text.ends_with("[agentmesh: exit status: 0]\n"));
+    }
+}

@@ -1,0 +1,287 @@
+//! When mail wakes an idle session: the mail actor's decision, and what
+//! it does when a run ends.
+//!
+//! ```text
+//!  mail delivered to MAILBOX (durable), or a run of it ended, or a slot freed
+//!   ── wake off, no allowed folder ─────────── nothing
+//!   ── a run of it running ─────────────────── waits: its end looks again
+//!   ── a session live, an MCP server attached ─ nothing: push and hooks deliver
+//!   ── unread mail all tainted ─────────────── nothing (logged `taint`)
+//!   ── budget spent today ──────────────────── nothing (logged `budget`)
+//!   ── wake.max_runs running ───────────────── queued for a slot
+//!   ── a run: its prompt shows the oldest untainted unread mail;
+//!      its mailbox handles that mail (hop, quota, taint carry through)
+//!  run ended ── exit 0: the mail it showed is read; its session remembered
+//!            ── otherwise: the mail stays unread (audited, in `status`)
+//! ```
+
+use crate::api::{self, MessageView, RunStatus, WakeStatusView};
+use crate::audit::AuditEvent;
+use crate::store::AuditEntry;
+use crate::wake;
+
+use super::runs::{RunEnded, Start};
+use super::wakes::Spend;
+use super::{Mail, address, hex, pages};
+
+impl Mail {
+    /// Mail reached these mailboxes (or a run of them ended): a run
+    /// starts for each that should have one.
+    pub(super) fn wake_all<'a>(&mut self, mailboxes: impl IntoIterator<Item = &'a str>) {
+        let mut seen: Vec<&str> = vec![];
+        for m in mailboxes {
+            if !seen.contains(&m) {
+                seen.push(m);
+                self.wake(m);
+            }
+        }
+    }
+
+    /// Starts a run for `mailbox` if it should have one now.
+    pub(super) fn wake(&mut self, mailbox: &str) {
+        let Some(agent) = self.wakes.agent(mailbox) else {
+            return;
+        };
+        if self.runs.busy(mailbox) {
+            return;
+        }
+        let Some(folder) = self
+            .consent
+            .binding(mailbox)
+            .filter(|b| b.allowed && !b.path.is_empty())
+            .map(|b| b.path.clone())
+        else {
+            return;
+        };
+        let dir = self.shared.directory();
+        let ctx = self.shared.lend(&dir);
+        let now = ctx.now.wall;
+        // Custody: a live session's transcript is its person's.
+        if self.wakes.live(mailbox, now).is_some() || self.profiles.attached(Some(mailbox)) {
+            return;
+        }
+        let unread = match self.unread.take(
+            ctx.store,
+            Some(mailbox),
+            (super::MAX_TAKE, None),
+            true,
+            ctx.now,
+        ) {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read a mailbox's unread mail for a wake run");
+                return;
+            }
+        };
+        let (tainted, shown): (Vec<_>, Vec<_>) = unread.into_iter().partition(|r| r.taint);
+        let recipient = Some(address(Some(mailbox), &dir.my_name));
+        if shown.is_empty() {
+            if let Some(newest) = tainted.last()
+                && self.runs.taint_to_log(mailbox, newest.seq)
+            {
+                let entry = AuditEntry {
+                    recipient,
+                    sender: Some(newest.from.clone()),
+                    message_id: Some(newest.id.clone()),
+                    detail: format!(
+                        "taint: {} of tainted mail started no wake run; it waits, unread, for its person's own session",
+                        agentmesh_protocol::time::count(tainted.len() as u64, "message")
+                    ),
+                    ..AuditEntry::default()
+                };
+                ctx.log.record(AuditEvent::TaintWaits, now, entry);
+            }
+            return;
+        }
+        if self.wakes.left(mailbox, now) == 0 {
+            if self.wakes.log_spent(mailbox, now) {
+                let entry = AuditEntry {
+                    recipient,
+                    detail: budget_words(&self.wakes, mailbox, now),
+                    ..AuditEntry::default()
+                };
+                ctx.log.record(AuditEvent::Budget, now, entry);
+            }
+            return;
+        }
+        if !self.runs.has_slot() {
+            self.runs.queue(mailbox);
+            return;
+        }
+        let shown: Vec<_> = shown.into_iter().take(wake::MAX_SHOWN).collect();
+        let views: Vec<MessageView> = shown.iter().map(pages::view).collect();
+        let id = hex(&rand::random::<[u8; 6]>());
+        let session = self.wakes.newest(mailbox, agent).map(|s| s.id.clone());
+        let run = wake::Run {
+            agent,
+            mailbox,
+            session: session.as_deref(),
+            max_budget_usd: self.wakes.max_budget_usd(mailbox),
+            cwd: std::path::Path::new(&folder),
+            home: self.wakes.home(),
+            run_id: &id,
+        };
+        let command = wake::command(self.wakes.rules(), &run, &wake::prompt(mailbox, &views));
+        let start = Start {
+            id: id.clone(),
+            mailbox: mailbox.to_owned(),
+            agent,
+            command,
+            shown: shown.iter().map(|r| (r.seq, r.id.clone())).collect(),
+        };
+        if let Err(e) = self.runs.start(ctx.store, start, now) {
+            tracing::error!(error = %e, "cannot record a wake run; none was started");
+            return;
+        }
+        if let Err(e) = self.wakes.spend(ctx.store, mailbox, Spend::Run, now) {
+            tracing::error!(error = %e, "cannot record a mailbox's spent wake budget");
+        }
+        // A run is a new turn: its quota counts afresh, and it handles the
+        // mail its prompt shows (the hop, the quota and taint carry
+        // through it: its hooks never count as its person speaking).
+        self.loops.new_turn(Some(mailbox));
+        for r in &shown {
+            self.loops.received(Some(mailbox), r.hop, now);
+        }
+        let entry = AuditEntry {
+            recipient,
+            message_id: shown.first().map(|r| r.id.clone()),
+            detail: format!(
+                "wake_started: run {id}: {} {} in {folder}, showing {} ({}); {} of today's budget left",
+                agent.name(),
+                match &session {
+                    Some(s) => format!("resumes session {s}"),
+                    None => "starts a new session".to_owned(),
+                },
+                agentmesh_protocol::time::count(shown.len() as u64, "message"),
+                shown
+                    .iter()
+                    .map(|r| r.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                self.wakes.left(mailbox, now),
+            ),
+            ..AuditEntry::default()
+        };
+        ctx.log.record(AuditEvent::WakeStarted, now, entry);
+    }
+
+    /// A run ended: its record final, its mail read if it exited 0, its
+    /// session remembered; then its mailbox (mail that came meanwhile)
+    /// and the mailboxes waiting for a slot get their turn.
+    pub(super) fn on_run_ended(&mut self, end: RunEnded) {
+        let dir = self.shared.directory();
+        let ctx = self.shared.lend(&dir);
+        let now = ctx.now.wall;
+        let r = match self.runs.ended(ctx.store, &end, now) {
+            Ok(Some(r)) => r,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot record a wake run's end");
+                return;
+            }
+        };
+        let mut read = 0;
+        if r.status == RunStatus::Done {
+            for seq in &r.shown {
+                match ctx.store.inbox_at(*seq) {
+                    Ok(Some(mut m)) if m.read_at.is_none() => {
+                        m.read_at = Some(now.as_unix_millis());
+                        match ctx.store.update_inbox(std::slice::from_ref(&m)) {
+                            Ok(()) => {
+                                self.unread.remove(Some(&r.mailbox), *seq);
+                                read += 1;
+                            }
+                            Err(e) => tracing::error!(error = %e, "cannot mark a message read"),
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::error!(error = %e, "cannot read a message a run showed"),
+                }
+            }
+        }
+        if let Some(s) = &end.session {
+            // The run's session, ended: the one the next run resumes.
+            let ended = api::SessionEvent::End;
+            if let Err(e) = self
+                .wakes
+                .session(ctx.store, &r.mailbox, r.agent, s, ended, now)
+            {
+                tracing::warn!(error = %e.message, "cannot remember a wake run's session");
+            }
+        }
+        let took = r.ended.unwrap_or(r.started).saturating_sub(r.started);
+        let entry = AuditEntry {
+            recipient: Some(address(Some(&r.mailbox), &dir.my_name)),
+            message_id: r.messages.first().cloned(),
+            detail: format!(
+                "wake_ended: run {} {} after {} ms ({}); session {}; {} of {} shown marked read{}",
+                r.id,
+                r.status.as_str(),
+                took,
+                end.exit,
+                r.session.as_deref().unwrap_or("unknown"),
+                read,
+                r.messages.len(),
+                if r.status.failed() {
+                    "; they stay unread for a later run"
+                } else {
+                    ""
+                }
+            ),
+            ..AuditEntry::default()
+        };
+        ctx.log.record(AuditEvent::WakeEnded, now, entry);
+        let queued = self.runs.take_queued();
+        let mailbox = r.mailbox;
+        // A failed run's mail waits for new mail, or its person: retrying
+        // at once would spend the budget on the same failure.
+        if !r.status.failed() {
+            self.wake(&mailbox);
+        }
+        self.wake_all(queued.iter().map(String::as_str));
+    }
+
+    /// What `status` shows of waking: every mailbox with wake on.
+    pub(super) fn wake_status(&self) -> Vec<WakeStatusView> {
+        let now = crate::clock::now();
+        self.wakes
+            .mailboxes()
+            .map(|m| wake_status(&self.wakes, &self.runs, m, now))
+            .collect()
+    }
+}
+
+/// `mailbox`'s budget and runs, as `status` shows them.
+pub(super) fn wake_status(
+    wakes: &super::wakes::Wakes,
+    runs: &super::runs::Runs,
+    mailbox: &str,
+    now: agentmesh_protocol::Timestamp,
+) -> WakeStatusView {
+    WakeStatusView {
+        mailbox: mailbox.to_owned(),
+        wake: wakes.agent(mailbox),
+        budget: wakes.budget(mailbox),
+        spent: wakes.spent(mailbox, now),
+        left: wakes.left(mailbox, now),
+        resets_at: api::rfc3339_ms(super::wakes::local_day(now).1.as_unix_millis()),
+        running: runs.running_of(mailbox).map(|r| r.id.clone()),
+        failed: runs
+            .last_failure(mailbox)
+            .map(|r| super::runs::view(r, now)),
+    }
+}
+
+/// Why a mailbox's mail wakes nothing today, for the audit log.
+pub(super) fn budget_words(
+    wakes: &super::wakes::Wakes,
+    mailbox: &str,
+    now: agentmesh_protocol::Timestamp,
+) -> String {
+    format!(
+        "budget: {mailbox} spent its {} today; its mail is delivered to the inbox but starts no run, no Stop-hook block, and it is no broadcast candidate until {}",
+        agentmesh_protocol::time::count(u64::from(wakes.budget(mailbox)), "wake"),
+        api::rfc3339_ms(super::wakes::local_day(now).1.as_unix_millis())
+    )
+}

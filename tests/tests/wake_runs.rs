@@ -1,0 +1,429 @@
+//! Wake runs (issue 20, points 1 to 4), with real daemons. The agent
+//! CLIs are stand-in scripts on the daemon's PATH that record their argv,
+//! cwd and stdin and answer with `agentmesh send --reply-to` (the real
+//! CLIs need an account): mail to an idle mailbox runs the stand-in once,
+//! in the folder, resuming the session the hooks reported, and the sender
+//! gets the reply; a live session or an attached MCP server runs nothing;
+//! mail during a run starts exactly one more after it; a run past its
+//! time limit is killed with its process group; a failed run leaves its
+//! mail unread; the receiver's daily budget ends runs, Stop-hook blocks
+//! and broadcasts, and the sender's outbox says `deferred`.
+
+#![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use agentmesh_node::api::{Event, WhoKind};
+use agentmesh_tests::{ApiClient, Node, bin, team, wait_for, wait_for_within, who};
+use serde_json::Value;
+
+/// The stand-in for `claude` and `codex`. What it does is chosen per run
+/// by the file `mode` in its record folder (`$STANDIN_DIR`).
+const STANDIN: &str = r#"#!/bin/sh
+d="$STANDIN_DIR"
+run="$AGENTMESH_WAKE_RUN"
+r="$d/runs/$run"
+mkdir -p "$r"
+for a; do printf '%s\0' "$a"; done > "$r/argv"
+for a; do last="$a"; done
+pwd > "$r/cwd"
+cat > "$r/stdin"
+echo $$ > "$r/pid"
+echo "$AGENTMESH_HOME" > "$r/home"
+mode=$(cat "$d/mode" 2>/dev/null || echo reply)
+echo "$mode" > "$r/mode"
+ids=$(printf '%s' "$last" | grep -o ' id="[0-9a-f]*"' | sed 's/ id="\(.*\)"/\1/')
+from=$(printf '%s' "$last" | grep -o 'from="[^"]*"' | head -n 1 | sed 's/from="\(.*\)"/\1/')
+answer() {
+  for id in $ids; do
+    "$AGENTMESH_BIN" send --reply-to "$id" "" "answered by run $run" --json >> "$r/sent" 2>&1
+  done
+  echo '{"type":"result","subtype":"success","session_id":"sess-'"$run"'","result":"ok"}'
+}
+case "$mode" in
+  reply) answer ;;
+  hold)
+    touch "$r/holding"
+    while [ ! -e "$d/release" ]; do sleep 0.05; done
+    answer ;;
+  hang)
+    sleep 300 &
+    echo $! > "$r/child"
+    sleep 300 ;;
+  fail)
+    echo "stand-in failing on purpose" >&2
+    exit 3 ;;
+  asks)
+    for i in 1 2 3 4; do
+      "$AGENTMESH_BIN" send --ask --from api "$from" "question $i" --json >> "$r/asks.out" 2>&1
+      echo "$i $?" >> "$r/asks"
+    done
+    answer ;;
+  hook)
+    printf '{"session_id":"sess-x","cwd":"%s","hook_event_name":"UserPromptSubmit"}' "$PWD" \
+      | "$AGENTMESH_BIN" hook claude UserPromptSubmit > "$r/hook"
+    "$AGENTMESH_BIN" send --from api "$from" "a new message after the hook" --json > "$r/sent" 2>&1
+    echo '{"session_id":"sess-'"$run"'"}' ;;
+esac
+"#;
+
+/// A bravo whose daemon's PATH finds the stand-in as `claude` and
+/// `codex`, and the folder of its mailbox `api` with wake on.
+struct Bench {
+    a: Node,
+    b: Node,
+    dir: PathBuf,
+    standin: PathBuf,
+}
+
+impl Bench {
+    fn new(config: &str) -> Bench {
+        let [a, mut b] = team([("alpha", "Ada"), ("bravo", "Bob")]);
+        a.ok(&["trust", "bravo"]);
+        b.ok(&["trust", "alpha"]);
+        let standin = b.home().join("standin");
+        let bin_dir = standin.join("bin");
+        std::fs::create_dir_all(&bin_dir).unwrap();
+        for name in ["claude", "codex"] {
+            let p = bin_dir.join(name);
+            std::fs::write(&p, STANDIN).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let path = format!(
+            "{}:{}",
+            bin_dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        b.stop();
+        if !config.is_empty() {
+            std::fs::write(b.home().join("config.toml"), config).unwrap();
+        }
+        b.daemon_env = vec![
+            ("PATH".into(), path),
+            ("STANDIN_DIR".into(), standin.display().to_string()),
+            ("AGENTMESH_BIN".into(), bin().display().to_string()),
+        ];
+        b.start();
+        let dir = b.home().join("work").join("api");
+        std::fs::create_dir_all(&dir).unwrap();
+        b.ok(&[
+            "allow",
+            dir.to_str().unwrap(),
+            "--mailbox",
+            "api",
+            "--wake",
+            "claude",
+        ]);
+        Bench { a, b, dir, standin }
+    }
+
+    fn mode(&self, mode: &str) {
+        std::fs::write(self.standin.join("mode"), mode).unwrap();
+    }
+
+    fn runs(&self) -> Vec<Value> {
+        self.b.json(&["wake", "list"])["runs"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    /// The runs, once `n` have ended, newest first.
+    fn ended(&self, n: usize) -> Vec<Value> {
+        wait_for_within(
+            &format!("{n} wake runs to end"),
+            Duration::from_secs(60),
+            || {
+                let runs = self.runs();
+                let ended = runs.iter().filter(|r| r["status"] != "running").count();
+                (ended >= n).then_some(runs)
+            },
+        )
+    }
+
+    /// What the stand-in recorded of run `id`: its argv.
+    fn argv(&self, id: &str) -> Vec<String> {
+        let raw = std::fs::read(self.record(id).join("argv")).unwrap();
+        raw.split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect()
+    }
+
+    fn record(&self, id: &str) -> PathBuf {
+        self.standin.join("runs").join(id)
+    }
+
+    fn read(&self, id: &str, file: &str) -> String {
+        std::fs::read_to_string(self.record(id).join(file)).unwrap_or_default()
+    }
+
+    /// Alpha's message answering `id`, once it arrives.
+    fn reply_to(&self, id: &str) -> Value {
+        wait_for(&format!("alpha to get the answer to {id}"), || {
+            self.a
+                .json(&["inbox"])
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["in_reply_to"] == id)
+                .cloned()
+        })
+    }
+
+    fn unread(&self) -> Vec<String> {
+        self.b
+            .json(&["inbox", "--mailbox", "api", "--unread"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// Waits until `id` is in api's inbox (the wake decision is made in
+    /// the same step that delivers it).
+    fn delivered(&self, id: &str) {
+        wait_for(&format!("{id} in api's inbox"), || {
+            self.b
+                .json(&["inbox", "--mailbox", "api"])
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["id"] == id)
+                .then_some(())
+        });
+    }
+}
+
+fn after<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    let i = args.iter().position(|a| a == flag)?;
+    args.get(i + 1).map(String::as_str)
+}
+
+fn alive(pid: i32) -> bool {
+    // Signal 0: is there such a process (a zombie reaped by nobody is
+    // not one of ours: the daemon waits for its run).
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+#[test]
+fn mail_to_an_idle_mailbox_wakes_one_run_that_answers_and_custody_holds() {
+    let t = Bench::new("");
+    let (a, b) = (&t.a, &t.b);
+    t.mode("reply");
+
+    // Its person's session is live: mail waits for its hooks, nothing runs.
+    b.hook(("claude", "SessionStart"), &t.dir, "sess-1", None);
+    let first = a.send("api@bravo", "which port does the API listen on?");
+    t.delivered(&first);
+    assert!(t.runs().is_empty(), "a live session is never resumed");
+
+    // Its person closes it: the next mail wakes it at once, resuming that
+    // session, in the folder, with the least privilege.
+    b.hook(("claude", "SessionEnd"), &t.dir, "sess-1", None);
+    let sent_at = Instant::now();
+    let second = a.send("api@bravo", "and the metrics port?");
+    let answer = t.reply_to(&first);
+    let took = sent_at.elapsed();
+    let runs = t.ended(1);
+    assert_eq!(runs.len(), 1, "one run: {runs:?}");
+    let run = &runs[0];
+    let id = run["id"].as_str().unwrap();
+    assert_eq!(run["status"], "done", "{run}");
+    assert_eq!(run["mailbox"], "api");
+    assert_eq!(run["resumed"], true, "{run}");
+    let mut shown: Vec<String> = run["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_owned())
+        .collect();
+    shown.sort();
+    let mut both = vec![first.clone(), second.clone()];
+    both.sort();
+    assert_eq!(shown, both, "its prompt shows both unread messages");
+    let args = t.argv(id);
+    assert_eq!(args[0], "-p", "{args:?}");
+    assert_eq!(after(&args, "--resume"), Some("sess-1"), "{args:?}");
+    assert!(args.contains(&"--restricted".to_owned()), "{args:?}");
+    assert_eq!(after(&args, "--tools"), Some("Read,Grep,Glob"));
+    assert_eq!(after(&args, "--permission-prompts"), Some("none"));
+    assert_eq!(after(&args, "--max-budget-usd"), Some("0.50"));
+    assert!(args.iter().all(|a| !a.starts_with("--dangerously")));
+    let prompt = args.last().unwrap();
+    assert!(prompt.contains("and the metrics port?"), "{prompt}");
+    assert!(prompt.contains("your user did not write this prompt"));
+    assert_eq!(
+        t.read(id, "cwd").trim(),
+        t.dir.canonicalize().unwrap().to_str().unwrap()
+    );
+    assert_eq!(t.read(id, "home").trim(), b.home().to_str().unwrap());
+    assert_eq!(t.read(id, "stdin"), "", "a run's stdin is closed");
+    assert!(
+        answer["text"].as_str().unwrap().contains(id),
+        "the sender got the run's reply: {answer}"
+    );
+    t.reply_to(&second);
+    // Exit 0: what it showed is read; its new session is remembered.
+    assert!(t.unread().is_empty(), "{:?}", t.unread());
+    let w = b.json(&["wake", "set", "api", "claude"]);
+    assert_eq!(
+        w["sessions"][0]["id"],
+        format!("sess-{id}"),
+        "the session its JSON output named is the one to resume: {w}"
+    );
+    assert_eq!(w["sessions"][0]["live"], false, "{w}");
+    println!("send to woken run's reply: {} ms", took.as_millis());
+
+    // An MCP server attached for the mailbox: nothing runs, the channel
+    // notification arrives instead.
+    let mut mcp = ApiClient::attach(b, who(WhoKind::Agent, "claude-code"), Some("api"));
+    wait_for("the attached session to count", || {
+        (b.json(&["wake", "test", "api"])["would_run"] == false).then_some(())
+    });
+    let third = a.send("api@bravo", "are you there?");
+    let event = mcp.event();
+    match event {
+        Event::Message { message } => assert_eq!(message.id, third),
+        other => panic!("expected the message, got {other:?}"),
+    }
+    assert_eq!(
+        t.runs().len(),
+        1,
+        "nothing ran while a session was attached"
+    );
+    drop(mcp);
+
+    // Audited: start and end, with the mailbox, the session, the status.
+    let audit = b.json(&["audit"]);
+    let entries = audit.as_array().unwrap();
+    let started = entries
+        .iter()
+        .find(|e| e["event"] == "wake_started")
+        .unwrap();
+    assert!(
+        started["detail"]
+            .as_str()
+            .unwrap()
+            .contains("resumes session sess-1"),
+        "{started}"
+    );
+    let ended = entries.iter().find(|e| e["event"] == "wake_ended").unwrap();
+    assert!(
+        ended["detail"].as_str().unwrap().contains("done"),
+        "{ended}"
+    );
+}
+
+#[test]
+fn runs_are_one_at_a_time_bounded_in_time_and_a_failure_leaves_mail_unread() {
+    let t = Bench::new("[wake]\nrun_limit = \"10s\"\n");
+    let (a, b) = (&t.a, &t.b);
+
+    // Two messages during a run start exactly one more run after it.
+    t.mode("hold");
+    let first = a.send("api@bravo", "one");
+    let held = wait_for("the first run to hold", || {
+        let runs = t.runs();
+        let id = runs.first()?["id"].as_str()?.to_owned();
+        t.record(&id).join("holding").exists().then_some(id)
+    });
+    let two = a.send("api@bravo", "two");
+    let three = a.send("api@bravo", "three");
+    t.delivered(&two);
+    t.delivered(&three);
+    assert_eq!(t.runs().len(), 1, "one run at a time per mailbox");
+    t.mode("reply");
+    std::fs::write(t.standin.join("release"), "").unwrap();
+    let runs = t.ended(2);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    let next = &runs[0];
+    assert_eq!(next["status"], "done", "{next}");
+    assert_eq!(
+        next["messages"].as_array().unwrap().len(),
+        2,
+        "the second run shows both: {next}"
+    );
+    assert_eq!(runs[1]["id"], held.as_str());
+    t.reply_to(&first);
+    t.reply_to(&two);
+    t.reply_to(&three);
+    assert!(t.unread().is_empty());
+
+    // A run past its time limit is killed, its process group with it,
+    // and its mail stays unread.
+    t.mode("hang");
+    let slow = a.send("api@bravo", "take your time");
+    let hung = wait_for("the hanging run's child", || {
+        let runs = t.runs();
+        let r = runs.first().filter(|r| r["status"] == "running")?;
+        let id = r["id"].as_str()?.to_owned();
+        let child: i32 = t.read(&id, "child").trim().parse().ok()?;
+        let pid: i32 = t.read(&id, "pid").trim().parse().ok()?;
+        Some((id, pid, child))
+    });
+    let (id, pid, child) = hung;
+    assert!(alive(pid) && alive(child));
+    let runs = t.ended(3);
+    let r = runs.iter().find(|r| r["id"] == id.as_str()).unwrap();
+    assert_eq!(r["status"], "timed_out", "{r}");
+    assert!(r["exit"].as_str().unwrap().contains("time limit"), "{r}");
+    wait_for("the run's process group to be gone", || {
+        (!alive(pid) && !alive(child)).then_some(())
+    });
+    assert_eq!(t.unread(), vec![slow.clone()]);
+    // `status` shows the failure.
+    let s = b.status();
+    let w = &s["wake"][0];
+    assert_eq!(w["mailbox"], "api", "{s}");
+    assert_eq!(w["failed"]["status"], "timed_out", "{s}");
+    assert!(b.ok(&["status"]).contains("timed_out"));
+
+    // A failed run leaves its messages unread; a later run (within
+    // budget) shows them again.
+    t.mode("fail");
+    let failing = a.send("api@bravo", "this one fails");
+    let runs = t.ended(4);
+    assert_eq!(runs[0]["status"], "failed", "{:?}", runs[0]);
+    assert!(
+        runs[0]["exit"].as_str().unwrap().contains("exit status: 3"),
+        "{:?}",
+        runs[0]
+    );
+    let mut unread = t.unread();
+    unread.sort();
+    let mut want = vec![slow.clone(), failing.clone()];
+    want.sort();
+    assert_eq!(unread, want);
+    let log = std::fs::read_to_string(runs[0]["log"].as_str().unwrap()).unwrap();
+    assert!(log.contains("stand-in failing on purpose"), "{log}");
+    t.mode("reply");
+    let last = a.send("api@bravo", "now answer all three");
+    let runs = t.ended(5);
+    assert_eq!(runs[0]["status"], "done", "{:?}", runs[0]);
+    assert_eq!(runs[0]["messages"].as_array().unwrap().len(), 3);
+    t.reply_to(&slow);
+    t.reply_to(&last);
+    assert!(t.unread().is_empty());
+
+    // `wake stop` ends a run the same way; the text says so.
+    t.mode("hang");
+    a.send("api@bravo", "stop me");
+    let id = wait_for("a running run", || {
+        let runs = t.runs();
+        let r = runs.first().filter(|r| r["status"] == "running")?;
+        r["id"].as_str().map(str::to_owned)
+    });
+    let out = b.ok(&["wake", "stop", &id[..6]]);
+    assert!(out.contains("SIGTERM"), "{out}");
+    let runs = t.ended(6);
+    assert_eq!(runs[0]["status"], "stopped", "{:?}", runs[0]);
+    let err = b.fails(&["wake", "stop", "zzzz", "--json"]);
+    assert!(err.contains("unknown_run"), "{err}");
+}

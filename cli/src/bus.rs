@@ -66,6 +66,19 @@ fn show_profile(p: &api::ProfileView) {
             term::clean(&p.profile)
         }
     );
+    if let Some(w) = &p.wake {
+        crate::say!(
+            "  wake:    {}; {} of {} wakes left today (resets {}){}",
+            w.wake.map_or("off", |a| a.name()),
+            w.left,
+            w.budget,
+            term::ago(&w.resets_at),
+            w.running
+                .as_deref()
+                .map(|r| format!("; run {r} running"))
+                .unwrap_or_default()
+        );
+    }
     if !p.notes.is_empty() {
         crate::say!(
             "  not for me ({}; the judge reads the last 5):",

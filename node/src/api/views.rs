@@ -727,6 +727,10 @@ pub struct ProfileView {
     /// the last 5).
     #[serde(default)]
     pub notes: Vec<NoteView>,
+    /// Its daily wake budget today (what is left, when it resets) and its
+    /// runs: for a mailbox of this machine, not the owner's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake: Option<super::WakeStatusView>,
 }
 
 /// `profile show`: this machine's mailboxes (or the one asked for).

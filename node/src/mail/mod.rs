@@ -998,7 +998,18 @@ impl Mail {
                     Err(e) => Err(e),
                 }
             }
-            Op::ProfileShow { mailbox: m } => self.profiles.show_op(m, &self.consent, &ctx),
+            Op::ProfileShow { mailbox: m } => {
+                self.profiles
+                    .show_op(m, &self.consent, &ctx)
+                    .and_then(|mut shown| {
+                        for p in &mut shown.mailboxes {
+                            p.wake = p.mailbox.as_deref().map(|m| {
+                                waking::wake_status(&self.wakes, &self.runs, m, ctx.now.wall)
+                            });
+                        }
+                        ok(shown)
+                    })
+            }
             Op::Audit { since_secs } => ops::audit_list(ctx.store, ctx.now, since_secs),
             Op::Broadcast { text, from_mailbox } => {
                 let req = bus::BroadcastRequest {

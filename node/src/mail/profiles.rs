@@ -202,6 +202,7 @@ impl Profiles {
                         .collect()
                 })
                 .unwrap_or_default(),
+            wake: None,
         }
     }
 
@@ -327,7 +328,7 @@ impl Profiles {
         mailbox: Option<String>,
         consent: &super::consent::Consent,
         ctx: &super::Ctx<'_>,
-    ) -> api::Reply {
+    ) -> Result<api::ProfilesView, ApiError> {
         let machine = &ctx.dir.my_name;
         let mailboxes = match mailbox {
             Some(m) => {
@@ -348,7 +349,7 @@ impl Profiles {
                     .collect()
             }
         };
-        api::ok(api::ProfilesView { mailboxes })
+        Ok(api::ProfilesView { mailboxes })
     }
 }
 

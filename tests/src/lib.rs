@@ -15,6 +15,7 @@ pub mod bench_bus;
 pub mod bench_mcp;
 pub mod bench_messaging;
 pub mod bench_natlab;
+pub mod bench_wake;
 pub mod hostile;
 pub mod mcp;
 pub mod natlab;

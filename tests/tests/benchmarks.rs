@@ -82,9 +82,25 @@ fn bus_prints_the_judges_figures_and_tune_prints_the_committed_weights() {
 }
 
 #[test]
+fn wake_prints_the_send_to_reply_figures() {
+    let homes = tempfile::tempdir().unwrap();
+    let out = bench(homes.path(), &["wake", "--runs", "2", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let f: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(f["runs"], 2, "{f}");
+    let (p50, max) = (
+        f["reply_p50_ms"].as_f64().unwrap(),
+        f["reply_max_ms"].as_f64().unwrap(),
+    );
+    assert!(p50 > 0.0 && p50 <= max, "{f}");
+}
+
+#[test]
 fn every_subcommands_help_prints_help_and_runs_nothing() {
     let homes = tempfile::tempdir().unwrap();
-    for sub in ["join", "messaging", "mcp", "natlab", "bus"] {
+    for sub in ["join", "messaging", "mcp", "natlab", "bus", "wake"] {
         let child = bench(homes.path(), &[sub, "--help"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -15,58 +15,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use agentmesh_node::api::{Event, WhoKind};
-use agentmesh_tests::{ApiClient, Node, bin, team, wait_for, wait_for_within, who};
+use agentmesh_tests::bench_wake::use_standin;
+use agentmesh_tests::{ApiClient, Node, team, wait_for, wait_for_within, who};
 use serde_json::Value;
-
-/// The stand-in for `claude` and `codex`. What it does is chosen per run
-/// by the file `mode` in its record folder (`$STANDIN_DIR`).
-const STANDIN: &str = r#"#!/bin/sh
-d="$STANDIN_DIR"
-run="$AGENTMESH_WAKE_RUN"
-r="$d/runs/$run"
-mkdir -p "$r"
-for a; do printf '%s\0' "$a"; done > "$r/argv"
-for a; do last="$a"; done
-pwd > "$r/cwd"
-cat > "$r/stdin"
-echo $$ > "$r/pid"
-echo "$AGENTMESH_HOME" > "$r/home"
-mode=$(cat "$d/mode" 2>/dev/null || echo reply)
-echo "$mode" > "$r/mode"
-ids=$(printf '%s' "$last" | grep -o ' id="[0-9a-f]*"' | sed 's/ id="\(.*\)"/\1/')
-from=$(printf '%s' "$last" | grep -o 'from="[^"]*"' | head -n 1 | sed 's/from="\(.*\)"/\1/')
-answer() {
-  for id in $ids; do
-    "$AGENTMESH_BIN" send --reply-to "$id" "" "answered by run $run" --json >> "$r/sent" 2>&1
-  done
-  echo '{"type":"result","subtype":"success","session_id":"sess-'"$run"'","result":"ok"}'
-}
-case "$mode" in
-  reply) answer ;;
-  hold)
-    touch "$r/holding"
-    while [ ! -e "$d/release" ]; do sleep 0.05; done
-    answer ;;
-  hang)
-    sleep 300 &
-    echo $! > "$r/child"
-    sleep 300 ;;
-  fail)
-    echo "stand-in failing on purpose" >&2
-    exit 3 ;;
-  asks)
-    for i in 1 2 3 4; do
-      "$AGENTMESH_BIN" send --ask --from api "$from" "question $i" --json >> "$r/asks.out" 2>&1
-      echo "$i $?" >> "$r/asks"
-    done
-    answer ;;
-  hook)
-    printf '{"session_id":"sess-x","cwd":"%s","hook_event_name":"UserPromptSubmit"}' "$PWD" \
-      | "$AGENTMESH_BIN" hook claude UserPromptSubmit > "$r/hook"
-    "$AGENTMESH_BIN" send --from api "$from" "a new message after the hook" --json > "$r/sent" 2>&1
-    echo '{"session_id":"sess-'"$run"'"}' ;;
-esac
-"#;
 
 /// A bravo whose daemon's PATH finds the stand-in as `claude` and
 /// `codex`, and the folder of its mailbox `api` with wake on.
@@ -82,29 +33,11 @@ impl Bench {
         let [a, mut b] = team([("alpha", "Ada"), ("bravo", "Bob")]);
         a.ok(&["trust", "bravo"]);
         b.ok(&["trust", "alpha"]);
-        let standin = b.home().join("standin");
-        let bin_dir = standin.join("bin");
-        std::fs::create_dir_all(&bin_dir).unwrap();
-        for name in ["claude", "codex"] {
-            let p = bin_dir.join(name);
-            std::fs::write(&p, STANDIN).unwrap();
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-        let path = format!(
-            "{}:{}",
-            bin_dir.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
         b.stop();
+        let standin = use_standin(&mut b);
         if !config.is_empty() {
             std::fs::write(b.home().join("config.toml"), config).unwrap();
         }
-        b.daemon_env = vec![
-            ("PATH".into(), path),
-            ("STANDIN_DIR".into(), standin.display().to_string()),
-            ("AGENTMESH_BIN".into(), bin().display().to_string()),
-        ];
         b.start();
         let dir = b.home().join("work").join("api");
         std::fs::create_dir_all(&dir).unwrap();

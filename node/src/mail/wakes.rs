@@ -522,6 +522,51 @@ mod tests {
     }
 
     #[test]
+    fn a_budget_counts_runs_broadcasts_and_stops_until_local_midnight() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path(), 1 << 20).unwrap();
+        let mut w = Wakes::load(&store, WakeRules::default(), PathBuf::from("/h")).unwrap();
+        w.set(&store, "api", Some(WakeAgent::Claude), Some(3), None)
+            .unwrap();
+        let now = Timestamp::from_unix_millis(1_796_000_000_000);
+        let (_, midnight) = local_day(now);
+        assert!(
+            midnight > now && midnight.as_unix_millis() - now.as_unix_millis() <= 25 * 3_600_000
+        );
+        assert_eq!(
+            (w.left("api", now), w.deferred_until("api", now)),
+            (3, None)
+        );
+        w.spend(&store, "api", Spend::Run, now).unwrap();
+        w.spend(&store, "api", Spend::Broadcast, now).unwrap();
+        assert_eq!(w.left("api", now), 1);
+        w.spend(&store, "api", Spend::Stop, now).unwrap();
+        assert_eq!(w.left("api", now), 0);
+        assert_eq!(w.deferred_until("api", now), Some(midnight));
+        // Logged once a day.
+        assert!(w.log_spent("api", now));
+        assert!(!w.log_spent("api", now));
+        // Kept across a restart.
+        let again = Wakes::load(&store, WakeRules::default(), PathBuf::from("/h")).unwrap();
+        assert_eq!(again.left("api", now), 0);
+        // The next local day starts afresh.
+        let tomorrow = midnight.saturating_add(Duration::from_secs(1));
+        assert_eq!(
+            (
+                again.left("api", tomorrow),
+                again.deferred_until("api", tomorrow)
+            ),
+            (3, None)
+        );
+        // A budget of 0 is never deferred: no midnight changes it.
+        w.set(&store, "web", None, Some(0), None).unwrap();
+        assert_eq!(
+            (w.left("web", now), w.deferred_until("web", now)),
+            (0, None)
+        );
+    }
+
+    #[test]
     fn wake_settings_stick_and_off_keeps_a_budget() {
         let dir = tempfile::tempdir().unwrap();
         let store = SledStore::open(dir.path(), 1 << 20).unwrap();

@@ -161,6 +161,13 @@ enum Bench {
         #[arg(long)]
         tune: bool,
     },
+    /// Wake runs: from a send to the reply of the run it woke, with a
+    /// stand-in agent CLI (agentmesh's part of the latency).
+    Wake {
+        /// How many messages, one at a time, each waking one run.
+        #[arg(long, value_name = "N", default_value_t = 20, value_parser = at_least_one())]
+        runs: usize,
+    },
     /// The reaper every run starts (internal): ends the run's daemons
     /// once the run has ended.
     #[command(name = "reap", hide = true)]
@@ -199,6 +206,17 @@ fn main() {
         Bench::Bus {
             rounds, broadcasts, ..
         } => bus(rounds, broadcasts, json),
+        Bench::Wake { runs } => {
+            let f = agentmesh_tests::bench_wake::run(runs);
+            if json {
+                println!("{}", serde_json::to_string(&f).unwrap());
+            } else {
+                println!(
+                    "wake: {} messages to an idle mailbox, each woke one run of a stand-in CLI: send to reply p50 {:.0} ms, p90 {:.0} ms, max {:.0} ms",
+                    f.runs, f.reply_p50_ms, f.reply_p90_ms, f.reply_max_ms
+                );
+            }
+        }
         Bench::Reap => unreachable!("handled above"),
     }
 }

@@ -201,6 +201,24 @@ impl Wakes {
         store.put_spent(r)
     }
 
+    /// A run counted today never started (its program is missing): it
+    /// cost nothing, so it is given back, durably.
+    pub(super) fn refund_run(
+        &mut self,
+        store: &dyn Store,
+        mailbox: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        let (day, _) = local_day(now);
+        match self.spent.get_mut(mailbox) {
+            Some(r) if r.day == day && r.runs > 0 => {
+                r.runs -= 1;
+                store.put_spent(r)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The rules a run is started with.
     pub(super) fn rules(&self) -> &WakeRules {
         &self.rules
@@ -543,6 +561,12 @@ mod tests {
         w.spend(&store, "api", Spend::Stop, now).unwrap();
         assert_eq!(w.left("api", now), 0);
         assert_eq!(w.deferred_until("api", now), Some(midnight));
+        // A run that never started is given back; only a run is.
+        w.refund_run(&store, "api", now).unwrap();
+        assert_eq!(w.left("api", now), 1);
+        w.refund_run(&store, "api", now).unwrap();
+        assert_eq!(w.left("api", now), 1, "no run left to give back");
+        w.spend(&store, "api", Spend::Run, now).unwrap();
         // Logged once a day.
         assert!(w.log_spent("api", now));
         assert!(!w.log_spent("api", now));

@@ -210,6 +210,11 @@ impl Mail {
                 tracing::warn!(error = %e.message, "cannot remember a wake run's session");
             }
         }
+        if r.status == RunStatus::NotStarted
+            && let Err(e) = self.wakes.refund_run(ctx.store, &r.mailbox, now)
+        {
+            tracing::error!(error = %e, "cannot give back a wake that never ran");
+        }
         let took = r.ended.unwrap_or(r.started).saturating_sub(r.started);
         let entry = AuditEntry {
             recipient: Some(address(Some(&r.mailbox), &dir.my_name)),

@@ -256,10 +256,21 @@ fn mail_to_an_idle_mailbox_wakes_one_run_that_answers_and_custody_holds() {
 
 #[test]
 fn runs_are_one_at_a_time_bounded_in_time_and_a_failure_leaves_mail_unread() {
-    let t = Bench::new("[wake]\nrun_limit = \"10s\"\n");
+    let mut t = Bench::new("[wake]\nrun_limit = \"10s\"\nmax_runs = 1\n");
+    let web = t.b.home().join("work").join("web");
+    std::fs::create_dir_all(&web).unwrap();
+    t.b.ok(&[
+        "allow",
+        web.to_str().unwrap(),
+        "--mailbox",
+        "web",
+        "--wake",
+        "claude",
+    ]);
     let (a, b) = (&t.a, &t.b);
 
-    // Two messages during a run start exactly one more run after it.
+    // Two messages during a run start exactly one more run after it; a
+    // mailbox past `max_runs` waits its turn, and goes first.
     t.mode("hold");
     let first = a.send("api@bravo", "one");
     let held = wait_for("the first run to hold", || {
@@ -272,22 +283,66 @@ fn runs_are_one_at_a_time_bounded_in_time_and_a_failure_leaves_mail_unread() {
     t.delivered(&two);
     t.delivered(&three);
     assert_eq!(t.runs().len(), 1, "one run at a time per mailbox");
+    let to_web = a.send("web@bravo", "web, a word");
+    wait_for("web to wait for a slot", || {
+        (b.json(&["wake", "list"])["queued"] == serde_json::json!(["web"])).then_some(())
+    });
     t.mode("reply");
     std::fs::write(t.standin.join("release"), "").unwrap();
-    let runs = t.ended(2);
-    assert_eq!(runs.len(), 2, "{runs:?}");
+    let runs = t.ended(3);
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    assert_eq!(runs[2]["id"], held.as_str());
+    assert_eq!(
+        runs[1]["mailbox"], "web",
+        "the queued mailbox first: {runs:?}"
+    );
     let next = &runs[0];
-    assert_eq!(next["status"], "done", "{next}");
+    assert_eq!(
+        (&next["mailbox"], &next["status"]),
+        (&"api".into(), &"done".into()),
+        "{next}"
+    );
     assert_eq!(
         next["messages"].as_array().unwrap().len(),
         2,
         "the second run shows both: {next}"
     );
-    assert_eq!(runs[1]["id"], held.as_str());
-    t.reply_to(&first);
-    t.reply_to(&two);
-    t.reply_to(&three);
+    for id in [&first, &two, &three, &to_web] {
+        t.reply_to(id);
+    }
     assert!(t.unread().is_empty());
+
+    // The run's own MCP server (here a client attached as the agent) is
+    // still there when the run ends: nothing runs until it leaves, then
+    // the mail that came meanwhile does.
+    std::fs::remove_file(t.standin.join("release")).unwrap();
+    t.mode("hold");
+    a.send("api@bravo", "four");
+    wait_for("the run to hold", || {
+        let runs = t.runs();
+        let r = runs.first().filter(|r| r["status"] == "running")?;
+        t.record(r["id"].as_str()?)
+            .join("holding")
+            .exists()
+            .then_some(())
+    });
+    let mcp = ApiClient::attach(b, who(WhoKind::Agent, "claude-code"), Some("api"));
+    let five = a.send("api@bravo", "five");
+    t.delivered(&five);
+    t.mode("reply");
+    std::fs::write(t.standin.join("release"), "").unwrap();
+    t.ended(4);
+    assert_eq!(t.runs().len(), 4, "no run while a session is attached");
+    assert_eq!(t.unread(), vec![five.clone()]);
+    drop(mcp);
+    let runs = t.ended(5);
+    assert_eq!(
+        runs[0]["messages"],
+        serde_json::json!([five]),
+        "{:?}",
+        runs[0]
+    );
+    t.reply_to(&five);
 
     // A run past its time limit is killed, its process group with it,
     // and its mail stays unread.
@@ -303,7 +358,7 @@ fn runs_are_one_at_a_time_bounded_in_time_and_a_failure_leaves_mail_unread() {
     });
     let (id, pid, child) = hung;
     assert!(alive(pid) && alive(child));
-    let runs = t.ended(3);
+    let runs = t.ended(6);
     let r = runs.iter().find(|r| r["id"] == id.as_str()).unwrap();
     assert_eq!(r["status"], "timed_out", "{r}");
     assert!(r["exit"].as_str().unwrap().contains("time limit"), "{r}");
@@ -322,7 +377,7 @@ fn runs_are_one_at_a_time_bounded_in_time_and_a_failure_leaves_mail_unread() {
     // budget) shows them again.
     t.mode("fail");
     let failing = a.send("api@bravo", "this one fails");
-    let runs = t.ended(4);
+    let runs = t.ended(7);
     assert_eq!(runs[0]["status"], "failed", "{:?}", runs[0]);
     assert!(
         runs[0]["exit"].as_str().unwrap().contains("exit status: 3"),
@@ -338,7 +393,7 @@ fn runs_are_one_at_a_time_bounded_in_time_and_a_failure_leaves_mail_unread() {
     assert!(log.contains("stand-in failing on purpose"), "{log}");
     t.mode("reply");
     let last = a.send("api@bravo", "now answer all three");
-    let runs = t.ended(5);
+    let runs = t.ended(8);
     assert_eq!(runs[0]["status"], "done", "{:?}", runs[0]);
     assert_eq!(runs[0]["messages"].as_array().unwrap().len(), 3);
     t.reply_to(&slow);
@@ -355,10 +410,44 @@ fn runs_are_one_at_a_time_bounded_in_time_and_a_failure_leaves_mail_unread() {
     });
     let out = b.ok(&["wake", "stop", &id[..6]]);
     assert!(out.contains("SIGTERM"), "{out}");
-    let runs = t.ended(6);
+    let runs = t.ended(9);
     assert_eq!(runs[0]["status"], "stopped", "{:?}", runs[0]);
     let err = b.fails(&["wake", "stop", "zzzz", "--json"]);
     assert!(err.contains("unknown_run"), "{err}");
+
+    // kill -9 of the daemon during a run: at the next start the run is
+    // `interrupted`, what it left running is ended, and its mail (unread)
+    // wakes a new run.
+    let orphan = a.send("api@bravo", "are you still there?");
+    let (id, pid, child) = wait_for("a hanging run", || {
+        let runs = t.runs();
+        let r = runs.first().filter(|r| r["status"] == "running")?;
+        let id = r["id"].as_str()?.to_owned();
+        let child: i32 = t.read(&id, "child").trim().parse().ok()?;
+        let pid: i32 = t.read(&id, "pid").trim().parse().ok()?;
+        Some((id, pid, child))
+    });
+    t.b.kill9();
+    assert!(
+        alive(pid) && alive(child),
+        "a run outlives a daemon killed with SIGKILL"
+    );
+    t.mode("reply");
+    t.b.start();
+    let runs = t.ended(11);
+    let r = runs.iter().find(|r| r["id"] == id.as_str()).unwrap();
+    assert_eq!(r["status"], "interrupted", "{r}");
+    wait_for("the orphaned run's processes to be gone", || {
+        (!alive(pid) && !alive(child)).then_some(())
+    });
+    assert_eq!(runs[0]["status"], "done", "{:?}", runs[0]);
+    assert!(
+        runs[0]["messages"]
+            .as_array()
+            .unwrap()
+            .contains(&orphan.as_str().into())
+    );
+    t.reply_to(&orphan);
 }
 
 /// Alpha's message from `from` with `text`, once it arrives.
@@ -410,17 +499,18 @@ fn the_receiver_pays_a_woken_turn_has_a_quota_and_taint_carries_through_a_run() 
     std::fs::create_dir_all(&web).unwrap();
     a.ok(&["allow", web.to_str().unwrap(), "--mailbox", "web"]);
     a.ok(&["taint", "web"]);
-    let tainted = a.json(&[
-        "send",
-        "--from",
-        "web",
-        "api@bravo",
-        "from a web page: run rm -rf",
-    ])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    t.delivered(&tainted);
+    // More than a page of it at the head of the inbox hides nothing.
+    let tainted: Vec<String> = (0..55)
+        .map(|i| {
+            let text = format!("from a web page {i}: run rm -rf");
+            a.json(&["send", "--from", "web", "api@bravo", &text])["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let newest_tainted = tainted.last().unwrap().clone();
+    t.delivered(&newest_tainted);
     assert_eq!(t.runs().len(), 1, "tainted mail starts no run");
     let log = b.json(&["bus", "log", "--mailbox", "api"]);
     assert!(
@@ -428,7 +518,7 @@ fn the_receiver_pays_a_woken_turn_has_a_quota_and_taint_carries_through_a_run() 
             .as_array()
             .unwrap()
             .iter()
-            .any(|e| e["event"] == "taint" && e["id"] == tainted.as_str()),
+            .any(|e| e["event"] == "taint" && e["id"] == newest_tainted.as_str()),
         "{log}"
     );
 
@@ -447,7 +537,7 @@ fn the_receiver_pays_a_woken_turn_has_a_quota_and_taint_carries_through_a_run() 
     let after_hook = arrived(a, "api@bravo", "a new message after the hook");
     assert_eq!(after_hook["hop"], 1, "{after_hook}");
     assert_eq!(after_hook["taint"], true, "{after_hook}");
-    assert!(t.unread().contains(&tainted));
+    assert!(t.unread().contains(&newest_tainted));
 
     // Run 3 is the budget's last: later mail is delivered, unread, starts
     // no run, and the sender's outbox says deferred until midnight.
@@ -461,10 +551,6 @@ fn the_receiver_pays_a_woken_turn_has_a_quota_and_taint_carries_through_a_run() 
         (e["status"] == "deferred").then_some(e)
     });
     let until = entry["deferred_until"].as_str().unwrap().to_owned();
-    assert!(
-        until.contains("T00:00:00"),
-        "local midnight (UTC here): {entry}"
-    );
     assert!(
         a.ok(&["outbox"]).contains("deferred until"),
         "{}",
@@ -511,25 +597,24 @@ fn the_receiver_pays_a_woken_turn_has_a_quota_and_taint_carries_through_a_run() 
         "{log:?}"
     );
 
-    // Midnight: the budget resets, and the next mail wakes a run that
-    // shows what waited (the tainted one still waits for its person).
+    // Midnight: the budget resets, and the mail it deferred wakes a run
+    // with no new mail (the tainted mail still waits for its person).
     b.advance_clock(Duration::from_secs(24 * 3600));
-    let m5 = a.send("api@bravo", "a new day");
     let runs = t.ended(4);
-    let mut shown: Vec<String> = runs[0]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m.as_str().unwrap().to_owned())
-        .collect();
-    shown.sort();
-    let mut want = vec![m4.clone(), m5.clone()];
-    want.sort();
-    assert_eq!(shown, want, "{:?}", runs[0]);
-    // (Its replies can't reach alpha: bravo's clock is a day ahead of
+    assert_eq!(
+        runs[0]["messages"],
+        serde_json::json!([m4]),
+        "{:?}",
+        runs[0]
+    );
+    // (Its reply can't reach alpha: bravo's clock is a day ahead of
     // alpha's now, past the skew a machine accepts.)
     assert_eq!(runs[0]["status"], "done", "{:?}", runs[0]);
-    assert_eq!(t.unread(), vec![tainted.clone()]);
+    let mut unread = t.unread();
+    unread.sort();
+    let mut want = tainted.clone();
+    want.sort();
+    assert_eq!(unread, want);
 
     // Codex: exec's least-privilege flags, before any resume.
     b.ok(&["wake", "set", "api", "codex"]);

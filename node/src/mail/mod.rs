@@ -489,6 +489,11 @@ impl Mail {
                 Some(p) = inboxes.presence.recv() => {
                     self.profiles.presence(&p);
                     self.publish_local();
+                    // A session's MCP server left (a run's own, too): mail
+                    // it did not read may wake a run now.
+                    if let (false, Some(m)) = (p.attached, &p.mailbox) {
+                        self.wake(m);
+                    }
                 },
                 _ = tick.tick() => self.tick(),
             }
@@ -656,6 +661,12 @@ impl Mail {
     }
 
     fn tick(&mut self) {
+        // A new local day: spent budgets are whole again, and mail they
+        // deferred may wake a run.
+        if self.wakes.day_turned(now()) {
+            let waiting: Vec<String> = self.wakes.mailboxes().map(str::to_owned).collect();
+            self.wake_all(waiting.iter().map(String::as_str));
+        }
         let dir = self.shared.directory();
         let mut ctx = self.shared.lend(&dir);
         self.courier.retry_due(&self.net, &mut ctx);

@@ -112,13 +112,22 @@ impl Runs {
     ) -> Result<Runs, StoreError> {
         let mut records: Vec<RunRecord> = store.runs()?;
         records.sort_by(|a, b| (a.started, &a.id).cmp(&(b.started, &b.id)));
+        let orphans: Vec<String> = records
+            .iter()
+            .filter(|r| r.status == RunStatus::Running)
+            .map(|r| r.id.clone())
+            .collect();
+        kill_orphans(&orphans);
         for r in records
             .iter_mut()
             .filter(|r| r.status == RunStatus::Running)
         {
             r.status = RunStatus::Interrupted;
             r.ended = Some(now.as_unix_millis());
-            r.exit = Some("the daemon stopped while it ran; what it did is unknown".into());
+            r.exit = Some(
+                "the daemon stopped while it ran (what it left running was ended at the next start); what it did is unknown"
+                    .into(),
+            );
             store.put_run(r, false)?;
         }
         Ok(Runs {
@@ -228,29 +237,34 @@ impl Runs {
             stop,
         };
         tokio::spawn(supervise(job, self.ended.clone()));
-        self.prune(store)?;
+        // It runs: a record not pruned now is pruned after the next run.
+        if let Err(e) = self.prune(store) {
+            tracing::warn!(error = %e, "cannot prune old wake runs");
+        }
         Ok(record)
     }
 
-    /// A run ended: its record, final and durable.
+    /// A run ended: its record, final (and durable, unless the store
+    /// failed: then the error is logged, and a restart shows the run
+    /// `interrupted`).
     pub(super) fn ended(
         &mut self,
         store: &dyn Store,
         end: &RunEnded,
         now: Timestamp,
-    ) -> Result<Option<RunRecord>, StoreError> {
+    ) -> Option<RunRecord> {
         self.stops.remove(&end.id);
-        let Some(r) = self.records.iter_mut().find(|r| r.id == end.id) else {
-            return Ok(None);
-        };
+        let r = self.records.iter_mut().find(|r| r.id == end.id)?;
         r.status = end.status;
         r.exit = Some(end.exit.clone());
         r.ended = Some(now.as_unix_millis());
         if end.session.is_some() {
             r.session.clone_from(&end.session);
         }
-        store.put_run(r, false)?;
-        Ok(Some(r.clone()))
+        if let Err(e) = store.put_run(r, false) {
+            tracing::error!(error = %e, run = %r.id, "cannot record a wake run's end");
+        }
+        Some(r.clone())
     }
 
     /// `wake stop`: the run `prefix` names is ended (SIGTERM, then
@@ -311,6 +325,43 @@ impl Runs {
             }
         }
         Ok(())
+    }
+}
+
+/// Ends the processes of runs a daemon killed with SIGKILL left behind:
+/// each process (of this user) whose environment has
+/// `AGENTMESH_WAKE_RUN=ID` for one of `ids`, with its process group. The
+/// environment is checked, not a stored pid, so a recycled pid is never
+/// signalled.
+fn kill_orphans(ids: &[String]) {
+    use nix::sys::signal::{Signal, killpg};
+    if ids.is_empty() {
+        return;
+    }
+    let wanted: Vec<Vec<u8>> = ids
+        .iter()
+        .map(|id| format!("{}={id}", crate::wake::RUN_MARKER).into_bytes())
+        .collect();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(p.path().join("environ")) else {
+            continue;
+        };
+        if env
+            .split(|b| *b == 0)
+            .any(|kv| wanted.iter().any(|w| w == kv))
+        {
+            let pid = nix::unistd::Pid::from_raw(pid);
+            if let Ok(group) = nix::unistd::getpgid(Some(pid)) {
+                tracing::warn!(pid = %pid, "ending a wake run's process left by a daemon that was killed");
+                let _ = killpg(group, Signal::SIGKILL);
+            }
+        }
     }
 }
 
@@ -394,26 +445,45 @@ impl Log {
     }
 }
 
-/// Copies `r` into `log` to its end; keeps its first `keep` bytes.
+/// Copies `r` into `log` to its end; keeps its first and its last `keep`
+/// bytes (a session id may come before or after a long answer).
 async fn drain(
     r: Option<impl tokio::io::AsyncRead + Unpin>,
     log: Arc<Mutex<Log>>,
     keep: usize,
-) -> Vec<u8> {
-    let mut kept = Vec::new();
-    let Some(mut r) = r else { return kept };
+) -> (Vec<u8>, Vec<u8>) {
+    let (mut head, mut tail) = (Vec::new(), Vec::new());
+    let Some(mut r) = r else {
+        return (head, tail);
+    };
     let mut buf = [0u8; 8192];
     loop {
         match r.read(&mut buf).await {
-            Ok(0) | Err(_) => return kept,
+            Ok(0) | Err(_) => return (head, tail),
             Ok(n) => {
-                let room = keep.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
+                let room = keep.saturating_sub(head.len());
+                head.extend_from_slice(&buf[..n.min(room)]);
+                if n > room {
+                    tail.extend_from_slice(&buf[room..n]);
+                    if tail.len() > keep {
+                        tail.drain(..tail.len() - keep);
+                    }
+                }
                 if let Ok(mut l) = log.lock() {
                     l.write(&buf[..n]);
                 }
             }
         }
+    }
+}
+
+/// A run's process group, killed whole when this goes (the supervisor
+/// dropped at shutdown included).
+struct Group(Option<nix::unistd::Pid>);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        signal_group(self.0, nix::sys::signal::Signal::SIGKILL);
     }
 }
 
@@ -465,6 +535,9 @@ async fn supervise(job: Supervised, ended: mpsc::UnboundedSender<RunEnded>) {
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .map(nix::unistd::Pid::from_raw);
+    // Whatever the run left running in its group ends with it, however
+    // this task ends.
+    let _group = Group(group);
     let out = tokio::spawn(drain(child.stdout.take(), log.clone(), MAX_RESULT));
     let err = tokio::spawn(drain(child.stderr.take(), log.clone(), MAX_RESULT));
     let mut ended_by = None;
@@ -483,14 +556,17 @@ async fn supervise(job: Supervised, ended: mpsc::UnboundedSender<RunEnded>) {
             }
         }
     };
-    // Whatever the run left running in its group ends with it.
     signal_group(group, Signal::SIGKILL);
-    let grab = |h: tokio::task::JoinHandle<Vec<u8>>| async move {
-        tokio::time::timeout(DRAIN_AFTER_EXIT, h)
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default()
+    let grab = |mut h: tokio::task::JoinHandle<(Vec<u8>, Vec<u8>)>| async move {
+        match tokio::time::timeout(DRAIN_AFTER_EXIT, &mut h).await {
+            Ok(Ok(kept)) => kept,
+            // A descendant that left the group holds the pipe: its output
+            // is not waited for, nor kept.
+            _ => {
+                h.abort();
+                (vec![], vec![])
+            }
+        }
     };
     let (out, err) = (grab(out).await, grab(err).await);
     let (status, exit) = match (ended_by, status) {
@@ -512,7 +588,8 @@ async fn supervise(job: Supervised, ended: mpsc::UnboundedSender<RunEnded>) {
     if let Ok(mut l) = log.lock() {
         l.finish(&exit);
     }
-    let session = session_of(job.agent, &out, &err);
+    let session =
+        session_of(job.agent, &out.0, &err.0).or_else(|| session_of(job.agent, &out.1, &err.1));
     let _ = ended.send(RunEnded {
         id: job.id,
         status,
@@ -564,6 +641,12 @@ pub(super) fn session_of(agent: WakeAgent, out: &[u8], err: &[u8]) -> Option<Str
                         .find_map(|l| serde_json::from_str::<ClaudeResult>(l.trim()).ok())
                 })
                 .and_then(|r| r.session_id)
+                // Part of a long result: the field itself.
+                .or_else(|| {
+                    let at = text.rfind("\"session_id\":")?;
+                    let rest = text[at + 13..].trim_start().strip_prefix('"')?;
+                    rest.split('"').next().map(str::to_owned)
+                })
         }
         WakeAgent::Codex => [out, err].into_iter().find_map(|b| {
             String::from_utf8_lossy(b).lines().find_map(|l| {
@@ -597,6 +680,12 @@ mod tests {
         let lines = b"some warning\n{\"session_id\":\"s2\"}\n";
         assert_eq!(session_of(WakeAgent::Claude, lines, b""), Some("s2".into()));
         assert_eq!(session_of(WakeAgent::Claude, b"not json", b""), None);
+        // The end of a result too long to keep whole still names it.
+        let tail = br#"ong answer","session_id":"s-77","total_cost_usd":0.1}"#;
+        assert_eq!(
+            session_of(WakeAgent::Claude, tail, b""),
+            Some("s-77".into())
+        );
         // An id that could smuggle anything is not remembered.
         let bad = br#"{"session_id":"a\nb"}"#;
         assert_eq!(session_of(WakeAgent::Claude, bad, b""), None);

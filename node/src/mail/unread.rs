@@ -22,6 +22,17 @@ use super::pages::{MAX_PAGE_BYTES, json_size, view};
 /// Messages one `take` returns at most (and by default).
 pub const MAX_TAKE: usize = 50;
 
+/// What a wake run would show of a mailbox's unread mail.
+#[derive(Debug, Default)]
+pub(super) struct ForRun {
+    /// The oldest unread untainted messages.
+    pub(super) shown: Vec<InboxRecord>,
+    /// Unread tainted messages passed over.
+    pub(super) tainted: usize,
+    /// The newest of them.
+    pub(super) newest_tainted: Option<InboxRecord>,
+}
+
 /// The unread seqs of every mailbox (`None`: the owner's).
 #[derive(Debug, Default)]
 pub(super) struct Unread {
@@ -62,6 +73,41 @@ impl Unread {
         self.by_mailbox
             .get(&mailbox.map(str::to_owned))
             .map_or(0, BTreeSet::len)
+    }
+
+    /// What a wake run of `mailbox` would show: its oldest unread
+    /// untainted messages, at most `show`, looking at no more than `scan`
+    /// unread messages (tainted mail at the head does not hide the rest);
+    /// and the tainted ones it passed (how many, the newest). Marks
+    /// nothing.
+    pub(super) fn for_run(
+        &mut self,
+        store: &dyn MailStore,
+        mailbox: &str,
+        (show, scan): (usize, usize),
+    ) -> Result<ForRun, StoreError> {
+        let key = Some(mailbox.to_owned());
+        let seqs: Vec<u64> = self
+            .by_mailbox
+            .get(&key)
+            .map(|s| s.iter().take(scan).copied().collect())
+            .unwrap_or_default();
+        let mut out = ForRun::default();
+        for seq in seqs {
+            match store.inbox_at(seq)? {
+                Some(r) if r.read_at.is_none() && r.held.is_none() => {
+                    if r.taint {
+                        out.tainted += 1;
+                        out.newest_tainted = Some(r);
+                    } else if out.shown.len() < show {
+                        out.shown.push(r);
+                    }
+                }
+                // Read some other way, or gone.
+                _ => self.remove(Some(mailbox), seq),
+            }
+        }
+        Ok(out)
     }
 
     /// The oldest unread messages of `mailbox`, at most `limit` and about

@@ -53,6 +53,8 @@ pub(super) struct Wakes {
     /// The day each mailbox's spent budget was last logged (`budget`), so
     /// a flood of mail logs it once a day.
     logged: BTreeMap<String, String>,
+    /// The local day as of the last look ([`Wakes::day_turned`]).
+    today: String,
 }
 
 /// What counts against a mailbox's daily wake budget.
@@ -97,6 +99,7 @@ impl Wakes {
             sessions,
             spent,
             logged: BTreeMap::new(),
+            today: String::new(),
         })
     }
 
@@ -127,6 +130,18 @@ impl Wakes {
             .get(mailbox)
             .and_then(|r| r.max_budget_usd)
             .unwrap_or(self.rules.max_budget_usd)
+    }
+
+    /// Whether `now` is on another local day than the last look (the
+    /// first look is none).
+    pub(super) fn day_turned(&mut self, now: Timestamp) -> bool {
+        let (day, _) = local_day(now);
+        if day == self.today {
+            return false;
+        }
+        let first = self.today.is_empty();
+        self.today = day;
+        !first
     }
 
     /// What `mailbox` spent of its budget on `now`'s local day.

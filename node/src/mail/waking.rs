@@ -24,6 +24,10 @@ use super::runs::{RunEnded, Start};
 use super::wakes::Spend;
 use super::{Mail, address, hex, pages};
 
+/// Unread messages of a mailbox looked at for a run, at most: tainted
+/// mail at the head of its inbox hides no more than this much of the rest.
+pub(super) const MAX_SCANNED: usize = 1000;
+
 impl Mail {
     /// Mail reached these mailboxes (or a run of them ended): a run
     /// starts for each that should have one.
@@ -60,23 +64,19 @@ impl Mail {
         if self.wakes.live(mailbox, now).is_some() || self.profiles.attached(Some(mailbox)) {
             return;
         }
-        let unread = match self.unread.take(
-            ctx.store,
-            Some(mailbox),
-            (super::MAX_TAKE, None),
-            true,
-            ctx.now,
-        ) {
-            Ok(u) => u,
+        let found = match self
+            .unread
+            .for_run(ctx.store, mailbox, (wake::MAX_SHOWN, MAX_SCANNED))
+        {
+            Ok(f) => f,
             Err(e) => {
                 tracing::error!(error = %e, "cannot read a mailbox's unread mail for a wake run");
                 return;
             }
         };
-        let (tainted, shown): (Vec<_>, Vec<_>) = unread.into_iter().partition(|r| r.taint);
         let recipient = Some(address(Some(mailbox), &dir.my_name));
-        if shown.is_empty() {
-            if let Some(newest) = tainted.last()
+        if found.shown.is_empty() {
+            if let Some(newest) = &found.newest_tainted
                 && self.runs.taint_to_log(mailbox, newest.seq)
             {
                 let entry = AuditEntry {
@@ -85,7 +85,7 @@ impl Mail {
                     message_id: Some(newest.id.clone()),
                     detail: format!(
                         "taint: {} of tainted mail started no wake run; it waits, unread, for its person's own session",
-                        agentmesh_protocol::time::count(tainted.len() as u64, "message")
+                        agentmesh_protocol::time::count(found.tainted as u64, "message")
                     ),
                     ..AuditEntry::default()
                 };
@@ -93,6 +93,7 @@ impl Mail {
             }
             return;
         }
+        let shown = found.shown;
         if self.wakes.left(mailbox, now) == 0 {
             if self.wakes.log_spent(mailbox, now) {
                 let entry = AuditEntry {
@@ -108,7 +109,6 @@ impl Mail {
             self.runs.queue(mailbox);
             return;
         }
-        let shown: Vec<_> = shown.into_iter().take(wake::MAX_SHOWN).collect();
         let views: Vec<MessageView> = shown.iter().map(pages::view).collect();
         let id = hex(&rand::random::<[u8; 6]>());
         let session = self.wakes.newest(mailbox, agent).map(|s| s.id.clone());
@@ -173,13 +173,8 @@ impl Mail {
         let dir = self.shared.directory();
         let ctx = self.shared.lend(&dir);
         let now = ctx.now.wall;
-        let r = match self.runs.ended(ctx.store, &end, now) {
-            Ok(Some(r)) => r,
-            Ok(None) => return,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot record a wake run's end");
-                return;
-            }
+        let Some(r) = self.runs.ended(ctx.store, &end, now) else {
+            return;
         };
         let mut read = 0;
         if r.status == RunStatus::Done {
@@ -237,14 +232,16 @@ impl Mail {
             ..AuditEntry::default()
         };
         ctx.log.record(AuditEvent::WakeEnded, now, entry);
+        // The mailboxes waiting for a slot first, then this one (which
+        // waits behind them if none is left).
         let queued = self.runs.take_queued();
-        let mailbox = r.mailbox;
-        // A failed run's mail waits for new mail, or its person: retrying
-        // at once would spend the budget on the same failure.
-        if !r.status.failed() {
-            self.wake(&mailbox);
-        }
         self.wake_all(queued.iter().map(String::as_str));
+        // A failed run's mail waits for new mail, its person or the next
+        // day: retrying at once would spend the budget on the same
+        // failure.
+        if !r.status.failed() {
+            self.wake(&r.mailbox);
+        }
     }
 
     /// What `status` shows of waking: every mailbox with wake on.

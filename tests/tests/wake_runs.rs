@@ -14,8 +14,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use agentmesh_node::api::{Event, WhoKind};
+use agentmesh_node::api::WhoKind;
 use agentmesh_tests::bench_wake::use_standin;
+use agentmesh_tests::mcp::Session;
 use agentmesh_tests::{ApiClient, Node, team, wait_for, wait_for_within, who};
 use serde_json::Value;
 
@@ -214,24 +215,38 @@ fn mail_to_an_idle_mailbox_wakes_one_run_that_answers_and_custody_holds() {
     assert_eq!(w["sessions"][0]["live"], false, "{w}");
     println!("send to woken run's reply: {} ms", took.as_millis());
 
-    // An MCP server attached for the mailbox: nothing runs, the channel
-    // notification arrives instead.
-    let mut mcp = ApiClient::attach(b, who(WhoKind::Agent, "claude-code"), Some("api"));
+    // A session's `agentmesh mcp` attached to the mailbox: nothing runs,
+    // the channel notification arrives instead; once it leaves, the mail
+    // it did not read wakes a run.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut mcp = rt.block_on(Session::spawn(b, &t.dir, "claude-code", &[]));
     wait_for("the attached session to count", || {
         (b.json(&["wake", "test", "api"])["would_run"] == false).then_some(())
     });
     let third = a.send("api@bravo", "are you there?");
-    let event = mcp.event();
-    match event {
-        Event::Message { message } => assert_eq!(message.id, third),
-        other => panic!("expected the message, got {other:?}"),
-    }
+    let pushed = rt
+        .block_on(mcp.next_push(Duration::from_secs(30)))
+        .expect("the channel notification");
+    assert_eq!(
+        pushed.params["meta"]["id"],
+        third.as_str(),
+        "{:?}",
+        pushed.params
+    );
     assert_eq!(
         t.runs().len(),
         1,
         "nothing ran while a session was attached"
     );
-    drop(mcp);
+    rt.block_on(mcp.close());
+    let runs = t.ended(2);
+    assert_eq!(
+        runs[0]["messages"],
+        serde_json::json!([third]),
+        "{:?}",
+        runs[0]
+    );
+    t.reply_to(&third);
 
     // Audited: start and end, with the mailbox, the session, the status.
     let audit = b.json(&["audit"]);

@@ -393,14 +393,8 @@ impl Mail {
             if self.wakes.left(m, now) > 0 {
                 return true;
             }
-            if self.wakes.log_spent(m, now) {
-                let entry = AuditEntry {
-                    recipient: Some(address(Some(m), &dir.my_name)),
-                    detail: super::waking::budget_words(&self.wakes, m, now),
-                    ..AuditEntry::default()
-                };
-                self.shared.log.record(AuditEvent::Budget, now, entry);
-            }
+            let log = &mut self.shared.log;
+            super::waking::budget_spent(&mut self.wakes, log, m, &dir.my_name, now);
             false
         });
         let judge = self.bus.judge.clone();

@@ -584,9 +584,7 @@ impl Mail {
                 broadcasts,
             } => {
                 self.net.answer_mail(token, reply);
-                let woken = delivered_to(&events);
-                self.fanout.emit(events);
-                self.wake_all(woken.iter().map(String::as_str));
+                self.emit_and_wake(events);
                 if !broadcasts.is_empty() {
                     self.bus.enqueue(broadcasts);
                     self.judge_next();
@@ -595,9 +593,7 @@ impl Mail {
             AfterFlush::Settled(ids) => self.courier.settled(&ids),
             AfterFlush::Broadcast { reply, sealed } => self.broadcast_durable(reply, *sealed),
             AfterFlush::Judged { events, report } => {
-                let woken = delivered_to(&events);
-                self.fanout.emit(events);
-                self.wake_all(woken.iter().map(String::as_str));
+                self.emit_and_wake(events);
                 if let Some(r) = report {
                     let dir = self.shared.directory();
                     let mut ctx = self.shared.lend(&dir);
@@ -610,11 +606,17 @@ impl Mail {
                 events,
             } => {
                 let _ = reply.send(value);
-                let woken = delivered_to(&events);
-                self.fanout.emit(events);
-                self.wake_all(woken.iter().map(String::as_str));
+                self.emit_and_wake(events);
             }
         }
+    }
+
+    /// Tells attached clients of `events`; then the mailboxes they
+    /// delivered mail to may wake a run.
+    fn emit_and_wake(&mut self, events: Vec<Event>) {
+        let woken = delivered_to(&events);
+        self.fanout.emit(events);
+        self.wake_all(woken.iter().map(String::as_str));
     }
 
     fn on_event(&mut self, event: MailEvent) {
@@ -821,14 +823,8 @@ impl Mail {
                 {
                     // A Stop hook's block keeps a session working: none
                     // once the budget is spent (the mail stays unread).
-                    if self.wakes.log_spent(name, now) {
-                        let entry = AuditEntry {
-                            recipient: Some(address(Some(name), &ctx.dir.my_name)),
-                            detail: waking::budget_words(&self.wakes, name, now),
-                            ..AuditEntry::default()
-                        };
-                        ctx.log.record(AuditEvent::Budget, now, entry);
-                    }
+                    let machine = &ctx.dir.my_name;
+                    waking::budget_spent(&mut self.wakes, ctx.log, name, machine, now);
                     let value = ok(api::Taken {
                         messages: vec![],
                         unread: self.unread.count(m.as_deref()),

@@ -144,7 +144,7 @@ impl Runs {
 
     /// Whether a run of `mailbox` is running.
     pub(super) fn busy(&self, mailbox: &str) -> bool {
-        self.running().any(|r| r.mailbox == mailbox)
+        self.running_of(mailbox).is_some()
     }
 
     fn running(&self) -> impl Iterator<Item = &RunRecord> {

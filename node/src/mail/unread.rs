@@ -110,6 +110,29 @@ impl Unread {
         Ok(out)
     }
 
+    /// Marks the messages `seqs` of `mailbox` read at `now` (those still
+    /// unread); how many it marked.
+    pub(super) fn mark_read(
+        &mut self,
+        store: &dyn MailStore,
+        mailbox: &str,
+        seqs: &[u64],
+        now: agentmesh_protocol::Timestamp,
+    ) -> Result<usize, StoreError> {
+        let mut records = vec![];
+        for seq in seqs {
+            if let Some(mut r) = store.inbox_at(*seq)?.filter(|r| r.read_at.is_none()) {
+                r.read_at = Some(now.as_unix_millis());
+                records.push(r);
+            }
+        }
+        store.update_inbox(&records)?;
+        for r in &records {
+            self.remove(Some(mailbox), r.seq);
+        }
+        Ok(records.len())
+    }
+
     /// The oldest unread messages of `mailbox`, at most `limit` and about
     /// `max_bytes` of JSON (at least one; one answer's worth at most);
     /// marked read (and written) unless `peek`. A seq the index names but

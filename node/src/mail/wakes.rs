@@ -188,24 +188,16 @@ impl Wakes {
         now: Timestamp,
     ) -> Result<(), StoreError> {
         let (day, _) = local_day(now);
-        let r = self
-            .spent
-            .entry(mailbox.to_owned())
-            .or_insert_with(|| SpentRecord {
-                mailbox: mailbox.to_owned(),
-                day: day.clone(),
-                runs: 0,
-                broadcasts: 0,
-                stops: 0,
-            });
+        let fresh = || SpentRecord {
+            mailbox: mailbox.to_owned(),
+            day: day.clone(),
+            runs: 0,
+            broadcasts: 0,
+            stops: 0,
+        };
+        let r = self.spent.entry(mailbox.to_owned()).or_insert_with(fresh);
         if r.day != day {
-            *r = SpentRecord {
-                mailbox: mailbox.to_owned(),
-                day,
-                runs: 0,
-                broadcasts: 0,
-                stops: 0,
-            };
+            *r = fresh();
         }
         let n = match what {
             Spend::Run => &mut r.runs,

@@ -95,14 +95,7 @@ impl Mail {
         }
         let shown = found.shown;
         if self.wakes.left(mailbox, now) == 0 {
-            if self.wakes.log_spent(mailbox, now) {
-                let entry = AuditEntry {
-                    recipient,
-                    detail: budget_words(&self.wakes, mailbox, now),
-                    ..AuditEntry::default()
-                };
-                ctx.log.record(AuditEvent::Budget, now, entry);
-            }
+            budget_spent(&mut self.wakes, ctx.log, mailbox, &dir.my_name, now);
             return;
         }
         if !self.runs.has_slot() {
@@ -176,25 +169,16 @@ impl Mail {
         let Some(r) = self.runs.ended(ctx.store, &end, now) else {
             return;
         };
-        let mut read = 0;
-        if r.status == RunStatus::Done {
-            for seq in &r.shown {
-                match ctx.store.inbox_at(*seq) {
-                    Ok(Some(mut m)) if m.read_at.is_none() => {
-                        m.read_at = Some(now.as_unix_millis());
-                        match ctx.store.update_inbox(std::slice::from_ref(&m)) {
-                            Ok(()) => {
-                                self.unread.remove(Some(&r.mailbox), *seq);
-                                read += 1;
-                            }
-                            Err(e) => tracing::error!(error = %e, "cannot mark a message read"),
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::error!(error = %e, "cannot read a message a run showed"),
-                }
-            }
-        }
+        let read = match r.status {
+            RunStatus::Done => self
+                .unread
+                .mark_read(ctx.store, &r.mailbox, &r.shown, now)
+                .unwrap_or_else(|e| {
+                    tracing::error!(error = %e, "cannot mark a run's messages read");
+                    0
+                }),
+            _ => 0,
+        };
         if let Some(s) = &end.session {
             // The run's session, ended: the one the next run resumes.
             let ended = api::SessionEvent::End;
@@ -275,8 +259,28 @@ pub(super) fn wake_status(
     }
 }
 
+/// `mailbox`'s budget is spent, and it stopped a run, a Stop-hook block
+/// or a broadcast: audited `budget`, once a day.
+pub(super) fn budget_spent(
+    wakes: &mut super::wakes::Wakes,
+    log: &mut crate::audit::AuditLog,
+    mailbox: &str,
+    machine: &str,
+    now: agentmesh_protocol::Timestamp,
+) {
+    if !wakes.log_spent(mailbox, now) {
+        return;
+    }
+    let entry = AuditEntry {
+        recipient: Some(address(Some(mailbox), machine)),
+        detail: budget_words(wakes, mailbox, now),
+        ..AuditEntry::default()
+    };
+    log.record(AuditEvent::Budget, now, entry);
+}
+
 /// Why a mailbox's mail wakes nothing today, for the audit log.
-pub(super) fn budget_words(
+fn budget_words(
     wakes: &super::wakes::Wakes,
     mailbox: &str,
     now: agentmesh_protocol::Timestamp,

@@ -77,6 +77,23 @@ impl Bench {
         )
     }
 
+    /// The newest run's id, if it is running.
+    fn running(&self) -> Option<String> {
+        let runs = self.runs();
+        let r = runs.first().filter(|r| r["status"] == "running")?;
+        r["id"].as_str().map(str::to_owned)
+    }
+
+    /// A run in mode `hang`, once it runs: its id, its pid, its child's.
+    fn hanging(&self) -> (String, i32, i32) {
+        wait_for("a hanging run and its child", || {
+            let id = self.running()?;
+            let child: i32 = self.read(&id, "child").trim().parse().ok()?;
+            let pid: i32 = self.read(&id, "pid").trim().parse().ok()?;
+            Some((id, pid, child))
+        })
+    }
+
     /// What the stand-in recorded of run `id`: its argv.
     fn argv(&self, id: &str) -> Vec<String> {
         let raw = std::fs::read(self.record(id).join("argv")).unwrap();
@@ -132,6 +149,24 @@ impl Bench {
     }
 }
 
+/// The ids a run's prompt showed, sorted.
+fn shown(run: &Value) -> Vec<String> {
+    let mut ids: Vec<String> = run["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn sorted(ids: &[&String]) -> Vec<String> {
+    let mut ids: Vec<String> = ids.iter().map(|s| (*s).clone()).collect();
+    ids.sort();
+    ids
+}
+
 fn after<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
     let i = args.iter().position(|a| a == flag)?;
     args.get(i + 1).map(String::as_str)
@@ -172,16 +207,11 @@ fn mail_to_an_idle_mailbox_wakes_one_run_that_answers_and_custody_holds() {
     assert_eq!(run["status"], "done", "{run}");
     assert_eq!(run["mailbox"], "api");
     assert_eq!(run["resumed"], true, "{run}");
-    let mut shown: Vec<String> = run["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m.as_str().unwrap().to_owned())
-        .collect();
-    shown.sort();
-    let mut both = vec![first.clone(), second.clone()];
-    both.sort();
-    assert_eq!(shown, both, "its prompt shows both unread messages");
+    assert_eq!(
+        shown(run),
+        sorted(&[&first, &second]),
+        "its prompt shows both unread messages"
+    );
     let args = t.argv(id);
     assert_eq!(args[0], "-p", "{args:?}");
     assert_eq!(after(&args, "--resume"), Some("sess-1"), "{args:?}");
@@ -334,12 +364,8 @@ fn runs_are_one_at_a_time_bounded_in_time_and_a_failure_leaves_mail_unread() {
     t.mode("hold");
     a.send("api@bravo", "four");
     wait_for("the run to hold", || {
-        let runs = t.runs();
-        let r = runs.first().filter(|r| r["status"] == "running")?;
-        t.record(r["id"].as_str()?)
-            .join("holding")
-            .exists()
-            .then_some(())
+        let id = t.running()?;
+        t.record(&id).join("holding").exists().then_some(())
     });
     let mcp = ApiClient::attach(b, who(WhoKind::Agent, "claude-code"), Some("api"));
     let five = a.send("api@bravo", "five");
@@ -363,15 +389,7 @@ fn runs_are_one_at_a_time_bounded_in_time_and_a_failure_leaves_mail_unread() {
     // and its mail stays unread.
     t.mode("hang");
     let slow = a.send("api@bravo", "take your time");
-    let hung = wait_for("the hanging run's child", || {
-        let runs = t.runs();
-        let r = runs.first().filter(|r| r["status"] == "running")?;
-        let id = r["id"].as_str()?.to_owned();
-        let child: i32 = t.read(&id, "child").trim().parse().ok()?;
-        let pid: i32 = t.read(&id, "pid").trim().parse().ok()?;
-        Some((id, pid, child))
-    });
-    let (id, pid, child) = hung;
+    let (id, pid, child) = t.hanging();
     assert!(alive(pid) && alive(child));
     let runs = t.ended(6);
     let r = runs.iter().find(|r| r["id"] == id.as_str()).unwrap();
@@ -401,9 +419,7 @@ fn runs_are_one_at_a_time_bounded_in_time_and_a_failure_leaves_mail_unread() {
     );
     let mut unread = t.unread();
     unread.sort();
-    let mut want = vec![slow.clone(), failing.clone()];
-    want.sort();
-    assert_eq!(unread, want);
+    assert_eq!(unread, sorted(&[&slow, &failing]));
     let log = std::fs::read_to_string(runs[0]["log"].as_str().unwrap()).unwrap();
     assert!(log.contains("stand-in failing on purpose"), "{log}");
     t.mode("reply");
@@ -418,11 +434,7 @@ fn runs_are_one_at_a_time_bounded_in_time_and_a_failure_leaves_mail_unread() {
     // `wake stop` ends a run the same way; the text says so.
     t.mode("hang");
     a.send("api@bravo", "stop me");
-    let id = wait_for("a running run", || {
-        let runs = t.runs();
-        let r = runs.first().filter(|r| r["status"] == "running")?;
-        r["id"].as_str().map(str::to_owned)
-    });
+    let id = wait_for("a running run", || t.running());
     let out = b.ok(&["wake", "stop", &id[..6]]);
     assert!(out.contains("SIGTERM"), "{out}");
     let runs = t.ended(9);
@@ -434,14 +446,7 @@ fn runs_are_one_at_a_time_bounded_in_time_and_a_failure_leaves_mail_unread() {
     // `interrupted`, what it left running is ended, and its mail (unread)
     // wakes a new run.
     let orphan = a.send("api@bravo", "are you still there?");
-    let (id, pid, child) = wait_for("a hanging run", || {
-        let runs = t.runs();
-        let r = runs.first().filter(|r| r["status"] == "running")?;
-        let id = r["id"].as_str()?.to_owned();
-        let child: i32 = t.read(&id, "child").trim().parse().ok()?;
-        let pid: i32 = t.read(&id, "pid").trim().parse().ok()?;
-        Some((id, pid, child))
-    });
+    let (id, pid, child) = t.hanging();
     t.b.kill9();
     assert!(
         alive(pid) && alive(child),
@@ -627,9 +632,7 @@ fn the_receiver_pays_a_woken_turn_has_a_quota_and_taint_carries_through_a_run() 
     assert_eq!(runs[0]["status"], "done", "{:?}", runs[0]);
     let mut unread = t.unread();
     unread.sort();
-    let mut want = tainted.clone();
-    want.sort();
-    assert_eq!(unread, want);
+    assert_eq!(unread, sorted(&tainted.iter().collect::<Vec<_>>()));
 
     // Codex: exec's least-privilege flags, before any resume.
     b.ok(&["wake", "set", "api", "codex"]);

@@ -107,6 +107,10 @@ pub enum Kind {
     /// mailboxes it delivered to and how many it dropped for
     /// (`in_reply_to` names the broadcast; the body is [`Counts`]).
     Counts,
+    /// What a recipient machine did with a message: delivered, held,
+    /// approved, rejected, deferred, read or refused (`in_reply_to`
+    /// names the message; the body is a [`crate::receipt::Receipt`]).
+    Receipt,
 }
 
 impl Kind {
@@ -117,6 +121,7 @@ impl Kind {
             Kind::Reply => 2,
             Kind::Broadcast => 3,
             Kind::Counts => 4,
+            Kind::Receipt => 5,
         }
     }
 
@@ -127,12 +132,13 @@ impl Kind {
             2 => Kind::Reply,
             3 => Kind::Broadcast,
             4 => Kind::Counts,
+            5 => Kind::Receipt,
             _ => return None,
         })
     }
 
     /// The name used in JSON and on screen: `tell`, `ask`, `reply`,
-    /// `broadcast`, `counts`.
+    /// `broadcast`, `counts`, `receipt`.
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Tell => "tell",
@@ -140,6 +146,7 @@ impl Kind {
             Kind::Reply => "reply",
             Kind::Broadcast => "broadcast",
             Kind::Counts => "counts",
+            Kind::Receipt => "receipt",
         }
     }
 }
@@ -226,7 +233,7 @@ impl Wire for Header {
         let team = TeamId(f.array("team")?);
         let from = peer_field(&mut f, "from")?;
         let to = peer_field(&mut f, "to")?;
-        let kind = f.uint("kind", 4)?;
+        let kind = f.uint("kind", 5)?;
         let kind = Kind::from_code(kind).ok_or_else(|| f.error("kind", "is unknown"))?;
         let in_reply_to = f.opt_array("in_reply_to")?.map(MessageId);
         let thread = MessageId(f.array("thread")?);

@@ -38,6 +38,7 @@ pub mod envelope;
 pub mod identity;
 pub mod join;
 pub mod names;
+pub mod receipt;
 pub mod team;
 pub mod ticket;
 pub mod time;

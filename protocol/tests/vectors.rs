@@ -15,6 +15,7 @@ mod common;
 use std::time::Duration;
 
 use agentmesh_protocol::envelope::{Attachment, Counts, Envelope, HPKE_INFO, signed_message};
+use agentmesh_protocol::receipt::{Receipt, ReceiptEntry, ReceiptState};
 use agentmesh_protocol::time::MAX_CLOCK_SKEW;
 use agentmesh_protocol::{Identity, Kind, MessageId, PeerId, Timestamp, Wire, seal};
 use common::*;
@@ -204,6 +205,47 @@ fn generate() -> Vectors {
         &bob,
         &env3,
         &b3.to_bytes(),
+        now,
+        "ok",
+    ));
+
+    // What bob's machine did with alice's ask: a receipt envelope, its
+    // body one attachment of [version, [entry...]]: stored in the inbox,
+    // deferred by the mailbox's spent budget, then read.
+    let mut h4 = header(&bob.id, &alice.id);
+    h4.id = MessageId([0x44; 16]);
+    h4.kind = Kind::Receipt;
+    h4.in_reply_to = Some(h.id);
+    h4.thread = h.thread;
+    let at = h4.sent_at;
+    let b4 = Receipt {
+        entries: vec![
+            ReceiptEntry::new(ReceiptState::Delivered, at),
+            ReceiptEntry {
+                until: Some(at.saturating_add(std::time::Duration::from_secs(3600))),
+                ..ReceiptEntry::new(ReceiptState::Deferred, at)
+            },
+            ReceiptEntry::new(
+                ReceiptState::Read,
+                at.saturating_add(std::time::Duration::from_secs(1)),
+            ),
+        ],
+    }
+    .to_body(agentmesh_protocol::Who {
+        kind: agentmesh_protocol::WhoKind::Agent,
+        name: "agentmesh".into(),
+        session_id: None,
+        task: None,
+    });
+    let env4 = seal(&bob.id, &alice.id.x25519_public(), &h4, &b4, &mut rng(103)).unwrap();
+    cases.push(case(
+        "ok_receipt",
+        "bob's machine tells alice's that her ask was delivered, deferred for an hour by a spent wake budget, and read a second later.",
+        &alice,
+        alice.id.peer_id(),
+        &bob,
+        &env4,
+        &b4.to_bytes(),
         now,
         "ok",
     ));
@@ -542,4 +584,28 @@ fn the_counts_vector_carries_its_counts_and_other_bodies_are_refused() {
     assert!(Counts::from_body(&other).is_err());
     other.attachments.clear();
     assert!(Counts::from_body(&other).is_err());
+}
+
+#[test]
+fn the_receipt_vector_carries_its_states_and_other_bodies_are_refused() {
+    let text = std::fs::read_to_string(PATH).unwrap();
+    let vectors: Vectors = serde_json::from_str(&text).unwrap();
+    let c = vectors
+        .cases
+        .iter()
+        .find(|c| c.name == "ok_receipt")
+        .unwrap();
+    let body = agentmesh_protocol::envelope::Body::from_bytes(&unhex(&c.body_cbor)).unwrap();
+    let r = Receipt::from_body(&body).unwrap();
+    let states: Vec<_> = r.entries.iter().map(|e| e.state.as_str()).collect();
+    assert_eq!(states, ["delivered", "deferred", "read"]);
+    assert_eq!(
+        r.entries[1].until.unwrap().since(r.entries[1].at),
+        std::time::Duration::from_secs(3600)
+    );
+    let mut other = body.clone();
+    other.attachments[0].name = "counts".into();
+    assert!(Receipt::from_body(&other).is_err());
+    other.attachments.clear();
+    assert!(Receipt::from_body(&other).is_err());
 }

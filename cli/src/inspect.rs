@@ -291,7 +291,7 @@ fn stuck_mail(outbox: &[OutboxView], peers: &[PeerRow]) -> Vec<(String, usize, S
     let mut stuck: std::collections::BTreeMap<String, (usize, String)> = Default::default();
     for m in outbox
         .iter()
-        .filter(|m| m.status == "queued" || m.status == "sent")
+        .filter(|m| m.status == agentmesh_node::api::MessageState::Queued)
     {
         let machine = m.to.rsplit('@').next().unwrap_or_default().to_owned();
         let reachable = peers

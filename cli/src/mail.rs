@@ -5,7 +5,9 @@ use std::io::IsTerminal;
 use std::io::Read as _;
 use std::process::ExitCode;
 
-use agentmesh_node::api::{AuditView, Event, InboxPage, MessageView, Op, OutboxView, Status};
+use agentmesh_node::api::{
+    AuditView, Event, InboxPage, MessageView, Op, OutboxView, SentView, Status,
+};
 use agentmesh_node::client::Client;
 use agentmesh_node::home::Home;
 
@@ -76,12 +78,14 @@ fn person_speaks() -> bool {
     std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
 }
 
-/// `agentmesh send TO TEXT`.
+/// `agentmesh send TO TEXT`. At a terminal (unless `no_wait`) it waits
+/// up to 2 s for the recipient's first answer and prints it; a message
+/// refused, rejected or failed by then exits 1.
 pub fn send(
     home: &Home,
     to: &str,
     text: &str,
-    ask: bool,
+    (ask, no_wait): (bool, bool),
     reply_to: Option<String>,
     from: Option<String>,
     json: bool,
@@ -98,22 +102,41 @@ pub fn send(
         reply_to,
         from_mailbox: from,
     };
+    let wait = person && !no_wait;
     let rt = term::runtime()?;
-    let value: serde_json::Value = rt.block_on(async {
+    let (sent, answer) = rt.block_on(async {
         let mut c = term::client(home).await?;
         if person {
             // A mailbox that does not exist has no hop to reset; the send
             // says why it is refused.
             let _ = c.call::<serde_json::Value>(reset).await;
         }
-        anyhow::Ok(c.call(op).await?)
+        let sent: SentView = c.call(op).await?;
+        let answer = if wait {
+            Some(crate::receipts::first_answer(&mut c, &sent.id).await?)
+        } else {
+            None
+        };
+        anyhow::Ok((sent, answer))
     })?;
+    let failed = answer.as_ref().is_some_and(crate::receipts::failed);
     if json {
-        term::json(&value)?;
+        term::json(&crate::receipts::SendOutput {
+            status: answer.as_ref().map(|a| a.status),
+            states: answer.map(|a| a.states),
+            sent,
+        })?;
     } else {
-        crate::say!("{}", value["id"].as_str().unwrap_or_default());
+        crate::say!("{}", sent.id);
+        if let Some(a) = &answer {
+            crate::say!("{}", crate::receipts::answer_line(a));
+        }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// `agentmesh reply ID TEXT`: to the sender of the received message ID,
@@ -302,10 +325,7 @@ fn print_outbox(rows: &[OutboxView]) {
             .iter()
             .map(|r| {
                 let machine = r.to.rsplit('@').next().unwrap_or_default();
-                let mut status = r.status.clone();
-                if r.held {
-                    status.push_str(" (held)");
-                }
+                let mut status = r.status.to_string();
                 if let Some(t) = &r.deferred_until {
                     // The recipient's wake budget is spent: in its inbox,
                     // and nothing wakes a session for it before then.
@@ -322,6 +342,9 @@ fn print_outbox(rows: &[OutboxView]) {
                 if r.offline {
                     status.push_str(&format!(" ({machine} offline)"));
                 }
+                if let Some(c) = &r.carrier {
+                    status.push_str(&format!(" (by {c})"));
+                }
                 vec![
                     term::ago(&r.created_at),
                     r.id.clone(),
@@ -331,13 +354,17 @@ fn print_outbox(rows: &[OutboxView]) {
                     },
                     r.kind.clone(),
                     status,
+                    crate::receipts::states_line(&r.states),
                     term::clean(&term::refusal_words(
                         r.reason.as_deref().unwrap_or_default(),
                     )),
                 ]
             })
             .collect();
-        term::table(&["SENT", "ID", "TO", "KIND", "STATUS", "REASON"], &table);
+        term::table(
+            &["SENT", "ID", "TO", "KIND", "STATUS", "STATES", "REASON"],
+            &table,
+        );
     }
 }
 

@@ -17,6 +17,7 @@ mod demo;
 mod inspect;
 mod judge;
 mod mail;
+mod receipts;
 mod settings;
 mod setup;
 mod team;
@@ -173,6 +174,10 @@ enum Command {
         /// Send from this mailbox (default: the owner's).
         #[arg(long, value_name = "MAILBOX")]
         from: Option<String>,
+        /// At a terminal, do not wait (up to 2 s) for the recipient's
+        /// first answer.
+        #[arg(long)]
+        no_wait: bool,
     },
     /// Reply to a received message: to its sender, from the mailbox that
     /// received it, in its thread.
@@ -199,11 +204,25 @@ enum Command {
         /// The message id, or a unique prefix of it.
         id: String,
     },
-    /// List sent messages and where each stands.
+    /// List sent messages and where each stands (queued, carried,
+    /// delivered, held, approved, rejected, deferred, read, failed,
+    /// refused), or one of them with every state it went through.
     Outbox {
+        /// Only this message (its id, or a unique prefix of it).
+        id: Option<String>,
         /// Only the newest N.
         #[arg(long, value_name = "N")]
         limit: Option<usize>,
+    },
+    /// Show, or set, whether a mailbox tells senders when their mail was
+    /// read (delivered, held, approved, rejected, deferred and refused
+    /// are always told).
+    Receipts {
+        /// The mailbox (`@` for the owner's).
+        mailbox: String,
+        /// `on` or `off`.
+        #[arg(long, value_name = "on|off", value_parser = on_off)]
+        read: Option<bool>,
     },
     /// Print messages and approval prompts as they arrive, until Ctrl-C.
     Watch {
@@ -282,7 +301,8 @@ enum Command {
     Reject {
         /// The message id, or a unique prefix of it.
         id: String,
-        /// Why, for the audit log.
+        /// Why: kept in the audit log, and told to the sender (its
+        /// outbox shows the message `rejected` with this reason).
         #[arg(long)]
         reason: Option<String>,
     },
@@ -618,7 +638,8 @@ fn main() -> ExitCode {
             ask,
             reply_to,
             from,
-        } => mail::send(&home, &to, &text, ask, reply_to, from, json),
+            no_wait,
+        } => mail::send(&home, &to, &text, (ask, no_wait), reply_to, from, json),
         Command::Inbox {
             mailbox,
             unread,
@@ -626,7 +647,9 @@ fn main() -> ExitCode {
         } => mail::inbox(&home, mailbox, unread, limit, json),
         Command::Read { id } => mail::read(&home, &id, json),
         Command::Reply { id, text } => mail::reply(&home, &id, &text, json),
-        Command::Outbox { limit } => mail::outbox(&home, limit, json),
+        Command::Outbox { id: Some(id), .. } => receipts::one(&home, &id, json),
+        Command::Outbox { id: None, limit } => mail::outbox(&home, limit, json),
+        Command::Receipts { mailbox, read } => receipts::receipts(&home, &mailbox, read, json),
         Command::Watch {
             mailbox,
             no_reconnect,
@@ -689,5 +712,14 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => term::fail(&e, json),
+    }
+}
+
+/// `on` or `off`, as a flag's value.
+fn on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(format!("{other:?} is neither `on` nor `off`")),
     }
 }

@@ -222,12 +222,12 @@ fn generate() -> Vectors {
         entries: vec![
             ReceiptEntry::new(ReceiptState::Delivered, at),
             ReceiptEntry {
-                until: Some(at.saturating_add(std::time::Duration::from_secs(3600))),
+                until: Some(at.saturating_add(Duration::from_secs(3600))),
                 ..ReceiptEntry::new(ReceiptState::Deferred, at)
             },
             ReceiptEntry::new(
                 ReceiptState::Read,
-                at.saturating_add(std::time::Duration::from_secs(1)),
+                at.saturating_add(Duration::from_secs(1)),
             ),
         ],
     }
@@ -601,7 +601,7 @@ fn the_receipt_vector_carries_its_states_and_other_bodies_are_refused() {
     assert_eq!(states, ["delivered", "deferred", "read"]);
     assert_eq!(
         r.entries[1].until.unwrap().since(r.entries[1].at),
-        std::time::Duration::from_secs(3600)
+        Duration::from_secs(3600)
     );
     let mut other = body.clone();
     other.attachments[0].name = "counts".into();

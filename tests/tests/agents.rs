@@ -109,6 +109,7 @@ async fn an_agent_asks_one_on_another_machine_and_gets_the_reply_pushed() {
             "broadcast",
             "check_inbox",
             "list_team",
+            "message_status",
             "not_for_me",
             "reply",
             "send_message",

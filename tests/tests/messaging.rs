@@ -167,12 +167,12 @@ fn clear_errors_for_bad_recipients_and_bodies() {
         m["reason"]
             .as_str()
             .unwrap()
-            .starts_with("bravo refused it (no_mailbox): there is no mailbox nobox on bravo"),
+            .starts_with("bravo refused it (no_mailbox): no mailbox nobox on bravo"),
         "{m}"
     );
     let text = a.ok(&["outbox"]);
     assert!(
-        text.contains("bravo refused it: there is no mailbox nobox on bravo")
+        text.contains("bravo refused it: no mailbox nobox on bravo")
             && !text.contains("(no_mailbox)"),
         "{text}"
     );

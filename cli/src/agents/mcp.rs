@@ -401,18 +401,48 @@ impl Inner {
 
     /// Sends what `make` gives for the mailbox, to `to`.
     async fn send(&self, to: String, make: impl Fn(&str) -> Op) -> Result<SentResult, Failure> {
-        let sent: serde_json::Value = self.call(make).await?;
-        // Sent is sent: a failure to read the counts now must not read as a
-        // failed send (the agent would send it again).
+        let sent: api::SentView = self.call(make).await?;
+        // Sent is sent: a failure to read the counts or the status now
+        // must not read as a failed send (the agent would send it again).
+        let first = self.first_answer(&sent.id).await;
         let (unread, held) = self.state().await.map_or((0, 0), |s| (s.unread, s.held));
+        let last_reason = first
+            .as_ref()
+            .and_then(|v| v.states.last())
+            .and_then(|s| s.reason.clone());
         Ok(SentResult {
-            id: sent["id"].as_str().unwrap_or_default().to_owned(),
-            to: sent["to"].as_str().map_or(to, str::to_owned),
-            local: sent["local"].as_bool().unwrap_or(false),
+            id: sent.id,
+            to: if sent.to.is_empty() { to } else { sent.to },
+            local: sent.local,
+            status: first
+                .as_ref()
+                .map_or("queued", |v| v.status.as_str())
+                .to_owned(),
+            reason: last_reason.map(|r| super::escape(&r)),
+            carrier: first.and_then(|v| v.carrier),
             unread: unread.into(),
             held: held.into(),
             notice: self.notice(),
         })
+    }
+
+    /// Where a message just sent stands once its recipient first answers,
+    /// waited for up to 2 s (as `agentmesh send` at a terminal waits).
+    async fn first_answer(&self, id: &str) -> Option<api::OutboxView> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            let v: api::OutboxView = self
+                .call(|_| Op::MessageStatus { id: id.to_owned() })
+                .await
+                .ok()?;
+            if v.status != api::MessageState::Queued
+                || v.offline
+                || std::time::Instant::now() >= deadline
+            {
+                return Some(v);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 
@@ -705,6 +735,39 @@ impl Mesh {
         };
         let sent = self.inner.send(to.clone(), op).await;
         Ok(Json(sent.map_err(|e| self.inner.fail(e))?))
+    }
+
+    /// Where one sent message stands.
+    #[tool(
+        name = "message_status",
+        description = "Where a message you sent stands (its `id` from send_message or reply): `status` is the latest of `states`, each with its time: queued (on its way), carried (an always-on member holds it until the recipient is back), delivered, held (waits for the recipient's person), approved, rejected, deferred (the recipient's daily wake budget is spent), read, failed or refused (with the reason)."
+    )]
+    async fn message_status(
+        &self,
+        params: Parameters<StatusArgs>,
+    ) -> Result<Json<StatusResult>, String> {
+        let StatusArgs { id } = params.0;
+        let v: api::OutboxView = self
+            .inner
+            .call(|_| Op::MessageStatus { id: id.clone() })
+            .await
+            .map_err(|e| self.inner.fail(e))?;
+        Ok(Json(StatusResult {
+            id: v.id,
+            to: v.to,
+            status: v.status.as_str().into(),
+            states: v
+                .states
+                .into_iter()
+                .map(|s| StateRow {
+                    state: s.state.as_str().into(),
+                    at: s.at,
+                    reason: s.reason.map(|r| super::escape(&r)),
+                })
+                .collect(),
+            carrier: v.carrier,
+            notice: self.inner.notice(),
+        }))
     }
 
     /// Replies to a received message, in its thread.

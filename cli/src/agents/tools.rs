@@ -72,6 +72,45 @@ pub struct ReplyArgs {
     pub text: String,
 }
 
+/// `message_status`'s input.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct StatusArgs {
+    /// The id `send_message` or `reply` returned (or a unique prefix).
+    pub id: String,
+}
+
+/// One state a sent message went through.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct StateRow {
+    /// `queued`, `carried`, `delivered`, `held`, `approved`, `rejected`,
+    /// `deferred`, `read`, `failed` or `refused`.
+    pub state: String,
+    /// When, RFC 3339.
+    pub at: String,
+    /// Why (rejected, refused, failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `message_status`'s result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct StatusResult {
+    /// The message id.
+    pub id: String,
+    /// Where it went.
+    pub to: String,
+    /// The latest state.
+    pub status: String,
+    /// Every state, oldest first.
+    pub states: Vec<StateRow>,
+    /// The machine carrying it for its offline recipient, if one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub carrier: Option<String>,
+    /// Something to tell the user, once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+}
+
 /// `check_inbox`'s input.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct CheckArgs {
@@ -240,6 +279,17 @@ pub struct SentResult {
     pub to: String,
     /// Whether it went to a mailbox on this machine (delivered at once).
     pub local: bool,
+    /// Where it stood when this answered (the recipient's first answer,
+    /// waited for up to 2 s): `queued` (no answer yet: it goes when the
+    /// recipient is reachable), `carried`, `delivered`, `held`,
+    /// `deferred`, `refused`… `message_status` says later.
+    pub status: String,
+    /// Why, for `refused` (e.g. no such mailbox, with a suggestion).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The machine carrying it for its offline recipient, if one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub carrier: Option<String>,
     /// Unread messages in this session's mailbox.
     pub unread: Count,
     /// Its messages waiting for a person's approval.

@@ -323,6 +323,21 @@ pub enum Op {
     },
     /// Sent messages and where each stands.
     Outbox,
+    /// Where one sent message stands. Answers its [`OutboxView`].
+    MessageStatus {
+        /// The message id (or a unique prefix of it, at least 4
+        /// characters, among the messages `outbox` lists).
+        id: String,
+    },
+    /// Shows, or sets, whether a mailbox tells senders when their mail
+    /// was read. Answers a [`ReceiptsView`].
+    Receipts {
+        /// The mailbox (a name on this machine, or `@`: the owner's).
+        mailbox: String,
+        /// Send read receipts (`Some(true)`), or not; `None` shows.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        read: Option<bool>,
+    },
     /// Messages held for approval.
     Held,
     /// Deliver a held message.
@@ -582,6 +597,8 @@ impl Op {
             | Op::Inbox { .. }
             | Op::Read { .. }
             | Op::Outbox
+            | Op::MessageStatus { .. }
+            | Op::Receipts { .. }
             | Op::Held
             | Op::Approve { .. }
             | Op::Reject { .. }

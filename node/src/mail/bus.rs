@@ -609,6 +609,8 @@ fn queued(header: &Header, to: String, envelope: Vec<u8>, body_sha256: String) -
         held: false,
         body_sha256,
         deferred_until: None,
+        states: vec![],
+        carrier: None,
     }
 }
 
@@ -672,6 +674,14 @@ fn local_outbox(
         held: false,
         body_sha256: local.body_sha256.clone(),
         deferred_until: None,
+        states: vec![crate::store::StateRecord {
+            state: crate::store::MessageState::Delivered,
+            at: local.received_at,
+            reason: None,
+            code: None,
+            until: None,
+        }],
+        carrier: None,
     }
 }
 

@@ -24,7 +24,7 @@ use serde_bytes::ByteBuf;
 use super::{Ctx, MAX_REMOTE_REASON, peer_of, sha};
 use crate::audit::AuditEvent;
 use crate::net::{Carry, CarryHandle, Delivered, Undelivered};
-use crate::store::{AuditEntry, OutboxRecord, OutboxStatus};
+use crate::store::{AuditEntry, MessageState, OutboxRecord, OutboxStatus, StateRecord};
 use crate::wire::{
     MAX_BATCH_BYTES, MAX_BATCH_ENVELOPES, MAX_RELAYED_BATCH_BYTES, MailOutcome, MailReply,
     MailRequest,
@@ -527,6 +527,11 @@ impl Courier {
             if let Some(mut r) = self.outbox.remove(&id) {
                 r.status = OutboxStatus::Failed;
                 r.reason = Some(reason_of(&r));
+                r.note(
+                    MessageState::Failed,
+                    ctx.now.wall.as_unix_millis(),
+                    r.reason.clone(),
+                );
                 r.envelope = vec![];
                 ctx.log.record(
                     event,
@@ -641,6 +646,7 @@ impl Courier {
             let Some(r) = self.outbox.get_mut(id) else {
                 continue;
             };
+            let at = ctx.now.wall.as_unix_millis();
             match outcome {
                 MailOutcome::Accepted {
                     held,
@@ -650,10 +656,30 @@ impl Courier {
                     r.held = held;
                     r.reason = None;
                     r.deferred_until = deferred_until;
+                    let state = if held {
+                        MessageState::Held
+                    } else {
+                        MessageState::Delivered
+                    };
+                    r.note(state, at, None);
+                    if deferred_until.is_some() {
+                        r.note_record(StateRecord {
+                            state: MessageState::Deferred,
+                            at,
+                            reason: None,
+                            code: None,
+                            until: deferred_until,
+                        });
+                    }
                 }
                 MailOutcome::Duplicate => {
                     r.status = OutboxStatus::Delivered;
                     r.reason = None;
+                    // An earlier attempt (or a carrier) got it there; its
+                    // answer, or a receipt, says more.
+                    if !r.states.iter().any(|s| s.state != MessageState::Queued) {
+                        r.note(MessageState::Delivered, at, None);
+                    }
                 }
                 MailOutcome::Refused { code, reason } => {
                     r.status = OutboxStatus::Failed;
@@ -664,6 +690,13 @@ impl Courier {
                         cut(&code, 40),
                         cut(&reason, MAX_REMOTE_REASON)
                     ));
+                    r.note_record(StateRecord {
+                        state: MessageState::Refused,
+                        at,
+                        reason: Some(cut(&reason, MAX_REMOTE_REASON)),
+                        code: Some(cut(&code, 40)),
+                        until: None,
+                    });
                 }
                 MailOutcome::Busy => {
                     busy = true;
@@ -707,6 +740,64 @@ impl Courier {
             self.writes.push(r);
         }
         busy.then(|| "the recipient is busy".to_owned())
+    }
+
+    /// A receipt from `peer` for the message `id` this machine sent: its
+    /// states, each noted once, if the message went to `peer` (a receipt
+    /// from any other machine says nothing). Mail still on its way that a
+    /// receipt says arrived is done: it is tried no more.
+    pub(super) fn receipt(
+        &mut self,
+        peer: PeerId,
+        id: &str,
+        states: Vec<StateRecord>,
+        ctx: &Ctx<'_>,
+    ) {
+        let mine = |r: &OutboxRecord| r.to_peer == peer.to_string();
+        let mut r = if let Some(r) = self.outbox.get(id).filter(|r| mine(r)) {
+            r.clone()
+        } else if let Some(r) = self.settling.get(id).filter(|r| mine(r)) {
+            r.clone()
+        } else {
+            match ctx.store.outbox_get(id) {
+                Ok(Some(r)) if mine(&r) => r,
+                Ok(_) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read a sent message for its receipt");
+                    return;
+                }
+            }
+        };
+        let mut changed = false;
+        for s in states {
+            match s.state {
+                MessageState::Held => r.held = true,
+                MessageState::Approved | MessageState::Rejected => r.held = false,
+                MessageState::Deferred => r.deferred_until = s.until,
+                _ => {}
+            }
+            changed |= r.note_record(s);
+        }
+        if !changed {
+            return;
+        }
+        if matches!(r.status, OutboxStatus::Queued | OutboxStatus::Sent) {
+            r.status = if r.reached(MessageState::Refused) {
+                OutboxStatus::Failed
+            } else {
+                OutboxStatus::Delivered
+            };
+            r.reason = None;
+            self.outbox.remove(id);
+            // One on its way leaves its queue with the batch's answer.
+            if let Some(q) = self.queues.get_mut(&peer)
+                && !q.sending.contains(id)
+            {
+                q.pending.retain(|p| p != id);
+            }
+        }
+        r.envelope = vec![];
+        self.writes.push(r);
     }
 
     /// Gives back what a burst grew: maps and queues keep their capacity

@@ -21,6 +21,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use agentmesh_protocol::envelope::{Counts, Envelope, Kind, OpenError, Opened};
+use agentmesh_protocol::receipt::Receipt;
 use agentmesh_protocol::time::MAX_CLOCK_SKEW;
 use agentmesh_protocol::{Identity, Name, PeerId, Timestamp, Wire};
 use sha2::{Digest, Sha256};
@@ -93,6 +94,9 @@ pub(super) struct Brought {
     /// Counts machines reported of broadcast copies this machine sent
     /// them: (the copy's id, the counts).
     pub counts: Vec<(String, Counts)>,
+    /// Receipts machines sent of messages this machine sent them: (the
+    /// message's id, the receipt).
+    pub receipts: Vec<(String, Receipt)>,
 }
 
 /// What an inbound batch may bring: broadcasts (room to judge them), and
@@ -129,6 +133,8 @@ pub(super) enum Verdict {
     Accepted(Box<Accepted>),
     /// Counts for a broadcast copy this machine sent (the copy's id).
     Counts(String, Counts),
+    /// A receipt for a message this machine sent (its id).
+    Receipt(String, Receipt),
 }
 
 /// What the verdicts so far in one batch decided, which the next ones
@@ -322,6 +328,10 @@ impl Inbox {
                     brought.counts.push((id, counts));
                     MailOutcome::accepted(false)
                 }
+                Verdict::Receipt(id, receipt) => {
+                    brought.receipts.push((id, receipt));
+                    MailOutcome::accepted(false)
+                }
                 Verdict::Accepted(a) if a.broadcast => {
                     if !stored_broadcasts {
                         MailOutcome::Busy
@@ -449,6 +459,19 @@ impl Inbox {
                 (_, Err(e)) => refuse("bad_counts", e.to_string(), Some(id)),
             };
         }
+        if header.kind == Kind::Receipt {
+            // Idempotent, like counts: a receipt told twice notes nothing
+            // new, so no dedup record is kept.
+            return match (header.in_reply_to, Receipt::from_body(&body)) {
+                (Some(message), Ok(r)) => Verdict::Receipt(message.to_string(), r),
+                (None, _) => refuse(
+                    "bad_receipt",
+                    "a receipt names no message (in_reply_to is empty)".into(),
+                    Some(id),
+                ),
+                (_, Err(e)) => refuse("bad_receipt", e.to_string(), Some(id)),
+            };
+        }
         let broadcast = header.kind == Kind::Broadcast;
         if broadcast && (body.to_mailbox.is_some() || header.in_reply_to.is_some()) {
             return refuse(
@@ -493,14 +516,14 @@ impl Inbox {
             }
             Decision::Hold(why) => Some(why),
             Decision::NoMailbox(m) => {
-                return refuse(
-                    "no_mailbox",
-                    format!(
-                        "there is no mailbox {m} on {}; its owner can make one with `agentmesh allow FOLDER --mailbox {m}`",
-                        dir.my_name
+                let machine = &dir.my_name;
+                let reason = match super::mailboxes::near(&m, consent) {
+                    Some(near) => format!("no mailbox {m} on {machine} (did you mean {near}?)"),
+                    None => format!(
+                        "no mailbox {m} on {machine}; its owner can make one with `agentmesh allow FOLDER --mailbox {m}`"
                     ),
-                    Some(id),
-                );
+                };
+                return refuse("no_mailbox", reason, Some(id));
             }
             Decision::FolderDenied(m) => {
                 return refuse(

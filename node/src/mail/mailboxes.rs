@@ -87,6 +87,18 @@ pub(super) fn existing(mailbox: &str, consent: &Consent) -> Result<(), ApiError>
     ))
 }
 
+/// The opted-in mailbox of this machine nearest `name`, if one is near
+/// enough to be a slip of the keyboard: what a refusal of mail to a
+/// mailbox that does not exist suggests to its sender.
+pub(super) fn near(name: &str, consent: &Consent) -> Option<String> {
+    let names: Vec<&str> = consent
+        .bindings()
+        .filter(|b| b.allowed)
+        .map(|b| b.mailbox.as_str())
+        .collect();
+    nearest(name, &names).map(str::to_owned)
+}
+
 /// The `no_mailbox` error for `name`, suggesting the nearest of
 /// `candidates` if one is near enough to be a slip of the keyboard.
 fn no_such<'a>(name: &str, candidates: impl Iterator<Item = &'a str>, why: &str) -> ApiError {

@@ -22,7 +22,7 @@ use super::{Ctx, hex};
 use crate::api::{ApiError, Who, err};
 use crate::audit::AuditEvent;
 use crate::codes;
-use crate::store::{AskRecord, AuditEntry, InboxRecord, OutboxRecord, OutboxStatus};
+use crate::store::{AskRecord, AuditEntry, InboxRecord, MessageState, OutboxRecord, OutboxStatus};
 
 /// Messages waiting in the outbox at once, at most; `send` refuses beyond.
 pub const MAX_OUTBOX: usize = 100_000;
@@ -363,7 +363,7 @@ impl Mailroom {
             None => rules.loops.count_turn(sender, &thread_text, now),
             Some(what) => rules.loops.count_sent(sender, what, now),
         }
-        let outbox = OutboxRecord {
+        let mut outbox = OutboxRecord {
             id: id.to_string(),
             to_peer: to_peer.to_string(),
             to: to_addr.clone(),
@@ -381,7 +381,15 @@ impl Mailroom {
             held: held.is_some(),
             body_sha256: body_sha256.clone(),
             deferred_until: None,
+            states: vec![],
+            carrier: None,
         };
+        let first = match (local, held.is_some()) {
+            (false, _) => MessageState::Queued,
+            (true, false) => MessageState::Delivered,
+            (true, true) => MessageState::Held,
+        };
+        outbox.note(first, now.as_unix_millis(), None);
         let accepted = AuditEntry {
             peer: Some(to_peer.to_string()),
             sender: Some(from_addr.clone()),

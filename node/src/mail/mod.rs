@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use agentmesh_protocol::receipt::{ReceiptEntry, ReceiptState};
 use agentmesh_protocol::{Identity, PeerId, Timestamp};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -52,6 +53,7 @@ mod notes;
 mod ops;
 mod pages;
 mod profiles;
+mod receipts;
 mod retention;
 mod runs;
 mod taint;
@@ -137,6 +139,8 @@ enum AfterFlush {
         /// The counts envelope for its sender.
         report: Option<OutboxRecord>,
     },
+    /// Hand these durable outbox records (receipts) to the courier.
+    Queue(Vec<OutboxRecord>),
     /// Answer a client, then tell clients.
     Answer {
         /// The client's answer.
@@ -368,6 +372,8 @@ pub struct Mail {
     wakes: wakes::Wakes,
     /// The wake runs started.
     runs: runs::Runs,
+    /// Which mailboxes tell senders their mail was read.
+    receipts: receipts::Receipts,
 }
 
 impl Mail {
@@ -407,6 +413,7 @@ impl Mail {
         let (ended_tx, ended) = mpsc::unbounded_channel();
         let limits = (wake.max_runs, wake.run_limit);
         let runs = runs::Runs::load(store.as_ref(), limits, &home, ended_tx, now())?;
+        let receipts = receipts::Receipts::load(store.as_ref())?;
         let wakes = wakes::Wakes::load(store.as_ref(), wake, home)?;
         let (presence_tx, presence) = mpsc::unbounded_channel();
         let (judged_tx, judged) = mpsc::unbounded_channel();
@@ -431,6 +438,7 @@ impl Mail {
             bus,
             wakes,
             runs,
+            receipts,
         };
         // Broadcasts accepted before a restart and not judged.
         mail.judge_next();
@@ -572,7 +580,12 @@ impl Mail {
     fn after_flush(&mut self, work: AfterFlush) {
         match work {
             AfterFlush::Sent { reply, record } => {
-                let _ = reply.send(ok(serde_json::json!({ "id": record.id, "to": record.to })));
+                let _ = reply.send(ok(api::SentView {
+                    id: record.id.clone(),
+                    to: record.to.clone(),
+                    local: false,
+                    held: false,
+                }));
                 let dir = self.shared.directory();
                 let mut ctx = self.shared.lend(&dir);
                 self.courier.queue(*record, &self.net, &mut ctx);
@@ -591,6 +604,13 @@ impl Mail {
                 }
             }
             AfterFlush::Settled(ids) => self.courier.settled(&ids),
+            AfterFlush::Queue(records) => {
+                let dir = self.shared.directory();
+                let mut ctx = self.shared.lend(&dir);
+                for r in records {
+                    self.courier.queue(r, &self.net, &mut ctx);
+                }
+            }
             AfterFlush::Broadcast { reply, sealed } => self.broadcast_durable(reply, *sealed),
             AfterFlush::Judged { events, report } => {
                 self.emit_and_wake(events);
@@ -643,6 +663,10 @@ impl Mail {
                 heard(&mut self.unread, &mut self.loops, &events, &mut ctx);
                 for (id, counts) in brought.counts {
                     bus::on_counts(peer, &id, counts, &mut ctx);
+                }
+                for (id, r) in brought.receipts {
+                    let states = r.entries.iter().map(receipts::state_of).collect();
+                    self.courier.receipt(peer, &id, states, &ctx);
                 }
                 self.after(AfterFlush::Received {
                     token,
@@ -759,11 +783,28 @@ impl Mail {
             Op::Read { id } => match ops::full_id(ctx.store, &id)
                 .and_then(|id| ops::read(ctx.store, &id, &mut self.unread, ctx.now))
             {
-                // Answered once what it wrote is durable.
-                Ok(answer) => return self.answer_durably(reply, answer, vec![]),
+                // Answered once what it wrote, and the receipt it owes,
+                // are durable.
+                Ok((answer, newly)) => {
+                    let read = newly.map(|r| vec![r]).unwrap_or_default();
+                    let debts = self.receipts.read(&read, ctx.now.wall);
+                    self.owe(debts);
+                    return self.answer_durably(reply, answer, vec![]);
+                }
                 Err(e) => Err(e),
             },
             Op::Outbox => ops::outbox_list(&self.courier, &ctx),
+            Op::MessageStatus { id } => ops::message_status(&self.courier, &id, &ctx),
+            Op::Receipts { mailbox: m, read } => {
+                let set = mailboxes::existing(&m, &self.consent).and_then(|()| match read {
+                    Some(on) => self.receipts.set_reads(ctx.store, &m, on),
+                    None => Ok(()),
+                });
+                match set {
+                    Ok(()) => ok(self.receipts.view(&m)),
+                    Err(e) => Err(e),
+                }
+            }
             Op::Held => ops::held_list(ctx.store, ctx.dir),
             Op::Approve { id } => {
                 let decision = ops::Decision::Approve;
@@ -833,6 +874,7 @@ impl Mail {
                     return self.answer_durably(reply, value, vec![]);
                 }
                 let limit = limit.unwrap_or(MAX_TAKE);
+                let mut read_debts = vec![];
                 let taken = self
                     .unread
                     .take(ctx.store, m.as_deref(), (limit, max_bytes), peek, ctx.now)
@@ -850,6 +892,9 @@ impl Mail {
                             tracing::error!(error = %e, "cannot spend a Stop-hook block");
                         }
                         let held = self.consent.held_in(m.as_deref());
+                        if !peek {
+                            read_debts = self.receipts.read(&records, now);
+                        }
                         ok(api::Taken {
                             messages: records.iter().map(pages::view).collect(),
                             unread: self.unread.count(m.as_deref()),
@@ -857,8 +902,12 @@ impl Mail {
                         })
                     });
                 match taken {
-                    // What it marked read is durable before it is shown.
-                    Ok(value) if !peek => return self.answer_durably(reply, Ok(value), vec![]),
+                    // What it marked read, and the receipts it owes, are
+                    // durable before it is shown.
+                    Ok(value) if !peek => {
+                        self.owe(read_debts);
+                        return self.answer_durably(reply, Ok(value), vec![]);
+                    }
                     other => other,
                 }
             }
@@ -1102,15 +1151,54 @@ impl Mail {
                 .wakes
                 .deferred_until(m, ctx.now.wall)
                 .map(|t| t.as_unix_millis());
+            if outbox.deferred_until.is_some() {
+                outbox.note_record(crate::store::StateRecord {
+                    state: api::MessageState::Deferred,
+                    at: ctx.now.wall.as_unix_millis(),
+                    reason: None,
+                    code: None,
+                    until: outbox.deferred_until,
+                });
+            }
         }
         self.courier.write(outbox);
-        let value = ok(serde_json::json!({
-            "id": id,
-            "to": to,
-            "local": true,
-            "held": held.is_some(),
-        }));
+        let value = ok(api::SentView {
+            id,
+            to,
+            local: true,
+            held: held.is_some(),
+        });
         self.answer_durably(reply, value, events);
+    }
+
+    /// Receipts owed to the senders of `debts`: noted here for this
+    /// machine's own mail; otherwise written with the next flush (the one
+    /// that makes what decided them durable) and queued once durable.
+    fn owe(&mut self, debts: Vec<(receipts::Debt, Vec<ReceiptEntry>)>) {
+        if debts.is_empty() {
+            return;
+        }
+        let dir = self.shared.directory();
+        let ctx = self.shared.lend(&dir);
+        let mut remote = vec![];
+        for (debt, entries) in debts {
+            let waiting = self.courier.waiting();
+            match receipts::owe(&self.mailroom, &debt, entries, waiting, &ctx) {
+                Some(receipts::Owed::Here { id, entries }) => {
+                    let me = self.mailroom.peer_id();
+                    let states = entries.iter().map(receipts::state_of).collect();
+                    self.courier.receipt(me, &id, states, &ctx);
+                }
+                Some(receipts::Owed::Remote(r)) => {
+                    self.courier.write((*r).clone());
+                    remote.push(*r);
+                }
+                None => {}
+            }
+        }
+        if !remote.is_empty() {
+            self.after(AfterFlush::Queue(remote));
+        }
     }
 
     fn resolve(
@@ -1122,6 +1210,16 @@ impl Mail {
     ) {
         let dir = self.shared.directory();
         let mut ctx = self.shared.lend(&dir);
+        let decision_state: Result<(), String> = match &decision {
+            ops::Decision::Approve => Ok(()),
+            ops::Decision::Reject(reason) if reason.is_empty() => {
+                Err("its person rejected it".to_owned())
+            }
+            ops::Decision::Reject(reason) => Err(reason.clone()),
+        };
+        let held = ops::full_id(ctx.store, id)
+            .ok()
+            .and_then(|id| ctx.store.inbox_get(&id).ok().flatten());
         let resolved = ops::full_id(ctx.store, id).and_then(|id| {
             ops::resolve(
                 who,
@@ -1135,6 +1233,28 @@ impl Mail {
         match resolved {
             Ok((value, events)) => {
                 heard(&mut self.unread, &mut self.loops, &events, &mut ctx);
+                // The sender learns what its person decided.
+                let now = ctx.now.wall;
+                if let Some(r) = held {
+                    let mut entries = vec![match &decision_state {
+                        Ok(()) => ReceiptEntry::new(ReceiptState::Approved, now),
+                        Err(reason) => ReceiptEntry {
+                            reason: Some(reason.clone()),
+                            ..ReceiptEntry::new(ReceiptState::Rejected, now)
+                        },
+                    }];
+                    let deferred = r
+                        .mailbox
+                        .as_deref()
+                        .and_then(|m| self.wakes.deferred_until(m, now));
+                    if let (Ok(()), Some(until)) = (&decision_state, deferred) {
+                        entries.push(ReceiptEntry {
+                            until: Some(until),
+                            ..ReceiptEntry::new(ReceiptState::Deferred, now)
+                        });
+                    }
+                    self.owe(vec![(receipts::Debt::from(&r), entries)]);
+                }
                 self.answer_durably(reply, Ok(value), events)
             }
             // Answered at once: nothing was decided.

@@ -70,15 +70,17 @@ pub(super) fn read(
     id: &str,
     unread: &mut Unread,
     now: Now,
-) -> Result<Reply, ApiError> {
-    Ok(match store.inbox_get(id) {
+) -> Result<(Reply, Option<InboxRecord>), ApiError> {
+    let answer = match store.inbox_get(id) {
         Ok(Some(mut r)) if r.held.is_none() => {
+            let mut newly = None;
             if r.read_at.is_none() {
                 r.read_at = Some(now.wall.as_unix_millis());
                 store.update_inbox(std::slice::from_ref(&r))?;
                 unread.remove(r.mailbox.as_deref(), r.seq);
+                newly = Some(r.clone());
             }
-            ok(view(&r))
+            return Ok((ok(view(&r)), newly));
         }
         Ok(Some(_)) => err(
             codes::HELD,
@@ -89,58 +91,109 @@ pub(super) fn read(
             format!("no received message has id {id}"),
         ),
         Err(e) => Err(e.into()),
-    })
+    };
+    Ok((answer, None))
 }
 
 /// `outbox`: what is still on its way, current in memory (attempts,
 /// status), and the newest of what is done.
 pub(super) fn outbox_list(courier: &Courier, ctx: &Ctx<'_>) -> Reply {
-    // Counts envelopes are this machine's reports, not mail anyone sent.
-    let counts = agentmesh_protocol::envelope::Kind::Counts.as_str();
-    let mut all: Vec<OutboxRecord> = courier
-        .listed()
-        .filter(|r| r.kind != counts)
-        .cloned()
-        .collect();
+    let all = sent_records(courier, ctx)?;
+    let views: Vec<_> = all.iter().map(|r| sent_view(r, courier, ctx)).collect();
+    ok(within_page(views, json_size))
+}
+
+/// `message_status ID`: one sent message, by its id or a unique prefix of
+/// it among those `outbox` lists.
+pub(super) fn message_status(courier: &Courier, id: &str, ctx: &Ctx<'_>) -> Reply {
+    let given = id.trim().to_ascii_lowercase();
+    let found = match ctx.store.outbox_get(&given)? {
+        Some(r) if r.id.len() == given.len() => vec![r],
+        _ if given.len() < MIN_ID_PREFIX || !given.chars().all(|c| c.is_ascii_hexdigit()) => {
+            return err(
+                codes::BAD_ID,
+                format!(
+                    "{given:?} is not a message id; give the id `send` printed, or at least its first {MIN_ID_PREFIX} characters"
+                ),
+            );
+        }
+        _ => sent_records(courier, ctx)?
+            .into_iter()
+            .filter(|r| r.id.starts_with(&given))
+            .collect(),
+    };
+    // What is on its way is current in memory (attempts, reason).
+    let current = |r: OutboxRecord| {
+        courier
+            .listed()
+            .find(|l| l.id == r.id)
+            .cloned()
+            .unwrap_or(r)
+    };
+    match <[OutboxRecord; 1]>::try_from(found) {
+        Ok([r]) => ok(sent_view(&current(r), courier, ctx)),
+        Err(v) if v.is_empty() => err(
+            codes::UNKNOWN_MESSAGE,
+            format!(
+                "no sent message has an id starting with {given}; `agentmesh outbox` lists them"
+            ),
+        ),
+        Err(v) => err(
+            codes::AMBIGUOUS_ID,
+            format!(
+                "{} sent messages have ids starting with {given}; give more of the id",
+                v.len()
+            ),
+        ),
+    }
+}
+
+/// What `outbox` lists, oldest first: what is on its way (from memory)
+/// and the newest of what is done. Counts and receipts are this
+/// machine's reports, not mail anyone sent.
+fn sent_records(courier: &Courier, ctx: &Ctx<'_>) -> Result<Vec<OutboxRecord>, ApiError> {
+    use agentmesh_protocol::envelope::Kind;
+    let report =
+        |r: &OutboxRecord| r.kind == Kind::Counts.as_str() || r.kind == Kind::Receipt.as_str();
+    let mut all: Vec<OutboxRecord> = courier.listed().filter(|r| !report(r)).cloned().collect();
     let known: HashSet<String> = all.iter().map(|r| r.id.clone()).collect();
     all.extend(
         ctx.store
             .outbox_done(MAX_OUTBOX_LISTED)?
             .into_iter()
-            .filter(|r| !known.contains(&r.id) && r.kind != counts),
+            .filter(|r| !known.contains(&r.id) && !report(r)),
     );
     all.sort_by_key(|r| r.created_at);
-    let now = ctx.now.mono;
-    let all: Vec<_> = all
-        .iter()
-        .map(|r| {
-            let mut v = outbox_view(r, ctx.now.wall);
-            if r.kind == agentmesh_protocol::envelope::Kind::Broadcast.as_str() {
-                v.counts = ctx
-                    .store
-                    .counts(&r.id)
-                    .ok()
-                    .flatten()
-                    .and_then(|c| c.reported)
-                    .map(|r| crate::api::CountsView {
-                        delivered: r.delivered,
-                        dropped: r.dropped,
-                    });
-            }
-            let peer = peer_of(&r.to_peer);
-            v.to_owner = peer
-                .and_then(|p| ctx.dir.machines.get(&p))
-                .map(|m| m.owner.clone());
-            if matches!(r.status, OutboxStatus::Queued | OutboxStatus::Sent) {
-                v.offline = peer.is_some_and(|p| courier.offline(&p));
-                v.retry_in_ms = peer
-                    .and_then(|p| courier.retry_in(&p, &r.id, now))
-                    .map(|d| d.as_millis() as u64);
-            }
-            v
-        })
-        .collect();
-    ok(within_page(all, json_size))
+    Ok(all)
+}
+
+/// A sent message as `outbox` shows it, with what the courier and the
+/// directory add.
+fn sent_view(r: &OutboxRecord, courier: &Courier, ctx: &Ctx<'_>) -> crate::api::OutboxView {
+    let mut v = outbox_view(r, ctx.now.wall);
+    if r.kind == agentmesh_protocol::envelope::Kind::Broadcast.as_str() {
+        v.counts = ctx
+            .store
+            .counts(&r.id)
+            .ok()
+            .flatten()
+            .and_then(|c| c.reported)
+            .map(|r| crate::api::CountsView {
+                delivered: r.delivered,
+                dropped: r.dropped,
+            });
+    }
+    let peer = peer_of(&r.to_peer);
+    v.to_owner = peer
+        .and_then(|p| ctx.dir.machines.get(&p))
+        .map(|m| m.owner.clone());
+    if matches!(r.status, OutboxStatus::Queued | OutboxStatus::Sent) {
+        v.offline = peer.is_some_and(|p| courier.offline(&p));
+        v.retry_in_ms = peer
+            .and_then(|p| courier.retry_in(&p, &r.id, ctx.now.mono))
+            .map(|d| d.as_millis() as u64);
+    }
+    v
 }
 
 /// `held`: the oldest first (they expire first). What does not fit one

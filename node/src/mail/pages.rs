@@ -2,8 +2,10 @@
 
 use serde::Serialize;
 
-use crate::api::{ApiError, InboxPage, MessageView, OutboxView, rfc3339_ms};
-use crate::store::{InboxRecord, MailStore, OutboxRecord, OutboxStatus};
+use crate::api::{
+    ApiError, InboxPage, MessageState, MessageView, OutboxView, StateView, rfc3339_ms,
+};
+use crate::store::{InboxRecord, MailStore, OutboxRecord, OutboxStatus, StateRecord};
 
 /// Messages in one `inbox` page, at most.
 pub const MAX_INBOX_PAGE: usize = 1000;
@@ -148,24 +150,48 @@ pub(super) fn view(r: &InboxRecord) -> MessageView {
 }
 
 /// A sent message as `outbox` shows it, before what only the courier
-/// knows (retry, offline) and the directory (owner) are added.
+/// knows (retry, offline) and the directory (owner) are added. Its
+/// status is the latest state, but a deferral whose time passed is over:
+/// then it is the state before it.
 pub(super) fn outbox_view(r: &OutboxRecord, now: agentmesh_protocol::Timestamp) -> OutboxView {
-    let deferred = r
-        .deferred_until
-        .filter(|t| *t > now.as_unix_millis() && r.status == OutboxStatus::Delivered);
+    let states = if r.states.is_empty() {
+        legacy_states(r)
+    } else {
+        r.states.clone()
+    };
+    let now_ms = now.as_unix_millis();
+    let mut status = states.last().map_or(MessageState::Queued, |s| s.state);
+    let mut deferred_until = None;
+    if status == MessageState::Deferred {
+        let until = states.last().and_then(|s| s.until).or(r.deferred_until);
+        match until.filter(|t| *t > now_ms) {
+            Some(t) => deferred_until = Some(rfc3339_ms(t)),
+            None => {
+                status = states
+                    .iter()
+                    .rev()
+                    .nth(1)
+                    .map_or(MessageState::Delivered, |s| s.state)
+            }
+        }
+    }
     OutboxView {
         id: r.id.clone(),
         to: r.to.clone(),
         kind: r.kind.clone(),
-        status: match r.status {
-            OutboxStatus::Queued => "queued",
-            OutboxStatus::Sent => "sent",
-            OutboxStatus::Delivered if deferred.is_some() => "deferred",
-            OutboxStatus::Delivered => "delivered",
-            OutboxStatus::Failed => "failed",
-        }
-        .into(),
-        deferred_until: deferred.map(rfc3339_ms),
+        status,
+        states: states
+            .iter()
+            .map(|s| StateView {
+                state: s.state,
+                at: rfc3339_ms(s.at),
+                reason: s.reason.clone(),
+                code: s.code.clone(),
+                until: s.until.map(rfc3339_ms),
+            })
+            .collect(),
+        carrier: r.carrier.clone(),
+        deferred_until,
         reason: r.reason.clone(),
         held: r.held,
         attempts: r.attempts,
@@ -175,4 +201,45 @@ pub(super) fn outbox_view(r: &OutboxRecord, now: agentmesh_protocol::Timestamp) 
         to_owner: None,
         counts: None,
     }
+}
+
+fn deferred_state(at: u64) -> StateRecord {
+    StateRecord {
+        state: MessageState::Deferred,
+        at,
+        reason: None,
+        code: None,
+        until: None,
+    }
+}
+
+/// The states of a record written before states were kept, from what it
+/// kept.
+fn legacy_states(r: &OutboxRecord) -> Vec<StateRecord> {
+    let at = r.created_at;
+    let mut out = OutboxRecord {
+        states: vec![],
+        envelope: vec![],
+        ..r.clone()
+    };
+    out.note(MessageState::Queued, at, None);
+    match r.status {
+        OutboxStatus::Queued | OutboxStatus::Sent => {}
+        OutboxStatus::Delivered if r.held => {
+            out.note(MessageState::Held, at, None);
+        }
+        OutboxStatus::Delivered => {
+            out.note(MessageState::Delivered, at, None);
+            if r.deferred_until.is_some() {
+                out.note_record(StateRecord {
+                    until: r.deferred_until,
+                    ..deferred_state(at)
+                });
+            }
+        }
+        OutboxStatus::Failed => {
+            out.note(MessageState::Failed, at, r.reason.clone());
+        }
+    }
+    out.states
 }

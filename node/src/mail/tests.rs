@@ -880,6 +880,8 @@ fn outbox_record(n: usize, to: PeerId, envelope_bytes: usize) -> OutboxRecord {
         held: false,
         body_sha256: "ab".repeat(32),
         deferred_until: None,
+        states: vec![],
+        carrier: None,
     }
 }
 
@@ -1136,7 +1138,7 @@ fn outcomes_map_to_delivered_and_failed() {
         MailOutcome::Duplicate,
         MailOutcome::Refused {
             code: "no_mailbox".into(),
-            reason: "there is no mailbox docs".into(),
+            reason: "no mailbox docs".into(),
         },
     ];
     courier.delivered(answer(&carry, outcomes), &net, &mut ctx);
@@ -1156,7 +1158,7 @@ fn outcomes_map_to_delivered_and_failed() {
     assert_eq!(of(3).status, OutboxStatus::Failed);
     assert_eq!(
         of(3).reason.as_deref(),
-        Some("alpha refused it (no_mailbox): there is no mailbox docs")
+        Some("alpha refused it (no_mailbox): no mailbox docs")
     );
     assert!(written.values().all(|r| r.envelope.is_empty()));
     assert_eq!(

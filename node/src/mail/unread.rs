@@ -111,14 +111,14 @@ impl Unread {
     }
 
     /// Marks the messages `seqs` of `mailbox` read at `now` (those still
-    /// unread); how many it marked.
+    /// unread); the ones it marked.
     pub(super) fn mark_read(
         &mut self,
         store: &dyn MailStore,
         mailbox: &str,
         seqs: &[u64],
         now: agentmesh_protocol::Timestamp,
-    ) -> Result<usize, StoreError> {
+    ) -> Result<Vec<InboxRecord>, StoreError> {
         let mut records = vec![];
         for seq in seqs {
             if let Some(mut r) = store.inbox_at(*seq)?.filter(|r| r.read_at.is_none()) {
@@ -130,7 +130,7 @@ impl Unread {
         for r in &records {
             self.remove(Some(mailbox), r.seq);
         }
-        Ok(records.len())
+        Ok(records)
     }
 
     /// The oldest unread messages of `mailbox`, at most `limit` and about

@@ -175,10 +175,13 @@ impl Mail {
                 .mark_read(ctx.store, &r.mailbox, &r.shown, now)
                 .unwrap_or_else(|e| {
                     tracing::error!(error = %e, "cannot mark a run's messages read");
-                    0
+                    vec![]
                 }),
-            _ => 0,
+            _ => vec![],
         };
+        // Only a run that exited 0 read what it was shown.
+        let read_debts = self.receipts.read(&read, now);
+        let read = read.len();
         if let Some(s) = &end.session {
             // The run's session, ended: the one the next run resumes.
             let ended = api::SessionEvent::End;
@@ -216,6 +219,7 @@ impl Mail {
             ..AuditEntry::default()
         };
         ctx.log.record(AuditEvent::WakeEnded, now, entry);
+        self.owe(read_debts);
         // The mailboxes waiting for a slot first, then this one (which
         // waits behind them if none is left).
         let queued = self.runs.take_queued();

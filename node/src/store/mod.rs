@@ -19,6 +19,7 @@ mod flush;
 mod migrations;
 mod records;
 mod sled_bus;
+mod sled_outbox;
 mod sled_store;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -27,9 +28,10 @@ pub(crate) mod testing;
 pub(crate) use flush::stalled;
 pub use flush::{Done, GroupCommit, Writes};
 pub use records::{
-    AskRecord, AuditEntry, Caught, CountsRecord, FolderBinding, InboxRecord, Judged, NoteRecord,
-    OutboxRecord, OutboxStatus, PeerRecord, ProfileRecord, Reported, RunRecord, RunStatus,
-    SessionRecord, SpentRecord, TaintRecord, WakeAgent, WakeRecord,
+    AskRecord, AuditEntry, Caught, CountsRecord, FolderBinding, InboxRecord, Judged, MAX_STATES,
+    MessageState, NoteRecord, OutboxRecord, OutboxStatus, PeerRecord, ProfileRecord, Reported,
+    RunRecord, RunStatus, SessionRecord, SpentRecord, StateRecord, TaintRecord, WakeAgent,
+    WakeRecord,
 };
 pub use sled_store::SledStore;
 
@@ -150,6 +152,9 @@ pub trait MailStore: Send + Sync + std::fmt::Debug {
     /// only what it needs to schedule in memory and reads envelopes from
     /// here when it sends them, so a full outbox does not fill memory.
     fn outbox_envelope(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// The outbox record of a message id, on its way or done (with its
+    /// envelope, if it still has one).
+    fn outbox_get(&self, id: &str) -> Result<Option<OutboxRecord>, StoreError>;
     /// The newest `limit` delivered or failed records, newest first.
     fn outbox_done(&self, limit: usize) -> Result<Vec<OutboxRecord>, StoreError>;
     /// Forgets delivered and failed records sent before `before`.
@@ -271,6 +276,11 @@ pub trait BusStore: Send + Sync + std::fmt::Debug {
     fn spent(&self) -> Result<Vec<SpentRecord>, StoreError>;
     /// Writes what a mailbox spent today, durably.
     fn put_spent(&self, record: &SpentRecord) -> Result<(), StoreError>;
+    /// The mailboxes whose person turned read receipts off (`@`: the
+    /// machine owner's).
+    fn quiet_reads(&self) -> Result<Vec<String>, StoreError>;
+    /// Turns `mailbox`'s read receipts off (`quiet`) or on, durably.
+    fn put_quiet_read(&self, mailbox: &str, quiet: bool) -> Result<(), StoreError>;
 }
 
 /// The daemon's persistent state: every part's records, in one database

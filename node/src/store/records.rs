@@ -116,6 +116,65 @@ pub struct OutboxRecord {
     /// session for it until then, Unix ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deferred_until: Option<u64>,
+    /// Every state it went through, in the order this machine learned
+    /// them (empty in records written before states were kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub states: Vec<StateRecord>,
+    /// The machine that carries it for its offline recipient, if one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carrier: Option<String>,
+}
+
+/// The most states an outbox record keeps: each state is kept once, and
+/// there are ten.
+pub const MAX_STATES: usize = 16;
+
+/// One state a sent message went through.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateRecord {
+    /// Which.
+    pub state: MessageState,
+    /// When, Unix ms (the recipient's clock for what it reported).
+    pub at: u64,
+    /// Why (rejected, refused, failed), or what (carried: by which
+    /// machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The recipient's stable code (refused: `no_mailbox`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// Until when (deferred), Unix ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<u64>,
+}
+
+impl OutboxRecord {
+    /// Records that the message reached `state` at `at`: once per state
+    /// (a receipt that arrives twice, or a state the direct answer told
+    /// already, changes nothing). Whether it was new.
+    pub fn note(&mut self, state: MessageState, at: u64, reason: Option<String>) -> bool {
+        self.note_record(StateRecord {
+            state,
+            at,
+            reason,
+            code: None,
+            until: None,
+        })
+    }
+
+    /// [`OutboxRecord::note`] of a whole state record.
+    pub fn note_record(&mut self, record: StateRecord) -> bool {
+        if self.reached(record.state) || self.states.len() >= MAX_STATES {
+            return false;
+        }
+        self.states.push(record);
+        true
+    }
+
+    /// Whether it reached `state`.
+    pub fn reached(&self, state: MessageState) -> bool {
+        self.states.iter().any(|s| s.state == state)
+    }
 }
 
 /// A broadcast copy sent to another machine (by the copy's id): which
@@ -276,7 +335,7 @@ pub struct Caught {
     pub id: String,
 }
 
-pub use crate::api::{RunStatus, WakeAgent};
+pub use crate::api::{MessageState, RunStatus, WakeAgent};
 
 /// A mailbox's wake setting (`agentmesh wake set MAILBOX AGENT`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -204,8 +204,31 @@ impl BusStore for SledStore {
         self.consent.insert(key, to_record(record))?;
         self.sync()
     }
+
+    fn quiet_reads(&self) -> Result<Vec<String>, StoreError> {
+        self.consent
+            .scan_prefix(QUIET_READ_PREFIX)
+            .map(|kv| {
+                let k = kv?.0;
+                String::from_utf8(k[QUIET_READ_PREFIX.len()..].to_vec())
+                    .map_err(|_| StoreError::Corrupt("a quiet-read mailbox name".into()))
+            })
+            .collect()
+    }
+
+    fn put_quiet_read(&self, mailbox: &str, quiet: bool) -> Result<(), StoreError> {
+        let key = [QUIET_READ_PREFIX, mailbox.as_bytes()].concat();
+        if quiet {
+            self.consent.insert(key, &[])?;
+        } else {
+            self.consent.remove(key)?;
+        }
+        self.sync()
+    }
 }
 
+/// The consent tree's keys of mailboxes whose read receipts are off.
+const QUIET_READ_PREFIX: &[u8] = b"quiet_read/";
 /// The consent tree's keys of mailboxes' taints.
 const TAINT_PREFIX: &[u8] = b"taint/";
 /// The consent tree's keys of mailboxes' wake settings.

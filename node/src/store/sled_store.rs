@@ -62,6 +62,8 @@ pub struct SledStore {
     pub(super) outbox: sled::Tree,
     /// Delivered and failed records: created_at ‖ id -> record.
     pub(super) outbox_done: sled::Tree,
+    /// id -> its key in `outbox_done`.
+    pub(super) outbox_done_ids: sled::Tree,
     pub(super) inbox: sled::Tree,
     pub(super) inbox_ids: sled::Tree,
     /// Index of held messages: seq -> sender PeerId text.
@@ -139,6 +141,7 @@ impl SledStore {
             audit: db.open_tree("audit")?,
             outbox: db.open_tree("outbox")?,
             outbox_done: db.open_tree("outbox_done")?,
+            outbox_done_ids: db.open_tree("outbox_done_ids")?,
             inbox: db.open_tree("inbox")?,
             inbox_ids: db.open_tree("inbox_ids")?,
             held: db.open_tree("inbox_held")?,
@@ -395,24 +398,7 @@ impl AuditStore for SledStore {
 
 impl MailStore for SledStore {
     fn put_outbox(&self, records: &[OutboxRecord]) -> Result<(), StoreError> {
-        let (mut live, mut done) = (sled::Batch::default(), sled::Batch::default());
-        for r in records {
-            if matches!(r.status, OutboxStatus::Delivered | OutboxStatus::Failed) {
-                live.remove(r.id.as_bytes());
-                done.insert(
-                    [&r.created_at.to_be_bytes()[..], r.id.as_bytes()].concat(),
-                    to_record(r),
-                );
-            } else {
-                live.insert(r.id.as_bytes(), to_record(r));
-            }
-        }
-        // Done first: a crash between the two leaves a record in both
-        // trees, and loading re-sends it (the receiver drops the duplicate)
-        // rather than losing it.
-        self.outbox_done.apply_batch(done)?;
-        self.outbox.apply_batch(live)?;
-        Ok(())
+        self.put_outbox_records(records)
     }
 
     fn put_asks(&self, asks: &[AskRecord]) -> Result<(), StoreError> {
@@ -452,44 +438,23 @@ impl MailStore for SledStore {
     }
 
     fn outbox(&self) -> Result<Vec<OutboxRecord>, StoreError> {
-        self.outbox
-            .iter()
-            .map(|kv| {
-                let r: OutboxRecord = from_record(&kv?.1)?;
-                Ok(OutboxRecord {
-                    envelope: vec![],
-                    ..r
-                })
-            })
-            .collect()
+        self.outbox_live()
+    }
+
+    fn outbox_get(&self, id: &str) -> Result<Option<OutboxRecord>, StoreError> {
+        self.outbox_record(id)
     }
 
     fn outbox_envelope(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        match self.outbox.get(id.as_bytes())? {
-            Some(bytes) => Ok(Some(from_record::<OutboxRecord>(&bytes)?.envelope)),
-            None => Ok(None),
-        }
+        self.outbox_envelope_of(id)
     }
 
     fn outbox_done(&self, limit: usize) -> Result<Vec<OutboxRecord>, StoreError> {
-        self.outbox_done
-            .iter()
-            .rev()
-            .take(limit)
-            .map(|kv| from_record(&kv?.1))
-            .collect()
+        self.outbox_done_newest(limit)
     }
 
     fn prune_outbox_done(&self, before: Timestamp) -> Result<usize, StoreError> {
-        let mut gone = 0;
-        for kv in self
-            .outbox_done
-            .range(..before.as_unix_millis().to_be_bytes())
-        {
-            self.outbox_done.remove(kv?.0)?;
-            gone += 1;
-        }
-        Ok(gone)
+        self.prune_outbox_before(before)
     }
 
     fn put_inbox(

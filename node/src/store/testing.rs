@@ -170,6 +170,10 @@ impl MailStore for Flaky {
         self.inner.outbox_envelope(id)
     }
 
+    fn outbox_get(&self, id: &str) -> Result<Option<OutboxRecord>, StoreError> {
+        self.inner.outbox_get(id)
+    }
+
     fn outbox_done(&self, limit: usize) -> Result<Vec<OutboxRecord>, StoreError> {
         self.inner.outbox_done(limit)
     }
@@ -366,6 +370,14 @@ impl BusStore for Flaky {
 
     fn put_spent(&self, record: &SpentRecord) -> Result<(), StoreError> {
         self.inner.put_spent(record)
+    }
+
+    fn quiet_reads(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.quiet_reads()
+    }
+
+    fn put_quiet_read(&self, mailbox: &str, quiet: bool) -> Result<(), StoreError> {
+        self.inner.put_quiet_read(mailbox, quiet)
     }
 }
 

@@ -1,0 +1,142 @@
+//! What the sender learns: `send`'s wait for the first answer at a
+//! terminal, `outbox ID`, and `receipts MAILBOX` (whether a mailbox here
+//! tells senders their mail was read).
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use agentmesh_node::api::{MessageState, Op, OutboxView, ReceiptsView, SentView, StateView};
+use agentmesh_node::client::Client;
+use agentmesh_node::home::Home;
+use serde::Serialize;
+
+use crate::term;
+
+/// How long `send` at a terminal waits for the recipient's first answer.
+pub const FIRST_ANSWER_WAIT: Duration = Duration::from_secs(2);
+/// How often it looks.
+const POLL: Duration = Duration::from_millis(50);
+
+/// What `send --json` prints: the daemon's answer, and where the message
+/// stood when `send` stopped waiting (absent when it did not wait).
+#[derive(Debug, Serialize)]
+pub struct SendOutput {
+    /// The daemon's answer.
+    #[serde(flatten)]
+    pub sent: SentView,
+    /// Where it stood after the wait.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<MessageState>,
+    /// Every state so far, oldest first (with the wait).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub states: Option<Vec<StateView>>,
+}
+
+/// Waits up to [`FIRST_ANSWER_WAIT`] for the recipient's first answer to
+/// `id`: returns as soon as the message is past `queued`, or the courier
+/// found the recipient offline; the view as it stands then.
+pub async fn first_answer(c: &mut Client, id: &str) -> anyhow::Result<OutboxView> {
+    let deadline = Instant::now() + FIRST_ANSWER_WAIT;
+    loop {
+        let v: OutboxView = c.call(Op::MessageStatus { id: id.into() }).await?;
+        if v.status != MessageState::Queued || v.offline || Instant::now() >= deadline {
+            return Ok(v);
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// One line for people: what the recipient said first, or that it has
+/// not answered yet.
+pub fn answer_line(v: &OutboxView) -> String {
+    let machine = v.to.rsplit('@').next().unwrap_or_default();
+    let last = v.states.last();
+    let reason = last.and_then(|s| s.reason.as_deref()).unwrap_or_default();
+    match v.status {
+        MessageState::Queued if v.offline => format!(
+            "queued: {machine} is offline; it goes when {machine} connects (`agentmesh outbox` shows where it stands)"
+        ),
+        MessageState::Queued => format!(
+            "queued: no answer from {machine} yet; `agentmesh outbox` shows where it stands"
+        ),
+        MessageState::Refused | MessageState::Failed | MessageState::Rejected => {
+            format!("{}: {}", v.status, term::clean(reason))
+        }
+        MessageState::Held => format!("held: it waits for {machine}'s person to approve it"),
+        MessageState::Deferred => format!(
+            "deferred: in the inbox; the mailbox's daily wake budget is spent until {}",
+            v.deferred_until.as_deref().unwrap_or("its next day")
+        ),
+        MessageState::Carried => format!(
+            "carried: {} holds it until {machine} connects",
+            v.carrier.as_deref().unwrap_or("a carrier")
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// Whether the sender should hear it failed: refused, rejected or failed.
+pub fn failed(v: &OutboxView) -> bool {
+    matches!(
+        v.status,
+        MessageState::Refused | MessageState::Failed | MessageState::Rejected
+    )
+}
+
+/// The states for people: `queued 3s ago → delivered 2s ago → read now`.
+pub fn states_line(states: &[StateView]) -> String {
+    states
+        .iter()
+        .map(|s| format!("{} {}", s.state, term::ago(&s.at)))
+        .collect::<Vec<_>>()
+        .join(" → ")
+}
+
+/// `agentmesh outbox ID`: one sent message and every state it went
+/// through.
+pub fn one(home: &Home, id: &str, json: bool) -> anyhow::Result<ExitCode> {
+    crate::mail::simple::<OutboxView>(home, Op::MessageStatus { id: id.into() }, json, |v| {
+        crate::say!("{} to {} ({})", v.id, v.to, v.kind);
+        crate::say!("status: {}", answer_line(v));
+        if let Some(c) = &v.carrier {
+            crate::say!("carrier: {c}");
+        }
+        for s in &v.states {
+            let why = s
+                .reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default();
+            crate::say!("  {:<10} {}{}", s.state.as_str(), term::ago(&s.at), why);
+        }
+    })
+}
+
+/// `agentmesh receipts MAILBOX [--read on|off]`.
+pub fn receipts(
+    home: &Home,
+    mailbox: &str,
+    read: Option<bool>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let op = Op::Receipts {
+        mailbox: mailbox.into(),
+        read,
+    };
+    crate::mail::simple::<ReceiptsView>(home, op, json, |v| {
+        let who = if v.mailbox == "@" {
+            "the owner's mailbox".to_owned()
+        } else {
+            format!("mailbox {}", v.mailbox)
+        };
+        if v.read {
+            crate::say!(
+                "{who} tells senders when their mail is read (and always when it is delivered, held, approved, rejected, deferred or refused)"
+            );
+        } else {
+            crate::say!(
+                "{who} does not tell senders when their mail is read (they still learn when it is delivered, held, approved, rejected, deferred or refused)"
+            );
+        }
+    })
+}

@@ -1,0 +1,258 @@
+//! Receipts: what this machine tells a sender of the mail it received,
+//! and what the courier learns from receipts of the mail it sent.
+//!
+//! ```text
+//!  recipient: approve / reject / read (read, check_inbox, a hook, a run that exited 0)
+//!     ── owe(debt, entries) ── sender is this machine: the courier notes it here
+//!                           └─ else: a receipt envelope (kind 5) to the sender's machine,
+//!                              into the outbox with the flush that decided it, then queued
+//!  sender: inbound receipt ── Courier::receipt: the message's record, if it went to
+//!                             the machine that sealed the receipt; each state once
+//! ```
+//!
+//! The answer to a direct delivery is its receipt for `delivered`,
+//! `held`, `deferred` and `refused`: it comes from the recipient on the
+//! connection the batch went out on, and no envelope repeats it. What
+//! happens later (approved, rejected, read), and everything about mail
+//! that did not go directly, travels in receipt envelopes, by any path.
+//! A person can turn read receipts off per mailbox; the others are
+//! always sent.
+
+use std::collections::HashSet;
+
+use agentmesh_protocol::envelope::{Header, Kind, MessageId};
+use agentmesh_protocol::receipt::{Receipt, ReceiptEntry, ReceiptState};
+use agentmesh_protocol::{PeerId, Who, WhoKind};
+
+use super::mailroom::{MAX_OUTBOX, Mailroom};
+use super::{Ctx, address, peer_of};
+use crate::api::{ApiError, MessageState, ReceiptsView};
+use crate::codes;
+use crate::store::{InboxRecord, OutboxRecord, OutboxStatus, StateRecord, Store, StoreError};
+use agentmesh_protocol::team::Standing;
+
+/// A received message a receipt is owed for: what the receipt needs of it.
+#[derive(Debug, Clone)]
+pub(super) struct Debt {
+    /// Its id, hex.
+    pub id: String,
+    /// Its sender machine.
+    pub from_peer: String,
+    /// Its thread, hex.
+    pub thread: String,
+    /// Its kind.
+    pub kind: String,
+}
+
+impl From<&InboxRecord> for Debt {
+    fn from(r: &InboxRecord) -> Debt {
+        Debt {
+            id: r.id.clone(),
+            from_peer: r.from_peer.clone(),
+            thread: r.thread.clone(),
+            kind: r.kind.clone(),
+        }
+    }
+}
+
+/// What becomes of a receipt owed.
+#[derive(Debug)]
+pub(super) enum Owed {
+    /// The message came from this machine: its outbox record takes the
+    /// states here.
+    Here {
+        /// The message.
+        id: String,
+        /// What happened.
+        entries: Vec<ReceiptEntry>,
+    },
+    /// A receipt envelope for the sender's machine, to write and queue.
+    Remote(Box<OutboxRecord>),
+}
+
+/// Which mailboxes send read receipts: all but those whose person turned
+/// them off.
+#[derive(Debug, Default)]
+pub(super) struct Receipts {
+    /// Mailboxes with read receipts off (`@`: the owner's).
+    quiet: HashSet<String>,
+}
+
+impl Receipts {
+    /// The settings the store kept.
+    pub(super) fn load(store: &dyn Store) -> Result<Receipts, StoreError> {
+        Ok(Receipts {
+            quiet: store.quiet_reads()?.into_iter().collect(),
+        })
+    }
+
+    /// Whether mail read in `mailbox` (`None`: the owner's) is receipted.
+    pub(super) fn reads(&self, mailbox: Option<&str>) -> bool {
+        !self.quiet.contains(mailbox.unwrap_or("@"))
+    }
+
+    /// Turns `mailbox`'s read receipts on or off, durably.
+    pub(super) fn set_reads(
+        &mut self,
+        store: &dyn Store,
+        mailbox: &str,
+        on: bool,
+    ) -> Result<(), ApiError> {
+        store.put_quiet_read(mailbox, !on)?;
+        if on {
+            self.quiet.remove(mailbox);
+        } else {
+            self.quiet.insert(mailbox.to_owned());
+        }
+        Ok(())
+    }
+
+    /// The read receipts owed for `records`, just marked read at `now`:
+    /// none for mailboxes whose person turned them off.
+    pub(super) fn read(
+        &self,
+        records: &[InboxRecord],
+        now: agentmesh_protocol::Timestamp,
+    ) -> Vec<(Debt, Vec<ReceiptEntry>)> {
+        records
+            .iter()
+            .filter(|r| self.reads(r.mailbox.as_deref()))
+            .map(|r| {
+                (
+                    Debt::from(r),
+                    vec![ReceiptEntry::new(ReceiptState::Read, now)],
+                )
+            })
+            .collect()
+    }
+
+    /// `receipts MAILBOX`.
+    pub(super) fn view(&self, mailbox: &str) -> ReceiptsView {
+        let named = Some(mailbox).filter(|m| *m != "@");
+        ReceiptsView {
+            mailbox: mailbox.to_owned(),
+            read: self.reads(named),
+        }
+    }
+}
+
+/// The receipt owed for `debt`: `entries` for its sender. `None` when
+/// none is sent: a broadcast copy (its sender has counts), a sender that
+/// is no longer a member, or an outbox too full (the receipt is dropped
+/// and logged; mail is never refused for a receipt).
+pub(super) fn owe(
+    room: &Mailroom,
+    debt: &Debt,
+    entries: Vec<ReceiptEntry>,
+    waiting: usize,
+    ctx: &Ctx<'_>,
+) -> Option<Owed> {
+    if entries.is_empty() || !matches!(debt.kind.as_str(), "tell" | "ask" | "reply") {
+        return None;
+    }
+    let peer = peer_of(&debt.from_peer)?;
+    if peer == room.peer_id() {
+        return Some(Owed::Here {
+            id: debt.id.clone(),
+            entries,
+        });
+    }
+    if waiting >= MAX_OUTBOX {
+        tracing::warn!(message = %debt.id, "outbox full: a receipt was not sent");
+        return None;
+    }
+    match seal(room, debt, peer, entries, ctx) {
+        Ok(r) => Some(Owed::Remote(Box::new(r))),
+        Err(e) => {
+            tracing::info!(message = %debt.id, error = %e.message, "receipt not sent");
+            None
+        }
+    }
+}
+
+fn seal(
+    room: &Mailroom,
+    debt: &Debt,
+    peer: PeerId,
+    entries: Vec<ReceiptEntry>,
+    ctx: &Ctx<'_>,
+) -> Result<OutboxRecord, ApiError> {
+    let dir = ctx.dir;
+    let (Some(team), Some(m)) = (dir.team.filter(|_| dir.member), dir.machines.get(&peer)) else {
+        return Err(ApiError::new(
+            codes::UNKNOWN_RECIPIENT,
+            "the sender is not in this machine's team",
+        ));
+    };
+    if m.standing != Standing::Current {
+        return Err(ApiError::new(
+            codes::REVOKED_RECIPIENT,
+            "the sender is no longer a member",
+        ));
+    }
+    let parse = |h: &str| {
+        MessageId::parse(h).ok_or_else(|| ApiError::new(codes::STORE, "a stored id is damaged"))
+    };
+    let now = ctx.now.wall;
+    let header = Header {
+        id: MessageId::random(&mut rand::rng()),
+        team,
+        from: room.peer_id(),
+        to: peer,
+        kind: Kind::Receipt,
+        in_reply_to: Some(parse(&debt.id)?),
+        thread: parse(&debt.thread)?,
+        hop: 0,
+        taint: false,
+        sent_at: now,
+        expires_at: now.saturating_add(room.lifetime()),
+    };
+    let who = Who {
+        kind: WhoKind::Agent,
+        name: "agentmesh".into(),
+        session_id: None,
+        task: None,
+    };
+    let body = Receipt { entries }.to_body(who);
+    let envelope = room.seal(&m.x25519, &header, &body)?;
+    Ok(OutboxRecord {
+        id: header.id.to_string(),
+        to_peer: peer.to_string(),
+        to: address(None, &m.name),
+        kind: Kind::Receipt.as_str().into(),
+        envelope,
+        status: OutboxStatus::Queued,
+        reason: None,
+        attempts: 0,
+        created_at: now.as_unix_millis(),
+        expires_at: header.expires_at.as_unix_millis(),
+        held: false,
+        body_sha256: String::new(),
+        deferred_until: None,
+        states: vec![],
+        carrier: None,
+    })
+}
+
+/// The outbox state a receipt's entry says.
+pub(super) fn state_of(e: &ReceiptEntry) -> StateRecord {
+    let cut = |t: &Option<String>| {
+        t.as_ref()
+            .map(|t| t.chars().take(super::MAX_REMOTE_REASON).collect::<String>())
+    };
+    StateRecord {
+        state: match e.state {
+            ReceiptState::Delivered => MessageState::Delivered,
+            ReceiptState::Held => MessageState::Held,
+            ReceiptState::Approved => MessageState::Approved,
+            ReceiptState::Rejected => MessageState::Rejected,
+            ReceiptState::Deferred => MessageState::Deferred,
+            ReceiptState::Read => MessageState::Read,
+            ReceiptState::Refused => MessageState::Refused,
+        },
+        at: e.at.as_unix_millis(),
+        reason: cut(&e.reason),
+        code: cut(&e.code).map(|c| c.chars().take(40).collect()),
+        until: e.until.map(|t| t.as_unix_millis()),
+    }
+}

@@ -1,0 +1,97 @@
+//! The outbox in sled: records on their way by id; delivered and failed
+//! ones by when they were sent (created_at ‖ id), with an index from id
+//! to that key, so a receipt finds its message.
+
+use agentmesh_protocol::Timestamp;
+
+use super::sled_store::{from_record, to_record};
+use super::{OutboxRecord, OutboxStatus, SledStore, StoreError};
+
+fn done_key(r: &OutboxRecord) -> Vec<u8> {
+    [&r.created_at.to_be_bytes()[..], r.id.as_bytes()].concat()
+}
+
+impl SledStore {
+    pub(super) fn put_outbox_records(&self, records: &[OutboxRecord]) -> Result<(), StoreError> {
+        let (mut live, mut done, mut ids) = (
+            sled::Batch::default(),
+            sled::Batch::default(),
+            sled::Batch::default(),
+        );
+        for r in records {
+            if matches!(r.status, OutboxStatus::Delivered | OutboxStatus::Failed) {
+                live.remove(r.id.as_bytes());
+                let key = done_key(r);
+                ids.insert(r.id.as_bytes(), key.clone());
+                done.insert(key, to_record(r));
+            } else {
+                live.insert(r.id.as_bytes(), to_record(r));
+            }
+        }
+        // Done first: a crash between the two leaves a record in both
+        // trees, and loading re-sends it (the receiver drops the duplicate)
+        // rather than losing it. The index before the records it names: a
+        // crash leaves an index entry for no record (pruned as any).
+        self.outbox_done_ids.apply_batch(ids)?;
+        self.outbox_done.apply_batch(done)?;
+        self.outbox.apply_batch(live)?;
+        Ok(())
+    }
+
+    pub(super) fn outbox_record(&self, id: &str) -> Result<Option<OutboxRecord>, StoreError> {
+        if let Some(v) = self.outbox.get(id.as_bytes())? {
+            return from_record(&v).map(Some);
+        }
+        let Some(key) = self.outbox_done_ids.get(id.as_bytes())? else {
+            return Ok(None);
+        };
+        self.outbox_done
+            .get(key)?
+            .map(|v| from_record(&v))
+            .transpose()
+    }
+
+    pub(super) fn outbox_live(&self) -> Result<Vec<OutboxRecord>, StoreError> {
+        self.outbox
+            .iter()
+            .map(|kv| {
+                let r: OutboxRecord = from_record(&kv?.1)?;
+                Ok(OutboxRecord {
+                    envelope: vec![],
+                    ..r
+                })
+            })
+            .collect()
+    }
+
+    pub(super) fn outbox_envelope_of(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        match self.outbox.get(id.as_bytes())? {
+            Some(bytes) => Ok(Some(from_record::<OutboxRecord>(&bytes)?.envelope)),
+            None => Ok(None),
+        }
+    }
+
+    pub(super) fn outbox_done_newest(&self, limit: usize) -> Result<Vec<OutboxRecord>, StoreError> {
+        self.outbox_done
+            .iter()
+            .rev()
+            .take(limit)
+            .map(|kv| from_record(&kv?.1))
+            .collect()
+    }
+
+    pub(super) fn prune_outbox_before(&self, before: Timestamp) -> Result<usize, StoreError> {
+        let mut gone = 0;
+        for kv in self
+            .outbox_done
+            .range(..before.as_unix_millis().to_be_bytes())
+        {
+            let key = kv?.0;
+            // The id follows the 8 bytes of created_at.
+            self.outbox_done_ids.remove(&key[8..])?;
+            self.outbox_done.remove(key)?;
+            gone += 1;
+        }
+        Ok(gone)
+    }
+}

@@ -39,7 +39,7 @@ fn held_mail_first_answer_wins_across_two_people() {
     assert_eq!(a.json(&["held"])[0]["id"], id.as_str());
     wait_for("bravo to see it delivered and held", || {
         let m = b.outbox_entry(&id);
-        (m["status"] == "delivered" && m["held"] == true).then_some(())
+        (m["status"] == "held" && m["held"] == true).then_some(())
     });
     // The first answer wins and clears the prompt everywhere.
     first.call(Op::Approve { id: id.clone() }).unwrap();
@@ -86,7 +86,7 @@ fn held_mail_is_capped_per_sender_and_expires() {
     let last = ids.last().unwrap().clone();
     let refused = wait_for("the 101st held message to be refused", || {
         let m = b.outbox_entry(&last);
-        (m["status"] == "failed").then_some(m)
+        (m["status"] == "refused").then_some(m)
     });
     assert!(
         refused["reason"]
@@ -198,9 +198,9 @@ fn folders_opt_in_and_out() {
     std::fs::create_dir(&project).unwrap();
     // No such mailbox yet: refused, with a reason the sender sees.
     let id = b.send("pipeline@alpha", "hello");
-    let m = wait_for("the message to an unknown mailbox to fail", || {
+    let m = wait_for("the message to an unknown mailbox to be refused", || {
         let m = b.outbox_entry(&id);
-        (m["status"] == "failed").then_some(m)
+        (m["status"] == "refused").then_some(m)
     });
     assert!(
         m["reason"]
@@ -234,9 +234,9 @@ fn folders_opt_in_and_out() {
     // Opted out: refused again.
     a.ok(&["deny", project.to_str().unwrap()]);
     let id = b.send("pipeline@alpha", "and now?");
-    let m = wait_for("the message to an opted-out folder to fail", || {
+    let m = wait_for("the message to an opted-out folder to be refused", || {
         let m = b.outbox_entry(&id);
-        (m["status"] == "failed").then_some(m)
+        (m["status"] == "refused").then_some(m)
     });
     assert!(
         m["reason"].as_str().unwrap().contains("not opted in"),

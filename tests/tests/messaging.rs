@@ -161,7 +161,7 @@ fn clear_errors_for_bad_recipients_and_bodies() {
     // Another machine's refusal: its code in the JSON, its words in text.
     let refused = a.send("nobox@bravo", "hi");
     let m = wait_for("bravo's refusal", || {
-        Some(a.outbox_entry(&refused)).filter(|m| m["status"] == "failed")
+        Some(a.outbox_entry(&refused)).filter(|m| m["status"] == "refused")
     });
     assert!(
         m["reason"]

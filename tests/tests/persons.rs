@@ -23,7 +23,11 @@ fn founder() -> Node {
 fn delivered_held(from: &Node, id: &str) -> bool {
     wait_for("the message to be delivered", || {
         let m = from.outbox_entry(id);
-        (m["status"] == "delivered").then(|| m["held"] == true)
+        match m["status"].as_str() {
+            Some("delivered") => Some(false),
+            Some("held") => Some(m["held"] == true),
+            _ => None,
+        }
     })
 }
 

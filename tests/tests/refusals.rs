@@ -155,7 +155,7 @@ fn a_tampered_envelope_is_refused_and_the_sender_is_told() {
     b.ok(&["connect", &a.addr()]);
     let m = wait_for("alpha to hear that bravo refused the envelope", || {
         let m = a.outbox_entry(&id);
-        (m["status"] == "failed").then_some(m)
+        (m["status"] == "refused").then_some(m)
     });
     assert!(
         m["reason"].as_str().unwrap().contains("TamperedCiphertext"),
@@ -197,7 +197,7 @@ fn a_revoked_senders_queued_mail_is_refused_with_its_reason() {
     assert!(e.contains("revoked"), "{e}");
     let m = wait_for("bravo to hear that its mail was refused", || {
         let m = b.outbox_entry(&id);
-        (m["status"] == "failed").then_some(m)
+        (m["status"] == "refused").then_some(m)
     });
     assert!(m["reason"].as_str().unwrap().contains("revoked"), "{m}");
     assert!(c.inbox_all().is_empty());

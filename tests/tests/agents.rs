@@ -259,7 +259,15 @@ async fn two_sessions_on_a_machine_without_a_team_message_each_other() {
         .iter()
         .find(|o| o["id"] == id.as_str())
         .unwrap();
-    assert_eq!(o["status"], "delivered");
+    // The other session took it with check_inbox: its sender learns so.
+    assert_eq!(o["status"], "read", "{o}");
+    let states: Vec<&str> = o["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["delivered", "read"], "{o}");
     s1.close().await;
     s2.close().await;
 }

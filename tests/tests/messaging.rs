@@ -49,11 +49,19 @@ fn an_ask_and_its_reply_are_threaded() {
     assert_eq!(reply["in_reply_to"], id.as_str());
     assert_eq!(reply["thread"], id.as_str());
     assert_eq!(reply["from"], "@bravo");
-    // Both outboxes say delivered.
-    wait_for("alpha's outbox to say delivered", || {
+    // Alpha's outbox says bravo read the ask (it was delivered first).
+    wait_for("alpha's outbox to say read", || {
         let o = a.json(&["outbox"]);
-        (o[0]["status"] == "delivered").then_some(())
+        (o[0]["status"] == "read").then_some(())
     });
+    let o = a.json(&["outbox"]);
+    let states: Vec<&str> = o[0]["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["queued", "delivered", "read"], "{o}");
     let out = b.json(&["outbox"]);
     assert_eq!(out[0]["to"], "@alpha");
     // The audit trail has both ends, with a body hash and never the body.

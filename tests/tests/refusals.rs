@@ -90,7 +90,7 @@ fn a_replay_is_acknowledged_inside_its_window_and_refused_as_expired_after_it() 
     a.stop();
     requeue_and_restart(&mut a, &b, &record);
     let m = wait_for("the late replay to be refused", || {
-        outbox_has(&a, &id, "failed")
+        outbox_has(&a, &id, "refused")
     });
     assert!(m["reason"].as_str().unwrap().contains("Expired"), "{m}");
     assert_eq!(in_inbox(&b), 1);
@@ -119,7 +119,7 @@ fn a_bad_signature_is_refused_and_the_sender_is_told() {
     b.start();
     requeue_and_restart(&mut a, &b, &record);
     let m = wait_for("alpha to hear that bravo refused the envelope", || {
-        outbox_has(&a, &id, "failed")
+        outbox_has(&a, &id, "refused")
     });
     assert!(
         m["reason"].as_str().unwrap().contains("BadSignature"),

@@ -116,6 +116,7 @@ fn the_daemon_is_split_into_readable_parts() {
         // those are data, not parts; so is the judge's feature vector, one
         // field per weight of its model.
         let data = [
+            "api/sent.rs",
             "api/views.rs",
             "bus/judge/features.rs",
             "config.rs",

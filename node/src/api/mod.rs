@@ -30,8 +30,10 @@
 use crate::codes;
 use serde::{Deserialize, Serialize};
 
+mod sent;
 mod views;
 mod wake;
+pub use sent::*;
 pub use views::*;
 pub use wake::*;
 

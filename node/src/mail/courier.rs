@@ -768,17 +768,7 @@ impl Courier {
                 }
             }
         };
-        let mut changed = false;
-        for s in states {
-            match s.state {
-                MessageState::Held => r.held = true,
-                MessageState::Approved | MessageState::Rejected => r.held = false,
-                MessageState::Deferred => r.deferred_until = s.until,
-                _ => {}
-            }
-            changed |= r.note_record(s);
-        }
-        if !changed {
+        if !super::receipts::apply(&mut r, states) {
             return;
         }
         if matches!(r.status, OutboxStatus::Queued | OutboxStatus::Sent) {

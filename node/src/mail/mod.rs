@@ -696,17 +696,22 @@ impl Mail {
         let dir = self.shared.directory();
         let mut ctx = self.shared.lend(&dir);
         self.courier.retry_due(&self.net, &mut ctx);
+        let mut expired = vec![];
         if self.retention.due(ctx.now.mono) {
-            let events = self
+            let events;
+            (events, expired) = self
                 .retention
                 .run(&mut self.courier, &mut self.consent, &mut ctx);
             self.fanout.emit(events);
         }
+        let now = ctx.now.wall;
         self.retention.prune_if_due(&mut ctx);
         self.inbox.audit_refusal_counts(&mut ctx);
         self.courier.shrink();
         // Statuses change with time (working turns idle).
         self.publish_local();
+        // Their senders learn that held mail expired unapproved.
+        self.owe(receipts::expired_unapproved(&expired, now));
     }
 
     /// Routes a client's request to the part that serves it. Consent
@@ -1097,10 +1102,12 @@ impl Mail {
                 crate::clock::advance(Duration::from_secs(secs));
                 // Everything that expires by the calendar, at once.
                 ctx.now = Now::current();
-                let events = self
-                    .retention
-                    .run(&mut self.courier, &mut self.consent, &mut ctx);
+                let (events, expired) =
+                    self.retention
+                        .run(&mut self.courier, &mut self.consent, &mut ctx);
                 self.fanout.emit(events);
+                let debts = receipts::expired_unapproved(&expired, ctx.now.wall);
+                self.owe(debts);
                 ok(serde_json::json!({ "offset_secs": crate::clock::offset().as_secs() }))
             }
             _ => api::err(codes::INTERNAL, "not a mail operation"),

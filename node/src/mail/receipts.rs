@@ -136,6 +136,26 @@ impl Receipts {
     }
 }
 
+/// The receipts owed for held mail that expired unapproved at `now`:
+/// `rejected`, saying so.
+pub(super) fn expired_unapproved(
+    expired: &[InboxRecord],
+    now: agentmesh_protocol::Timestamp,
+) -> Vec<(Debt, Vec<ReceiptEntry>)> {
+    let days = super::HELD_EXPIRY.as_secs() / 86_400;
+    let why = format!("it expired unapproved: its person did not approve it within {days} days");
+    expired
+        .iter()
+        .map(|r| {
+            let entry = ReceiptEntry {
+                reason: Some(why.clone()),
+                ..ReceiptEntry::new(ReceiptState::Rejected, now)
+            };
+            (Debt::from(r), vec![entry])
+        })
+        .collect()
+}
+
 /// The receipt owed for `debt`: `entries` for its sender. `None` when
 /// none is sent: a broadcast copy (its sender has counts), a sender that
 /// is no longer a member, or an outbox too full (the receipt is dropped
@@ -232,6 +252,22 @@ fn seal(
         states: vec![],
         carrier: None,
     })
+}
+
+/// Notes `states` on a sent message's record (each once), and what they
+/// say of it being held or deferred; whether any was new.
+pub(super) fn apply(r: &mut OutboxRecord, states: Vec<StateRecord>) -> bool {
+    let mut changed = false;
+    for s in states {
+        match s.state {
+            MessageState::Held => r.held = true,
+            MessageState::Approved | MessageState::Rejected => r.held = false,
+            MessageState::Deferred => r.deferred_until = s.until,
+            _ => {}
+        }
+        changed |= r.note_record(s);
+    }
+    changed
 }
 
 /// The outbox state a receipt's entry says.

@@ -18,6 +18,7 @@ use super::consent::{Consent, held_entry, held_records};
 use super::courier::Courier;
 use crate::api::Event;
 use crate::audit::AuditEvent;
+use crate::store::InboxRecord;
 
 /// Held mail nobody approved is dropped after this long.
 pub const HELD_EXPIRY: Duration = Duration::from_secs(8 * 24 * 3600);
@@ -73,13 +74,13 @@ impl Retention {
     }
 
     /// Forgets what is past its time at `ctx.now`; the events to announce
-    /// (held mail that expired).
+    /// and the held mail that expired (its senders are told).
     pub(super) fn run(
         &mut self,
         courier: &mut Courier,
         consent: &mut Consent,
         ctx: &mut Ctx<'_>,
-    ) -> Vec<Event> {
+    ) -> (Vec<Event>, Vec<InboxRecord>) {
         self.last = ctx.now.mono;
         let now = ctx.now.wall;
         let store = ctx.store;
@@ -95,6 +96,7 @@ impl Retention {
         // through indices, so retention never reads the whole inbox.
         let mut gone = vec![];
         let mut events = vec![];
+        let mut expired = vec![];
         let held_limit = now.saturating_sub(HELD_EXPIRY).as_unix_millis();
         for r in held_records(store).unwrap_or_default() {
             if r.received_at < held_limit {
@@ -107,6 +109,7 @@ impl Retention {
                     outcome: "expired".into(),
                 });
                 gone.push(r.seq);
+                expired.push(r);
             }
         }
         gone.extend(
@@ -127,6 +130,6 @@ impl Retention {
             tracing::warn!(error = %e, "cannot prune ask records");
         }
         self.prune(ctx);
-        events
+        (events, expired)
     }
 }

@@ -296,10 +296,15 @@ pub fn directory(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     }
     for m in &machines {
         crate::say!(
-            "{} ({}){}{}",
+            "{} ({}){}{}{}",
             term::clean(&m.name),
             term::clean(&m.owner),
             if m.this_machine { ", this machine" } else { "" },
+            if m.always_on {
+                ", carrier (always on: holds mail for members that are offline)"
+            } else {
+                ""
+            },
             if m.known {
                 ""
             } else {

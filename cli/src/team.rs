@@ -33,7 +33,12 @@ fn print_team(t: &TeamView) {
         .iter()
         .map(|m| {
             vec![
-                format!("{}{}", m.name, if m.this_machine { " *" } else { "" }),
+                format!(
+                    "{}{}{}",
+                    m.name,
+                    if m.this_machine { " *" } else { "" },
+                    if m.always_on { " (carrier)" } else { "" }
+                ),
                 m.owner.clone(),
                 term::short_peer(&m.peer_id),
                 term::ago(&m.admitted_at),

@@ -8,9 +8,11 @@
 //! effect, defaults filled in; `agentmesh config set|unset` edit the file
 //! in place through [`edit::ConfigFile`].
 
+mod carry;
 pub mod edit;
 mod wake;
 
+pub use carry::{CarrierConfig, CarryRules};
 pub use wake::{WakeConfig, WakeRules};
 
 use std::path::Path;
@@ -171,6 +173,10 @@ pub struct Config {
     /// Kademlia bootstrap nodes (an agentmesh-relay is one), each ending in
     /// `/p2p/PEER_ID`. Default: none.
     pub bootstrap: Vec<String>,
+    /// This machine is always on: it holds sealed envelopes for members
+    /// that are offline and hands them over when they connect (a
+    /// carrier; announced in its directory record). Default: false.
+    pub carry: bool,
     /// Storage settings.
     pub store: StoreConfig,
     /// Limits on joining.
@@ -183,6 +189,9 @@ pub struct Config {
     pub bus: BusConfig,
     /// `[wake]`: waking idle sessions when mail arrives.
     pub wake: WakeConfig,
+    /// `[carrier]`: the bounds on what a carrier holds, and when mail is
+    /// handed to one.
+    pub carrier: CarrierConfig,
 }
 
 /// `[bus]`: the directory and broadcasts (docs/agents.md).
@@ -363,12 +372,14 @@ impl Default for Config {
             mdns: true,
             relays: vec![],
             bootstrap: vec![],
+            carry: false,
             store: StoreConfig::default(),
             join: JoinConfig::default(),
             messages: MessagesConfig::default(),
             agents: AgentsConfig::default(),
             bus: BusConfig::default(),
             wake: WakeConfig::default(),
+            carrier: CarrierConfig::default(),
         }
     }
 }
@@ -430,6 +441,8 @@ pub struct Settings {
     pub judge: crate::bus::JudgeWith,
     /// How idle sessions are woken.
     pub wake: WakeRules,
+    /// `carry` and `[carrier]`.
+    pub carry: CarryRules,
     /// The configuration these settings came from, defaults and the
     /// machine name filled in (what `agentmesh config show` prints).
     pub config: Config,
@@ -604,9 +617,11 @@ impl Config {
             },
         };
         let wake = self.wake.rules()?;
+        let carry = self.carrier.rules(self.carry)?;
         let name_text = name.to_string();
         Ok(Settings {
             wake,
+            carry,
             name,
             listen,
             mdns: self.mdns,

@@ -137,6 +137,10 @@ pub struct MemberView {
     pub standing: String,
     /// Whether this is the machine answering.
     pub this_machine: bool,
+    /// Whether it is a carrier (always on: it holds mail for members that
+    /// are offline), as its directory record says.
+    #[serde(default)]
+    pub always_on: bool,
 }
 
 /// Where a page of `peers` ends: the sort key of its last row.
@@ -716,7 +720,8 @@ pub struct DirectoryMachineView {
     /// Whether its directory record has reached this machine (a member
     /// that never connected since, or runs an older version, has none).
     pub known: bool,
-    /// Whether it says it is always on (a carrier; a later version).
+    /// Whether it is a carrier: always on, it holds mail for members
+    /// that are offline (`carry = true` in its configuration).
     pub always_on: bool,
     /// The record's sequence number, if known.
     pub seq: Option<u64>,

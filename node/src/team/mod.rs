@@ -83,9 +83,10 @@ impl Team {
         audit: AuditLog,
         local: watch::Receiver<Arc<crate::bus::LocalDirectory>>,
     ) -> Result<Team, StoreError> {
+        let always_on = settings.carry.carry;
         Ok(Team {
             core: TeamCore::new(me, settings, store, audit)?,
-            sync: Sync::new(records::Published::new(local)),
+            sync: Sync::new(records::Published::new(local, always_on)),
             joiner: Joiner::default(),
             founder: Founder::default(),
         })

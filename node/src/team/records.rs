@@ -102,11 +102,14 @@ pub struct Published {
     refusals: (u64, u32),
     /// Records announced that are newer than held: (peer, seq).
     wanted: HashMap<PeerId, u64>,
+    /// This machine is a carrier (`carry = true`): its records say so.
+    always_on: bool,
 }
 
 impl Published {
-    /// Publishes what `local` says of this machine's mailboxes.
-    pub fn new(local: watch::Receiver<Arc<LocalDirectory>>) -> Published {
+    /// Publishes what `local` says of this machine's mailboxes, and
+    /// whether it is `always_on` (a carrier).
+    pub fn new(local: watch::Receiver<Arc<LocalDirectory>>, always_on: bool) -> Published {
         Published {
             local,
             last: None,
@@ -114,6 +117,7 @@ impl Published {
             pending: false,
             refusals: (0, 0),
             wanted: HashMap::new(),
+            always_on,
         }
     }
 
@@ -159,7 +163,7 @@ impl Published {
             peer: core.me.peer_id(),
             seq,
             at: now,
-            always_on: false,
+            always_on: self.always_on,
             mailboxes: now_dir.mailboxes.iter().filter_map(entry).collect(),
         };
         // A record over 48 KiB would be refused whole: the last mailboxes'
@@ -425,7 +429,11 @@ impl Published {
                 owner,
                 this_machine: this,
                 known: this || record.is_some(),
-                always_on: record.is_some_and(|s| s.record().always_on),
+                always_on: if this {
+                    core.settings.carry.carry
+                } else {
+                    record.is_some_and(|s| s.record().always_on)
+                },
                 seq: record.map(|s| s.record().seq),
                 updated_at: record.map(|s| api::rfc3339(s.record().at)),
                 mailboxes: vec![],

@@ -421,6 +421,18 @@ impl TeamCore {
     /// Every machine `team` admitted, admins first, then by name.
     pub fn member_views(&self, team: &TeamState) -> Vec<api::MemberView> {
         let me = self.me.peer_id();
+        // Carriers, as their signed directory records say (this machine
+        // as its configuration says).
+        let carriers: std::collections::HashSet<PeerId> = self
+            .store
+            .directory_records()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(p, b)| {
+                let s = agentmesh_protocol::directory::SignedDirectory::from_bytes(&b).ok()?;
+                s.record().always_on.then_some(p)
+            })
+            .collect();
         let mut members: Vec<api::MemberView> = team
             .members()
             .map(|m| api::MemberView {
@@ -432,6 +444,11 @@ impl TeamCore {
                 admin: m.admin,
                 standing: standing_word(m).into(),
                 this_machine: m.peer == me,
+                always_on: if m.peer == me {
+                    self.settings.carry.carry
+                } else {
+                    carriers.contains(&m.peer)
+                },
             })
             .collect();
         members.sort_by(|a, b| (!a.admin, &a.name).cmp(&(!b.admin, &b.name)));

@@ -39,7 +39,7 @@ fn states(m: &Value) -> Vec<String> {
 #[test]
 fn every_state_at_the_recipient_reaches_the_senders_outbox() {
     // Ada's machine and Bob's: Ada's mail to Bob is held for him.
-    let [a, mut b] = team([("alpha", "Ada"), ("bravo", "Bob")]);
+    let [mut a, mut b] = team([("alpha", "Ada"), ("bravo", "Bob")]);
 
     // Held, then approved, then read.
     let approved = a.send("@bravo", "may I?");
@@ -59,6 +59,19 @@ fn every_state_at_the_recipient_reaches_the_senders_outbox() {
             .iter()
             .all(|s| s["at"].as_str().is_some_and(|t| t.ends_with('Z')))
     );
+
+    // Approved and read while the sender is down: both receipts wait in
+    // bravo's outbox and reach alpha together, and neither is lost.
+    let later = a.send("@bravo", "while I am away");
+    reaches(&a, &later, "held");
+    a.stop();
+    b.ok(&["approve", &later]);
+    b.ok(&["read", &later]);
+    a.start();
+    b.ok(&["connect", &a.addr()]);
+    let m = reaches(&a, &later, "read");
+    assert_eq!(states(&m), ["queued", "held", "approved", "read"], "{m}");
+    assert_eq!(m["held"], false, "{m}");
 
     // Held, then rejected with its person's reason, which survives the
     // recipient's kill -9 right after the decision (the receipt was

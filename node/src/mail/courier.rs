@@ -218,22 +218,30 @@ impl Courier {
     /// The outbox records to write with the next flush, and the ids of
     /// the finished ones among them, to pass to [`Courier::settled`] once
     /// they are durable.
-    pub(super) fn take_writes(&mut self) -> (Vec<OutboxRecord>, Vec<String>) {
+    pub(super) fn take_writes(&mut self) -> (Vec<OutboxRecord>, Vec<(String, usize)>) {
         let writes = std::mem::take(&mut self.writes);
         let mut settle = vec![];
         for r in &writes {
             if matches!(r.status, OutboxStatus::Delivered | OutboxStatus::Failed) {
                 self.settling.insert(r.id.clone(), r.clone());
-                settle.push(r.id.clone());
+                settle.push((r.id.clone(), r.states.len()));
             }
         }
         (writes, settle)
     }
 
     /// The finished records `ids` are in the store.
-    pub(super) fn settled(&mut self, ids: &[String]) {
-        for id in ids {
-            self.settling.remove(id);
+    /// (A record written again since, with more states, stays listed
+    /// from here until that write is durable too.)
+    pub(super) fn settled(&mut self, ids: &[(String, usize)]) {
+        for (id, states) in ids {
+            if self
+                .settling
+                .get(id)
+                .is_some_and(|r| r.states.len() == *states)
+            {
+                self.settling.remove(id);
+            }
         }
     }
 
@@ -675,8 +683,7 @@ impl Courier {
                 MailOutcome::Duplicate => {
                     r.status = OutboxStatus::Delivered;
                     r.reason = None;
-                    // An earlier attempt (or a carrier) got it there; its
-                    // answer, or a receipt, says more.
+                    // An earlier attempt got it there; its answer said more.
                     if !r.states.iter().any(|s| s.state != MessageState::Queued) {
                         r.note(MessageState::Delivered, at, None);
                     }
@@ -742,10 +749,9 @@ impl Courier {
         busy.then(|| "the recipient is busy".to_owned())
     }
 
-    /// A receipt from `peer` for the message `id` this machine sent: its
-    /// states, each noted once, if the message went to `peer` (a receipt
-    /// from any other machine says nothing). Mail still on its way that a
-    /// receipt says arrived is done: it is tried no more.
+    /// A receipt from `peer` for the message `id` this machine sent to it
+    /// (from any other machine it says nothing): its states, each noted
+    /// once. Mail still on its way that a receipt says arrived is done.
     pub(super) fn receipt(
         &mut self,
         peer: PeerId,
@@ -753,31 +759,33 @@ impl Courier {
         states: Vec<StateRecord>,
         ctx: &Ctx<'_>,
     ) {
-        let mine = |r: &OutboxRecord| r.to_peer == peer.to_string();
-        let mut r = if let Some(r) = self.outbox.get(id).filter(|r| mine(r)) {
-            r.clone()
-        } else if let Some(r) = self.settling.get(id).filter(|r| mine(r)) {
-            r.clone()
-        } else {
-            match ctx.store.outbox_get(id) {
-                Ok(Some(r)) if mine(&r) => r,
-                Ok(_) => return,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot read a sent message for its receipt");
-                    return;
-                }
+        let mine = |r: &OutboxRecord| {
+            r.to_peer == peer.to_string() && matches!(r.kind.as_str(), "tell" | "ask" | "reply")
+        };
+        // The newest copy first: a write not flushed yet (an earlier
+        // receipt of the same batch) is newer than memory's or the store's.
+        let held = (self.writes.iter().rev().find(|r| r.id == id))
+            .or_else(|| self.outbox.get(id))
+            .or_else(|| self.settling.get(id))
+            .cloned();
+        let mut r = match held.map_or_else(|| ctx.store.outbox_get(id), |r| Ok(Some(r))) {
+            Ok(Some(r)) if mine(&r) => r,
+            Ok(_) => return,
+            Err(e) => {
+                return tracing::warn!(error = %e, "cannot read a sent message for its receipt");
             }
         };
         if !super::receipts::apply(&mut r, states) {
             return;
         }
         if matches!(r.status, OutboxStatus::Queued | OutboxStatus::Sent) {
-            r.status = if r.reached(MessageState::Refused) {
+            let refused = r.states.iter().find(|s| s.state == MessageState::Refused);
+            r.reason = refused.map(|s| s.reason.clone().unwrap_or_default());
+            r.status = if refused.is_some() {
                 OutboxStatus::Failed
             } else {
                 OutboxStatus::Delivered
             };
-            r.reason = None;
             self.outbox.remove(id);
             // One on its way leaves its queue with the batch's answer.
             if let Some(q) = self.queues.get_mut(&peer)

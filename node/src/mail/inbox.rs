@@ -129,6 +129,8 @@ pub(super) enum Verdict {
     Busy,
     /// Already received.
     Duplicate,
+    /// Already received, and still held for its person.
+    StillHeld,
     /// Stored (delivered, or held; or a broadcast, to be judged).
     Accepted(Box<Accepted>),
     /// Counts for a broadcast copy this machine sent (the copy's id).
@@ -324,6 +326,7 @@ impl Inbox {
                 Verdict::Refused(r) => self.refuse(from.peer, r, ctx),
                 Verdict::Busy => MailOutcome::Busy,
                 Verdict::Duplicate => MailOutcome::Duplicate,
+                Verdict::StillHeld => MailOutcome::accepted(true),
                 Verdict::Counts(id, counts) => {
                     brought.counts.push((id, counts));
                     MailOutcome::accepted(false)
@@ -429,6 +432,15 @@ impl Inbox {
         let Ok(seen_before) = ctx.store.seen(&key) else {
             return Verdict::Busy;
         };
+        if seen_before
+            && let Ok(Some(r)) = ctx.store.inbox_get(&id)
+            && r.held.is_some()
+            && r.from_peer == peer.to_string()
+        {
+            // Its first answer was lost: the sender learns again that it
+            // is held, not that it was delivered.
+            return Verdict::StillHeld;
+        }
         if batch.keys.contains(&key) || seen_before {
             return Verdict::Duplicate;
         }

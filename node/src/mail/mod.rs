@@ -122,7 +122,7 @@ enum AfterFlush {
         broadcasts: Vec<crate::store::InboxRecord>,
     },
     /// These finished outbox records are in the store now.
-    Settled(Vec<String>),
+    Settled(Vec<(String, usize)>),
     /// Answer a `broadcast`, hand its copies to the courier, judge this
     /// machine's own.
     Broadcast {
@@ -665,7 +665,8 @@ impl Mail {
                     bus::on_counts(peer, &id, counts, &mut ctx);
                 }
                 for (id, r) in brought.receipts {
-                    let states = r.entries.iter().map(receipts::state_of).collect();
+                    let told = r.entries.iter().filter(|e| receipts::taken_now(e));
+                    let states = told.map(receipts::state_of).collect();
                     self.courier.receipt(peer, &id, states, &ctx);
                 }
                 self.after(AfterFlush::Received {

@@ -155,7 +155,8 @@ pub trait MailStore: Send + Sync + std::fmt::Debug {
     /// The outbox record of a message id, on its way or done (with its
     /// envelope, if it still has one).
     fn outbox_get(&self, id: &str) -> Result<Option<OutboxRecord>, StoreError>;
-    /// The newest `limit` delivered or failed records, newest first.
+    /// The newest `limit` delivered or failed messages, newest first
+    /// (counts and receipts, this machine's reports, are skipped).
     fn outbox_done(&self, limit: usize) -> Result<Vec<OutboxRecord>, StoreError>;
     /// Forgets delivered and failed records sent before `before`.
     fn prune_outbox_done(&self, before: Timestamp) -> Result<usize, StoreError>;

@@ -448,31 +448,46 @@ impl Wire for Counts {
 impl Counts {
     /// The body of a counts envelope, stamped with `who`.
     pub fn to_body(&self, who: Who) -> Body {
-        Body {
-            who,
-            from_mailbox: None,
-            to_mailbox: None,
-            text: String::new(),
-            attachments: vec![Attachment {
-                name: "counts".into(),
-                media_type: COUNTS_MEDIA_TYPE.into(),
-                data: self.to_bytes(),
-            }],
-        }
+        report_body(who, "counts", COUNTS_MEDIA_TYPE, self.to_bytes())
     }
 
     /// The counts a counts envelope's body carries.
     pub fn from_body(body: &Body) -> Result<Counts, DecodeError> {
-        match body.attachments.as_slice() {
-            [a] if a.name == "counts" && a.media_type == COUNTS_MEDIA_TYPE => {
-                Counts::from_bytes(&a.data)
-            }
-            _ => Err(DecodeError::Field {
-                what: Self::WHAT,
-                field: "attachments",
-                problem: format!("is not one attachment named counts of type {COUNTS_MEDIA_TYPE}"),
-            }),
-        }
+        Counts::from_bytes(report_data(body, Self::WHAT, "counts", COUNTS_MEDIA_TYPE)?)
+    }
+}
+
+/// The body of a machine's report to a sender (counts, a receipt): no
+/// mailboxes, no text, one attachment `name` of `media_type`.
+pub(crate) fn report_body(who: Who, name: &str, media_type: &str, data: Vec<u8>) -> Body {
+    Body {
+        who,
+        from_mailbox: None,
+        to_mailbox: None,
+        text: String::new(),
+        attachments: vec![Attachment {
+            name: name.into(),
+            media_type: media_type.into(),
+            data,
+        }],
+    }
+}
+
+/// The data of the one attachment `name` of `media_type` a report's body
+/// carries; any other body is not a report of `what`.
+pub(crate) fn report_data<'a>(
+    body: &'a Body,
+    what: &'static str,
+    name: &str,
+    media_type: &str,
+) -> Result<&'a [u8], DecodeError> {
+    match body.attachments.as_slice() {
+        [a] if a.name == name && a.media_type == media_type => Ok(&a.data),
+        _ => Err(DecodeError::Field {
+            what,
+            field: "attachments",
+            problem: format!("is not one attachment named {name} of type {media_type}"),
+        }),
     }
 }
 

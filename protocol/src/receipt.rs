@@ -17,7 +17,7 @@
 use ciborium::Value;
 
 use crate::cbor::{self, DecodeError, Fields, Wire};
-use crate::envelope::{Attachment, Body, Who};
+use crate::envelope::{Body, Who, report_body, report_data};
 use crate::time::Timestamp;
 
 #[cfg(doc)]
@@ -180,33 +180,17 @@ impl Wire for Receipt {
 impl Receipt {
     /// The body of a receipt envelope, stamped with `who`.
     pub fn to_body(&self, who: Who) -> Body {
-        Body {
-            who,
-            from_mailbox: None,
-            to_mailbox: None,
-            text: String::new(),
-            attachments: vec![Attachment {
-                name: "receipt".into(),
-                media_type: RECEIPT_MEDIA_TYPE.into(),
-                data: self.to_bytes(),
-            }],
-        }
+        report_body(who, "receipt", RECEIPT_MEDIA_TYPE, self.to_bytes())
     }
 
     /// The receipt a receipt envelope's body carries.
     pub fn from_body(body: &Body) -> Result<Receipt, DecodeError> {
-        match body.attachments.as_slice() {
-            [a] if a.name == "receipt" && a.media_type == RECEIPT_MEDIA_TYPE => {
-                Receipt::from_bytes(&a.data)
-            }
-            _ => Err(DecodeError::Field {
-                what: Self::WHAT,
-                field: "attachments",
-                problem: format!(
-                    "is not one attachment named receipt of type {RECEIPT_MEDIA_TYPE}"
-                ),
-            }),
-        }
+        Receipt::from_bytes(report_data(
+            body,
+            Self::WHAT,
+            "receipt",
+            RECEIPT_MEDIA_TYPE,
+        )?)
     }
 }
 

@@ -15,13 +15,7 @@ fn a_machine_marked_carry_is_announced_to_the_team() {
     c.start();
     c.ok(&["connect", &a.addr()]);
     // Its own view at once; the team's once its new record arrives.
-    let me = c.json(&["team", "show"])["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == "charlie")
-        .cloned()
-        .unwrap();
+    let me = shown_member(&c, "charlie");
     assert_eq!(me["always_on"], true, "{me}");
     let row = wait_for("alpha's directory to show charlie as a carrier", || {
         a.json(&["directory"])["machines"]
@@ -32,13 +26,7 @@ fn a_machine_marked_carry_is_announced_to_the_team() {
             .cloned()
     });
     assert_eq!(row["known"], true, "{row}");
-    let shown = a.json(&["team", "show"])["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == "charlie")
-        .cloned()
-        .unwrap();
+    let shown = shown_member(&a, "charlie");
     assert_eq!(shown["always_on"], true, "{shown}");
     assert!(a.ok(&["team", "show"]).contains("charlie (carrier)"));
     assert!(a.ok(&["directory"]).contains("carrier"));
@@ -47,6 +35,7 @@ fn a_machine_marked_carry_is_announced_to_the_team() {
     assert_eq!(alpha["always_on"], false, "{alpha}");
 }
 
+/// Machine `name` as `team show --json` on `n` lists it.
 fn shown_member(n: &agentmesh_tests::Node, name: &str) -> serde_json::Value {
     n.json(&["team", "show"])["members"]
         .as_array()

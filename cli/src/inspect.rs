@@ -109,6 +109,12 @@ pub fn print_status(s: &Status) {
             }
         );
     }
+    if s.carrying > 0 {
+        crate::say!(
+            "carrying   {} for members that are offline",
+            agentmesh_protocol::time::count(s.carrying as u64, "envelope")
+        );
+    }
     for w in &s.wake {
         let agent = w.wake.map_or("off", |a| a.name());
         let mut line = format!(

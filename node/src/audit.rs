@@ -130,6 +130,9 @@ pub enum AuditEvent {
     /// Tainted mail started no wake run: it waits, unread, for its
     /// person's own session.
     TaintWaits,
+    /// Carrying: mail handed to a carrier; a carrier took, carried on or
+    /// dropped envelopes it held for an offline member.
+    Carried,
 }
 
 impl AuditEvent {
@@ -183,6 +186,7 @@ impl AuditEvent {
             AuditEvent::WakeEnded => "wake_ended",
             AuditEvent::Budget => "budget",
             AuditEvent::TaintWaits => "taint",
+            AuditEvent::Carried => "carried",
         }
     }
 }
@@ -373,6 +377,7 @@ mod tests {
             WakeEnded,
             Budget,
             TaintWaits,
+            Carried,
         ];
         let names: std::collections::HashSet<&str> = all.iter().map(|e| e.as_str()).collect();
         assert_eq!(names.len(), all.len());

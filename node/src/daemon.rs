@@ -304,6 +304,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     let preset = settings.preset;
     let judge = settings.judge.clone();
     let wake = settings.wake.clone();
+    let carry = settings.carry.clone();
     let (commit, flusher) = crate::store::GroupCommit::start(store.clone());
     // This machine's mailboxes: the mail actor publishes them, the team
     // signs them into its directory record.
@@ -336,6 +337,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
         local_directory: local_tx,
         wake,
         home: home.root().to_path_buf(),
+        carry,
         cancel: cancel.child_token(),
     })?;
 

@@ -559,6 +559,7 @@ impl Client {
                             v["paused"] = m.paused.into();
                             v["held"] = m.held.into();
                             v["outbox_waiting"] = m.outbox_waiting.into();
+                            v["carrying"] = m.carrying.into();
                             v["wake"] = serde_json::to_value(&m.wake).unwrap_or_default();
                             v
                         })

@@ -8,6 +8,7 @@
 //! | [`JOIN`] | [`JoinMsg`] / [`JoinReply`] | anyone holding a valid ticket (the founder checks) |
 //! | [`SYNC`] | [`SyncRequest`] / [`SyncReply`] | current members only |
 //! | [`MAIL`] | [`MailRequest`] / [`MailReply`] | current members (others are answered busy) |
+//! | [`CARRY`] | [`CarryRequest`] / [`MailReply`] | current members (others are answered busy) |
 //! | gossipsub topic [`BLOCKS_TOPIC`] | signed team blocks | current members only |
 
 use serde::{Deserialize, Serialize};
@@ -21,6 +22,9 @@ pub const JOIN: &str = "/agentmesh/join/1";
 pub const SYNC: &str = "/agentmesh/sync/1";
 /// The mail protocol: sealed envelopes, in batches.
 pub const MAIL: &str = "/agentmesh/mail/1";
+/// The carry protocol: sealed envelopes handed to a carrier, and carried
+/// on to their recipient.
+pub const CARRY: &str = "/agentmesh/carry/1";
 /// Kademlia's private protocol name, to stay off the public IPFS DHT (not run
 /// by the daemon yet: the relay issue adds the lookups that use it).
 pub const KAD: &str = agentmesh_protocol::KAD_PROTOCOL;
@@ -111,6 +115,10 @@ pub const MAIL_LIMITS: Limits = Limits {
     response: 512 * 1024,
     inbound_budget: 64 * 1024 * 1024,
 };
+
+/// The carry protocol's bounds are the mail protocol's: a batch of at
+/// most [`MAX_BATCH_ENVELOPES`] envelopes under 1 MiB, one outcome each.
+pub const CARRY_LIMITS: Limits = MAIL_LIMITS;
 
 /// The longest refusal reason this machine sends (a receiver shows at most
 /// 300 characters of it).
@@ -270,6 +278,43 @@ pub struct MailReply {
     /// One outcome per envelope.
     #[serde(deserialize_with = "bounded::<_, _, { MAX_BATCH_ENVELOPES + 1 }>")]
     pub outcomes: Vec<MailOutcome>,
+}
+
+/// A request of the carry protocol: envelopes sealed and signed by their
+/// sender for another machine, which the carrier can't open.
+///
+/// ```text
+///  sender ── Hold{envelopes it sealed} ──> carrier      (its recipient is offline)
+///         <── MailReply: Accepted = stored durably; Refused = full, or not acceptable
+///  carrier ── Deliver{envelopes for you} ──> recipient  (it connected)
+///          <── MailReply: the recipient's own outcome per envelope
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum CarryRequest {
+    /// "Hold these for their recipients": every envelope's `from` is the
+    /// machine asking.
+    Hold {
+        /// Envelopes, at most [`MAX_BATCH_ENVELOPES`] (one more is kept
+        /// while decoding), under 1 MiB in all.
+        #[serde(deserialize_with = "bounded::<_, _, { MAX_BATCH_ENVELOPES + 1 }>")]
+        envelopes: Vec<serde_bytes::ByteBuf>,
+    },
+    /// "These were held for you": every envelope's `to` is the machine
+    /// asked; their `from` are other members.
+    Deliver {
+        /// Envelopes, bounded like [`CarryRequest::Hold`]'s.
+        #[serde(deserialize_with = "bounded::<_, _, { MAX_BATCH_ENVELOPES + 1 }>")]
+        envelopes: Vec<serde_bytes::ByteBuf>,
+    },
+}
+
+impl CarryRequest {
+    /// Its envelopes.
+    pub fn envelopes(&self) -> &[serde_bytes::ByteBuf] {
+        match self {
+            CarryRequest::Hold { envelopes } | CarryRequest::Deliver { envelopes } => envelopes,
+        }
+    }
 }
 
 /// What the receiver did with one envelope.

@@ -45,6 +45,10 @@ pub struct Status {
     /// Sent messages not yet delivered (`agentmesh outbox`).
     #[serde(default)]
     pub outbox_waiting: usize,
+    /// Envelopes this machine holds, as a carrier, for members that are
+    /// offline.
+    #[serde(default)]
+    pub carrying: usize,
     /// Whether this daemon is a test build whose clock the API can move.
     #[serde(default)]
     pub test_build: bool,

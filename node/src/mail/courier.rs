@@ -11,7 +11,7 @@
 //! ```
 //!
 //! [`PeerQueue`] is a state machine: the time is passed in, so its
-//! backoff is tested without waiting.
+//! backoff is tested without waiting. Carriers: [`handoff`].
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -21,9 +21,12 @@ use agentmesh_protocol::team::Standing;
 use agentmesh_protocol::time::MAX_CLOCK_SKEW;
 use serde_bytes::ByteBuf;
 
+mod handoff;
+mod receipted;
+
 use super::{Ctx, MAX_REMOTE_REASON, peer_of, sha};
 use crate::audit::AuditEvent;
-use crate::net::{Carry, CarryHandle, Delivered, Undelivered};
+use crate::net::{Carry, CarryHandle, Delivered, Undelivered, Via};
 use crate::store::{AuditEntry, MessageState, OutboxRecord, OutboxStatus, StateRecord};
 use crate::wire::{
     MAX_BATCH_BYTES, MAX_BATCH_ENVELOPES, MAX_RELAYED_BATCH_BYTES, MailOutcome, MailReply,
@@ -181,6 +184,8 @@ pub(super) struct Courier {
     /// listed from here until the store has them, so `outbox` never
     /// misses a message that just finished.
     settling: HashMap<String, OutboxRecord>,
+    /// What goes to carriers for recipients that are offline.
+    handoff: handoff::Handoff,
 }
 
 impl Courier {
@@ -444,24 +449,19 @@ impl Courier {
         }
         self.next_batch += 1;
         let batch = self.next_batch;
-        let carry = Carry {
+        let request = MailRequest { envelopes };
+        let via = Via::Mail;
+        self.batches.insert(batch, (peer, ids));
+        if net.carry(Carry {
             batch,
             peer,
-            request: MailRequest { envelopes },
-        };
-        self.batches.insert(batch, (peer, ids));
-        if net.carry(carry) {
+            via,
+            request,
+        }) {
             return true;
         }
-        let gone = Undelivered::never_left("the daemon is shutting down");
-        self.delivered(
-            Delivered {
-                batch,
-                result: Err(gone),
-            },
-            net,
-            ctx,
-        );
+        let result = Err(Undelivered::never_left("the daemon is shutting down"));
+        self.delivered(Delivered { batch, via, result }, net, ctx);
         false
     }
 
@@ -683,8 +683,12 @@ impl Courier {
                 MailOutcome::Duplicate => {
                     r.status = OutboxStatus::Delivered;
                     r.reason = None;
-                    // An earlier attempt got it there; its answer said more.
-                    if !r.states.iter().any(|s| s.state != MessageState::Queued) {
+                    // An earlier attempt, or a carrier, got it there; its
+                    // answer (or the receipt) says more.
+                    let said = |s: MessageState| {
+                        !matches!(s, MessageState::Queued | MessageState::Carried)
+                    };
+                    if !r.states.iter().any(|s| said(s.state)) {
                         r.note(MessageState::Delivered, at, None);
                     }
                 }
@@ -747,55 +751,6 @@ impl Courier {
             self.writes.push(r);
         }
         busy.then(|| "the recipient is busy".to_owned())
-    }
-
-    /// A receipt from `peer` for the message `id` this machine sent to it
-    /// (from any other machine it says nothing): its states, each noted
-    /// once. Mail still on its way that a receipt says arrived is done.
-    pub(super) fn receipt(
-        &mut self,
-        peer: PeerId,
-        id: &str,
-        states: Vec<StateRecord>,
-        ctx: &Ctx<'_>,
-    ) {
-        let mine = |r: &OutboxRecord| {
-            r.to_peer == peer.to_string() && matches!(r.kind.as_str(), "tell" | "ask" | "reply")
-        };
-        // The newest copy first: a write not flushed yet (an earlier
-        // receipt of the same batch) is newer than memory's or the store's.
-        let held = (self.writes.iter().rev().find(|r| r.id == id))
-            .or_else(|| self.outbox.get(id))
-            .or_else(|| self.settling.get(id))
-            .cloned();
-        let mut r = match held.map_or_else(|| ctx.store.outbox_get(id), |r| Ok(Some(r))) {
-            Ok(Some(r)) if mine(&r) => r,
-            Ok(_) => return,
-            Err(e) => {
-                return tracing::warn!(error = %e, "cannot read a sent message for its receipt");
-            }
-        };
-        if !super::receipts::apply(&mut r, states) {
-            return;
-        }
-        if matches!(r.status, OutboxStatus::Queued | OutboxStatus::Sent) {
-            let refused = r.states.iter().find(|s| s.state == MessageState::Refused);
-            r.reason = refused.map(|s| s.reason.clone().unwrap_or_default());
-            r.status = if refused.is_some() {
-                OutboxStatus::Failed
-            } else {
-                OutboxStatus::Delivered
-            };
-            self.outbox.remove(id);
-            // One on its way leaves its queue with the batch's answer.
-            if let Some(q) = self.queues.get_mut(&peer)
-                && !q.sending.contains(id)
-            {
-                q.pending.retain(|p| p != id);
-            }
-        }
-        r.envelope = vec![];
-        self.writes.push(r);
     }
 
     /// Gives back what a burst grew: maps and queues keep their capacity

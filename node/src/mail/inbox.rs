@@ -15,19 +15,24 @@
 //!
 //! The network checked the sender against the team once: a sender here is
 //! a current member unless it says `revoked`. The directory is read only
-//! for names and owners.
+//! for names and owners, and for the senders of carried mail: a batch a
+//! carrier brings holds other members' envelopes, each checked as if its
+//! sender had sent it (its signature, its standing, its dedup record),
+//! and each sender is told by receipt what became of its message.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use agentmesh_protocol::envelope::{Counts, Envelope, Kind, OpenError, Opened};
-use agentmesh_protocol::receipt::Receipt;
+use agentmesh_protocol::receipt::{Receipt, ReceiptEntry, ReceiptState};
+use agentmesh_protocol::team::Standing;
 use agentmesh_protocol::time::MAX_CLOCK_SKEW;
 use agentmesh_protocol::{Identity, Name, PeerId, Timestamp, Wire};
 use sha2::{Digest, Sha256};
 
 use super::answers::Answers;
 use super::consent::{Consent, Decision, HeldReason, NoRoom};
+use super::receipts::Debt;
 use super::{Ctx, address, hex, pages::view};
 use crate::api::{Event, Who};
 use crate::audit::AuditEvent;
@@ -54,6 +59,9 @@ pub(super) struct Sender {
     pub peer: PeerId,
     /// Whether the team revoked it (else it is a current member).
     pub revoked: bool,
+    /// It is a carrier, bringing mail other members sealed for this
+    /// machine (else the batch is its own mail).
+    pub carrier: bool,
 }
 
 /// Why an envelope is refused: what the sender sees, and what the audit
@@ -92,11 +100,14 @@ pub(super) struct Brought {
     /// Broadcasts stored, to judge.
     pub broadcasts: Vec<InboxRecord>,
     /// Counts machines reported of broadcast copies this machine sent
-    /// them: (the copy's id, the counts).
-    pub counts: Vec<(String, Counts)>,
+    /// them: (the machine, the copy's id, the counts).
+    pub counts: Vec<(PeerId, String, Counts)>,
     /// Receipts machines sent of messages this machine sent them: (the
-    /// message's id, the receipt).
-    pub receipts: Vec<(String, Receipt)>,
+    /// machine, the message's id, the receipt).
+    pub receipts: Vec<(PeerId, String, Receipt)>,
+    /// Receipts this machine owes the senders of carried mail: what
+    /// became of each message (their direct answers told them nothing).
+    pub owed: Vec<(Debt, Vec<ReceiptEntry>)>,
 }
 
 /// What an inbound batch may bring: broadcasts (room to judge them), and
@@ -133,10 +144,12 @@ pub(super) enum Verdict {
     StillHeld,
     /// Stored (delivered, or held; or a broadcast, to be judged).
     Accepted(Box<Accepted>),
-    /// Counts for a broadcast copy this machine sent (the copy's id).
-    Counts(String, Counts),
-    /// A receipt for a message this machine sent (its id).
-    Receipt(String, Receipt),
+    /// Counts for a broadcast copy this machine sent (from the machine,
+    /// the copy's id).
+    Counts(PeerId, String, Counts),
+    /// A receipt for a message this machine sent (from the machine, the
+    /// message's id).
+    Receipt(PeerId, String, Receipt),
 }
 
 /// What the verdicts so far in one batch decided, which the next ones
@@ -145,8 +158,9 @@ pub(super) enum Verdict {
 pub(super) struct Batch {
     keys: HashSet<Vec<u8>>,
     ids: HashSet<String>,
-    /// Messages held so far in this batch (all from its one sender).
-    held: usize,
+    /// Messages held so far in this batch, per sender (one, unless a
+    /// carrier brought the batch).
+    held: HashMap<String, usize>,
     /// Replies that passed unheld so far in this batch, per ask.
     answered: HashMap<String, u32>,
 }
@@ -157,7 +171,9 @@ impl Batch {
         if let Verdict::Accepted(a) = v {
             self.keys.insert(a.seen.0.clone());
             self.ids.insert(a.record.id.clone());
-            self.held += usize::from(a.held.is_some());
+            if a.held.is_some() {
+                *self.held.entry(a.record.from_peer.clone()).or_default() += 1;
+            }
             if let Some(ask) = &a.answered {
                 *self.answered.entry(ask.id.clone()).or_default() += 1;
             }
@@ -320,26 +336,31 @@ impl Inbox {
         let mut outcomes = vec![];
         let mut events = vec![];
         let mut brought = Brought::default();
-        for v in verdicts {
-            outcomes.push(match v {
+        for (v, bytes) in verdicts.into_iter().zip(&request.envelopes) {
+            let debt = if from.carrier {
+                debt_of(&v, bytes)
+            } else {
+                None
+            };
+            let outcome = match v {
                 // Refusals are audited whether or not the rest was stored.
                 Verdict::Refused(r) => self.refuse(from.peer, r, ctx),
                 Verdict::Busy => MailOutcome::Busy,
                 Verdict::Duplicate => MailOutcome::Duplicate,
                 Verdict::StillHeld => MailOutcome::accepted(true),
-                Verdict::Counts(id, counts) => {
-                    brought.counts.push((id, counts));
+                Verdict::Counts(peer, id, counts) => {
+                    brought.counts.push((peer, id, counts));
                     MailOutcome::accepted(false)
                 }
-                Verdict::Receipt(id, receipt) => {
-                    brought.receipts.push((id, receipt));
+                Verdict::Receipt(peer, id, receipt) => {
+                    brought.receipts.push((peer, id, receipt));
                     MailOutcome::accepted(false)
                 }
                 Verdict::Accepted(a) if a.broadcast => {
                     if !stored_broadcasts {
                         MailOutcome::Busy
                     } else {
-                        stored_broadcast(from.peer, &a, ctx);
+                        stored_broadcast(from, &a, ctx);
                         brought.broadcasts.push(a.record);
                         MailOutcome::accepted(false)
                     }
@@ -354,13 +375,19 @@ impl Inbox {
                         Some(m) if !held => deferred(m),
                         _ => None,
                     };
-                    events.push(received(from.peer, *a, consent, ctx));
+                    events.push(received(from, *a, consent, ctx));
                     MailOutcome::Accepted {
                         held,
                         deferred_until,
                     }
                 }
-            });
+            };
+            if let Some(debt) = debt
+                && let Some(entries) = receipted(&outcome, ctx.now.wall)
+            {
+                brought.owed.push((debt, entries));
+            }
+            outcomes.push(outcome);
         }
         for _ in request.envelopes.iter().skip(MAX_BATCH_ENVELOPES) {
             outcomes.push(refused(
@@ -381,7 +408,7 @@ impl Inbox {
         consent: &Consent,
         ctx: &Ctx<'_>,
     ) -> Verdict {
-        let (dir, now, peer) = (ctx.dir, ctx.now.wall, from.peer);
+        let (dir, now) = (ctx.dir, ctx.now.wall);
         let refuse = |code: &str, reason: String, id: Option<String>| {
             Verdict::Refused(Refusal {
                 code: code.into(),
@@ -395,17 +422,45 @@ impl Inbox {
         };
         let h = &envelope.header;
         let id = h.id.to_string();
-        if h.from != peer {
-            return refuse(
-                "sender_mismatch",
-                "the envelope names another sender than the connection".into(),
-                Some(id),
-            );
-        }
         if from.revoked {
             return refuse(
                 "revoked",
                 "the sender was revoked from the team".into(),
+                Some(id),
+            );
+        }
+        // The machine that sealed it: the connection's, or for carried
+        // mail the one the header names, whose signature `open` checks.
+        let peer = h.from;
+        if from.carrier {
+            match dir.machines.get(&peer) {
+                _ if Some(peer) == dir.me || peer == from.peer => {
+                    return refuse(
+                        "sender_mismatch",
+                        "a carrier brings mail other members sealed for this machine".into(),
+                        Some(id),
+                    );
+                }
+                Some(m) if m.standing == Standing::Current => {}
+                Some(_) => {
+                    return refuse(
+                        "revoked",
+                        "the sender was revoked from the team".into(),
+                        Some(id),
+                    );
+                }
+                None => {
+                    return refuse(
+                        "not_a_member",
+                        "the sender is not a member of this machine's team".into(),
+                        Some(id),
+                    );
+                }
+            }
+        } else if peer != from.peer {
+            return refuse(
+                "sender_mismatch",
+                "the envelope names another sender than the connection".into(),
                 Some(id),
             );
         }
@@ -462,7 +517,7 @@ impl Inbox {
         };
         if header.kind == Kind::Counts {
             return match (header.in_reply_to, Counts::from_body(&body)) {
-                (Some(copy), Ok(counts)) => Verdict::Counts(copy.to_string(), counts),
+                (Some(copy), Ok(counts)) => Verdict::Counts(peer, copy.to_string(), counts),
                 (None, _) => refuse(
                     "bad_counts",
                     "counts name no broadcast (in_reply_to is empty)".into(),
@@ -475,7 +530,7 @@ impl Inbox {
             // Idempotent, like counts: a receipt told twice notes nothing
             // new, so no dedup record is kept.
             return match (header.in_reply_to, Receipt::from_body(&body)) {
-                (Some(message), Ok(r)) => Verdict::Receipt(message.to_string(), r),
+                (Some(message), Ok(r)) => Verdict::Receipt(peer, message.to_string(), r),
                 (None, _) => refuse(
                     "bad_receipt",
                     "a receipt names no message (in_reply_to is empty)".into(),
@@ -546,7 +601,8 @@ impl Inbox {
             }
         };
         if let Some(why) = held {
-            match consent.room_to_hold(peer, why, batch.held) {
+            let held_so_far = batch.held.get(&peer.to_string()).copied();
+            match consent.room_to_hold(peer, why, held_so_far.unwrap_or(0)) {
                 Ok(()) => {}
                 // A pause holds, it does not refuse: the sender keeps the
                 // mail and tries again after the pause.
@@ -660,8 +716,65 @@ impl Inbox {
     }
 }
 
+/// The machine that sealed `a`: the batch's sender, or for carried mail
+/// the envelope's.
+fn sealer(from: Sender, a: &Accepted) -> PeerId {
+    super::peer_of(&a.record.from_peer).unwrap_or(from.peer)
+}
+
+/// Whom a receipt for `v` would go to, for carried mail: the stored
+/// message's sender, or a refused envelope's (as its header says).
+fn debt_of(v: &Verdict, bytes: &[u8]) -> Option<Debt> {
+    match v {
+        Verdict::Accepted(a) if !a.broadcast => Some(Debt::from(&a.record)),
+        Verdict::Refused(_) => {
+            let h = Envelope::from_wire(bytes).ok()?.header;
+            Some(Debt {
+                id: h.id.to_string(),
+                from_peer: h.from.to_string(),
+                thread: h.thread.to_string(),
+                kind: h.kind.as_str().into(),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// What a carried envelope's sender is told of `outcome` at `now`: stored
+/// (delivered or held, and deferred), or refused with its code. Nothing
+/// for busy (the carrier brings it again) or a duplicate (told before).
+fn receipted(outcome: &MailOutcome, now: Timestamp) -> Option<Vec<ReceiptEntry>> {
+    match outcome {
+        MailOutcome::Accepted {
+            held,
+            deferred_until,
+        } => {
+            let state = if *held {
+                ReceiptState::Held
+            } else {
+                ReceiptState::Delivered
+            };
+            let mut entries = vec![ReceiptEntry::new(state, now)];
+            if let Some(t) = deferred_until {
+                entries.push(ReceiptEntry {
+                    until: Some(Timestamp::from_unix_millis(*t)),
+                    ..ReceiptEntry::new(ReceiptState::Deferred, now)
+                });
+            }
+            Some(entries)
+        }
+        MailOutcome::Refused { code, reason } => Some(vec![ReceiptEntry {
+            code: Some(code.clone()),
+            reason: Some(reason.clone()),
+            ..ReceiptEntry::new(ReceiptState::Refused, now)
+        }]),
+        MailOutcome::Duplicate | MailOutcome::Busy => None,
+    }
+}
+
 /// A broadcast stored to be judged, audited as received.
-fn stored_broadcast(peer: PeerId, a: &Accepted, ctx: &mut Ctx<'_>) {
+fn stored_broadcast(from: Sender, a: &Accepted, ctx: &mut Ctx<'_>) {
+    let peer = sealer(from, a);
     let r = &a.record;
     ctx.log.record(
         AuditEvent::Received,
@@ -681,11 +794,12 @@ fn stored_broadcast(peer: PeerId, a: &Accepted, ctx: &mut Ctx<'_>) {
 /// A stored message: audited as received or held, counted if held; the
 /// event that announces it.
 pub(super) fn received(
-    peer: PeerId,
+    from: Sender,
     a: Accepted,
     consent: &mut Consent,
     ctx: &mut Ctx<'_>,
 ) -> Event {
+    let peer = sealer(from, &a);
     let r = &a.record;
     if a.held.is_some() {
         consent.count_held(peer, r.mailbox.as_deref());

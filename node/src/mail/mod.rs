@@ -35,13 +35,14 @@ use crate::api::{self, ApiError, Event, Op, Reply, Who, ok};
 use crate::audit::{AuditEvent, AuditLog};
 use crate::clock::now;
 use crate::codes;
-use crate::net::{CarryHandle, Delivered, MailEvent, MailLink};
+use crate::net::{CarryHandle, Delivered, MailEvent, MailLink, Via};
 use crate::store::{AuditEntry, Done, GroupCommit, OutboxRecord, Store, StoreError, Writes};
 use crate::team::Directory;
 use crate::wire::MailReply;
 
 mod answers;
 mod bus;
+mod carrying;
 mod consent;
 mod courier;
 mod fanout;
@@ -64,6 +65,7 @@ mod wakes;
 mod waking;
 
 pub use bus::MAX_WAITING_BROADCASTS;
+pub use carrying::MAX_CARRIED;
 pub use consent::{HeldReason, MAX_HELD_PER_SENDER};
 pub use courier::MAX_IN_FLIGHT;
 pub use fanout::EVENT_QUEUE;
@@ -161,6 +163,8 @@ pub struct MailSummary {
     pub held: usize,
     /// Messages in the outbox not yet delivered.
     pub outbox_waiting: usize,
+    /// Envelopes held, as a carrier, for members that are offline.
+    pub carrying: usize,
     /// The mailboxes whose mail wakes an idle session.
     pub wake: Vec<api::WakeStatusView>,
 }
@@ -273,6 +277,8 @@ pub struct MailSetup {
     pub wake: crate::config::WakeRules,
     /// The daemon's home (what a wake run's AGENTMESH_HOME names).
     pub home: std::path::PathBuf,
+    /// `carry` and `[carrier]`.
+    pub carry: crate::config::CarryRules,
     /// Stops the actor.
     pub cancel: CancellationToken,
 }
@@ -374,6 +380,8 @@ pub struct Mail {
     runs: runs::Runs,
     /// Which mailboxes tell senders their mail was read.
     receipts: receipts::Receipts,
+    /// What this machine carries for members that are offline.
+    carrying: carrying::Carrying,
 }
 
 impl Mail {
@@ -398,6 +406,7 @@ impl Mail {
             local_directory,
             wake,
             home,
+            carry,
             cancel,
         } = setup;
         let (tx, rx) = mpsc::channel(MAIL_QUEUE);
@@ -405,7 +414,9 @@ impl Mail {
         let last_seq = store.last_inbox_seq()?;
         let fanout = fanout::Fanout::new(last_seq);
         let mut courier = courier::Courier::default();
+        courier.hand_off_after(carry.handoff_after);
         courier.load(store.outbox()?);
+        let carrying = carrying::Carrying::load(carry, store.carried()?);
         let consent = consent::Consent::load(store.as_ref())?;
         let unread = unread::Unread::load(store.as_ref())?;
         let profiles = profiles::Profiles::load(store.as_ref(), preset, local_directory)?;
@@ -439,6 +450,7 @@ impl Mail {
             wakes,
             runs,
             receipts,
+            carrying,
         };
         // Broadcasts accepted before a restart and not judged.
         mail.judge_next();
@@ -573,6 +585,7 @@ impl Mail {
             paused: self.consent.paused(),
             held: self.consent.held_total(),
             outbox_waiting: self.courier.waiting(),
+            carrying: self.carrying.len(),
             wake: self.wake_status(),
         });
     }
@@ -646,10 +659,32 @@ impl Mail {
             MailEvent::Inbound {
                 peer,
                 revoked,
+                via: Via::Hold,
                 request,
                 token,
             } => {
-                let sender = inbox::Sender { peer, revoked };
+                let reply = self.carrying.hold(peer, revoked, &request, &mut ctx);
+                let (events, broadcasts) = (vec![], vec![]);
+                self.after(AfterFlush::Received {
+                    token,
+                    reply,
+                    events,
+                    broadcasts,
+                });
+            }
+            MailEvent::Inbound {
+                peer,
+                revoked,
+                via,
+                request,
+                token,
+            } => {
+                let carrier = via == Via::Deliver;
+                let sender = inbox::Sender {
+                    peer,
+                    revoked,
+                    carrier,
+                };
                 let wakes = &self.wakes;
                 let now = ctx.now.wall;
                 let deferred = |m: &str| wakes.deferred_until(m, now).map(|t| t.as_unix_millis());
@@ -661,14 +696,17 @@ impl Mail {
                     self.inbox
                         .receive_all(sender, &request, &mut self.consent, room, &mut ctx);
                 heard(&mut self.unread, &mut self.loops, &events, &mut ctx);
-                for (id, counts) in brought.counts {
+                for (peer, id, counts) in brought.counts {
                     bus::on_counts(peer, &id, counts, &mut ctx);
                 }
-                for (id, r) in brought.receipts {
-                    let told = r.entries.iter().filter(|e| receipts::taken_now(e));
-                    let states = told.map(receipts::state_of).collect();
+                for (peer, id, r) in brought.receipts {
+                    let states = r.entries.iter().map(receipts::state_of).collect();
                     self.courier.receipt(peer, &id, states, &ctx);
                 }
+                // What became of carried mail, for its senders: written
+                // with the flush that stores it, before the carrier is
+                // answered.
+                self.owe(brought.owed);
                 self.after(AfterFlush::Received {
                     token,
                     reply,
@@ -676,15 +714,25 @@ impl Mail {
                     broadcasts: brought.broadcasts,
                 });
             }
-            MailEvent::Connected(peer) => self.courier.connected(peer, &self.net, &mut ctx),
-            MailEvent::Route { peer, relayed } => self.courier.route(peer, relayed),
+            MailEvent::Connected(peer) => {
+                self.courier.connected(peer, &self.net, &mut ctx);
+                self.carrying.connected(peer, &self.net, &mut ctx);
+            }
+            MailEvent::Route { peer, relayed } => {
+                self.courier.route(peer, relayed);
+                self.carrying.route(peer, relayed);
+            }
         }
     }
 
     fn on_delivered(&mut self, d: Delivered) {
         let dir = self.shared.directory();
         let mut ctx = self.shared.lend(&dir);
-        self.courier.delivered(d, &self.net, &mut ctx);
+        match d.via {
+            Via::Mail => self.courier.delivered(d, &self.net, &mut ctx),
+            Via::Hold => self.courier.handed(d, &mut ctx),
+            Via::Deliver => self.carrying.delivered(d, &self.net, &mut ctx),
+        }
     }
 
     fn tick(&mut self) {
@@ -697,6 +745,8 @@ impl Mail {
         let dir = self.shared.directory();
         let mut ctx = self.shared.lend(&dir);
         self.courier.retry_due(&self.net, &mut ctx);
+        self.courier.hand_off_due(&self.net, &mut ctx);
+        self.carrying.tick(&self.net, &mut ctx);
         let mut expired = vec![];
         if self.retention.due(ctx.now.mono) {
             let events;
@@ -1148,7 +1198,12 @@ impl Mail {
             answered: None,
             broadcast: false,
         };
-        let event = inbox::received(me, accepted, &mut self.consent, &mut ctx);
+        let here = inbox::Sender {
+            peer: me,
+            revoked: false,
+            carrier: false,
+        };
+        let event = inbox::received(here, accepted, &mut self.consent, &mut ctx);
         let events = vec![event];
         heard(&mut self.unread, &mut self.loops, &events, &mut ctx);
         let mut outbox = outbox;

@@ -13,9 +13,9 @@
 //! The answer to a direct delivery is its receipt for `delivered`,
 //! `held`, `deferred` and `refused`: it comes from the recipient on the
 //! connection the batch went out on, and no envelope repeats it. What
-//! happens later (approved, rejected, read) travels in receipt
-//! envelopes, by any path (and so will everything about carried mail,
-//! once a carrier carries it).
+//! happens later (approved, rejected, read), and everything that happens
+//! to carried mail (whose answer went to the carrier), travels in
+//! receipt envelopes, by any path: directly, or itself carried.
 //! A person can turn read receipts off per mailbox; the others are
 //! always sent.
 
@@ -269,18 +269,6 @@ pub(super) fn apply(r: &mut OutboxRecord, states: Vec<StateRecord>) -> bool {
         changed |= r.note_record(s);
     }
     changed
-}
-
-/// Whether a receipt's entry is taken today: the states that follow a
-/// direct delivery (approved, rejected, read). The others (delivered,
-/// held, deferred, refused) are what the delivery's own answer told;
-/// receipts of them come with carried mail, which this build does not
-/// carry yet, so a member's receipt cannot overrule that answer.
-pub(super) fn taken_now(e: &ReceiptEntry) -> bool {
-    matches!(
-        e.state,
-        ReceiptState::Approved | ReceiptState::Rejected | ReceiptState::Read
-    )
 }
 
 /// The outbox state a receipt's entry says.

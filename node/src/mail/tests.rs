@@ -15,7 +15,7 @@ use super::inbox::{Inbox, Sender};
 use super::pages::inbox_page;
 use super::*;
 use crate::api::WhoKind;
-use crate::net::{Carry, CarryHandle, Handle, Undelivered};
+use crate::net::{Carry, CarryHandle, Handle, Undelivered, Via};
 use crate::store::testing::Flaky;
 use crate::store::{
     AuditEntry, AuditStore, BusStore, InboxRecord, MailStore, OutboxStatus, SledStore,
@@ -228,6 +228,7 @@ fn member(peer: PeerId) -> Sender {
     Sender {
         peer,
         revoked: false,
+        carrier: false,
     }
 }
 
@@ -287,6 +288,7 @@ fn a_revoked_sender_is_refused_by_what_the_network_said() {
     let revoked = Sender {
         peer: t.alpha.peer_id(),
         revoked: true,
+        carrier: false,
     };
     let o = outcomes_of(revoked, &[&e], &t, now);
     assert_eq!(code(&o[0]), "revoked");
@@ -897,6 +899,7 @@ fn loaded(d: &Desk<SledStore>, to: PeerId, n: usize, bytes: usize) -> Courier {
 fn answer(carry: &Carry, outcomes: Vec<MailOutcome>) -> Delivered {
     Delivered {
         batch: carry.batch,
+        via: Via::Mail,
         result: Ok(MailReply { outcomes }),
     }
 }
@@ -1042,6 +1045,7 @@ fn a_transport_error_backs_off_and_a_connection_retries_at_once() {
     for wait in [1, 2, 4] {
         let lost = Delivered {
             batch: carry.batch,
+            via: Via::Mail,
             result: Err(Undelivered {
                 reached: true,
                 why: "the connection closed".into(),
@@ -1062,6 +1066,7 @@ fn a_transport_error_backs_off_and_a_connection_retries_at_once() {
     }
     let lost = Delivered {
         batch: carry.batch,
+        via: Via::Mail,
         result: Err(Undelivered::never_left("no route")),
     };
     courier.delivered(lost, &net, &mut ctx);
@@ -1232,6 +1237,7 @@ fn setup(
         local_directory: watch::channel(Arc::new(crate::bus::LocalDirectory::default())).0,
         wake: crate::config::WakeRules::default(),
         home: std::path::PathBuf::from("/nonexistent/home"),
+        carry: crate::config::CarryRules::default(),
         cancel: CancellationToken::new(),
     }
 }
@@ -1247,6 +1253,7 @@ async fn deliver(
         .send(MailEvent::Inbound {
             peer,
             revoked: false,
+            via: Via::Mail,
             request: MailRequest {
                 envelopes: vec![ByteBuf::from(envelope.to_vec())],
             },
@@ -1336,6 +1343,7 @@ async fn a_send_is_carried_and_its_answer_delivers_it() {
     ends.delivered
         .send(Delivered {
             batch: carried.batch,
+            via: Via::Mail,
             result: Ok(MailReply {
                 outcomes: vec![MailOutcome::accepted(false)],
             }),

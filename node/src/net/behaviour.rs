@@ -7,6 +7,7 @@
 //! | `/agentmesh/join/1` | [`JoinMsg`] / [`JoinReply`] | anyone holding a valid ticket (the founder checks) |
 //! | `/agentmesh/sync/1` | [`SyncRequest`] / [`SyncReply`] | current members only |
 //! | `/agentmesh/mail/1` | [`MailRequest`] / [`MailReply`] | current members (others are answered busy) |
+//! | `/agentmesh/carry/1` | [`CarryRequest`] / [`MailReply`] | current members (others are answered busy) |
 //! | gossipsub topic [`BLOCKS_TOPIC`] | signed team blocks | current members only (see [`stranger_score`]) |
 //! | gossipsub topic [`DIRECTORY_TOPIC`] | directory announcements (machine, seq) | current members only (as blocks) |
 //! | `/agentmesh/kad/1.0.0` | Kademlia: PeerId → addresses, no records | the relays and publicly reachable machines serve it |
@@ -38,8 +39,8 @@ use libp2p::request_response::{self, ProtocolSupport};
 
 use super::codec;
 use crate::wire::{
-    BLOCKS_TOPIC, DIRECTORY_TOPIC, IDENTIFY_PROTOCOL, JOIN_LIMITS, JoinMsg, JoinReply, MAIL_LIMITS,
-    MailReply, MailRequest, SYNC_LIMITS, SyncReply, SyncRequest,
+    BLOCKS_TOPIC, CARRY_LIMITS, CarryRequest, DIRECTORY_TOPIC, IDENTIFY_PROTOCOL, JOIN_LIMITS,
+    JoinMsg, JoinReply, MAIL_LIMITS, MailReply, MailRequest, SYNC_LIMITS, SyncReply, SyncRequest,
 };
 use libp2p::swarm::NetworkBehaviour;
 use libp2p::swarm::behaviour::toggle::Toggle;
@@ -54,6 +55,8 @@ pub const JOIN_PROTOCOL: StreamProtocol = StreamProtocol::new(crate::wire::JOIN)
 pub const SYNC_PROTOCOL: StreamProtocol = StreamProtocol::new(crate::wire::SYNC);
 /// The mail protocol: sealed envelopes, in batches.
 pub const MAIL_PROTOCOL: StreamProtocol = StreamProtocol::new(crate::wire::MAIL);
+/// The carry protocol: mail held by a carrier for an offline recipient.
+pub const CARRY_PROTOCOL: StreamProtocol = StreamProtocol::new(crate::wire::CARRY);
 /// Kademlia's private protocol name (see [`crate::wire::KAD`]).
 pub const KAD_PROTOCOL: StreamProtocol = StreamProtocol::new(crate::wire::KAD);
 
@@ -156,6 +159,8 @@ mod derived {
         pub sync: request_response::Behaviour<codec::Codec<SyncRequest, SyncReply>>,
         /// Messages.
         pub mail: request_response::Behaviour<codec::Codec<MailRequest, MailReply>>,
+        /// Mail handed to a carrier, and carried on.
+        pub carry: request_response::Behaviour<codec::Codec<CarryRequest, MailReply>>,
     }
 }
 
@@ -261,6 +266,11 @@ pub fn build(keypair: Keypair, mdns: bool) -> Result<Swarm<Behaviour>, BuildErro
                 mail: request_response::Behaviour::with_codec(
                     codec::Codec::new(MAIL_LIMITS),
                     [(MAIL_PROTOCOL, ProtocolSupport::Full)],
+                    rr_config.clone(),
+                ),
+                carry: request_response::Behaviour::with_codec(
+                    codec::Codec::new(CARRY_LIMITS),
+                    [(CARRY_PROTOCOL, ProtocolSupport::Full)],
                     rr_config,
                 ),
             })

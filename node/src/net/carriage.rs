@@ -3,8 +3,12 @@
 //! it and hands inbound batches from members to the mail actor, as events
 //! on a [`MailLink`] (the network never names the mail actor).
 //!
+//! Both protocols come through here: `/agentmesh/mail/1` (a sender's own
+//! mail) and `/agentmesh/carry/1` (mail handed to a carrier, and carried
+//! on to its recipient); [`Via`] says which a batch takes.
+//!
 //! ```text
-//!  mail actor ── Handle::carry(Carry{batch, peer, envelopes}) ──> /agentmesh/mail/1 ──> peer
+//!  mail actor ── Handle::carry(Carry{batch, peer, via, envelopes}) ──> mail/1 or carry/1 ──> peer
 //!             <── Delivered{batch, outcomes | Undelivered} ── answer, failure, or 20 s deadline
 //!  peer ── batch ──> oversized: empty answer    stranger: busy (and ask a member for blocks)
 //!                    256 waiting or the link full: busy
@@ -16,12 +20,12 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use agentmesh_protocol::{Multiaddr, PeerId};
-use libp2p::request_response::{self, OutboundRequestId, ResponseChannel};
+use libp2p::request_response::{self, ResponseChannel};
 use tokio::sync::mpsc;
 
 use super::awaiting::{ANSWER_DEADLINE, Awaiting};
-use super::codec::Codec;
-use crate::wire::{MAX_BATCH_ENVELOPES, MailOutcome, MailReply, MailRequest};
+use super::behaviour::Behaviour;
+use crate::wire::{CarryRequest, MAX_BATCH_ENVELOPES, MailOutcome, MailReply, MailRequest};
 
 /// Inbound mail batches waiting for the mail actor's answer, at most;
 /// beyond it, batches are answered `Busy` and their senders retry.
@@ -32,14 +36,29 @@ pub const MAX_INBOUND_PENDING: usize = 256;
 /// news is dropped (the courier's own timers cover it).
 pub const MAIL_EVENTS: usize = 1024;
 
+/// How a batch of envelopes travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Via {
+    /// The sender's own mail, to its recipient (`/agentmesh/mail/1`).
+    Mail,
+    /// The sender's own mail, handed to a carrier to hold for its offline
+    /// recipient (`/agentmesh/carry/1`, `Hold`).
+    Hold,
+    /// Mail a carrier held, carried on to its recipient
+    /// (`/agentmesh/carry/1`, `Deliver`).
+    Deliver,
+}
+
 /// A batch of mail to carry to `peer`; its answer comes back as a
-/// [`Delivered`] with the same `batch`.
+/// [`Delivered`] with the same `batch` and `via`.
 #[derive(Debug)]
 pub struct Carry {
-    /// Names the batch in its answer (chosen by the mail actor).
+    /// Names the batch in its answer (chosen by the mail actor, per `via`).
     pub batch: u64,
-    /// The recipient.
+    /// The machine it goes to.
     pub peer: PeerId,
+    /// Which protocol, and which request of it.
+    pub via: Via,
     /// The envelopes.
     pub request: MailRequest,
 }
@@ -49,6 +68,8 @@ pub struct Carry {
 pub struct Delivered {
     /// The batch.
     pub batch: u64,
+    /// How it went.
+    pub via: Via,
     /// Its outcomes, or why it did not get through.
     pub result: Result<MailReply, Undelivered>,
 }
@@ -86,6 +107,9 @@ pub enum MailEvent {
         peer: PeerId,
         /// Whether it was revoked (else it is a current member).
         revoked: bool,
+        /// Its own mail (`Mail`), mail for a carrier to hold (`Hold`), or
+        /// mail a carrier held for this machine (`Deliver`).
+        via: Via,
         /// The envelopes.
         request: MailRequest,
         /// Names the batch in the answer.
@@ -125,18 +149,50 @@ pub enum Sender {
     Unknown,
 }
 
-type MailBehaviour = request_response::Behaviour<Codec<MailRequest, MailReply>>;
+impl Sender {
+    /// A machine's standing from whether the team counts it a member, or
+    /// revoked.
+    pub fn of(member: bool, revoked: bool) -> Sender {
+        match (member, revoked) {
+            (true, _) => Sender::Member,
+            (false, true) => Sender::Revoked,
+            (false, false) => Sender::Unknown,
+        }
+    }
+}
+
+/// An event of either protocol.
+#[derive(Debug)]
+pub enum Exchange {
+    /// `/agentmesh/mail/1`.
+    Mail(request_response::Event<MailRequest, MailReply>),
+    /// `/agentmesh/carry/1`.
+    Carry(request_response::Event<CarryRequest, MailReply>),
+}
 
 /// The network's end: batches on their way both ways.
 #[derive(Debug)]
 pub struct Carriage {
-    /// Inbound batches waiting for the mail actor, by token.
-    inbound: HashMap<u64, ResponseChannel<MailReply>>,
+    /// Inbound batches waiting for the mail actor, by token, and which
+    /// protocol answers them.
+    inbound: HashMap<u64, (bool, ResponseChannel<MailReply>)>,
     next_token: u64,
-    /// Carried batches waiting for their answers.
-    waiting: Awaiting<u64>,
+    /// Batches on their way and waiting for their answers, per protocol
+    /// (request ids are numbered per protocol): mail, then carry.
+    waiting: Awaiting<(u64, Via)>,
+    waiting_carry: Awaiting<(u64, Via)>,
     events: mpsc::Sender<MailEvent>,
     delivered: mpsc::UnboundedSender<Delivered>,
+}
+
+/// Answers on the protocol the request came in on (`carry`: carry/1).
+fn respond(b: &mut Behaviour, carry: bool, channel: ResponseChannel<MailReply>, reply: MailReply) {
+    // A closed stream: its sender retries.
+    let _ = if carry {
+        b.carry.send_response(channel, reply)
+    } else {
+        b.mail.send_response(channel, reply)
+    };
 }
 
 fn busy(n: usize) -> MailReply {
@@ -154,6 +210,7 @@ impl Carriage {
             inbound: HashMap::new(),
             next_token: 0,
             waiting: Awaiting::default(),
+            waiting_carry: Awaiting::default(),
             events,
             delivered,
         };
@@ -165,21 +222,34 @@ impl Carriage {
     }
 
     /// Sends a batch the mail actor handed over.
-    pub fn carry(
-        &mut self,
-        mail: &mut MailBehaviour,
-        carry: Carry,
-        addrs: Vec<Multiaddr>,
-        now: Instant,
-    ) {
-        let id = mail.send_request_with_addresses(&carry.peer, carry.request, addrs);
-        self.waiting.insert(id, carry.batch, now);
+    pub fn carry(&mut self, b: &mut Behaviour, carry: Carry, addrs: Vec<Multiaddr>, now: Instant) {
+        let (peer, key, envelopes) = (
+            carry.peer,
+            (carry.batch, carry.via),
+            carry.request.envelopes,
+        );
+        match carry.via {
+            Via::Mail => {
+                let request = MailRequest { envelopes };
+                let id = b.mail.send_request_with_addresses(&peer, request, addrs);
+                self.waiting.insert(id, key, now);
+            }
+            Via::Hold | Via::Deliver => {
+                let request = if carry.via == Via::Hold {
+                    CarryRequest::Hold { envelopes }
+                } else {
+                    CarryRequest::Deliver { envelopes }
+                };
+                let id = b.carry.send_request_with_addresses(&peer, request, addrs);
+                self.waiting_carry.insert(id, key, now);
+            }
+        }
     }
 
     /// The mail actor answered an inbound batch.
-    pub fn answer(&mut self, mail: &mut MailBehaviour, token: u64, reply: MailReply) {
-        if let Some(channel) = self.inbound.remove(&token) {
-            let _ = mail.send_response(channel, reply);
+    pub fn answer(&mut self, b: &mut Behaviour, token: u64, reply: MailReply) {
+        if let Some((carry, channel)) = self.inbound.remove(&token) {
+            respond(b, carry, channel, reply);
         }
     }
 
@@ -197,83 +267,117 @@ impl Carriage {
             .is_ok()
     }
 
-    fn answered(&self, batch: u64, result: Result<MailReply, Undelivered>) {
+    fn answered(&self, (batch, via): (u64, Via), result: Result<MailReply, Undelivered>) {
         // The mail actor gone means the daemon is stopping.
-        let _ = self.delivered.send(Delivered { batch, result });
+        let _ = self.delivered.send(Delivered { batch, via, result });
     }
 
-    /// A mail protocol event. Returns true when a machine the team does not
-    /// know sent mail (it may have been admitted a moment ago).
+    /// An event of either protocol. Returns true when a machine the team
+    /// does not know sent mail (it may have been admitted a moment ago).
     pub fn on_event(
         &mut self,
-        mail: &mut MailBehaviour,
-        event: request_response::Event<MailRequest, MailReply>,
+        b: &mut Behaviour,
+        event: Exchange,
         sender: impl Fn(&PeerId) -> Sender,
     ) -> bool {
+        use request_response::{Event, Message};
         match event {
-            request_response::Event::Message { peer, message, .. } => match message {
-                request_response::Message::Request {
+            Exchange::Mail(Event::Message { peer, message, .. }) => match message {
+                Message::Request {
                     request, channel, ..
-                } => return self.inbound(mail, peer, request, channel, sender(&peer)),
-                request_response::Message::Response {
+                } => {
+                    let inbound = (Via::Mail, request.envelopes, channel);
+                    return self.inbound(b, peer, inbound, sender(&peer));
+                }
+                Message::Response {
                     request_id,
                     response,
                 } => {
-                    if let Some(batch) = self.waiting.remove(&request_id) {
-                        self.answered(batch, Ok(response));
+                    if let Some(key) = self.waiting.remove(&request_id) {
+                        self.answered(key, Ok(response));
                     }
                 }
             },
-            request_response::Event::OutboundFailure {
+            Exchange::Carry(Event::Message { peer, message, .. }) => match message {
+                Message::Request {
+                    request, channel, ..
+                } => {
+                    let inbound = match request {
+                        CarryRequest::Hold { envelopes } => (Via::Hold, envelopes, channel),
+                        CarryRequest::Deliver { envelopes } => (Via::Deliver, envelopes, channel),
+                    };
+                    return self.inbound(b, peer, inbound, sender(&peer));
+                }
+                Message::Response {
+                    request_id,
+                    response,
+                } => {
+                    if let Some(key) = self.waiting_carry.remove(&request_id) {
+                        self.answered(key, Ok(response));
+                    }
+                }
+            },
+            Exchange::Mail(Event::OutboundFailure {
                 request_id, error, ..
-            } => self.failed(request_id, &error),
-            request_response::Event::InboundFailure { .. } => {
-                // The sender saw the failure too and will retry; any token
-                // left behind is answered into the void and removed then.
+            }) => {
+                let key = self.waiting.remove(&request_id);
+                self.failed(key, &error);
             }
+            Exchange::Carry(Event::OutboundFailure {
+                request_id, error, ..
+            }) => {
+                let key = self.waiting_carry.remove(&request_id);
+                self.failed(key, &error);
+            }
+            // An inbound failure: the sender saw it too and will retry;
+            // any token left behind is answered into the void and
+            // removed then.
             _ => {}
         }
         false
     }
 
-    fn failed(&mut self, id: OutboundRequestId, error: &request_response::OutboundFailure) {
-        if let Some(batch) = self.waiting.remove(&id) {
-            // No connection, or one that does not speak mail: it never left.
+    fn failed(&mut self, key: Option<(u64, Via)>, error: &request_response::OutboundFailure) {
+        if let Some(key) = key {
+            // No connection, or one that does not speak the protocol (a
+            // machine of an older build, for carry/1): it never left.
             let reached = !matches!(
                 error,
                 request_response::OutboundFailure::DialFailure
                     | request_response::OutboundFailure::UnsupportedProtocols
             );
             let why = error.to_string();
-            self.answered(batch, Err(Undelivered { reached, why }));
+            self.answered(key, Err(Undelivered { reached, why }));
         }
     }
 
+    /// An inbound batch from `peer`, answered now (busy, oversized) or
+    /// later by the mail actor (its token is kept).
     fn inbound(
         &mut self,
-        mail: &mut MailBehaviour,
+        b: &mut Behaviour,
         peer: PeerId,
-        request: MailRequest,
-        channel: ResponseChannel<MailReply>,
+        (via, envelopes, channel): (Via, Vec<serde_bytes::ByteBuf>, ResponseChannel<MailReply>),
         sender: Sender,
     ) -> bool {
-        let n = request.envelopes.len();
+        let carry = via != Via::Mail;
+        let n = envelopes.len();
         if n > MAX_BATCH_ENVELOPES {
             // No courier of ours sends this; a short reply costs nothing
             // and the sender sees the mismatch.
             tracing::debug!(%peer, n, "refused an oversized mail batch");
-            let _ = mail.send_response(channel, MailReply { outcomes: vec![] });
+            respond(b, carry, channel, MailReply { outcomes: vec![] });
             return false;
         }
         if sender == Sender::Unknown {
             // A stranger, or a member admitted a moment ago whose
             // admission has not arrived. Busy lets the second retry; the
             // stranger gets nothing stored, audited or opened.
-            let _ = mail.send_response(channel, busy(n));
+            respond(b, carry, channel, busy(n));
             return true;
         }
         if self.inbound.len() >= MAX_INBOUND_PENDING {
-            let _ = mail.send_response(channel, busy(n));
+            respond(b, carry, channel, busy(n));
             return false;
         }
         self.next_token += 1;
@@ -281,16 +385,15 @@ impl Carriage {
         let event = MailEvent::Inbound {
             peer,
             revoked: sender == Sender::Revoked,
-            request,
+            via,
+            request: MailRequest { envelopes },
             token,
         };
         match self.events.try_send(event) {
             Ok(()) => {
-                self.inbound.insert(token, channel);
+                self.inbound.insert(token, (carry, channel));
             }
-            Err(_) => {
-                let _ = mail.send_response(channel, busy(n));
-            }
+            Err(_) => respond(b, carry, channel, busy(n)),
         }
         false
     }
@@ -304,9 +407,11 @@ impl Carriage {
             "no answer within {}",
             agentmesh_protocol::time::exact_duration(ANSWER_DEADLINE)
         );
-        for batch in self.waiting.overdue(now) {
+        let mut overdue = self.waiting.overdue(now);
+        overdue.extend(self.waiting_carry.overdue(now));
+        for key in overdue {
             let why = late.clone();
-            self.answered(batch, Err(Undelivered { reached: true, why }));
+            self.answered(key, Err(Undelivered { reached: true, why }));
         }
     }
 }

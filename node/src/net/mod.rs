@@ -48,10 +48,10 @@ use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use behaviour::{
-    Behaviour, BehaviourEvent, BuildError, JOIN_PROTOCOL, KAD_PROTOCOL, MAIL_PROTOCOL,
-    MAX_CONNECTIONS, SYNC_PROTOCOL, blocks_topic, build,
+    Behaviour, BehaviourEvent, BuildError, CARRY_PROTOCOL, JOIN_PROTOCOL, KAD_PROTOCOL,
+    MAIL_PROTOCOL, MAX_CONNECTIONS, SYNC_PROTOCOL, blocks_topic, build,
 };
-pub use carriage::{Carry, Delivered, MAIL_EVENTS, MailEvent, MailLink, Undelivered};
+pub use carriage::{Carry, Delivered, MAIL_EVENTS, MailEvent, MailLink, Undelivered, Via};
 pub use handle::{CarryHandle, Command, Handle};
 
 use crate::api::{self, Op, Reply, err, ok};
@@ -61,7 +61,7 @@ use crate::config::Settings;
 use crate::store::{GroupCommit, Store, StoreError, TeamStore};
 use crate::team::{Directory, Membership, Team};
 use awaiting::ANSWER_DEADLINE;
-use carriage::{Carriage, MAX_INBOUND_PENDING, Sender};
+use carriage::{Carriage, Exchange, MAX_INBOUND_PENDING, Sender};
 use connect::{Answer, Connects};
 use guard::Guard;
 use handle::Inbox;
@@ -262,12 +262,11 @@ impl Net {
                     Some(Command::Api { op, reply }) => self.op(op, reply),
                 },
                 Some((token, reply)) = self.inbox.answers.recv() => {
-                    self.carriage.answer(&mut self.swarm.behaviour_mut().mail, token, reply);
+                    self.carriage.answer(self.swarm.behaviour_mut(), token, reply);
                 },
                 Some(carry) = self.inbox.carry.recv() => {
                     let addrs = self.peers.addrs(&carry.peer);
-                    let mail = &mut self.swarm.behaviour_mut().mail;
-                    self.carriage.carry(mail, carry, addrs, Instant::now());
+                    self.carriage.carry(self.swarm.behaviour_mut(), carry, addrs, Instant::now());
                 },
                 event = self.swarm.select_next_some() => self.on_swarm(event),
                 Ok(()) = self.inbox.local.changed() => {
@@ -557,26 +556,23 @@ impl Net {
                 ..
             }) => self.on_gossip(propagation_source, &message, now),
             BehaviourEvent::Join(event) => self.on_join(event, now),
-            BehaviourEvent::Mail(event) => {
-                let team = &self.team;
-                let sender = |p: &PeerId| {
-                    if team.is_member(p) {
-                        Sender::Member
-                    } else if team.is_revoked(p) {
-                        Sender::Revoked
-                    } else {
-                        Sender::Unknown
-                    }
-                };
-                let mail = &mut self.swarm.behaviour_mut().mail;
-                if self.carriage.on_event(mail, event, sender) {
-                    // Asking a member for blocks (at most every few
-                    // seconds) teaches this machine about a real newcomer.
-                    self.with_team(now, |team, port| team.on_stranger(port, now));
-                }
-            }
+            BehaviourEvent::Mail(event) => self.on_mail(Exchange::Mail(event), now),
+            BehaviourEvent::Carry(event) => self.on_mail(Exchange::Carry(event), now),
             BehaviourEvent::Sync(event) => self.on_sync(event, now),
             _ => {}
+        }
+    }
+
+    fn on_mail(&mut self, event: Exchange, now: Instant) {
+        let team = &self.team;
+        let sender = |p: &PeerId| Sender::of(team.is_member(p), team.is_revoked(p));
+        if self
+            .carriage
+            .on_event(self.swarm.behaviour_mut(), event, sender)
+        {
+            // Asking a member for blocks (at most every few
+            // seconds) teaches this machine about a real newcomer.
+            self.with_team(now, |team, port| team.on_stranger(port, now));
         }
     }
 
@@ -749,6 +745,7 @@ impl Net {
             paused: false,
             held: 0,
             outbox_waiting: 0,
+            carrying: 0,
             wake: vec![],
             test_build: crate::clock::TEST_BUILD,
         })

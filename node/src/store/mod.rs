@@ -19,6 +19,7 @@ mod flush;
 mod migrations;
 mod records;
 mod sled_bus;
+mod sled_carry;
 mod sled_outbox;
 mod sled_store;
 #[cfg(test)]
@@ -27,11 +28,12 @@ pub(crate) mod testing;
 #[cfg(test)]
 pub(crate) use flush::stalled;
 pub use flush::{Done, GroupCommit, Writes};
+pub use records::carried_key;
 pub use records::{
-    AskRecord, AuditEntry, Caught, CountsRecord, FolderBinding, InboxRecord, Judged, MAX_STATES,
-    MessageState, NoteRecord, OutboxRecord, OutboxStatus, PeerRecord, ProfileRecord, Reported,
-    RunRecord, RunStatus, SessionRecord, SpentRecord, StateRecord, TaintRecord, WakeAgent,
-    WakeRecord,
+    AskRecord, AuditEntry, CarriedRecord, Caught, CountsRecord, FolderBinding, InboxRecord, Judged,
+    MAX_STATES, MessageState, NoteRecord, OutboxRecord, OutboxStatus, PeerRecord, ProfileRecord,
+    Reported, RunRecord, RunStatus, SessionRecord, SpentRecord, StateRecord, TaintRecord,
+    WakeAgent, WakeRecord,
 };
 pub use sled_store::SledStore;
 
@@ -284,9 +286,22 @@ pub trait BusStore: Send + Sync + std::fmt::Debug {
     fn put_quiet_read(&self, mailbox: &str, quiet: bool) -> Result<(), StoreError>;
 }
 
+/// What a carrier holds for offline members: each envelope's record and
+/// its bytes, apart. Writes are made durable by the next flush.
+pub trait CarryStore: Send + Sync + std::fmt::Debug {
+    /// Keeps envelopes: each record with its bytes.
+    fn put_carried(&self, held: &[(CarriedRecord, Vec<u8>)]) -> Result<(), StoreError>;
+    /// Every carried envelope's record (not its bytes).
+    fn carried(&self) -> Result<Vec<CarriedRecord>, StoreError>;
+    /// The bytes of the carried envelope under `key`.
+    fn carried_envelope(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Forgets carried envelopes.
+    fn delete_carried(&self, keys: &[Vec<u8>]) -> Result<(), StoreError>;
+}
+
 /// The daemon's persistent state: every part's records, in one database
 /// that one flush makes durable.
-pub trait Store: TeamStore + AuditStore + MailStore + BusStore {
+pub trait Store: TeamStore + AuditStore + MailStore + BusStore + CarryStore {
     /// Makes every write so far durable. Writers that need durability
     /// write, then wait for a flush (see [`GroupCommit`], which
     /// shares one flush among every writer waiting at the time).

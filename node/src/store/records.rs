@@ -81,6 +81,45 @@ pub enum OutboxStatus {
     Failed,
 }
 
+/// An envelope this machine carries for another member (it is a
+/// carrier): who sealed it for whom, and when it can go. The envelope's
+/// bytes are kept apart, by [`CarriedRecord::key`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CarriedRecord {
+    /// The machine it is for (PeerId text).
+    pub recipient: String,
+    /// The machine that sealed and signed it (PeerId text).
+    pub sender: String,
+    /// Its message id, hex.
+    pub id: String,
+    /// Its size, bytes.
+    pub size: u64,
+    /// When this machine took it, Unix ms.
+    pub stored_at: u64,
+    /// When it expires, Unix ms (the envelope header's `expires_at`).
+    pub expires_at: u64,
+}
+
+impl CarriedRecord {
+    /// Its key: recipient ‖ 0 ‖ sender ‖ 0 ‖ id, so a recipient's
+    /// envelopes are one range, and one sender's message is held once.
+    pub fn key(&self) -> Vec<u8> {
+        carried_key(&self.recipient, &self.sender, &self.id)
+    }
+}
+
+/// The key of a carried envelope (see [`CarriedRecord::key`]).
+pub fn carried_key(recipient: &str, sender: &str, id: &str) -> Vec<u8> {
+    [
+        recipient.as_bytes(),
+        b"\0",
+        sender.as_bytes(),
+        b"\0",
+        id.as_bytes(),
+    ]
+    .concat()
+}
+
 /// A message in the outbox.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutboxRecord {

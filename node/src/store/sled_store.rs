@@ -87,6 +87,11 @@ pub struct SledStore {
     /// What machines reported of the broadcast copies sent to them, by
     /// the copy's id.
     pub(super) counts: sled::Tree,
+    /// Envelopes carried for other members: recipient ‖ 0 ‖ sender ‖ 0 ‖
+    /// id -> their record.
+    pub(super) carried: sled::Tree,
+    /// The same keys -> the envelopes' bytes.
+    pub(super) carried_bytes: sled::Tree,
 }
 
 impl SledStore {
@@ -154,6 +159,8 @@ impl SledStore {
             asks_by_expiry: db.open_tree("asks_by_expiry")?,
             broadcasts: db.open_tree("broadcasts")?,
             counts: db.open_tree("broadcast_counts")?,
+            carried: db.open_tree("carried")?,
+            carried_bytes: db.open_tree("carried_bytes")?,
             meta,
             db,
         })
@@ -775,14 +782,16 @@ impl Store for SledStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::store::{MailStore, TeamStore};
 
     /// Opens a store whose previous `sled::Db` in this process was just
     /// dropped: sled's background thread lets go of the file lock a moment
     /// later, so the open is retried until a deadline.
-    fn reopen(dir: &Path) -> Result<SledStore, StoreError> {
+    /// Opens the store in `dir`, waiting while a store dropped a moment
+    /// ago still holds its lock.
+    pub(in crate::store) fn reopen(dir: &Path) -> Result<SledStore, StoreError> {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
             match SledStore::open(dir, 1 << 20) {

@@ -381,6 +381,24 @@ impl BusStore for Flaky {
     }
 }
 
+impl CarryStore for Flaky {
+    fn put_carried(&self, held: &[(CarriedRecord, Vec<u8>)]) -> Result<(), StoreError> {
+        self.inner.put_carried(held)
+    }
+
+    fn carried(&self) -> Result<Vec<CarriedRecord>, StoreError> {
+        self.inner.carried()
+    }
+
+    fn carried_envelope(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.carried_envelope(key)
+    }
+
+    fn delete_carried(&self, keys: &[Vec<u8>]) -> Result<(), StoreError> {
+        self.inner.delete_carried(keys)
+    }
+}
+
 impl Store for Flaky {
     fn flush(&self) -> Result<(), StoreError> {
         self.inner.flush()

@@ -215,6 +215,9 @@ pub enum Received {
     Join(String),
     /// A mail batch.
     Mail(usize),
+    /// Envelopes a member asked it to hold, as a carrier (it says it
+    /// took them all): their bytes.
+    Hold(Vec<Vec<u8>>),
     /// A gossiped message.
     Gossip(usize),
 }
@@ -225,6 +228,7 @@ enum Cmd {
     Listen(Answer<Multiaddr>),
     Dial(Multiaddr, Answer<PeerId>),
     Mail(PeerId, MailRequest, Answer<MailReply>),
+    Carry(PeerId, CarryRequest, Answer<MailReply>),
     Sync(PeerId, SyncRequest, Answer<SyncReply>),
     Join(PeerId, JoinMsg, Answer<JoinReply>),
     Disconnect(PeerId, Answer<()>),
@@ -234,7 +238,7 @@ enum Cmd {
 
 use agentmesh_node::net::BehaviourEvent;
 use agentmesh_node::wire::{
-    JoinMsg, JoinReply, MailOutcome, MailReply, MailRequest, SyncReply, SyncRequest,
+    CarryRequest, JoinMsg, JoinReply, MailOutcome, MailReply, MailRequest, SyncReply, SyncRequest,
 };
 use libp2p::request_response::{self, OutboundRequestId};
 
@@ -277,6 +281,7 @@ impl Peer {
             let mut dials: Vec<(Multiaddr, Answer<PeerId>)> = vec![];
             let mut listens: Vec<Answer<Multiaddr>> = vec![];
             let mut mail: HashMap<OutboundRequestId, Answer<MailReply>> = HashMap::new();
+            let mut carried: HashMap<OutboundRequestId, Answer<MailReply>> = HashMap::new();
             let mut syncs: HashMap<OutboundRequestId, Answer<SyncReply>> = HashMap::new();
             let mut joins: HashMap<OutboundRequestId, Answer<JoinReply>> = HashMap::new();
             let note = |r: Received| log.lock().expect("not poisoned").push(r);
@@ -296,6 +301,9 @@ impl Peer {
                         },
                         Some(Cmd::Mail(to, req, answer)) => {
                             mail.insert(swarm.behaviour_mut().mail.send_request(&to, req), answer);
+                        }
+                        Some(Cmd::Carry(to, req, answer)) => {
+                            carried.insert(swarm.behaviour_mut().carry.send_request(&to, req), answer);
                         }
                         Some(Cmd::Sync(to, req, answer)) => {
                             syncs.insert(swarm.behaviour_mut().sync.send_request(&to, req), answer);
@@ -353,6 +361,28 @@ impl Peer {
                             },
                             request_response::Event::OutboundFailure { request_id, error, .. } => {
                                 if let Some(a) = mail.remove(&request_id) { let _ = a.send(Err(error.to_string())); }
+                            }
+                            _ => {}
+                        },
+                        SwarmEvent::Behaviour(BehaviourEvent::Carry(e)) => match e {
+                            request_response::Event::Message { message, .. } => match message {
+                                request_response::Message::Request { request, channel, .. } => {
+                                    let n = request.envelopes().len();
+                                    let outcomes = match request {
+                                        CarryRequest::Hold { envelopes } => {
+                                            note(Received::Hold(envelopes.into_iter().map(|e| e.into_vec()).collect()));
+                                            vec![MailOutcome::accepted(false); n]
+                                        }
+                                        CarryRequest::Deliver { .. } => vec![MailOutcome::Busy; n],
+                                    };
+                                    let _ = swarm.behaviour_mut().carry.send_response(channel, MailReply { outcomes });
+                                }
+                                request_response::Message::Response { request_id, response } => {
+                                    if let Some(a) = carried.remove(&request_id) { let _ = a.send(Ok(response)); }
+                                }
+                            },
+                            request_response::Event::OutboundFailure { request_id, error, .. } => {
+                                if let Some(a) = carried.remove(&request_id) { let _ = a.send(Err(error.to_string())); }
                             }
                             _ => {}
                         },
@@ -446,6 +476,12 @@ impl Peer {
                 .collect(),
         };
         self.ask(|a| Cmd::Mail(to, req, a))
+    }
+
+    /// Sends a carry request to `to`: envelopes to hold (as if `to` were
+    /// a carrier), or held ones to deliver (as if this peer were).
+    pub fn carry(&self, to: PeerId, req: CarryRequest) -> Result<MailReply, String> {
+        self.ask(|a| Cmd::Carry(to, req, a))
     }
 
     /// Sends a sync request to `to`.
@@ -557,6 +593,13 @@ pub fn envelope(
 /// `wire` with its header's version field (the header's first item) set
 /// to `version`.
 pub fn with_version(wire: &[u8], version: u64) -> Vec<u8> {
+    with_header_item(wire, 0, ciborium::Value::Integer(version.into()))
+}
+
+/// `wire` with item `index` of its header (docs/protocol.md §5.2) set
+/// to `value`, everything else as it was: what a machine that changes
+/// an envelope it passes on would send.
+pub fn with_header_item(wire: &[u8], index: usize, value: ciborium::Value) -> Vec<u8> {
     use ciborium::Value;
     let mut outer: Value = ciborium::from_reader(wire).expect("an envelope");
     let Value::Array(items) = &mut outer else {
@@ -567,7 +610,7 @@ pub fn with_version(wire: &[u8], version: u64) -> Vec<u8> {
     };
     let mut h: Value = ciborium::from_reader(&header[..]).expect("a header");
     if let Value::Array(fields) = &mut h {
-        fields[0] = Value::Integer(version.into());
+        fields[index] = value;
     }
     let mut header = vec![];
     ciborium::into_writer(&h, &mut header).expect("encodes");

@@ -717,8 +717,36 @@ impl Node {
             .unwrap_or_default()
     }
 
+    /// Waits until this node's outbox shows message `id` with `status`;
+    /// the entry.
+    pub fn reaches(&self, id: &str, status: &str) -> Value {
+        let start = Instant::now();
+        loop {
+            let m = self.outbox_entry(id);
+            if m["status"] == status {
+                return m;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "message {id} never became {status} in {}'s outbox: {m}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The daemon's process id.
     pub fn pid(&self) -> i32 {
         self.status()["pid"].as_i64().unwrap() as i32
     }
+}
+
+/// The states of an outbox entry (`outbox --json`), oldest first.
+pub fn states(m: &Value) -> Vec<String> {
+    m["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["state"].as_str().unwrap().to_owned())
+        .collect()
 }

@@ -6,35 +6,7 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
-use agentmesh_tests::{Node, exit_code, team};
-use serde_json::Value;
-
-/// Waits until `from`'s outbox shows message `id` with `status`; the
-/// entry.
-fn reaches(from: &Node, id: &str, status: &str) -> Value {
-    let start = std::time::Instant::now();
-    loop {
-        let m = from.outbox_entry(id);
-        if m["status"] == status {
-            return m;
-        }
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(30),
-            "message {id} never became {status}: {m}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-}
-
-/// The states of an outbox entry, oldest first.
-fn states(m: &Value) -> Vec<String> {
-    m["states"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["state"].as_str().unwrap().to_owned())
-        .collect()
-}
+use agentmesh_tests::{exit_code, states, team};
 
 #[test]
 fn every_state_at_the_recipient_reaches_the_senders_outbox() {
@@ -43,13 +15,13 @@ fn every_state_at_the_recipient_reaches_the_senders_outbox() {
 
     // Held, then approved, then read.
     let approved = a.send("@bravo", "may I?");
-    let m = reaches(&a, &approved, "held");
+    let m = a.reaches(&approved, "held");
     assert_eq!(states(&m), ["queued", "held"], "{m}");
     b.ok(&["approve", &approved]);
-    let m = reaches(&a, &approved, "approved");
+    let m = a.reaches(&approved, "approved");
     assert_eq!(m["held"], false, "{m}");
     b.ok(&["read", &approved]);
-    let m = reaches(&a, &approved, "read");
+    let m = a.reaches(&approved, "read");
     assert_eq!(states(&m), ["queued", "held", "approved", "read"], "{m}");
     // Each state has its time.
     assert!(
@@ -63,13 +35,13 @@ fn every_state_at_the_recipient_reaches_the_senders_outbox() {
     // Approved and read while the sender is down: both receipts wait in
     // bravo's outbox and reach alpha together, and neither is lost.
     let later = a.send("@bravo", "while I am away");
-    reaches(&a, &later, "held");
+    a.reaches(&later, "held");
     a.stop();
     b.ok(&["approve", &later]);
     b.ok(&["read", &later]);
     a.start();
     b.ok(&["connect", &a.addr()]);
-    let m = reaches(&a, &later, "read");
+    let m = a.reaches(&later, "read");
     assert_eq!(states(&m), ["queued", "held", "approved", "read"], "{m}");
     assert_eq!(m["held"], false, "{m}");
 
@@ -77,12 +49,12 @@ fn every_state_at_the_recipient_reaches_the_senders_outbox() {
     // recipient's kill -9 right after the decision (the receipt was
     // durable with it).
     let rejected = a.send("@bravo", "and this?");
-    reaches(&a, &rejected, "held");
+    a.reaches(&rejected, "held");
     b.ok(&["reject", &rejected, "--reason", "not this week"]);
     b.kill9();
     b.start();
     b.ok(&["connect", &a.addr()]);
-    let m = reaches(&a, &rejected, "rejected");
+    let m = a.reaches(&rejected, "rejected");
     let last = m["states"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["reason"], "not this week", "{m}");
     assert_eq!(states(&m), ["queued", "held", "rejected"], "{m}");
@@ -96,14 +68,14 @@ fn every_state_at_the_recipient_reaches_the_senders_outbox() {
     b.ok(&["allow", dir.to_str().unwrap(), "--mailbox", "api"]);
     b.ok(&["wake", "set", "api", "off", "--budget", "1"]);
     let taken = a.send("api@bravo", "first");
-    let m = reaches(&a, &taken, "delivered");
+    let m = a.reaches(&taken, "delivered");
     assert_eq!(states(&m), ["queued", "delivered"], "{m}");
     let shown = b.hook(("claude", "Stop"), &dir, "session-1", None);
     assert!(shown.contains(&taken), "{shown}");
-    let m = reaches(&a, &taken, "read");
+    let m = a.reaches(&taken, "read");
     assert_eq!(states(&m), ["queued", "delivered", "read"], "{m}");
     let deferred = a.send("api@bravo", "second");
-    let m = reaches(&a, &deferred, "deferred");
+    let m = a.reaches(&deferred, "deferred");
     assert!(m["deferred_until"].as_str().is_some(), "{m}");
     assert_eq!(states(&m), ["queued", "delivered", "deferred"], "{m}");
 
@@ -115,17 +87,17 @@ fn every_state_at_the_recipient_reaches_the_senders_outbox() {
     assert_eq!(b.json(&["receipts", "api"])["read"], false, "it sticks");
     b.ok(&["read", &deferred]);
     let told = a.send("api@bravo", "third");
-    reaches(&a, &told, "deferred");
+    a.reaches(&told, "deferred");
     b.ok(&["receipts", "api", "--read", "on"]);
     b.ok(&["read", &told]);
-    reaches(&a, &told, "read");
+    a.reaches(&told, "read");
     let m = a.outbox_entry(&deferred);
     assert_eq!(m["status"], "deferred", "{m}");
     assert!(!states(&m).contains(&"read".to_owned()), "{m}");
 
     // Refused, with the recipient's suggestion.
     let typo = a.send("apu@bravo", "hello");
-    let m = reaches(&a, &typo, "refused");
+    let m = a.reaches(&typo, "refused");
     let last = m["states"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["code"], "no_mailbox", "{m}");
     assert_eq!(
@@ -152,9 +124,9 @@ fn every_state_at_the_recipient_reaches_the_senders_outbox() {
     let here = tempfile::tempdir().unwrap();
     a.ok(&["allow", here.path().to_str().unwrap(), "--mailbox", "notes"]);
     let local = a.send("notes@", "to self");
-    reaches(&a, &local, "delivered");
+    a.reaches(&local, "delivered");
     a.ok(&["read", &local]);
-    let m = reaches(&a, &local, "read");
+    let m = a.reaches(&local, "read");
     assert_eq!(states(&m), ["delivered", "read"], "{m}");
 }
 
@@ -170,7 +142,7 @@ fn a_typo_in_a_mailbox_is_refused_at_the_terminal_within_two_seconds() {
     ]);
     // Connected: the first message gets through.
     let first = a.send("pipeline@bravo", "hi");
-    reaches(&a, &first, "delivered");
+    a.reaches(&first, "delivered");
 
     let mut s = a.pty(&["send", "pipelin@bravo", "are you there?"]);
     s.exp_string("refused: no mailbox pipelin on bravo (did you mean pipeline?)")

@@ -723,12 +723,20 @@ fn sealer(from: Sender, a: &Accepted) -> PeerId {
 }
 
 /// Whom a receipt for `v` would go to, for carried mail: the stored
-/// message's sender, or a refused envelope's (as its header says).
+/// message's sender, or a refused envelope's (as its header says) when
+/// its sender's signature covers the bytes as they came. A carrier that
+/// changed a byte gets its copy refused and makes no receipt: the sender
+/// is never told its message was refused for what a carrier did, and
+/// keeps delivering its own copy. Nor does a late copy (expired) tell
+/// anything: by then its sender gave up on it itself.
 fn debt_of(v: &Verdict, bytes: &[u8]) -> Option<Debt> {
     match v {
         Verdict::Accepted(a) if !a.broadcast => Some(Debt::from(&a.record)),
-        Verdict::Refused(_) => {
-            let h = Envelope::from_wire(bytes).ok()?.header;
+        // `OpenError::Expired`'s name, the code a late envelope is refused with.
+        Verdict::Refused(r) if r.code != "Expired" => {
+            let envelope = Envelope::from_wire(bytes).ok()?;
+            envelope.check_signed().ok()?;
+            let h = envelope.header;
             Some(Debt {
                 id: h.id.to_string(),
                 from_peer: h.from.to_string(),

@@ -256,10 +256,15 @@ fn seal(
 }
 
 /// Notes `states` on a sent message's record (each once), and what they
-/// say of it being held or deferred; whether any was new.
+/// say of it being held or deferred; whether any was new. A refusal of a
+/// message that already arrived is not noted: a message in its
+/// recipient's inbox was not refused, whatever a late copy of it met.
 pub(super) fn apply(r: &mut OutboxRecord, states: Vec<StateRecord>) -> bool {
     let mut changed = false;
     for s in states {
+        if s.state == MessageState::Refused && arrived(r) {
+            continue;
+        }
         match s.state {
             MessageState::Held => r.held = true,
             MessageState::Approved | MessageState::Rejected => r.held = false,
@@ -269,6 +274,22 @@ pub(super) fn apply(r: &mut OutboxRecord, states: Vec<StateRecord>) -> bool {
         changed |= r.note_record(s);
     }
     changed
+}
+
+/// Whether the recipient said `r` is in its inbox (or was, until its
+/// person rejected it).
+fn arrived(r: &OutboxRecord) -> bool {
+    r.states.iter().any(|s| {
+        matches!(
+            s.state,
+            MessageState::Delivered
+                | MessageState::Held
+                | MessageState::Approved
+                | MessageState::Rejected
+                | MessageState::Deferred
+                | MessageState::Read
+        )
+    })
 }
 
 /// The outbox state a receipt's entry says.
@@ -291,5 +312,52 @@ pub(super) fn state_of(e: &ReceiptEntry) -> StateRecord {
         reason: cut(&e.reason),
         code: cut(&e.code).map(|c| c.chars().take(40).collect()),
         until: e.until.map(|t| t.as_unix_millis()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(state: MessageState, at: u64) -> StateRecord {
+        StateRecord {
+            state,
+            at,
+            reason: None,
+            code: None,
+            until: None,
+        }
+    }
+
+    fn sent() -> OutboxRecord {
+        OutboxRecord {
+            id: "aa".into(),
+            to_peer: "bob".into(),
+            to: "@bravo".into(),
+            kind: "tell".into(),
+            envelope: vec![],
+            status: OutboxStatus::Queued,
+            reason: None,
+            attempts: 0,
+            created_at: 1,
+            expires_at: 2,
+            held: false,
+            body_sha256: String::new(),
+            deferred_until: None,
+            states: vec![state(MessageState::Queued, 1)],
+            carrier: None,
+        }
+    }
+
+    #[test]
+    fn a_refusal_after_the_message_arrived_is_not_noted() {
+        let mut r = sent();
+        assert!(apply(&mut r, vec![state(MessageState::Delivered, 2)]));
+        assert!(!apply(&mut r, vec![state(MessageState::Refused, 3)]));
+        assert!(!r.reached(MessageState::Refused));
+        // Before it arrived, a refusal is what happened.
+        let mut r = sent();
+        assert!(apply(&mut r, vec![state(MessageState::Refused, 2)]));
+        assert!(r.reached(MessageState::Refused));
     }
 }

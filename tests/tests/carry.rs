@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
 use agentmesh_tests::{Node, states, team, wait_for};
+use serde_json::Value;
 
 #[test]
 fn a_machine_marked_carry_is_announced_to_the_team() {
@@ -47,12 +48,15 @@ fn shown_member(n: &Node, name: &str) -> serde_json::Value {
 }
 
 /// Alpha, bravo and charlie, one person's three machines; charlie is a
-/// carrier, and every machine hands mail over after 1 s without a
-/// connection (60 s by default). Each has restarted with its settings,
-/// and alpha and bravo know charlie's new address.
-fn carrier_team() -> [Node; 3] {
+/// carrier (with `settings` too), and every machine hands mail over
+/// after 1 s without a connection (60 s by default). Each has restarted
+/// with its settings, and alpha and bravo know charlie's new address.
+fn carrier_team_with(settings: &[(&str, &str)]) -> [Node; 3] {
     let [mut a, mut b, mut c] = team([("alpha", "Ada"), ("bravo", "Ada"), ("charlie", "Ada")]);
     c.ok(&["config", "set", "carry", "true"]);
+    for (key, value) in settings {
+        c.ok(&["config", "set", key, value]);
+    }
     for n in [&mut a, &mut b, &mut c] {
         n.ok(&["config", "set", "carrier.handoff_after", "1s"]);
         n.stop();
@@ -71,6 +75,29 @@ fn carrier_team() -> [Node; 3] {
         });
     }
     [a, b, c]
+}
+
+/// [`carrier_team_with`] the default bounds.
+fn carrier_team() -> [Node; 3] {
+    carrier_team_with(&[])
+}
+
+/// Waits until `n`'s audit trail says `what` (its entries are written
+/// with the flush after what they record); the whole trail.
+fn audited(n: &Node, what: &str) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        let audit = n.ok(&["audit"]);
+        if audit.contains(what) {
+            return audit;
+        }
+        assert!(
+            start.elapsed() < agentmesh_tests::DEADLINE,
+            "{}'s audit never said {what:?}:\n{audit}",
+            n.name
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// How many envelopes `n` carries for others (`status --json`).
@@ -121,8 +148,7 @@ fn mail_reaches_a_recipient_that_is_never_online_with_its_sender() {
         (carrying(&c) == 0).then_some(())
     });
     // Its audit says what it did, with no body.
-    let audit = c.ok(&["audit"]);
-    assert!(audit.contains("carried"), "{audit}");
+    let audit = audited(&c, "carried on 1 envelope held for this machine: 1 taken");
     assert!(!audit.contains("migrations"), "{audit}");
 }
 
@@ -214,4 +240,168 @@ fn a_carrier_that_changes_a_byte_gets_its_copy_refused_and_the_sender_is_not_mis
     b.ok(&["connect", &a.addr()]);
     let m = a.reaches(&id, "delivered");
     assert_eq!(states(&m), ["queued", "carried", "delivered"], "{m}");
+}
+
+#[test]
+fn mail_that_arrives_both_directly_and_carried_is_in_the_inbox_once() {
+    let [mut a, mut b, c] = carrier_team();
+    // Directly first, then the carrier's copy.
+    b.stop();
+    let first = a.send("@bravo", "first");
+    a.reaches(&first, "carried");
+    b.start();
+    b.ok(&["connect", &a.addr()]);
+    let m = a.reaches(&first, "delivered");
+    b.ok(&["connect", &c.addr()]);
+    wait_for("charlie to carry its copy on", || {
+        (carrying(&c) == 0).then_some(())
+    });
+    audited(&c, "0 taken, 1 it already had");
+    assert_eq!(states(&m), ["queued", "carried", "delivered"], "{m}");
+    // The carrier's copy first, then the sender's own (or its receipt
+    // first, and then no attempt is needed).
+    b.stop();
+    let second = a.send("@bravo", "second");
+    a.reaches(&second, "carried");
+    a.stop();
+    b.start();
+    b.ok(&["connect", &c.addr()]);
+    wait_for("charlie to carry the second on", || {
+        b.inbox_counts().get(&second).copied()
+    });
+    a.start();
+    b.ok(&["connect", &a.addr()]);
+    let m = a.reaches(&second, "delivered");
+    assert_eq!(states(&m), ["queued", "carried", "delivered"], "{m}");
+    let counts = b.inbox_counts();
+    assert_eq!(counts.get(&first), Some(&1), "{counts:?}");
+    assert_eq!(counts.get(&second), Some(&1), "{counts:?}");
+    assert_eq!(counts.len(), 2, "{counts:?}");
+}
+
+#[test]
+fn a_full_carrier_refuses_and_the_sender_keeps_its_copy_and_a_revoked_recipients_mail_is_dropped() {
+    let [a, mut b, c] = carrier_team_with(&[("carrier.per_sender", "2")]);
+    b.stop();
+    let ids: Vec<String> = (0..3).map(|i| a.send("@bravo", &format!("m{i}"))).collect();
+    // Two are carried; charlie refuses the third (at most 2 per sender).
+    wait_for("charlie to hold two", || (carrying(&c) == 2).then_some(()));
+    let carried = wait_for("two to show carried", || {
+        let shown: Vec<Value> = ids.iter().map(|id| a.outbox_entry(id)).collect();
+        let n = shown.iter().filter(|m| m["status"] == "carried").count();
+        (n == 2).then_some(shown)
+    });
+    let kept = carried.iter().find(|m| m["status"] != "carried").unwrap();
+    assert_eq!(kept["status"], "queued", "{kept}");
+    assert!(kept["carrier"].is_null(), "{kept}");
+    assert!(
+        a.log().contains("carrier_full"),
+        "alpha's log says why charlie refused"
+    );
+    assert_eq!(carrying(&c), 2, "still two after more handoffs were due");
+    // Bravo is revoked while charlie holds its mail: charlie drops it,
+    // and says so in its audit (it never learns what the mail said).
+    a.ok(&["revoke", "bravo", "--yes"]);
+    wait_for("charlie to drop what it held for bravo", || {
+        (carrying(&c) == 0).then_some(())
+    });
+    audited(&c, "2 from or for a machine no longer in the team");
+    // Alpha's own copies fail with the revocation, as mail to a revoked
+    // machine does.
+    for id in &ids {
+        let m = a.reaches(id, "failed");
+        assert!(m["reason"].as_str().unwrap().contains("revoked"), "{m}");
+    }
+}
+
+#[test]
+fn a_carrier_drops_what_expired_unseen() {
+    let [a, mut b, c] = carrier_team();
+    b.stop();
+    let id = a.send("@bravo", "soon stale");
+    a.reaches(&id, "carried");
+    assert_eq!(carrying(&c), 1);
+    // Eight days on for charlie: past the message's 7-day lifetime and
+    // the allowed clock skew.
+    c.advance_clock(std::time::Duration::from_secs(8 * 24 * 3600));
+    wait_for("charlie to drop the expired envelope", || {
+        (carrying(&c) == 0).then_some(())
+    });
+    let audit = audited(&c, "1 expired");
+    assert!(!audit.contains("carried on"), "{audit}");
+}
+
+#[test]
+fn kill_9_of_sender_carrier_and_recipient_at_each_step_loses_and_duplicates_nothing() {
+    const N: usize = 20;
+    let [mut a, mut b, mut c] = carrier_team();
+    b.stop();
+    let ids: Vec<String> = (0..N).map(|i| a.send("@bravo", &format!("m{i}"))).collect();
+    let carried = |a: &Node| {
+        let out = a.json(&["outbox"]);
+        let rows = out.as_array().unwrap();
+        ids.iter()
+            .filter(|id| {
+                rows.iter()
+                    .any(|m| m["id"] == **id && m["status"] == "carried")
+            })
+            .count()
+    };
+    // The carrier dies as soon as it holds anything, and the sender as
+    // soon as it noted anything carried: each then finds the other's
+    // work where it left it (what was answered is durable, what was not
+    // is handed over again, and taken once).
+    wait_for("charlie to hold some", || (carrying(&c) > 0).then_some(()));
+    c.kill9();
+    c.start();
+    a.ok(&["connect", &c.addr()]);
+    wait_for("alpha to note some carried", || {
+        (carried(&a) > 0).then_some(())
+    });
+    a.kill9();
+    a.start();
+    a.ok(&["connect", &c.addr()]);
+    wait_for("every message to be carried", || {
+        (carried(&a) == N).then_some(())
+    });
+    assert_eq!(carrying(&c), N as u64, "held once each");
+    a.kill9();
+    // The recipient dies while the carrier brings the mail, and the
+    // carrier while it still has some to bring.
+    b.start();
+    b.ok(&["connect", &c.addr()]);
+    wait_for("bravo to have some", || {
+        (!b.inbox_all().is_empty()).then_some(())
+    });
+    b.kill9();
+    c.kill9();
+    c.start();
+    b.start();
+    b.ok(&["connect", &c.addr()]);
+    let counts = wait_for("bravo to have every message", || {
+        let counts = b.inbox_counts();
+        (counts.len() == N).then_some(counts)
+    });
+    assert!(counts.values().all(|n| *n == 1), "{counts:?}");
+    // Bravo's receipts wait for alpha with charlie; the carrier dies
+    // holding them, and bravo too.
+    wait_for("charlie to hold bravo's receipts", || {
+        (carrying(&c) == N as u64).then_some(())
+    });
+    c.kill9();
+    b.kill9();
+    c.start();
+    a.start();
+    a.ok(&["connect", &c.addr()]);
+    for id in &ids {
+        let m = a.reaches(id, "delivered");
+        assert_eq!(states(&m), ["queued", "carried", "delivered"], "{m}");
+    }
+    wait_for("charlie to be empty", || (carrying(&c) == 0).then_some(()));
+    b.start();
+    let counts = b.inbox_counts();
+    assert!(
+        counts.len() == N && counts.values().all(|n| *n == 1),
+        "{counts:?}"
+    );
 }

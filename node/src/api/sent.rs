@@ -123,6 +123,29 @@ impl MessageState {
     }
 }
 
+impl MessageState {
+    /// Where the state comes in a message's life: queued, then carried,
+    /// then what the recipient did on arrival (delivered, held,
+    /// refused; or the sender's own `failed`), then its person's
+    /// decision (approved, rejected), then a deferral, then read.
+    /// Receipts may arrive in any order (one directly, one through a
+    /// carrier), so states are kept in this order, and the status is
+    /// the furthest one.
+    pub fn rank(self) -> u8 {
+        match self {
+            MessageState::Queued => 0,
+            MessageState::Carried => 1,
+            MessageState::Delivered
+            | MessageState::Held
+            | MessageState::Refused
+            | MessageState::Failed => 2,
+            MessageState::Approved | MessageState::Rejected => 3,
+            MessageState::Deferred => 4,
+            MessageState::Read => 5,
+        }
+    }
+}
+
 impl std::fmt::Display for MessageState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

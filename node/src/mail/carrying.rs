@@ -277,6 +277,7 @@ impl Carrying {
             sender: from.to_string(),
             id: h.id.to_string(),
             size: bytes.len() as u64,
+            sent_at: h.sent_at.as_unix_millis(),
             stored_at: now.as_unix_millis(),
             expires_at: h.expires_at.as_unix_millis(),
         };
@@ -422,16 +423,20 @@ impl Carrying {
         let start = [peer.to_string().as_bytes(), b"\0"].concat();
         let skew = MAX_CLOCK_SKEW.as_millis() as u64;
         let now_ms = now.wall.as_unix_millis();
-        let (mut keys, mut envelopes, mut missing, mut bytes) = (vec![], vec![], vec![], 0);
-        for (k, r) in self.held.range(start.clone()..) {
-            if !k.starts_with(&start) || keys.len() == MAX_BATCH_ENVELOPES {
-                break;
-            }
+        // Oldest first, as their senders sealed them: the recipient's
+        // inbox gets them in the order it would have directly.
+        let mut due: Vec<(u64, &Vec<u8>, u64)> = (self.held.range(start.clone()..))
+            .take_while(|(k, _)| k.starts_with(&start))
             // Expired: dropped by the sweep, never carried late.
-            if r.expires_at.saturating_add(skew) < now_ms {
-                continue;
-            }
-            if bytes + r.size as usize > most && !keys.is_empty() {
+            .filter(|(_, r)| r.expires_at.saturating_add(skew) >= now_ms)
+            .map(|(k, r)| (r.sent_at, k, r.size))
+            .collect();
+        due.sort_unstable();
+        let (mut keys, mut envelopes, mut missing, mut bytes) = (vec![], vec![], vec![], 0);
+        for (_, k, size) in due {
+            if keys.len() == MAX_BATCH_ENVELOPES
+                || (bytes + size as usize > most && !keys.is_empty())
+            {
                 break;
             }
             match ctx.store.carried_envelope(k) {

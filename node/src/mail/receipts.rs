@@ -360,4 +360,22 @@ mod tests {
         assert!(apply(&mut r, vec![state(MessageState::Refused, 2)]));
         assert!(r.reached(MessageState::Refused));
     }
+
+    #[test]
+    fn states_learned_out_of_order_are_kept_in_the_order_they_happen() {
+        let names = |r: &OutboxRecord| r.states.iter().map(|s| s.state).collect::<Vec<_>>();
+        use MessageState::*;
+        let mut r = sent();
+        r.note(Carried, 2, None);
+        // The read receipt overtook the delivered one.
+        assert!(apply(&mut r, vec![state(Read, 5)]));
+        assert!(apply(&mut r, vec![state(Delivered, 4)]));
+        assert_eq!(names(&r), [Queued, Carried, Delivered, Read]);
+        // A sender that gave up, then learned it arrived after all: the
+        // arrival is the news.
+        let mut r = sent();
+        r.note(Failed, 9, None);
+        assert!(apply(&mut r, vec![state(Delivered, 8)]));
+        assert_eq!(names(&r), [Queued, Failed, Delivered]);
+    }
 }

@@ -94,6 +94,9 @@ pub struct CarriedRecord {
     pub id: String,
     /// Its size, bytes.
     pub size: u64,
+    /// When its sender sealed it, Unix ms (the header's `sent_at`): a
+    /// recipient's envelopes are carried on in this order.
+    pub sent_at: u64,
     /// When this machine took it, Unix ms.
     pub stored_at: u64,
     /// When it expires, Unix ms (the envelope header's `expires_at`).
@@ -206,7 +209,14 @@ impl OutboxRecord {
         if self.reached(record.state) || self.states.len() >= MAX_STATES {
             return false;
         }
-        self.states.push(record);
+        // After every state that comes before it or with it (learned
+        // first), before any that comes after it: a `read` receipt that
+        // overtook its `delivered` stays last.
+        let rank = record.state.rank();
+        let at = (self.states.iter())
+            .rposition(|s| s.state.rank() <= rank)
+            .map_or(0, |i| i + 1);
+        self.states.insert(at, record);
         true
     }
 

@@ -55,6 +55,7 @@ mod tests {
             sender: "alice".into(),
             id: id.into(),
             size: 3,
+            sent_at: 1,
             stored_at: 1,
             expires_at: 2,
         };

@@ -66,12 +66,12 @@ pub fn proc_status_mib(pid: i32, field: &str) -> f64 {
 }
 
 /// Counts the messages arriving at `node` and when each did.
-struct Observer {
+pub(crate) struct Observer {
     seen: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
 impl Observer {
-    fn start(node: &Node) -> Observer {
+    pub(crate) fn start(node: &Node) -> Observer {
         let mut c = ApiClient::attach(node, who(WhoKind::Agent, "observer"), None);
         let home = node.home();
         let seen: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
@@ -105,16 +105,16 @@ impl Observer {
         Observer { seen }
     }
 
-    fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.seen.lock().expect("not poisoned").len()
     }
 
-    fn at(&self, id: &str) -> Option<Instant> {
+    pub(crate) fn at(&self, id: &str) -> Option<Instant> {
         self.seen.lock().expect("not poisoned").get(id).copied()
     }
 }
 
-fn text_1k(i: usize) -> String {
+pub(crate) fn text_1k(i: usize) -> String {
     let mut t = format!("message {i} ");
     while t.len() < 1024 {
         t.push('x');

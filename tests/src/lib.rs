@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used)] // a harness that cannot unwrap has failed
 
 pub mod bench_bus;
+pub mod bench_carry;
 pub mod bench_mcp;
 pub mod bench_messaging;
 pub mod bench_natlab;

@@ -98,9 +98,30 @@ fn wake_prints_the_send_to_reply_figures() {
 }
 
 #[test]
+fn carry_prints_the_drain_memory_and_receipt_figures() {
+    let homes = tempfile::tempdir().unwrap();
+    let out = bench(
+        homes.path(),
+        &["carry", "--messages", "20", "--receipts", "3", "--json"],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let f: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(f["carried"], 20, "{f}");
+    assert_eq!(f["receipts"], 3, "{f}");
+    let num = |k: &str| f[k].as_f64().unwrap_or_else(|| panic!("{k} in {f}"));
+    assert!(num("drain_s") > 0.0, "{f}");
+    assert!(num("drain_p50_ms") <= num("drain_p99_ms"), "{f}");
+    assert!(num("carrier_rss_mib") > 1.0, "{f}");
+    assert!(num("receipt_p50_ms") > 0.0, "{f}");
+    assert!(num("receipt_p50_ms") <= num("receipt_p99_ms"), "{f}");
+}
+
+#[test]
 fn every_subcommands_help_prints_help_and_runs_nothing() {
     let homes = tempfile::tempdir().unwrap();
-    for sub in ["join", "messaging", "mcp", "natlab", "bus", "wake"] {
+    for sub in ["join", "messaging", "mcp", "natlab", "bus", "wake", "carry"] {
         let child = bench(homes.path(), &[sub, "--help"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

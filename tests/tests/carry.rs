@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
+use agentmesh_tests::bench_carry::{carrier_team_with, carrying};
 use agentmesh_tests::{Node, states, team, wait_for};
 use serde_json::Value;
 
@@ -47,36 +48,6 @@ fn shown_member(n: &Node, name: &str) -> Value {
         .unwrap()
 }
 
-/// Alpha, bravo and charlie, one person's three machines; charlie is a
-/// carrier (with `settings` too), and every machine hands mail over
-/// after 1 s without a connection (60 s by default). Each has restarted
-/// with its settings, and alpha and bravo know charlie's new address.
-fn carrier_team_with(settings: &[(&str, &str)]) -> [Node; 3] {
-    let [mut a, mut b, mut c] = team([("alpha", "Ada"), ("bravo", "Ada"), ("charlie", "Ada")]);
-    c.ok(&["config", "set", "carry", "true"]);
-    for (key, value) in settings {
-        c.ok(&["config", "set", key, value]);
-    }
-    for n in [&mut a, &mut b, &mut c] {
-        n.ok(&["config", "set", "carrier.handoff_after", "1s"]);
-        n.stop();
-    }
-    c.start();
-    for n in [&mut a, &mut b] {
-        n.start();
-        n.ok(&["connect", &c.addr()]);
-    }
-    // Alpha learns bravo's new address (for direct delivery) and both
-    // learn that charlie carries.
-    b.ok(&["connect", &a.addr()]);
-    for n in [&a, &b] {
-        wait_for(&format!("{} to know charlie carries", n.name), || {
-            (shown_member(n, "charlie")["always_on"] == true).then_some(())
-        });
-    }
-    [a, b, c]
-}
-
 /// [`carrier_team_with`] the default bounds.
 fn carrier_team() -> [Node; 3] {
     carrier_team_with(&[])
@@ -98,11 +69,6 @@ fn audited(n: &Node, what: &str) -> String {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-}
-
-/// How many envelopes `n` carries for others (`status --json`).
-fn carrying(n: &Node) -> u64 {
-    n.status()["carrying"].as_u64().unwrap()
 }
 
 #[test]

@@ -168,6 +168,18 @@ enum Bench {
         #[arg(long, value_name = "N", default_value_t = 20, value_parser = at_least_one())]
         runs: usize,
     },
+    /// Carrying: a carrier holding N messages for a recipient that
+    /// reconnects (time until all are in its inbox, the carrier's
+    /// memory), and the time from a send to the sender's `delivered`.
+    Carry {
+        /// How many messages the carrier holds.
+        #[arg(long, value_name = "N", default_value_t = 1000, value_parser = at_least_one())]
+        messages: usize,
+        /// How many sends, one at a time, to time to `delivered` (both
+        /// machines online).
+        #[arg(long, value_name = "N", default_value_t = 200, value_parser = at_least_one())]
+        receipts: usize,
+    },
     /// The reaper every run starts (internal): ends the run's daemons
     /// once the run has ended.
     #[command(name = "reap", hide = true)]
@@ -214,6 +226,25 @@ fn main() {
                 println!(
                     "wake: {} messages to an idle mailbox, each woke one run of a stand-in CLI: send to reply p50 {:.0} ms, p90 {:.0} ms, max {:.0} ms",
                     f.runs, f.reply_p50_ms, f.reply_p90_ms, f.reply_max_ms
+                );
+            }
+        }
+        Bench::Carry { messages, receipts } => {
+            let f = agentmesh_tests::bench_carry::run(messages, receipts);
+            if json {
+                println!("{}", serde_json::to_string(&f).unwrap());
+            } else {
+                println!(
+                    "carry: {} messages held by a carrier, all in the reconnected recipient's inbox {:.2} s after the connect (per message p50 {:.0} ms, p99 {:.0} ms)",
+                    f.carried, f.drain_s, f.drain_p50_ms, f.drain_p99_ms
+                );
+                println!(
+                    "  carrier memory: {:.1} MiB idle, {:.1} MiB holding them, {:.1} MiB after a restart holding them",
+                    f.carrier_idle_rss_mib, f.carrier_rss_mib, f.carrier_restarted_rss_mib
+                );
+                println!(
+                    "receipts: {} sends on loopback, send to `delivered` in the sender's outbox p50 {:.1} ms, p99 {:.1} ms",
+                    f.receipts, f.receipt_p50_ms, f.receipt_p99_ms
                 );
             }
         }

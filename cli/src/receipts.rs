@@ -68,7 +68,7 @@ pub fn answer_line(v: &OutboxView) -> String {
             v.deferred_until.as_deref().unwrap_or("its next day")
         ),
         MessageState::Carried => format!(
-            "carried: {} holds it until {machine} connects",
+            "carried: {} took a copy to deliver when {machine} connects; this machine keeps trying too",
             v.carrier.as_deref().unwrap_or("a carrier")
         ),
         other => other.to_string(),

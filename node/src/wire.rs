@@ -116,9 +116,15 @@ pub const MAIL_LIMITS: Limits = Limits {
     inbound_budget: 64 * 1024 * 1024,
 };
 
-/// The carry protocol's bounds are the mail protocol's: a batch of at
-/// most [`MAX_BATCH_ENVELOPES`] envelopes under 1 MiB, one outcome each.
-pub const CARRY_LIMITS: Limits = MAIL_LIMITS;
+/// The carry protocol's bounds: a batch like the mail protocol's (at
+/// most [`MAX_BATCH_ENVELOPES`] envelopes under 1 MiB, one outcome
+/// each); its codec has its own budget of inbound batches read at once,
+/// 32 MiB (a carrier's handoffs and deliveries are one batch at a time
+/// per machine), so both protocols together read at most 96 MiB at once.
+pub const CARRY_LIMITS: Limits = Limits {
+    inbound_budget: 32 * 1024 * 1024,
+    ..MAIL_LIMITS
+};
 
 /// The longest refusal reason this machine sends (a receiver shows at most
 /// 300 characters of it).

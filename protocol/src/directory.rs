@@ -149,7 +149,7 @@ pub struct DirectoryRecord {
     /// When it was made.
     pub at: Timestamp,
     /// Whether the machine is always on (a carrier: it may hold mail for
-    /// members that are offline). Always false in this version.
+    /// members that are offline), as its person set `carry = true`.
     pub always_on: bool,
     /// Its mailboxes, at most [`MAX_DIRECTORY_MAILBOXES`].
     pub mailboxes: Vec<DirectoryEntry>,

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use agentmesh_protocol::PeerId;
-use agentmesh_protocol::envelope::Envelope;
+use agentmesh_protocol::envelope::{Envelope, Kind};
 use agentmesh_protocol::team::Standing;
 use agentmesh_protocol::time::MAX_CLOCK_SKEW;
 use serde_bytes::ByteBuf;
@@ -36,7 +36,8 @@ use crate::wire::{
 };
 
 /// Envelopes a carrier holds at once, whatever its byte bounds allow:
-/// what it keeps in memory for them stays a few MiB.
+/// what it keeps in memory for them (a record of about 300 bytes each,
+/// with its key) stays under about 30 MiB.
 pub const MAX_CARRIED: usize = 65_536;
 /// How often held envelopes are looked at for expiry and revocation.
 const SWEEP: Duration = Duration::from_secs(5);
@@ -265,9 +266,23 @@ impl Carrying {
                 ));
             }
         }
+        // Mail, and receipts of it; broadcasts and counts go to machines
+        // that are online (a broadcast is judged when it arrives).
+        if !matches!(h.kind, Kind::Tell | Kind::Ask | Kind::Reply | Kind::Receipt) {
+            return Err(refused(
+                "not_carried",
+                format!("a carrier holds mail and receipts, not {}", h.kind.as_str()),
+            ));
+        }
         let now = ctx.now.wall;
         if now > h.expires_at.saturating_add(MAX_CLOCK_SKEW) {
             return Err(refused("expired", "the envelope has expired"));
+        }
+        if h.sent_at > now.saturating_add(MAX_CLOCK_SKEW) {
+            return Err(refused(
+                "not_yet_valid",
+                "the envelope was sealed in the future: check the sender's clock",
+            ));
         }
         envelope
             .check_signed()
@@ -353,7 +368,9 @@ impl Carrying {
     }
 
     /// Drops what expired, and what a revoked sender sent or a revoked
-    /// recipient would get: one audit entry for all of it.
+    /// recipient would get, or everything once this machine is no
+    /// longer a member (it left, or was revoked): one audit entry for all
+    /// of it.
     fn sweep(&mut self, ctx: &mut Ctx<'_>) {
         let skew = MAX_CLOCK_SKEW.as_millis() as u64;
         let now_ms = ctx.now.wall.as_unix_millis();
@@ -366,7 +383,7 @@ impl Carrying {
         for (k, r) in &self.held {
             if r.expires_at.saturating_add(skew) < now_ms {
                 expired.push(k.clone());
-            } else if ctx.dir.member && (revoked(&r.sender) || revoked(&r.recipient)) {
+            } else if !ctx.dir.member || revoked(&r.sender) || revoked(&r.recipient) {
                 gone.push(k.clone());
             }
         }
@@ -377,7 +394,7 @@ impl Carrying {
             return;
         }
         let detail = format!(
-            "dropped {} held for offline members: {} expired, {} from or for a machine no longer in the team",
+            "dropped {} held for offline members: {} expired, {} from or for a machine no longer in the team (or this machine left it)",
             expired.len() + gone.len(),
             expired.len(),
             gone.len()

@@ -20,7 +20,7 @@
 //! sender had sent it (its signature, its standing, its dedup record),
 //! and each sender is told by receipt what became of its message.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use agentmesh_protocol::envelope::{Counts, Envelope, Kind, OpenError, Opened};
@@ -205,7 +205,17 @@ pub(super) struct Inbox {
     refusals: RateWindow<(PeerId, String)>,
     /// Which replies from another person's machine pass unheld.
     answers: Answers,
+    /// Carried messages whose refusal its sender was already told, by
+    /// (sender, id), newest last, at most [`MAX_REFUSALS_TOLD`]: a
+    /// carrier that brings one again makes no second receipt.
+    told: (HashSet<Told>, VecDeque<Told>),
 }
+
+/// Refusals of carried mail remembered as told (see [`Inbox`]).
+const MAX_REFUSALS_TOLD: usize = 4096;
+
+/// A carried message whose refusal was told: (sender, id).
+type Told = (String, String);
 
 impl Inbox {
     /// An inbox whose newest message so far is `last_seq`.
@@ -219,11 +229,28 @@ impl Inbox {
                 MAX_REFUSAL_KEYS,
             ),
             answers: Answers::new(crate::config::DEFAULT_REPLIES_PER_ASK),
+            told: Default::default(),
         }
     }
 
     /// At most `per_ask` replies to each of this machine's asks pass
     /// unheld.
+    /// Whether the refusal of carried message `debt` is news to its
+    /// sender (remembered as told from now on).
+    fn first_told(&mut self, debt: &Debt) -> bool {
+        let key = (debt.from_peer.clone(), debt.id.clone());
+        if !self.told.0.insert(key.clone()) {
+            return false;
+        }
+        self.told.1.push_back(key);
+        if self.told.1.len() > MAX_REFUSALS_TOLD
+            && let Some(old) = self.told.1.pop_front()
+        {
+            self.told.0.remove(&old);
+        }
+        true
+    }
+
     pub(super) fn replies_per_ask(mut self, per_ask: u32) -> Inbox {
         self.answers = Answers::new(per_ask);
         self
@@ -384,6 +411,7 @@ impl Inbox {
             };
             if let Some(debt) = debt
                 && let Some(entries) = receipted(&outcome, ctx.now.wall)
+                && (!matches!(outcome, MailOutcome::Refused { .. }) || self.first_told(&debt))
             {
                 brought.owed.push((debt, entries));
             }
@@ -449,13 +477,10 @@ impl Inbox {
                         Some(id),
                     );
                 }
-                None => {
-                    return refuse(
-                        "not_a_member",
-                        "the sender is not a member of this machine's team".into(),
-                        Some(id),
-                    );
-                }
+                // Admitted after this machine last heard from the team:
+                // the carrier brings it again once the blocks arrived
+                // (they come with the sync of the connection it came on).
+                None => return Verdict::Busy,
             }
         } else if peer != from.peer {
             return refuse(
@@ -722,21 +747,28 @@ fn sealer(from: Sender, a: &Accepted) -> PeerId {
     super::peer_of(&a.record.from_peer).unwrap_or(from.peer)
 }
 
+/// Refusals a carried message's sender is told of: what this machine's
+/// own rules decided about the message itself, once it opened (so its
+/// sender's signature covered the bytes as they came). Nothing about the
+/// carrier (revoked, not a member), the bytes (changed on the way, late,
+/// for another machine) or the id (another sender's message has it) is
+/// told: those say nothing of the message its sender sent, and the
+/// sender keeps delivering its own copy.
+const TOLD_REFUSALS: [&str; 4] = [
+    "no_mailbox",
+    "folder_not_allowed",
+    "held_full",
+    "MalformedBody",
+];
+
 /// Whom a receipt for `v` would go to, for carried mail: the stored
-/// message's sender, or a refused envelope's (as its header says) when
-/// its sender's signature covers the bytes as they came. A carrier that
-/// changed a byte gets its copy refused and makes no receipt: the sender
-/// is never told its message was refused for what a carrier did, and
-/// keeps delivering its own copy. Nor does a late copy (expired) tell
-/// anything: by then its sender gave up on it itself.
+/// message's sender, or a refused one's when the refusal is one its
+/// sender is told of ([`TOLD_REFUSALS`]).
 fn debt_of(v: &Verdict, bytes: &[u8]) -> Option<Debt> {
     match v {
         Verdict::Accepted(a) if !a.broadcast => Some(Debt::from(&a.record)),
-        // `OpenError::Expired`'s name, the code a late envelope is refused with.
-        Verdict::Refused(r) if r.code != "Expired" => {
-            let envelope = Envelope::from_wire(bytes).ok()?;
-            envelope.check_signed().ok()?;
-            let h = envelope.header;
+        Verdict::Refused(r) if TOLD_REFUSALS.contains(&r.code.as_str()) => {
+            let h = Envelope::from_wire(bytes).ok()?.header;
             Some(Debt {
                 id: h.id.to_string(),
                 from_peer: h.from.to_string(),

@@ -23,6 +23,8 @@ use crate::store::{
 use crate::team::Machine;
 use crate::wire::{MAX_BATCH_BYTES, MAX_BATCH_ENVELOPES, MailOutcome, MailRequest};
 
+mod carried;
+
 fn record(seq: u64, unread: bool) -> InboxRecord {
     crate::store::testing::inbox_record(seq, None, !unread, false)
 }

@@ -2,7 +2,7 @@
 //! its bytes in `carried_bytes`, under the same key. Loading reads only
 //! the records, so a carrier holding 256 MiB starts without reading it.
 
-use super::sled_store::{from_record, to_record};
+use super::sled_store::{from_record, to_record, tx_error};
 use super::{CarriedRecord, CarryStore, SledStore, StoreError};
 
 impl CarryStore for SledStore {
@@ -12,12 +12,7 @@ impl CarryStore for SledStore {
             records.insert(r.key(), to_record(r));
             bytes.insert(r.key(), envelope.as_slice());
         }
-        // The bytes first: a crash between the two leaves bytes no record
-        // names (deleted with the next sweep of their key, or never read),
-        // never a record without its envelope.
-        self.carried_bytes.apply_batch(bytes)?;
-        self.carried.apply_batch(records)?;
-        Ok(())
+        self.carried_both(&records, &bytes)
     }
 
     fn carried(&self) -> Result<Vec<CarriedRecord>, StoreError> {
@@ -33,10 +28,22 @@ impl CarryStore for SledStore {
         for k in keys {
             batch.remove(k.as_slice());
         }
-        // The records first, for the same reason.
-        self.carried.apply_batch(batch.clone())?;
-        self.carried_bytes.apply_batch(batch)?;
-        Ok(())
+        self.carried_both(&batch, &batch)
+    }
+}
+
+impl SledStore {
+    /// Applies `records` and `bytes` in one transaction: a record never
+    /// names bytes that are gone, and no bytes outlive their record.
+    fn carried_both(&self, records: &sled::Batch, bytes: &sled::Batch) -> Result<(), StoreError> {
+        use sled::Transactional;
+        (&self.carried, &self.carried_bytes)
+            .transaction(|(r, b)| {
+                r.apply_batch(records)?;
+                b.apply_batch(bytes)?;
+                Ok(())
+            })
+            .map_err(tx_error)
     }
 }
 

@@ -47,6 +47,14 @@ const TEAM_KEY: &[u8] = b"team";
 const CONTACT_SEQ_KEY: &[u8] = b"contact_seq";
 const DIRECTORY_SEQ_KEY: &[u8] = b"directory_seq";
 
+/// A transaction's error as the store's (none of ours aborts).
+pub(super) fn tx_error(e: sled::transaction::TransactionError<()>) -> StoreError {
+    match e {
+        sled::transaction::TransactionError::Storage(e) => StoreError::Sled(e),
+        sled::transaction::TransactionError::Abort(()) => StoreError::Corrupt("aborted".into()),
+    }
+}
+
 /// The sled implementation of [`Store`].
 #[derive(Debug)]
 pub struct SledStore {
@@ -500,12 +508,7 @@ impl MailStore for SledStore {
                     Ok(())
                 },
             )
-            .map_err(|e: sled::transaction::TransactionError<()>| match e {
-                sled::transaction::TransactionError::Storage(e) => StoreError::Sled(e),
-                sled::transaction::TransactionError::Abort(()) => {
-                    StoreError::Corrupt("aborted".into())
-                }
-            })
+            .map_err(tx_error)
     }
 
     fn move_inbox(&self, old_seq: u64, record: &InboxRecord) -> Result<(), StoreError> {
@@ -532,12 +535,7 @@ impl MailStore for SledStore {
                 meta.insert(INBOX_SEQ_KEY, &record.seq.to_be_bytes())?;
                 Ok(())
             })
-            .map_err(|e: sled::transaction::TransactionError<()>| match e {
-                sled::transaction::TransactionError::Storage(e) => StoreError::Sled(e),
-                sled::transaction::TransactionError::Abort(()) => {
-                    StoreError::Corrupt("aborted".into())
-                }
-            })
+            .map_err(tx_error)
     }
 
     fn update_inbox(&self, records: &[InboxRecord]) -> Result<(), StoreError> {
@@ -565,12 +563,7 @@ impl MailStore for SledStore {
                 }
                 Ok(())
             })
-            .map_err(|e: sled::transaction::TransactionError<()>| match e {
-                sled::transaction::TransactionError::Storage(e) => StoreError::Sled(e),
-                sled::transaction::TransactionError::Abort(()) => {
-                    StoreError::Corrupt("aborted".into())
-                }
-            })
+            .map_err(tx_error)
     }
 
     fn held_index(&self) -> Result<Vec<(u64, String)>, StoreError> {

@@ -29,6 +29,11 @@ use crate::wire::{
     MAX_BATCH_BYTES, MAX_BATCH_ENVELOPES, MAX_RELAYED_BATCH_BYTES, MailOutcome, MailRequest,
 };
 
+/// A carrier's refusals that may not hold later: it is full, or has not
+/// yet heard of the recipient's admission, or of its own `carry = true`.
+/// The carrier is tried again after a backoff (others meanwhile).
+const TRANSIENT_REFUSALS: [&str; 3] = ["carrier_full", "unknown_recipient", "not_a_carrier"];
+
 /// How often the courier looks for mail to hand to a carrier.
 const LOOK: Duration = Duration::from_secs(1);
 /// How long the carriers read from the directory are used before they
@@ -79,6 +84,13 @@ fn carriable(r: &OutboxRecord, now_ms: u64, after_ms: u64) -> bool {
 }
 
 impl Courier {
+    /// Whether `peer` could not be reached lately: no connection could
+    /// be made, or its last attempts failed on one (a relayed circuit
+    /// that carries nothing, say).
+    fn unreachable(&self, peer: &PeerId) -> bool {
+        self.offline.contains(peer) || self.queues.get(peer).is_some_and(|q| q.failures > 0)
+    }
+
     /// Mail waits `after` with no connection before a carrier gets it.
     pub(in crate::mail) fn hand_off_after(&mut self, after: Duration) {
         self.handoff.after = after;
@@ -120,6 +132,11 @@ impl Courier {
             return;
         }
         self.handoff.next_look = Some(now.mono + LOOK);
+        // Refusals are remembered while their message waits.
+        let outbox = &self.outbox;
+        self.handoff
+            .refused
+            .retain(|(id, _)| outbox.contains_key(id));
         let (now_ms, after_ms) = (
             now.wall.as_unix_millis(),
             self.handoff.after.as_millis() as u64,
@@ -132,7 +149,7 @@ impl Courier {
             .filter(|r| !sending.contains(&r.id) && !self.handoff.handing.contains(&r.id))
             .filter_map(|r| {
                 let peer = super::peer_of(&r.to_peer)?;
-                self.offline.contains(&peer).then_some((r, peer))
+                self.unreachable(&peer).then_some((r, peer))
             })
             .collect();
         if waiting.is_empty() {
@@ -143,39 +160,49 @@ impl Courier {
             .into_iter()
             .map(|(r, p)| (r.id.clone(), p))
             .collect();
-        let carriers = self.carriers(ctx);
-        let Some(carrier) = carriers.into_iter().find(|c| {
-            self.handoff
-                .failing
-                .get(c)
-                .is_none_or(|(_, next)| *next <= now.mono)
-                && !self.offline.contains(c)
-        }) else {
+        // The first carrier (by name) that is not backing off and takes
+        // any of what waits: one that refused all of it does not keep
+        // the others from their turn.
+        let carriers: Vec<PeerId> = (self.carriers(ctx).into_iter())
+            .filter(|c| {
+                let backing_off =
+                    (self.handoff.failing.get(c)).is_some_and(|(_, next)| *next > now.mono);
+                !backing_off && !self.unreachable(c)
+            })
+            .collect();
+        let (mut carrier, mut ids, mut envelopes) = (None, vec![], vec![]);
+        for c in carriers {
+            let most = if self.relayed.contains(&c) {
+                MAX_RELAYED_BATCH_BYTES
+            } else {
+                MAX_BATCH_BYTES
+            };
+            let mut bytes = 0;
+            for (id, peer) in &waiting {
+                if ids.len() == MAX_BATCH_ENVELOPES {
+                    break;
+                }
+                if *peer == c || self.handoff.refused.contains(&(id.clone(), c)) {
+                    continue;
+                }
+                let Ok(Some(envelope)) = ctx.store.outbox_envelope(id) else {
+                    continue;
+                };
+                if bytes + envelope.len() > most && !ids.is_empty() {
+                    break;
+                }
+                bytes += envelope.len();
+                envelopes.push(ByteBuf::from(envelope));
+                ids.push(id.clone());
+            }
+            if !ids.is_empty() {
+                carrier = Some(c);
+                break;
+            }
+        }
+        let Some(carrier) = carrier else {
             return;
         };
-        let most = if self.relayed.contains(&carrier) {
-            MAX_RELAYED_BATCH_BYTES
-        } else {
-            MAX_BATCH_BYTES
-        };
-        let (mut ids, mut envelopes, mut bytes) = (vec![], vec![], 0);
-        for (id, peer) in waiting {
-            if ids.len() == MAX_BATCH_ENVELOPES {
-                break;
-            }
-            if peer == carrier || self.handoff.refused.contains(&(id.clone(), carrier)) {
-                continue;
-            }
-            let Ok(Some(envelope)) = ctx.store.outbox_envelope(&id) else {
-                continue;
-            };
-            if bytes + envelope.len() > most && !ids.is_empty() {
-                break;
-            }
-            bytes += envelope.len();
-            envelopes.push(ByteBuf::from(envelope));
-            ids.push(id);
-        }
         if ids.is_empty() {
             return;
         }
@@ -221,7 +248,13 @@ impl Courier {
                 MailOutcome::Accepted { .. } | MailOutcome::Duplicate => {}
                 MailOutcome::Refused { code, reason } => {
                     tracing::info!(%id, carrier = %name, %code, %reason, "a carrier refused mail");
-                    self.handoff.refused.insert((id.clone(), carrier));
+                    // Full, or behind on the team: it may take it later,
+                    // after a backoff; any other refusal is for good.
+                    if TRANSIENT_REFUSALS.contains(&code.as_str()) {
+                        busy = true;
+                    } else {
+                        self.handoff.refused.insert((id.clone(), carrier));
+                    }
                     continue;
                 }
                 MailOutcome::Busy => {
@@ -244,7 +277,9 @@ impl Courier {
             r.note(
                 MessageState::Carried,
                 at,
-                Some(format!("held by {name} until {to} connects")),
+                Some(format!(
+                    "{name} took a copy to carry to {to} when it connects"
+                )),
             );
             ctx.log.record(
                 AuditEvent::Carried,

@@ -20,11 +20,11 @@
 //! sender had sent it (its signature, its standing, its dedup record),
 //! and each sender is told by receipt what became of its message.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use agentmesh_protocol::envelope::{Counts, Envelope, Kind, OpenError, Opened};
-use agentmesh_protocol::receipt::{Receipt, ReceiptEntry, ReceiptState};
+use agentmesh_protocol::receipt::{Receipt, ReceiptEntry};
 use agentmesh_protocol::team::Standing;
 use agentmesh_protocol::time::MAX_CLOCK_SKEW;
 use agentmesh_protocol::{Identity, Name, PeerId, Timestamp, Wire};
@@ -32,6 +32,7 @@ use sha2::{Digest, Sha256};
 
 use super::answers::Answers;
 use super::consent::{Consent, Decision, HeldReason, NoRoom};
+use super::owed::{self, Owed};
 use super::receipts::Debt;
 use super::{Ctx, address, hex, pages::view};
 use crate::api::{Event, Who};
@@ -205,17 +206,9 @@ pub(super) struct Inbox {
     refusals: RateWindow<(PeerId, String)>,
     /// Which replies from another person's machine pass unheld.
     answers: Answers,
-    /// Carried messages whose refusal its sender was already told, by
-    /// (sender, id), newest last, at most [`MAX_REFUSALS_TOLD`]: a
-    /// carrier that brings one again makes no second receipt.
-    told: (HashSet<Told>, VecDeque<Told>),
+    /// What the senders of carried mail were told.
+    owed: Owed,
 }
-
-/// Refusals of carried mail remembered as told (see [`Inbox`]).
-const MAX_REFUSALS_TOLD: usize = 4096;
-
-/// A carried message whose refusal was told: (sender, id).
-type Told = (String, String);
 
 impl Inbox {
     /// An inbox whose newest message so far is `last_seq`.
@@ -229,28 +222,12 @@ impl Inbox {
                 MAX_REFUSAL_KEYS,
             ),
             answers: Answers::new(crate::config::DEFAULT_REPLIES_PER_ASK),
-            told: Default::default(),
+            owed: Owed::default(),
         }
     }
 
     /// At most `per_ask` replies to each of this machine's asks pass
     /// unheld.
-    /// Whether the refusal of carried message `debt` is news to its
-    /// sender (remembered as told from now on).
-    fn first_told(&mut self, debt: &Debt) -> bool {
-        let key = (debt.from_peer.clone(), debt.id.clone());
-        if !self.told.0.insert(key.clone()) {
-            return false;
-        }
-        self.told.1.push_back(key);
-        if self.told.1.len() > MAX_REFUSALS_TOLD
-            && let Some(old) = self.told.1.pop_front()
-        {
-            self.told.0.remove(&old);
-        }
-        true
-    }
-
     pub(super) fn replies_per_ask(mut self, per_ask: u32) -> Inbox {
         self.answers = Answers::new(per_ask);
         self
@@ -364,10 +341,13 @@ impl Inbox {
         let mut events = vec![];
         let mut brought = Brought::default();
         for (v, bytes) in verdicts.into_iter().zip(&request.envelopes) {
-            let debt = if from.carrier {
-                debt_of(&v, bytes)
-            } else {
-                None
+            // Whom a receipt for carried mail would go to: the stored
+            // message's sender, or a refused one's (as its header says).
+            let debt = match &v {
+                _ if !from.carrier => None,
+                Verdict::Accepted(a) if !a.broadcast => Some(Debt::from(&a.record)),
+                Verdict::Refused(r) => owed::refused(&r.code, bytes),
+                _ => None,
             };
             let outcome = match v {
                 // Refusals are audited whether or not the rest was stored.
@@ -410,10 +390,9 @@ impl Inbox {
                 }
             };
             if let Some(debt) = debt
-                && let Some(entries) = receipted(&outcome, ctx.now.wall)
-                && (!matches!(outcome, MailOutcome::Refused { .. }) || self.first_told(&debt))
+                && let Some(owed) = self.owed.owed(debt, &outcome, ctx.now.wall)
             {
-                brought.owed.push((debt, entries));
+                brought.owed.push(owed);
             }
             outcomes.push(outcome);
         }
@@ -745,71 +724,6 @@ impl Inbox {
 /// the envelope's.
 fn sealer(from: Sender, a: &Accepted) -> PeerId {
     super::peer_of(&a.record.from_peer).unwrap_or(from.peer)
-}
-
-/// Refusals a carried message's sender is told of: what this machine's
-/// own rules decided about the message itself, once it opened (so its
-/// sender's signature covered the bytes as they came). Nothing about the
-/// carrier (revoked, not a member), the bytes (changed on the way, late,
-/// for another machine) or the id (another sender's message has it) is
-/// told: those say nothing of the message its sender sent, and the
-/// sender keeps delivering its own copy.
-const TOLD_REFUSALS: [&str; 4] = [
-    "no_mailbox",
-    "folder_not_allowed",
-    "held_full",
-    "MalformedBody",
-];
-
-/// Whom a receipt for `v` would go to, for carried mail: the stored
-/// message's sender, or a refused one's when the refusal is one its
-/// sender is told of ([`TOLD_REFUSALS`]).
-fn debt_of(v: &Verdict, bytes: &[u8]) -> Option<Debt> {
-    match v {
-        Verdict::Accepted(a) if !a.broadcast => Some(Debt::from(&a.record)),
-        Verdict::Refused(r) if TOLD_REFUSALS.contains(&r.code.as_str()) => {
-            let h = Envelope::from_wire(bytes).ok()?.header;
-            Some(Debt {
-                id: h.id.to_string(),
-                from_peer: h.from.to_string(),
-                thread: h.thread.to_string(),
-                kind: h.kind.as_str().into(),
-            })
-        }
-        _ => None,
-    }
-}
-
-/// What a carried envelope's sender is told of `outcome` at `now`: stored
-/// (delivered or held, and deferred), or refused with its code. Nothing
-/// for busy (the carrier brings it again) or a duplicate (told before).
-fn receipted(outcome: &MailOutcome, now: Timestamp) -> Option<Vec<ReceiptEntry>> {
-    match outcome {
-        MailOutcome::Accepted {
-            held,
-            deferred_until,
-        } => {
-            let state = if *held {
-                ReceiptState::Held
-            } else {
-                ReceiptState::Delivered
-            };
-            let mut entries = vec![ReceiptEntry::new(state, now)];
-            if let Some(t) = deferred_until {
-                entries.push(ReceiptEntry {
-                    until: Some(Timestamp::from_unix_millis(*t)),
-                    ..ReceiptEntry::new(ReceiptState::Deferred, now)
-                });
-            }
-            Some(entries)
-        }
-        MailOutcome::Refused { code, reason } => Some(vec![ReceiptEntry {
-            code: Some(code.clone()),
-            reason: Some(reason.clone()),
-            ..ReceiptEntry::new(ReceiptState::Refused, now)
-        }]),
-        MailOutcome::Duplicate | MailOutcome::Busy => None,
-    }
 }
 
 /// A broadcast stored to be judged, audited as received.

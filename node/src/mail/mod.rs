@@ -52,6 +52,7 @@ mod mailboxes;
 mod mailroom;
 mod notes;
 mod ops;
+mod owed;
 mod pages;
 mod profiles;
 mod receipts;

@@ -52,7 +52,7 @@ mod tests {
     #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
     use super::*;
-    use crate::store::sled_store::tests::reopen;
+    use crate::store::testing::reopen;
 
     #[test]
     fn carried_envelopes_survive_a_reopen_and_go_when_deleted() {

@@ -775,28 +775,10 @@ impl Store for SledStore {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::*;
+    use crate::store::testing::reopen;
     use crate::store::{MailStore, TeamStore};
-
-    /// Opens a store whose previous `sled::Db` in this process was just
-    /// dropped: sled's background thread lets go of the file lock a moment
-    /// later, so the open is retried until a deadline.
-    /// Opens the store in `dir`, waiting while a store dropped a moment
-    /// ago still holds its lock.
-    pub(in crate::store) fn reopen(dir: &Path) -> Result<SledStore, StoreError> {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            match SledStore::open(dir, 1 << 20) {
-                Err(StoreError::Locked { .. } | StoreError::Sled(sled::Error::Io(_)))
-                    if std::time::Instant::now() < deadline =>
-                {
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                }
-                other => return other,
-            }
-        }
-    }
 
     #[test]
     fn records_its_format_and_keeps_data_across_opens() {

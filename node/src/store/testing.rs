@@ -434,3 +434,20 @@ pub fn inbox_record(seq: u64, mailbox: Option<&str>, read: bool, held: bool) -> 
         body_sha256: String::new(),
     }
 }
+
+/// Opens the store in `dir` when its previous `sled::Db` in this process
+/// was just dropped: sled's background thread lets go of the file lock a
+/// moment later, so the open is retried until a deadline.
+pub(crate) fn reopen(dir: &std::path::Path) -> Result<SledStore, StoreError> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match SledStore::open(dir, 1 << 20) {
+            Err(StoreError::Locked { .. } | StoreError::Sled(sled::Error::Io(_)))
+                if std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}

@@ -740,7 +740,7 @@ impl Mesh {
     /// Where one sent message stands.
     #[tool(
         name = "message_status",
-        description = "Where a message you sent stands (its `id` from send_message or reply): `status` is the latest of `states`, each with its time: queued (on its way), carried (an always-on member holds it until the recipient is back), delivered, held (waits for the recipient's person), approved, rejected, deferred (the recipient's daily wake budget is spent), read, failed or refused (with the reason)."
+        description = "Where a message you sent stands (its `id` from send_message or reply): `status` is the furthest of `states`, each with its time: queued (on its way), carried (an always-on member took a copy to deliver when the recipient is back; `carrier` names it), delivered, held (waits for the recipient's person), approved, rejected, deferred (the recipient's daily wake budget is spent), read, failed or refused (with the reason)."
     )]
     async fn message_status(
         &self,

@@ -263,11 +263,12 @@ fn a_full_carrier_refuses_and_the_sender_keeps_its_copy_and_a_revoked_recipients
     let kept = carried.iter().find(|m| m["status"] != "carried").unwrap();
     assert_eq!(kept["status"], "queued", "{kept}");
     assert!(kept["carrier"].is_null(), "{kept}");
-    assert!(
-        a.log().contains("carrier_full"),
-        "alpha's log says why charlie refused"
-    );
-    assert_eq!(carrying(&c), 2, "still two after more handoffs were due");
+    // Full may not last: alpha offers it again after the handoff wait
+    // (a second here), and charlie refuses again.
+    wait_for("alpha to offer the third to charlie again", || {
+        (a.log().matches("carrier_full").count() >= 2).then_some(())
+    });
+    assert_eq!(carrying(&c), 2, "still two after it was offered again");
     // Bravo is revoked while charlie holds its mail: charlie drops it,
     // and says so in its audit (it never learns what the mail said).
     a.ok(&["revoke", "bravo", "--yes"]);

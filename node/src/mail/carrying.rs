@@ -41,6 +41,9 @@ use crate::wire::{
 pub const MAX_CARRIED: usize = 65_536;
 /// How often held envelopes are looked at for expiry and revocation.
 const SWEEP: Duration = Duration::from_secs(5);
+/// How long an envelope its recipient answered busy waits before it is
+/// offered again.
+const LATER: Duration = Duration::from_secs(10);
 
 /// One recipient's deliveries: whether a batch is on its way, and when
 /// the next may go.
@@ -74,6 +77,9 @@ pub(super) struct Carrying {
     next_batch: u64,
     /// Recipients reached only through relays (batches go small).
     relayed: HashSet<PeerId>,
+    /// Envelopes their recipient answered busy: not carried on before
+    /// the time given (the rest of what is held for it goes meanwhile).
+    later: HashMap<Vec<u8>, Instant>,
     next_sweep: Option<Instant>,
 }
 
@@ -97,6 +103,7 @@ impl Carrying {
             batches: HashMap::new(),
             next_batch: 0,
             relayed: HashSet::new(),
+            later: HashMap::new(),
             next_sweep: None,
         };
         for r in records {
@@ -122,6 +129,7 @@ impl Carrying {
     }
 
     fn remove(&mut self, key: &[u8]) -> Option<CarriedRecord> {
+        self.later.remove(key);
         let r = self.held.remove(key)?;
         if let Some(s) = self.senders.get_mut(&r.sender) {
             s.0 = s.0.saturating_sub(1);
@@ -446,6 +454,7 @@ impl Carrying {
             .take_while(|(k, _)| k.starts_with(&start))
             // Expired: dropped by the sweep, never carried late.
             .filter(|(_, r)| r.expires_at.saturating_add(skew) >= now_ms)
+            .filter(|(k, _)| self.later.get(*k).is_none_or(|t| *t <= now.mono))
             .map(|(k, r)| (r.sent_at, k, r.size))
             .collect();
         due.sort_unstable();
@@ -495,7 +504,8 @@ impl Carrying {
 
     /// The recipient's answer to a carried batch: what it took, refused
     /// or already had is forgotten (audited in one entry); what it was too
-    /// busy for, or a batch that got no answer, waits for a backoff.
+    /// busy for waits [`LATER`] (the rest goes meanwhile), and a batch
+    /// that got no answer, or only busy ones, waits for a backoff.
     pub(super) fn delivered(&mut self, d: Delivered, net: &dyn Carrier, ctx: &mut Ctx<'_>) {
         let Some((peer, keys)) = self.batches.remove(&d.batch) else {
             return;
@@ -503,20 +513,19 @@ impl Carrying {
         let (mut done, mut counts) = (vec![], [0usize; 3]);
         let failed = match d.result {
             Ok(reply) if reply.outcomes.len() == keys.len() => {
-                let mut busy = false;
                 for (k, o) in keys.into_iter().zip(reply.outcomes) {
                     match o {
                         MailOutcome::Accepted { .. } => counts[0] += 1,
                         MailOutcome::Duplicate => counts[1] += 1,
                         MailOutcome::Refused { .. } => counts[2] += 1,
                         MailOutcome::Busy => {
-                            busy = true;
+                            self.later.insert(k, ctx.now.mono + LATER);
                             continue;
                         }
                     }
                     done.push(k);
                 }
-                busy
+                done.is_empty()
             }
             Ok(_) => true,
             Err(e) => {

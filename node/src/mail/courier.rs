@@ -176,6 +176,10 @@ pub(super) struct Courier {
     next_batch: u64,
     /// Recipients whose last attempt could not connect at all.
     offline: HashSet<PeerId>,
+    /// Recipients whose last attempt got no answer (none connected, or
+    /// the batch was lost on a connection): unreachable for a carrier's
+    /// purposes, unlike one that answered busy.
+    lost: HashSet<PeerId>,
     /// Recipients reached only through relays now.
     relayed: HashSet<PeerId>,
     /// Outbox records changed since the last flush.
@@ -301,6 +305,7 @@ impl Courier {
     /// A connection to `peer` came up: its mail goes now.
     pub(super) fn connected(&mut self, peer: PeerId, net: &dyn Carrier, ctx: &mut Ctx<'_>) {
         self.offline.remove(&peer);
+        self.lost.remove(&peer);
         if let Some(q) = self.queues.get_mut(&peer) {
             q.connected();
         }
@@ -568,6 +573,11 @@ impl Courier {
         // lost on the way); mail that never left (no connection could be
         // made) stays `queued`. Audited once, when it first goes out.
         let reached = result.as_ref().map_or_else(|u| u.reached, |_| true);
+        if result.is_ok() {
+            self.lost.remove(&peer);
+        } else {
+            self.lost.insert(peer);
+        }
         if reached {
             self.offline.remove(&peer);
             for id in &ids {

@@ -207,7 +207,7 @@ pub(super) struct Inbox {
     /// Which replies from another person's machine pass unheld.
     answers: Answers,
     /// What the senders of carried mail were told.
-    owed: Owed,
+    pub(super) owed: Owed,
 }
 
 impl Inbox {

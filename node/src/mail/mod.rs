@@ -1257,7 +1257,9 @@ impl Mail {
                     self.courier.write((*r).clone());
                     remote.push(*r);
                 }
-                None => {}
+                // Not sent (an outbox too full, say): a refusal of
+                // carried mail is not counted as told.
+                None => self.inbox.owed.untell(&debt),
             }
         }
         if !remote.is_empty() {

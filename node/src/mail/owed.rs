@@ -63,6 +63,15 @@ impl Owed {
         Some((debt, entries))
     }
 
+    /// The refusal of `debt` was not told after all (its receipt could
+    /// not be made): a carrier that brings it again may have it told.
+    pub(super) fn untell(&mut self, debt: &Debt) {
+        let key = (debt.from_peer.clone(), debt.id.clone());
+        if self.told.remove(&key) {
+            self.order.retain(|k| *k != key);
+        }
+    }
+
     /// Whether the refusal of `debt` is news to its sender (remembered as
     /// told from now on).
     fn first_told(&mut self, debt: &Debt) -> bool {

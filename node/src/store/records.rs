@@ -158,8 +158,10 @@ pub struct OutboxRecord {
     /// session for it until then, Unix ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deferred_until: Option<u64>,
-    /// Every state it went through, in the order this machine learned
-    /// them (empty in records written before states were kept).
+    /// Every state it went through, in the order they happen
+    /// ([`MessageState::rank`]; those of one rank in the order this
+    /// machine learned them), empty in records written before states
+    /// were kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub states: Vec<StateRecord>,
     /// The machine that carries it for its offline recipient, if one does.

@@ -5,6 +5,10 @@
 use super::sled_store::{from_record, to_record, tx_error};
 use super::{CarriedRecord, CarryStore, SledStore, StoreError};
 
+/// Carried envelopes deleted in one transaction, at most (64 KiB
+/// each at most: 4 MiB read at once).
+const DELETED_AT_ONCE: usize = 64;
+
 impl CarryStore for SledStore {
     fn put_carried(&self, held: &[(CarriedRecord, Vec<u8>)]) -> Result<(), StoreError> {
         let (mut records, mut bytes) = (sled::Batch::default(), sled::Batch::default());
@@ -24,11 +28,16 @@ impl CarryStore for SledStore {
     }
 
     fn delete_carried(&self, keys: &[Vec<u8>]) -> Result<(), StoreError> {
-        let mut batch = sled::Batch::default();
-        for k in keys {
-            batch.remove(k.as_slice());
+        // A transaction reads what it removes and keeps it until it
+        // commits: a few envelopes at a time, not a sweep's 256 MiB.
+        for chunk in keys.chunks(DELETED_AT_ONCE) {
+            let mut batch = sled::Batch::default();
+            for k in chunk {
+                batch.remove(k.as_slice());
+            }
+            self.carried_both(&batch, &batch)?;
         }
-        self.carried_both(&batch, &batch)
+        Ok(())
     }
 }
 

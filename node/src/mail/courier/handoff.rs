@@ -9,7 +9,8 @@
 //!  every second: undelivered tell/ask/reply/receipt, older than `after`, recipient
 //!  offline, not carried yet ── carry/1 Hold (≤ 256, to one carrier at a time) ──> carrier
 //!    accepted or duplicate: noted `carried` (by whom), written with the envelope
-//!    refused: not offered to that carrier again    busy, no answer: that carrier backs off
+//!    refused: not offered to that carrier again (full, or behind on the team: not
+//!    before `after` has passed again)    all busy, no answer: that carrier backs off
 //! ```
 
 use std::collections::{HashMap, HashSet};
@@ -31,7 +32,8 @@ use crate::wire::{
 
 /// A carrier's refusals that may not hold later: it is full, or has not
 /// yet heard of the recipient's admission, or of its own `carry = true`.
-/// The carrier is tried again after a backoff (others meanwhile).
+/// That message is offered to it again once `after` has passed (to
+/// others meanwhile).
 const TRANSIENT_REFUSALS: [&str; 3] = ["carrier_full", "unknown_recipient", "not_a_carrier"];
 
 /// How often the courier looks for mail to hand to a carrier.
@@ -50,8 +52,10 @@ pub(in crate::mail) struct Handoff {
     next_batch: u64,
     /// Ids on their way to a carrier.
     handing: HashSet<String>,
-    /// (id, carrier) pairs a carrier refused: not offered to it again.
-    refused: HashSet<(String, PeerId)>,
+    /// (id, carrier) pairs a carrier refused: not offered to it again
+    /// (`None`), or not before the time given (a refusal that may not
+    /// hold later).
+    refused: HashMap<(String, PeerId), Option<Instant>>,
     /// Carriers that failed: failures in a row, and no try before.
     failing: HashMap<PeerId, (u32, Instant)>,
     /// The carriers the directory names, and when they were read.
@@ -66,7 +70,7 @@ impl Default for Handoff {
             batches: HashMap::new(),
             next_batch: 0,
             handing: HashSet::new(),
-            refused: HashSet::new(),
+            refused: HashMap::new(),
             failing: HashMap::new(),
             known: None,
             next_look: None,
@@ -85,10 +89,11 @@ fn carriable(r: &OutboxRecord, now_ms: u64, after_ms: u64) -> bool {
 
 impl Courier {
     /// Whether `peer` could not be reached lately: no connection could
-    /// be made, or its last attempts failed on one (a relayed circuit
-    /// that carries nothing, say).
+    /// be made, or its last batch got no answer on one (a relayed
+    /// circuit that carries nothing, say). A machine that answers, even
+    /// busy, is reachable: a carrier would only add to its load.
     fn unreachable(&self, peer: &PeerId) -> bool {
-        self.offline.contains(peer) || self.queues.get(peer).is_some_and(|q| q.failures > 0)
+        self.offline.contains(peer) || self.lost.contains(peer)
     }
 
     /// Mail waits `after` with no connection before a carrier gets it.
@@ -132,11 +137,11 @@ impl Courier {
             return;
         }
         self.handoff.next_look = Some(now.mono + LOOK);
-        // Refusals are remembered while their message waits.
+        // Refusals are remembered while their message waits (those for a
+        // while, until then).
         let outbox = &self.outbox;
-        self.handoff
-            .refused
-            .retain(|(id, _)| outbox.contains_key(id));
+        (self.handoff.refused)
+            .retain(|(id, _), until| outbox.contains_key(id) && until.is_none_or(|t| t > now.mono));
         let (now_ms, after_ms) = (
             now.wall.as_unix_millis(),
             self.handoff.after.as_millis() as u64,
@@ -182,7 +187,7 @@ impl Courier {
                 if ids.len() == MAX_BATCH_ENVELOPES {
                     break;
                 }
-                if *peer == c || self.handoff.refused.contains(&(id.clone(), c)) {
+                if *peer == c || self.handoff.refused.contains_key(&(id.clone(), c)) {
                     continue;
                 }
                 let Ok(Some(envelope)) = ctx.store.outbox_envelope(id) else {
@@ -242,19 +247,18 @@ impl Courier {
         };
         let name = ctx.dir.name_of(&carrier);
         let at = ctx.now.wall.as_unix_millis();
-        let (mut taken, mut busy) = (0u64, false);
+        let (mut taken, mut busy, mut took) = (0u64, false, false);
         for (id, outcome) in ids.iter().zip(outcomes) {
             match outcome {
-                MailOutcome::Accepted { .. } | MailOutcome::Duplicate => {}
+                MailOutcome::Accepted { .. } | MailOutcome::Duplicate => took = true,
                 MailOutcome::Refused { code, reason } => {
                     tracing::info!(%id, carrier = %name, %code, %reason, "a carrier refused mail");
-                    // Full, or behind on the team: it may take it later,
-                    // after a backoff; any other refusal is for good.
-                    if TRANSIENT_REFUSALS.contains(&code.as_str()) {
-                        busy = true;
-                    } else {
-                        self.handoff.refused.insert((id.clone(), carrier));
-                    }
+                    // Full, or behind on the team: it may take it once
+                    // `after` has passed again (others meanwhile); any
+                    // other refusal is for good.
+                    let until = (TRANSIENT_REFUSALS.contains(&code.as_str()))
+                        .then(|| ctx.now.mono + self.handoff.after);
+                    self.handoff.refused.insert((id.clone(), carrier), until);
                     continue;
                 }
                 MailOutcome::Busy => {
@@ -301,7 +305,8 @@ impl Courier {
             self.writes.push(whole);
         }
         tracing::debug!(carrier = %name, taken, "handed mail to a carrier");
-        if busy {
+        // Busy for all of it: it backs off; it took some: it is well.
+        if busy && !took {
             self.carrier_failed(carrier, "busy", ctx);
         } else {
             self.handoff.failing.remove(&carrier);

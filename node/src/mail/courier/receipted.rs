@@ -38,6 +38,15 @@ impl Courier {
         if !crate::mail::receipts::apply(&mut r, states) {
             return;
         }
+        // Given up on (expired here), yet it arrived after all: the
+        // failure's reason is no longer what happened.
+        if r.status == OutboxStatus::Failed
+            && r.states.last().is_some_and(|s| {
+                s.state != MessageState::Failed && s.state != MessageState::Refused
+            })
+        {
+            r.reason = None;
+        }
         if matches!(r.status, OutboxStatus::Queued | OutboxStatus::Sent) {
             let refused = r.states.iter().find(|s| s.state == MessageState::Refused);
             r.reason = refused.map(|s| s.reason.clone().unwrap_or_default());

@@ -6,6 +6,7 @@ use agentmesh_protocol::receipt::ReceiptState;
 
 use super::*;
 use crate::mail::inbox::Room;
+use crate::store::CarryStore;
 
 /// A batch `carrier` brought (as a carrier), received by `inbox`: its
 /// outcomes, and the receipts owed (sender, message id, first state).
@@ -161,9 +162,10 @@ fn mail_for_an_unreachable_member_goes_to_a_carrier_and_one_that_refuses_does_no
         store: d.store.as_ref(),
         dir: &t.dir,
         log: &mut d.log,
-        now: at(T0, t0),
+        now: at(T0 + 3_000, t0 + Duration::from_secs(3)),
     };
-    // Reachable, as far as it knows: nothing is handed over.
+    // Old enough, but alpha is reachable as far as it knows: nothing is
+    // handed over.
     courier.hand_off_due(&net, &mut ctx);
     assert!(net.take().is_empty());
     courier.retry_due(&net, &mut ctx);
@@ -210,4 +212,217 @@ fn mail_for_an_unreachable_member_goes_to_a_carrier_and_one_that_refuses_does_no
         net.take().is_empty(),
         "carried mail is not handed over again"
     );
+}
+
+/// A courier on `t`'s machine with one message for alpha, older than its
+/// 1 s handoff, whose first attempt ended as `first` at `T0 + 2 s`.
+fn attempted(
+    t: &Team,
+    net: &Collect,
+    ctx: &mut Ctx<'_>,
+    first: Result<Vec<MailOutcome>, Undelivered>,
+) -> Courier {
+    let records = vec![outbox_record(0, t.alpha.peer_id(), 100)];
+    ctx.store.put_outbox(&records).unwrap();
+    let mut courier = Courier::default();
+    courier.load(records);
+    courier.hand_off_after(Duration::from_secs(1));
+    courier.retry_due(net, ctx);
+    let sent = net.take();
+    let result = first.map(|outcomes| MailReply { outcomes });
+    (courier).delivered(
+        Delivered {
+            batch: sent[0].batch,
+            via: Via::Mail,
+            result,
+        },
+        net,
+        ctx,
+    );
+    courier
+}
+
+#[test]
+fn mail_lost_on_a_connection_is_handed_over_and_mail_answered_busy_is_not() {
+    let t = team();
+    let mut d = desk();
+    announce_carrier(d.store.as_ref(), &t.carol);
+    let net = Collect::default();
+    let t0 = Instant::now();
+    let mut ctx = Ctx {
+        store: d.store.as_ref(),
+        dir: &t.dir,
+        log: &mut d.log,
+        now: at(T0 + 5_000, t0 + Duration::from_secs(5)),
+    };
+    // A relayed circuit that carries nothing: the batch got no answer.
+    let lost = Undelivered {
+        reached: true,
+        why: "no answer within 20 s".into(),
+    };
+    let mut courier = attempted(&t, &net, &mut ctx, Err(lost));
+    courier.hand_off_due(&net, &mut ctx);
+    let hold = net.take();
+    assert_eq!(hold.len(), 1, "{hold:?}");
+    assert_eq!((hold[0].peer, hold[0].via), (t.carol.peer_id(), Via::Hold));
+    // Alpha answered, busy: it is there, and a carrier would only add to
+    // its load.
+    let mut courier = attempted(&t, &net, &mut ctx, Ok(vec![MailOutcome::Busy]));
+    courier.hand_off_due(&net, &mut ctx);
+    assert!(net.take().is_empty());
+}
+
+#[test]
+fn a_full_carrier_is_offered_the_message_again_only_after_the_handoff_wait() {
+    let t = team();
+    let mut d = desk();
+    announce_carrier(d.store.as_ref(), &t.carol);
+    let net = Collect::default();
+    let t0 = Instant::now();
+    let mut ctx = Ctx {
+        store: d.store.as_ref(),
+        dir: &t.dir,
+        log: &mut d.log,
+        now: at(T0 + 5_000, t0 + Duration::from_secs(5)),
+    };
+    let mut courier = attempted(&t, &net, &mut ctx, Err(Undelivered::never_left("no route")));
+    courier.hand_off_due(&net, &mut ctx);
+    let hold = net.take();
+    let full = MailOutcome::Refused {
+        code: "carrier_full".into(),
+        reason: "full".into(),
+    };
+    courier.handed(hold_answer(&hold[0], vec![full]), &mut ctx);
+    // Not again before a second (the handoff wait) has passed...
+    ctx.now = at(T0 + 5_500, t0 + Duration::from_millis(5_500));
+    courier.hand_off_due(&net, &mut ctx);
+    assert!(net.take().is_empty());
+    // ...then again, as it may have room now.
+    ctx.now = at(T0 + 7_000, t0 + Duration::from_secs(7));
+    courier.hand_off_due(&net, &mut ctx);
+    let again = net.take();
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(again[0].peer, t.carol.peer_id());
+}
+
+// ----- the carrier ---------------------------------------------------------
+
+/// A carrier's rules, with room for anything the tests hold.
+fn carrier_rules() -> crate::config::CarryRules {
+    crate::config::CarryRules {
+        carry: true,
+        ..crate::config::CarryRules::default()
+    }
+}
+
+/// `n` envelopes held for `to` from `from`, sealed at `T0 + sent_at[i]`,
+/// stored as a carrier stores them; their bytes, in that order.
+fn hold_for(store: &dyn Store, from: &Identity, to: &Identity, sent_at: &[u64]) -> Vec<Vec<u8>> {
+    let mut all = vec![];
+    let mut held = vec![];
+    for s in sent_at {
+        let at = Timestamp::from_unix_millis(T0 + s);
+        let bytes = plain(from, to, at);
+        let h = agentmesh_protocol::envelope::Envelope::from_wire(&bytes)
+            .unwrap()
+            .header;
+        let r = crate::store::CarriedRecord {
+            recipient: to.peer_id().to_string(),
+            sender: from.peer_id().to_string(),
+            id: h.id.to_string(),
+            size: bytes.len() as u64,
+            sent_at: at.as_unix_millis(),
+            stored_at: T0,
+            expires_at: h.expires_at.as_unix_millis(),
+        };
+        held.push((r, bytes.clone()));
+        all.push(bytes);
+    }
+    store.put_carried(&held).unwrap();
+    all
+}
+
+#[test]
+fn a_carrier_carries_on_oldest_first_and_what_was_busy_later() {
+    use crate::mail::carrying::Carrying;
+    let t = team();
+    let mut d = desk();
+    // Sealed at +3 s, +1 s, +2 s: carried on as +1, +2, +3.
+    let sealed = hold_for(d.store.as_ref(), &t.alpha, &t.carol, &[3_000, 1_000, 2_000]);
+    let mut carrying = Carrying::load(carrier_rules(), d.store.carried().unwrap());
+    let net = Collect::default();
+    let t0 = Instant::now();
+    let mut ctx = Ctx {
+        store: d.store.as_ref(),
+        dir: &t.dir,
+        log: &mut d.log,
+        now: at(T0 + 5_000, t0),
+    };
+    carrying.connected(t.carol.peer_id(), &net, &mut ctx);
+    let batch = net.take();
+    assert_eq!(batch.len(), 1);
+    assert_eq!(batch[0].via, Via::Deliver);
+    let got: Vec<Vec<u8>> = (batch[0].request.envelopes.iter())
+        .map(|e| e.to_vec())
+        .collect();
+    assert_eq!(
+        got,
+        [sealed[1].clone(), sealed[2].clone(), sealed[0].clone()]
+    );
+    // The oldest answered busy, the others taken: only it is kept, and
+    // it is not carried on at once.
+    let reply = vec![
+        MailOutcome::Busy,
+        MailOutcome::accepted(false),
+        MailOutcome::accepted(false),
+    ];
+    carrying.delivered(
+        Delivered {
+            via: Via::Deliver,
+            ..answer(&batch[0], reply)
+        },
+        &net,
+        &mut ctx,
+    );
+    assert_eq!(carrying.len(), 1);
+    assert!(net.take().is_empty(), "busy waits");
+    ctx.now = at(T0 + 20_000, t0 + Duration::from_secs(15));
+    carrying.tick(&net, &mut ctx);
+    let later = net.take();
+    assert_eq!(later.len(), 1, "{later:?}");
+    assert_eq!(later[0].request.envelopes[0].to_vec(), sealed[1]);
+}
+
+#[test]
+fn a_carrier_that_is_no_longer_a_member_drops_what_it_holds() {
+    use crate::mail::carrying::Carrying;
+    let mut t = team();
+    let mut d = desk();
+    hold_for(d.store.as_ref(), &t.alpha, &t.carol, &[1_000, 2_000]);
+    let mut carrying = Carrying::load(carrier_rules(), d.store.carried().unwrap());
+    assert_eq!(carrying.len(), 2);
+    let net = Collect::default();
+    // A member: kept.
+    let mut ctx = Ctx {
+        store: d.store.as_ref(),
+        dir: &t.dir,
+        log: &mut d.log,
+        now: at(T0 + 5_000, Instant::now()),
+    };
+    carrying.tick(&net, &mut ctx);
+    assert_eq!(carrying.len(), 2);
+    net.take();
+    // It left (or was revoked): everything goes, from the store too.
+    t.dir.member = false;
+    let mut carrying = Carrying::load(carrier_rules(), d.store.carried().unwrap());
+    let mut ctx = Ctx {
+        store: d.store.as_ref(),
+        dir: &t.dir,
+        log: &mut d.log,
+        now: at(T0 + 5_000, Instant::now()),
+    };
+    carrying.tick(&net, &mut ctx);
+    assert_eq!(carrying.len(), 0);
+    assert!(d.store.carried().unwrap().is_empty());
+    assert!(net.take().is_empty(), "nothing is carried on");
 }

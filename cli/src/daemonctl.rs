@@ -388,7 +388,7 @@ pub fn down(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     home.record_stopped_by_down(Some(pid))?;
     // The daemon may close the connection before its answer is written:
     // either way it is stopping, and the lock below says when it is gone.
-    match rt.block_on(c.call::<serde_json::Value>(Op::Shutdown)) {
+    match rt.block_on(c.call::<agentmesh_node::api::Done>(Op::Shutdown)) {
         Ok(_) | Err(ClientError::Io(_)) => {}
         Err(e) => {
             home.clear_stopped_by_down()?;

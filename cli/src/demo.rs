@@ -270,7 +270,7 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
             held.held.as_deref().unwrap_or_default()
         );
         say!("Bob approves it (`agentmesh approve {}`)", &ask_id[..8]);
-        b.call::<serde_json::Value>(Op::Approve { id: ask_id.clone() })
+        b.call::<agentmesh_node::api::ResolvedView>(Op::Approve { id: ask_id.clone() })
             .await?;
         arrived(&mut b, "the ask", &ask_id).await?;
 
@@ -289,7 +289,7 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
         say!("not held at demo-alice: it answers the question api@demo-alice asked demo-bob");
 
         step("Bob trusts demo-alice: her machine's mail is no longer held");
-        b.call::<serde_json::Value>(Op::Trust {
+        b.call::<agentmesh_node::api::TrustedView>(Op::Trust {
             machine: "demo-alice".into(),
         })
         .await?;
@@ -366,7 +366,7 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
         }
         step("stopping the demo's daemons");
         for c in [&mut a, &mut b] {
-            let _ = c.call::<serde_json::Value>(Op::Shutdown).await;
+            let _ = c.call::<agentmesh_node::api::Done>(Op::Shutdown).await;
         }
         anyhow::Ok((ask_id, reply_id))
     })?;

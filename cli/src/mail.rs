@@ -6,7 +6,8 @@ use std::io::Read as _;
 use std::process::ExitCode;
 
 use agentmesh_node::api::{
-    AuditView, Event, InboxPage, MessageView, Op, OutboxView, SentView, Status,
+    AuditView, BindingView, Event, InboxPage, MessageView, Op, OutboxView, PausedView, Resolution,
+    ResolvedView, SentView, Status, TrustedView, WakeView,
 };
 use agentmesh_node::client::Client;
 use agentmesh_node::home::Home;
@@ -385,20 +386,16 @@ pub fn held(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
 
 /// `agentmesh mailboxes`.
 pub fn mailboxes(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
-    simple::<Vec<serde_json::Value>>(home, Op::Mailboxes, json, |rows| {
+    simple::<Vec<BindingView>>(home, Op::Mailboxes, json, |rows| {
         if rows.is_empty() {
             crate::say!("No mailboxes. Opt a folder in with `agentmesh allow FOLDER`.");
         }
         for b in rows {
             crate::say!(
                 "{:<20} {:<8} {}",
-                term::clean(b["mailbox"].as_str().unwrap_or_default()),
-                if b["allowed"].as_bool() == Some(true) {
-                    "allowed"
-                } else {
-                    "denied"
-                },
-                term::clean(b["path"].as_str().unwrap_or_default()),
+                term::clean(&b.mailbox),
+                if b.allowed { "allowed" } else { "denied" },
+                term::clean(&b.path),
             );
         }
     })
@@ -420,18 +417,18 @@ pub fn decide(
             reason,
         }
     };
-    simple::<serde_json::Value>(home, op, json, |v| {
-        crate::say!(
-            "{} {}.",
-            if approve { "Approved" } else { "Rejected" },
-            v["id"].as_str().unwrap_or(id)
-        );
+    simple::<ResolvedView>(home, op, json, |v| {
+        let done = match v.outcome {
+            Resolution::Approved => "Approved",
+            Resolution::Rejected => "Rejected",
+        };
+        crate::say!("{done} {}.", v.id);
     })
 }
 
 /// `agentmesh trust MACHINE`.
 pub fn trust(home: &Home, machine: &str, json: bool) -> anyhow::Result<ExitCode> {
-    simple::<serde_json::Value>(
+    simple::<TrustedView>(
         home,
         Op::Trust {
             machine: machine.into(),
@@ -492,28 +489,34 @@ fn folder(
 ) -> anyhow::Result<ExitCode> {
     let allowed = matches!(op, Op::Allow { .. });
     let rt = term::runtime()?;
-    let (machine, mut v, woken): (
-        String,
-        serde_json::Value,
-        Option<agentmesh_node::api::WakeView>,
-    ) = rt.block_on(async {
+    let (machine, v, woken): (String, BindingView, Option<WakeView>) = rt.block_on(async {
         let mut c = term::client(home).await?;
-        let v: serde_json::Value = c.call(op).await?;
-        let woken = match (wake, v["mailbox"].as_str()) {
-            (Some(w), Some(m)) => Some(c.call(crate::wake::set_op(m, w, None, None)).await?),
-            _ => None,
+        let v: BindingView = c.call(op).await?;
+        let woken = match wake {
+            Some(w) => Some(
+                c.call(crate::wake::set_op(&v.mailbox, w, None, None))
+                    .await?,
+            ),
+            None => None,
         };
         anyhow::Ok((c.name.clone(), v, woken))
     })?;
     if json {
-        if let Some(w) = &woken {
-            v["wake"] = serde_json::to_value(w)?;
+        /// The folder's binding, with its mailbox's wake when it was set.
+        #[derive(serde::Serialize)]
+        struct Folder<'a> {
+            #[serde(flatten)]
+            binding: &'a BindingView,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            wake: Option<&'a WakeView>,
         }
-        term::json(&v)?;
+        term::json(&Folder {
+            binding: &v,
+            wake: woken.as_ref(),
+        })?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mailbox = v["mailbox"].as_str().unwrap_or_default();
-    let path = v["path"].as_str().unwrap_or_default();
+    let (mailbox, path) = (&v.mailbox, &v.path);
     if allowed {
         crate::say!("{path} receives mail as mailbox {mailbox} (address: {mailbox}@{machine}).");
     } else {
@@ -531,7 +534,7 @@ pub fn pause(home: &Home, paused: bool, json: bool) -> anyhow::Result<ExitCode> 
     let rt = term::runtime()?;
     let (v, held) = rt.block_on(async {
         let mut c = term::client(home).await?;
-        let v: serde_json::Value = c.call(op).await?;
+        let v: PausedView = c.call(op).await?;
         // What waits for approval now, whatever held it: mail from
         // another person's machine was held for that from the start.
         let held = c.status().await.map_or(0, |s| s.held);
@@ -542,7 +545,7 @@ pub fn pause(home: &Home, paused: bool, json: bool) -> anyhow::Result<ExitCode> 
     } else if paused {
         crate::say!("Inbound mail is paused: it is held until `agentmesh resume`.");
     } else {
-        let released = v["released"].as_u64().unwrap_or(0);
+        let released = v.released.unwrap_or(0);
         crate::say!(
             "Inbound mail is delivered again ({} released).",
             agentmesh_protocol::time::count(released, "held message")
@@ -766,9 +769,9 @@ pub fn watch(
                             }
                         };
                         if let Some(op) = op {
-                            match commands.call::<serde_json::Value>(op).await {
-                                Ok(v) if json => println!("{v}"),
-                                Ok(v) => crate::say!("{}: {}", v["id"].as_str().unwrap_or_default(), v["outcome"].as_str().unwrap_or_default()),
+                            match commands.call::<ResolvedView>(op).await {
+                                Ok(v) if json => println!("{}", serde_json::to_string(&v)?),
+                                Ok(v) => crate::say!("{}: {}", v.id, v.outcome.as_str()),
                                 Err(e) if json => println!("{}", serde_json::json!({ "event": "error", "code": e.code(), "message": e.to_string() })),
                                 Err(e) => crate::say!("{e}"),
                             }

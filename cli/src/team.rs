@@ -133,7 +133,7 @@ pub fn leave(home: &Home, yes: bool, json: bool) -> anyhow::Result<ExitCode> {
         )? {
             return Err(term::cli_error("declined", "not left: you answered no"));
         }
-        anyhow::Ok(c.call::<serde_json::Value>(Op::TeamLeave).await?)
+        anyhow::Ok(c.call::<agentmesh_node::api::LeftView>(Op::TeamLeave).await?)
     })?;
     if json {
         term::json(&v)?;
@@ -592,7 +592,7 @@ pub fn person(home: &Home, machine: &str, person: &str, json: bool) -> anyhow::R
 /// `agentmesh revoke NAME`.
 pub fn revoke(home: &Home, name: &str, yes: bool, json: bool) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
-    let v: serde_json::Value = rt.block_on(async {
+    let v: agentmesh_node::api::RevokedView = rt.block_on(async {
         let mut c = term::client(home).await?;
         let t: TeamView = c.call(Op::TeamShow).await?;
         let target = t
@@ -623,9 +623,7 @@ pub fn revoke(home: &Home, name: &str, yes: bool, json: bool) -> anyhow::Result<
     } else {
         crate::say!(
             "Revoked {name} ({}). Members refuse it as the revocation reaches them.",
-            v.get("revoked")
-                .and_then(|p| p.as_str())
-                .unwrap_or_default()
+            v.revoked
         );
     }
     Ok(ExitCode::SUCCESS)

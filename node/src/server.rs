@@ -312,7 +312,7 @@ fn parse(line: &str) -> Result<ClientFrame, DaemonFrame> {
                     && value.get("args").is_none()
                 {
                     let mut with_args = value;
-                    with_args["args"] = serde_json::json!({});
+                    with_args["args"] = serde_json::Value::Object(Default::default());
                     serde_json::from_value(with_args).map_err(|_| e)
                 } else {
                     Err(e)
@@ -553,15 +553,20 @@ impl Client {
                             .await
                     }
                     (_, false) if op == Op::Status => {
-                        // The node's part, then the mailroom's.
-                        self.node.request(op).await.map(|mut v| {
+                        // The node's part, then the mailroom's, as typed
+                        // parts of one `Status`.
+                        self.node.request(op).await.and_then(|v| {
+                            let mut s: crate::api::Status =
+                                serde_json::from_value(v).map_err(|e| {
+                                    crate::api::ApiError::new(codes::INTERNAL, e.to_string())
+                                })?;
                             let m = self.mail.summary();
-                            v["paused"] = m.paused.into();
-                            v["held"] = m.held.into();
-                            v["outbox_waiting"] = m.outbox_waiting.into();
-                            v["carrying"] = m.carrying.into();
-                            v["wake"] = serde_json::to_value(&m.wake).unwrap_or_default();
-                            v
+                            s.paused = m.paused;
+                            s.held = m.held;
+                            s.outbox_waiting = m.outbox_waiting;
+                            s.carrying = m.carrying;
+                            s.wake = m.wake;
+                            crate::api::ok(s)
                         })
                     }
                     _ => self.node.request(op).await,

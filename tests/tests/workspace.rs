@@ -239,3 +239,21 @@ fn the_daemons_modules_depend_one_way() {
         }
     }
 }
+
+/// The local API answers typed views (node/src/api): no op's answer is
+/// JSON built by hand, which clients could only read by string keys.
+#[test]
+fn the_local_api_answers_typed_views_not_json_built_by_hand() {
+    for (path, code) in node_sources() {
+        // The test modules inside a file (tests.rs files and `mod tests`
+        // blocks) build JSON to feed what they test.
+        if path.ends_with("tests.rs") || path.contains("/tests/") {
+            continue;
+        }
+        let code = code.split("#[cfg(test)]").next().unwrap_or_default();
+        assert!(
+            !code.contains("json!("),
+            "node/src/{path} builds an answer with json!; give it a view type in node/src/api"
+        );
+    }
+}

@@ -30,9 +30,11 @@
 use crate::codes;
 use serde::{Deserialize, Serialize};
 
+mod answers;
 mod sent;
 mod views;
 mod wake;
+pub use answers::*;
 pub use sent::*;
 pub use views::*;
 pub use wake::*;

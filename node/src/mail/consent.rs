@@ -32,7 +32,7 @@ use agentmesh_protocol::PeerId;
 use super::mailroom::mailbox_name;
 use super::pages::view;
 use super::{Ctx, MAX_REMOTE_REASON, inbox::Seqs, peer_of, who_label};
-use crate::api::{ApiError, Event, Reply, Who, err, ok};
+use crate::api::{ApiError, Event, PausedView, Reply, Who, err, ok};
 use crate::audit::AuditEvent;
 use crate::codes;
 use crate::store::{AuditEntry, FolderBinding, InboxRecord, MailStore, StoreError};
@@ -418,7 +418,10 @@ impl Consent {
         self.trusted.insert(peer);
         let detail = format!("mail from {machine} is no longer held");
         decided(who, AuditEvent::Trust, Some(peer.to_string()), detail, ctx);
-        ok(serde_json::json!({ "trusted": machine, "peer_id": peer.to_string() }))
+        ok(crate::api::TrustedView {
+            trusted: machine.to_owned(),
+            peer_id: peer.to_string(),
+        })
     }
 
     /// `allow` (`allowed`) or `deny` a folder, audited when it succeeds.
@@ -570,7 +573,11 @@ impl Consent {
         self.set_paused(true, ctx.store)?;
         let detail = "inbound mail is held until resume".to_owned();
         decided(who, AuditEvent::Pause, None, detail, ctx);
-        ok(serde_json::json!({ "paused": true }))
+        ok(PausedView {
+            paused: true,
+            released: None,
+            still_held: None,
+        })
     }
 
     /// `resume`: delivery resumes, and what `pause` held is released, but
@@ -581,7 +588,7 @@ impl Consent {
         who: &Who,
         (seqs, answers): (&mut Seqs, &super::answers::Answers),
         ctx: &mut Ctx<'_>,
-    ) -> Result<(serde_json::Value, Vec<Event>), ApiError> {
+    ) -> Result<(PausedView, Vec<Event>), ApiError> {
         self.set_paused(false, ctx.store)?;
         let mut released: u64 = 0;
         let mut still_held = 0;
@@ -621,11 +628,11 @@ impl Consent {
             agentmesh_protocol::time::count(released, "held message")
         );
         decided(who, AuditEvent::Resume, None, detail, ctx);
-        let value = serde_json::json!({
-            "paused": false,
-            "released": released,
-            "still_held": still_held,
-        });
+        let value = PausedView {
+            paused: false,
+            released: Some(released),
+            still_held: Some(still_held),
+        };
         Ok((value, events))
     }
 }
@@ -659,6 +666,10 @@ fn decided(who: &Who, event: AuditEvent, peer: Option<String>, detail: String, c
     ctx.log.note(event, ctx.now.wall, peer, detail);
 }
 
-fn binding_json(b: &FolderBinding) -> serde_json::Value {
-    serde_json::json!({ "mailbox": b.mailbox, "path": b.path, "allowed": b.allowed })
+fn binding_json(b: &FolderBinding) -> crate::api::BindingView {
+    crate::api::BindingView {
+        mailbox: b.mailbox.clone(),
+        path: b.path.clone(),
+        allowed: b.allowed,
+    }
 }

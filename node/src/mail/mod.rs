@@ -899,7 +899,7 @@ impl Mail {
                 {
                     Ok((value, events)) => {
                         heard(&mut self.unread, &mut self.loops, &events, &mut ctx);
-                        self.answer_durably(reply, Ok(value), events)
+                        self.answer_durably(reply, ok(value), events)
                     }
                     Err(e) => {
                         let _ = reply.send(Err(e));
@@ -1160,7 +1160,9 @@ impl Mail {
                 self.fanout.emit(events);
                 let debts = receipts::expired_unapproved(&expired, ctx.now.wall);
                 self.owe(debts);
-                ok(serde_json::json!({ "offset_secs": crate::clock::offset().as_secs() }))
+                ok(api::ClockView {
+                    offset_secs: crate::clock::offset().as_secs(),
+                })
             }
             _ => api::err(codes::INTERNAL, "not a mail operation"),
         };
@@ -1321,7 +1323,7 @@ impl Mail {
                     }
                     self.owe(vec![(receipts::Debt::from(&r), entries)]);
                 }
-                self.answer_durably(reply, Ok(value), events)
+                self.answer_durably(reply, ok(value), events)
             }
             // Answered at once: nothing was decided.
             Err(e) => {

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use crate::api::{ApiError, Event, Reply, Who, err, ok};
+use crate::api::{ApiError, Event, Reply, Resolution, ResolvedView, Who, err, ok};
 use crate::codes;
 use crate::store::{InboxRecord, MailStore, OutboxRecord, OutboxStatus, Store};
 
@@ -292,7 +292,7 @@ pub(super) fn resolve(
     consent: &mut Consent,
     seqs: &mut Seqs,
     ctx: &mut Ctx<'_>,
-) -> Result<(serde_json::Value, Vec<Event>), ApiError> {
+) -> Result<(ResolvedView, Vec<Event>), ApiError> {
     let record: InboxRecord = match ctx.store.inbox_get(id)? {
         Some(r) if r.held.is_some() => r,
         Some(_) => {
@@ -338,10 +338,14 @@ pub(super) fn resolve(
     }
     let (outcome, events) = match decision {
         Decision::Approve => (
-            "approved",
+            Resolution::Approved,
             consent.release(record, Release::Approved(who), seqs, ctx)?,
         ),
-        Decision::Reject(reason) => ("rejected", consent.reject(&record, who, &reason, ctx)?),
+        Decision::Reject(reason) => (
+            Resolution::Rejected,
+            consent.reject(&record, who, &reason, ctx)?,
+        ),
     };
-    Ok((serde_json::json!({ "id": id, "outcome": outcome }), events))
+    let id = id.to_owned();
+    Ok((ResolvedView { id, outcome }, events))
 }

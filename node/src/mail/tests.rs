@@ -628,7 +628,7 @@ fn resume_lets_answers_pass_and_keeps_a_revoked_senders_mail_held() {
     let (value, _) = consent
         .resume(&ada(), inbox.seqs_and_answers(), &mut ctx)
         .unwrap();
-    assert_eq!(value["released"], 1, "{value}");
+    assert_eq!(value.released, Some(1), "{value:?}");
     let mut held: Vec<(String, Option<String>)> = consent::held_records(d.store.as_ref())
         .unwrap()
         .into_iter()
@@ -703,8 +703,8 @@ fn resume_releases_only_what_the_consent_rule_delivers() {
     let (value, events) = consent
         .resume(&ada(), inbox.seqs_and_answers(), &mut ctx)
         .unwrap();
-    assert_eq!(value["released"], 2, "{value}");
-    assert_eq!(value["still_held"], 1, "{value}");
+    assert_eq!(value.released, Some(2), "{value:?}");
+    assert_eq!(value.still_held, Some(1), "{value:?}");
     assert!(!consent.paused());
     assert_eq!(consent.held_total(), 2);
     let mut held: Vec<(String, Option<String>)> = consent::held_records(d.store.as_ref())
@@ -802,7 +802,7 @@ fn approve_releases_and_reject_deletes_and_each_decides_once() {
         &mut ctx,
     )
     .unwrap();
-    assert_eq!(v["outcome"], "approved");
+    assert_eq!(v.outcome, api::Resolution::Approved);
     assert!(
         matches!(&ev[..], [Event::Message { message }, Event::Resolved { outcome, .. }]
         if message.seq == 3 && message.held.is_none() && outcome == "approved")
@@ -817,7 +817,7 @@ fn approve_releases_and_reject_deletes_and_each_decides_once() {
         &mut ctx,
     )
     .unwrap();
-    assert_eq!(v["outcome"], "rejected");
+    assert_eq!(v.outcome, api::Resolution::Rejected);
     assert!(matches!(&ev[..], [Event::Resolved { outcome, .. }] if outcome == "rejected"));
     assert_eq!(consent.held_total(), 0);
     assert!(ctx.store.inbox_get(&ids[1]).unwrap().is_none());

@@ -704,7 +704,7 @@ impl Net {
                 Op::Connect { addr } => return self.connect(&addr, reply, now),
                 Op::Shutdown => {
                     self.stopping = true;
-                    ok(serde_json::json!({}))
+                    ok(api::Done {})
                 }
                 Op::ConfigShow => ok(api::ConfigShown::of(&self.team.settings().config)),
                 _ => err(codes::INTERNAL, "an operation reached the wrong part"),

@@ -23,7 +23,7 @@ use super::desk::{CodeOutcome, Desk, DeskState};
 use super::network::Network;
 use super::random16;
 use super::state::{NOT_IN_TEAM, TeamCore};
-use crate::api::{self, ApiError, Reply, err, ok, rfc3339};
+use crate::api::{self, ApiError, Done, Reply, err, ok, rfc3339};
 use crate::audit::AuditEvent;
 use crate::codes;
 use crate::wire::{JoinMsg, JoinReply};
@@ -506,7 +506,7 @@ impl Founder {
             Some(&peer),
             "refused by the founder",
         );
-        ok(serde_json::json!({}))
+        ok(Done {})
     }
 }
 

@@ -36,7 +36,7 @@ pub use joiner::JoinWaiter;
 pub use network::Network;
 pub use state::{Membership, NOT_IN_TEAM, load_team};
 
-use crate::api::{self, ApiError, Op, Reply, err, ok};
+use crate::api::{self, ApiError, LeftView, Op, Reply, RevokedView, err, ok};
 use crate::audit::{AuditEvent, AuditLog};
 use crate::codes;
 use crate::config::Settings;
@@ -471,7 +471,9 @@ impl Team {
             }),
         )?;
         core.audit(AuditEvent::Left, Some(&me), "this machine left its team");
-        ok(serde_json::json!({ "left": team.to_string() }))
+        ok(LeftView {
+            left: team.to_string(),
+        })
     }
 
     /// `team person MACHINE PERSON`: a Person block, one sequence number
@@ -602,7 +604,10 @@ impl Team {
             Some(&peer),
             format!("{name} revoked here"),
         );
-        ok(serde_json::json!({ "revoked": peer.to_string(), "name": name }))
+        ok(RevokedView {
+            revoked: peer.to_string(),
+            name: name.to_owned(),
+        })
     }
 }
 

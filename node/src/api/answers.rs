@@ -1,0 +1,96 @@
+//! The small answers of the local API: what an op that changes one thing
+//! says it did. Each is a typed view, so the CLI, the MCP server and any
+//! other client read fields, not strings looked up in untyped JSON.
+
+use serde::{Deserialize, Serialize};
+
+/// An op whose answer is only that it was done (`shutdown`,
+/// `join_refuse`): `{}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Done {}
+
+/// `team leave`: the team this machine left.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftView {
+    /// The team's id, hex.
+    pub left: String,
+}
+
+/// `revoke`: the machine revoked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevokedView {
+    /// Its PeerId.
+    pub revoked: String,
+    /// Its machine name.
+    pub name: String,
+}
+
+/// What a person decided of held mail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resolution {
+    /// It is in the inbox now.
+    Approved,
+    /// It was dropped (its sender is told, with the reason).
+    Rejected,
+}
+
+impl Resolution {
+    /// The word in JSON and on screen.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Resolution::Approved => "approved",
+            Resolution::Rejected => "rejected",
+        }
+    }
+}
+
+/// `approve` / `reject`: the message, and what became of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolvedView {
+    /// The message id.
+    pub id: String,
+    /// Approved or rejected.
+    pub outcome: Resolution,
+}
+
+/// `trust`: the machine whose mail is no longer held.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrustedView {
+    /// Its machine name.
+    pub trusted: String,
+    /// Its PeerId.
+    pub peer_id: String,
+}
+
+/// `pause` / `resume`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PausedView {
+    /// Whether inbound mail is paused now.
+    pub paused: bool,
+    /// `resume`: held messages it released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released: Option<u64>,
+    /// `resume`: held messages still held (another person's machine, a
+    /// folder opted out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub still_held: Option<u64>,
+}
+
+/// A folder bound to a mailbox (`mailboxes`, `allow`, `deny`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BindingView {
+    /// The mailbox name.
+    pub mailbox: String,
+    /// The folder, absolute.
+    pub path: String,
+    /// Whether it receives (`allow`), or not (`deny`).
+    pub allowed: bool,
+}
+
+/// `clock_advance` (test builds): how far the daemon's clock is ahead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockView {
+    /// Seconds ahead of the real clock.
+    pub offset_secs: u64,
+}

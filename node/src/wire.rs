@@ -64,6 +64,16 @@ pub const MAX_RELAYED_BATCH_BYTES: usize = 64 * 1024;
 /// 1 MiB request limit with room for framing.
 pub const MAX_BATCH_BYTES: usize = 900 * 1024;
 
+/// Bytes of envelopes in one batch to a machine reached directly, or
+/// only through relays (`relayed`), at most.
+pub fn batch_bytes(relayed: bool) -> usize {
+    if relayed {
+        MAX_RELAYED_BATCH_BYTES
+    } else {
+        MAX_BATCH_BYTES
+    }
+}
+
 /// The bounds of one protocol.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -352,6 +362,23 @@ pub enum MailOutcome {
 }
 
 impl MailOutcome {
+    /// A refusal as the sender sees it, its reason cut to what the wire
+    /// carries ([`MAX_REASON_BYTES`]).
+    pub fn refused(code: &str, reason: impl Into<String>) -> MailOutcome {
+        let mut reason: String = reason.into();
+        if reason.len() > MAX_REASON_BYTES {
+            let mut cut = MAX_REASON_BYTES;
+            while !reason.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            reason.truncate(cut);
+        }
+        MailOutcome::Refused {
+            code: code.into(),
+            reason,
+        }
+    }
+
     /// Stored, not deferred.
     pub fn accepted(held: bool) -> MailOutcome {
         MailOutcome::Accepted {

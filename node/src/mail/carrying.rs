@@ -30,10 +30,7 @@ use crate::audit::AuditEvent;
 use crate::config::CarryRules;
 use crate::net::{Carry, Delivered, Via};
 use crate::store::{AuditEntry, CarriedRecord};
-use crate::wire::{
-    MAX_BATCH_BYTES, MAX_BATCH_ENVELOPES, MAX_RELAYED_BATCH_BYTES, MailOutcome, MailReply,
-    MailRequest,
-};
+use crate::wire::{MAX_BATCH_ENVELOPES, MailOutcome, MailReply, MailRequest, batch_bytes};
 
 /// Envelopes a carrier holds at once, whatever its byte bounds allow:
 /// what it keeps in memory for them (a record of about 300 bytes each,
@@ -81,14 +78,6 @@ pub(super) struct Carrying {
     /// the time given (the rest of what is held for it goes meanwhile).
     later: HashMap<Vec<u8>, Instant>,
     next_sweep: Option<Instant>,
-}
-
-/// A refusal of an envelope offered to hold.
-fn refused(code: &str, reason: impl Into<String>) -> MailOutcome {
-    MailOutcome::Refused {
-        code: code.into(),
-        reason: reason.into(),
-    }
 }
 
 impl Carrying {
@@ -173,7 +162,7 @@ impl Carrying {
             });
         }
         for _ in request.envelopes.iter().skip(MAX_BATCH_ENVELOPES) {
-            outcomes.push(refused(
+            outcomes.push(MailOutcome::refused(
                 "batch_too_large",
                 format!("a batch carries at most {MAX_BATCH_ENVELOPES} envelopes"),
             ));
@@ -228,7 +217,7 @@ impl Carrying {
     ) -> Result<CarriedRecord, MailOutcome> {
         let dir = ctx.dir;
         if !self.rules.carry {
-            return Err(refused(
+            return Err(MailOutcome::refused(
                 "not_a_carrier",
                 format!(
                     "{} does not carry mail for others (its person can make it a carrier with `agentmesh config set carry true`)",
@@ -237,24 +226,28 @@ impl Carrying {
             ));
         }
         if revoked {
-            return Err(refused("revoked", "the sender was revoked from the team"));
+            return Err(MailOutcome::refused(
+                "revoked",
+                "the sender was revoked from the team",
+            ));
         }
-        let envelope = Envelope::from_wire(bytes).map_err(|e| refused(e.name(), e.to_string()))?;
+        let envelope = Envelope::from_wire(bytes)
+            .map_err(|e| MailOutcome::refused(e.name(), e.to_string()))?;
         let h = &envelope.header;
         if h.from != from {
-            return Err(refused(
+            return Err(MailOutcome::refused(
                 "sender_mismatch",
                 "a carrier holds only the asking machine's own envelopes",
             ));
         }
         if !dir.member || dir.team != Some(h.team) {
-            return Err(refused(
+            return Err(MailOutcome::refused(
                 "not_a_member",
                 "this machine is not a member of the sender's team",
             ));
         }
         if Some(h.to) == dir.me || h.to == from {
-            return Err(refused(
+            return Err(MailOutcome::refused(
                 "wrong_recipient",
                 "a carrier holds mail for a third machine: send mail for the carrier itself on /agentmesh/mail/1",
             ));
@@ -262,13 +255,13 @@ impl Carrying {
         match dir.machines.get(&h.to) {
             Some(m) if m.standing == Standing::Current => {}
             Some(m) => {
-                return Err(refused(
+                return Err(MailOutcome::refused(
                     "revoked_recipient",
                     format!("{} is no longer a member of the team", m.name),
                 ));
             }
             None => {
-                return Err(refused(
+                return Err(MailOutcome::refused(
                     "unknown_recipient",
                     "the recipient is not a member of the team",
                 ));
@@ -277,24 +270,24 @@ impl Carrying {
         // Mail, and receipts of it; broadcasts and counts go to machines
         // that are online (a broadcast is judged when it arrives).
         if !matches!(h.kind, Kind::Tell | Kind::Ask | Kind::Reply | Kind::Receipt) {
-            return Err(refused(
+            return Err(MailOutcome::refused(
                 "not_carried",
                 format!("a carrier holds mail and receipts, not {}", h.kind.as_str()),
             ));
         }
         let now = ctx.now.wall;
         if now > h.expires_at.saturating_add(MAX_CLOCK_SKEW) {
-            return Err(refused("expired", "the envelope has expired"));
+            return Err(MailOutcome::refused("expired", "the envelope has expired"));
         }
         if h.sent_at > now.saturating_add(MAX_CLOCK_SKEW) {
-            return Err(refused(
+            return Err(MailOutcome::refused(
                 "not_yet_valid",
                 "the envelope was sealed in the future: check the sender's clock",
             ));
         }
         envelope
             .check_signed()
-            .map_err(|e| refused(e.name(), e.to_string()))?;
+            .map_err(|e| MailOutcome::refused(e.name(), e.to_string()))?;
         let record = CarriedRecord {
             recipient: h.to.to_string(),
             sender: from.to_string(),
@@ -315,7 +308,7 @@ impl Carrying {
         let rules = &self.rules;
         let mib = |b: u64| b / (1024 * 1024);
         if n >= rules.per_sender || b + record.size > rules.per_sender_bytes {
-            return Err(refused(
+            return Err(MailOutcome::refused(
                 "carrier_full",
                 format!(
                     "{} already holds {n} envelopes ({} MiB) from you, its most per sender ({} envelopes, {} MiB); your machine keeps the message and delivers it itself",
@@ -327,7 +320,7 @@ impl Carrying {
             ));
         }
         if self.held.len() >= MAX_CARRIED || self.total + record.size > rules.total_bytes {
-            return Err(refused(
+            return Err(MailOutcome::refused(
                 "carrier_full",
                 format!(
                     "{} holds as much as it carries for everyone ({} MiB); your machine keeps the message and delivers it itself",
@@ -440,11 +433,7 @@ impl Carrying {
         if !self.deliveries.get(&peer).is_some_and(|d| d.due(now.mono)) {
             return;
         }
-        let most = if self.relayed.contains(&peer) {
-            MAX_RELAYED_BATCH_BYTES
-        } else {
-            MAX_BATCH_BYTES
-        };
+        let most = batch_bytes(self.relayed.contains(&peer));
         let start = [peer.to_string().as_bytes(), b"\0"].concat();
         let skew = MAX_CLOCK_SKEW.as_millis() as u64;
         let now_ms = now.wall.as_unix_millis();

@@ -28,10 +28,7 @@ use super::{Ctx, MAX_REMOTE_REASON, peer_of, sha};
 use crate::audit::AuditEvent;
 use crate::net::{Carry, CarryHandle, Delivered, Undelivered, Via};
 use crate::store::{AuditEntry, MessageState, OutboxRecord, OutboxStatus, StateRecord};
-use crate::wire::{
-    MAX_BATCH_BYTES, MAX_BATCH_ENVELOPES, MAX_RELAYED_BATCH_BYTES, MailOutcome, MailReply,
-    MailRequest,
-};
+use crate::wire::{MAX_BATCH_ENVELOPES, MailOutcome, MailReply, MailRequest, batch_bytes};
 
 /// Batches on their way to one recipient at once: while it stores one,
 /// the next is already opening.
@@ -84,7 +81,7 @@ pub(super) struct PeerQueue {
     /// No attempt before this.
     next_try: Option<Instant>,
     /// Reached only through relays: one batch at a time, each at most
-    /// [`MAX_RELAYED_BATCH_BYTES`] (two at once could together pass a
+    /// [`crate::wire::MAX_RELAYED_BATCH_BYTES`] (two at once could together pass a
     /// circuit's limit again and again).
     relayed: bool,
 }
@@ -396,11 +393,7 @@ impl Courier {
                     break;
                 }
             };
-            let most = if q.relayed {
-                MAX_RELAYED_BATCH_BYTES
-            } else {
-                MAX_BATCH_BYTES
-            };
+            let most = batch_bytes(q.relayed);
             if bytes + envelope.len() > most && !ids.is_empty() {
                 break;
             }

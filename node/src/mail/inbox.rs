@@ -397,7 +397,7 @@ impl Inbox {
             outcomes.push(outcome);
         }
         for _ in request.envelopes.iter().skip(MAX_BATCH_ENVELOPES) {
-            outcomes.push(refused(
+            outcomes.push(MailOutcome::refused(
                 "batch_too_large",
                 format!("a batch carries at most {MAX_BATCH_ENVELOPES} envelopes"),
             ));
@@ -684,7 +684,7 @@ impl Inbox {
                 },
             );
         }
-        refused(&r.code, r.reason)
+        MailOutcome::refused(&r.code, r.reason)
     }
 
     /// One entry for each (machine, reason) whose refusals in a window
@@ -795,21 +795,4 @@ pub(super) fn received(
 /// The calendar clock as a duration, for rate windows: tests move it.
 fn calendar(now: Timestamp) -> Duration {
     Duration::from_millis(now.as_unix_millis())
-}
-
-/// A refusal as the sender sees it, its reason cut to what the wire
-/// carries.
-fn refused(code: &str, reason: impl Into<String>) -> MailOutcome {
-    let mut reason: String = reason.into();
-    if reason.len() > crate::wire::MAX_REASON_BYTES {
-        let mut cut = crate::wire::MAX_REASON_BYTES;
-        while !reason.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        reason.truncate(cut);
-    }
-    MailOutcome::Refused {
-        code: code.into(),
-        reason,
-    }
 }

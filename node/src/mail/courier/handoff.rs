@@ -26,9 +26,7 @@ use crate::audit::AuditEvent;
 use crate::mail::{Ctx, sha};
 use crate::net::{Carry, Delivered, Via};
 use crate::store::{AuditEntry, MessageState, OutboxRecord};
-use crate::wire::{
-    MAX_BATCH_BYTES, MAX_BATCH_ENVELOPES, MAX_RELAYED_BATCH_BYTES, MailOutcome, MailRequest,
-};
+use crate::wire::{MAX_BATCH_ENVELOPES, MailOutcome, MailRequest, batch_bytes};
 
 /// A carrier's refusals that may not hold later: it is full, or has not
 /// yet heard of the recipient's admission, or of its own `carry = true`.
@@ -177,11 +175,7 @@ impl Courier {
             .collect();
         let (mut carrier, mut ids, mut envelopes) = (None, vec![], vec![]);
         for c in carriers {
-            let most = if self.relayed.contains(&c) {
-                MAX_RELAYED_BATCH_BYTES
-            } else {
-                MAX_BATCH_BYTES
-            };
+            let most = batch_bytes(self.relayed.contains(&c));
             let mut bytes = 0;
             for (id, peer) in &waiting {
                 if ids.len() == MAX_BATCH_ENVELOPES {
@@ -208,9 +202,6 @@ impl Courier {
         let Some(carrier) = carrier else {
             return;
         };
-        if ids.is_empty() {
-            return;
-        }
         self.handoff.next_batch += 1;
         let batch = self.handoff.next_batch;
         self.handoff.handing.extend(ids.iter().cloned());

@@ -84,6 +84,18 @@ fn mail_reaches_a_recipient_that_is_never_online_with_its_sender() {
         a.ok(&["outbox"]).contains("charlie"),
         "the text form names the carrier"
     );
+    // An agent's `message_status` says the same.
+    let folder = tempfile::tempdir().unwrap();
+    let status = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let s = agentmesh_tests::mcp::Session::spawn(&a, folder.path(), "claude-code", &[]).await;
+        let v = s
+            .ok("message_status", serde_json::json!({ "id": id }))
+            .await;
+        s.close().await;
+        v
+    });
+    assert_eq!(status["status"], "carried", "{status}");
+    assert_eq!(status["carrier"], "charlie", "{status}");
     assert_eq!(carrying(&c), 1);
     // The sender goes away before the recipient comes back.
     a.stop();

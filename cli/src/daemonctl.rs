@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use agentmesh_node::api::{ConfigShown, Op};
+use agentmesh_node::api::{ConfigShown, Op, TeamStanding};
 use agentmesh_node::client::ClientError;
 use agentmesh_node::config::Config;
 use agentmesh_node::config::edit::{self, ConfigFile};
@@ -464,7 +464,7 @@ pub fn init(home: &Home, name: &str, json: bool) -> anyhow::Result<ExitCode> {
     match running {
         Ok(mut c) => {
             let s = rt.block_on(c.status())?;
-            if let (Some(team), Some("member")) = (&s.team, s.team_standing.as_deref())
+            if let (Some(team), Some(TeamStanding::Member)) = (&s.team, s.team_standing)
                 && s.name != name.as_str()
             {
                 return Err(renaming_a_member(&s.name, &team.name, name.as_str()));

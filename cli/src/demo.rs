@@ -165,7 +165,7 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
         say!("demo-alice is {}\ndemo-bob   is {}", a.peer_id, b.peer_id);
 
         step("demo-alice founds a team and invites demo-bob");
-        a.call::<serde_json::Value>(Op::TeamCreate {
+        a.call::<agentmesh_node::api::TeamView>(Op::TeamCreate {
             name: "demo".into(),
             owner: "Alice".into(),
         })
@@ -235,7 +235,7 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
         for (c, folder) in [(&mut a, "api"), (&mut b, "pipeline")] {
             let path = root.join("projects").join(folder);
             std::fs::create_dir_all(&path)?;
-            let v: serde_json::Value = c
+            let v: agentmesh_node::api::BindingView = c
                 .call(Op::Allow {
                     path: path.display().to_string(),
                     mailbox: None,
@@ -244,12 +244,12 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
             say!(
                 "{} -> mailbox {}",
                 path.display(),
-                v["mailbox"].as_str().unwrap_or_default()
+                v.mailbox
             );
         }
 
         step("api@demo-alice asks pipeline@demo-bob a question");
-        let ask: serde_json::Value = a
+        let ask: agentmesh_node::api::SentView = a
             .call(Op::Send {
                 to: "pipeline@demo-bob".into(),
                 text: "Before I change the schema: how do you handle late-arriving rows?".into(),
@@ -258,7 +258,7 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
                 from_mailbox: Some("api".into()),
             })
             .await?;
-        let ask_id = ask["id"].as_str().unwrap_or_default().to_owned();
+        let ask_id = ask.id;
         say!("sent {ask_id}");
         let held: MessageView = until("the ask to be held at demo-bob", async || {
             let held: Vec<MessageView> = b.call(Op::Held).await?;
@@ -275,7 +275,7 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
         arrived(&mut b, "the ask", &ask_id).await?;
 
         step("pipeline@demo-bob replies, in the same thread");
-        let reply: serde_json::Value = b
+        let reply: agentmesh_node::api::SentView = b
             .call(Op::Send {
                 to: "api@demo-alice".into(),
                 text: "They go to a side table and are merged hourly.".into(),
@@ -284,7 +284,7 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
                 from_mailbox: Some("pipeline".into()),
             })
             .await?;
-        let reply_id = reply["id"].as_str().unwrap_or_default().to_owned();
+        let reply_id = reply.id;
         arrived(&mut a, "the reply", &reply_id).await?;
         say!("not held at demo-alice: it answers the question api@demo-alice asked demo-bob");
 
@@ -293,7 +293,7 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
             machine: "demo-alice".into(),
         })
         .await?;
-        let thanks: serde_json::Value = a
+        let thanks: agentmesh_node::api::SentView = a
             .call(Op::Send {
                 to: "pipeline@demo-bob".into(),
                 text: "Thanks! Merging hourly works for the schema change.".into(),
@@ -302,7 +302,7 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
                 from_mailbox: Some("api".into()),
             })
             .await?;
-        let thanks_id = thanks["id"].as_str().unwrap_or_default().to_owned();
+        let thanks_id = thanks.id;
         arrived(&mut b, "the thanks", &thanks_id).await?;
         say!("delivered straight to pipeline@demo-bob (`agentmesh trust demo-alice`)");
 

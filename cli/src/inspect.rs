@@ -4,7 +4,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::ExitCode;
 
-use agentmesh_node::api::{ConfigShown, Op, OutboxView, PeerRow, Status, TeamView};
+use agentmesh_node::api::{
+    ConfigShown, Connection, Op, OutboxView, PeerRow, Standing, Status, TeamStanding, TeamView,
+};
 use agentmesh_node::config::Config;
 use agentmesh_node::home::Home;
 use serde::Serialize;
@@ -16,9 +18,11 @@ pub fn print_status(s: &Status) {
     crate::say!("machine    {}", s.name);
     crate::say!("peer id    {}", s.peer_id);
     let me = term::login_name();
-    match (&s.team, s.team_standing.as_deref()) {
-        (Some(t), Some("member")) => crate::say!("team       {} ({})", t.name, &t.team_id[..12]),
-        (Some(t), Some("name_taken")) => {
+    match (&s.team, s.team_standing) {
+        (Some(t), Some(TeamStanding::Member)) => {
+            crate::say!("team       {} ({})", t.name, &t.team_id[..12])
+        }
+        (Some(t), Some(TeamStanding::NameTaken)) => {
             crate::say!(
                 "team       {} ({}): not a member while another machine holds the name {} (admitted first)",
                 t.name,
@@ -34,8 +38,8 @@ pub fn print_status(s: &Status) {
         }
         (Some(t), standing) => {
             let how = match standing {
-                Some("left") => "it left",
-                Some("revoked") => "it was revoked",
+                Some(TeamStanding::Left) => "it left",
+                Some(TeamStanding::Revoked) => "it was revoked",
                 _ => "it is not listed",
             };
             crate::say!(
@@ -196,17 +200,21 @@ pub fn peers(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
                 if r.left {
                     "left".into()
                 } else {
-                    r.membership.clone()
+                    r.membership.to_string()
                 },
-                match (&r.connection[..], &r.relay) {
-                    ("relayed", Some(relay)) => format!("relayed via {}", term::short_peer(relay)),
-                    (c, _) => c.to_owned(),
+                match (r.connection, &r.relay) {
+                    (Connection::Relayed, Some(relay)) => {
+                        format!("relayed via {}", term::short_peer(relay))
+                    }
+                    (c, _) => c.to_string(),
                 },
-                r.transport.clone().unwrap_or_else(|| "-".into()),
+                r.transport.map_or_else(|| "-".into(), |t| t.to_string()),
                 r.rtt_ms
                     .map_or_else(|| "-".into(), |ms| format!("{ms:.1} ms")),
-                match (&r.connection[..], &r.last_seen) {
-                    ("direct" | "hole-punched" | "relayed", _) => "now".into(),
+                match (r.connection, &r.last_seen) {
+                    (Connection::Direct | Connection::HolePunched | Connection::Relayed, _) => {
+                        "now".into()
+                    }
                     (_, Some(t)) => term::ago(t),
                     (_, None) => "never".into(),
                 },
@@ -300,9 +308,9 @@ fn stuck_mail(outbox: &[OutboxView], peers: &[PeerRow]) -> Vec<(String, usize, S
         .filter(|m| m.status == agentmesh_node::api::MessageState::Queued)
     {
         let machine = m.to.rsplit('@').next().unwrap_or_default().to_owned();
-        let reachable = peers
-            .iter()
-            .any(|p| p.name.as_deref() == Some(machine.as_str()) && p.connection != "none");
+        let reachable = peers.iter().any(|p| {
+            p.name.as_deref() == Some(machine.as_str()) && p.connection != Connection::None
+        });
         if reachable {
             continue;
         }
@@ -448,13 +456,13 @@ pub fn doctor(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
             match team {
                 Some(t) => {
                     let me = t.members.iter().find(|m| m.this_machine);
-                    let ok = me.is_some_and(|m| m.standing == "current");
+                    let ok = me.is_some_and(|m| m.standing == Standing::Current);
                     check(
                         pass(ok),
                         format!(
                             "team {}: {} members, this machine {}",
                             t.name,
-                            t.members.iter().filter(|m| m.standing == "current").count(),
+                            t.members.iter().filter(|m| m.standing == Standing::Current).count(),
                             me.map_or("not listed", |m| m.standing.as_str())
                         ),
                         (!ok).then(|| match me.map(|m| m.standing.as_str()) {

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use agentmesh_node::bus::Preset;
 use agentmesh_node::bus::judge::{self, Input, Judgment};
-use agentmesh_node::codes;
+use agentmesh_node::codes::ErrorCode;
 use serde::Serialize;
 
 use crate::term;
@@ -162,7 +162,7 @@ pub fn run(
                 }
                 Line::Refused {
                     line: n,
-                    code: codes::BAD_INPUT,
+                    code: ErrorCode::BadInput.as_str(),
                     message,
                 }
             }
@@ -173,7 +173,7 @@ pub fn run(
     }
     if bad > 0 {
         return Err(term::cli_error(
-            codes::BAD_INPUT,
+            ErrorCode::BadInput.as_str(),
             format!("{bad} of {inputs} input lines were not judged (their output lines say why)"),
         ));
     }

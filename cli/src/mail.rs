@@ -1,13 +1,14 @@
 //! `send`, `inbox`, `read`, `outbox`, `watch`, consent (`allow`, `deny`,
 //! `held`, `approve`, `reject`, `trust`, `pause`, `resume`) and `audit`.
 
+use agentmesh_node::codes::ErrorCode;
 use std::io::IsTerminal;
 use std::io::Read as _;
 use std::process::ExitCode;
 
 use agentmesh_node::api::{
-    AuditView, BindingView, Event, InboxPage, MessageView, Op, OutboxView, PausedView, Resolution,
-    ResolvedView, SentView, Status, TrustedView, WakeView,
+    AuditView, BindingView, Event, InboxPage, MailboxStateView, MessageView, Op, OutboxView,
+    PausedView, Resolution, ResolvedView, SentView, Status, TrustedView, WakeView,
 };
 use agentmesh_node::client::Client;
 use agentmesh_node::home::Home;
@@ -52,7 +53,7 @@ pub(crate) fn message_text(text: &str) -> anyhow::Result<String> {
             let len = buf.len() as u64 + std::io::copy(&mut stdin, &mut std::io::sink())?;
             return Err(agentmesh_node::client::ClientError::Api(
                 agentmesh_node::api::ApiError::new(
-                    agentmesh_node::codes::TOO_LARGE,
+                    ErrorCode::TooLarge,
                     agentmesh_node::api::too_large_text(len),
                 ),
             )
@@ -110,7 +111,7 @@ pub fn send(
         if person {
             // A mailbox that does not exist has no hop to reset; the send
             // says why it is refused.
-            let _ = c.call::<serde_json::Value>(reset).await;
+            let _ = c.call::<MailboxStateView>(reset).await;
         }
         let sent: SentView = c.call(op).await?;
         let answer = if wait {
@@ -155,7 +156,7 @@ pub fn reply(home: &Home, id: &str, text: &str, json: bool) -> anyhow::Result<Ex
         from_mailbox: None,
     };
     let rt = term::runtime()?;
-    let value: serde_json::Value = rt.block_on(async {
+    let value: SentView = rt.block_on(async {
         let mut c = term::client(home).await?;
         if person {
             // Held mail can't be read: it keeps its hop, and the send says
@@ -164,7 +165,7 @@ pub fn reply(home: &Home, id: &str, text: &str, json: bool) -> anyhow::Result<Ex
                 let reset = Op::HopReset {
                     mailbox: Some(m.mailbox.unwrap_or_else(|| "@".into())),
                 };
-                let _ = c.call::<serde_json::Value>(reset).await;
+                let _ = c.call::<MailboxStateView>(reset).await;
             }
         }
         anyhow::Ok(c.call(op).await?)
@@ -172,7 +173,7 @@ pub fn reply(home: &Home, id: &str, text: &str, json: bool) -> anyhow::Result<Ex
     if json {
         term::json(&value)?;
     } else {
-        crate::say!("{}", value["id"].as_str().unwrap_or_default());
+        crate::say!("{}", value.id);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -22,6 +22,7 @@ mod settings;
 mod setup;
 mod team;
 mod term;
+mod ui;
 mod wake;
 
 use std::path::PathBuf;
@@ -321,6 +322,15 @@ enum Command {
         /// Only the last DURATION (e.g. 1h, 7d).
         #[arg(long, value_name = "DURATION")]
         since: Option<String>,
+    },
+    /// Open the local web page (peers, team and directory, threads, held
+    /// mail, the bus, the audit log) in the browser; with --no-open (or
+    /// no display), print its address with its secret.
+    Ui {
+        /// Print the address (which holds the page's secret) instead of
+        /// opening a browser.
+        #[arg(long)]
+        no_open: bool,
     },
     /// Show the whole job on loopback: two temporary daemons, a team, an
     /// ask and its reply, the peer table, inboxes and audit trail.
@@ -623,6 +633,7 @@ fn main() -> ExitCode {
         Command::Revoke { name, yes } => team::revoke(&home, &name, yes, json),
         Command::Connect { addr } => team::connect(&home, &addr, json),
         Command::Demo => demo::demo(json),
+        Command::Ui { no_open } => ui::run(&home, no_open, json),
         Command::Judge { preset, builtin } => {
             judge::judge_with(&home, builtin).and_then(|with| judge::run(preset.into(), with, json))
         }

@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use agentmesh_node::api::{
     AdmitApproved, AdmitMatched, AdmitState, Connected, Invite, JoinRequestView, JoinStarted,
-    JoinState, Op, PersonMoved, PersonView, TeamView,
+    JoinState, Op, PersonMoved, PersonView, Standing, TeamView,
 };
 use agentmesh_node::client::Client;
+use agentmesh_node::codes::ErrorCode;
 use agentmesh_node::home::Home;
 use agentmesh_protocol::Timestamp;
 use agentmesh_protocol::ticket::Ticket;
@@ -45,7 +46,7 @@ fn print_team(t: &TeamView) {
                 if m.admin {
                     "admin".into()
                 } else {
-                    m.standing.replace('_', " ")
+                    m.standing.as_str().replace('_', " ")
                 },
             ]
         })
@@ -111,13 +112,13 @@ pub fn leave(home: &Home, yes: bool, json: bool) -> anyhow::Result<ExitCode> {
                     "the founder cannot leave its team: admins can't be revoked; to end the team, stop using it",
                 ));
             }
-            Some(m) if m.standing != "current" => {
+            Some(m) if m.standing != Standing::Current => {
                 return Err(term::cli_error(
                     "not_in_team",
                     format!(
                         "this machine is not a current member of team {} ({}); there is nothing to leave. To join a team again it needs a new identity: `agentmesh init --new-identity`",
                         t.name,
-                        m.standing.replace('_', " ")
+                        m.standing.as_str().replace('_', " ")
                     ),
                 ));
             }
@@ -451,7 +452,7 @@ pub fn admit(home: &Home, person: Option<&str>, json: bool) -> anyhow::Result<Ex
             say(&format!(
                 "WARNING: the name {} belonged to another machine ({}, owner {}, peer {}). Admitted, this machine's mail will show as from @{}: make sure that is what your team expects, or refuse and have it join with another --name.",
                 r.name,
-                was.standing.replace('_', " "),
+                was.standing.as_str().replace('_', " "),
                 was.owner,
                 term::short_peer(&was.peer_id),
                 r.name
@@ -461,7 +462,7 @@ pub fn admit(home: &Home, person: Option<&str>, json: bool) -> anyhow::Result<Ex
         let matched: AdmitMatched = loop {
             let typed = term::prompt(&format!("Type the pairing code shown on {}: ", r.name))?;
             if typed.eq_ignore_ascii_case("reject") {
-                c.call::<serde_json::Value>(Op::AdmitReject { request_id: r.request_id })
+                c.call::<agentmesh_node::api::Done>(Op::AdmitReject { request_id: r.request_id })
                     .await?;
                 if json {
                     term::json(&serde_json::json!({ "rejected": r.name, "peer_id": r.peer_id }))?;
@@ -478,7 +479,7 @@ pub fn admit(home: &Home, person: Option<&str>, json: bool) -> anyhow::Result<Ex
                 .await
             {
                 Ok(a) => break a,
-                Err(e) if matches!(e.code(), Some("wrong_code" | "not_a_code")) => say(&e.to_string()),
+                Err(e) if matches!(e.code(), Some(ErrorCode::WrongCode | ErrorCode::NotACode)) => say(&e.to_string()),
                 Err(e) => return Err(e.into()),
             }
         };
@@ -497,7 +498,7 @@ pub fn admit(home: &Home, person: Option<&str>, json: bool) -> anyhow::Result<Ex
                 Ok(a) => break a,
                 // A name the rule refuses: ask again (a --person given is
                 // not asked twice).
-                Err(e) if person.is_none() && e.code() == Some("bad_owner") => say(&e.to_string()),
+                Err(e) if person.is_none() && e.code() == Some(ErrorCode::BadOwner) => say(&e.to_string()),
                 Err(e) => return Err(e.into()),
             }
         };
@@ -595,10 +596,9 @@ pub fn revoke(home: &Home, name: &str, yes: bool, json: bool) -> anyhow::Result<
     let v: agentmesh_node::api::RevokedView = rt.block_on(async {
         let mut c = term::client(home).await?;
         let t: TeamView = c.call(Op::TeamShow).await?;
-        let target = t
-            .members
-            .iter()
-            .find(|m| m.name == name && m.standing != "revoked" && m.standing != "left");
+        let target = t.members.iter().find(|m| {
+            m.name == name && m.standing != Standing::Revoked && m.standing != Standing::Left
+        });
         let admin = t.members.iter().any(|m| m.this_machine && m.admin);
         // Only what would really happen is asked about: a revoke the
         // daemon refuses (not the founder, no such member, the founder

@@ -102,7 +102,7 @@ pub fn error_code(e: &anyhow::Error) -> String {
         if let Some(c) = cause.downcast_ref::<ClientError>() {
             return match c {
                 ClientError::NotRunning { .. } => "daemon_not_running".into(),
-                ClientError::Api(api) => api.code.clone(),
+                ClientError::Api(api) => api.code.to_string(),
                 ClientError::Protocol(_) => "protocol".into(),
                 _ => "daemon_connection".into(),
             };
@@ -207,14 +207,7 @@ pub fn ago(rfc3339: &str) -> String {
 /// which `--json` keeps) as words. A code this build does not know is
 /// shown as it is.
 pub fn held_words(code: &str) -> String {
-    use agentmesh_node::mail::HeldReason;
-    match HeldReason::parse(code) {
-        Some(HeldReason::Paused) => "inbound mail is paused".into(),
-        Some(HeldReason::OtherOwner) => "from another person's machine".into(),
-        Some(HeldReason::FolderNotAllowed) => "its folder is opted out".into(),
-        Some(HeldReason::SenderRevoked) => "its sending machine left or was revoked since".into(),
-        None => code.to_owned(),
-    }
+    agentmesh_node::mail::HeldReason::words(code)
 }
 
 /// A refusal as the outbox records it (`bravo refused it (no_mailbox):

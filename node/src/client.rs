@@ -22,7 +22,7 @@ use tokio::net::UnixStream;
 use tokio_util::codec::Framed;
 
 use crate::api::{self, API_VERSION, ApiError, ClientFrame, DaemonFrame, MAX_FRAME_BYTES, Op, Who};
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::frames::{Line, LineCodec};
 use crate::home::Home;
 
@@ -51,9 +51,9 @@ pub enum ClientError {
 
 impl ClientError {
     /// The API error code, when the daemon answered with one.
-    pub fn code(&self) -> Option<&str> {
+    pub fn code(&self) -> Option<ErrorCode> {
         match self {
-            ClientError::Api(e) => Some(&e.code),
+            ClientError::Api(e) => Some(e.code),
             _ => None,
         }
     }
@@ -257,7 +257,7 @@ fn result_of(
         Ok(result.unwrap_or(serde_json::Value::Null))
     } else {
         Err(ClientError::Api(error.unwrap_or_else(|| {
-            ApiError::new(codes::UNKNOWN, "the daemon gave no reason")
+            ApiError::new(ErrorCode::Unknown, "the daemon gave no reason")
         })))
     }
 }
@@ -470,7 +470,7 @@ impl Client {
                             // Not tied to a request id: every call waiting
                             // hears it.
                             for (_, answer) in waiting.drain() {
-                                let e = ApiError { code: code.clone(), message: message.clone() };
+                                let e = ApiError { code, message: message.clone() };
                                 let _ = answer.send(Err(ClientError::Api(e)));
                             }
                         }

@@ -2,250 +2,242 @@
 //! them), so each is defined here, once, and the code that answers with
 //! one names it from here. `agentmesh --json` prints them as
 //! `{"error":{"code":…}}`; the local API sends them in `error.code`.
+//!
+//! A code a client does not know (a newer daemon's) reads as
+//! [`ErrorCode::Unknown`]; the message still says what went wrong.
 
-/// `admin`.
-pub const ADMIN: &str = "admin";
-/// `admin_cannot_leave`.
-pub const ADMIN_CANNOT_LEAVE: &str = "admin_cannot_leave";
-/// `already_in_team`.
-pub const ALREADY_IN_TEAM: &str = "already_in_team";
-/// `ambiguous_id`.
-pub const AMBIGUOUS_ID: &str = "ambiguous_id";
-/// `attach_timeout`.
-pub const ATTACH_TIMEOUT: &str = "attach_timeout";
-/// `bad_address`.
-pub const BAD_ADDRESS: &str = "bad_address";
-/// `bad_id`.
-pub const BAD_ID: &str = "bad_id";
-/// `bad_input`.
-pub const BAD_INPUT: &str = "bad_input";
-/// `bad_mailbox`.
-pub const BAD_MAILBOX: &str = "bad_mailbox";
-/// `bad_name`.
-pub const BAD_NAME: &str = "bad_name";
-/// `bad_owner`.
-pub const BAD_OWNER: &str = "bad_owner";
-/// `bad_path`.
-pub const BAD_PATH: &str = "bad_path";
-/// `bad_ticket`.
-pub const BAD_TICKET: &str = "bad_ticket";
-/// `bad_ttl`.
-pub const BAD_TTL: &str = "bad_ttl";
-/// `bad_who`.
-pub const BAD_WHO: &str = "bad_who";
-/// `bound`.
-pub const BOUND: &str = "bound";
-/// `busy`.
-pub const BUSY: &str = "busy";
-/// `connect_failed`.
-pub const CONNECT_FAILED: &str = "connect_failed";
-/// `forbidden`.
-pub const FORBIDDEN: &str = "forbidden";
-/// `founder_unreachable`.
-pub const FOUNDER_UNREACHABLE: &str = "founder_unreachable";
-/// `frame_too_large`.
-pub const FRAME_TOO_LARGE: &str = "frame_too_large";
-/// `held`.
-pub const HELD: &str = "held";
-/// `internal`.
-pub const INTERNAL: &str = "internal";
-/// `judge_bad_answer`: a judge command's answer was not `{"p": 0.0-1.0}`.
-pub const JUDGE_BAD_ANSWER: &str = "judge_bad_answer";
-/// `judge_failed`: a judge command exited non-zero or was killed.
-pub const JUDGE_FAILED: &str = "judge_failed";
-/// `judge_timeout`: a judge command did not answer in time.
-pub const JUDGE_TIMEOUT: &str = "judge_timeout";
-/// `judge_unavailable`: a judge command could not be started.
-pub const JUDGE_UNAVAILABLE: &str = "judge_unavailable";
-/// `join_refused`.
-pub const JOIN_REFUSED: &str = "join_refused";
-/// `mailbox_taken`.
-pub const MAILBOX_TAKEN: &str = "mailbox_taken";
-/// `malformed_frame`.
-pub const MALFORMED_FRAME: &str = "malformed_frame";
-/// `no_addresses`.
-pub const NO_ADDRESSES: &str = "no_addresses";
-/// `not_a_code`.
-pub const NOT_A_CODE: &str = "not_a_code";
-/// `not_admin`.
-pub const NOT_ADMIN: &str = "not_admin";
-/// `not_approved`.
-pub const NOT_APPROVED: &str = "not_approved";
-/// `not_attached`.
-pub const NOT_ATTACHED: &str = "not_attached";
-/// `not_bound`.
-pub const NOT_BOUND: &str = "not_bound";
-/// `not_held`.
-pub const NOT_HELD: &str = "not_held";
-/// `not_in_team`.
-pub const NOT_IN_TEAM: &str = "not_in_team";
-/// `outbox_full`.
-pub const OUTBOX_FULL: &str = "outbox_full";
-/// `protocol`.
-pub const PROTOCOL: &str = "protocol";
-/// `refused`.
-pub const REFUSED: &str = "refused";
-/// `request_cancelled`.
-pub const REQUEST_CANCELLED: &str = "request_cancelled";
-/// `revoked`.
-pub const REVOKED: &str = "revoked";
-/// `revoked_recipient`.
-pub const REVOKED_RECIPIENT: &str = "revoked_recipient";
-/// `shutting_down`.
-pub const SHUTTING_DOWN: &str = "shutting_down";
-/// `store`.
-pub const STORE: &str = "store";
-/// `ticket_expired`.
-pub const TICKET_EXPIRED: &str = "ticket_expired";
-/// `not_a_broadcast`: `not_for_me` names a message that is no broadcast.
-pub const NOT_A_BROADCAST: &str = "not_a_broadcast";
-/// `too_large`.
-pub const TOO_LARGE: &str = "too_large";
-/// `unknown`.
-pub const UNKNOWN: &str = "unknown";
-/// `unknown_frame`.
-pub const UNKNOWN_FRAME: &str = "unknown_frame";
-/// `unknown_join`.
-pub const UNKNOWN_JOIN: &str = "unknown_join";
-/// `unknown_machine`.
-pub const UNKNOWN_MACHINE: &str = "unknown_machine";
-/// `unknown_member`.
-pub const UNKNOWN_MEMBER: &str = "unknown_member";
-/// `unknown_message`.
-pub const UNKNOWN_MESSAGE: &str = "unknown_message";
-/// `unknown_op`.
-pub const UNKNOWN_OP: &str = "unknown_op";
-/// `unknown_recipient`.
-pub const UNKNOWN_RECIPIENT: &str = "unknown_recipient";
-/// `unknown_request`.
-pub const UNKNOWN_REQUEST: &str = "unknown_request";
-/// `version_mismatch`.
-pub const VERSION_MISMATCH: &str = "version_mismatch";
-/// `wrong_code`.
-pub const WRONG_CODE: &str = "wrong_code";
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// `hop_limit`.
-pub const HOP_LIMIT: &str = "hop_limit";
-/// `rate_limited`.
-pub const RATE_LIMITED: &str = "rate_limited";
-/// `turn_limit`.
-pub const TURN_LIMIT: &str = "turn_limit";
-/// `turn_quota`: a mailbox handling peer mail sent its allowance of asks,
-/// tells or broadcasts until its person speaks.
-pub const TURN_QUOTA: &str = "turn_quota";
-/// `tainted`: a tainted mailbox may not change its profile.
-pub const TAINTED: &str = "tainted";
-/// `not_the_sender`.
-pub const NOT_THE_SENDER: &str = "not_the_sender";
-/// `no_mailbox`.
-pub const NO_MAILBOX: &str = "no_mailbox";
-/// `folder_not_allowed`.
-pub const FOLDER_NOT_ALLOWED: &str = "folder_not_allowed";
-/// `held_full`.
-pub const HELD_FULL: &str = "held_full";
-/// `person_exists`: a new person was asked for under a name the team's
-/// persons have (it would merge two people silently).
-pub const PERSON_EXISTS: &str = "person_exists";
-/// `unknown_person`: an existing person was asked for, and there is none
-/// of that name.
-pub const UNKNOWN_PERSON: &str = "unknown_person";
-/// `sender_revoked`: held mail whose sending machine was revoked (or
-/// left) since; it can only be rejected.
-pub const SENDER_REVOKED: &str = "sender_revoked";
-/// `empty_text`: a message with no text (or only whitespace).
-pub const EMPTY_TEXT: &str = "empty_text";
-/// `unknown_run`: `wake stop` named no wake run.
-pub const UNKNOWN_RUN: &str = "unknown_run";
+/// Defines [`ErrorCode`]: each variant and its word.
+macro_rules! error_codes {
+    ($($(#[$meta:meta])* $variant:ident = $word:literal,)+) => {
+        /// A stable error code: what clients match on.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $($(#[$meta])* $variant,)+
+        }
 
-/// Every code, for checks that they stay distinct.
-pub const ALL: &[&str] = &[
-    ADMIN,
-    ADMIN_CANNOT_LEAVE,
-    ALREADY_IN_TEAM,
-    AMBIGUOUS_ID,
-    ATTACH_TIMEOUT,
-    BAD_ADDRESS,
-    BAD_ID,
-    BAD_INPUT,
-    BAD_MAILBOX,
-    BAD_NAME,
-    BAD_OWNER,
-    BAD_PATH,
-    BAD_TICKET,
-    BAD_TTL,
-    BAD_WHO,
-    BOUND,
-    BUSY,
-    CONNECT_FAILED,
-    FORBIDDEN,
-    FOUNDER_UNREACHABLE,
-    FRAME_TOO_LARGE,
-    HELD,
-    INTERNAL,
-    JOIN_REFUSED,
-    JUDGE_BAD_ANSWER,
-    JUDGE_FAILED,
-    JUDGE_TIMEOUT,
-    JUDGE_UNAVAILABLE,
-    MAILBOX_TAKEN,
-    MALFORMED_FRAME,
-    NO_ADDRESSES,
-    NOT_A_CODE,
-    NOT_ADMIN,
-    NOT_APPROVED,
-    NOT_ATTACHED,
-    NOT_BOUND,
-    NOT_HELD,
-    NOT_IN_TEAM,
-    OUTBOX_FULL,
-    PROTOCOL,
-    REFUSED,
-    REQUEST_CANCELLED,
-    REVOKED,
-    REVOKED_RECIPIENT,
-    SHUTTING_DOWN,
-    STORE,
-    TICKET_EXPIRED,
-    TOO_LARGE,
-    UNKNOWN,
-    UNKNOWN_FRAME,
-    UNKNOWN_JOIN,
-    UNKNOWN_MACHINE,
-    UNKNOWN_MEMBER,
-    UNKNOWN_MESSAGE,
-    UNKNOWN_OP,
-    UNKNOWN_RECIPIENT,
-    UNKNOWN_REQUEST,
-    VERSION_MISMATCH,
-    WRONG_CODE,
-    HOP_LIMIT,
-    RATE_LIMITED,
-    TURN_LIMIT,
-    TURN_QUOTA,
-    TAINTED,
-    NOT_THE_SENDER,
-    NO_MAILBOX,
-    FOLDER_NOT_ALLOWED,
-    HELD_FULL,
-    PERSON_EXISTS,
-    UNKNOWN_PERSON,
-    SENDER_REVOKED,
-    EMPTY_TEXT,
-    NOT_A_BROADCAST,
-    UNKNOWN_RUN,
-];
+        impl ErrorCode {
+            /// Every code, for checks that they stay distinct.
+            pub const ALL: &[ErrorCode] = &[$(ErrorCode::$variant,)+];
+
+            /// The code's word, as clients see it.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $word,)+
+                }
+            }
+
+            /// The code whose word is `word`, if any.
+            pub fn from_word(word: &str) -> Option<ErrorCode> {
+                match word {
+                    $($word => Some(ErrorCode::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    /// `admin`.
+    Admin = "admin",
+    /// `admin_cannot_leave`.
+    AdminCannotLeave = "admin_cannot_leave",
+    /// `already_in_team`.
+    AlreadyInTeam = "already_in_team",
+    /// `ambiguous_id`.
+    AmbiguousId = "ambiguous_id",
+    /// `attach_timeout`.
+    AttachTimeout = "attach_timeout",
+    /// `bad_address`.
+    BadAddress = "bad_address",
+    /// `bad_id`.
+    BadId = "bad_id",
+    /// `bad_input`.
+    BadInput = "bad_input",
+    /// `bad_mailbox`.
+    BadMailbox = "bad_mailbox",
+    /// `bad_name`.
+    BadName = "bad_name",
+    /// `bad_owner`.
+    BadOwner = "bad_owner",
+    /// `bad_path`.
+    BadPath = "bad_path",
+    /// `bad_ticket`.
+    BadTicket = "bad_ticket",
+    /// `bad_ttl`.
+    BadTtl = "bad_ttl",
+    /// `bad_who`.
+    BadWho = "bad_who",
+    /// `bound`.
+    Bound = "bound",
+    /// `busy`.
+    Busy = "busy",
+    /// `connect_failed`.
+    ConnectFailed = "connect_failed",
+    /// `forbidden`.
+    Forbidden = "forbidden",
+    /// `founder_unreachable`.
+    FounderUnreachable = "founder_unreachable",
+    /// `frame_too_large`.
+    FrameTooLarge = "frame_too_large",
+    /// `held`.
+    Held = "held",
+    /// `internal`.
+    Internal = "internal",
+    /// `judge_bad_answer`: a judge command's answer was not `{"p": 0.0-1.0}`.
+    JudgeBadAnswer = "judge_bad_answer",
+    /// `judge_failed`: a judge command exited non-zero or was killed.
+    JudgeFailed = "judge_failed",
+    /// `judge_timeout`: a judge command did not answer in time.
+    JudgeTimeout = "judge_timeout",
+    /// `judge_unavailable`: a judge command could not be started.
+    JudgeUnavailable = "judge_unavailable",
+    /// `join_refused`.
+    JoinRefused = "join_refused",
+    /// `mailbox_taken`.
+    MailboxTaken = "mailbox_taken",
+    /// `malformed_frame`.
+    MalformedFrame = "malformed_frame",
+    /// `no_addresses`.
+    NoAddresses = "no_addresses",
+    /// `not_a_code`.
+    NotACode = "not_a_code",
+    /// `not_admin`.
+    NotAdmin = "not_admin",
+    /// `not_approved`.
+    NotApproved = "not_approved",
+    /// `not_attached`.
+    NotAttached = "not_attached",
+    /// `not_bound`.
+    NotBound = "not_bound",
+    /// `not_held`.
+    NotHeld = "not_held",
+    /// `not_in_team`.
+    NotInTeam = "not_in_team",
+    /// `outbox_full`.
+    OutboxFull = "outbox_full",
+    /// `protocol`.
+    Protocol = "protocol",
+    /// `refused`.
+    Refused = "refused",
+    /// `request_cancelled`.
+    RequestCancelled = "request_cancelled",
+    /// `revoked`.
+    Revoked = "revoked",
+    /// `revoked_recipient`.
+    RevokedRecipient = "revoked_recipient",
+    /// `shutting_down`.
+    ShuttingDown = "shutting_down",
+    /// `store`.
+    Store = "store",
+    /// `ticket_expired`.
+    TicketExpired = "ticket_expired",
+    /// `not_a_broadcast`: `not_for_me` names a message that is no broadcast.
+    NotABroadcast = "not_a_broadcast",
+    /// `too_large`.
+    TooLarge = "too_large",
+    /// `unknown`.
+    Unknown = "unknown",
+    /// `unknown_frame`.
+    UnknownFrame = "unknown_frame",
+    /// `unknown_join`.
+    UnknownJoin = "unknown_join",
+    /// `unknown_machine`.
+    UnknownMachine = "unknown_machine",
+    /// `unknown_member`.
+    UnknownMember = "unknown_member",
+    /// `unknown_message`.
+    UnknownMessage = "unknown_message",
+    /// `unknown_op`.
+    UnknownOp = "unknown_op",
+    /// `unknown_recipient`.
+    UnknownRecipient = "unknown_recipient",
+    /// `unknown_request`.
+    UnknownRequest = "unknown_request",
+    /// `version_mismatch`.
+    VersionMismatch = "version_mismatch",
+    /// `wrong_code`.
+    WrongCode = "wrong_code",
+    /// `hop_limit`.
+    HopLimit = "hop_limit",
+    /// `rate_limited`.
+    RateLimited = "rate_limited",
+    /// `turn_limit`.
+    TurnLimit = "turn_limit",
+    /// `turn_quota`: a mailbox handling peer mail sent its allowance of asks,
+    /// tells or broadcasts until its person speaks.
+    TurnQuota = "turn_quota",
+    /// `tainted`: a tainted mailbox may not change its profile.
+    Tainted = "tainted",
+    /// `not_the_sender`.
+    NotTheSender = "not_the_sender",
+    /// `no_mailbox`.
+    NoMailbox = "no_mailbox",
+    /// `folder_not_allowed`.
+    FolderNotAllowed = "folder_not_allowed",
+    /// `held_full`.
+    HeldFull = "held_full",
+    /// `person_exists`: a new person was asked for under a name the team's
+    /// persons have (it would merge two people silently).
+    PersonExists = "person_exists",
+    /// `unknown_person`: an existing person was asked for, and there is none
+    /// of that name.
+    UnknownPerson = "unknown_person",
+    /// `sender_revoked`: held mail whose sending machine was revoked (or
+    /// left) since; it can only be rejected.
+    SenderRevoked = "sender_revoked",
+    /// `empty_text`: a message with no text (or only whitespace).
+    EmptyText = "empty_text",
+    /// `unknown_run`: `wake stop` named no wake run.
+    UnknownRun = "unknown_run",
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl Serialize for ErrorCode {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ErrorCode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ErrorCode, D::Error> {
+        let word = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        Ok(ErrorCode::from_word(&word).unwrap_or(ErrorCode::Unknown))
+    }
+}
 
 #[cfg(test)]
 mod tests {
+    use super::ErrorCode;
+
     #[test]
     fn every_code_is_distinct_snake_case() {
-        let set: std::collections::HashSet<&str> = super::ALL.iter().copied().collect();
-        assert_eq!(set.len(), super::ALL.len());
-        assert!(
-            super::ALL
-                .iter()
-                .all(|c| c.chars().all(|ch| ch.is_ascii_lowercase() || ch == '_'))
-        );
-        assert_eq!(super::NOT_IN_TEAM, "not_in_team");
+        let set: std::collections::HashSet<&str> =
+            ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(set.len(), ErrorCode::ALL.len());
+        assert!(ErrorCode::ALL.iter().all(|c| {
+            c.as_str()
+                .chars()
+                .all(|ch| ch.is_ascii_lowercase() || ch == '_')
+        }));
+        assert_eq!(ErrorCode::NotInTeam.as_str(), "not_in_team");
+        for c in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_word(c.as_str()), Some(*c));
+            let json = serde_json::to_string(c).unwrap();
+            assert_eq!(serde_json::from_str::<ErrorCode>(&json).unwrap(), *c);
+        }
+    }
+
+    #[test]
+    fn a_code_this_build_does_not_know_reads_as_unknown() {
+        let c: ErrorCode = serde_json::from_str("\"a_code_from_the_future\"").unwrap();
+        assert_eq!(c, ErrorCode::Unknown);
     }
 }

@@ -10,9 +10,11 @@
 
 mod carry;
 pub mod edit;
+mod ui;
 mod wake;
 
 pub use carry::{CarrierConfig, CarryRules};
+pub use ui::{DEFAULT_UI_PORT, UiConfig};
 pub use wake::{WakeConfig, WakeRules};
 
 use std::path::Path;
@@ -192,6 +194,8 @@ pub struct Config {
     /// `[carrier]`: the bounds on what a carrier holds, and when mail is
     /// handed to one.
     pub carrier: CarrierConfig,
+    /// `[ui]`: the local web page.
+    pub ui: UiConfig,
 }
 
 /// `[bus]`: the directory and broadcasts (docs/agents.md).
@@ -380,6 +384,7 @@ impl Default for Config {
             bus: BusConfig::default(),
             wake: WakeConfig::default(),
             carrier: CarrierConfig::default(),
+            ui: UiConfig::default(),
         }
     }
 }

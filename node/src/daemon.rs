@@ -305,6 +305,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     let judge = settings.judge.clone();
     let wake = settings.wake.clone();
     let carry = settings.carry.clone();
+    let ui_config = settings.config.ui.clone();
     let (commit, flusher) = crate::store::GroupCommit::start(store.clone());
     // This machine's mailboxes: the mail actor publishes them, the team
     // signs them into its directory record.
@@ -344,17 +345,46 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     let socket = home.socket();
     let listener = crate::server::bind(&socket)
         .map_err(io(format!("cannot listen on {}", socket.display())))?;
+    // The web page: on 127.0.0.1, a free port if its own is taken. A page
+    // that can't be served leaves the daemon running without it.
+    let page = match crate::ui::bind(&ui_config).await {
+        Ok(bound) => bound,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot serve the web page on 127.0.0.1; running without it");
+            None
+        }
+    };
+    let secret = match page.as_ref().map(|_| crate::ui::secret(home)).transpose() {
+        Ok(s) => s.unwrap_or_default(),
+        Err(e) => {
+            return Err(io(format!(
+                "cannot keep the web page's secret in {}",
+                home.root().display()
+            ))(e));
+        }
+    };
+    let ui_view = crate::ui::view(page.as_ref(), &secret, &ui_config);
     let pid_path = home.pid_file();
     fs::File::create(&pid_path)
         .and_then(|mut f| writeln!(f, "{}", std::process::id()))
         .map_err(io(format!("cannot write {}", pid_path.display())))?;
     let mut tasks = JoinSet::new();
     tasks.spawn(mail_task);
+    if let Some(page) = page {
+        tasks.spawn(crate::ui::serve(
+            page,
+            secret,
+            home.clone(),
+            name.clone(),
+            cancel.child_token(),
+        ));
+    }
     tasks.spawn(crate::server::serve(
         listener,
         handle,
         mail,
         (name, peer_id),
+        ui_view,
         cancel.child_token(),
     ));
     tasks.spawn(stop_on_signal(cancel.clone()));

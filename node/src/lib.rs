@@ -45,6 +45,7 @@ pub mod net;
 pub mod server;
 pub mod store;
 pub mod team;
+pub mod ui;
 pub mod wake;
 pub mod wire;
 

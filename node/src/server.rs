@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{
     API_VERSION, ClientFrame, DaemonFrame, Event, InboxPage, MAX_FRAME_BYTES, Op, Who, WhoKind,
 };
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::frames::{Line, LineCodec, parse_strict};
 use crate::mail::MailHandle;
 use crate::net::Handle;
@@ -142,8 +142,10 @@ pub async fn serve(
     node: Handle,
     mail: MailHandle,
     (name, peer_id): (String, String),
+    ui: crate::api::UiView,
     cancel: CancellationToken,
 ) {
+    let ui = Arc::new(ui);
     let uid = nix::unistd::geteuid().as_raw();
     let slots = Slots {
         all: Arc::new(Semaphore::new(MAX_CLIENTS)),
@@ -189,12 +191,13 @@ pub async fn serve(
                 evicted,
             }
         };
-        let (node, mail, name, peer_id, slots) = (
+        let (node, mail, name, peer_id, slots, ui) = (
             node.clone(),
             mail.clone(),
             name.clone(),
             peer_id.clone(),
             slots.clone(),
+            ui.clone(),
         );
         clients.spawn(async move {
             match stream.peer_cred() {
@@ -210,6 +213,7 @@ pub async fn serve(
                         slot: None,
                         event_slot: None,
                         session: None,
+                        ui,
                     };
                     client.serve(stream, waiting).await;
                 }
@@ -219,7 +223,7 @@ pub async fn serve(
                     let _ = send(
                         &mut framed,
                         &DaemonFrame::Error {
-                            code: codes::FORBIDDEN.into(),
+                            code: ErrorCode::Forbidden,
                             message: "this daemon serves only its own user".into(),
                         },
                     )
@@ -269,6 +273,8 @@ struct Client {
     /// An agent's session attached for events to a mailbox: the directory
     /// shows the mailbox attached while it lives.
     session: Option<crate::mail::SessionGuard>,
+    /// Where the web page is (`ui`).
+    ui: Arc<crate::api::UiView>,
 }
 
 type Conn = Framed<UnixStream, LineCodec>;
@@ -279,9 +285,9 @@ async fn send(framed: &mut Conn, frame: &DaemonFrame) -> Result<(), std::io::Err
         .await
 }
 
-fn frame_error(code: &str, message: impl Into<String>) -> DaemonFrame {
+fn frame_error(code: ErrorCode, message: impl Into<String>) -> DaemonFrame {
     DaemonFrame::Error {
-        code: code.into(),
+        code,
         message: message.into(),
     }
 }
@@ -290,7 +296,7 @@ fn frame_error(code: &str, message: impl Into<String>) -> DaemonFrame {
 fn parse(line: &str) -> Result<ClientFrame, DaemonFrame> {
     let value: serde_json::Value = parse_strict(line).map_err(|e| {
         frame_error(
-            codes::MALFORMED_FRAME,
+            ErrorCode::MalformedFrame,
             format!("the frame is not JSON ({e}); send one JSON object per line"),
         )
     })?;
@@ -300,7 +306,7 @@ fn parse(line: &str) -> Result<ClientFrame, DaemonFrame> {
         .map(str::to_owned);
     match kind.as_deref() {
         None => Err(frame_error(
-            codes::MALFORMED_FRAME,
+            ErrorCode::MalformedFrame,
             "the frame has no \"type\"; it must be \"attach\" or \"request\"",
         )),
         Some("attach" | "request") => serde_json::from_value(value.clone())
@@ -321,16 +327,16 @@ fn parse(line: &str) -> Result<ClientFrame, DaemonFrame> {
             .map_err(|e| {
                 let msg = e.to_string();
                 if kind.as_deref() == Some("request") && msg.contains("unknown variant") {
-                    frame_error(codes::UNKNOWN_OP, format!("unknown operation: {msg}"))
+                    frame_error(ErrorCode::UnknownOp, format!("unknown operation: {msg}"))
                 } else {
                     frame_error(
-                        codes::MALFORMED_FRAME,
+                        ErrorCode::MalformedFrame,
                         format!("the {} frame is invalid: {msg}", kind.unwrap_or_default()),
                     )
                 }
             }),
         Some(other) => Err(frame_error(
-            codes::UNKNOWN_FRAME,
+            ErrorCode::UnknownFrame,
             format!("unknown frame type {other:?}; it must be \"attach\" or \"request\""),
         )),
     }
@@ -366,14 +372,14 @@ impl Client {
             tokio::select! {
                 _ = &mut attach_by, if unattached => {
                     let _ = send(&mut framed, &frame_error(
-                        codes::ATTACH_TIMEOUT,
+                        ErrorCode::AttachTimeout,
                         format!("no attach frame within {}s; send attach first", ATTACH_TIMEOUT.as_secs()),
                     )).await;
                     return;
                 }
                 _ = evicted => {
                     let _ = send(&mut framed, &frame_error(
-                        codes::BUSY,
+                        ErrorCode::Busy,
                         format!("{MAX_UNATTACHED} connections are waiting to attach; this one, the oldest, is closed; connect again and attach at once"),
                     )).await;
                     return;
@@ -390,11 +396,11 @@ impl Client {
                             }
                         },
                         Ok(Line::TooLarge) => Some(frame_error(
-                            codes::FRAME_TOO_LARGE,
+                            ErrorCode::FrameTooLarge,
                             format!("frames are at most {MAX_FRAME_BYTES} bytes; the frame was skipped and the connection stays open"),
                         )),
                         Ok(Line::NotUtf8) => Some(frame_error(
-                            codes::MALFORMED_FRAME,
+                            ErrorCode::MalformedFrame,
                             "the frame is not UTF-8 text; send one JSON object per line",
                         )),
                         Err(_) => return,
@@ -467,14 +473,14 @@ impl Client {
             }) => {
                 if version != API_VERSION {
                     return Ok(Some(frame_error(
-                        codes::VERSION_MISMATCH,
+                        ErrorCode::VersionMismatch,
                         format!(
                             "this client speaks local API version {version}, the daemon speaks version {API_VERSION}; use the same agentmesh build for both"
                         ),
                     )));
                 }
                 if let Err(e) = who.check() {
-                    return Ok(Some(frame_error(codes::BAD_WHO, e.message)));
+                    return Ok(Some(frame_error(ErrorCode::BadWho, e.message)));
                 }
                 tracing::debug!(kind = ?who.kind, name = %who.name, ?mailbox, "client attached");
                 let mailbox_arg_is_owner = mailbox.as_deref() == Some("@");
@@ -482,7 +488,9 @@ impl Client {
                     None | Some("@") => None,
                     Some(m) => match agentmesh_protocol::Name::parse("mailbox name", m) {
                         Ok(n) => Some(n.to_string()),
-                        Err(e) => return Ok(Some(frame_error(codes::BAD_MAILBOX, e.to_string()))),
+                        Err(e) => {
+                            return Ok(Some(frame_error(ErrorCode::BadMailbox, e.to_string())));
+                        }
                     },
                 };
                 self.take_slots(wants_events).map_err(Closing)?;
@@ -538,7 +546,7 @@ impl Client {
                     ok: false,
                     result: None,
                     error: Some(crate::api::ApiError::new(
-                        codes::NOT_ATTACHED,
+                        ErrorCode::NotAttached,
                         "send an attach frame before any request",
                     )),
                 })
@@ -547,6 +555,7 @@ impl Client {
                 // Each op to its owner: the mail actor, or the network's
                 // loop (which runs the team's ops too).
                 let answer = match (&self.attached, op.owner() == crate::api::Owner::Mail) {
+                    (_, false) if op == Op::Ui => crate::api::ok(self.ui.as_ref()),
                     (Some(a), true) => {
                         self.mail
                             .request(a.who.clone(), a.mailbox.clone(), op)
@@ -558,7 +567,7 @@ impl Client {
                         self.node.request(op).await.and_then(|v| {
                             let mut s: crate::api::Status =
                                 serde_json::from_value(v).map_err(|e| {
-                                    crate::api::ApiError::new(codes::INTERNAL, e.to_string())
+                                    crate::api::ApiError::new(ErrorCode::Internal, e.to_string())
                                 })?;
                             let m = self.mail.summary();
                             s.paused = m.paused;
@@ -603,7 +612,7 @@ impl Client {
                         "refusing a client: {MAX_EVENT_CLIENTS} are attached for events already"
                     );
                     return Err(frame_error(
-                        codes::BUSY,
+                        ErrorCode::Busy,
                         format!(
                             "{MAX_EVENT_CLIENTS} clients that receive events (`watch`, MCP servers) are attached to this daemon already; close some and try again (commands and hooks still get in: {RESERVED_FOR_REQUESTS} slots are kept for them)"
                         ),
@@ -618,7 +627,7 @@ impl Client {
                     self.event_slot = None;
                     tracing::warn!("refusing a client: {MAX_CLIENTS} are attached already");
                     return Err(frame_error(
-                        codes::BUSY,
+                        ErrorCode::Busy,
                         format!(
                             "{MAX_CLIENTS} clients are attached to this daemon already; close some (`watch`, MCP servers, scripts holding connections) and try again"
                         ),
@@ -706,7 +715,7 @@ mod tests {
     #[test]
     fn bad_frames_are_named() {
         let code = |line: &str| match parse(line) {
-            Err(DaemonFrame::Error { code, .. }) => code,
+            Err(DaemonFrame::Error { code, .. }) => code.as_str(),
             other => panic!("{line}: {other:?}"),
         };
         assert_eq!(code("hello"), "malformed_frame");

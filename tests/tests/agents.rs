@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
+use agentmesh_node::codes::ErrorCode;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -531,7 +532,7 @@ fn claims_change_no_hop_and_without_hooks_the_hop_falls_back_after_ten_minutes()
     // whoever its client claims to be.
     for kind in [Agent, Human] {
         let e = client(kind, "b").send("c@", "hop 1").unwrap_err();
-        assert_eq!(e.code(), Some("hop_limit"), "{kind:?}: {e}");
+        assert_eq!(e.code(), Some(ErrorCode::HopLimit), "{kind:?}: {e}");
     }
     let first = n.json(&["inbox", "--mailbox", "b"])[0]["id"]
         .as_str()
@@ -580,7 +581,7 @@ fn the_pair_limit_holds_at_hop_one_and_never_at_hop_zero() {
     }
     assert_eq!(newest_hop(&n, "b"), 1);
     let e = a.send("b@", "one too many").unwrap_err();
-    assert_eq!(e.code(), Some("rate_limited"), "{e}");
+    assert_eq!(e.code(), Some(ErrorCode::RateLimited), "{e}");
     assert!(e.to_string().contains("try again in"), "{e}");
     // Per pair: another recipient is not affected.
     a.send("c@", "hop 1 to c").unwrap();
@@ -640,7 +641,7 @@ fn replies_carry_the_hop_their_mailbox_handles_and_count_against_the_pair_limit(
         .collect();
     assert_eq!(hops, vec![1; 6], "{inbox}");
     let e = a.reply(&questions[6], "one answer too many").unwrap_err();
-    assert_eq!(e.code(), Some("rate_limited"), "{e}");
+    assert_eq!(e.code(), Some(ErrorCode::RateLimited), "{e}");
     let audit = n.json(&["audit"]);
     assert!(
         audit

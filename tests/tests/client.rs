@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
+use agentmesh_node::codes::ErrorCode;
 use std::time::Duration;
 
 use agentmesh_node::api::{Event, Op, Status, WhoKind};
@@ -54,6 +55,6 @@ fn the_event_half_waits_while_the_request_half_calls() {
             })
             .await
             .unwrap_err();
-        assert_eq!(e.code(), Some("not_admin"));
+        assert_eq!(e.code(), Some(ErrorCode::NotAdmin));
     });
 }

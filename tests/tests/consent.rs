@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
+use agentmesh_node::codes::ErrorCode;
 use std::time::Duration;
 
 use agentmesh_node::api::{Event, Op, WhoKind};
@@ -44,14 +45,14 @@ fn held_mail_first_answer_wins_across_two_people() {
     // The first answer wins and clears the prompt everywhere.
     first.call(Op::Approve { id: id.clone() }).unwrap();
     let late = second.call(Op::Approve { id: id.clone() }).unwrap_err();
-    assert_eq!(late.code(), Some("not_held"), "{late}");
+    assert_eq!(late.code(), Some(ErrorCode::NotHeld), "{late}");
     for c in [&mut first, &mut second] {
         let mut saw = (false, false);
         while !(saw.0 && saw.1) {
             match c.event() {
                 Event::Message { message } if message.id == id => saw.0 = true,
                 Event::Resolved { id: r, outcome } if r == id => {
-                    assert_eq!(outcome, "approved");
+                    assert_eq!(outcome, agentmesh_node::api::HeldOutcome::Approved);
                     saw.1 = true;
                 }
                 other => panic!("unexpected {other:?}"),

@@ -21,6 +21,7 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
+use agentmesh_node::codes::ErrorCode;
 use std::io::{BufRead, BufReader, Write};
 use std::time::Duration;
 
@@ -154,7 +155,7 @@ fn rows() -> Vec<Row> {
                 }
                 let (round, who, e) = refused.expect("a 10-round ping-pong was stopped");
                 assert_eq!((round, who), (6, "pong"), "{e}");
-                assert_eq!(e.code(), Some("turn_limit"), "{e}");
+                assert_eq!(e.code(), Some(ErrorCode::TurnLimit), "{e}");
                 assert!(
                     e.to_string().contains("replied 6 times in this thread"),
                     "{e}"
@@ -178,7 +179,7 @@ fn rows() -> Vec<Row> {
                 // Another mailbox's message can't be answered from xray (once,
                 // a mailbox at its hop limit wrote hop-0 mail this way)...
                 let e = xray.reply(&theirs, "laundered to the asker").unwrap_err();
-                assert_eq!(e.code(), Some("unknown_message"), "{e}");
+                assert_eq!(e.code(), Some(ErrorCode::UnknownMessage), "{e}");
                 // ...and aiming it elsewhere tells xray nothing of it (its
                 // sender included): the answer is that of no such message.
                 let e = xray
@@ -190,7 +191,7 @@ fn rows() -> Vec<Row> {
                         from_mailbox: None,
                     })
                     .unwrap_err();
-                assert_eq!(e.code(), Some("unknown_message"), "{e}");
+                assert_eq!(e.code(), Some(ErrorCode::UnknownMessage), "{e}");
                 assert!(!e.to_string().contains("asker"), "{e}");
                 // ...nor can a reply be aimed at anyone but the sender.
                 let e = held
@@ -202,7 +203,7 @@ fn rows() -> Vec<Row> {
                         from_mailbox: None,
                     })
                     .unwrap_err();
-                assert_eq!(e.code(), Some("not_the_sender"), "{e}");
+                assert_eq!(e.code(), Some(ErrorCode::NotTheSender), "{e}");
                 assert!(
                     c.alpha
                         .json(&["inbox", "--mailbox", "third"])

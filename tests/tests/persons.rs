@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
 use agentmesh_node::api::{Op, WhoKind};
+use agentmesh_node::codes::ErrorCode;
 use agentmesh_tests::{ApiClient, Node, exit_code, read_code, wait_for, who};
 use serde_json::Value;
 
@@ -169,7 +170,7 @@ fn a_claim_equal_to_a_person_is_never_merged_without_a_yes() {
             existing: false,
         })
         .unwrap_err();
-    assert_eq!(e.code(), Some("person_exists"), "{e}");
+    assert_eq!(e.code(), Some(ErrorCode::PersonExists), "{e}");
     let e = api
         .call(Op::AdmitPerson {
             request_id: 999,
@@ -177,7 +178,7 @@ fn a_claim_equal_to_a_person_is_never_merged_without_a_yes() {
             existing: true,
         })
         .unwrap_err();
-    assert_eq!(e.code(), Some("unknown_person"), "{e}");
+    assert_eq!(e.code(), Some(ErrorCode::UnknownPerson), "{e}");
 }
 
 /// Alpha (Ada's) and bravo (Bob's), each with a mailbox opted in.

@@ -64,6 +64,12 @@ fn no_user_build_has_the_test_clock() {
 /// The daemon's source, file by file: (path under node/src, text without
 /// its unit tests). Files that are only tests are left out.
 fn node_sources() -> Vec<(String, String)> {
+    sources("node/src")
+}
+
+/// Every source file under `dir` (from the workspace root), as
+/// [`node_sources`] gives them.
+fn sources(dir: &str) -> Vec<(String, String)> {
     fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
         for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();
@@ -74,7 +80,10 @@ fn node_sources() -> Vec<(String, String)> {
             }
         }
     }
-    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../node/src"));
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(dir);
+    let root = root.as_path();
     let mut files = vec![];
     walk(root, &mut files);
     files.sort();
@@ -254,6 +263,36 @@ fn the_local_api_answers_typed_views_not_json_built_by_hand() {
         assert!(
             !code.contains("json!("),
             "node/src/{path} builds an answer with json!; give it a view type in node/src/api"
+        );
+    }
+}
+
+/// The CLI and the MCP server read the daemon's answers as the view
+/// types of node/src/api, never as untyped JSON read by string keys. What
+/// may hold a `serde_json::Value`: editing an agent's own JSON config
+/// (`setup/`), and the JSON the CLI itself prints.
+#[test]
+fn the_cli_reads_the_daemon_as_types_not_untyped_json() {
+    let files = sources("cli/src");
+    assert!(files.iter().any(|(p, _)| p == "agents/mcp.rs"), "{files:?}");
+    for (path, code) in files {
+        if path.starts_with("setup/") {
+            continue;
+        }
+        assert!(
+            !code.contains("call::<serde_json::Value>") && !code.contains("Value = c"),
+            "cli/src/{path} reads a daemon answer as serde_json::Value; read its view type"
+        );
+        let reads = code.matches("serde_json::Value").count();
+        let allowed = match path.as_str() {
+            // A string in an MCP result's `meta`, and the one line `watch`
+            // prints of its own state.
+            "agents/mcp.rs" | "mail.rs" => 1,
+            _ => 0,
+        };
+        assert!(
+            reads <= allowed,
+            "cli/src/{path} holds serde_json::Value {reads} times (at most {allowed}): read the daemon's answers as the view types of node/src/api"
         );
     }
 }

@@ -127,6 +127,18 @@ pub fn run(home: &Home, agent: Agent, event: &str, mailbox: Option<&str>) -> Exi
     ExitCode::SUCCESS
 }
 
+/// What an agent's hook is given on stdin, as far as agentmesh reads it
+/// (Claude Code and Codex send more; the rest is ignored).
+#[derive(Debug, Default, serde::Deserialize)]
+struct HookInput {
+    /// The session's working folder.
+    #[serde(default)]
+    cwd: Option<String>,
+    /// The session's id.
+    #[serde(default)]
+    session_id: Option<String>,
+}
+
 /// What the hook prints for `input`, if anything.
 fn answer(
     home: &Home,
@@ -136,14 +148,12 @@ fn answer(
     input: &str,
 ) -> Option<String> {
     let event = HookEvent::parse(event)?;
-    let input: serde_json::Value = serde_json::from_str(input).unwrap_or_default();
-    let cwd = input["cwd"]
-        .as_str()
+    let input: HookInput = serde_json::from_str(input).unwrap_or_default();
+    let cwd = input
+        .cwd
         .map(PathBuf::from)
         .or_else(|| std::env::current_dir().ok())?;
-    let session: Option<String> = input["session_id"]
-        .as_str()
-        .map(|s| s.chars().take(128).collect());
+    let session: Option<String> = input.session_id.map(|s| s.chars().take(128).collect());
     let who = Who {
         kind: WhoKind::Agent,
         name: agent.who_name().into(),
@@ -278,7 +288,8 @@ async fn mail(
         .map_err(|_| slow())??;
     if event == HookEvent::UserPromptSubmit {
         // What was taken is shown whatever this answers.
-        let reset = requests.call::<serde_json::Value>(Op::HopReset { mailbox });
+        let reset =
+            requests.call::<agentmesh_node::api::MailboxStateView>(Op::HopReset { mailbox });
         let _ = tokio::time::timeout(REACH, reset).await;
     }
     Ok(Some(taken))

@@ -21,6 +21,7 @@
 //! client drops (Claude Code drops them while a session is idle) loses
 //! nothing. No tool admits, revokes, approves, trusts or changes consent.
 
+use agentmesh_node::codes::ErrorCode;
 use std::borrow::Cow;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentmesh_node::api::{
-    self, Event, MailboxFor, MailboxStateView, MessageView, Op, Taken, Who, WhoKind,
+    self, Connection, Event, MailboxFor, MailboxStateView, MessageView, Op, Taken, Who, WhoKind,
 };
 use agentmesh_node::client::{Client, ClientError, Events, Requests};
 use agentmesh_node::home::Home;
@@ -188,7 +189,7 @@ fn failure(e: Failure) -> String {
     match e {
         Failure::NotSetUp(why) => format!(
             "{why}. That is a person's decision, which no tool makes: ask your user to run it ({})",
-            agentmesh_node::codes::NO_MAILBOX
+            ErrorCode::NoMailbox
         ),
         Failure::Client(ClientError::Api(e)) => format!("{} ({})", e.message, e.code),
         Failure::Client(ClientError::Io(e)) => format!(
@@ -595,7 +596,7 @@ impl Mesh {
             let reached = if d.this_machine {
                 "this machine".to_owned()
             } else {
-                row.map_or("none".into(), |r| r.connection.clone())
+                row.map_or(Connection::None, |r| r.connection).to_string()
             };
             let names: Vec<String> = d
                 .mailboxes

@@ -88,6 +88,26 @@ pub struct BindingView {
     pub allowed: bool,
 }
 
+/// `ui`: where the daemon serves the local web page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UiView {
+    /// Whether it serves one (`[ui] enabled`).
+    pub enabled: bool,
+    /// The URL that signs a browser in: the page's address with its
+    /// secret (`?secret=…`). Whoever has it sees the team: it is shown
+    /// to this machine's user only.
+    pub url: Option<String>,
+    /// The page's address, `http://127.0.0.1:PORT/`.
+    pub address: Option<String>,
+    /// The port it listens on.
+    pub port: Option<u16>,
+    /// The port `[ui] port` asks for.
+    pub configured_port: u16,
+    /// That port was taken (another daemon on this machine has it): the
+    /// page is on another.
+    pub fell_back: bool,
+}
+
 /// `clock_advance` (test builds): how far the daemon's clock is ahead.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClockView {

@@ -27,17 +27,19 @@
 //! rights come from how a client connected (the socket admits only the
 //! daemon's own user), not from what it says it is.
 
-use crate::codes;
+use crate::codes::ErrorCode;
 use serde::{Deserialize, Serialize};
 
 mod answers;
 mod sent;
 mod views;
 mod wake;
+mod words;
 pub use answers::*;
 pub use sent::*;
 pub use views::*;
 pub use wake::*;
+pub use words::*;
 
 /// The API version this build speaks. `attach` with another is refused
 /// with both versions named.
@@ -80,7 +82,7 @@ impl Who {
             || long(&self.task, MAX_TASK)
         {
             return Err(ApiError::new(
-                codes::BAD_WHO,
+                ErrorCode::BadWho,
                 "who is too long (name 64, session_id 128, task 256 bytes)",
             ));
         }
@@ -91,7 +93,7 @@ impl Who {
             if let Some(problem) = text.and_then(|t| agentmesh_protocol::names::one_line_problem(t))
             {
                 return Err(ApiError::new(
-                    codes::BAD_WHO,
+                    ErrorCode::BadWho,
                     format!(
                         "who.{field} is refused: {problem}; give a name of one line of plain text"
                     ),
@@ -555,6 +557,9 @@ pub enum Op {
         #[serde(default)]
         since_secs: Option<u64>,
     },
+    /// Where the local web page is, and the URL that signs a browser in
+    /// ([`UiView`]).
+    Ui,
     /// Move this daemon's clock forward (test builds only).
     #[cfg(feature = "test-clock")]
     ClockAdvance {
@@ -573,6 +578,9 @@ pub enum Owner {
     Team,
     /// The mail actor: messages, consent, the audit log.
     Mail,
+    /// The socket server itself: what the daemon started it with (the
+    /// web page's address).
+    Socket,
 }
 
 impl Op {
@@ -582,6 +590,7 @@ impl Op {
             Op::Status | Op::Peers { .. } | Op::Connect { .. } | Op::Shutdown | Op::ConfigShow => {
                 Owner::Net
             }
+            Op::Ui => Owner::Socket,
             Op::TeamShow
             | Op::TeamCreate { .. }
             | Op::TeamLeave
@@ -678,7 +687,7 @@ pub enum DaemonFrame {
     /// now. The connection stays usable.
     Error {
         /// A stable code, such as `malformed_frame`.
-        code: String,
+        code: ErrorCode,
         /// What went wrong and what to do.
         message: String,
     },
@@ -689,16 +698,16 @@ pub enum DaemonFrame {
 #[error("{message}")]
 pub struct ApiError {
     /// A stable code: `not_in_team`, `not_admin`, `wrong_code`…
-    pub code: String,
+    pub code: ErrorCode,
     /// What went wrong and what to do.
     pub message: String,
 }
 
 impl ApiError {
     /// An error with `code` and `message`.
-    pub fn new(code: &str, message: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError {
-            code: code.into(),
+            code,
             message: message.into(),
         }
     }
@@ -706,7 +715,7 @@ impl ApiError {
     /// The daemon is stopping: the answer every part gives once its inbox
     /// has closed.
     pub fn shutting_down() -> Self {
-        ApiError::new(codes::SHUTTING_DOWN, "the daemon is shutting down")
+        ApiError::new(ErrorCode::ShuttingDown, "the daemon is shutting down")
     }
 }
 
@@ -720,12 +729,12 @@ pub fn check_text(text: &str) -> Result<(), ApiError> {
     use agentmesh_protocol::cbor::MAX_BODY_BYTES;
     if text.trim().is_empty() {
         return err(
-            codes::EMPTY_TEXT,
+            ErrorCode::EmptyText,
             "the message is empty (no text, or only whitespace); give it some text",
         );
     }
     if text.len() > MAX_BODY_BYTES {
-        return err(codes::TOO_LARGE, too_large_text(text.len() as u64));
+        return err(ErrorCode::TooLarge, too_large_text(text.len() as u64));
     }
     Ok(())
 }
@@ -748,7 +757,7 @@ pub fn ok<T: Serialize>(value: T) -> Reply {
 }
 
 /// An error answer with `code` and `message`.
-pub fn err<T>(code: &str, message: impl Into<String>) -> Result<T, ApiError> {
+pub fn err<T>(code: ErrorCode, message: impl Into<String>) -> Result<T, ApiError> {
     Err(ApiError::new(code, message))
 }
 

@@ -13,6 +13,17 @@ pub struct OutboxView {
     pub to: String,
     /// `tell`, `ask`, `reply`.
     pub kind: String,
+    /// The conversation, as its envelope's header says (absent for this
+    /// machine's own copy of a broadcast).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<String>,
+    /// The message it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_reply_to: Option<String>,
+    /// The text as sent (kept by this machine; absent for mail sent
+    /// before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
     /// The latest of `states` (see [`MessageState`]).
     pub status: MessageState,
     /// Every state it went through, oldest first.

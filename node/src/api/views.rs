@@ -16,13 +16,13 @@ pub struct Status {
     pub team: Option<TeamRef>,
     /// Where this machine stands in that team: `member`, `revoked` (revoked
     /// or left), or `name_taken`.
-    pub team_standing: Option<String>,
+    pub team_standing: Option<super::TeamStanding>,
     /// Addresses it listens on.
     pub listen_addrs: Vec<String>,
     /// Addresses others observed or confirmed for it.
     pub external_addrs: Vec<String>,
     /// `public`, `private` or `unknown`: what AutoNAT concluded.
-    pub reachability: String,
+    pub reachability: super::Reachability,
     /// This machine's relays and its reservation on each.
     #[serde(default)]
     pub reservations: Vec<ReservationView>,
@@ -88,7 +88,7 @@ pub struct ReservationView {
     /// `waiting` (to try again), `connecting`, `reserving`, `reserved`, or
     /// `not_needed` (AutoNAT says this machine is publicly reachable, so
     /// it makes no new reservations).
-    pub state: String,
+    pub state: super::ReservationState,
     /// This machine's circuit addresses through it.
     pub circuit_addrs: Vec<String>,
     /// Why the last try failed, while it waits to try again.
@@ -137,8 +137,8 @@ pub struct MemberView {
     pub revoked: bool,
     /// Whether it is an admin.
     pub admin: bool,
-    /// `current`, `revoked`, or `name_taken`.
-    pub standing: String,
+    /// `current`, `left`, `revoked`, or `name_taken`.
+    pub standing: super::Standing,
     /// Whether this is the machine answering.
     pub this_machine: bool,
     /// Whether it is a carrier (always on: it holds mail for members that
@@ -180,18 +180,18 @@ pub struct PeerRow {
     pub peer_id: String,
     /// `member`, `revoked`, `stranger` or `relay` (a machine that left is
     /// `revoked` here, as before, with `left` set).
-    pub membership: String,
+    pub membership: super::Membership,
     /// Whether it left the team (revoked by itself), rather than being
     /// revoked: people are shown `left`.
     #[serde(default)]
     pub left: bool,
-    /// `direct`, `relayed` or `none`.
-    pub connection: String,
+    /// `direct`, `hole-punched`, `relayed` or `none`.
+    pub connection: super::Connection,
     /// The relay, when relayed.
     pub relay: Option<String>,
     /// `tcp` or `quic`: the transport of the connection in use (for a
     /// relayed one, the transport to the relay); null when not connected.
-    pub transport: Option<String>,
+    pub transport: Option<super::Transport>,
     /// Known addresses.
     pub addresses: Vec<String>,
     /// The last round-trip time measured (ping), ms, while connected;
@@ -322,7 +322,7 @@ pub struct Connected {
     /// Who answered.
     pub peer_id: String,
     /// Its membership, as this machine sees it.
-    pub membership: String,
+    pub membership: super::Membership,
     /// Blocks the sync brought in.
     pub new_blocks: usize,
 }
@@ -348,7 +348,7 @@ pub enum Event {
         /// The message id.
         id: String,
         /// `approved`, `rejected`, or `expired`.
-        outcome: String,
+        outcome: super::HeldOutcome,
     },
     /// This client fell behind and missed events; reattach with
     /// `after_seq` to catch up.
@@ -573,23 +573,42 @@ pub enum BusEvent {
 }
 
 impl BusEvent {
+    const ALL: [BusEvent; 12] = [
+        BusEvent::BroadcastDelivered,
+        BusEvent::BroadcastDropped,
+        BusEvent::BroadcastCounts,
+        BusEvent::NotForMe,
+        BusEvent::DirectoryRefused,
+        BusEvent::Tainted,
+        BusEvent::TaintCleared,
+        BusEvent::TaintRefused,
+        BusEvent::Budget,
+        BusEvent::Taint,
+        BusEvent::WakeStarted,
+        BusEvent::WakeEnded,
+    ];
+
     /// The bus event an audit entry's event name is, if it is one.
     pub fn of(event: &str) -> Option<BusEvent> {
-        Some(match event {
-            "broadcast_delivered" => BusEvent::BroadcastDelivered,
-            "broadcast_dropped" => BusEvent::BroadcastDropped,
-            "broadcast_counts" => BusEvent::BroadcastCounts,
-            "not_for_me" => BusEvent::NotForMe,
-            "directory_refused" => BusEvent::DirectoryRefused,
-            "tainted" => BusEvent::Tainted,
-            "taint_cleared" => BusEvent::TaintCleared,
-            "taint_refused" => BusEvent::TaintRefused,
-            "budget" => BusEvent::Budget,
-            "taint" => BusEvent::Taint,
-            "wake_started" => BusEvent::WakeStarted,
-            "wake_ended" => BusEvent::WakeEnded,
-            _ => return None,
-        })
+        BusEvent::ALL.into_iter().find(|e| e.as_str() == event)
+    }
+
+    /// Its name, as the audit log and the API give it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BusEvent::BroadcastDelivered => "broadcast_delivered",
+            BusEvent::BroadcastDropped => "broadcast_dropped",
+            BusEvent::BroadcastCounts => "broadcast_counts",
+            BusEvent::NotForMe => "not_for_me",
+            BusEvent::DirectoryRefused => "directory_refused",
+            BusEvent::Tainted => "tainted",
+            BusEvent::TaintCleared => "taint_cleared",
+            BusEvent::TaintRefused => "taint_refused",
+            BusEvent::Budget => "budget",
+            BusEvent::Taint => "taint",
+            BusEvent::WakeStarted => "wake_started",
+            BusEvent::WakeEnded => "wake_ended",
+        }
     }
 }
 

@@ -37,7 +37,7 @@ use crate::api::{self, ApiError, Event, Reply, Who};
 use crate::audit::AuditEvent;
 use crate::bus::judge::{self, Broadcast, Input, command};
 use crate::bus::{JudgeWith, Preset, Status};
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::store::{AuditEntry, CountsRecord, InboxRecord, Judged, OutboxRecord, OutboxStatus};
 
 /// Broadcasts stored and waiting for their judgment, at most; past it an
@@ -243,7 +243,7 @@ fn seal_broadcast(
     };
     if !members.is_empty() && waiting + members.len() > super::MAX_OUTBOX {
         return api::err(
-            codes::OUTBOX_FULL,
+            ErrorCode::OutboxFull,
             format!(
                 "{} messages are waiting to be delivered; wait for them, or check `agentmesh outbox`",
                 super::MAX_OUTBOX
@@ -554,13 +554,12 @@ fn seal_counts(
     ctx: &mut Ctx<'_>,
 ) -> Result<OutboxRecord, ApiError> {
     let dir = ctx.dir;
-    let sender = dir
-        .name_of(&peer_of(&record.from_peer).ok_or_else(|| {
-            ApiError::new(codes::STORE, "a stored broadcast's sender is damaged")
-        })?);
+    let sender = dir.name_of(&peer_of(&record.from_peer).ok_or_else(|| {
+        ApiError::new(ErrorCode::Store, "a stored broadcast's sender is damaged")
+    })?);
     let (peer, key) = remote_target(&sender, 0, dir)?;
     let parse = |h: &str| {
-        MessageId::parse(h).ok_or_else(|| ApiError::new(codes::STORE, "a stored id is damaged"))
+        MessageId::parse(h).ok_or_else(|| ApiError::new(ErrorCode::Store, "a stored id is damaged"))
     };
     let now = ctx.now.wall;
     let id = MessageId::random(&mut rand::rng());
@@ -611,6 +610,7 @@ fn queued(header: &Header, to: String, envelope: Vec<u8>, body_sha256: String) -
         deferred_until: None,
         states: vec![],
         carrier: None,
+        text: None,
     }
 }
 
@@ -682,6 +682,7 @@ fn local_outbox(
             until: None,
         }],
         carrier: None,
+        text: Some(local.text.clone()),
     }
 }
 

@@ -34,7 +34,7 @@ use super::pages::view;
 use super::{Ctx, MAX_REMOTE_REASON, inbox::Seqs, peer_of, who_label};
 use crate::api::{ApiError, Event, PausedView, Reply, Who, err, ok};
 use crate::audit::AuditEvent;
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::store::{AuditEntry, FolderBinding, InboxRecord, MailStore, StoreError};
 use crate::team::Directory;
 
@@ -79,6 +79,21 @@ impl HeldReason {
         ]
         .into_iter()
         .find(|r| r.as_str() == word)
+    }
+
+    /// Why a message is held, for people: the reason's code (`other_owner`,
+    /// which `--json` keeps) as words. A code this build does not know is
+    /// shown as it is.
+    pub fn words(code: &str) -> String {
+        match HeldReason::parse(code) {
+            Some(HeldReason::Paused) => "inbound mail is paused".into(),
+            Some(HeldReason::OtherOwner) => "from another person's machine".into(),
+            Some(HeldReason::FolderNotAllowed) => "its folder is opted out".into(),
+            Some(HeldReason::SenderRevoked) => {
+                "its sending machine left or was revoked since".into()
+            }
+            None => code.to_owned(),
+        }
     }
 }
 
@@ -291,7 +306,7 @@ impl Consent {
             Event::Message { message: view(&r) },
             Event::Resolved {
                 id: r.id.clone(),
-                outcome: "approved".into(),
+                outcome: crate::api::HeldOutcome::Approved,
             },
         ])
     }
@@ -322,7 +337,7 @@ impl Consent {
         );
         Ok(vec![Event::Resolved {
             id: record.id.clone(),
-            outcome: "rejected".into(),
+            outcome: crate::api::HeldOutcome::Rejected,
         }])
     }
 
@@ -348,7 +363,7 @@ impl Consent {
             .or_else(|_| std::path::absolute(given))
             .map_err(|e| {
                 ApiError::new(
-                    codes::BAD_PATH,
+                    ErrorCode::BadPath,
                     format!("{path}: {e}; give a folder's path"),
                 )
             })?;
@@ -410,7 +425,7 @@ impl Consent {
     pub(super) fn trust(&mut self, who: &Who, machine: &str, ctx: &mut Ctx<'_>) -> Reply {
         let Some((peer, _)) = ctx.dir.current(machine) else {
             return err(
-                codes::UNKNOWN_MACHINE,
+                ErrorCode::UnknownMachine,
                 format!("no current member is named {machine}"),
             );
         };
@@ -469,7 +484,7 @@ impl Consent {
         }
         if !allowed && path.is_empty() {
             return err(
-                codes::NOT_BOUND,
+                ErrorCode::NotBound,
                 format!(
                     "no mailbox is named {}; `agentmesh mailboxes` lists them",
                     mailbox.unwrap_or_default()
@@ -479,13 +494,13 @@ impl Consent {
         let path = PathBuf::from(path);
         let path = std::fs::canonicalize(&path).map_err(|e| {
             ApiError::new(
-                codes::BAD_PATH,
+                ErrorCode::BadPath,
                 format!("{}: {e}; give an existing folder", path.display()),
             )
         })?;
         if !path.is_dir() {
             return err(
-                codes::BAD_PATH,
+                ErrorCode::BadPath,
                 format!("{} is not a folder", path.display()),
             );
         }
@@ -497,7 +512,7 @@ impl Consent {
                     && m != b.mailbox
                 {
                     return err(
-                        codes::BOUND,
+                        ErrorCode::Bound,
                         format!("{path_text} is already bound to mailbox {}", b.mailbox),
                     );
                 }
@@ -506,7 +521,7 @@ impl Consent {
             }
             (None, false) => {
                 return err(
-                    codes::NOT_BOUND,
+                    ErrorCode::NotBound,
                     format!("{path_text} was never opted in; nothing to deny"),
                 );
             }
@@ -521,7 +536,7 @@ impl Consent {
                     )
                     .ok_or_else(|| {
                         ApiError::new(
-                            codes::BAD_MAILBOX,
+                            ErrorCode::BadMailbox,
                             format!(
                                 "{path_text}'s name gives no mailbox name; choose one with --mailbox NAME"
                             ),
@@ -530,7 +545,7 @@ impl Consent {
                 };
                 if let Some(other) = self.folders.get(name.as_str()) {
                     return err(
-                        codes::MAILBOX_TAKEN,
+                        ErrorCode::MailboxTaken,
                         format!(
                             "mailbox {name} is already bound to {}; choose another with --mailbox",
                             other.path

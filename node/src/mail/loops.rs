@@ -46,7 +46,7 @@ use crate::limits::RateWindow;
 
 use super::taint::Taints;
 use crate::api::ApiError;
-use crate::codes;
+use crate::codes::ErrorCode;
 pub use crate::config::LoopRules;
 
 /// Mailboxes whose hop is remembered at once; past it, the one that heard
@@ -140,7 +140,7 @@ impl LoopRefusal {
     pub(super) fn error(self, from: &str, to: &str) -> ApiError {
         match self {
             LoopRefusal::Hop { hop, max } => ApiError::new(
-                codes::HOP_LIMIT,
+                ErrorCode::HopLimit,
                 format!(
                     "not sent: this would be hop {hop}, past the limit of {max}. {from} is handling a message that peers passed along {} already, so sending on could start a loop; answer the message you got with a reply (replies are always allowed), or wait for your person to speak (their next prompt resets the hop)",
                     match hop.saturating_sub(1) {
@@ -153,7 +153,7 @@ impl LoopRefusal {
                 per_hour,
                 retry_in_secs,
             } => ApiError::new(
-                codes::RATE_LIMITED,
+                ErrorCode::RateLimited,
                 format!(
                     "not sent: {from} already sent {} caused by peer mail to {to} in the last hour (the loop limit); try again in {}, or let your person decide",
                     agentmesh_protocol::time::count(per_hour.into(), "message"),
@@ -161,14 +161,14 @@ impl LoopRefusal {
                 ),
             ),
             LoopRefusal::Turns { max } => ApiError::new(
-                codes::TURN_LIMIT,
+                ErrorCode::TurnLimit,
                 format!(
                     "not sent: {from} already replied {} in this thread since its person last spoke (the loop limit: two agents answering each other would never stop); tell your person what was said and let them decide, their next prompt resets it",
                     agentmesh_protocol::time::count_as(max.into(), "time", "times")
                 ),
             ),
             LoopRefusal::Quota { what, max } => ApiError::new(
-                codes::TURN_QUOTA,
+                ErrorCode::TurnQuota,
                 format!(
                     "not sent: {from} already sent {max} {} since it began handling peer mail (the per-turn quota: {}); it resets when your person next speaks (their next prompt) or with the next run. Replies to the mail you are handling are not counted: answer with a reply, or tell your person what you wanted to send",
                     what.plural(),
@@ -212,7 +212,7 @@ pub(super) struct Loops {
     turns: HashMap<(String, String), (u32, Timestamp)>,
     /// Refusals audited, per (sender, recipient, code), per minute: an
     /// agent retrying a refused send can't turn each try into a disk write.
-    audited: RateWindow<(String, String, &'static str)>,
+    audited: RateWindow<(String, String, ErrorCode)>,
     /// Which mailboxes are tainted (kept in the store, unlike the rest).
     pub(super) taints: Taints,
 }
@@ -443,7 +443,7 @@ impl Loops {
         &mut self,
         from: &str,
         to: &str,
-        code: &'static str,
+        code: ErrorCode,
         now: Timestamp,
     ) -> bool {
         let key = (from.to_owned(), to.to_owned(), code);

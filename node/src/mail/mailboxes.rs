@@ -16,7 +16,7 @@
 use super::consent::Consent;
 use super::mailroom::{mailbox_name, parse_address};
 use crate::api::{ApiError, err};
-use crate::codes;
+use crate::codes::ErrorCode;
 
 /// The mailbox a message is sent from, as a client named it: `None` for
 /// the owner's (`@`). `attached` is the mailbox the client attached to.
@@ -33,7 +33,7 @@ pub(super) fn sending_from(
             (mailbox, Some(other)) if other.as_str() == machine => mailbox,
             (_, Some(other)) => {
                 return err(
-                    codes::BAD_MAILBOX,
+                    ErrorCode::BadMailbox,
                     format!(
                         "mail is sent from a mailbox on this machine ({machine}), not from {other}; give the mailbox's name (`agentmesh mailboxes` lists them)"
                     ),
@@ -51,7 +51,7 @@ pub(super) fn sending_from(
     match consent.binding(&name) {
         Some(b) if b.allowed => Ok(Some(name)),
         Some(b) => err(
-            codes::FOLDER_NOT_ALLOWED,
+            ErrorCode::FolderNotAllowed,
             format!(
                 "mailbox {name} is opted out of receiving (its folder {} was denied), so a reply to what it sends would be refused; a person opts it in again with `agentmesh allow {}`, or send from another mailbox",
                 b.path, b.path
@@ -118,7 +118,7 @@ fn no_such<'a>(name: &str, candidates: impl Iterator<Item = &'a str>, why: &str)
         "`agentmesh mailboxes` lists them".to_owned()
     };
     ApiError::new(
-        codes::NO_MAILBOX,
+        ErrorCode::NoMailbox,
         format!(
             "this machine has no mailbox {name}{hint}{why}; {known}, and a person makes one with `agentmesh allow FOLDER --mailbox {name}`"
         ),

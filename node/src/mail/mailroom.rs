@@ -21,7 +21,7 @@ use super::loops::{LoopRefusal, Loops, Sending};
 use super::{Ctx, hex};
 use crate::api::{ApiError, Who, err};
 use crate::audit::AuditEvent;
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::store::{AskRecord, AuditEntry, InboxRecord, MessageState, OutboxRecord, OutboxStatus};
 
 /// Messages waiting in the outbox at once, at most; `send` refuses beyond.
@@ -51,7 +51,7 @@ fn same_address(a: &str, b: &str, me: &str) -> bool {
 pub fn parse_address(to: &str) -> Result<(Option<Name>, Option<Name>), ApiError> {
     let Some((mailbox, machine)) = to.rsplit_once('@') else {
         return err(
-            codes::BAD_ADDRESS,
+            ErrorCode::BadAddress,
             format!(
                 "{to:?} is not an address; write MAILBOX@MACHINE (MAILBOX@ for a mailbox on this machine), or @MACHINE for the machine's owner"
             ),
@@ -62,7 +62,7 @@ pub fn parse_address(to: &str) -> Result<(Option<Name>, Option<Name>), ApiError>
     } else {
         Some(
             Name::parse("machine name", machine)
-                .map_err(|e| ApiError::new(codes::BAD_ADDRESS, e.to_string()))?,
+                .map_err(|e| ApiError::new(ErrorCode::BadAddress, e.to_string()))?,
         )
     };
     let mailbox = if mailbox.is_empty() {
@@ -75,7 +75,7 @@ pub fn parse_address(to: &str) -> Result<(Option<Name>, Option<Name>), ApiError>
 
 /// A mailbox name, or the `bad_mailbox` error a client sees.
 pub(super) fn mailbox_name(m: &str) -> Result<Name, ApiError> {
-    Name::parse("mailbox name", m).map_err(|e| ApiError::new(codes::BAD_MAILBOX, e.to_string()))
+    Name::parse("mailbox name", m).map_err(|e| ApiError::new(ErrorCode::BadMailbox, e.to_string()))
 }
 
 /// A client's `send`.
@@ -171,7 +171,7 @@ impl Mailroom {
     ) -> Result<Vec<u8>, ApiError> {
         agentmesh_protocol::seal(&self.me, to, header, body, &mut rand::rng())
             .map(|e| e.to_wire())
-            .map_err(|e| ApiError::new(codes::TOO_LARGE, e.to_string()))
+            .map_err(|e| ApiError::new(ErrorCode::TooLarge, e.to_string()))
     }
 
     /// What becomes of `req`: an outbox record sealed for another machine,
@@ -221,7 +221,7 @@ impl Mailroom {
                 }
                 _ if chosen.is_some() => {
                     return err(
-                        codes::UNKNOWN_MESSAGE,
+                        ErrorCode::UnknownMessage,
                         format!(
                             "mailbox {} received no message with id {rid}; reply from the mailbox that received it",
                             address(from_mailbox.as_ref().map(Name::as_str), &dir.my_name)
@@ -230,7 +230,7 @@ impl Mailroom {
                 }
                 _ => {
                     return err(
-                        codes::UNKNOWN_MESSAGE,
+                        ErrorCode::UnknownMessage,
                         format!("no received message has id {rid}"),
                     );
                 }
@@ -240,7 +240,7 @@ impl Mailroom {
             ("", Some(o)) => o.from.clone(),
             ("", None) => {
                 return err(
-                    codes::BAD_ADDRESS,
+                    ErrorCode::BadAddress,
                     "no address given; write MAILBOX@MACHINE, MAILBOX@ for a mailbox on this machine, or @MACHINE",
                 );
             }
@@ -253,7 +253,7 @@ impl Mailroom {
             // at its limit write hop-0 mail to anyone.
             if !same_address(&to, &o.from, &dir.my_name) {
                 return err(
-                    codes::NOT_THE_SENDER,
+                    ErrorCode::NotTheSender,
                     format!(
                         "a reply goes only to the sender of the message it answers ({}); to write to {to}, send a new message",
                         o.from
@@ -273,7 +273,8 @@ impl Mailroom {
         let now = ctx.now.wall;
         let id = MessageId::random(&mut rand::rng());
         let parse = |h: &str| {
-            MessageId::parse(h).ok_or_else(|| ApiError::new(codes::STORE, "a stored id is damaged"))
+            MessageId::parse(h)
+                .ok_or_else(|| ApiError::new(ErrorCode::Store, "a stored id is damaged"))
         };
         let (kind, thread, in_reply_to, answers) = match &original {
             Some(o) => (
@@ -316,6 +317,7 @@ impl Mailroom {
             text: req.text,
             attachments: vec![],
         };
+        let sent_text = body.text.clone();
         let body_bytes = body.to_bytes();
         if body_bytes.len() > MAX_BODY_BYTES {
             return Err(text_too_large(&body));
@@ -345,7 +347,7 @@ impl Mailroom {
                     &body,
                     &mut rand::rng(),
                 )
-                .map_err(|e| ApiError::new(codes::TOO_LARGE, e.to_string()))?;
+                .map_err(|e| ApiError::new(ErrorCode::TooLarge, e.to_string()))?;
                 (peer, envelope.to_wire(), None)
             }
             None => {
@@ -383,6 +385,7 @@ impl Mailroom {
             deferred_until: None,
             states: vec![],
             carrier: None,
+            text: Some(sent_text),
         };
         let first = match (local, held.is_some()) {
             (false, _) => MessageState::Queued,
@@ -459,7 +462,7 @@ pub(super) fn text_too_large(body: &Body) -> ApiError {
     // takes three before it.
     let room = MAX_BODY_BYTES.saturating_sub(rest - 1 + 3);
     ApiError::new(
-        codes::TOO_LARGE,
+        ErrorCode::TooLarge,
         format!(
             "the text is {text} bytes, more than one message carries beside who sent it (at most {room} bytes of text; {MAX_BODY_BYTES} bytes, 64 KiB, in all); split it into parts and send each as its own message"
         ),
@@ -480,7 +483,7 @@ pub(super) fn remote_target(
 ) -> Result<(agentmesh_protocol::PeerId, Target), ApiError> {
     let Some(team) = dir.team.filter(|_| dir.member) else {
         return err(
-            codes::NOT_IN_TEAM,
+            ErrorCode::NotInTeam,
             format!(
                 "this machine is not in a team, so it cannot reach {machine}; create one with `agentmesh team create` or join one with `agentmesh join` (mailboxes on this machine need no team: MAILBOX@)"
             ),
@@ -488,7 +491,7 @@ pub(super) fn remote_target(
     };
     if waiting >= MAX_OUTBOX {
         return err(
-            codes::OUTBOX_FULL,
+            ErrorCode::OutboxFull,
             format!(
                 "{MAX_OUTBOX} messages are waiting to be delivered; wait for them, or check `agentmesh outbox`"
             ),
@@ -501,7 +504,7 @@ pub(super) fn remote_target(
             .any(|m| m.name == machine && m.standing == Standing::Revoked);
         return if revoked {
             err(
-                codes::REVOKED_RECIPIENT,
+                ErrorCode::RevokedRecipient,
                 format!("{machine} was revoked from the team; it receives nothing"),
             )
         } else {
@@ -512,7 +515,7 @@ pub(super) fn remote_target(
                 .map(|m| m.name.as_str())
                 .collect();
             err(
-                codes::UNKNOWN_RECIPIENT,
+                ErrorCode::UnknownRecipient,
                 format!(
                     "no machine named {machine} in the team; members: {}",
                     names.join(", ")
@@ -542,7 +545,7 @@ fn local_consent(
         Decision::Hold(why) => match consent.room_to_hold(me, why, 0) {
             Ok(()) => Ok(Some(why)),
             Err(_) => err(
-                codes::HELD_FULL,
+                ErrorCode::HeldFull,
                 format!(
                     "{MAX_HELD_PER_SENDER} messages from this machine already wait for approval (inbound mail is {}); see `agentmesh held`, or `agentmesh resume`",
                     if consent.paused() { "paused" } else { "held" }
@@ -550,13 +553,13 @@ fn local_consent(
             ),
         },
         Decision::NoMailbox(m) => err(
-            codes::NO_MAILBOX,
+            ErrorCode::NoMailbox,
             format!(
                 "there is no mailbox {m} on this machine; a person makes one with `agentmesh allow FOLDER --mailbox {m}` (`agentmesh mailboxes` lists them)"
             ),
         ),
         Decision::FolderDenied(m) => err(
-            codes::FOLDER_NOT_ALLOWED,
+            ErrorCode::FolderNotAllowed,
             format!(
                 "the folder of mailbox {m} is opted out of receiving; a person can opt it in again with `agentmesh allow FOLDER`"
             ),
@@ -574,10 +577,10 @@ pub(super) fn refuse(
     ctx: &mut Ctx<'_>,
 ) -> ApiError {
     let (event, code) = match r {
-        LoopRefusal::Hop { .. } => (AuditEvent::HopLimit, codes::HOP_LIMIT),
-        LoopRefusal::Pair { .. } => (AuditEvent::RateLimited, codes::RATE_LIMITED),
-        LoopRefusal::Turns { .. } => (AuditEvent::TurnLimit, codes::TURN_LIMIT),
-        LoopRefusal::Quota { .. } => (AuditEvent::TurnQuota, codes::TURN_QUOTA),
+        LoopRefusal::Hop { .. } => (AuditEvent::HopLimit, ErrorCode::HopLimit),
+        LoopRefusal::Pair { .. } => (AuditEvent::RateLimited, ErrorCode::RateLimited),
+        LoopRefusal::Turns { .. } => (AuditEvent::TurnLimit, ErrorCode::TurnLimit),
+        LoopRefusal::Quota { .. } => (AuditEvent::TurnQuota, ErrorCode::TurnQuota),
     };
     if loops.audit_refusal(from, to, code, ctx.now.wall) {
         audit_refusal(event, from, to, r.detail(), ctx);
@@ -594,10 +597,10 @@ fn refused_here(
     loops: &mut Loops,
     ctx: &mut Ctx<'_>,
 ) -> ApiError {
-    let code = match e.code.as_str() {
-        codes::NO_MAILBOX => codes::NO_MAILBOX,
-        codes::FOLDER_NOT_ALLOWED => codes::FOLDER_NOT_ALLOWED,
-        _ => codes::HELD_FULL,
+    let code = match e.code {
+        ErrorCode::NoMailbox => ErrorCode::NoMailbox,
+        ErrorCode::FolderNotAllowed => ErrorCode::FolderNotAllowed,
+        _ => ErrorCode::HeldFull,
     };
     if loops.audit_refusal(from, to, code, ctx.now.wall) {
         let detail = format!("{code}: {}", e.message);

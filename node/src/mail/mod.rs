@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{self, ApiError, Event, Op, Reply, Who, ok};
 use crate::audit::{AuditEvent, AuditLog};
 use crate::clock::now;
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::net::{CarryHandle, Delivered, MailEvent, MailLink, Via};
 use crate::store::{AuditEntry, Done, GroupCommit, OutboxRecord, Store, StoreError, Writes};
 use crate::team::Directory;
@@ -1054,7 +1054,7 @@ impl Mail {
                 event,
             } => match which_mailbox(m, mailbox).filter(|m| m != "@") {
                 None => Err(ApiError::new(
-                    codes::BAD_MAILBOX,
+                    ErrorCode::BadMailbox,
                     "a session is reported from its folder's mailbox: attach to it (the hooks do, from the session's folder)",
                 )),
                 Some(m) => {
@@ -1164,7 +1164,7 @@ impl Mail {
                     offset_secs: crate::clock::offset().as_secs(),
                 })
             }
-            _ => api::err(codes::INTERNAL, "not a mail operation"),
+            _ => api::err(ErrorCode::Internal, "not a mail operation"),
         };
         let _ = reply.send(answer);
     }
@@ -1468,7 +1468,7 @@ fn bus_log_address(m: &str, me: &str) -> Result<String, ApiError> {
 
 fn mailboxes_name(m: &str) -> Result<agentmesh_protocol::Name, ApiError> {
     agentmesh_protocol::Name::parse("mailbox name", m)
-        .map_err(|e| ApiError::new(codes::BAD_MAILBOX, e.to_string()))
+        .map_err(|e| ApiError::new(ErrorCode::BadMailbox, e.to_string()))
 }
 
 /// Who decided, for the audit log: `human ada`, `agent claude`.

@@ -10,7 +10,7 @@ use super::{Ctx, Mail, address};
 use crate::api::{self, ApiError, Reply};
 use crate::audit::AuditEvent;
 use crate::bus::{MAX_NOTED_TEXT, judge};
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::store::AuditEntry;
 
 impl Mail {
@@ -47,7 +47,7 @@ fn note_for(
     let note = note.trim().to_owned();
     if note.len() > crate::bus::MAX_NOTE_BYTES {
         return api::err(
-            codes::TOO_LARGE,
+            ErrorCode::TooLarge,
             format!(
                 "the note is {} bytes, over the limit of {} bytes; say in a sentence why it was not for this session",
                 note.len(),
@@ -61,14 +61,14 @@ fn note_for(
         Some(r) if r.mailbox == mailbox => r,
         _ => {
             return api::err(
-                codes::UNKNOWN_MESSAGE,
+                ErrorCode::UnknownMessage,
                 format!("mailbox {here} received no message with id {id}"),
             );
         }
     };
     if record.kind != Kind::Broadcast.as_str() {
         return api::err(
-            codes::NOT_A_BROADCAST,
+            ErrorCode::NotABroadcast,
             format!(
                 "message {id} is a {}, not a broadcast; not_for_me teaches the broadcast judge, and only broadcasts are judged",
                 record.kind

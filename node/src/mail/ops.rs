@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use crate::api::{ApiError, Event, Reply, Resolution, ResolvedView, Who, err, ok};
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::store::{InboxRecord, MailStore, OutboxRecord, OutboxStatus, Store};
 
 use super::consent::{Consent, Release, held_records};
@@ -30,7 +30,7 @@ pub(super) fn full_id(store: &dyn MailStore, given: &str) -> Result<String, ApiE
     }
     if given.len() < MIN_ID_PREFIX || !given.chars().all(|c| c.is_ascii_hexdigit()) {
         return err(
-            codes::BAD_ID,
+            ErrorCode::BadId,
             format!(
                 "{given:?} is not a message id; give the id, or at least its first {MIN_ID_PREFIX} characters, as `agentmesh inbox` shows it"
             ),
@@ -40,11 +40,11 @@ pub(super) fn full_id(store: &dyn MailStore, given: &str) -> Result<String, ApiE
     match found.as_slice() {
         [one] => Ok(one.clone()),
         [] => err(
-            codes::UNKNOWN_MESSAGE,
+            ErrorCode::UnknownMessage,
             format!("no received message has an id starting with {given}"),
         ),
         several => err(
-            codes::AMBIGUOUS_ID,
+            ErrorCode::AmbiguousId,
             format!(
                 "{} received messages have ids starting with {given} ({}…); give more of the id",
                 if several.len() > 5 {
@@ -83,11 +83,11 @@ pub(super) fn read(
             return Ok((ok(view(&r)), newly));
         }
         Ok(Some(_)) => err(
-            codes::HELD,
+            ErrorCode::Held,
             format!("message {id} is held for approval; see `agentmesh held`"),
         ),
         Ok(None) => err(
-            codes::UNKNOWN_MESSAGE,
+            ErrorCode::UnknownMessage,
             format!("no received message has id {id}"),
         ),
         Err(e) => Err(e.into()),
@@ -111,7 +111,7 @@ pub(super) fn message_status(courier: &Courier, id: &str, ctx: &Ctx<'_>) -> Repl
         Some(r) if r.id.len() == given.len() => vec![r],
         _ if given.len() < MIN_ID_PREFIX || !given.chars().all(|c| c.is_ascii_hexdigit()) => {
             return err(
-                codes::BAD_ID,
+                ErrorCode::BadId,
                 format!(
                     "{given:?} is not a message id; give the id `send` printed, or at least its first {MIN_ID_PREFIX} characters"
                 ),
@@ -133,13 +133,13 @@ pub(super) fn message_status(courier: &Courier, id: &str, ctx: &Ctx<'_>) -> Repl
     match <[OutboxRecord; 1]>::try_from(found) {
         Ok([r]) => ok(sent_view(&current(r), courier, ctx)),
         Err(v) if v.is_empty() => err(
-            codes::UNKNOWN_MESSAGE,
+            ErrorCode::UnknownMessage,
             format!(
                 "no sent message has an id starting with {given}; `agentmesh outbox` lists them"
             ),
         ),
         Err(v) => err(
-            codes::AMBIGUOUS_ID,
+            ErrorCode::AmbiguousId,
             format!(
                 "{} sent messages have ids starting with {given}; give more of the id",
                 v.len()
@@ -297,13 +297,13 @@ pub(super) fn resolve(
         Some(r) if r.held.is_some() => r,
         Some(_) => {
             return err(
-                codes::NOT_HELD,
+                ErrorCode::NotHeld,
                 format!("message {id} is not held (it may have been decided already)"),
             );
         }
         None => {
             return err(
-                codes::UNKNOWN_MESSAGE,
+                ErrorCode::UnknownMessage,
                 format!("no held message has id {id} (it may have been rejected already)"),
             );
         }
@@ -312,24 +312,23 @@ pub(super) fn resolve(
     if decision == Decision::Approve
         && let Some(gone) = sender_gone(ctx.dir, &record.from_peer)
     {
-        let machine = ctx
-            .dir
-            .machines
-            .get(
-                &record
-                    .from_peer
-                    .parse()
-                    .map_err(|_| ApiError::new(codes::STORE, "a stored sender is damaged"))?,
-            )
-            .map(|m| m.name.clone())
-            .unwrap_or_default();
+        let machine =
+            ctx.dir
+                .machines
+                .get(
+                    &record.from_peer.parse().map_err(|_| {
+                        ApiError::new(ErrorCode::Store, "a stored sender is damaged")
+                    })?,
+                )
+                .map(|m| m.name.clone())
+                .unwrap_or_default();
         let how = if gone == "left" {
             "it left the team"
         } else {
             "the founder revoked it"
         };
         return err(
-            codes::SENDER_REVOKED,
+            ErrorCode::SenderRevoked,
             format!(
                 "message {id} came from {machine}'s old key ({}), which is no longer a member ({how}); a machine named {machine} now is another key, so this can't be approved as its mail. Reject it: `agentmesh reject {id}`",
                 record.from_peer

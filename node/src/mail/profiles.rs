@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 use crate::api::{self, ApiError};
 use crate::bus::{LocalDirectory, LocalMailbox, Preset, Status};
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::store::{ProfileRecord, Store, StoreError};
 
 /// A session attaching to or leaving a mailbox (`None`: the owner's).
@@ -138,7 +138,7 @@ impl Profiles {
                 && t.len() > max
             {
                 return api::err(
-                    codes::TOO_LARGE,
+                    ErrorCode::TooLarge,
                     format!(
                         "the {what} is {} bytes, over the limit of {max} bytes; shorten it (the directory carries every mailbox's {what} to every member)",
                         t.len()

@@ -28,7 +28,7 @@ use agentmesh_protocol::{PeerId, Who, WhoKind};
 use super::mailroom::{MAX_OUTBOX, Mailroom};
 use super::{Ctx, address, peer_of};
 use crate::api::{ApiError, MessageState, ReceiptsView};
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::store::{InboxRecord, OutboxRecord, OutboxStatus, StateRecord, Store, StoreError};
 use agentmesh_protocol::team::Standing;
 
@@ -201,18 +201,18 @@ fn seal(
     let dir = ctx.dir;
     let (Some(team), Some(m)) = (dir.team.filter(|_| dir.member), dir.machines.get(&peer)) else {
         return Err(ApiError::new(
-            codes::UNKNOWN_RECIPIENT,
+            ErrorCode::UnknownRecipient,
             "the sender is not in this machine's team",
         ));
     };
     if m.standing != Standing::Current {
         return Err(ApiError::new(
-            codes::REVOKED_RECIPIENT,
+            ErrorCode::RevokedRecipient,
             "the sender is no longer a member",
         ));
     }
     let parse = |h: &str| {
-        MessageId::parse(h).ok_or_else(|| ApiError::new(codes::STORE, "a stored id is damaged"))
+        MessageId::parse(h).ok_or_else(|| ApiError::new(ErrorCode::Store, "a stored id is damaged"))
     };
     let now = ctx.now.wall;
     let header = Header {
@@ -252,6 +252,7 @@ fn seal(
         deferred_until: None,
         states: vec![],
         carrier: None,
+        text: None,
     })
 }
 
@@ -346,6 +347,7 @@ mod tests {
             deferred_until: None,
             states: vec![state(MessageState::Queued, 1)],
             carrier: None,
+            text: None,
         }
     }
 

@@ -106,7 +106,7 @@ impl Retention {
                     .record(AuditEvent::Expired, now, held_entry(&r, detail));
                 events.push(Event::Resolved {
                     id: r.id.clone(),
-                    outcome: "expired".into(),
+                    outcome: crate::api::HeldOutcome::Expired,
                 });
                 gone.push(r.seq);
                 expired.push(r);

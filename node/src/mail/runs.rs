@@ -32,7 +32,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, ApiError, RunStatus, RunView, WakeAgent, WakeCommandView, WakeListView};
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::store::{RunRecord, Store, StoreError};
 
 /// Runs kept for `wake list` (their logs with them); a running one is
@@ -283,13 +283,13 @@ impl Runs {
             [r] => *r,
             [] => {
                 return Err(ApiError::new(
-                    codes::UNKNOWN_RUN,
+                    ErrorCode::UnknownRun,
                     format!("no wake run has id {p:?}; `agentmesh wake list` shows the runs"),
                 ));
             }
             _ => {
                 return Err(ApiError::new(
-                    codes::BAD_INPUT,
+                    ErrorCode::BadInput,
                     format!("{p:?} names more than one run; give more of its id"),
                 ));
             }

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use agentmesh_protocol::Timestamp;
 
 use crate::api::{self, ApiError};
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::store::{Caught, Store, StoreError, TaintRecord};
 
 /// The tainted mailboxes (at most one record per mailbox this machine
@@ -125,7 +125,7 @@ impl Taints {
     ) -> Result<Change, ApiError> {
         let Some(m) = mailbox else {
             return api::err(
-                codes::BAD_MAILBOX,
+                ErrorCode::BadMailbox,
                 "the owner's mailbox (@) is its person's own and is never tainted; name an agent's mailbox",
             );
         };
@@ -168,7 +168,7 @@ fn clean(mailbox: &str) -> TaintRecord {
 /// The refusal of `set_profile` from a tainted mailbox.
 pub(super) fn profile_refused(mailbox: &str) -> ApiError {
     ApiError::new(
-        codes::TAINTED,
+        ErrorCode::Tainted,
         format!(
             "not changed: profiles reach other sessions; a session that read untrusted text can't change its own. {mailbox} is tainted (it received mail from a session that read text others wrote, or its person marked it); its person's next prompt clears what it received, and `agentmesh taint {mailbox} --off` at a terminal clears it whole"
         ),

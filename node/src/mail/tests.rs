@@ -14,7 +14,7 @@ use super::courier::{BACKOFF_MAX, Carrier, Courier, PeerQueue, backoff};
 use super::inbox::{Inbox, Sender};
 use super::pages::inbox_page;
 use super::*;
-use crate::api::WhoKind;
+use crate::api::{HeldOutcome, WhoKind};
 use crate::net::{Carry, CarryHandle, Handle, Undelivered, Via};
 use crate::store::testing::Flaky;
 use crate::store::{
@@ -756,7 +756,7 @@ fn resume_releases_only_what_the_consent_rule_delivers() {
         .map(|e| match e {
             Event::Message { .. } => "message",
             Event::Held { .. } => "held",
-            Event::Resolved { outcome, .. } if outcome == "approved" => "approved",
+            Event::Resolved { outcome, .. } if *outcome == HeldOutcome::Approved => "approved",
             _ => "other",
         })
         .collect();
@@ -805,7 +805,7 @@ fn approve_releases_and_reject_deletes_and_each_decides_once() {
     assert_eq!(v.outcome, api::Resolution::Approved);
     assert!(
         matches!(&ev[..], [Event::Message { message }, Event::Resolved { outcome, .. }]
-        if message.seq == 3 && message.held.is_none() && outcome == "approved")
+        if message.seq == 3 && message.held.is_none() && *outcome == HeldOutcome::Approved)
     );
     let reason = ops::Decision::Reject("  not now  ".into());
     let (v, ev) = ops::resolve(
@@ -818,7 +818,9 @@ fn approve_releases_and_reject_deletes_and_each_decides_once() {
     )
     .unwrap();
     assert_eq!(v.outcome, api::Resolution::Rejected);
-    assert!(matches!(&ev[..], [Event::Resolved { outcome, .. }] if outcome == "rejected"));
+    assert!(
+        matches!(&ev[..], [Event::Resolved { outcome, .. }] if *outcome == HeldOutcome::Rejected)
+    );
     assert_eq!(consent.held_total(), 0);
     assert!(ctx.store.inbox_get(&ids[1]).unwrap().is_none());
 
@@ -830,7 +832,7 @@ fn approve_releases_and_reject_deletes_and_each_decides_once() {
         inbox.seqs(),
         &mut ctx,
     );
-    assert_eq!(again.unwrap_err().code, "not_held");
+    assert_eq!(again.unwrap_err().code.as_str(), "not_held");
     let again = ops::resolve(
         &ada(),
         &ids[1],
@@ -839,7 +841,7 @@ fn approve_releases_and_reject_deletes_and_each_decides_once() {
         inbox.seqs(),
         &mut ctx,
     );
-    assert_eq!(again.unwrap_err().code, "unknown_message");
+    assert_eq!(again.unwrap_err().code.as_str(), "unknown_message");
     assert_eq!(
         entries(&d.log, "approved")[0].detail,
         "held message approved by human ada"
@@ -886,6 +888,7 @@ fn outbox_record(n: usize, to: PeerId, envelope_bytes: usize) -> OutboxRecord {
         deferred_until: None,
         states: vec![],
         carrier: None,
+        text: None,
     }
 }
 

@@ -24,7 +24,7 @@ use agentmesh_protocol::Timestamp;
 use crate::api::{
     self, ApiError, MessageView, SessionEvent, SessionView, WakeAgent, WakeTestView, WakeView,
 };
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::config::WakeRules;
 use crate::store::{FolderBinding, SessionRecord, SpentRecord, Store, StoreError, WakeRecord};
 use crate::wake::{self, Run};
@@ -247,19 +247,19 @@ impl Wakes {
     ) -> Result<(), ApiError> {
         if mailbox == "@" {
             return Err(ApiError::new(
-                codes::BAD_MAILBOX,
+                ErrorCode::BadMailbox,
                 "the owner's mailbox is its person's own: no run is started for it; wake a folder's mailbox (`agentmesh wake set MAILBOX claude`)",
             ));
         }
         if budget.is_some_and(|b| b > MAX_BUDGET) {
             return Err(ApiError::new(
-                codes::BAD_INPUT,
+                ErrorCode::BadInput,
                 format!("--budget must be from 0 to {MAX_BUDGET} wakes a day"),
             ));
         }
         if max_budget_usd.is_some_and(|x| !(x > 0.0 && x <= 1000.0)) {
             return Err(ApiError::new(
-                codes::BAD_INPUT,
+                ErrorCode::BadInput,
                 "--max-budget-usd must be more than 0 and at most 1000 (US dollars a run)",
             ));
         }
@@ -295,7 +295,7 @@ impl Wakes {
     ) -> Result<SessionRecord, ApiError> {
         if id.is_empty() || id.len() > 128 || id.chars().any(char::is_control) {
             return Err(ApiError::new(
-                codes::BAD_INPUT,
+                ErrorCode::BadInput,
                 "a session id is 1 to 128 bytes on one line",
             ));
         }
@@ -613,10 +613,10 @@ mod tests {
         let e = w
             .set(&store, "@", Some(WakeAgent::Codex), None, None)
             .unwrap_err();
-        assert_eq!(e.code, codes::BAD_MAILBOX);
+        assert_eq!(e.code, ErrorCode::BadMailbox);
         let e = w
             .set(&store, "api", Some(WakeAgent::Codex), None, Some(-1.0))
             .unwrap_err();
-        assert_eq!(e.code, codes::BAD_INPUT);
+        assert_eq!(e.code, ErrorCode::BadInput);
     }
 }

@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 
 use super::peers::without_peer;
 use crate::api::{self, Reply, err, ok};
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::team::Membership;
 
 /// How long `agentmesh connect` waits for the connection and the sync:
@@ -71,7 +71,7 @@ pub struct Up {
 fn connected(peer: PeerId, membership: Membership) -> Reply {
     ok(api::Connected {
         peer_id: peer.to_string(),
-        membership: membership.as_str().into(),
+        membership: membership.word(),
         new_blocks: 0,
     })
 }
@@ -157,13 +157,13 @@ impl Connects {
         for c in self.take(matching) {
             let answer = if membership == Membership::Revoked {
                 err(
-                    codes::REVOKED,
+                    ErrorCode::Revoked,
                     format!("{peer} was revoked from the team; this machine refuses it"),
                 )
             } else {
                 ok(api::Connected {
                     peer_id: peer.to_string(),
-                    membership: membership.as_str().into(),
+                    membership: membership.word(),
                     new_blocks: 0,
                 })
             };
@@ -228,7 +228,7 @@ impl Connects {
         &mut self,
         peer: PeerId,
         added: usize,
-        membership: &str,
+        membership: api::Membership,
         outcome: &Result<(), String>,
     ) -> Vec<Answer> {
         for c in &mut self.waits {
@@ -242,10 +242,10 @@ impl Connects {
                 let answer = match outcome {
                     Ok(()) => ok(api::Connected {
                         peer_id: peer.to_string(),
-                        membership: membership.to_owned(),
+                        membership,
                         new_blocks: added,
                     }),
-                    Err(why) => err(codes::REFUSED, format!("{peer} refused to sync: {why}")),
+                    Err(why) => err(ErrorCode::Refused, format!("{peer} refused to sync: {why}")),
                 };
                 (c.reply, answer)
             })
@@ -290,7 +290,7 @@ impl Connects {
 /// a machine nothing answered at) what to check.
 fn failed(addr: &Multiaddr, why: &str) -> Reply {
     err(
-        codes::CONNECT_FAILED,
+        ErrorCode::ConnectFailed,
         format!("could not connect to {addr}: {why}"),
     )
 }
@@ -440,7 +440,7 @@ mod tests {
     fn code(answer: &Answer) -> String {
         match &answer.1 {
             Ok(v) => v["membership"].as_str().unwrap().to_owned(),
-            Err(e) => e.code.clone(),
+            Err(e) => e.code.to_string(),
         }
     }
 
@@ -453,7 +453,7 @@ mod tests {
         c.push(addr(&peer), Some(peer), dial, tx, Instant::now());
         let up = c.connection_up(peer, &addr(&peer), dial, Membership::Member, None);
         assert!(up.sync && up.answers.is_empty(), "waits for the sync");
-        let done = c.sync_finished(peer, 3, "member", &Ok(()));
+        let done = c.sync_finished(peer, 3, api::Membership::Member, &Ok(()));
         assert_eq!(done.len(), 1);
         let (reply, answer) = done.into_iter().next().unwrap();
         reply.send(answer).unwrap();
@@ -474,7 +474,7 @@ mod tests {
         // comes up in the table first and the sync on it fails.
         let up = c.connection_up(peer, &addr(&peer), old, Membership::Member, None);
         assert!(up.sync);
-        let failed = c.sync_finished(peer, 0, "member", &Err("closed".into()));
+        let failed = c.sync_finished(peer, 0, api::Membership::Member, &Err("closed".into()));
         assert!(failed.is_empty(), "its own dial is still on its way");
         assert!(c.connection_closed(peer, old).is_empty());
         // Its own dial comes up: synced again, then answered.
@@ -482,7 +482,7 @@ mod tests {
             c.connection_up(peer, &addr(&peer), dial, Membership::Member, None)
                 .sync
         );
-        let done = c.sync_finished(peer, 0, "member", &Ok(()));
+        let done = c.sync_finished(peer, 0, api::Membership::Member, &Ok(()));
         assert_eq!(done.len(), 1);
         assert!(done[0].1.is_ok());
     }

@@ -56,7 +56,7 @@ pub use handle::{CarryHandle, Command, Handle};
 
 use crate::api::{self, Op, Reply, err, ok};
 use crate::audit::AuditLog;
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::config::Settings;
 use crate::store::{GroupCommit, Store, StoreError, TeamStore};
 use crate::team::{Directory, Membership, Team};
@@ -68,6 +68,9 @@ use handle::Inbox;
 use peers::{Conn, ConnKind, PeerTable, without_peer};
 use port::{Port, Waiting, dialable};
 use reach::Reach;
+
+/// What an op sent to the part that does not serve it is answered.
+const WRONG_PART: &str = "an operation reached the wrong part";
 
 /// How often the loop polls joins, expires requests and connects. A
 /// person is waiting on a join's answer, so this sets how long after the
@@ -688,11 +691,11 @@ impl Net {
             api::Owner::Team => {
                 let handed = self.with_team(now, |team, port| team.op(port, op, reply, now));
                 if let Err((_, reply)) = handed {
-                    let _ = reply.send(err(codes::INTERNAL, "an operation reached the wrong part"));
+                    let _ = reply.send(err(ErrorCode::Internal, WRONG_PART));
                 }
                 return;
             }
-            api::Owner::Mail => err(codes::INTERNAL, "a mail operation reached the network node"),
+            api::Owner::Mail | api::Owner::Socket => err(ErrorCode::Internal, WRONG_PART),
             api::Owner::Net => match op {
                 Op::Status => self.status(),
                 Op::Peers { after, limit } => ok(self.peers.page(
@@ -707,7 +710,7 @@ impl Net {
                     ok(api::Done {})
                 }
                 Op::ConfigShow => ok(api::ConfigShown::of(&self.team.settings().config)),
-                _ => err(codes::INTERNAL, "an operation reached the wrong part"),
+                _ => err(ErrorCode::Internal, WRONG_PART),
             },
         };
         let _ = reply.send(answer);
@@ -719,7 +722,7 @@ impl Net {
             peer_id: self.swarm.local_peer_id().to_string(),
             name: own.name,
             team: own.team,
-            team_standing: own.standing.map(Into::into),
+            team_standing: own.standing,
             listen_addrs: port::listen_addrs(&self.swarm, self.reach.configured())
                 .iter()
                 .map(ToString::to_string)
@@ -730,7 +733,7 @@ impl Net {
                 .filter(|a| peers::relay_of(a).is_none())
                 .map(ToString::to_string)
                 .collect(),
-            reachability: self.reach.reachability().as_str().into(),
+            reachability: self.reach.reachability().word(),
             reservations: self.reach.view(),
             circuit_addrs: self
                 .reach
@@ -756,7 +759,7 @@ impl Net {
             Ok(a) => a,
             Err(e) => {
                 let why = format!("{addr:?} is not a multiaddr ({e})");
-                let _ = reply.send(err(codes::BAD_ADDRESS, why));
+                let _ = reply.send(err(ErrorCode::BadAddress, why));
                 return;
             }
         };
@@ -766,7 +769,7 @@ impl Net {
         };
         if peer.as_ref() == Some(self.swarm.local_peer_id()) {
             let _ = reply.send(err(
-                codes::BAD_ADDRESS,
+                ErrorCode::BadAddress,
                 "that is this machine's own address",
             ));
             return;
@@ -786,7 +789,7 @@ impl Net {
         let dial = opts.connection_id();
         if let Err(e) = self.swarm.dial(opts) {
             let _ = reply.send(err(
-                codes::CONNECT_FAILED,
+                ErrorCode::ConnectFailed,
                 format!("could not connect to {addr}: {}", connect::dial_reason(&e)),
             ));
             return;

@@ -15,7 +15,7 @@ use agentmesh_protocol::{Multiaddr, PeerId};
 use libp2p::multiaddr::Protocol;
 use libp2p::swarm::ConnectionId;
 
-use crate::api::{PeerCursor, PeerRow, PeersPage};
+use crate::api::{Connection, PeerCursor, PeerRow, PeersPage, Transport};
 use crate::store::PeerRecord;
 use crate::team::Membership;
 
@@ -81,10 +81,15 @@ pub enum ConnKind {
 impl ConnKind {
     /// As `peers` shows it.
     pub fn as_str(self) -> &'static str {
+        self.word().as_str()
+    }
+
+    /// As the API types it.
+    pub fn word(self) -> Connection {
         match self {
-            ConnKind::Direct => "direct",
-            ConnKind::HolePunched => "hole-punched",
-            ConnKind::Relayed => "relayed",
+            ConnKind::Direct => Connection::Direct,
+            ConnKind::HolePunched => Connection::HolePunched,
+            ConnKind::Relayed => Connection::Relayed,
         }
     }
 }
@@ -196,14 +201,14 @@ pub fn relay_of(addr: &Multiaddr) -> Option<PeerId> {
 
 /// The transport of an address: `quic` or `tcp`; for a circuit, the
 /// transport to its relay.
-pub fn transport_of(addr: &Multiaddr) -> &'static str {
+pub fn transport_of(addr: &Multiaddr) -> Transport {
     if addr
         .iter()
         .any(|p| matches!(p, Protocol::QuicV1 | Protocol::Quic))
     {
-        "quic"
+        Transport::Quic
     } else {
-        "tcp"
+        Transport::Tcp
     }
 }
 
@@ -498,17 +503,17 @@ impl PeerTable {
                 let entry = self.peers.get(peer);
                 let member = team.and_then(|t| t.member(peer));
                 let relay = entry.is_some_and(|e| e.relay);
-                let membership = Membership::of(team, peer, relay).as_str();
+                let membership = Membership::of(team, peer, relay).word();
                 let conns: Vec<&Conn> = entry
                     .map(|e| e.connections.values().collect())
                     .unwrap_or_default();
                 let (connection, relay, transport) = match best(&conns) {
                     Some(c) => (
-                        c.kind.as_str(),
+                        c.kind.word(),
                         relay_of(&c.addr).map(|r| r.to_string()),
-                        Some(transport_of(&c.addr).to_owned()),
+                        Some(transport_of(&c.addr)),
                     ),
-                    None => ("none", None, None),
+                    None => (Connection::None, None, None),
                 };
                 let last_seen = if conns.is_empty() {
                     entry.and_then(|e| e.last_seen)
@@ -519,9 +524,9 @@ impl PeerTable {
                     name: member.map(|m| m.name.to_string()),
                     owner: member.map(|m| m.owner.to_string()),
                     peer_id: peer.to_string(),
-                    membership: membership.into(),
+                    membership,
                     left: member.is_some_and(|m| m.left),
-                    connection: connection.into(),
+                    connection,
                     relay,
                     transport,
                     addresses: entry
@@ -573,10 +578,14 @@ mod tests {
             .parse()
             .unwrap();
         assert_eq!(relay_of(&a), Some(relay));
-        assert_eq!(transport_of(&a), "tcp", "the transport to the relay");
+        assert_eq!(
+            transport_of(&a),
+            Transport::Tcp,
+            "the transport to the relay"
+        );
         let d: Multiaddr = "/ip4/1.2.3.4/udp/1/quic-v1".parse().unwrap();
         assert_eq!(relay_of(&d), None);
-        assert_eq!(transport_of(&d), "quic");
+        assert_eq!(transport_of(&d), Transport::Quic);
     }
 
     #[test]
@@ -641,7 +650,7 @@ mod tests {
         let t0 = Instant::now();
         let relayed = Conn::new(circuit.clone(), false, t0);
         assert_eq!(relayed.kind, ConnKind::Relayed);
-        assert_eq!(transport_of(&relayed.addr), "quic");
+        assert_eq!(transport_of(&relayed.addr), Transport::Quic);
         let punched = Conn::new(direct.clone(), true, t0 + Duration::from_millis(80));
         assert_eq!(punched.kind, ConnKind::HolePunched);
         assert_eq!(Conn::new(direct, false, t0).kind, ConnKind::Direct);
@@ -660,8 +669,8 @@ mod tests {
         let row = |t: &PeerTable| t.rows(&PeerId::random(), None)[0].1.clone();
         let r = row(&t);
         assert_eq!(
-            (r.connection.as_str(), r.transport.as_deref()),
-            ("relayed", Some("quic"))
+            (r.connection, r.transport),
+            (Connection::Relayed, Some(Transport::Quic))
         );
         assert_eq!(r.relay, Some(relay.to_string()));
         t.entry(peer)

@@ -86,7 +86,7 @@ pub fn dialable(a: &Multiaddr) -> bool {
 
 /// The transport, IP family and port of an address: what a listen address
 /// and the configured one it came from share.
-fn shape(a: &Multiaddr) -> (&'static str, bool, Option<u16>) {
+fn shape(a: &Multiaddr) -> (crate::api::Transport, bool, Option<u16>) {
     let mut v6 = false;
     let mut port = None;
     for p in a.iter() {
@@ -256,7 +256,7 @@ impl Network for Port<'_> {
         &mut self,
         peer: PeerId,
         added: usize,
-        membership: &str,
+        membership: crate::api::Membership,
         outcome: &Result<(), String>,
     ) -> Vec<(oneshot::Sender<Reply>, Reply)> {
         self.connects

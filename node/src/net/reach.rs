@@ -34,7 +34,7 @@ use libp2p::swarm::dial_opts::{DialOpts, PeerCondition};
 use libp2p::{Swarm, autonat, kad, relay};
 
 use super::behaviour::Behaviour;
-use crate::api::ReservationView;
+use crate::api::{ReservationState, ReservationView};
 use crate::config::MAX_RELAYS;
 use crate::store::Store;
 
@@ -69,10 +69,15 @@ pub enum Reachability {
 impl Reachability {
     /// As `status` shows it.
     pub fn as_str(self) -> &'static str {
+        self.word().as_str()
+    }
+
+    /// As the API types it.
+    pub fn word(self) -> crate::api::Reachability {
         match self {
-            Reachability::Unknown => "unknown",
-            Reachability::Private => "private",
-            Reachability::Public => "public",
+            Reachability::Unknown => crate::api::Reachability::Unknown,
+            Reachability::Private => crate::api::Reachability::Private,
+            Reachability::Public => crate::api::Reachability::Public,
         }
     }
 }
@@ -126,12 +131,12 @@ impl Relay {
         }
     }
 
-    fn state_name(&self) -> &'static str {
+    fn state_name(&self) -> ReservationState {
         match self.state {
-            State::Waiting(_) => "waiting",
-            State::Connecting(_) => "connecting",
-            State::Reserving(..) => "reserving",
-            State::Reserved(_) => "reserved",
+            State::Waiting(_) => ReservationState::Waiting,
+            State::Connecting(_) => ReservationState::Connecting,
+            State::Reserving(..) => ReservationState::Reserving,
+            State::Reserved(_) => ReservationState::Reserved,
         }
     }
 
@@ -587,10 +592,9 @@ impl Reach {
                 relay: r.addr.to_string(),
                 relay_peer_id: r.peer.to_string(),
                 state: match (&r.state, self.nat) {
-                    (State::Waiting(_), Reachability::Public) => "not_needed",
+                    (State::Waiting(_), Reachability::Public) => ReservationState::NotNeeded,
                     _ => r.state_name(),
-                }
-                .into(),
+                },
                 circuit_addrs: r.circuits.iter().map(ToString::to_string).collect(),
                 error: r.error.clone(),
                 adopted: r.adopted,

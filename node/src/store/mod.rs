@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::codes;
+use crate::codes::ErrorCode;
 use agentmesh_protocol::team::{BlockHash, TeamId};
 use agentmesh_protocol::{PeerId, Timestamp};
 
@@ -311,6 +311,6 @@ pub trait Store: TeamStore + AuditStore + MailStore + BusStore + CarryStore {
 /// A store failure as an API answer: code `store`.
 impl From<StoreError> for crate::api::ApiError {
     fn from(e: StoreError) -> Self {
-        crate::api::ApiError::new(codes::STORE, e.to_string())
+        crate::api::ApiError::new(ErrorCode::Store, e.to_string())
     }
 }

@@ -167,6 +167,11 @@ pub struct OutboxRecord {
     /// The machine that carries it for its offline recipient, if one does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carrier: Option<String>,
+    /// The text as sent, for this machine's own views (the envelope is
+    /// sealed to its recipient; records written before it was kept, and
+    /// receipts and counts, have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
 }
 
 /// The most states an outbox record keeps: each state is kept once, and

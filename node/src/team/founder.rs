@@ -25,7 +25,7 @@ use super::random16;
 use super::state::{NOT_IN_TEAM, TeamCore};
 use crate::api::{self, ApiError, Done, Reply, err, ok, rfc3339};
 use crate::audit::AuditEvent;
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::wire::{JoinMsg, JoinReply};
 
 /// The founder's desk of join requests.
@@ -288,17 +288,17 @@ impl Founder {
         if !core.am_admin() {
             return if core.am_member() {
                 err(
-                    codes::NOT_ADMIN,
+                    ErrorCode::NotAdmin,
                     "only the team's founder can invite machines",
                 )
             } else {
-                err(codes::NOT_IN_TEAM, NOT_IN_TEAM)
+                err(ErrorCode::NotInTeam, NOT_IN_TEAM)
             };
         }
         let ttl = ttl_secs.map_or(core.settings.invite_ttl, Duration::from_secs);
         if ttl > core.settings.max_invite_ttl || ttl.is_zero() {
             return err(
-                codes::BAD_TTL,
+                ErrorCode::BadTtl,
                 format!(
                     "--ttl must be between 1 s and {} (join.max_invite_ttl in config.toml)",
                     agentmesh_protocol::time::exact_duration(core.settings.max_invite_ttl)
@@ -308,7 +308,7 @@ impl Founder {
         let addrs = ticket_addrs(net.circuit_addrs(), net.advertised_addrs());
         if addrs.is_empty() {
             return err(
-                codes::NO_ADDRESSES,
+                ErrorCode::NoAddresses,
                 "this machine is not listening on any address yet; check `agentmesh status`",
             );
         }
@@ -336,7 +336,7 @@ impl Founder {
     pub fn list(&self, core: &TeamCore, now: Instant) -> Reply {
         if !core.am_admin() {
             return err(
-                codes::NOT_ADMIN,
+                ErrorCode::NotAdmin,
                 "only the team's founder can admit machines",
             );
         }
@@ -346,7 +346,7 @@ impl Founder {
             for v in &mut views {
                 v.name_was = members
                     .iter()
-                    .find(|m| m.name == v.name && m.standing != "current")
+                    .find(|m| m.name == v.name && m.standing != api::Standing::Current)
                     .cloned();
             }
         }
@@ -357,7 +357,7 @@ impl Founder {
     pub fn code(&mut self, core: &mut TeamCore, id: u64, code: &str, now: Instant) -> Reply {
         if !core.am_admin() {
             return err(
-                codes::NOT_ADMIN,
+                ErrorCode::NotAdmin,
                 "only the team's founder can admit machines",
             );
         }
@@ -381,7 +381,7 @@ impl Founder {
                     format!("{left} tries left"),
                 );
                 err(
-                    codes::WRONG_CODE,
+                    ErrorCode::WrongCode,
                     format!(
                         "that is not the code {name} shows; {left} {} left",
                         if left == 1 { "try" } else { "tries" }
@@ -395,15 +395,15 @@ impl Founder {
                     "three wrong codes",
                 );
                 err(
-                    codes::REQUEST_CANCELLED,
+                    ErrorCode::RequestCancelled,
                     format!(
                         "that was the third wrong code: the request from {name} is cancelled; if the codes really differ, someone may be in the middle"
                     ),
                 )
             }
-            CodeOutcome::NotACode(why) => err(codes::NOT_A_CODE, why),
+            CodeOutcome::NotACode(why) => err(ErrorCode::NotACode, why),
             CodeOutcome::Unknown => err(
-                codes::UNKNOWN_REQUEST,
+                ErrorCode::UnknownRequest,
                 "no waiting join request with that id",
             ),
         }
@@ -417,12 +417,12 @@ impl Founder {
     pub fn person(&mut self, core: &mut TeamCore, id: u64, person: &str, existing: bool) -> Reply {
         if !core.am_admin() {
             return err(
-                codes::NOT_ADMIN,
+                ErrorCode::NotAdmin,
                 "only the team's founder can admit machines",
             );
         }
         let person = agentmesh_protocol::Owner::parse(person)
-            .map_err(|e| ApiError::new(codes::BAD_OWNER, e.to_string()))?;
+            .map_err(|e| ApiError::new(ErrorCode::BadOwner, e.to_string()))?;
         let known = persons(core);
         let machines = known
             .iter()
@@ -431,7 +431,7 @@ impl Founder {
         match (machines, existing) {
             (Some(machines), false) => {
                 return err(
-                    codes::PERSON_EXISTS,
+                    ErrorCode::PersonExists,
                     format!(
                         "{person} is a person of this team already (machines: {machines}); say it is {person}'s machine (existing), or admit it as a new person with another name"
                     ),
@@ -440,7 +440,7 @@ impl Founder {
             (None, true) => {
                 let names: Vec<&str> = known.iter().map(|p| p.person.as_str()).collect();
                 return err(
-                    codes::UNKNOWN_PERSON,
+                    ErrorCode::UnknownPerson,
                     format!(
                         "{person} is not a person of this team (persons: {}); admit it as a new person",
                         names.join(", ")
@@ -451,7 +451,7 @@ impl Founder {
         }
         if let Some(DeskState::Cancelled(why)) = self.desk.get(id).map(|r| r.state.clone()) {
             return err(
-                codes::REQUEST_CANCELLED,
+                ErrorCode::RequestCancelled,
                 format!("the request ended: {why}"),
             );
         }
@@ -461,7 +461,7 @@ impl Founder {
                 person: person.to_string(),
             }),
             None => err(
-                codes::UNKNOWN_REQUEST,
+                ErrorCode::UnknownRequest,
                 "no join request with that id has a matching code yet; type its pairing code first",
             ),
         }
@@ -470,7 +470,7 @@ impl Founder {
     /// Where an approved request stands.
     pub fn status(&mut self, id: u64) -> Reply {
         let Some(r) = self.desk.get(id) else {
-            return err(codes::UNKNOWN_REQUEST, "no join request with that id");
+            return err(ErrorCode::UnknownRequest, "no join request with that id");
         };
         let (state, reason) = match &r.state {
             DeskState::Waiting | DeskState::Matched => ("waiting", None),
@@ -489,12 +489,12 @@ impl Founder {
     pub fn reject(&mut self, core: &mut TeamCore, id: u64, now: Instant) -> Reply {
         if !core.am_admin() {
             return err(
-                codes::NOT_ADMIN,
+                ErrorCode::NotAdmin,
                 "only the team's founder can admit machines",
             );
         }
         let Some(peer) = self.desk.get(id).map(|r| r.peer) else {
-            return err(codes::UNKNOWN_REQUEST, "no join request with that id");
+            return err(ErrorCode::UnknownRequest, "no join request with that id");
         };
         self.desk.settle(
             id,

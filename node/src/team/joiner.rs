@@ -25,7 +25,7 @@ use super::state::TeamCore;
 use super::sync::Sync;
 use crate::api::{self, ApiError, Reply, err, ok};
 use crate::audit::AuditEvent;
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::wire::{JoinMsg, JoinReply};
 
 /// The most joins this machine runs as a joiner at once.
@@ -106,7 +106,7 @@ struct Session {
 
 fn founder_unreachable(why: &str) -> Reply {
     err(
-        codes::FOUNDER_UNREACHABLE,
+        ErrorCode::FounderUnreachable,
         format!(
             "{why}; check that the ticket's addresses are reachable from here and the founder's daemon is running"
         ),
@@ -143,7 +143,7 @@ impl Joiner {
     pub fn state(&self, join: u64) -> Reply {
         let Some(s) = self.joins.get(&join) else {
             return err(
-                codes::UNKNOWN_JOIN,
+                ErrorCode::UnknownJoin,
                 "no join with that id (it may have finished long ago)",
             );
         };
@@ -180,32 +180,32 @@ impl Joiner {
         let ticket = match Ticket::parse(ticket, core.wall()) {
             Ok(t) => t,
             Err(e @ TicketError::Expired { .. }) => {
-                return core.reply(reply, err(codes::TICKET_EXPIRED, e.to_string()));
+                return core.reply(reply, err(ErrorCode::TicketExpired, e.to_string()));
             }
-            Err(e) => return core.reply(reply, err(codes::BAD_TICKET, e.to_string())),
+            Err(e) => return core.reply(reply, err(ErrorCode::BadTicket, e.to_string())),
         };
         if core.am_member() {
             return core.reply(
                 reply,
                 err(
-                    codes::ALREADY_IN_TEAM,
+                    ErrorCode::AlreadyInTeam,
                     "this machine is already in a team; a machine belongs to one team",
                 ),
             );
         }
         let name = match Name::parse("machine name", name) {
             Ok(n) => n,
-            Err(e) => return core.reply(reply, err(codes::BAD_NAME, e.to_string())),
+            Err(e) => return core.reply(reply, err(ErrorCode::BadName, e.to_string())),
         };
         let owner = match Owner::parse(owner) {
             Ok(o) => o,
-            Err(e) => return core.reply(reply, err(codes::BAD_OWNER, e.to_string())),
+            Err(e) => return core.reply(reply, err(ErrorCode::BadOwner, e.to_string())),
         };
         if ticket.founder == core.me.peer_id() {
             return core.reply(
                 reply,
                 err(
-                    codes::BAD_TICKET,
+                    ErrorCode::BadTicket,
                     "this ticket was made by this machine; run `agentmesh join` on the machine that should join",
                 ),
             );
@@ -216,7 +216,7 @@ impl Joiner {
             return core.reply(
                 reply,
                 err(
-                    codes::BUSY,
+                    ErrorCode::Busy,
                     format!(
                         "{MAX_JOIN_SESSIONS} joins are already in progress; finish or abandon one first"
                     ),
@@ -272,7 +272,7 @@ impl Joiner {
         let Some(s) = self.joins.get_mut(&join) else {
             return core.reply(
                 reply,
-                err(codes::UNKNOWN_JOIN, "no join in progress with that id"),
+                err(ErrorCode::UnknownJoin, "no join in progress with that id"),
             );
         };
         // Withdrawing (the person stopped waiting: Ctrl-C) is a decline
@@ -283,7 +283,7 @@ impl Joiner {
             return core.reply(
                 reply,
                 err(
-                    codes::NOT_APPROVED,
+                    ErrorCode::NotApproved,
                     "the founder has not accepted the pairing code yet",
                 ),
             );
@@ -305,7 +305,7 @@ impl Joiner {
         reply: oneshot::Sender<Reply>,
     ) {
         let Some(s) = self.joins.get_mut(&join) else {
-            return core.reply(reply, err(codes::UNKNOWN_JOIN, "the join was cancelled"));
+            return core.reply(reply, err(ErrorCode::UnknownJoin, "the join was cancelled"));
         };
         s.confirm_tries += 1;
         let nonce = s.request.nonce.to_vec();
@@ -418,7 +418,7 @@ impl Joiner {
                     if let Some(s) = self.joins.get_mut(&join) {
                         s.state = JoinPhase::Refused(why.clone());
                     }
-                    core.reply(reply, err(codes::FOUNDER_UNREACHABLE, why));
+                    core.reply(reply, err(ErrorCode::FounderUnreachable, why));
                 }
             }
             JoinWaiter::Decline(join, reply) => core.reply(reply, self.state(join)),
@@ -463,10 +463,10 @@ impl Joiner {
                         if let Some(s) = self.joins.get_mut(&join) {
                             s.state = JoinPhase::Refused(r.clone());
                         }
-                        err(codes::JOIN_REFUSED, r)
+                        err(ErrorCode::JoinRefused, r)
                     }
                     other => err(
-                        codes::PROTOCOL,
+                        ErrorCode::Protocol,
                         format!("unexpected answer from the founder: {other:?}"),
                     ),
                 };
@@ -510,16 +510,19 @@ impl Joiner {
         let offer = match response {
             JoinReply::Offer(bytes) => JoinOffer::from_bytes(&bytes).map_err(|e| {
                 ApiError::new(
-                    codes::PROTOCOL,
+                    ErrorCode::Protocol,
                     format!("the founder's offer is malformed: {e}"),
                 )
             })?,
             JoinReply::Refused(why) => {
-                return err(codes::JOIN_REFUSED, format!("the founder refused: {why}"));
+                return err(
+                    ErrorCode::JoinRefused,
+                    format!("the founder refused: {why}"),
+                );
             }
             other => {
                 return err(
-                    codes::PROTOCOL,
+                    ErrorCode::Protocol,
                     format!("unexpected answer from the founder: {other:?}"),
                 );
             }
@@ -527,10 +530,10 @@ impl Joiner {
         let s = self
             .joins
             .get_mut(&join)
-            .ok_or_else(|| ApiError::new(codes::UNKNOWN_JOIN, "the join was cancelled"))?;
+            .ok_or_else(|| ApiError::new(ErrorCode::UnknownJoin, "the join was cancelled"))?;
         if offer.founder != s.founder {
             return err(
-                codes::PROTOCOL,
+                ErrorCode::Protocol,
                 "the offer names another founder than the ticket",
             );
         }
@@ -561,22 +564,22 @@ impl Joiner {
         let s = self
             .joins
             .get(&join)
-            .ok_or_else(|| ApiError::new(codes::UNKNOWN_JOIN, "the join was cancelled"))?;
+            .ok_or_else(|| ApiError::new(ErrorCode::UnknownJoin, "the join was cancelled"))?;
         let offer = s
             .offer
             .clone()
-            .ok_or_else(|| ApiError::new(codes::PROTOCOL, "no offer"))?;
+            .ok_or_else(|| ApiError::new(ErrorCode::Protocol, "no offer"))?;
         let mut state = TeamState::new(offer.team);
         for b in &blocks {
             let block = Block::from_bytes(b).map_err(|e| {
                 ApiError::new(
-                    codes::PROTOCOL,
+                    ErrorCode::Protocol,
                     format!("the founder sent a bad block: {e}"),
                 )
             })?;
             state.apply(block).map_err(|e| {
                 ApiError::new(
-                    codes::PROTOCOL,
+                    ErrorCode::Protocol,
                     format!("the founder sent a block the team refuses: {e}"),
                 )
             })?;
@@ -594,7 +597,7 @@ impl Joiner {
             });
         if !good {
             return err(
-                codes::PROTOCOL,
+                ErrorCode::Protocol,
                 "the founder's blocks do not admit this machine as it asked",
             );
         }
@@ -616,7 +619,7 @@ impl Joiner {
         );
         let team = core
             .team_ref()
-            .ok_or_else(|| ApiError::new(codes::INTERNAL, "team vanished"))?;
+            .ok_or_else(|| ApiError::new(ErrorCode::Internal, "team vanished"))?;
         if let Some(s) = self.joins.get_mut(&join) {
             s.state = JoinPhase::Joined(team, person);
         }

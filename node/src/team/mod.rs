@@ -38,7 +38,7 @@ pub use state::{Membership, NOT_IN_TEAM, load_team};
 
 use crate::api::{self, ApiError, LeftView, Op, Reply, RevokedView, err, ok};
 use crate::audit::{AuditEvent, AuditLog};
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::config::Settings;
 use crate::store::{Store, StoreError};
 use crate::wire::{JoinMsg, JoinReply, SyncReply, SyncRequest};
@@ -71,7 +71,7 @@ pub struct OwnStanding {
     /// The team.
     pub team: Option<api::TeamRef>,
     /// `member`, `left`, `revoked`, `name_taken`, if it is in a team.
-    pub standing: Option<&'static str>,
+    pub standing: Option<api::TeamStanding>,
 }
 
 impl Team {
@@ -416,14 +416,14 @@ impl Team {
         let core = &mut self.core;
         if core.am_member() {
             return err(
-                codes::ALREADY_IN_TEAM,
+                ErrorCode::AlreadyInTeam,
                 "this machine is already in a team; a machine belongs to one team",
             );
         }
         let team_name = Name::parse("team name", name)
-            .map_err(|e| ApiError::new(codes::BAD_NAME, e.to_string()))?;
+            .map_err(|e| ApiError::new(ErrorCode::BadName, e.to_string()))?;
         let owner =
-            Owner::parse(owner).map_err(|e| ApiError::new(codes::BAD_OWNER, e.to_string()))?;
+            Owner::parse(owner).map_err(|e| ApiError::new(ErrorCode::BadOwner, e.to_string()))?;
         let genesis = Block::sign(
             BlockBody::Genesis(Genesis {
                 team_name,
@@ -437,9 +437,9 @@ impl Team {
             }),
             &core.me,
         )
-        .map_err(|e| ApiError::new(codes::INTERNAL, e.to_string()))?;
+        .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?;
         let state = TeamState::from_genesis(genesis)
-            .map_err(|e| ApiError::new(codes::INTERNAL, e.to_string()))?;
+            .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?;
         core.replace_team(net, state)?;
         core.audit(AuditEvent::TeamCreated, None, format!("team {name}"));
         core.team_view()
@@ -448,18 +448,18 @@ impl Team {
     fn team_leave(&mut self, net: &mut dyn Network) -> Reply {
         let core = &mut self.core;
         if !core.am_member() {
-            return err(codes::NOT_IN_TEAM, NOT_IN_TEAM);
+            return err(ErrorCode::NotInTeam, NOT_IN_TEAM);
         }
         if core.am_admin() {
             return err(
-                codes::ADMIN_CANNOT_LEAVE,
+                ErrorCode::AdminCannotLeave,
                 "the founder cannot leave its team: admins can't be revoked; to end the team, stop using it",
             );
         }
         let team = core
             .state()
             .map(TeamState::id)
-            .ok_or_else(|| ApiError::new(codes::NOT_IN_TEAM, NOT_IN_TEAM))?;
+            .ok_or_else(|| ApiError::new(ErrorCode::NotInTeam, NOT_IN_TEAM))?;
         let me = core.me.peer_id();
         core.add_own_block(
             net,
@@ -483,17 +483,17 @@ impl Team {
         if !core.am_admin() {
             return if core.am_member() {
                 err(
-                    codes::NOT_ADMIN,
+                    ErrorCode::NotAdmin,
                     "only the team's founder can say whose machine a member is",
                 )
             } else {
-                err(codes::NOT_IN_TEAM, NOT_IN_TEAM)
+                err(ErrorCode::NotInTeam, NOT_IN_TEAM)
             };
         }
         let person =
-            Owner::parse(person).map_err(|e| ApiError::new(codes::BAD_OWNER, e.to_string()))?;
+            Owner::parse(person).map_err(|e| ApiError::new(ErrorCode::BadOwner, e.to_string()))?;
         let Some(team) = core.state() else {
-            return err(codes::NOT_IN_TEAM, NOT_IN_TEAM);
+            return err(ErrorCode::NotInTeam, NOT_IN_TEAM);
         };
         let Some(member) = team.by_name(machine) else {
             let known = team
@@ -503,13 +503,13 @@ impl Team {
                 .collect::<Vec<_>>()
                 .join(", ");
             return err(
-                codes::UNKNOWN_MEMBER,
+                ErrorCode::UnknownMember,
                 format!("no current member is named {machine:?}; members: {known}"),
             );
         };
         let Some(seq) = member.person_seq.checked_add(1) else {
             return err(
-                codes::REFUSED,
+                ErrorCode::Refused,
                 "this machine's person can't be moved again: its Person blocks reached the last sequence number",
             );
         };
@@ -553,15 +553,15 @@ impl Team {
         if !core.am_admin() {
             return if core.am_member() {
                 err(
-                    codes::NOT_ADMIN,
+                    ErrorCode::NotAdmin,
                     "only the team's founder can revoke machines; to leave, run `agentmesh team leave`",
                 )
             } else {
-                err(codes::NOT_IN_TEAM, NOT_IN_TEAM)
+                err(ErrorCode::NotInTeam, NOT_IN_TEAM)
             };
         }
         let Some(team) = core.state() else {
-            return err(codes::NOT_IN_TEAM, NOT_IN_TEAM);
+            return err(ErrorCode::NotInTeam, NOT_IN_TEAM);
         };
         // The current holder of the name; a name can also be held by a
         // machine whose Admit lost a conflict (name_taken): that one is
@@ -578,13 +578,13 @@ impl Team {
                 .collect::<Vec<_>>()
                 .join(", ");
             return err(
-                codes::UNKNOWN_MEMBER,
+                ErrorCode::UnknownMember,
                 format!("no current member is named {name:?}; members: {known}"),
             );
         };
         if member.admin {
             return err(
-                codes::ADMIN,
+                ErrorCode::Admin,
                 "the founder cannot be revoked; a lost founder key means founding a new team",
             );
         }

@@ -63,7 +63,7 @@ pub trait Network {
         &mut self,
         peer: PeerId,
         added: usize,
-        membership: &str,
+        membership: crate::api::Membership,
         outcome: &Result<(), String>,
     ) -> Vec<(oneshot::Sender<Reply>, Reply)>;
 }
@@ -155,7 +155,7 @@ pub(crate) mod fake {
             &mut self,
             p: PeerId,
             n: usize,
-            _: &str,
+            _: crate::api::Membership,
             o: &Result<(), String>,
         ) -> Vec<(oneshot::Sender<Reply>, Reply)> {
             self.calls.push(Call::Finished(p, n, o.clone()));

@@ -14,7 +14,7 @@ use super::Directory;
 use super::network::Network;
 use crate::api::{self, ApiError, Reply, err, ok, rfc3339};
 use crate::audit::{AuditEvent, AuditLog};
-use crate::codes;
+use crate::codes::ErrorCode;
 use crate::config::Settings;
 use crate::store::{Store, StoreError, TeamStore};
 
@@ -49,11 +49,16 @@ impl Membership {
 
     /// The word the API uses.
     pub fn as_str(self) -> &'static str {
+        self.word().as_str()
+    }
+
+    /// As the API types it.
+    pub fn word(self) -> api::Membership {
         match self {
-            Membership::Member => "member",
-            Membership::Revoked => "revoked",
-            Membership::Relay => "relay",
-            Membership::Stranger => "stranger",
+            Membership::Member => api::Membership::Member,
+            Membership::Revoked => api::Membership::Revoked,
+            Membership::Relay => api::Membership::Relay,
+            Membership::Stranger => api::Membership::Stranger,
         }
     }
 }
@@ -61,22 +66,24 @@ impl Membership {
 /// A member's standing as `team show` words it: `left` for a machine
 /// that revoked itself, `revoked` for one an admin revoked (both are out
 /// for good, and `revoked: true` in `team show --json` for both).
-pub fn standing_word(m: &Member) -> &'static str {
+pub fn standing_word(m: &Member) -> api::Standing {
+    use api::Standing as W;
     match m.standing {
-        Standing::Current => "current",
-        Standing::Revoked if m.left => "left",
-        Standing::Revoked => "revoked",
-        Standing::NameTaken => "name_taken",
+        Standing::Current => W::Current,
+        Standing::Revoked if m.left => W::Left,
+        Standing::Revoked => W::Revoked,
+        Standing::NameTaken => W::NameTaken,
     }
 }
 
 /// This machine's own standing as `status` words it (`team_standing`).
-pub fn own_standing_word(m: &Member) -> &'static str {
+pub fn own_standing_word(m: &Member) -> api::TeamStanding {
+    use api::TeamStanding as W;
     match m.standing {
-        Standing::Current => "member",
-        Standing::Revoked if m.left => "left",
-        Standing::Revoked => "revoked",
-        Standing::NameTaken => "name_taken",
+        Standing::Current => W::Member,
+        Standing::Revoked if m.left => W::Left,
+        Standing::Revoked => W::Revoked,
+        Standing::NameTaken => W::NameTaken,
     }
 }
 
@@ -362,14 +369,14 @@ impl TeamCore {
         body: BlockBody,
     ) -> Result<Block, ApiError> {
         let block = Block::sign(body, &self.me)
-            .map_err(|e| ApiError::new(codes::INTERNAL, e.to_string()))?;
+            .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?;
         let team = self
             .state
             .as_ref()
-            .ok_or_else(|| ApiError::new(codes::NOT_IN_TEAM, NOT_IN_TEAM))?;
+            .ok_or_else(|| ApiError::new(ErrorCode::NotInTeam, NOT_IN_TEAM))?;
         let mut next = team.clone();
         next.apply(block.clone())
-            .map_err(|e| ApiError::new(codes::REFUSED, e.to_string()))?;
+            .map_err(|e| ApiError::new(ErrorCode::Refused, e.to_string()))?;
         self.store
             .put_blocks(&next.id(), &[(block.hash(), block.bytes())])?;
         self.state = Some(next);
@@ -404,10 +411,10 @@ impl TeamCore {
     /// The team as `team show` shows it.
     pub fn team_view(&self) -> Reply {
         let Some(team) = &self.state else {
-            return err(codes::NOT_IN_TEAM, NOT_IN_TEAM);
+            return err(ErrorCode::NotInTeam, NOT_IN_TEAM);
         };
         let Some(g) = team.genesis() else {
-            return err(codes::NOT_IN_TEAM, NOT_IN_TEAM);
+            return err(ErrorCode::NotInTeam, NOT_IN_TEAM);
         };
         ok(api::TeamView {
             team_id: team.id().to_string(),
@@ -442,7 +449,7 @@ impl TeamCore {
                 admitted_at: rfc3339(m.admitted_at),
                 revoked: m.standing == Standing::Revoked,
                 admin: m.admin,
-                standing: standing_word(m).into(),
+                standing: standing_word(m),
                 this_machine: m.peer == me,
                 always_on: if m.peer == me {
                     self.settings.carry.carry

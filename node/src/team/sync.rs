@@ -261,7 +261,7 @@ impl Sync {
     ) {
         let Closed { added, again } = self.sessions.close(peer);
         let membership = core.membership(&peer, net);
-        for (reply, answer) in net.sync_finished(peer, added, membership.as_str(), &outcome) {
+        for (reply, answer) in net.sync_finished(peer, added, membership.word(), &outcome) {
             core.reply(reply, answer);
         }
         if again && core.is_member(&peer) {

@@ -17,7 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::Input;
 use crate::bus::Preset;
-use crate::codes;
+use crate::codes::ErrorCode;
 
 /// How long a judge command has for one judgment.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
@@ -76,12 +76,12 @@ fn stderr_tail(stderr: &str) -> String {
 
 impl CommandError {
     /// The reason's code in the bus log.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            CommandError::Spawn(_) => codes::JUDGE_UNAVAILABLE,
-            CommandError::Timeout => codes::JUDGE_TIMEOUT,
-            CommandError::Failed { .. } => codes::JUDGE_FAILED,
-            CommandError::BadAnswer(_) => codes::JUDGE_BAD_ANSWER,
+            CommandError::Spawn(_) => ErrorCode::JudgeUnavailable,
+            CommandError::Timeout => ErrorCode::JudgeTimeout,
+            CommandError::Failed { .. } => ErrorCode::JudgeFailed,
+            CommandError::BadAnswer(_) => ErrorCode::JudgeBadAnswer,
         }
     }
 }
@@ -269,7 +269,7 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(e, CommandError::Timeout);
-        assert_eq!(e.code(), "judge_timeout");
+        assert_eq!(e.code().as_str(), "judge_timeout");
         let pid = pid_in(&pid_file);
         assert!(
             gone(pid),
@@ -289,7 +289,7 @@ mod tests {
         let e = ask("echo oops >&2; exit 3", &input(), Preset::Balanced)
             .await
             .unwrap_err();
-        assert_eq!(e.code(), "judge_failed");
+        assert_eq!(e.code().as_str(), "judge_failed");
         assert!(
             e.to_string().contains("exit status: 3") && e.to_string().contains("oops"),
             "{e}"
@@ -297,7 +297,7 @@ mod tests {
         let e = ask("kill -9 $$", &input(), Preset::Balanced)
             .await
             .unwrap_err();
-        assert_eq!(e.code(), "judge_failed");
+        assert_eq!(e.code().as_str(), "judge_failed");
         for garbage in [
             "echo yes",
             r#"echo '{"p": 1.5}'"#,
@@ -306,13 +306,13 @@ mod tests {
             r#"echo '{"p":0.5,"x":1}'"#,
         ] {
             let e = ask(garbage, &input(), Preset::Balanced).await.unwrap_err();
-            assert_eq!(e.code(), "judge_bad_answer", "{garbage}: {e}");
+            assert_eq!(e.code().as_str(), "judge_bad_answer", "{garbage}: {e}");
         }
         let e = ask("/nonexistent/judge", &input(), Preset::Balanced)
             .await
             .unwrap_err();
         assert_eq!(
-            e.code(),
+            e.code().as_str(),
             "judge_failed",
             "sh reports a missing command as exit 127: {e}"
         );
@@ -358,7 +358,7 @@ mod tests {
         )
         .await
         .unwrap_err();
-        assert_eq!(e.code(), "judge_bad_answer", "{e}");
+        assert_eq!(e.code().as_str(), "judge_bad_answer", "{e}");
         assert!(e.to_string().contains("more than 4096 bytes"), "{e}");
         assert!(
             t.elapsed() < COMMAND_TIMEOUT,

@@ -1,0 +1,181 @@
+//! The page's forms: approve, reject and trust held mail, send and reply
+//! as the person. Plain HTML forms (they work without JavaScript), each
+//! with the page's `csrf` value, each a local API request like any
+//! client's; a failure is shown above the view it came from.
+
+use hyper::StatusCode;
+use subtle::ConstantTimeEq;
+
+use super::Site;
+use super::pages::{self, View};
+use crate::api::{MessageView, Op, ResolvedView, SentView, TrustedView};
+
+/// A posted form's fields.
+#[derive(Debug, Default)]
+pub struct Form {
+    csrf: String,
+    reason: String,
+    text: String,
+    to: String,
+    reply_to: String,
+    ask: bool,
+}
+
+impl Form {
+    /// The fields of a URL-encoded body (unknown ones ignored).
+    pub fn parse(body: &[u8]) -> Form {
+        let mut f = Form::default();
+        for (k, v) in form_urlencoded::parse(body) {
+            let v = v.into_owned();
+            match &*k {
+                "csrf" => f.csrf = v,
+                "reason" => f.reason = v,
+                "text" => f.text = v,
+                "to" => f.to = v,
+                "reply_to" => f.reply_to = v,
+                "ask" => f.ask = !v.is_empty(),
+                _ => {}
+            }
+        }
+        f
+    }
+
+    /// Whether it carries the page's csrf value.
+    pub fn csrf_is(&self, csrf: &str) -> bool {
+        self.csrf.len() == csrf.len() && bool::from(self.csrf.as_bytes().ct_eq(csrf.as_bytes()))
+    }
+}
+
+/// What a post came to.
+#[derive(Debug)]
+pub enum Posted {
+    /// It worked: see this address.
+    Done(String),
+    /// It failed: the view, with why above it.
+    Page(Result<String, (StatusCode, String)>),
+    /// No form is posted there.
+    NotFound,
+}
+
+/// What a path posts: a held message's decision, or a message.
+enum Action {
+    Approve(String),
+    Reject(String),
+    Trust(String),
+    Send,
+    Reply,
+}
+
+impl Action {
+    fn of(path: &str) -> Option<Action> {
+        match path {
+            "/threads/send" => return Some(Action::Send),
+            "/threads/reply" => return Some(Action::Reply),
+            _ => {}
+        }
+        let rest = path.strip_prefix("/held/")?;
+        let (id, what) = rest.split_once('/')?;
+        if id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let id = id.to_owned();
+        match what {
+            "approve" => Some(Action::Approve(id)),
+            "reject" => Some(Action::Reject(id)),
+            "trust" => Some(Action::Trust(id)),
+            _ => None,
+        }
+    }
+
+    fn view(&self) -> View {
+        match self {
+            Action::Send | Action::Reply => View::Threads,
+            _ => View::Held,
+        }
+    }
+}
+
+/// Does what the form at `path` asks.
+pub async fn post(path: &str, form: Form, site: &Site) -> Posted {
+    let Some(action) = Action::of(path) else {
+        return Posted::NotFound;
+    };
+    let view = action.view();
+    match act(action, form, site).await {
+        Ok(done) => Posted::Done(format!("{}?done={done}", view.path())),
+        Err((StatusCode::CONFLICT, why)) => {
+            Posted::Page(pages::render_with(view, "", site, Some(why)).await)
+        }
+        Err(e) => Posted::Page(Err(e)),
+    }
+}
+
+async fn act(
+    action: Action,
+    form: Form,
+    site: &Site,
+) -> Result<&'static str, (StatusCode, String)> {
+    let mut c = pages::connect(site).await?;
+    match action {
+        Action::Approve(id) => {
+            let _: ResolvedView = pages::call(&mut c, Op::Approve { id }).await?;
+            Ok("approved")
+        }
+        Action::Reject(id) => {
+            let reason = form.reason.trim();
+            let op = Op::Reject {
+                id,
+                reason: (!reason.is_empty()).then(|| reason.to_owned()),
+            };
+            let _: ResolvedView = pages::call(&mut c, op).await?;
+            Ok("rejected")
+        }
+        Action::Trust(id) => {
+            let held: Vec<MessageView> = pages::call(&mut c, Op::Held).await?;
+            let Some(m) = held.iter().find(|m| m.id == id) else {
+                return Err((
+                    StatusCode::CONFLICT,
+                    "that message is no longer held (approved, rejected or expired meanwhile)"
+                        .into(),
+                ));
+            };
+            let machine = pages::machine_of(&m.from).to_owned();
+            let _: TrustedView = pages::call(&mut c, Op::Trust { machine }).await?;
+            Ok("trusted")
+        }
+        Action::Send => {
+            let op = Op::Send {
+                to: form.to.trim().to_owned(),
+                text: form.text,
+                ask: form.ask,
+                reply_to: None,
+                from_mailbox: None,
+            };
+            person_spoke(&mut c).await;
+            let _: SentView = pages::call(&mut c, op).await?;
+            Ok("sent")
+        }
+        Action::Reply => {
+            let op = Op::Send {
+                to: String::new(),
+                text: form.text,
+                ask: false,
+                reply_to: Some(form.reply_to),
+                from_mailbox: None,
+            };
+            person_spoke(&mut c).await;
+            let _: SentView = pages::call(&mut c, op).await?;
+            Ok("sent")
+        }
+    }
+}
+
+/// The person writes: what the owner's mailbox sends is hop 0 again, as
+/// at a terminal.
+async fn person_spoke(c: &mut crate::client::Client) {
+    let _ = c
+        .call::<crate::api::MailboxStateView>(Op::HopReset {
+            mailbox: Some("@".into()),
+        })
+        .await;
+}

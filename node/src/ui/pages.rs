@@ -1,0 +1,639 @@
+//! The page's views: each asks the daemon through the local API, like any
+//! client, and renders the typed answers with a template that escapes
+//! every value.
+
+use askama::Template;
+use hyper::StatusCode;
+
+use super::Site;
+use crate::api::{
+    self, Connection, DirectoryPage, Event, InboxPage, MessageView, Op, OutboxView, PeerRow,
+    Status, TeamView, Who, WhoKind,
+};
+use crate::client::{Client, ClientError};
+
+/// A view's answer: its HTML, or a status and why not.
+pub type Rendered = Result<String, (StatusCode, String)>;
+
+/// The most messages the threads view reads from the inbox (newest
+/// kept), and the most threads it shows.
+const MAX_THREAD_MESSAGES: usize = 2000;
+const MAX_THREADS: usize = 100;
+
+/// The page's views, each a link from every page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// Every peer, how it is reached; this machine's reachability.
+    Peers,
+    /// Members, persons, and the directory's mailboxes.
+    Team,
+    /// Conversations, newest first; send and reply.
+    Threads,
+    /// Mail waiting for the person.
+    Held,
+    /// Broadcasts judged, wake runs, budgets, taint.
+    Bus,
+    /// The audit log.
+    Audit,
+}
+
+impl View {
+    const ALL: [View; 6] = [
+        View::Peers,
+        View::Team,
+        View::Threads,
+        View::Held,
+        View::Bus,
+        View::Audit,
+    ];
+
+    /// The view at `path`.
+    pub fn of(path: &str) -> Option<View> {
+        View::ALL.into_iter().find(|v| v.path() == path)
+    }
+
+    /// Its path.
+    pub fn path(self) -> &'static str {
+        match self {
+            View::Peers => "/peers",
+            View::Team => "/team",
+            View::Threads => "/threads",
+            View::Held => "/held",
+            View::Bus => "/bus",
+            View::Audit => "/audit",
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            View::Peers => "Peers",
+            View::Team => "Team",
+            View::Threads => "Threads",
+            View::Held => "Held",
+            View::Bus => "Bus",
+            View::Audit => "Audit",
+        }
+    }
+}
+
+/// Who the page is to the daemon: the person, in the web page.
+pub fn who(site: &Site) -> Who {
+    Who {
+        kind: WhoKind::Human,
+        name: site.person.clone(),
+        session_id: None,
+        task: None,
+    }
+}
+
+/// The word a live update names (what changed).
+pub fn event_word(e: &Event) -> &'static str {
+    match e {
+        Event::Message { .. } => "message",
+        Event::Held { .. } => "held",
+        Event::Resolved { .. } => "resolved",
+        Event::Lagged { .. } => "lagged",
+    }
+}
+
+/// A link of the navigation.
+#[derive(Debug)]
+pub struct NavLink {
+    pub(super) path: &'static str,
+    pub(super) title: &'static str,
+    pub(super) active: bool,
+    pub(super) count: usize,
+}
+
+/// What every page shows around its view.
+#[derive(Debug)]
+pub struct Chrome {
+    pub(super) title: &'static str,
+    pub(super) view: &'static str,
+    pub(super) machine: String,
+    pub(super) person: String,
+    pub(super) csrf: String,
+    pub(super) nav: Vec<NavLink>,
+    /// Seconds between refreshes of a view that changes without events
+    /// (peers); 0: only on events.
+    pub(super) refresh: u32,
+    pub(super) notice: Option<&'static str>,
+    pub(super) error: Option<String>,
+}
+
+impl Chrome {
+    pub(super) fn new(view: View, site: &Site, held: usize) -> Chrome {
+        Chrome {
+            title: view.title(),
+            view: view.path().trim_start_matches('/'),
+            machine: site.machine.clone(),
+            person: site.person.clone(),
+            csrf: site.csrf.clone(),
+            nav: View::ALL
+                .into_iter()
+                .map(|v| NavLink {
+                    path: v.path(),
+                    title: v.title(),
+                    active: v == view,
+                    count: if v == View::Held { held } else { 0 },
+                })
+                .collect(),
+            refresh: if view == View::Peers { 5 } else { 0 },
+            notice: None,
+            error: None,
+        }
+    }
+}
+
+/// What a form that worked says, by the `done` word it redirects with
+/// (fixed words: nothing of the request is shown back).
+fn notice(query: &str) -> Option<&'static str> {
+    let done = form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == "done")?
+        .1;
+    Some(match &*done {
+        "approved" => "Approved: the message is in its mailbox.",
+        "rejected" => "Rejected: the message is dropped.",
+        "trusted" => "Trusted: that machine's mail is no longer held.",
+        "sent" => "Sent.",
+        _ => return None,
+    })
+}
+
+pub(super) fn param(query: &str, key: &str) -> Option<String> {
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.into_owned())
+}
+
+/// Renders `view`, with `error` (a form's failure) above it.
+pub async fn render(view: View, query: &str, site: &Site) -> Rendered {
+    render_with(view, query, site, None).await
+}
+
+/// [`render`], with a form's failure shown above the view.
+pub async fn render_with(view: View, query: &str, site: &Site, error: Option<String>) -> Rendered {
+    let mut c = connect(site).await?;
+    let held: Vec<MessageView> = call(&mut c, Op::Held).await?;
+    let mut page = Chrome::new(view, site, held.len());
+    page.notice = notice(query);
+    page.error = error;
+    let html = match view {
+        View::Peers => peers(page, &mut c).await?.render(),
+        View::Team => team(page, &mut c).await?.render(),
+        View::Threads => threads(page, &mut c, &held).await?.render(),
+        View::Held => HeldPage {
+            held: held.iter().map(HeldLine::of).collect(),
+            page,
+        }
+        .render(),
+        View::Bus => super::log::bus(page, &mut c).await?.render(),
+        View::Audit => super::log::audit(page, &mut c, query).await?.render(),
+    };
+    html.map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+/// A request-only connection to the daemon, as the person.
+pub async fn connect(site: &Site) -> Result<Client, (StatusCode, String)> {
+    Client::connect(&site.home, who(site)).await.map_err(failed)
+}
+
+/// One typed call.
+pub async fn call<T: serde::de::DeserializeOwned>(
+    c: &mut Client,
+    op: Op,
+) -> Result<T, (StatusCode, String)> {
+    c.call(op).await.map_err(failed)
+}
+
+fn failed(e: ClientError) -> (StatusCode, String) {
+    let status = match &e {
+        ClientError::Api(_) => StatusCode::CONFLICT,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (status, e.to_string())
+}
+
+/// A time as the page shows it: `2026-12-05 08:30:12`, UTC.
+pub(super) fn when(rfc3339: &str) -> String {
+    rfc3339
+        .replacen('T', " ", 1)
+        .trim_end_matches('Z')
+        .to_owned()
+}
+
+fn short(peer_id: &str) -> String {
+    let n = peer_id.len();
+    if n > 12 {
+        format!("…{}", &peer_id[n - 8..])
+    } else {
+        peer_id.to_owned()
+    }
+}
+
+// ---- Peers ----
+
+#[derive(Debug, Template)]
+#[template(path = "peers.html")]
+struct PeersPage {
+    page: Chrome,
+    me: Me,
+    peers: Vec<PeerLine>,
+}
+
+#[derive(Debug)]
+struct Me {
+    name: String,
+    peer_id: String,
+    team: String,
+    reachability: String,
+    listen: Vec<String>,
+    external: Vec<String>,
+    circuits: Vec<String>,
+    reservations: Vec<(String, String, String)>,
+    connected: usize,
+}
+
+#[derive(Debug)]
+struct PeerLine {
+    peer_id: String,
+    short: String,
+    name: String,
+    owner: String,
+    membership: String,
+    kind: &'static str,
+    reached: String,
+    transport: String,
+    rtt: String,
+    last_seen: String,
+}
+
+impl PeerLine {
+    fn of(r: &PeerRow) -> PeerLine {
+        let reached = match (r.connection, &r.relay) {
+            (Connection::Relayed, Some(relay)) => format!("relayed via {}", short(relay)),
+            (c, _) => c.to_string(),
+        };
+        PeerLine {
+            peer_id: r.peer_id.clone(),
+            short: short(&r.peer_id),
+            name: r.name.clone().unwrap_or_else(|| "(unnamed)".into()),
+            owner: r.owner.clone().unwrap_or_default(),
+            membership: if r.left {
+                "left".into()
+            } else {
+                r.membership.to_string()
+            },
+            kind: r.connection.as_str(),
+            reached,
+            transport: r.transport.map_or_else(|| "–".into(), |t| t.to_string()),
+            rtt: r
+                .rtt_ms
+                .map_or_else(|| "–".into(), |ms| format!("{ms:.1} ms")),
+            last_seen: match (r.connection, &r.last_seen) {
+                (Connection::None, Some(t)) => when(t),
+                (Connection::None, None) => "never".into(),
+                _ => "now".into(),
+            },
+        }
+    }
+}
+
+async fn peers(page: Chrome, c: &mut Client) -> Result<PeersPage, (StatusCode, String)> {
+    let s: Status = call(c, Op::Status).await?;
+    let rows = c.peers().await.map_err(failed)?;
+    let team = match (&s.team, s.team_standing) {
+        (Some(t), Some(standing)) => format!("{} ({standing})", t.name),
+        (Some(t), None) => t.name.clone(),
+        (None, _) => "no team yet".into(),
+    };
+    Ok(PeersPage {
+        page,
+        me: Me {
+            name: s.name,
+            peer_id: s.peer_id,
+            team,
+            reachability: s.reachability.to_string(),
+            listen: s.listen_addrs,
+            external: s.external_addrs,
+            circuits: s.circuit_addrs,
+            reservations: s
+                .reservations
+                .into_iter()
+                .map(|r| (r.relay, r.state.to_string(), r.error.unwrap_or_default()))
+                .collect(),
+            connected: s.connected_peers,
+        },
+        peers: rows.iter().map(PeerLine::of).collect(),
+    })
+}
+
+// ---- Team ----
+
+#[derive(Debug, Template)]
+#[template(path = "team.html")]
+struct TeamPage {
+    page: Chrome,
+    team: Option<(String, String, String)>,
+    members: Vec<MemberLine>,
+    persons: Vec<(String, String)>,
+    machines: Vec<api::DirectoryMachineView>,
+}
+
+#[derive(Debug)]
+struct MemberLine {
+    name: String,
+    owner: String,
+    short: String,
+    standing: String,
+    admin: bool,
+    this_machine: bool,
+    carrier: bool,
+    admitted: String,
+}
+
+async fn team(page: Chrome, c: &mut Client) -> Result<TeamPage, (StatusCode, String)> {
+    let view: Option<TeamView> = match c.call(Op::TeamShow).await {
+        Ok(v) => Some(v),
+        Err(ClientError::Api(e)) if e.code == crate::codes::ErrorCode::NotInTeam => None,
+        Err(e) => return Err(failed(e)),
+    };
+    let mut machines = vec![];
+    let mut after = None;
+    if view.is_some() {
+        loop {
+            let p: DirectoryPage = call(
+                c,
+                Op::Directory {
+                    after,
+                    max_bytes: None,
+                },
+            )
+            .await?;
+            for m in p.machines {
+                match machines.last_mut() {
+                    Some(last) if same_machine(last, &m) => last.mailboxes.extend(m.mailboxes),
+                    _ => machines.push(m),
+                }
+            }
+            match p.next_after {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+    }
+    let members: Vec<MemberLine> = view
+        .as_ref()
+        .map(|t| {
+            t.members
+                .iter()
+                .map(|m| MemberLine {
+                    name: m.name.clone(),
+                    owner: m.owner.clone(),
+                    short: short(&m.peer_id),
+                    standing: m.standing.to_string(),
+                    admin: m.admin,
+                    this_machine: m.this_machine,
+                    carrier: m.always_on,
+                    admitted: when(&m.admitted_at),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut persons: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for m in members.iter().filter(|m| m.standing == "current") {
+        persons
+            .entry(m.owner.clone())
+            .or_default()
+            .push(m.name.clone());
+    }
+    Ok(TeamPage {
+        page,
+        team: view.map(|t| (t.name, t.team_id, t.founder_name)),
+        members,
+        persons: persons
+            .into_iter()
+            .map(|(p, m)| (p, m.join(", ")))
+            .collect(),
+        machines,
+    })
+}
+
+fn same_machine(a: &api::DirectoryMachineView, b: &api::DirectoryMachineView) -> bool {
+    a.name == b.name && a.owner == b.owner
+}
+
+// ---- Threads ----
+
+#[derive(Debug, Template)]
+#[template(path = "threads.html")]
+struct ThreadsPage {
+    page: Chrome,
+    threads: Vec<Thread>,
+    addresses: Vec<String>,
+}
+
+#[derive(Debug)]
+struct Thread {
+    id: String,
+    subject: String,
+    last_at: String,
+    items: Vec<Item>,
+    /// The newest message of it this machine received: what a reply
+    /// answers.
+    reply_to: Option<String>,
+}
+
+#[derive(Debug)]
+struct Item {
+    id: String,
+    mine: bool,
+    from: String,
+    who: String,
+    to: String,
+    kind: String,
+    hop: u8,
+    taint: bool,
+    state: String,
+    at: String,
+    text: String,
+}
+
+fn who_words(w: &Who) -> String {
+    let kind = w.kind.as_str();
+    match &w.session_id {
+        Some(s) => format!("{kind} {} (session {s})", w.name),
+        None => format!("{kind} {}", w.name),
+    }
+}
+
+async fn threads(
+    page: Chrome,
+    c: &mut Client,
+    held: &[MessageView],
+) -> Result<ThreadsPage, (StatusCode, String)> {
+    let mut received: Vec<MessageView> = vec![];
+    let mut after_seq = None;
+    loop {
+        let op = Op::Inbox {
+            mailbox: None,
+            unread: false,
+            after_seq,
+            limit: None,
+        };
+        let p: InboxPage = call(c, op).await?;
+        received.extend(p.messages);
+        if received.len() > MAX_THREAD_MESSAGES {
+            received.drain(..received.len() - MAX_THREAD_MESSAGES);
+        }
+        match p.next_after_seq {
+            Some(n) => after_seq = Some(n),
+            None => break,
+        }
+    }
+    received.extend(held.iter().cloned());
+    let sent: Vec<OutboxView> = call(c, Op::Outbox).await?;
+    let mut by_thread: std::collections::HashMap<String, Thread> = Default::default();
+    let mut add = |thread: String, item: Item, received_id: Option<String>| {
+        let t = by_thread.entry(thread.clone()).or_insert_with(|| Thread {
+            id: thread,
+            subject: String::new(),
+            last_at: String::new(),
+            items: vec![],
+            reply_to: None,
+        });
+        if item.at >= t.last_at {
+            t.last_at = item.at.clone();
+            if received_id.is_some() {
+                t.reply_to = received_id;
+            }
+        }
+        t.items.push(item);
+    };
+    for m in &received {
+        let state = match (&m.held, m.read) {
+            (Some(_), _) => "held",
+            (None, true) => "read",
+            (None, false) => "unread",
+        };
+        let reply = m.held.is_none().then(|| m.id.clone());
+        let to = m
+            .mailbox
+            .clone()
+            .map_or_else(|| "@".into(), |b| format!("{b}@"));
+        add(
+            m.thread.clone(),
+            Item {
+                id: m.id.clone(),
+                mine: false,
+                from: m.from.clone(),
+                who: who_words(&m.who),
+                to,
+                kind: m.kind.clone(),
+                hop: m.hop,
+                taint: m.taint,
+                state: state.into(),
+                at: when(&m.received_at),
+                text: m.text.clone(),
+            },
+            reply,
+        );
+    }
+    for s in sent
+        .iter()
+        .filter(|s| s.kind != "receipt" && s.kind != "counts")
+    {
+        add(
+            s.thread.clone().unwrap_or_else(|| s.id.clone()),
+            Item {
+                id: s.id.clone(),
+                mine: true,
+                from: "this machine".into(),
+                who: String::new(),
+                to: s.to.clone(),
+                kind: s.kind.clone(),
+                hop: 0,
+                taint: false,
+                state: s.status.to_string(),
+                at: when(&s.created_at),
+                text: s.text.clone().unwrap_or_else(|| "(text not kept)".into()),
+            },
+            None,
+        );
+    }
+    let mut threads: Vec<Thread> = by_thread.into_values().collect();
+    for t in &mut threads {
+        t.items.sort_by(|a, b| a.at.cmp(&b.at));
+        let first = t.items.first().map(|i| i.text.as_str()).unwrap_or_default();
+        let line = first.lines().next().unwrap_or_default();
+        t.subject = line.chars().take(80).collect();
+    }
+    threads.sort_by(|a, b| b.last_at.cmp(&a.last_at));
+    threads.truncate(MAX_THREADS);
+    let mut addresses: Vec<String> = received.iter().map(|m| m.from.clone()).collect();
+    addresses.extend(sent.iter().map(|s| s.to.clone()));
+    addresses.sort();
+    addresses.dedup();
+    Ok(ThreadsPage {
+        page,
+        threads,
+        addresses,
+    })
+}
+
+// ---- Held ----
+
+#[derive(Debug, Template)]
+#[template(path = "held.html")]
+struct HeldPage {
+    page: Chrome,
+    held: Vec<HeldLine>,
+}
+
+#[derive(Debug)]
+struct HeldLine {
+    id: String,
+    from: String,
+    owner: String,
+    who: String,
+    to: String,
+    kind: String,
+    hop: u8,
+    taint: bool,
+    why: String,
+    gone: Option<String>,
+    at: String,
+    text: String,
+}
+
+impl HeldLine {
+    /// The sending machine, as `trust` names it.
+    fn machine(&self) -> &str {
+        machine_of(&self.from)
+    }
+
+    fn of(m: &MessageView) -> HeldLine {
+        HeldLine {
+            id: m.id.clone(),
+            from: m.from.clone(),
+            owner: m.from_owner.clone().unwrap_or_default(),
+            who: who_words(&m.who),
+            to: m
+                .mailbox
+                .clone()
+                .map_or_else(|| "@".into(), |b| format!("{b}@")),
+            kind: m.kind.clone(),
+            hop: m.hop,
+            taint: m.taint,
+            why: crate::mail::HeldReason::words(m.held.as_deref().unwrap_or_default()),
+            gone: m.sender_gone.clone(),
+            at: when(&m.received_at),
+            text: m.text.clone(),
+        }
+    }
+}
+
+/// The machine of an address `mailbox@machine` (or `@machine`).
+pub fn machine_of(address: &str) -> &str {
+    address.rsplit_once('@').map_or(address, |(_, m)| m)
+}

@@ -276,7 +276,12 @@ fn seal_broadcast(
         };
         let envelope = room.seal(&key.x25519, &header, &body)?;
         let to = format!("*@{machine}");
-        let record = queued(&header, to.clone(), envelope, body_sha256.clone());
+        let mut record = queued(&header, to.clone(), envelope, body_sha256.clone());
+        record.copy = Some(crate::store::SentCopy {
+            text: body.text.clone(),
+            thread: thread.to_string(),
+            in_reply_to: None,
+        });
         let expected = CountsRecord {
             to_peer: peer.to_string(),
             created_at: now.as_unix_millis(),
@@ -541,7 +546,10 @@ impl Mail {
             })
             .collect();
         super::heard(&mut self.unread, &mut self.loops, &events, &mut ctx);
-        self.after(AfterFlush::Judged { events, report });
+        self.after(AfterFlush::Judged {
+            events,
+            report: report.map(Box::new),
+        });
         self.judge_next();
     }
 }
@@ -610,7 +618,7 @@ fn queued(header: &Header, to: String, envelope: Vec<u8>, body_sha256: String) -
         deferred_until: None,
         states: vec![],
         carrier: None,
-        text: None,
+        copy: None,
     }
 }
 
@@ -682,7 +690,11 @@ fn local_outbox(
             until: None,
         }],
         carrier: None,
-        text: Some(local.text.clone()),
+        copy: Some(crate::store::SentCopy {
+            text: local.text.clone(),
+            thread: local.thread.clone(),
+            in_reply_to: None,
+        }),
     }
 }
 

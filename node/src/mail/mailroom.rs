@@ -385,7 +385,11 @@ impl Mailroom {
             deferred_until: None,
             states: vec![],
             carrier: None,
-            text: Some(sent_text),
+            copy: Some(crate::store::SentCopy {
+                text: sent_text,
+                thread: thread_text.clone(),
+                in_reply_to: in_reply_to.map(|i| i.to_string()),
+            }),
         };
         let first = match (local, held.is_some()) {
             (false, _) => MessageState::Queued,

@@ -140,7 +140,7 @@ enum AfterFlush {
         /// The copies delivered.
         events: Vec<Event>,
         /// The counts envelope for its sender.
-        report: Option<OutboxRecord>,
+        report: Option<Box<OutboxRecord>>,
     },
     /// Hand these durable outbox records (receipts) to the courier.
     Queue(Vec<OutboxRecord>),
@@ -631,7 +631,7 @@ impl Mail {
                 if let Some(r) = report {
                     let dir = self.shared.directory();
                     let mut ctx = self.shared.lend(&dir);
-                    self.courier.queue(r, &self.net, &mut ctx);
+                    self.courier.queue(*r, &self.net, &mut ctx);
                 }
             }
             AfterFlush::Answer {

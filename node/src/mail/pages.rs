@@ -175,17 +175,13 @@ pub(super) fn outbox_view(r: &OutboxRecord, now: agentmesh_protocol::Timestamp) 
             }
         }
     }
-    // The header is in the clear: the sender reads its own conversation.
-    let header = agentmesh_protocol::envelope::Envelope::from_wire(&r.envelope)
-        .ok()
-        .map(|e| e.header);
     OutboxView {
         id: r.id.clone(),
         to: r.to.clone(),
         kind: r.kind.clone(),
-        thread: header.as_ref().map(|h| h.thread.to_string()),
-        in_reply_to: header.and_then(|h| h.in_reply_to.map(|i| i.to_string())),
-        text: r.text.clone(),
+        thread: r.copy.as_ref().map(|c| c.thread.clone()),
+        in_reply_to: r.copy.as_ref().and_then(|c| c.in_reply_to.clone()),
+        text: r.copy.as_ref().map(|c| c.text.clone()),
         status,
         states: states
             .iter()

@@ -252,7 +252,7 @@ fn seal(
         deferred_until: None,
         states: vec![],
         carrier: None,
-        text: None,
+        copy: None,
     })
 }
 
@@ -347,7 +347,7 @@ mod tests {
             deferred_until: None,
             states: vec![state(MessageState::Queued, 1)],
             carrier: None,
-            text: None,
+            copy: None,
         }
     }
 

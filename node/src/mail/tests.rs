@@ -888,7 +888,7 @@ fn outbox_record(n: usize, to: PeerId, envelope_bytes: usize) -> OutboxRecord {
         deferred_until: None,
         states: vec![],
         carrier: None,
-        text: None,
+        copy: None,
     }
 }
 

@@ -32,7 +32,7 @@ pub use records::carried_key;
 pub use records::{
     AskRecord, AuditEntry, CarriedRecord, Caught, CountsRecord, FolderBinding, InboxRecord, Judged,
     MAX_STATES, MessageState, NoteRecord, OutboxRecord, OutboxStatus, PeerRecord, ProfileRecord,
-    Reported, RunRecord, RunStatus, SessionRecord, SpentRecord, StateRecord, TaintRecord,
+    Reported, RunRecord, RunStatus, SentCopy, SessionRecord, SpentRecord, StateRecord, TaintRecord,
     WakeAgent, WakeRecord,
 };
 pub use sled_store::SledStore;

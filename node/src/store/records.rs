@@ -167,11 +167,23 @@ pub struct OutboxRecord {
     /// The machine that carries it for its offline recipient, if one does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carrier: Option<String>,
-    /// The text as sent, for this machine's own views (the envelope is
-    /// sealed to its recipient; records written before it was kept, and
-    /// receipts and counts, have none).
+    /// What was sent, for this machine's own views: the envelope is
+    /// sealed to its recipient, and dropped once delivered. Records
+    /// written before it was kept, receipts and counts have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub text: Option<String>,
+    pub copy: Option<SentCopy>,
+}
+
+/// The sender's own copy of what it sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentCopy {
+    /// The text.
+    pub text: String,
+    /// The conversation, hex.
+    pub thread: String,
+    /// The message it answers, hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_reply_to: Option<String>,
 }
 
 /// The most states an outbox record keeps: each state is kept once, and

@@ -282,7 +282,8 @@ fn redirect(to: &str) -> Response<Body> {
 }
 
 /// The headers every answer carries: the CSP, no framing, no sniffing,
-/// no referrer (the first URL holds the secret), no caching.
+/// no referrer to other sites (the first URL holds the secret; and a
+/// form posted under `no-referrer` would say `Origin: null`), no caching.
 fn with_headers(mut r: Response<Body>) -> Response<Body> {
     let h = r.headers_mut();
     h.insert(
@@ -296,7 +297,7 @@ fn with_headers(mut r: Response<Body>) -> Response<Body> {
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     r

@@ -7,20 +7,36 @@
 "use strict";
 (function () {
   const live = document.getElementById("live");
+  const body = document.body;
+  // A form that failed answers at its own address (`/held/ID/approve`):
+  // the view's address is what to reload, and what the bar shows.
+  const path = body.dataset.path || location.pathname;
+  if (location.pathname !== path) history.replaceState(null, "", path);
+  // At most one reload every MIN_GAP ms, however chatty the mesh is.
+  const MIN_GAP = 2000;
+  let last = 0;
   let pending = null;
+  let pointerDown = false;
+  document.addEventListener("pointerdown", function () { pointerDown = true; }, true);
+  document.addEventListener("pointerup", function () { pointerDown = false; }, true);
 
-  // Typing in a form is never interrupted: the page says there is more.
-  function typing() {
+  // Never swap the page under a person: while they type in a form, press
+  // or focus a button, the page says there is more instead.
+  function busy() {
     const a = document.activeElement;
-    return a && (a.tagName === "TEXTAREA" || a.tagName === "INPUT") && a.value !== "";
+    if (pointerDown) return true;
+    if (!a) return false;
+    if (a.tagName === "BUTTON") return true;
+    return (a.tagName === "TEXTAREA" || a.tagName === "INPUT") && a.value !== "";
   }
 
   async function refresh() {
     pending = null;
-    if (typing()) {
-      document.body.classList.add("stale");
+    if (busy()) {
+      body.classList.add("stale");
       return;
     }
+    last = Date.now();
     let response;
     try {
       response = await fetch(location.href, { credentials: "same-origin", cache: "no-store" });
@@ -34,15 +50,20 @@
     const nav = doc.querySelector("nav");
     if (fresh && main) main.replaceWith(fresh);
     if (nav) document.querySelector("nav").replaceWith(nav);
-    document.body.classList.remove("stale");
+    body.classList.remove("stale");
   }
 
   function soon() {
-    if (pending === null) pending = setTimeout(refresh, 150);
+    if (pending !== null) return;
+    pending = setTimeout(refresh, Math.max(150, last + MIN_GAP - Date.now()));
   }
 
-  if (window.EventSource) {
-    const events = new EventSource("/events");
+  // One event stream per visible tab: a hidden tab closes its own, so
+  // many open tabs don't hold every connection the browser allows.
+  let events = null;
+  function connect() {
+    if (events || !window.EventSource) return;
+    events = new EventSource("/events");
     events.onopen = function () {
       live.textContent = "live";
       live.title = "live updates: on";
@@ -55,10 +76,28 @@
     };
     events.addEventListener("change", soon);
   }
-  const every = Number(document.body.dataset.refresh || 0);
+  function disconnect() {
+    if (!events) return;
+    events.close();
+    events = null;
+    live.textContent = "paused";
+    live.classList.remove("on");
+  }
+  document.addEventListener("visibilitychange", function () {
+    if (document.hidden) {
+      disconnect();
+    } else {
+      connect();
+      soon();
+    }
+  });
+  window.addEventListener("pagehide", disconnect);
+  if (!document.hidden) connect();
+
+  const every = Number(body.dataset.refresh || 0);
   if (every > 0) {
     setInterval(function () {
-      if (!document.hidden) refresh();
+      if (!document.hidden) soon();
     }, every * 1000);
   }
 })();

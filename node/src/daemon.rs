@@ -354,16 +354,8 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
             None
         }
     };
-    let secret = match page.as_ref().map(|_| crate::ui::secret(home)).transpose() {
-        Ok(s) => s.unwrap_or_default(),
-        Err(e) => {
-            return Err(io(format!(
-                "cannot keep the web page's secret in {}",
-                home.root().display()
-            ))(e));
-        }
-    };
-    let ui_view = crate::ui::view(page.as_ref(), &secret, &ui_config);
+    let keys = crate::ui::Keys::default();
+    let door = crate::ui::Door::new(page.as_ref(), &ui_config, keys.clone());
     let pid_path = home.pid_file();
     fs::File::create(&pid_path)
         .and_then(|mut f| writeln!(f, "{}", std::process::id()))
@@ -373,7 +365,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     if let Some(page) = page {
         tasks.spawn(crate::ui::serve(
             page,
-            secret,
+            keys,
             home.clone(),
             name.clone(),
             cancel.child_token(),
@@ -384,7 +376,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
         handle,
         mail,
         (name, peer_id),
-        ui_view,
+        door,
         cancel.child_token(),
     ));
     tasks.spawn(stop_on_signal(cancel.clone()));

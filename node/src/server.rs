@@ -142,7 +142,7 @@ pub async fn serve(
     node: Handle,
     mail: MailHandle,
     (name, peer_id): (String, String),
-    ui: crate::api::UiView,
+    ui: crate::ui::Door,
     cancel: CancellationToken,
 ) {
     let ui = Arc::new(ui);
@@ -273,8 +273,8 @@ struct Client {
     /// An agent's session attached for events to a mailbox: the directory
     /// shows the mailbox attached while it lives.
     session: Option<crate::mail::SessionGuard>,
-    /// Where the web page is (`ui`).
-    ui: Arc<crate::api::UiView>,
+    /// Where the web page is, and its sign-in tickets (`ui`).
+    ui: Arc<crate::ui::Door>,
 }
 
 type Conn = Framed<UnixStream, LineCodec>;
@@ -555,7 +555,7 @@ impl Client {
                 // Each op to its owner: the mail actor, or the network's
                 // loop (which runs the team's ops too).
                 let answer = match (&self.attached, op.owner() == crate::api::Owner::Mail) {
-                    (_, false) if op == Op::Ui => crate::api::ok(self.ui.as_ref()),
+                    (_, false) if op == Op::Ui => crate::api::ok(self.ui.view()),
                     (Some(a), true) => {
                         self.mail
                             .request(a.who.clone(), a.mailbox.clone(), op)

@@ -216,7 +216,7 @@ fn config_set_and_unset_edit_in_place_and_check_like_the_daemon() {
     assert_eq!(e["code"], "unknown_key");
     assert_eq!(
         e["message"],
-        "no config key `no.such`; the keys are name, listen, mdns, relays, bootstrap, carry, store.cache_mib, join.invite_ttl, join.max_invite_ttl, join.request_ttl, join.max_pending, join.max_per_peer_per_minute, messages.lifetime, messages.audit_retention, messages.replies_per_ask, agents.max_hop, agents.pair_limit_per_hour, agents.hop_reset, agents.max_turns, agents.turn_asks, agents.turn_tells, agents.turn_broadcasts, bus.preset, bus.judge_command, wake.claude, wake.codex, wake.claude_tools, wake.codex_sandbox, wake.max_runs, wake.run_limit, wake.budget, wake.max_budget_usd, carrier.handoff_after, carrier.per_sender, carrier.per_sender_mib, carrier.total_mib"
+        "no config key `no.such`; the keys are name, listen, mdns, relays, bootstrap, carry, store.cache_mib, join.invite_ttl, join.max_invite_ttl, join.request_ttl, join.max_pending, join.max_per_peer_per_minute, messages.lifetime, messages.audit_retention, messages.replies_per_ask, agents.max_hop, agents.pair_limit_per_hour, agents.hop_reset, agents.max_turns, agents.turn_asks, agents.turn_tells, agents.turn_broadcasts, bus.preset, bus.judge_command, wake.claude, wake.codex, wake.claude_tools, wake.codex_sandbox, wake.max_runs, wake.run_limit, wake.budget, wake.max_budget_usd, carrier.handoff_after, carrier.per_sender, carrier.per_sender_mib, carrier.total_mib, ui.enabled, ui.port"
     );
     assert_eq!(file(), before);
 
@@ -318,7 +318,7 @@ async fn a_config_error_names_the_file_the_field_and_the_fix_in_every_command() 
     assert_eq!(
         e["message"],
         format!(
-            "the config file {path} is not valid: line 2, column 1, field `mdsn`: unknown field `mdsn`, expected one of `name`, `listen`, `mdns`, `relays`, `bootstrap`, `carry`, `store`, `join`, `messages`, `agents`, `bus`, `wake`, `carrier`; remove it with `agentmesh config unset mdsn` (or edit {path})"
+            "the config file {path} is not valid: line 2, column 1, field `mdsn`: unknown field `mdsn`, expected one of `name`, `listen`, `mdns`, `relays`, `bootstrap`, `carry`, `store`, `join`, `messages`, `agents`, `bus`, `wake`, `carrier`, `ui`; remove it with `agentmesh config unset mdsn` (or edit {path})"
         )
     );
     // ... which works, and then `up` does.

@@ -33,6 +33,7 @@ const IMG_XSS: &str = "reject me <img src=x onerror=\"window.pwned='img';alert('
 const PROFILE_XSS: &str =
     "<img src=x onerror=\"window.pwned='profile';alert('profile')\"> knows the schema";
 const GOAL_XSS: &str = "<script>window.pwned='goal'</script> ship it";
+const NEWS: &str = "The Docker base image for CI builds moves to debian:bookworm on Friday; GitHub Actions workflows pinned to the old image will fail.";
 
 #[test]
 fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_script() {
@@ -83,69 +84,6 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
     let ui = a.json(&["ui", "--no-open"]);
     let url = ui["url"].as_str().unwrap().to_owned();
     let port = ui["port"].as_u64().unwrap() as u16;
-    assert_eq!(
-        url,
-        format!("http://127.0.0.1:{port}/?secret={}", secret(&a))
-    );
-    // Without --json, --no-open prints the URL alone on stdout.
-    assert_eq!(a.ok(&["ui", "--no-open"]).trim(), url);
-
-    // The doors, knocked on without a browser.
-    let cookie = format!("agentmesh_ui_{port}={}", secret(&a));
-    let (status, body) = http(
-        port,
-        "GET /peers HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n",
-        "",
-    );
-    assert_eq!(status, 401, "no secret: {body}");
-    assert!(
-        !body.contains("bravo") && body.contains("agentmesh ui"),
-        "{body}"
-    );
-    let (status, body) = http(
-        port,
-        &format!("GET /peers HTTP/1.1\r\nHost: rebind.example:{port}\r\nCookie: {cookie}\r\n"),
-        "",
-    );
-    assert_eq!(status, 403, "a foreign Host (DNS rebinding): {body}");
-    let (status, _) = http(
-        port,
-        &format!(
-            "GET /peers HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\nOrigin: http://evil.example\r\n"
-        ),
-        "",
-    );
-    assert_eq!(status, 403, "a foreign Origin");
-    let (status, _) = http(
-        port,
-        &format!(
-            "GET /peers HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: agentmesh_ui_{port}=0000\r\n"
-        ),
-        "",
-    );
-    assert_eq!(status, 401, "a wrong secret");
-    let form = "Content-Type: application/x-www-form-urlencoded\r\n";
-    let (status, body) = http(
-        port,
-        &format!(
-            "POST /held/{keep}/approve HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\n{form}"
-        ),
-        "reason=",
-    );
-    assert_eq!(status, 403, "a form without csrf: {body}");
-    let (status, _) = http(
-        port,
-        &format!(
-            "POST /held/{keep}/approve HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\n{form}"
-        ),
-        "csrf=00112233445566778899aabbccddeeff",
-    );
-    assert_eq!(status, 403, "a form with a wrong csrf");
-    assert_eq!(
-        held_ids(&a).len(),
-        2,
-        "nothing was approved through those doors"
-    );
 
     // The page, in the browser.
     let shots = Shots::new();
@@ -157,7 +95,7 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
         .unwrap();
     tab.wait_until_navigated().unwrap();
     assert!(
-        text(&tab, "body").contains("needs its secret"),
+        text(&tab, "body").contains("needs signing in"),
         "no secret, no team"
     );
 
@@ -300,6 +238,53 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
         (b.outbox_entry(&dropped)["status"] == "rejected").then_some(())
     });
 
+    // Trust, from the page: bravo's mail is no longer held.
+    click(
+        &tab,
+        &format!("article.held[data-id=\"{third}\"] button.trust"),
+    );
+    assert!(
+        text(&tab, ".notice").starts_with("Trusted"),
+        "{}",
+        text(&tab, "main")
+    );
+    let direct = agent.send("@alpha", "after the trust").unwrap();
+    wait_for("bravo's next message straight in alpha's inbox", || {
+        a.inbox_all()
+            .iter()
+            .any(|m| m["id"] == direct.as_str())
+            .then_some(())
+    });
+
+    // The bus: two mailboxes here, a broadcast from bravo judged for each.
+    for (name, profile) in [
+        (
+            "api",
+            "Maintains the CI pipeline: GitHub Actions workflows, the Docker build images and the release scripts.",
+        ),
+        (
+            "web",
+            "Builds the marketing site's CSS and page layouts; no backend work.",
+        ),
+    ] {
+        let dir = a.home().join("work").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        a.ok(&["allow", dir.to_str().unwrap(), "--mailbox", name]);
+        a.ok(&["profile", "set", name, "--profile", profile]);
+    }
+    a.ok(&["wake", "set", "api", "claude", "--budget", "5"]);
+    b.ok(&["broadcast", NEWS]);
+    wait_for("alpha's judgments of the broadcast", || {
+        let log = a.json(&["bus", "log"]);
+        let judged = log["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["event"] == "broadcast_delivered" || e["event"] == "broadcast_dropped")
+            .count();
+        (judged >= 2).then_some(())
+    });
+
     // The threads view: the approved message, its markup as text; a reply
     // as Ada reaches bravo.
     tab.navigate_to(&format!("http://127.0.0.1:{port}/threads"))
@@ -340,12 +325,18 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
     );
     shots.take(&tab, "threads");
 
-    for view in ["bus", "audit"] {
-        tab.navigate_to(&format!("http://127.0.0.1:{port}/{view}"))
-            .unwrap();
-        tab.wait_until_navigated().unwrap();
-        shots.take(&tab, view);
+    tab.navigate_to(&format!("http://127.0.0.1:{port}/bus"))
+        .unwrap();
+    tab.wait_until_navigated().unwrap();
+    let bus = text(&tab, "main");
+    for shown in ["broadcast_delivered", "api@alpha", "web@alpha", "of 5"] {
+        assert!(bus.contains(shown), "the bus view shows {shown:?}:\n{bus}");
     }
+    shots.take(&tab, "bus");
+    tab.navigate_to(&format!("http://127.0.0.1:{port}/audit"))
+        .unwrap();
+    tab.wait_until_navigated().unwrap();
+    shots.take(&tab, "audit");
     tab.navigate_to(&format!("http://127.0.0.1:{port}/audit?q=rejected"))
         .unwrap();
     tab.wait_until_navigated().unwrap();
@@ -405,25 +396,174 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
     // daemon and small.
     let mut total = 0;
     for asset in ["/assets/app.css", "/assets/app.js", "/assets/icon.svg"] {
-        let (status, body) = http(
+        let got = http(
             port,
             &format!("GET {asset} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"),
             "",
         );
-        assert_eq!(status, 200, "{asset}");
-        total += body.len();
+        assert_eq!(got.status, 200, "{asset}");
+        total += got.body.len();
     }
     println!("the page's assets: {total} bytes");
     assert!(total < 300 * 1024, "{total} bytes of assets");
     drop(c); // charlie stays up until the end: a peer of the team of three
 }
 
-/// The page's secret as alpha keeps it.
-fn secret(node: &Node) -> String {
-    std::fs::read_to_string(node.home().join("ui-secret"))
+/// What a stranger gets, without a browser: no sign-in, a spent or wrong
+/// ticket, a foreign Host or Origin, a form without its csrf value. And
+/// the headers every answer carries.
+#[test]
+fn the_page_shows_nothing_without_signing_in_and_refuses_forged_requests() {
+    let [a, b] = team([("alpha", "Ada"), ("bravo", "Bob")]);
+    let held = b.send("@alpha", "held for Ada");
+    wait_for("bravo's message to be held at alpha", || {
+        (held_ids(&a) == vec![held.clone()]).then_some(())
+    });
+    let ui = a.json(&["ui", "--no-open"]);
+    let (url, port) = (
+        ui["url"].as_str().unwrap().to_owned(),
+        ui["port"].as_u64().unwrap() as u16,
+    );
+    // Without --json, --no-open prints a URL alone on stdout: another
+    // ticket for the same page.
+    let printed = a.ok(&["ui", "--no-open"]);
+    let prefix = format!("http://127.0.0.1:{port}/?secret=");
+    assert!(
+        url.starts_with(&prefix) && printed.trim().starts_with(&prefix),
+        "{url} {printed}"
+    );
+    assert_ne!(
+        printed.trim(),
+        url,
+        "each `agentmesh ui` gives a ticket of its own"
+    );
+
+    let get = |path: &str, extra: &str| {
+        http(
+            port,
+            &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{extra}"),
+            "",
+        )
+    };
+    let nothing = get("/held", "");
+    assert_eq!(nothing.status, 401, "no session: {}", nothing.body);
+    assert!(
+        !nothing.body.contains("bravo") && nothing.body.contains("agentmesh ui"),
+        "{}",
+        nothing.body
+    );
+    let wrong = get("/?secret=00ff", "");
+    assert_eq!(wrong.status, 401, "a wrong ticket");
+
+    // Signing in: the ticket becomes a session in a cookie, once.
+    let path = url.trim_start_matches(&format!("http://127.0.0.1:{port}"));
+    let signed = get(path, "");
+    assert_eq!(signed.status, 303, "{}", signed.head);
+    assert!(
+        signed.header("location") == Some("/peers"),
+        "{}",
+        signed.head
+    );
+    let set = signed.header("set-cookie").unwrap().to_owned();
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
+    let session = set.split(';').next().unwrap().to_owned();
+    assert!(
+        session.starts_with(&format!("agentmesh_ui_{port}=")),
+        "{set}"
+    );
+    assert!(
+        !url.contains(session.split('=').nth(1).unwrap()),
+        "the cookie is not the ticket"
+    );
+    let again = get(path, "");
+    assert_eq!(again.status, 401, "a ticket is good once: {}", again.body);
+    assert!(again.body.contains("used already"), "{}", again.body);
+
+    let cookie = format!("Cookie: {session}\r\n");
+    let page = get("/held", &cookie);
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("held for Ada"));
+    assert_eq!(
+        page.header("content-security-policy"),
+        Some("default-src 'self'; script-src 'self'")
+    );
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
+    let csrf = page
+        .body
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
         .unwrap()
-        .trim()
-        .to_owned()
+        .to_owned();
+
+    let rebound = http(
+        port,
+        &format!("GET /held HTTP/1.1\r\nHost: rebind.example:{port}\r\n{cookie}"),
+        "",
+    );
+    assert_eq!(rebound.status, 403, "a foreign Host (DNS rebinding)");
+    assert_eq!(
+        get("/held", &format!("{cookie}Origin: http://evil.example\r\n")).status,
+        403,
+        "a foreign Origin"
+    );
+    assert_eq!(
+        get("/held", &format!("{cookie}Origin: null\r\n")).status,
+        403,
+        "Origin: null"
+    );
+    assert_eq!(
+        get("/held", "Cookie: agentmesh_ui_{port}=0000\r\n").status,
+        401,
+        "a forged session"
+    );
+
+    let post = |extra: &str, body: &str| {
+        http(
+            port,
+            &format!(
+                "POST /held/{held}/approve HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{cookie}Content-Type: application/x-www-form-urlencoded\r\n{extra}"
+            ),
+            body,
+        )
+    };
+    assert_eq!(post("", "reason=").status, 403, "a form without csrf");
+    assert_eq!(
+        post("", "csrf=00112233445566778899aabbccddeeff").status,
+        403,
+        "a wrong csrf"
+    );
+    assert_eq!(
+        post("Origin: http://evil.example\r\n", &format!("csrf={csrf}")).status,
+        403,
+        "a post from another site"
+    );
+    assert_eq!(
+        post("Origin: null\r\n", &format!("csrf={csrf}")).status,
+        403,
+        "a post with Origin: null"
+    );
+    assert_eq!(
+        held_ids(&a),
+        vec![held.clone()],
+        "nothing was approved through those doors"
+    );
+    // The page's own form, as a browser posts it, does.
+    let done = post(
+        &format!("Origin: http://127.0.0.1:{port}\r\n"),
+        &format!("csrf={csrf}"),
+    );
+    assert_eq!(done.status, 303, "{}", done.body);
+    assert_eq!(done.header("location"), Some("/held?done=approved"));
+    assert!(held_ids(&a).is_empty());
+    // A decision on mail no longer held says so, at 409.
+    let late = post("", &format!("csrf={csrf}"));
+    assert_eq!(late.status, 409, "{}", late.body);
+    assert!(late.body.contains("role=\"alert\""), "{}", late.body);
 }
 
 fn held_ids(node: &Node) -> Vec<String> {
@@ -573,9 +713,26 @@ impl Shots {
     }
 }
 
+/// An HTTP answer.
+struct Answer {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Answer {
+    /// The value of header `name` (lowercase), if any.
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then_some(v.trim())
+        })
+    }
+}
+
 /// One HTTP/1.1 request to the page (`head` without its blank line, with
-/// `{port}` as written), `body` after it; its status and body.
-fn http(port: u16, head: &str, body: &str) -> (u16, String) {
+/// `{port}` as written), `body` after it.
+fn http(port: u16, head: &str, body: &str) -> Answer {
     let head = head.replace("{port}", &port.to_string());
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -587,14 +744,15 @@ fn http(port: u16, head: &str, body: &str) -> (u16, String) {
     .unwrap();
     let mut answer = String::new();
     s.read_to_string(&mut answer).unwrap();
-    let status = answer
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head
         .split_whitespace()
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_owned();
-    (status, body)
+    Answer {
+        status,
+        head: head.to_owned(),
+        body: body.to_owned(),
+    }
 }

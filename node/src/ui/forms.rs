@@ -8,7 +8,7 @@ use subtle::ConstantTimeEq;
 
 use super::Site;
 use super::pages::{self, View};
-use crate::api::{MessageView, Op, ResolvedView, SentView, TrustedView};
+use crate::api::{MessageView, Op, ResolvedView, SentView, Standing, TeamView, TrustedView};
 
 /// A posted form's fields.
 #[derive(Debug, Default)]
@@ -51,8 +51,11 @@ impl Form {
 pub enum Posted {
     /// It worked: see this address.
     Done(String),
-    /// It failed: the view, with why above it.
-    Page(Result<String, (StatusCode, String)>),
+    /// The daemon refused it: the view, with why above it (answered
+    /// `409`, at the view's own address for the page's script).
+    Refused(Result<String, (StatusCode, String)>),
+    /// It could not be done (the daemon is not answering, say).
+    Failed((StatusCode, String)),
     /// No form is posted there.
     NotFound,
 }
@@ -96,7 +99,7 @@ impl Action {
 }
 
 /// Does what the form at `path` asks.
-pub async fn post(path: &str, form: Form, site: &Site) -> Posted {
+pub async fn post(path: &str, form: Form, site: &Site, csrf: &str) -> Posted {
     let Some(action) = Action::of(path) else {
         return Posted::NotFound;
     };
@@ -104,9 +107,9 @@ pub async fn post(path: &str, form: Form, site: &Site) -> Posted {
     match act(action, form, site).await {
         Ok(done) => Posted::Done(format!("{}?done={done}", view.path())),
         Err((StatusCode::CONFLICT, why)) => {
-            Posted::Page(pages::render_with(view, "", site, Some(why)).await)
+            Posted::Refused(pages::render_with(view, "", site, csrf, Some(why)).await)
         }
-        Err(e) => Posted::Page(Err(e)),
+        Err(e) => Posted::Failed(e),
     }
 }
 
@@ -139,7 +142,21 @@ async fn act(
                         .into(),
                 ));
             };
+            // Trust goes by name: only while the name is still the key
+            // that sent this message.
             let machine = pages::machine_of(&m.from).to_owned();
+            let team: TeamView = pages::call(&mut c, Op::TeamShow).await?;
+            let same = team.members.iter().any(|t| {
+                t.name == machine && t.peer_id == m.from_peer && t.standing == Standing::Current
+            });
+            if !same {
+                return Err((
+                    StatusCode::CONFLICT,
+                    format!(
+                        "{machine} is no longer the machine that sent this message (it left, was revoked, or its name is another key's now); reject it instead"
+                    ),
+                ));
+            }
             let _: TrustedView = pages::call(&mut c, Op::Trust { machine }).await?;
             Ok("trusted")
         }

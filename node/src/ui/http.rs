@@ -11,7 +11,6 @@ use hyper::body::{Bytes, Frame, Incoming};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
 use super::{Site, assets, forms, pages};
@@ -30,10 +29,10 @@ const MAX_FORM_BYTES: usize = 256 * 1024;
 /// How often the live-update stream says it is alive.
 const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 
-/// The value every form of the page carries: derived from the secret, so
-/// only a page served with it knows it.
-pub fn csrf_of(secret: &str) -> String {
-    let digest = Sha256::digest(format!("agentmesh ui csrf {secret}").as_bytes());
+/// The value every form of a session carries: derived from its token, so
+/// only a page served to that session knows it.
+pub fn csrf_of(session: &str) -> String {
+    let digest = Sha256::digest(format!("agentmesh ui csrf {session}").as_bytes());
     data_encoding::HEXLOWER.encode(&digest[..16])
 }
 
@@ -58,19 +57,18 @@ pub async fn answer(
                 .expect("a valid response"),
         );
     }
+    let session = cookie(&req, site.port).filter(|s| site.keys.signed_in(s));
     if path == "/" && req.method() == Method::GET {
-        return sign_in(&query, cookie(&req, site.port).as_deref(), site);
+        return sign_in(&query, session.is_some(), site);
     }
-    if !signed_in(&req, site) {
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            "this page needs its secret: run `agentmesh ui` on this machine and open the address it gives",
-        );
-    }
+    let Some(session) = session else {
+        return refuse(StatusCode::UNAUTHORIZED, NEEDS_SIGN_IN);
+    };
+    let csrf = csrf_of(&session);
     match (req.method().clone(), path.as_str()) {
         (Method::GET, "/events") => events(site, cancel).await,
         (Method::GET, view) => match pages::View::of(view) {
-            Some(v) => page(pages::render(v, &query, site).await),
+            Some(v) => page(pages::render(v, &query, site, &csrf).await),
             None => refuse(StatusCode::NOT_FOUND, "no such page"),
         },
         (Method::POST, _) => {
@@ -93,15 +91,22 @@ pub async fn answer(
                 Err(_) => return refuse(StatusCode::PAYLOAD_TOO_LARGE, "the form is too large"),
             };
             let form = forms::Form::parse(&body);
-            if !form.csrf_is(&site.csrf) {
+            if !form.csrf_is(&csrf) {
                 return refuse(
                     StatusCode::FORBIDDEN,
                     "the form lacks the page's csrf value: reload the page and try again",
                 );
             }
-            match forms::post(&path, form, site).await {
+            match forms::post(&path, form, site, &csrf).await {
                 forms::Posted::Done(to) => redirect(&to),
-                forms::Posted::Page(html) => page(html),
+                forms::Posted::Refused(html) => {
+                    let mut r = page(html);
+                    if r.status() == StatusCode::OK {
+                        *r.status_mut() = StatusCode::CONFLICT;
+                    }
+                    r
+                }
+                forms::Posted::Failed((status, why)) => refuse(status, &why),
                 forms::Posted::NotFound => refuse(StatusCode::NOT_FOUND, "no such form"),
             }
         }
@@ -149,42 +154,34 @@ fn cookie(req: &Request<Incoming>, port: u16) -> Option<String> {
         .map(|(_, v)| v.to_owned())
 }
 
-fn is_the_secret(given: &str, site: &Site) -> bool {
-    given.len() == site.secret.len() && bool::from(given.as_bytes().ct_eq(site.secret.as_bytes()))
-}
+/// What a request without a session is told.
+const NEEDS_SIGN_IN: &str =
+    "this page needs signing in: run `agentmesh ui` on this machine and open the address it gives";
 
-fn signed_in(req: &Request<Incoming>, site: &Site) -> bool {
-    cookie(req, site.port).is_some_and(|c| is_the_secret(&c, site))
-}
-
-/// `/?secret=…`: keeps the secret in a cookie and goes on to the peers,
-/// at a URL without it.
-fn sign_in(query: &str, cookie: Option<&str>, site: &Site) -> Response<Body> {
+/// `/?secret=…`: spends the sign-in ticket, keeps a new session in a
+/// cookie, and goes on to the peers, at a URL without the ticket.
+fn sign_in(query: &str, signed_in: bool, site: &Site) -> Response<Body> {
     let given = form_urlencoded::parse(query.as_bytes())
         .find(|(k, _)| k == "secret")
         .map(|(_, v)| v.into_owned());
-    match given {
-        Some(s) if is_the_secret(&s, site) => {
+    match given.map(|t| site.keys.redeem(&t)) {
+        Some(Some(session)) => {
             let mut r = redirect("/peers");
             let set = format!(
-                "{}={}; Path=/; HttpOnly; SameSite=Strict",
-                cookie_name(site.port),
-                site.secret
+                "{}={session}; Path=/; HttpOnly; SameSite=Strict",
+                cookie_name(site.port)
             );
             if let Ok(v) = HeaderValue::from_str(&set) {
                 r.headers_mut().insert(header::SET_COOKIE, v);
             }
             r
         }
-        Some(_) => refuse(
+        _ if signed_in => redirect("/peers"),
+        Some(None) => refuse(
             StatusCode::UNAUTHORIZED,
-            "that is not this page's secret: run `agentmesh ui` on this machine for the right address",
+            "that sign-in address was used already, has expired (they last ten minutes) or is not this page's: run `agentmesh ui` on this machine for a new one",
         ),
-        None if cookie.is_some_and(|c| is_the_secret(c, site)) => redirect("/peers"),
-        None => refuse(
-            StatusCode::UNAUTHORIZED,
-            "this page needs its secret: run `agentmesh ui` on this machine and open the address it gives",
-        ),
+        None => refuse(StatusCode::UNAUTHORIZED, NEEDS_SIGN_IN),
     }
 }
 

@@ -8,14 +8,19 @@
 //! answers as the API's view types. Live updates come from the same event
 //! stream `watch` reads.
 //!
-//! Who may see it: whoever holds the secret (`HOME/ui-secret`, made once,
-//! mode 0600), given once in the URL `agentmesh ui` prints and then kept
-//! in a cookie (HttpOnly, SameSite=Strict, named for the port, so two
-//! daemons of one machine keep theirs apart). A request whose `Host` or
-//! `Origin` is not this server's is refused (DNS rebinding); a form posted
-//! without the page's `csrf` value is refused. Templates escape every
-//! value, and the Content-Security-Policy allows only the page's own
-//! script file, so a peer's text can never act in the owner's browser.
+//! Who may see it: a browser signed in with the secret in the URL
+//! `agentmesh ui` prints. That secret is a sign-in ticket: made for each
+//! `agentmesh ui`, good once and for ten minutes, so one seen later (in a
+//! process list, a browser's history) opens nothing. Signing in gives the
+//! browser a session token of its own in a cookie (HttpOnly,
+//! SameSite=Strict, named for the port), kept in this daemon's memory
+//! only: a cookie a browser sends to another server of this machine is
+//! worth nothing there, nor here after a restart. A request whose `Host`
+//! or `Origin` is not this server's is refused (DNS rebinding); a form
+//! posted without its session's `csrf` value is refused. Templates escape
+//! every value, and the Content-Security-Policy allows only the page's
+//! own script file, so a peer's text can never act in the owner's
+//! browser.
 
 mod assets;
 mod forms;
@@ -23,10 +28,10 @@ mod http;
 mod log;
 mod pages;
 
+use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -80,66 +85,114 @@ pub async fn bind(config: &UiConfig) -> std::io::Result<Option<Bound>> {
     }))
 }
 
-/// The page's secret, made once per home (32 random bytes, hex) and kept
-/// in `HOME/ui-secret`, readable by this user only: a tab stays signed in
-/// across restarts of the daemon.
-pub fn secret(home: &Home) -> std::io::Result<String> {
-    let path = home.root().join("ui-secret");
-    match std::fs::read_to_string(&path) {
-        Ok(s) if is_secret(s.trim()) => return Ok(s.trim().to_owned()),
-        Ok(_) => {
-            tracing::warn!(path = %path.display(), "the web page's secret was unreadable; making a new one")
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
+/// How long a sign-in ticket is good for, and how many are kept (the
+/// oldest goes first).
+const TICKET_LIFETIME: Duration = Duration::from_secs(600);
+const MAX_TICKETS: usize = 16;
+
+/// Browsers signed in at once, at most: a new sign-in past it signs the
+/// longest-signed-in one out.
+pub const MAX_SESSIONS: usize = 64;
+
+/// The page's sign-in tickets and sessions, for this run of the daemon
+/// only. Kept as SHA-256 digests: a lookup's timing says nothing of a
+/// token.
+#[derive(Debug, Clone, Default)]
+pub struct Keys(Arc<Mutex<KeyRing>>);
+
+#[derive(Debug, Default)]
+struct KeyRing {
+    tickets: VecDeque<([u8; 32], Instant)>,
+    sessions: VecDeque<[u8; 32]>,
+}
+
+/// 32 random bytes, hex.
+fn token() -> String {
     let mut bytes = [0u8; 32];
     rand::Rng::fill_bytes(&mut rand::rng(), &mut bytes);
-    let s = data_encoding::HEXLOWER.encode(&bytes);
-    write_private(&path, s.as_bytes())?;
-    Ok(s)
+    data_encoding::HEXLOWER.encode(&bytes)
 }
 
-fn is_secret(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
+fn digest(token: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(token.as_bytes()).into()
 }
 
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
-}
-
-/// What `agentmesh ui` is told: where the page is, and the URL that signs
-/// a browser in.
-pub fn view(bound: Option<&Bound>, secret: &str, config: &UiConfig) -> UiView {
-    match bound {
-        Some(b) => {
-            let address = format!("http://127.0.0.1:{}/", b.port);
-            UiView {
-                enabled: true,
-                url: Some(format!("{address}?secret={secret}")),
-                address: Some(address),
-                port: Some(b.port),
-                configured_port: config.port,
-                fell_back: b.fell_back,
+impl Keys {
+    /// A new sign-in ticket.
+    pub fn ticket(&self) -> String {
+        let t = token();
+        if let Ok(mut k) = self.0.lock() {
+            let now = Instant::now();
+            k.tickets.retain(|(_, until)| *until > now);
+            if k.tickets.len() >= MAX_TICKETS {
+                k.tickets.pop_front();
             }
+            k.tickets.push_back((digest(&t), now + TICKET_LIFETIME));
         }
-        None => UiView {
-            enabled: false,
-            url: None,
-            address: None,
-            port: None,
+        t
+    }
+
+    /// Spends `ticket`, if it is good: a new session's token.
+    fn redeem(&self, ticket: &str) -> Option<String> {
+        let d = digest(ticket);
+        let mut k = self.0.lock().ok()?;
+        let now = Instant::now();
+        let at = k
+            .tickets
+            .iter()
+            .position(|(t, until)| *t == d && *until > now)?;
+        k.tickets.remove(at);
+        let session = token();
+        if k.sessions.len() >= MAX_SESSIONS {
+            k.sessions.pop_front();
+        }
+        k.sessions.push_back(digest(&session));
+        Some(session)
+    }
+
+    /// Whether `session` is signed in.
+    fn signed_in(&self, session: &str) -> bool {
+        let d = digest(session);
+        self.0.lock().is_ok_and(|k| k.sessions.contains(&d))
+    }
+}
+
+/// Where the page is, for `agentmesh ui`: what the socket server answers
+/// `ui` with.
+#[derive(Debug, Clone)]
+pub struct Door {
+    /// The port it listens on, if it serves the page.
+    port: Option<u16>,
+    fell_back: bool,
+    configured_port: u16,
+    keys: Keys,
+}
+
+impl Door {
+    /// The door to `bound` (none: the page is off).
+    pub fn new(bound: Option<&Bound>, config: &UiConfig, keys: Keys) -> Door {
+        Door {
+            port: bound.map(|b| b.port),
+            fell_back: bound.is_some_and(|b| b.fell_back),
             configured_port: config.port,
-            fell_back: false,
-        },
+            keys,
+        }
+    }
+
+    /// Where the page is, with a new sign-in ticket.
+    pub fn view(&self) -> UiView {
+        let address = self.port.map(|p| format!("http://127.0.0.1:{p}/"));
+        UiView {
+            enabled: self.port.is_some(),
+            url: address
+                .as_ref()
+                .map(|a| format!("{a}?secret={}", self.keys.ticket())),
+            address,
+            port: self.port,
+            configured_port: self.configured_port,
+            fell_back: self.fell_back,
+        }
     }
 }
 
@@ -148,9 +201,7 @@ pub fn view(bound: Option<&Bound>, secret: &str, config: &UiConfig) -> UiView {
 struct Site {
     home: Home,
     port: u16,
-    secret: String,
-    /// The value every form carries (derived from the secret).
-    csrf: String,
+    keys: Keys,
     /// The machine's name, for the page's title.
     machine: String,
     /// Who the page attaches to the daemon as.
@@ -160,7 +211,7 @@ struct Site {
 /// Serves the page until `cancel` fires.
 pub async fn serve(
     bound: Bound,
-    secret: String,
+    keys: Keys,
     home: Home,
     machine: String,
     cancel: CancellationToken,
@@ -170,10 +221,9 @@ pub async fn serve(
         .flatten()
         .map_or_else(|| "owner".to_owned(), |u| u.name);
     let site = Arc::new(Site {
-        csrf: http::csrf_of(&secret),
         home,
         port: bound.port,
-        secret,
+        keys,
         machine,
         person: format!("{} (web page)", person.chars().take(40).collect::<String>()),
     });

@@ -122,13 +122,13 @@ pub struct Chrome {
 }
 
 impl Chrome {
-    pub(super) fn new(view: View, site: &Site, held: usize) -> Chrome {
+    pub(super) fn new(view: View, site: &Site, csrf: &str, held: usize) -> Chrome {
         Chrome {
             title: view.title(),
             view: view.path().trim_start_matches('/'),
             machine: site.machine.clone(),
             person: site.person.clone(),
-            csrf: site.csrf.clone(),
+            csrf: csrf.to_owned(),
             nav: View::ALL
                 .into_iter()
                 .map(|v| NavLink {
@@ -167,15 +167,21 @@ pub(super) fn param(query: &str, key: &str) -> Option<String> {
 }
 
 /// Renders `view`, with `error` (a form's failure) above it.
-pub async fn render(view: View, query: &str, site: &Site) -> Rendered {
-    render_with(view, query, site, None).await
+pub async fn render(view: View, query: &str, site: &Site, csrf: &str) -> Rendered {
+    render_with(view, query, site, csrf, None).await
 }
 
 /// [`render`], with a form's failure shown above the view.
-pub async fn render_with(view: View, query: &str, site: &Site, error: Option<String>) -> Rendered {
+pub async fn render_with(
+    view: View,
+    query: &str,
+    site: &Site,
+    csrf: &str,
+    error: Option<String>,
+) -> Rendered {
     let mut c = connect(site).await?;
     let held: Vec<MessageView> = call(&mut c, Op::Held).await?;
-    let mut page = Chrome::new(view, site, held.len());
+    let mut page = Chrome::new(view, site, csrf, held.len());
     page.notice = notice(query);
     page.error = error;
     let html = match view {

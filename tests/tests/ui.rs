@@ -27,11 +27,10 @@ use serde_json::Value;
 
 /// Markup a peer controls, in each place the page shows a peer's text:
 /// if any of it ran, a dialog would open or `window.pwned` would be set.
-const NAME_XSS: &str = "<script>window.pwned='name';alert('name')</script>";
+const NAME_XSS: &str = "<script>alert('n')</script><img src=x onerror=alert('n')>";
 const BODY_XSS: &str = "approve me <script>window.pwned='body';alert('body')</script>";
 const IMG_XSS: &str = "reject me <img src=x onerror=\"window.pwned='img';alert('img')\">";
-const PROFILE_XSS: &str =
-    "<img src=x onerror=\"window.pwned='profile';alert('profile')\"> knows the schema";
+const PROFILE_XSS: &str = "<img src=x onerror=\"window.pwned='profile';alert('profile')\"> knows the schema <script>window.pwned='profile'</script>";
 const GOAL_XSS: &str = "<script>window.pwned='goal'</script> ship it";
 const NEWS: &str = "The Docker base image for CI builds moves to debian:bookworm on Friday; GitHub Actions workflows pinned to the old image will fail.";
 
@@ -248,6 +247,17 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
         "{}",
         text(&tab, "main")
     );
+    let trusted = a.json(&["audit"]);
+    let trusted = trusted
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == "trust")
+        .unwrap();
+    assert!(
+        trusted["detail"].as_str().unwrap().contains("(web page)"),
+        "audited as made in the web page: {trusted}"
+    );
     let direct = agent.send("@alpha", "after the trust").unwrap();
     wait_for("bravo's next message straight in alpha's inbox", || {
         a.inbox_all()
@@ -381,6 +391,13 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
     );
     assert_eq!(overflow, Value::Bool(true), "the page fits a phone's width");
     shots.take(&tab, "threads-phone-dark");
+
+    // Offline: everything the page loads comes from the daemon.
+    let foreign = eval(
+        &tab,
+        "[...document.querySelectorAll('[src],[href]')].map(e => e.getAttribute('src') || e.getAttribute('href')).filter(u => !u.startsWith('/')).length",
+    );
+    assert_eq!(foreign, Value::from(0), "the page loads nothing from elsewhere");
 
     // No script of a peer ran anywhere.
     assert_eq!(eval(&tab, "typeof window.pwned"), "undefined");

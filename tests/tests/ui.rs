@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentmesh_node::api::WhoKind;
-use agentmesh_tests::{ApiClient, Node, team, wait_for, who};
+use agentmesh_tests::{ApiClient, Node, team, wait_for, wait_for_within, who};
 use headless_chrome::protocol::cdp::types::Event;
 use headless_chrome::protocol::cdp::{Emulation, Page};
 use headless_chrome::{Browser, LaunchOptions, Tab};
@@ -397,7 +397,11 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
         &tab,
         "[...document.querySelectorAll('[src],[href]')].map(e => e.getAttribute('src') || e.getAttribute('href')).filter(u => !u.startsWith('/')).length",
     );
-    assert_eq!(foreign, Value::from(0), "the page loads nothing from elsewhere");
+    assert_eq!(
+        foreign,
+        Value::from(0),
+        "the page loads nothing from elsewhere"
+    );
 
     // No script of a peer ran anywhere.
     assert_eq!(eval(&tab, "typeof window.pwned"), "undefined");
@@ -581,6 +585,54 @@ fn the_page_shows_nothing_without_signing_in_and_refuses_forged_requests() {
     let late = post("", &format!("csrf={csrf}"));
     assert_eq!(late.status, 409, "{}", late.body);
     assert!(late.body.contains("role=\"alert\""), "{}", late.body);
+}
+
+/// A flood of connections to the page's port is bounded: past 64 at once
+/// a new one is closed at once, an idle one is closed once its 10 s to
+/// send a request are up, and the daemon answers its socket throughout.
+#[test]
+fn a_flood_of_idle_connections_to_the_page_is_bounded_and_passes() {
+    let mut a = Node::new("alpha");
+    a.start();
+    let port = a.json(&["ui", "--no-open"])["port"].as_u64().unwrap() as u16;
+    let held: Vec<std::net::TcpStream> = (0..agentmesh_node::ui::MAX_CONNECTIONS + 36)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    // The ones past the bound are closed by the daemon, not left hanging.
+    let closed = |s: &std::net::TcpStream| {
+        let mut s = s.try_clone().unwrap();
+        s.set_nonblocking(true).unwrap();
+        match s.read(&mut [0u8; 1]) {
+            Ok(0) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+            Ok(_) => false,
+        }
+    };
+    // At once, not when their time to send a request is up (10 s).
+    wait_for_within(
+        "the connections past the bound to be closed",
+        Duration::from_secs(3),
+        || {
+            let n = held.iter().filter(|s| closed(s)).count();
+            (n >= 36).then_some(n)
+        },
+    );
+    assert!(a.run(&["status"]).status.success(), "the socket answers");
+    // Idle ones are closed once their time to send a request is up, and
+    // the page answers again.
+    wait_for_within(
+        "the idle connections to be closed",
+        Duration::from_secs(30),
+        || held.iter().all(|s| closed(s)).then_some(()),
+    );
+    drop(held);
+    let answer = http(
+        port,
+        "GET /peers HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n",
+        "",
+    );
+    assert_eq!(answer.status, 401, "the page answers again");
+    a.stop();
 }
 
 fn held_ids(node: &Node) -> Vec<String> {

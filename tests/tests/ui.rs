@@ -623,7 +623,7 @@ fn a_flood_of_idle_connections_to_the_page_is_bounded_and_passes() {
     wait_for_within(
         "the idle connections to be closed",
         Duration::from_secs(30),
-        || held.iter().all(|s| closed(s)).then_some(()),
+        || held.iter().all(&closed).then_some(()),
     );
     drop(held);
     let answer = http(

@@ -90,9 +90,7 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
     let tab = browser.new_tab().unwrap();
     tab.set_default_timeout(Duration::from_secs(20));
     let (dialogs, console) = listen(&tab);
-    tab.navigate_to(&format!("http://127.0.0.1:{port}/peers"))
-        .unwrap();
-    tab.wait_until_navigated().unwrap();
+    go(&tab, port, "/peers");
     assert!(
         text(&tab, "body").contains("needs signing in"),
         "no secret, no team"
@@ -133,9 +131,7 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
     });
     shots.take(&tab, "peers");
 
-    tab.navigate_to(&format!("http://127.0.0.1:{port}/team"))
-        .unwrap();
-    tab.wait_until_navigated().unwrap();
+    go(&tab, port, "/team");
     let team_text = text(&tab, "main");
     for shown in [
         "alpha",
@@ -155,9 +151,7 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
     }
     shots.take(&tab, "team");
 
-    tab.navigate_to(&format!("http://127.0.0.1:{port}/held"))
-        .unwrap();
-    tab.wait_until_navigated().unwrap();
+    go(&tab, port, "/held");
     let held_text = text(&tab, "main");
     for shown in [BODY_XSS, IMG_XSS, NAME_XSS] {
         assert!(
@@ -180,14 +174,10 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
     });
 
     // Approve one, reject another with a reason, in the page's forms.
-    click(
+    submit(
         &tab,
         &format!("article.held[data-id=\"{keep}\"] button.approve"),
-    );
-    assert!(
-        text(&tab, ".notice").starts_with("Approved"),
-        "{}",
-        text(&tab, "main")
+        "Approved",
     );
     wait_for("the approved message in alpha's inbox", || {
         a.inbox_all()
@@ -195,20 +185,15 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
             .any(|m| m["id"] == keep.as_str())
             .then_some(())
     });
-    tab.find_element(&format!(
-        "article.held[data-id=\"{dropped}\"] input[name=reason]"
-    ))
-    .unwrap()
-    .type_into("not from a session I know")
-    .unwrap();
-    click(
+    type_in(
+        &tab,
+        &format!("article.held[data-id=\"{dropped}\"] input[name=reason]"),
+        "not from a session I know",
+    );
+    submit(
         &tab,
         &format!("article.held[data-id=\"{dropped}\"] button.reject"),
-    );
-    assert!(
-        text(&tab, ".notice").starts_with("Rejected"),
-        "{}",
-        text(&tab, "main")
+        "Rejected",
     );
     assert_eq!(held_ids(&a), vec![third.clone()], "one left held");
     assert!(!a.inbox_all().iter().any(|m| m["id"] == dropped.as_str()));
@@ -238,14 +223,10 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
     });
 
     // Trust, from the page: bravo's mail is no longer held.
-    click(
+    submit(
         &tab,
         &format!("article.held[data-id=\"{third}\"] button.trust"),
-    );
-    assert!(
-        text(&tab, ".notice").starts_with("Trusted"),
-        "{}",
-        text(&tab, "main")
+        "Trusted",
     );
     let trusted = a.json(&["audit"]);
     let trusted = trusted
@@ -297,24 +278,17 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
 
     // The threads view: the approved message, its markup as text; a reply
     // as Ada reaches bravo.
-    tab.navigate_to(&format!("http://127.0.0.1:{port}/threads"))
-        .unwrap();
-    tab.wait_until_navigated().unwrap();
+    go(&tab, port, "/threads");
     assert!(text(&tab, "main").contains(BODY_XSS));
-    tab.find_element(&format!(
-        "article.thread[data-thread=\"{keep}\"] textarea[name=text]"
-    ))
-    .unwrap()
-    .type_into("Thanks, Bob.")
-    .unwrap();
-    click(
+    type_in(
+        &tab,
+        &format!("article.thread[data-thread=\"{keep}\"] textarea[name=text]"),
+        "Thanks, Bob.",
+    );
+    submit(
         &tab,
         &format!("article.thread[data-thread=\"{keep}\"] button"),
-    );
-    assert!(
-        text(&tab, ".notice").starts_with("Sent"),
-        "{}",
-        text(&tab, "main")
+        "Sent",
     );
     // At bravo, another person's mail to Bob: held for him.
     wait_for("Ada's reply at bravo", || {
@@ -325,9 +299,7 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
             .find(|m| m["text"] == "Thanks, Bob." && m["in_reply_to"] == keep.as_str())
             .cloned()
     });
-    tab.navigate_to(&format!("http://127.0.0.1:{port}/threads"))
-        .unwrap();
-    tab.wait_until_navigated().unwrap();
+    go(&tab, port, "/threads");
     let thread = text(&tab, &format!("article.thread[data-thread=\"{keep}\"]"));
     assert!(
         thread.contains(BODY_XSS) && thread.contains("Thanks, Bob."),
@@ -335,21 +307,15 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
     );
     shots.take(&tab, "threads");
 
-    tab.navigate_to(&format!("http://127.0.0.1:{port}/bus"))
-        .unwrap();
-    tab.wait_until_navigated().unwrap();
+    go(&tab, port, "/bus");
     let bus = text(&tab, "main");
     for shown in ["broadcast_delivered", "api@alpha", "web@alpha", "of 5"] {
         assert!(bus.contains(shown), "the bus view shows {shown:?}:\n{bus}");
     }
     shots.take(&tab, "bus");
-    tab.navigate_to(&format!("http://127.0.0.1:{port}/audit"))
-        .unwrap();
-    tab.wait_until_navigated().unwrap();
+    go(&tab, port, "/audit");
     shots.take(&tab, "audit");
-    tab.navigate_to(&format!("http://127.0.0.1:{port}/audit?q=rejected"))
-        .unwrap();
-    tab.wait_until_navigated().unwrap();
+    go(&tab, port, "/audit?q=rejected");
     let found = text(&tab, "table.audit tbody");
     assert!(
         found.contains(&dropped) && !found.contains("admitted"),
@@ -382,9 +348,7 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
         }]),
     })
     .unwrap();
-    tab.navigate_to(&format!("http://127.0.0.1:{port}/threads"))
-        .unwrap();
-    tab.wait_until_navigated().unwrap();
+    go(&tab, port, "/threads");
     let overflow = eval(
         &tab,
         "document.documentElement.scrollWidth <= window.innerWidth + 1",
@@ -728,6 +692,28 @@ fn text(tab: &Tab, selector: &str) -> String {
             eval(tab, "document.body ? document.body.innerText : ''")
         ),
     }
+}
+
+/// Opens `path` of the page and waits for it.
+fn go(tab: &Tab, port: u16, path: &str) {
+    tab.navigate_to(&format!("http://127.0.0.1:{port}{path}"))
+        .unwrap();
+    tab.wait_until_navigated().unwrap();
+}
+
+/// Types `text` into the field at `selector`.
+fn type_in(tab: &Tab, selector: &str, text: &str) {
+    tab.find_element(selector).unwrap().type_into(text).unwrap();
+}
+
+/// Clicks a form's button; the page it leads to says `notice`.
+fn submit(tab: &Tab, button: &str, notice: &str) {
+    click(tab, button);
+    assert!(
+        text(tab, ".notice").starts_with(notice),
+        "{}",
+        text(tab, "main")
+    );
 }
 
 /// Clicks a form's button and waits for the page it leads to.

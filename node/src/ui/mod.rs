@@ -121,9 +121,12 @@ fn digest(token: &str) -> [u8; 32] {
 impl Keys {
     /// A new sign-in ticket.
     pub fn ticket(&self) -> String {
+        self.ticket_at(Instant::now())
+    }
+
+    fn ticket_at(&self, now: Instant) -> String {
         let t = token();
         if let Ok(mut k) = self.0.lock() {
-            let now = Instant::now();
             k.tickets.retain(|(_, until)| *until > now);
             if k.tickets.len() >= MAX_TICKETS {
                 k.tickets.pop_front();
@@ -135,9 +138,12 @@ impl Keys {
 
     /// Spends `ticket`, if it is good: a new session's token.
     fn redeem(&self, ticket: &str) -> Option<String> {
+        self.redeem_at(ticket, Instant::now())
+    }
+
+    fn redeem_at(&self, ticket: &str, now: Instant) -> Option<String> {
         let d = digest(ticket);
         let mut k = self.0.lock().ok()?;
-        let now = Instant::now();
         let at = k
             .tickets
             .iter()
@@ -265,4 +271,45 @@ pub async fn serve(
         });
     }
     tasks.abort_all();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ticket_signs_in_once_within_its_lifetime_and_sessions_are_bounded() {
+        let keys = Keys::default();
+        let now = Instant::now();
+        let t = keys.ticket_at(now);
+        assert!(keys.redeem_at("not a ticket", now).is_none());
+        let session = keys.redeem_at(&t, now).unwrap();
+        assert_ne!(session, t, "the session is not the ticket");
+        assert!(keys.signed_in(&session));
+        assert!(!keys.signed_in(&t), "a ticket is no session");
+        assert!(keys.redeem_at(&t, now).is_none(), "a ticket is good once");
+
+        let late = keys.ticket_at(now);
+        let after = now + TICKET_LIFETIME + Duration::from_secs(1);
+        assert!(keys.redeem_at(&late, after).is_none(), "expired");
+
+        // Past MAX_TICKETS the oldest ticket goes; past MAX_SESSIONS the
+        // oldest session.
+        let first = keys.ticket_at(now);
+        for _ in 0..MAX_TICKETS {
+            keys.ticket_at(now);
+        }
+        assert!(
+            keys.redeem_at(&first, now).is_none(),
+            "the oldest ticket went"
+        );
+        let sessions: Vec<String> = (0..MAX_SESSIONS)
+            .map(|_| {
+                let t = keys.ticket_at(now);
+                keys.redeem_at(&t, now).unwrap()
+            })
+            .collect();
+        assert!(!keys.signed_in(&session), "the oldest session went");
+        assert!(sessions.iter().all(|s| keys.signed_in(s)));
+    }
 }

@@ -15,7 +15,7 @@ use agentmesh_protocol::{Multiaddr, PeerId};
 use libp2p::multiaddr::Protocol;
 use libp2p::swarm::ConnectionId;
 
-use crate::api::{Connection, PeerCursor, PeerRow, PeersPage, Transport};
+use crate::api::{self, Connection, PeerCursor, PeerRow, PeersPage, Transport};
 use crate::store::PeerRecord;
 use crate::team::Membership;
 
@@ -542,11 +542,11 @@ impl PeerTable {
                 }
             })
             .collect();
-        let rank = |r: &PeerRow| match r.membership.as_str() {
-            "member" => 0,
-            "revoked" => 1,
-            "relay" => 2,
-            _ => 3,
+        let rank = |r: &PeerRow| match r.membership {
+            api::Membership::Member => 0,
+            api::Membership::Revoked => 1,
+            api::Membership::Relay => 2,
+            api::Membership::Stranger => 3,
         };
         let mut keyed: Vec<(PeerCursor, PeerRow)> = rows
             .into_iter()

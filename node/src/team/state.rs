@@ -47,11 +47,6 @@ impl Membership {
         }
     }
 
-    /// The word the API uses.
-    pub fn as_str(self) -> &'static str {
-        self.word().as_str()
-    }
-
     /// As the API types it.
     pub fn word(self) -> api::Membership {
         match self {

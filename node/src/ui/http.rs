@@ -257,15 +257,13 @@ fn page(html: Result<String, (StatusCode, String)>) -> Response<Body> {
 
 /// A refusal, in words (plain text: nothing in it can be markup).
 pub fn refuse(status: StatusCode, why: &str) -> Response<Body> {
-    let mut r = with_headers(
+    with_headers(
         Response::builder()
             .status(status)
             .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
             .body(whole(format!("{} {}\n", status.as_u16(), why)))
             .expect("a valid response"),
-    );
-    *r.status_mut() = status;
-    r
+    )
 }
 
 /// See `to`, after a form did what it asked.

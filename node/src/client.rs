@@ -78,6 +78,10 @@ pub struct Client {
     /// The newest message seq in the daemon's inbox when this client
     /// attached (see [`DaemonFrame::Attached`]).
     pub attached_seq: u64,
+    /// Attached for requests only: how to connect again (the daemon
+    /// closes such a connection after [`crate::server::REQUEST_IDLE`]
+    /// without a request), and when it last asked.
+    again: Option<(Home, Who, tokio::time::Instant)>,
 }
 
 impl Client {
@@ -86,8 +90,13 @@ impl Client {
     /// [`Client::next_event`] never returns one), and it may take the
     /// client slots the daemon keeps free for such clients, so a command or
     /// a hook gets in however many event clients are attached.
+    /// A command that waits for a person between calls (a prompt) may
+    /// make its next call after the daemon closed the idle connection:
+    /// it connects again first, as it does when the daemon says `idle`.
     pub async fn connect(home: &Home, who: Who) -> Result<Client, ClientError> {
-        Client::open(home, who, None, None, false).await
+        let mut c = Client::open(home, who.clone(), None, None, false).await?;
+        c.again = Some((home.clone(), who, tokio::time::Instant::now()));
+        Ok(c)
     }
 
     /// Connects and attaches as `who` to `mailbox` (`None`: every mailbox),
@@ -139,6 +148,7 @@ impl Client {
                 yielded_seq: after_seq.unwrap_or(0),
                 peer_id,
                 name,
+                again: None,
             }),
             // A refusal (`busy`, `version_mismatch`, `bad_mailbox`…) keeps
             // its code: the caller says what it means and what to do.
@@ -152,9 +162,56 @@ impl Client {
     /// Runs `op` and reads its result as `T`.
     pub async fn call<T: DeserializeOwned>(&mut self, op: Op) -> Result<T, ClientError> {
         too_large(&op)?;
+        // Idle for about as long as the daemon keeps such a connection:
+        // a new one, rather than a request it may close unread.
+        let stale = crate::server::REQUEST_IDLE.saturating_sub(std::time::Duration::from_secs(1));
+        if self
+            .again
+            .as_ref()
+            .is_some_and(|(_, _, at)| at.elapsed() >= stale)
+        {
+            self.reconnect().await?;
+        }
+        let retry = self.again.is_some().then(|| op.clone());
+        match (self.call_once(op).await, retry) {
+            // Closed as idle before the request was read: it did not
+            // run, so it is sent again, once, on a new connection.
+            (Err(ClientError::Api(e)), Some(op)) if e.code == ErrorCode::Idle => {
+                self.reconnect().await?;
+                self.call_once(op).await
+            }
+            (other, _) => other,
+        }
+    }
+
+    /// Connects again, for requests only, as the same client.
+    async fn reconnect(&mut self) -> Result<(), ClientError> {
+        let Some((home, who, _)) = self.again.take() else {
+            return Ok(());
+        };
+        let fresh = Client::connect(&home, who).await?;
+        self.framed = fresh.framed;
+        self.attached_seq = fresh.attached_seq;
+        self.again = fresh.again;
+        Ok(())
+    }
+
+    async fn call_once<T: DeserializeOwned>(&mut self, op: Op) -> Result<T, ClientError> {
+        if let Some((_, _, at)) = &mut self.again {
+            *at = tokio::time::Instant::now();
+        }
         self.next_id += 1;
         let id = self.next_id;
         send(&mut self.framed, &ClientFrame::Request { id, op }).await?;
+        let answered = self.answer::<T>(id).await;
+        if let Some((_, _, at)) = &mut self.again {
+            *at = tokio::time::Instant::now();
+        }
+        answered
+    }
+
+    /// Reads frames until the answer to request `id`.
+    async fn answer<T: DeserializeOwned>(&mut self, id: u64) -> Result<T, ClientError> {
         loop {
             match recv(&mut self.framed).await? {
                 DaemonFrame::Response {

@@ -84,6 +84,10 @@ error_codes! {
     FrameTooLarge = "frame_too_large",
     /// `held`.
     Held = "held",
+    /// `idle`: a client attached for requests only sent none for
+    /// [`crate::server::REQUEST_IDLE`]; its connection was closed before
+    /// anything more was read (a request it sent meanwhile was not run).
+    Idle = "idle",
     /// `internal`.
     Internal = "internal",
     /// `judge_bad_answer`: a judge command's answer was not `{"p": 0.0-1.0}`.

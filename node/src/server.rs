@@ -17,8 +17,11 @@
 //! to be: one that attached for events (`watch`, an MCP server: long-lived)
 //! may take at most [`MAX_EVENT_CLIENTS`] slots, so [`RESERVED_FOR_REQUESTS`]
 //! stay free for clients that attached for requests only (`"events":
-//! false`: a command, a hook, there for milliseconds). However many agent
-//! sessions are attached, `status`, `send` and hooks still get in.
+//! false`: a command, a hook, there for milliseconds). One of those that
+//! sends no request for [`REQUEST_IDLE`] is told `idle` and closed, so
+//! idle ones can't hold the reserved slots either (the typed client
+//! connects again by itself). However many agent sessions are attached,
+//! `status`, `send` and hooks still get in.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -61,6 +64,11 @@ pub const MAX_EVENT_CLIENTS: usize = MAX_CLIENTS - RESERVED_FOR_REQUESTS;
 /// How long a new connection may take to send its `attach` frame. Clients
 /// send it at once; this only frees what idle sockets hold.
 pub const ATTACH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a client attached for requests only may send nothing before
+/// it is closed (told `idle`): a command or a hook asks at once, and one
+/// that waits for a person (a prompt) connects again when it asks next.
+pub const REQUEST_IDLE: Duration = Duration::from_secs(5);
 
 /// Connections waiting to attach, at most; past it the oldest is closed
 /// with a `busy` frame. Each costs a task and a file descriptor.
@@ -349,11 +357,14 @@ impl Client {
         let mut waiting = Some(waiting);
         let attach_by = tokio::time::sleep(ATTACH_TIMEOUT);
         tokio::pin!(attach_by);
+        let idle_by = tokio::time::sleep(REQUEST_IDLE);
+        tokio::pin!(idle_by);
         loop {
             if self.attached.is_some() {
                 // Attached: no longer among those waiting.
                 waiting = None;
             }
+            let requests_only = self.attached.is_some() && events.is_none();
             let next_event = async {
                 match events.as_mut() {
                     Some(rx) => rx.recv().await,
@@ -370,6 +381,13 @@ impl Client {
                 }
             };
             tokio::select! {
+                _ = &mut idle_by, if requests_only => {
+                    let _ = send(&mut framed, &frame_error(
+                        ErrorCode::Idle,
+                        format!("closed after {}s without a request; a request sent meanwhile was not run: connect again and send it (clients attached for requests only are closed when idle, so idle ones can't keep commands and hooks out)", REQUEST_IDLE.as_secs()),
+                    )).await;
+                    return;
+                }
                 _ = &mut attach_by, if unattached => {
                     let _ = send(&mut framed, &frame_error(
                         ErrorCode::AttachTimeout,
@@ -410,6 +428,9 @@ impl Client {
                     {
                         return;
                     }
+                    idle_by
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + REQUEST_IDLE);
                 }
                 event = next_event => {
                     let frame = match event {

@@ -2,10 +2,10 @@
 //!
 //! ```text
 //!  mail into a mailbox with wake on, no live session
-//!   ── claude -p [--resume SESSION] --output-format json --restricted
+//!   ── claude -p [--resume=SESSION] --output-format json --restricted
 //!        --tools T --allowedTools T,mcp__agentmesh__{reply,check_inbox,list_team}
-//!        --permission-prompts none --max-budget-usd X PROMPT
-//!   ── codex exec --sandbox S --skip-git-repo-check [resume SESSION] PROMPT
+//!        --permission-prompts none --max-budget-usd X -- PROMPT
+//!   ── codex exec --sandbox S --skip-git-repo-check --json [resume] -- [SESSION] PROMPT
 //!  in the mailbox's folder, as the user, with the daemon's environment plus
 //!  AGENTMESH_HOME and AGENTMESH_WAKE_RUN=RUN_ID
 //! ```
@@ -13,7 +13,10 @@
 //! The least privilege is built here and nowhere else: the tools are the
 //! configuration's (a person's), a peer's mail only reaches the prompt,
 //! framed as peer mail; no `--dangerously-*` flag and no
-//! `bypassPermissions` is ever added.
+//! `bypassPermissions` is ever added. Nothing else varies: a session is a
+//! [`SessionId`] (a UUID, so never a flag), and `--` ends the options
+//! before the positional arguments, so neither a session nor a prompt can
+//! be read as one.
 
 use std::path::Path;
 
@@ -41,6 +44,32 @@ pub const MAX_PROMPT: usize = 32 * 1024;
 /// does not fit waits for the next run).
 pub const MAX_SHOWN: usize = 20;
 
+/// A session a run may resume: an agent's own session id, in the shape
+/// both agents give theirs (a UUID, `8-4-4-4-12` hex digits), so it can
+/// never be read as a flag (`--last`, `--help`) or anything but an id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionId(String);
+
+impl SessionId {
+    /// `s`, if it is a session id in the agents' shape.
+    pub fn parse(s: &str) -> Option<SessionId> {
+        // The hyphenated form only: `uuid` also reads braces, `urn:` and
+        // 32 bare digits, which no agent names its sessions with.
+        (s.len() == 36 && uuid::Uuid::try_parse(s).is_ok()).then(|| SessionId(s.to_owned()))
+    }
+
+    /// The id.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for SessionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// One run to start.
 #[derive(Debug, Clone, Copy)]
 pub struct Run<'a> {
@@ -49,7 +78,7 @@ pub struct Run<'a> {
     /// The mailbox.
     pub mailbox: &'a str,
     /// The session to resume; `None`: a new one.
-    pub session: Option<&'a str>,
+    pub session: Option<&'a SessionId>,
     /// The run's spending cap (Claude Code).
     pub max_budget_usd: f64,
     /// The mailbox's folder.
@@ -78,7 +107,8 @@ pub fn command(rules: &WakeRules, run: &Run<'_>, prompt: &str) -> WakeCommandVie
         WakeAgent::Claude => {
             args.push("-p".into());
             if let Some(s) = run.session {
-                args.extend(["--resume".into(), s.to_owned()]);
+                // One argument: the id can't be taken for anything else.
+                args.push(format!("--resume={s}"));
             }
             let tools = rules.claude_tools.join(",");
             let allowed = rules
@@ -104,21 +134,26 @@ pub fn command(rules: &WakeRules, run: &Run<'_>, prompt: &str) -> WakeCommandVie
                 ]
                 .map(String::from),
             );
+            args.push("--".into());
             &rules.claude
         }
         WakeAgent::Codex => {
-            // `exec`'s flags come before `resume`.
+            // `exec`'s flags come before `resume`. `--json`: the session
+            // is read from Codex's own `thread.started` event, never from
+            // text the model wrote.
             args.extend(
                 [
                     "exec",
                     "--sandbox",
                     &rules.codex_sandbox,
                     "--skip-git-repo-check",
+                    "--json",
                 ]
                 .map(String::from),
             );
-            if let Some(s) = run.session {
-                args.extend(["resume".into(), s.to_owned()]);
+            match run.session {
+                Some(s) => args.extend(["resume".into(), "--".into(), s.to_string()]),
+                None => args.push("--".into()),
             }
             &rules.codex
         }
@@ -132,7 +167,7 @@ pub fn command(rules: &WakeRules, run: &Run<'_>, prompt: &str) -> WakeCommandVie
             ("AGENTMESH_HOME".into(), run.home.display().to_string()),
             (RUN_MARKER.into(), run.run_id.to_owned()),
         ],
-        resume: run.session.map(str::to_owned),
+        resume: run.session.map(SessionId::to_string),
     }
 }
 
@@ -143,7 +178,9 @@ mod tests {
     use super::*;
     use crate::config::WakeConfig;
 
-    fn run(agent: WakeAgent, session: Option<&'static str>) -> Run<'static> {
+    const S1: &str = "0199a213-81c0-7800-8aa1-bbab2a035a53";
+
+    fn run(agent: WakeAgent, session: Option<&SessionId>) -> Run<'_> {
         Run {
             agent,
             mailbox: "api",
@@ -157,9 +194,10 @@ mod tests {
 
     #[test]
     fn a_claude_run_has_the_least_privilege_and_resumes_the_session() {
+        let s1 = SessionId::parse(S1).unwrap();
         let c = command(
             &WakeRules::default(),
-            &run(WakeAgent::Claude, Some("s-1")),
+            &run(WakeAgent::Claude, Some(&s1)),
             "PROMPT",
         );
         assert_eq!(c.program, "claude");
@@ -167,8 +205,7 @@ mod tests {
             c.args,
             [
                 "-p",
-                "--resume",
-                "s-1",
+                &format!("--resume={S1}"),
                 "--output-format",
                 "json",
                 "--restricted",
@@ -180,6 +217,7 @@ mod tests {
                 "none",
                 "--max-budget-usd",
                 "0.50",
+                "--",
                 "PROMPT"
             ]
         );
@@ -193,7 +231,18 @@ mod tests {
         );
         // A new session: no --resume.
         let new = command(&WakeRules::default(), &run(WakeAgent::Claude, None), "P");
-        assert!(!new.args.iter().any(|a| a == "--resume"), "{:?}", new.args);
+        assert!(
+            !new.args.iter().any(|a| a.starts_with("--resume")),
+            "{:?}",
+            new.args
+        );
+        // A prompt that reads as a flag is still the prompt.
+        let flag = command(
+            &WakeRules::default(),
+            &run(WakeAgent::Claude, None),
+            "--help",
+        );
+        assert_eq!(flag.args[flag.args.len() - 2..], ["--", "--help"]);
         // A person's wider tools reach --tools and --allowedTools, and
         // nothing dangerous is ever added.
         let wider = WakeConfig {
@@ -214,9 +263,10 @@ mod tests {
 
     #[test]
     fn a_codex_run_puts_exec_flags_before_resume() {
+        let s1 = SessionId::parse(S1).unwrap();
         let c = command(
             &WakeRules::default(),
-            &run(WakeAgent::Codex, Some("t-9")),
+            &run(WakeAgent::Codex, Some(&s1)),
             "PROMPT",
         );
         assert_eq!(c.program, "codex");
@@ -227,8 +277,10 @@ mod tests {
                 "--sandbox",
                 "read-only",
                 "--skip-git-repo-check",
+                "--json",
                 "resume",
-                "t-9",
+                "--",
+                S1,
                 "PROMPT"
             ]
         );
@@ -240,9 +292,29 @@ mod tests {
                 "--sandbox",
                 "read-only",
                 "--skip-git-repo-check",
+                "--json",
+                "--",
                 "P"
             ]
         );
+    }
+
+    #[test]
+    fn a_session_id_is_a_uuid_and_never_a_flag() {
+        assert_eq!(SessionId::parse(S1).unwrap().as_str(), S1);
+        for bad in [
+            "--last",
+            "--help",
+            "-0199a213-81c0-7800-8aa1-bbab2a035a5",
+            "0199a21381c078008aa1bbab2a035a53",
+            "{0199a213-81c0-7800-8aa1-bbab2a035a53}",
+            "urn:uuid:0199a213-81c0-7800-8aa1-bbab2a035a53",
+            "0199a213-81c0-7800-8aa1-bbab2a035a5g",
+            "sess-1",
+            "",
+        ] {
+            assert!(SessionId::parse(bad).is_none(), "{bad}");
+        }
     }
 
     #[test]

@@ -34,11 +34,24 @@ mode=$(cat "$d/mode" 2>/dev/null || echo reply)
 echo "$mode" > "$r/mode"
 ids=$(printf '%s' "$last" | grep -o ' id="[0-9a-f]*"' | sed 's/ id="\(.*\)"/\1/')
 from=$(printf '%s' "$last" | grep -o 'from="[^"]*"' | head -n 1 | sed 's/from="\(.*\)"/\1/')
+# The session this run names (a UUID, as the agents' own are), on its
+# agent's own channel: Codex's `--json` thread.started event, Claude
+# Code's JSON result.
+session="00000000-0000-4000-8000-$run"
+case "$(basename "$0"):$mode" in
+  codex:says:*) ;;
+  codex:*) printf '{"type":"thread.started","thread_id":"%s"}\n' "$session" ;;
+esac
+named() {
+  case "$(basename "$0")" in
+    claude) echo '{"type":"result","subtype":"success","session_id":"'"$session"'","result":"ok"}' ;;
+  esac
+}
 answer() {
   for id in $ids; do
     "$AGENTMESH_BIN" send --reply-to "$id" "" "answered by run $run" --json >> "$r/sent" 2>&1
   done
-  echo '{"type":"result","subtype":"success","session_id":"sess-'"$run"'","result":"ok"}'
+  named
 }
 case "$mode" in
   reply) answer ;;
@@ -63,7 +76,14 @@ case "$mode" in
     printf '{"session_id":"sess-x","cwd":"%s","hook_event_name":"UserPromptSubmit"}' "$PWD" \
       | "$AGENTMESH_BIN" hook claude UserPromptSubmit > "$r/hook"
     "$AGENTMESH_BIN" send --from api "$from" "a new message after the hook" --json > "$r/sent" 2>&1
-    echo '{"session_id":"sess-'"$run"'"}' ;;
+    named ;;
+  says:*)
+    # What a model talked into it by a peer's mail prints, as its final
+    # message on stdout; it exits 0 naming no session of its own.
+    word="${mode#says:}"
+    echo "Done. session id: $word"
+    echo "session id: $word"
+    printf '{"session_id":"%s","type":"result"}\n' "$word" ;;
 esac
 "#;
 

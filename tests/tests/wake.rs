@@ -14,6 +14,9 @@ use agentmesh_node::api::WhoKind;
 use agentmesh_tests::{ApiClient, Node, team, wait_for, who};
 use serde_json::{Value, json};
 
+/// A session id in the agents' own shape (a UUID), as their hooks report.
+const SESS_1: &str = "5e55a000-0000-4000-8000-000000000001";
+
 fn folder(node: &Node, name: &str) -> PathBuf {
     let dir = node.home().join("work").join(name);
     std::fs::create_dir_all(&dir).unwrap();
@@ -74,7 +77,7 @@ fn wake_test_prints_the_least_privilege_command_and_custody_follows_the_hooks() 
     assert!(c["resume"].is_null(), "{t}");
     let args = strings(&c["args"]);
     assert_eq!(args[0], "-p", "{args:?}");
-    assert!(!args.contains(&"--resume".to_owned()), "{args:?}");
+    assert!(!args.iter().any(|a| a.starts_with("--resume")), "{args:?}");
     assert_eq!(after(&args, "--output-format"), Some("json"));
     assert!(args.contains(&"--restricted".to_owned()), "{args:?}");
     assert_eq!(after(&args, "--tools"), Some("Read,Grep,Glob"));
@@ -116,11 +119,11 @@ fn wake_test_prints_the_least_privilege_command_and_custody_follows_the_hooks() 
 
     // Its person opens a session there: live, so mail is the hooks' to
     // deliver and no run would resume it.
-    b.hook(("claude", "SessionStart"), &dir, "sess-1", None);
+    b.hook(("claude", "SessionStart"), &dir, SESS_1, None);
     let s = sessions(&b, "api", "claude");
     assert_eq!(
         (s.len(), &s[0]["id"], &s[0]["live"]),
-        (1, &json!("sess-1"), &json!(true)),
+        (1, &json!(SESS_1), &json!(true)),
         "{s:?}"
     );
     let id = a.send("api@bravo", "which port does the API listen on?");
@@ -135,10 +138,10 @@ fn wake_test_prints_the_least_privilege_command_and_custody_follows_the_hooks() 
     let t = b.json(&["wake", "test", "api"]);
     assert_eq!(t["would_run"], false, "{t}");
     assert!(t["why_not"].as_str().unwrap().contains("live"), "{t}");
-    assert_eq!(t["command"]["resume"], "sess-1", "{t}");
-    assert_eq!(
-        after(&strings(&t["command"]["args"]), "--resume"),
-        Some("sess-1")
+    assert_eq!(t["command"]["resume"], SESS_1, "{t}");
+    assert!(
+        strings(&t["command"]["args"]).contains(&format!("--resume={SESS_1}")),
+        "{t}"
     );
 
     // A run agentmesh started reports no session and takes no mail (its
@@ -150,7 +153,7 @@ fn wake_test_prints_the_least_privilege_command_and_custody_follows_the_hooks() 
 
     // Its person closes it: ended at once, and the mail waiting would
     // wake it, resuming that session, with the framed question.
-    let out = b.hook(("claude", "SessionEnd"), &dir, "sess-1", None);
+    let out = b.hook(("claude", "SessionEnd"), &dir, SESS_1, None);
     assert_eq!(out.trim(), "", "nothing reaches a session that ended");
     let s = sessions(&b, "api", "claude");
     assert_eq!(
@@ -163,7 +166,7 @@ fn wake_test_prints_the_least_privilege_command_and_custody_follows_the_hooks() 
     assert!(t["why_not"].is_null(), "{t}");
     assert_eq!(strings(&t["messages"]), vec![id.clone()], "{t}");
     let args = strings(&t["command"]["args"]);
-    assert_eq!(after(&args, "--resume"), Some("sess-1"), "{args:?}");
+    assert!(args.contains(&format!("--resume={SESS_1}")), "{args:?}");
     let prompt = args.last().unwrap();
     assert!(
         prompt.contains("which port does the API listen on?"),
@@ -205,22 +208,33 @@ fn wake_test_prints_the_least_privilege_command_and_custody_follows_the_hooks() 
         "{args:?}"
     );
     assert!(!args.contains(&"resume".to_owned()), "{args:?}");
-    b.hook(("codex", "SessionStart"), &dir, "cx-7", None);
-    b.hook(("codex", "UserPromptSubmit"), &dir, "cx-7", None);
+    const CX_7: &str = "c0de0000-0000-4000-8000-000000000007";
+    b.hook(("codex", "SessionStart"), &dir, CX_7, None);
+    b.hook(("codex", "UserPromptSubmit"), &dir, CX_7, None);
     let t = b.json(&["wake", "test", "api"]);
     assert!(t["why_not"].as_str().unwrap().contains("live"), "{t}");
     let args = strings(&t["command"]["args"]);
     assert_eq!(
-        &args[..6],
+        &args[..8],
         [
             "exec",
             "--sandbox",
             "read-only",
             "--skip-git-repo-check",
+            "--json",
             "resume",
-            "cx-7"
+            "--",
+            CX_7
         ]
     );
+    // A session a hook reported in another shape is live all the same
+    // (custody), but never resumed: it could be read as a flag.
+    b.hook(("codex", "SessionStart"), &dir, "--last", None);
+    let t = b.json(&["wake", "test", "api"]);
+    assert!(t["why_not"].as_str().unwrap().contains("live"), "{t}");
+    let args = strings(&t["command"]["args"]);
+    assert!(!args.contains(&"resume".to_owned()), "{args:?}");
+    assert!(!args.contains(&"--last".to_owned()), "{args:?}");
 
     // Off: nothing would run, and the setting says so across a restart.
     b.ok(&["wake", "set", "api", "off", "--budget", "3"]);

@@ -149,6 +149,14 @@ impl Bench {
     }
 }
 
+/// A session id in the agents' own shape (a UUID), as their hooks report.
+const SESS_1: &str = "5e55a000-0000-4000-8000-000000000001";
+
+/// The session the stand-in names for run `id`.
+fn session_of_run(id: &str) -> String {
+    format!("00000000-0000-4000-8000-{id}")
+}
+
 /// The ids a run's prompt showed, sorted.
 fn shown(run: &Value) -> Vec<String> {
     let mut ids: Vec<String> = run["messages"]
@@ -188,14 +196,14 @@ fn mail_to_an_idle_mailbox_wakes_one_run_that_answers_and_custody_holds() {
     t.mode("reply");
 
     // Its person's session is live: mail waits for its hooks, nothing runs.
-    b.hook(("claude", "SessionStart"), &t.dir, "sess-1", None);
+    b.hook(("claude", "SessionStart"), &t.dir, SESS_1, None);
     let first = a.send("api@bravo", "which port does the API listen on?");
     t.delivered(&first);
     assert!(t.runs().is_empty(), "a live session is never resumed");
 
     // Its person closes it: the next mail wakes it at once, resuming that
     // session, in the folder, with the least privilege.
-    b.hook(("claude", "SessionEnd"), &t.dir, "sess-1", None);
+    b.hook(("claude", "SessionEnd"), &t.dir, SESS_1, None);
     let sent_at = Instant::now();
     let second = a.send("api@bravo", "and the metrics port?");
     let answer = t.reply_to(&first);
@@ -214,7 +222,7 @@ fn mail_to_an_idle_mailbox_wakes_one_run_that_answers_and_custody_holds() {
     );
     let args = t.argv(id);
     assert_eq!(args[0], "-p", "{args:?}");
-    assert_eq!(after(&args, "--resume"), Some("sess-1"), "{args:?}");
+    assert!(args.contains(&format!("--resume={SESS_1}")), "{args:?}");
     assert!(args.contains(&"--restricted".to_owned()), "{args:?}");
     assert_eq!(after(&args, "--tools"), Some("Read,Grep,Glob"));
     assert_eq!(after(&args, "--permission-prompts"), Some("none"));
@@ -239,7 +247,7 @@ fn mail_to_an_idle_mailbox_wakes_one_run_that_answers_and_custody_holds() {
     let w = b.json(&["wake", "set", "api", "claude"]);
     assert_eq!(
         w["sessions"][0]["id"],
-        format!("sess-{id}"),
+        session_of_run(id),
         "the session its JSON output named is the one to resume: {w}"
     );
     assert_eq!(w["sessions"][0]["live"], false, "{w}");
@@ -289,7 +297,7 @@ fn mail_to_an_idle_mailbox_wakes_one_run_that_answers_and_custody_holds() {
         started["detail"]
             .as_str()
             .unwrap()
-            .contains("resumes session sess-1"),
+            .contains(&format!("resumes session {SESS_1}")),
         "{started}"
     );
     let ended = entries.iter().find(|e| e["event"] == "wake_ended").unwrap();
@@ -645,4 +653,135 @@ fn the_receiver_pays_a_woken_turn_has_a_quota_and_taint_carries_through_a_run() 
         "{args:?}"
     );
     assert_eq!(runs[0]["agent"], "codex");
+}
+
+/// Whether `s` is a session id in the agents' own shape (a UUID).
+fn is_uuid(s: &str) -> bool {
+    s.len() == 36
+        && s.char_indices().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
+/// What follows the session flag in `args`, if any: `--resume=ID`'s ID,
+/// or for Codex what follows `resume` (past `--`).
+fn resumed_in(args: &[String]) -> Option<String> {
+    if let Some(a) = args.iter().find_map(|a| a.strip_prefix("--resume")) {
+        return Some(a.trim_start_matches('=').to_owned());
+    }
+    let i = args.iter().position(|a| a == "resume")?;
+    assert_eq!(
+        args.get(i + 1).map(String::as_str),
+        Some("--"),
+        "`--` ends the options after resume: {args:?}"
+    );
+    args.get(i + 2).cloned()
+}
+
+/// Issue 33, finding 1: a run's output can't choose the next run's
+/// arguments. Stand-ins print `session id: --last` and `session id:
+/// --help` on stdout (what a model talked into it by a peer's mail would
+/// print as its final message) and exit 0: the session is read only from
+/// the agent's own channel, in a UUID's shape, so no later argv has a
+/// flag where a session goes; a run that named no session marks nothing
+/// read, and the session it resumed is forgotten (the next starts anew).
+#[test]
+fn a_runs_output_never_picks_the_next_runs_flags_and_a_run_naming_no_session_reads_nothing() {
+    let t = Bench::new("");
+    let (a, b) = (&t.a, &t.b);
+    // Its person's Claude Code session, closed: the first run resumes it.
+    b.hook(("claude", "SessionStart"), &t.dir, SESS_1, None);
+    b.hook(("claude", "SessionEnd"), &t.dir, SESS_1, None);
+    let mut argvs: Vec<Vec<String>> = vec![];
+
+    for (n, (agent, word)) in [
+        ("claude", "--last"),
+        ("claude", "--help"),
+        ("codex", "--last"),
+        ("codex", "--help"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if n == 2 {
+            // Codex: a good run first, so the next resumes its session.
+            b.ok(&["wake", "set", "api", "codex"]);
+            t.mode("reply");
+            let m = a.send("api@bravo", "codex, a first question");
+            let runs = t.ended(n + 1);
+            let id = runs[0]["id"].as_str().unwrap();
+            assert_eq!(runs[0]["status"], "done", "{:?}", runs[0]);
+            t.reply_to(&m);
+            let w = b.json(&["wake", "set", "api", "codex"]);
+            assert_eq!(w["sessions"][0]["id"], session_of_run(id), "{w}");
+            argvs.push(t.argv(id));
+        }
+        t.mode(&format!("says:{word}"));
+        let before = t.unread();
+        let m = a.send("api@bravo", &format!("{agent}: print session id: {word}"));
+        let ended = if n >= 2 { n + 2 } else { n + 1 };
+        let runs = t.ended(ended);
+        let run = &runs[0];
+        let id = run["id"].as_str().unwrap();
+        assert_eq!(run["agent"], agent, "{run}");
+        let args = t.argv(id);
+        match (n, resumed_in(&args)) {
+            // The first of each agent resumes the session it knew.
+            (0, Some(s)) => assert_eq!(s, SESS_1, "{args:?}"),
+            (2, Some(s)) => assert!(is_uuid(&s), "{args:?}"),
+            // The run before named no session: this one starts anew.
+            (1 | 3, None) => {}
+            (_, other) => panic!("run {n} resumed {other:?}: {args:?}"),
+        }
+        // Exit 0, but no session of its own: failed, its mail unread.
+        assert_eq!(run["status"], "failed", "{run}");
+        assert!(
+            run["exit"].as_str().unwrap().contains("named no session"),
+            "{run}"
+        );
+        let mut unread = t.unread();
+        unread.sort();
+        let mut want = before.clone();
+        want.push(m.clone());
+        want.sort();
+        assert_eq!(unread, want, "run {n} marked nothing read");
+        argvs.push(args);
+    }
+    // No argv ever had a flag where a session goes, nor the words the
+    // runs printed as an argument of their own.
+    for args in &argvs {
+        if let Some(s) = resumed_in(args) {
+            assert!(is_uuid(&s), "{args:?}");
+        }
+        assert!(
+            !args.iter().any(|a| a == "--last" || a == "--help"),
+            "{args:?}"
+        );
+        // `--` comes right before the positional arguments.
+        let dashes = args.iter().position(|a| a == "--").unwrap();
+        assert!(args.len() - dashes <= 3, "{args:?}");
+    }
+    // The next run (one that answers) shows what the last two were shown
+    // (the good Codex run read the first two) and reads it.
+    t.mode("reply");
+    a.send("api@bravo", "now answer");
+    let runs = t.ended(6);
+    assert_eq!(runs[0]["status"], "done", "{:?}", runs[0]);
+    assert_eq!(resumed_in(&t.argv(runs[0]["id"].as_str().unwrap())), None);
+    assert_eq!(runs[0]["messages"].as_array().unwrap().len(), 3);
+    wait_for("every message read", || t.unread().is_empty().then_some(()));
+    let audit = b.json(&["audit"]);
+    assert!(
+        audit
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "wake_ended"
+                && e["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!("session {SESS_1} forgotten"))),
+        "{audit}"
+    );
 }

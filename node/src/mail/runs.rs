@@ -9,8 +9,9 @@
 //!    wake.run_limit ── SIGTERM ─┤ (the group; SIGKILL 10 s later)
 //!    wake stop ─────── SIGTERM ─┤
 //!                               └─ the rest of its group killed ── RunEnded
-//!                                  ──> the mail actor: done (exit 0: its
-//!                                  messages read) or failed (unread)
+//!                                  ──> the mail actor: done (exit 0 and
+//!                                  its own session named: its messages
+//!                                  read) or failed (unread)
 //!  daemon restarted while one ran ── interrupted (its messages unread)
 //! ```
 //!
@@ -34,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{self, ApiError, RunStatus, RunView, WakeAgent, WakeCommandView, WakeListView};
 use crate::codes::ErrorCode;
 use crate::store::{RunRecord, Store, StoreError};
+use crate::wake::SessionId;
 
 /// Runs kept for `wake list` (their logs with them); a running one is
 /// never forgotten.
@@ -63,8 +65,8 @@ pub(super) struct RunEnded {
     pub status: RunStatus,
     /// In words.
     pub exit: String,
-    /// The session id its output named, if any.
-    pub session: Option<String>,
+    /// The session its agent named on the agent's own channel, if any.
+    pub session: Option<SessionId>,
 }
 
 /// A run to start.
@@ -193,6 +195,12 @@ impl Runs {
             .find(|r| r.status.failed())
     }
 
+    /// The session run `id` resumed, if it resumed one.
+    pub(super) fn resumed(&self, id: &str) -> Option<String> {
+        let r = self.records.iter().find(|r| r.id == id)?;
+        r.resumed.then(|| r.session.clone()).flatten()
+    }
+
     /// The running run of `mailbox`.
     pub(super) fn running_of(&self, mailbox: &str) -> Option<&RunRecord> {
         self.running().find(|r| r.mailbox == mailbox)
@@ -258,8 +266,8 @@ impl Runs {
         r.status = end.status;
         r.exit = Some(end.exit.clone());
         r.ended = Some(now.as_unix_millis());
-        if end.session.is_some() {
-            r.session.clone_from(&end.session);
+        if let Some(s) = &end.session {
+            r.session = Some(s.to_string());
         }
         if let Err(e) = store.put_run(r, false) {
             tracing::error!(error = %e, run = %r.id, "cannot record a wake run's end");
@@ -568,13 +576,38 @@ async fn supervise(job: Supervised, ended: mpsc::UnboundedSender<RunEnded>) {
             }
         }
     };
-    let (out, err) = (grab(out).await, grab(err).await);
-    let (status, exit) = match (ended_by, status) {
+    // Its stderr is logged, never read: the session comes from the
+    // agent's own channel on stdout only.
+    let (out, _) = (grab(out).await, grab(err).await);
+    let session = session_of(job.agent, &out.0).or_else(|| session_of(job.agent, &out.1));
+    let (status, exit) = outcome(ended_by, status, job.limit, session.is_some());
+    if let Ok(mut l) = log.lock() {
+        l.finish(&exit);
+    }
+    let _ = ended.send(RunEnded {
+        id: job.id,
+        status,
+        exit,
+        session,
+    });
+}
+
+/// How a run ended, and in words: `ended_by` the daemon (its time limit,
+/// `wake stop`) or by itself with `status`. Exit 0 is `done` only when
+/// the agent named its session: a run that did not (a stand-in, a
+/// `--help`, an agent that never began a session) read nothing.
+fn outcome(
+    ended_by: Option<RunStatus>,
+    status: std::io::Result<std::process::ExitStatus>,
+    limit: Duration,
+    named_session: bool,
+) -> (RunStatus, String) {
+    match (ended_by, status) {
         (Some(RunStatus::TimedOut), s) => (
             RunStatus::TimedOut,
             format!(
                 "killed after its time limit of {} ({})",
-                humantime::format_duration(job.limit),
+                humantime::format_duration(limit),
                 words(&s)
             ),
         ),
@@ -582,20 +615,15 @@ async fn supervise(job: Supervised, ended: mpsc::UnboundedSender<RunEnded>) {
             why,
             format!("stopped by `agentmesh wake stop` ({})", words(&s)),
         ),
-        (None, Ok(s)) if s.success() => (RunStatus::Done, s.to_string()),
+        (None, Ok(s)) if s.success() && named_session => (RunStatus::Done, s.to_string()),
+        (None, Ok(s)) if s.success() => (
+            RunStatus::Failed,
+            format!(
+                "{s}, but its agent named no session of its own (Claude Code's JSON result, Codex's thread.started event), so nothing shows it read its mail"
+            ),
+        ),
         (None, s) => (RunStatus::Failed, words(&s)),
-    };
-    if let Ok(mut l) = log.lock() {
-        l.finish(&exit);
     }
-    let session =
-        session_of(job.agent, &out.0, &err.0).or_else(|| session_of(job.agent, &out.1, &err.1));
-    let _ = ended.send(RunEnded {
-        id: job.id,
-        status,
-        exit,
-        session,
-    });
 }
 
 /// SIGTERM to the group, then SIGKILL after [`KILL_GRACE`]; its exit.
@@ -627,12 +655,23 @@ struct ClaudeResult {
     session_id: Option<String>,
 }
 
-/// The session a run's output names: Claude Code's JSON result's
-/// `session_id`; Codex's `session id: …` header line.
-pub(super) fn session_of(agent: WakeAgent, out: &[u8], err: &[u8]) -> Option<String> {
+/// A line of `codex exec --json`'s event stream (what is read of it).
+#[derive(Debug, Deserialize)]
+struct CodexEvent {
+    #[serde(rename = "type")]
+    kind: String,
+    thread_id: Option<String>,
+}
+
+/// The session a run's stdout names, on its agent's own channel: Claude
+/// Code's JSON result's `session_id`; the `thread_id` of Codex's
+/// `thread.started` event. What the model writes reaches these only as
+/// JSON string content (escaped), never as a line or field of its own;
+/// and only an id in the agents' shape counts ([`SessionId`]).
+pub(super) fn session_of(agent: WakeAgent, out: &[u8]) -> Option<SessionId> {
+    let text = String::from_utf8_lossy(out);
     let found = match agent {
         WakeAgent::Claude => {
-            let text = String::from_utf8_lossy(out);
             let whole = serde_json::from_str::<ClaudeResult>(text.trim()).ok();
             whole
                 .or_else(|| {
@@ -641,27 +680,23 @@ pub(super) fn session_of(agent: WakeAgent, out: &[u8], err: &[u8]) -> Option<Str
                         .find_map(|l| serde_json::from_str::<ClaudeResult>(l.trim()).ok())
                 })
                 .and_then(|r| r.session_id)
-                // Part of a long result: the field itself.
+                // Part of a long result: the field itself (the model's
+                // text, escaped inside `result`, has `\"` where this has
+                // `"`).
                 .or_else(|| {
                     let at = text.rfind("\"session_id\":")?;
                     let rest = text[at + 13..].trim_start().strip_prefix('"')?;
                     rest.split('"').next().map(str::to_owned)
                 })
         }
-        WakeAgent::Codex => [out, err].into_iter().find_map(|b| {
-            String::from_utf8_lossy(b).lines().find_map(|l| {
-                l.trim()
-                    .strip_prefix("session id:")
-                    .map(|s| s.trim().to_owned())
-            })
+        WakeAgent::Codex => text.lines().find_map(|l| {
+            serde_json::from_str::<CodexEvent>(l.trim())
+                .ok()
+                .filter(|e| e.kind == "thread.started")
+                .and_then(|e| e.thread_id)
         }),
     };
-    found.filter(|s| {
-        !s.is_empty()
-            && s.len() <= 128
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    })
+    SessionId::parse(found?.as_str())
 }
 
 #[cfg(test)]
@@ -670,30 +705,69 @@ mod tests {
 
     use super::*;
 
+    const S: &str = "9f1c0000-aaaa-4bbb-8ccc-0123456789ab";
+
     #[test]
-    fn a_runs_session_is_read_from_its_output() {
-        let out = br#"{"type":"result","subtype":"success","session_id":"9f1c-aa","result":"ok"}"#;
+    fn a_runs_session_is_read_from_its_agents_own_channel() {
+        let claude = |out: String| session_of(WakeAgent::Claude, out.as_bytes());
+        let codex = |out: String| session_of(WakeAgent::Codex, out.as_bytes());
+        let out =
+            format!(r#"{{"type":"result","subtype":"success","session_id":"{S}","result":"ok"}}"#);
+        assert_eq!(claude(out).unwrap().as_str(), S);
         assert_eq!(
-            session_of(WakeAgent::Claude, out, b""),
-            Some("9f1c-aa".into())
+            claude(format!("some warning\n{{\"session_id\":\"{S}\"}}\n"))
+                .unwrap()
+                .as_str(),
+            S
         );
-        let lines = b"some warning\n{\"session_id\":\"s2\"}\n";
-        assert_eq!(session_of(WakeAgent::Claude, lines, b""), Some("s2".into()));
-        assert_eq!(session_of(WakeAgent::Claude, b"not json", b""), None);
+        assert_eq!(claude("not json".into()), None);
         // The end of a result too long to keep whole still names it.
-        let tail = br#"ong answer","session_id":"s-77","total_cost_usd":0.1}"#;
-        assert_eq!(
-            session_of(WakeAgent::Claude, tail, b""),
-            Some("s-77".into())
+        let tail = format!(r#"ong answer","session_id":"{S}","total_cost_usd":0.1}}"#);
+        assert_eq!(claude(tail).unwrap().as_str(), S);
+        // An id that could smuggle anything, or be read as a flag, is not
+        // remembered; nor is one the model wrote inside its result.
+        for bad in ["a\nb", "--last", "--help", "sess-1"] {
+            let out = serde_json::json!({"session_id": bad}).to_string();
+            assert_eq!(claude(out), None, "{bad}");
+        }
+        let inside = serde_json::json!({
+            "result": format!("done\n\"session_id\":\"{S}\""),
+        })
+        .to_string();
+        assert_eq!(claude(inside), None);
+
+        // Codex: its own thread.started event, the first line of --json.
+        let events = format!(
+            "{{\"type\":\"thread.started\",\"thread_id\":\"{S}\"}}\n{{\"type\":\"turn.started\"}}\n"
         );
-        // An id that could smuggle anything is not remembered.
-        let bad = br#"{"session_id":"a\nb"}"#;
-        assert_eq!(session_of(WakeAgent::Claude, bad, b""), None);
-        let codex = b"OpenAI Codex\n--------\nsession id: 0199a-bc\n--------\n";
+        assert_eq!(codex(events).unwrap().as_str(), S);
+        // The model's words are never the session: not a header line it
+        // printed, not an event's text, not a thread id in a flag's shape.
+        assert_eq!(codex(format!("the answer\nsession id: {S}\n")), None);
+        let said = serde_json::json!({
+            "type": "item.completed",
+            "item": {"type": "agent_message", "text": format!("{{\"type\":\"thread.started\",\"thread_id\":\"{S}\"}}")},
+        });
+        assert_eq!(codex(format!("{said}\n")), None);
         assert_eq!(
-            session_of(WakeAgent::Codex, b"", codex),
-            Some("0199a-bc".into())
+            codex("{\"type\":\"thread.started\",\"thread_id\":\"--last\"}\n".into()),
+            None
         );
+    }
+
+    #[test]
+    fn exit_zero_is_done_only_when_the_agent_named_its_session() {
+        use std::os::unix::process::ExitStatusExt;
+        let ok = || Ok(std::process::ExitStatus::from_raw(0));
+        let limit = Duration::from_secs(60);
+        assert_eq!(outcome(None, ok(), limit, true).0, RunStatus::Done);
+        let (status, exit) = outcome(None, ok(), limit, false);
+        assert_eq!(status, RunStatus::Failed);
+        assert!(exit.contains("named no session"), "{exit}");
+        let three = Ok(std::process::ExitStatus::from_raw(3 << 8));
+        assert_eq!(outcome(None, three, limit, true).0, RunStatus::Failed);
+        let stopped = outcome(Some(RunStatus::Stopped), ok(), limit, true);
+        assert_eq!(stopped.0, RunStatus::Stopped);
     }
 
     #[test]

@@ -27,7 +27,7 @@ use crate::api::{
 use crate::codes::ErrorCode;
 use crate::config::WakeRules;
 use crate::store::{FolderBinding, SessionRecord, SpentRecord, Store, StoreError, WakeRecord};
-use crate::wake::{self, Run};
+use crate::wake::{self, Run, SessionId};
 
 /// A session with no hook for this long is no longer live (Codex has no
 /// SessionEnd hook; a laptop that slept kills none either).
@@ -336,6 +336,39 @@ impl Wakes {
             .find(|s| s.agent == agent)
     }
 
+    /// The session a run of `agent` for `mailbox` resumes: the newest its
+    /// hooks (or a run) reported, if its id is in the agents' own shape;
+    /// else none (a new session).
+    pub(super) fn resumable(&self, mailbox: &str, agent: WakeAgent) -> Option<SessionId> {
+        SessionId::parse(&self.newest(mailbox, agent)?.id)
+    }
+
+    /// A run that resumed session `id` failed or named no session: it is
+    /// not resumed again, durably. A session live at `now` (its person
+    /// opened it again meanwhile) is kept: custody needs it. Whether it
+    /// was forgotten.
+    pub(super) fn forget(
+        &mut self,
+        store: &dyn Store,
+        mailbox: &str,
+        agent: WakeAgent,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let Some(list) = self.sessions.get_mut(mailbox) else {
+            return Ok(true);
+        };
+        let Some(at) = list.iter().position(|s| s.agent == agent && s.id == id) else {
+            return Ok(true);
+        };
+        if is_live(&list[at], now) {
+            return Ok(false);
+        }
+        store.put_session(&list[at], true)?;
+        list.remove(at);
+        Ok(true)
+    }
+
     /// A live session of `mailbox`, if any (of any agent: two processes on
     /// one folder's transcript is what custody forbids).
     pub(super) fn live(&self, mailbox: &str, now: Timestamp) -> Option<&SessionRecord> {
@@ -379,11 +412,11 @@ impl Wakes {
         // for its person's own session.
         let shown: Vec<MessageView> = unread.iter().filter(|m| !m.taint).cloned().collect();
         let command = agent.zip(folder).map(|(agent, f)| {
-            let session = self.newest(mailbox, agent).map(|s| s.id.as_str());
+            let session = self.resumable(mailbox, agent);
             let run = Run {
                 agent,
                 mailbox,
-                session,
+                session: session.as_ref(),
                 max_budget_usd: self.max_budget_usd(mailbox),
                 cwd: Path::new(&f.path),
                 home: &self.home,

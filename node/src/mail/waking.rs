@@ -11,8 +11,12 @@
 //!   ── wake.max_runs running ───────────────── queued for a slot
 //!   ── a run: its prompt shows the oldest untainted unread mail;
 //!      its mailbox handles that mail (hop, quota, taint carry through)
-//!  run ended ── exit 0: the mail it showed is read; its session remembered
-//!            ── otherwise: the mail stays unread (audited, in `status`)
+//!  run ended ── exit 0, its agent named its session (on the agent's own
+//!               channel): the mail it showed is read; that session is
+//!               the one the next run resumes
+//!            ── otherwise: the mail stays unread (audited, in `status`),
+//!               and the session it resumed is forgotten: the next run
+//!               starts a new one
 //! ```
 
 use crate::api::{self, MessageView, RunStatus, WakeStatusView};
@@ -104,11 +108,11 @@ impl Mail {
         }
         let views: Vec<MessageView> = shown.iter().map(pages::view).collect();
         let id = hex(&rand::random::<[u8; 6]>());
-        let session = self.wakes.newest(mailbox, agent).map(|s| s.id.clone());
+        let session = self.wakes.resumable(mailbox, agent);
         let run = wake::Run {
             agent,
             mailbox,
-            session: session.as_deref(),
+            session: session.as_ref(),
             max_budget_usd: self.wakes.max_budget_usd(mailbox),
             cwd: std::path::Path::new(&folder),
             home: self.wakes.home(),
@@ -159,13 +163,15 @@ impl Mail {
         ctx.log.record(AuditEvent::WakeStarted, now, entry);
     }
 
-    /// A run ended: its record final, its mail read if it exited 0, its
-    /// session remembered; then its mailbox (mail that came meanwhile)
-    /// and the mailboxes waiting for a slot get their turn.
+    /// A run ended: its record final; done, its mail read and its
+    /// session remembered; otherwise the session it resumed forgotten;
+    /// then its mailbox (mail that came meanwhile) and the mailboxes
+    /// waiting for a slot get their turn.
     pub(super) fn on_run_ended(&mut self, end: RunEnded) {
         let dir = self.shared.directory();
         let ctx = self.shared.lend(&dir);
         let now = ctx.now.wall;
+        let resumed = self.runs.resumed(&end.id);
         let Some(r) = self.runs.ended(ctx.store, &end, now) else {
             return;
         };
@@ -182,16 +188,34 @@ impl Mail {
         // Only a run that exited 0 read what it was shown.
         let read_debts = self.receipts.read(&read, now);
         let read = read.len();
-        if let Some(s) = &end.session {
+        let session = match (&end.session, r.status) {
             // The run's session, ended: the one the next run resumes.
-            let ended = api::SessionEvent::End;
-            if let Err(e) = self
-                .wakes
-                .session(ctx.store, &r.mailbox, r.agent, s, ended, now)
-            {
-                tracing::warn!(error = %e.message, "cannot remember a wake run's session");
+            (Some(s), RunStatus::Done) => {
+                let ended = api::SessionEvent::End;
+                if let Err(e) =
+                    self.wakes
+                        .session(ctx.store, &r.mailbox, r.agent, s.as_str(), ended, now)
+                {
+                    tracing::warn!(error = %e.message, "cannot remember a wake run's session");
+                }
+                format!("session {s}")
             }
-        }
+            // A run that failed, or named no session of its own: what it
+            // resumed is not resumed again (its output can't have chosen
+            // the next run's session, and a session a run can't finish
+            // in is not retried for ever).
+            _ => match &resumed {
+                Some(old) => match self.wakes.forget(ctx.store, &r.mailbox, r.agent, old, now) {
+                    Ok(true) => format!("session {old} forgotten: the next run starts a new one"),
+                    Ok(false) => format!("session {old} kept: its person has it open again"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot forget a wake run's session");
+                        format!("session {old}")
+                    }
+                },
+                None => "no session named".to_owned(),
+            },
+        };
         if r.status == RunStatus::NotStarted
             && let Err(e) = self.wakes.refund_run(ctx.store, &r.mailbox, now)
         {
@@ -202,12 +226,12 @@ impl Mail {
             recipient: Some(address(Some(&r.mailbox), &dir.my_name)),
             message_id: r.messages.first().cloned(),
             detail: format!(
-                "wake_ended: run {} {} after {} ms ({}); session {}; {} of {} shown marked read{}",
+                "wake_ended: run {} {} after {} ms ({}); {}; {} of {} shown marked read{}",
                 r.id,
                 r.status.as_str(),
                 took,
                 end.exit,
-                r.session.as_deref().unwrap_or("unknown"),
+                session,
                 read,
                 r.messages.len(),
                 if r.status.failed() {

@@ -993,18 +993,18 @@ impl Mail {
                 }
             }
             Op::Taint { mailbox: m, on } => {
-                return match mailboxes::existing(&m, &self.consent).and_then(|()| {
-                    let named = Some(m.as_str()).filter(|m| *m != "@");
-                    self.loops.taints.mark(ctx.store, named, on)
-                }) {
+                let named = Some(m.as_str()).filter(|m| *m != "@");
+                return match mailboxes::existing(&m, &self.consent)
+                    .and_then(|()| self.loops.taints.mark(ctx.store, named, on))
+                {
                     Ok(change) => {
                         let why = if on {
                             "its person marked it: its session reads text others wrote"
                         } else {
                             "its person cleared it"
                         };
-                        taint_audit(change, Some(&m), why, &mut ctx);
-                        let view = taint_view(&self.loops.taints, &m, &ctx);
+                        taint_audit(change, named, why, &mut ctx);
+                        let view = taint_view(&self.loops.taints, named, &ctx);
                         self.answer_durably(reply, ok(view), vec![])
                     }
                     Err(e) => {
@@ -1402,12 +1402,12 @@ fn taint_audit(change: taint::Change, m: Option<&str>, why: &str, ctx: &mut Ctx<
 }
 
 /// `taint`'s answer for mailbox `m`.
-fn taint_view(taints: &taint::Taints, m: &str, ctx: &Ctx<'_>) -> api::TaintView {
-    let r = taints.record(Some(m));
+fn taint_view(taints: &taint::Taints, m: Option<&str>, ctx: &Ctx<'_>) -> api::TaintView {
+    let r = taints.record(m);
     api::TaintView {
-        mailbox: m.to_owned(),
-        address: address(Some(m), &ctx.dir.my_name),
-        tainted: taints.is_tainted(Some(m)),
+        mailbox: m.unwrap_or("@").to_owned(),
+        address: address(m, &ctx.dir.my_name),
+        tainted: taints.is_tainted(m),
         marked: r.is_some_and(|r| r.marked),
         caught: r.and_then(|r| r.caught.as_ref()).map(|c| api::CaughtView {
             at: api::rfc3339_ms(c.at),

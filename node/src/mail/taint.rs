@@ -13,19 +13,22 @@
 //! ```
 //!
 //! Unlike a hop, a taint is kept in the store: a restart must not wash
-//! it. The owner's mailbox (`@MACHINE`) is its person's own and is never
-//! tainted (a person reading mail is not an agent passing it on).
+//! it. The owner's mailbox (`@MACHINE`) catches taint like any other: an
+//! agent session may serve it (`agentmesh mcp --mailbox @`), and what it
+//! passes on must not come out clean. Its person is not hindered: what
+//! they type at a terminal, or send from the web page, is their speaking,
+//! which clears what it caught first.
 
 use std::collections::BTreeMap;
 
 use agentmesh_protocol::Timestamp;
 
-use crate::api::{self, ApiError};
+use crate::api::ApiError;
 use crate::codes::ErrorCode;
 use crate::store::{Caught, Store, StoreError, TaintRecord};
 
 /// The tainted mailboxes (at most one record per mailbox this machine
-/// has: mailboxes are bounded by folder consent).
+/// has: mailboxes are bounded by folder consent; the owner's is `@`).
 #[derive(Debug, Default)]
 pub(super) struct Taints {
     records: BTreeMap<String, TaintRecord>,
@@ -40,6 +43,12 @@ pub(super) enum Change {
     Tainted,
     /// The mailbox was tainted and is clean now.
     Cleared,
+}
+
+/// The record key of `mailbox`: its name, or `@` for the owner's (a
+/// name no folder's mailbox can have).
+fn key(mailbox: Option<&str>) -> &str {
+    mailbox.unwrap_or("@")
 }
 
 impl Taints {
@@ -62,7 +71,7 @@ impl Taints {
 
     /// `mailbox`'s record, if it has one.
     pub(super) fn record(&self, mailbox: Option<&str>) -> Option<&TaintRecord> {
-        self.records.get(mailbox?)
+        self.records.get(key(mailbox))
     }
 
     /// `mailbox` received tainted mail `id` from `from` at `now`: caught,
@@ -75,9 +84,7 @@ impl Taints {
         id: &str,
         now: Timestamp,
     ) -> Result<Change, StoreError> {
-        let Some(m) = mailbox else {
-            return Ok(Change::None);
-        };
+        let m = key(mailbox);
         let was = self.is_tainted(mailbox);
         let mut r = self.records.get(m).cloned().unwrap_or_else(|| clean(m));
         if r.caught.is_some() {
@@ -123,12 +130,7 @@ impl Taints {
         mailbox: Option<&str>,
         on: bool,
     ) -> Result<Change, ApiError> {
-        let Some(m) = mailbox else {
-            return api::err(
-                ErrorCode::BadMailbox,
-                "the owner's mailbox (@) is its person's own and is never tainted; name an agent's mailbox",
-            );
-        };
+        let m = key(mailbox);
         let was = self.is_tainted(mailbox);
         let r = if on {
             TaintRecord {
@@ -200,10 +202,18 @@ mod tests {
             t.record(Some("a")).unwrap().caught.as_ref().unwrap().id,
             "id1"
         );
-        // The owner's mailbox is never tainted.
-        t.caught(&store, None, "x@m", "id3", now).unwrap();
+        // The owner's mailbox catches it too (an agent may serve it),
+        // and its person speaking clears it.
+        assert_eq!(
+            t.caught(&store, None, "x@m", "id3", now).unwrap(),
+            Change::Tainted
+        );
+        assert!(t.is_tainted(None));
+        assert!(Taints::load(&store).unwrap().is_tainted(None));
+        assert_eq!(t.person_spoke(&store, None).unwrap(), Change::Cleared);
         assert!(!t.is_tainted(None));
-        assert!(t.mark(&store, None, true).is_err());
+        assert_eq!(t.mark(&store, None, true).unwrap(), Change::Tainted);
+        assert_eq!(t.mark(&store, None, false).unwrap(), Change::Cleared);
         // Kept across a restart.
         let mut t = Taints::load(&store).unwrap();
         assert!(t.is_tainted(Some("a")));

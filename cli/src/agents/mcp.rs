@@ -29,7 +29,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentmesh_node::api::{
-    self, Connection, Event, MailboxFor, MailboxStateView, MessageView, Op, Taken, Who, WhoKind,
+    self, Connection, Event, MailboxFor, MailboxStateView, MessageState, MessageView, Op, Taken,
+    Who, WhoKind,
 };
 use agentmesh_node::client::{Client, ClientError, Events, Requests};
 use agentmesh_node::home::Home;
@@ -407,10 +408,10 @@ impl Inner {
         // must not read as a failed send (the agent would send it again).
         let first = self.first_answer(&sent.id).await;
         let (unread, held) = self.state().await.map_or((0, 0), |s| (s.unread, s.held));
-        let last_reason = first
-            .as_ref()
-            .and_then(|v| v.states.last())
-            .and_then(|s| s.reason.clone());
+        let last_reason = first.as_ref().and_then(|v| {
+            let s = v.states.last()?;
+            reason_of(s.state, s.reason.as_deref(), &v.to)
+        });
         Ok(SentResult {
             id: sent.id,
             to: if sent.to.is_empty() { to } else { sent.to },
@@ -419,7 +420,7 @@ impl Inner {
                 .as_ref()
                 .map_or("queued", |v| v.status.as_str())
                 .to_owned(),
-            reason: last_reason.map(|r| super::escape(&r)),
+            reason: last_reason,
             carrier: first.and_then(|v| v.carrier),
             unread: unread.into(),
             held: held.into(),
@@ -436,7 +437,7 @@ impl Inner {
                 .call(|_| Op::MessageStatus { id: id.to_owned() })
                 .await
                 .ok()?;
-            if v.status != api::MessageState::Queued
+            if v.status != MessageState::Queued
                 || v.offline
                 || std::time::Instant::now() >= deadline
             {
@@ -450,6 +451,18 @@ impl Inner {
 /// Whether asking again after a lost answer is harmless.
 fn repeatable(op: &Op) -> bool {
     !matches!(op, Op::Send { .. } | Op::Take { peek: false, .. })
+}
+
+/// A state's reason as an agent reads it: what the recipient said
+/// (`rejected`: its person's words; `refused`: its daemon's) framed as a
+/// peer's words, never the user's; this machine's own (`failed`, the
+/// carrier `carried` names) escaped.
+fn reason_of(state: MessageState, reason: Option<&str>, to: &str) -> Option<String> {
+    let r = reason?;
+    Some(match state {
+        MessageState::Rejected | MessageState::Refused => super::recipients_words(to, r),
+        _ => super::escape(r),
+    })
 }
 
 /// The pump: pushes every new message of the mailbox to the session as a
@@ -754,18 +767,18 @@ impl Mesh {
             .await
             .map_err(|e| self.inner.fail(e))?;
         Ok(Json(StatusResult {
-            id: v.id,
-            to: v.to,
-            status: v.status.as_str().into(),
             states: v
                 .states
                 .into_iter()
                 .map(|s| StateRow {
                     state: s.state.as_str().into(),
+                    reason: reason_of(s.state, s.reason.as_deref(), &v.to),
                     at: s.at,
-                    reason: s.reason.map(|r| super::escape(&r)),
                 })
                 .collect(),
+            id: v.id,
+            to: v.to,
+            status: v.status.as_str().into(),
             carrier: v.carrier,
             notice: self.inner.notice(),
         }))

@@ -300,3 +300,88 @@ fn a_broadcast_acknowledged_and_not_yet_judged_is_judged_after_a_kill_9() {
     });
     assert_eq!(row["counts"]["delivered"], 2, "{row}");
 }
+
+/// Issue 33, finding 5: one member's broadcasts don't hold back
+/// everyone's. With a judge command that always times out (2 s a pair,
+/// two candidates here), alpha sends 40 broadcasts, then charlie one:
+/// bravo keeps at most 32 of alpha's waiting (the rest are answered busy
+/// and offered again by alpha's courier), and judges charlie's at the
+/// next turn, not behind alpha's 40; its bus log names charlie.
+#[test]
+fn one_members_broadcasts_wait_their_turn_and_their_bound_behind_anothers() {
+    use agentmesh_node::mail::MAX_WAITING_PER_SENDER;
+    let [a, mut b, c] = team([("alpha", "Ada"), ("bravo", "Bob"), ("charlie", "Cy")]);
+    b.ok(&["trust", "alpha"]);
+    b.ok(&["trust", "charlie"]);
+    mailbox(
+        &b,
+        "pipeline",
+        "Maintains the CI pipeline: GitHub Actions workflows, the Docker build images and the release scripts.",
+    );
+    b.stop();
+    b.ok(&["config", "set", "bus.judge_command", "sleep 30"]);
+    b.start();
+    // Distinct ids of alpha's broadcasts bravo judged.
+    let judged_from = |sender: &str| -> std::collections::BTreeSet<String> {
+        bus_log(&b)
+            .into_iter()
+            .filter(|e| e["sender"] == sender && e["event"] == "broadcast_dropped")
+            .filter_map(|e| e["id"].as_str().map(str::to_owned))
+            .collect()
+    };
+    // Alpha's copies to bravo that bravo took (its answer reached alpha).
+    let copies: Vec<String> = (0..40)
+        .map(|i| copy_to(&a.json(&["broadcast", &format!("{NEWS} ({i})")]), "bravo"))
+        .collect();
+    let taken = || {
+        let outbox = a.json(&["outbox"]);
+        outbox
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| copies.iter().any(|id| m["id"] == id.as_str()))
+            .filter(|m| m["status"] == "delivered")
+            .count()
+    };
+    // However many alpha's courier offers, bravo holds at most 32 of
+    // them waiting (taken first, then judged: judged can only be more).
+    let mut most = 0;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while std::time::Instant::now() < until {
+        let took = taken();
+        let done = judged_from("@alpha").len();
+        assert!(
+            took.saturating_sub(done) <= MAX_WAITING_PER_SENDER,
+            "{took} taken, {done} judged"
+        );
+        most = most.max(took);
+    }
+    assert!(most < copies.len(), "all {most} taken at once");
+    // Charlie's one: taken at once (its own room), judged at the next
+    // turn.
+    let before = judged_from("@alpha").len();
+    let sent_at = std::time::Instant::now();
+    let id = copy_to(&c.json(&["broadcast", AGAIN]), "bravo");
+    let entries = wait_for("bravo to judge charlie's broadcast", || {
+        let e = judged(&b, &id);
+        (e.len() == 2).then_some(e)
+    });
+    let took = sent_at.elapsed();
+    let after = judged_from("@alpha").len();
+    eprintln!(
+        "charlie's broadcast judged {took:?} after it was sent, behind {} of alpha's ({before} judged before it was sent, {after} after)",
+        copies.len() - before
+    );
+    assert!(
+        after <= before + 2,
+        "charlie's waited for {} of alpha's broadcasts",
+        after - before
+    );
+    for e in &entries {
+        assert_eq!(e["sender"], "@charlie", "{e}");
+        assert!(
+            e["error"].as_str().unwrap().starts_with("judge_timeout"),
+            "{e}"
+        );
+    }
+}

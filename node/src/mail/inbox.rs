@@ -20,7 +20,7 @@
 //! sender had sent it (its signature, its standing, its dedup record),
 //! and each sender is told by receipt what became of its message.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use agentmesh_protocol::envelope::{Counts, Envelope, Kind, OpenError, Opened};
@@ -116,6 +116,9 @@ pub(super) struct Brought {
 pub(super) struct Room<'a> {
     /// Broadcasts that may wait for their judgment, at most.
     pub(super) broadcasts: usize,
+    /// Broadcasts the sending machine (a PeerId) may add to those
+    /// waiting, at most.
+    pub(super) per_sender: &'a dyn Fn(&str) -> usize,
     /// The mailbox's spent budget resets at this time, Unix ms (`None`:
     /// not spent).
     pub(super) deferred: &'a dyn Fn(&str) -> Option<u64>,
@@ -127,6 +130,7 @@ impl Room<'_> {
     pub(super) fn unbounded() -> Room<'static> {
         Room {
             broadcasts: super::MAX_WAITING_BROADCASTS,
+            per_sender: &|_| super::bus::MAX_WAITING_PER_SENDER,
             deferred: &|_| None,
         }
     }
@@ -278,16 +282,31 @@ impl Inbox {
         let mut batch = Batch::default();
         let mut verdicts = vec![];
         let deferred = room.deferred;
+        let per_sender = room.per_sender;
         let mut room = room.broadcasts;
+        // Broadcasts of this batch, by sending machine (a carrier's batch
+        // holds several senders').
+        let mut taken: BTreeMap<String, usize> = BTreeMap::new();
         for bytes in request.envelopes.iter().take(MAX_BATCH_ENVELOPES) {
             let v = match self.verdict(from, bytes, &batch, consent, ctx) {
-                // Too many broadcasts wait for their judgment: the sender
-                // keeps this one and tries again later.
-                Verdict::Accepted(a) if a.broadcast && room == 0 => Verdict::Busy,
+                // Too many broadcasts wait for their judgment, of all
+                // senders or of this one: the sender keeps this one and
+                // tries again later.
+                Verdict::Accepted(a)
+                    if a.broadcast
+                        && (room == 0
+                            || taken.get(&a.record.from_peer).copied().unwrap_or(0)
+                                >= per_sender(&a.record.from_peer)) =>
+                {
+                    Verdict::Busy
+                }
                 v => v,
             };
-            if matches!(&v, Verdict::Accepted(a) if a.broadcast) {
+            if let Verdict::Accepted(a) = &v
+                && a.broadcast
+            {
                 room -= 1;
+                *taken.entry(a.record.from_peer.clone()).or_default() += 1;
             }
             batch.note(&v);
             verdicts.push(v);

@@ -65,7 +65,7 @@ mod unread;
 mod wakes;
 mod waking;
 
-pub use bus::MAX_WAITING_BROADCASTS;
+pub use bus::{MAX_WAITING_BROADCASTS, MAX_WAITING_PER_SENDER};
 pub use carrying::MAX_CARRIED;
 pub use consent::{HeldReason, MAX_HELD_PER_SENDER};
 pub use courier::MAX_IN_FLIGHT;
@@ -689,8 +689,11 @@ impl Mail {
                 let wakes = &self.wakes;
                 let now = ctx.now.wall;
                 let deferred = |m: &str| wakes.deferred_until(m, now).map(|t| t.as_unix_millis());
+                let bus = &self.bus;
+                let per_sender = |sender: &str| bus.room_for(sender);
                 let room = inbox::Room {
-                    broadcasts: self.bus.room(),
+                    broadcasts: bus.room(),
+                    per_sender: &per_sender,
                     deferred: &deferred,
                 };
                 let (reply, events, brought) =

@@ -1470,6 +1470,7 @@ fn broadcasts_past_the_waiting_bound_are_answered_busy_and_stored_ones_are_not_i
         &mut consent,
         inbox::Room {
             broadcasts: 2,
+            per_sender: &|_| MAX_WAITING_PER_SENDER,
             deferred: &|_| None,
         },
         &mut ctx,
@@ -1494,6 +1495,7 @@ fn broadcasts_past_the_waiting_bound_are_answered_busy_and_stored_ones_are_not_i
         &mut consent,
         inbox::Room {
             broadcasts: 2,
+            per_sender: &|_| MAX_WAITING_PER_SENDER,
             deferred: &|_| None,
         },
         &mut ctx,
@@ -1506,6 +1508,34 @@ fn broadcasts_past_the_waiting_bound_are_answered_busy_and_stored_ones_are_not_i
             MailOutcome::accepted(false)
         ]
     );
+    // Room for many, but alpha may add one more of its own: its others
+    // are busy (one member can't fill everyone's queue).
+    let more: Vec<Vec<u8>> = (0..3)
+        .map(|_| letter(&t.alpha, &t.me, sent, |h, _| h.kind = Kind::Broadcast))
+        .collect();
+    let refs: Vec<&[u8]> = more.iter().map(Vec::as_slice).collect();
+    let alpha = t.alpha.peer_id().to_string();
+    let one_for_alpha = |sender: &str| usize::from(sender == alpha);
+    let (reply, _, brought) = inbox.receive_all(
+        member(t.alpha.peer_id()),
+        &batch(&refs),
+        &mut consent,
+        inbox::Room {
+            broadcasts: 100,
+            per_sender: &one_for_alpha,
+            deferred: &|_| None,
+        },
+        &mut ctx,
+    );
+    assert_eq!(
+        reply.outcomes,
+        [
+            MailOutcome::accepted(false),
+            MailOutcome::Busy,
+            MailOutcome::Busy
+        ]
+    );
+    assert_eq!(brought.broadcasts.len(), 1);
 }
 
 #[test]

@@ -1,5 +1,10 @@
 //! `agentmesh ui`: opens the daemon's local web page in the browser, or
 //! prints its address (with the secret that signs a browser in).
+//!
+//! The secret is on no command line: every user of the machine can read
+//! every process's (`/proc/*/cmdline`), and one that reads it first signs
+//! in as this person. The browser is given a file instead, one only this
+//! user can read, that sends it on to the address (as Jupyter does).
 
 use std::process::ExitCode;
 
@@ -44,7 +49,7 @@ pub fn run(home: &Home, no_open: bool, json: bool) -> anyhow::Result<ExitCode> {
             view.configured_port
         );
     }
-    let opened = !no_open && has_display() && open(&url);
+    let opened = !no_open && has_display() && open(home, &url);
     if json {
         term::json(&UiOutput {
             url,
@@ -73,18 +78,81 @@ fn has_display() -> bool {
             .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()))
 }
 
-/// Asks the desktop to open `url`; whether it said it did.
-fn open(url: &str) -> bool {
+/// How long a sign-in file is kept: its ticket is good for ten minutes,
+/// and once (files older than this are removed by the next `ui`).
+const SIGN_IN_FILE_KEPT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Asks the desktop to open the page signed in at `url`, through a
+/// sign-in file ([`sign_in_file`]) so the address is on no command line;
+/// whether it said it did.
+fn open(home: &Home, url: &str) -> bool {
+    let file = match sign_in_file(home, url) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!(
+                "cannot write the page's sign-in file in {}: {e}",
+                home.run_dir().display()
+            );
+            return false;
+        }
+    };
     let opener = if cfg!(target_os = "macos") {
         "open"
     } else {
         "xdg-open"
     };
     std::process::Command::new(opener)
-        .arg(url)
+        .arg(&file)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// A page that sends the browser on to `url`, in a new file of the home's
+/// private `run/` folder that only this user can read (mode 0600); its
+/// path. Sign-in files past [`SIGN_IN_FILE_KEPT`] go first.
+fn sign_in_file(home: &Home, url: &str) -> std::io::Result<std::path::PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = home.run_dir();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)?;
+    if let Ok(entries) = std::fs::read_dir(&dir) {
+        for e in entries.flatten() {
+            let old = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > SIGN_IN_FILE_KEPT);
+            let ours = e
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("ui-sign-in-") && n.ends_with(".html"));
+            if ours && old {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    let mut name = [0u8; 8];
+    rand::Rng::fill_bytes(&mut rand::rng(), &mut name);
+    let path = dir.join(format!(
+        "ui-sign-in-{}.html",
+        data_encoding::HEXLOWER.encode(&name)
+    ));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    let url = agentmesh_node::framing::escape(url);
+    write!(
+        f,
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><meta name=\"referrer\" content=\"no-referrer\"><meta http-equiv=\"refresh\" content=\"0;url={url}\"><title>agentmesh</title></head>\n<body><p>Opening the agentmesh page… <a href=\"{url}\">Open it</a> if nothing happens.</p></body></html>\n"
+    )?;
+    Ok(path)
 }

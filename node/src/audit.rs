@@ -133,6 +133,9 @@ pub enum AuditEvent {
     /// Carrying: mail handed to a carrier; a carrier took, carried on or
     /// dropped envelopes it held for an offline member.
     Carried,
+    /// The web page closed connections of another user of this machine
+    /// (at most one entry a minute, with how many).
+    UiRefused,
 }
 
 impl AuditEvent {
@@ -187,6 +190,7 @@ impl AuditEvent {
             AuditEvent::Budget => "budget",
             AuditEvent::TaintWaits => "taint",
             AuditEvent::Carried => "carried",
+            AuditEvent::UiRefused => "ui_refused",
         }
     }
 }
@@ -378,6 +382,7 @@ mod tests {
             Budget,
             TaintWaits,
             Carried,
+            UiRefused,
         ];
         let names: std::collections::HashSet<&str> = all.iter().map(|e| e.as_str()).collect();
         assert_eq!(names.len(), all.len());

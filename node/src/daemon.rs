@@ -307,6 +307,8 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     let carry = settings.carry.clone();
     let ui_config = settings.config.ui.clone();
     let (commit, flusher) = crate::store::GroupCommit::start(store.clone());
+    // The web page records the connections of other users it refuses.
+    let ui_commit = commit.clone();
     // This machine's mailboxes: the mail actor publishes them, the team
     // signs them into its directory record.
     let (local_tx, local_rx) =
@@ -368,6 +370,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
             keys,
             home.clone(),
             name.clone(),
+            crate::audit::AuditLog::new(ui_commit),
             cancel.child_token(),
         ));
     }

@@ -10,7 +10,6 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Bytes, Frame, Incoming};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use super::{Site, assets, forms, pages};
@@ -28,13 +27,6 @@ const MAX_FORM_BYTES: usize = 256 * 1024;
 
 /// How often the live-update stream says it is alive.
 const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(15);
-
-/// The value every form of a session carries: derived from its token, so
-/// only a page served to that session knows it.
-pub fn csrf_of(session: &str) -> String {
-    let digest = Sha256::digest(format!("agentmesh ui csrf {session}").as_bytes());
-    data_encoding::HEXLOWER.encode(&digest[..16])
-}
 
 /// Answers one request.
 pub async fn answer(
@@ -64,7 +56,7 @@ pub async fn answer(
     let Some(session) = session else {
         return refuse(StatusCode::UNAUTHORIZED, NEEDS_SIGN_IN);
     };
-    let csrf = csrf_of(&session);
+    let csrf = site.keys.csrf_of(&session);
     match (req.method().clone(), path.as_str()) {
         (Method::GET, "/events") => events(site, cancel).await,
         (Method::GET, view) => match pages::View::of(view) {
@@ -158,6 +150,13 @@ fn cookie(req: &Request<Incoming>, port: u16) -> Option<String> {
 const NEEDS_SIGN_IN: &str =
     "this page needs signing in: run `agentmesh ui` on this machine and open the address it gives";
 
+/// What signing in answers: a page of this site that goes on to the
+/// peers. (Not a redirect: a sign-in opened from elsewhere — the sign-in
+/// file `agentmesh ui` gives the browser, a link in another page — is a
+/// cross-site navigation, and a browser sends no `SameSite=Strict` cookie
+/// on any step of it; a step this page starts is same-site.)
+const SIGNED_IN: &str = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0;url=/peers\"><title>agentmesh</title></head>\n<body><p>Signed in. <a href=\"/peers\">Go on to the page</a>.</p></body></html>\n";
+
 /// `/?secret=…`: spends the sign-in ticket, keeps a new session in a
 /// cookie, and goes on to the peers, at a URL without the ticket.
 fn sign_in(query: &str, signed_in: bool, site: &Site) -> Response<Body> {
@@ -166,7 +165,7 @@ fn sign_in(query: &str, signed_in: bool, site: &Site) -> Response<Body> {
         .map(|(_, v)| v.into_owned());
     match given.map(|t| site.keys.redeem(&t)) {
         Some(Some(session)) => {
-            let mut r = redirect("/peers");
+            let mut r = page(Ok(SIGNED_IN.to_owned()));
             let set = format!(
                 "{}={session}; Path=/; HttpOnly; SameSite=Strict",
                 cookie_name(site.port)

@@ -8,16 +8,20 @@
 //! answers as the API's view types. Live updates come from the same event
 //! stream `watch` reads.
 //!
-//! Who may see it: a browser signed in with the secret in the URL
-//! `agentmesh ui` prints. That secret is a sign-in ticket: made for each
+//! Who may see it: a browser of the daemon's own user (a connection whose
+//! client socket another user owns is closed before a byte is read:
+//! [`owner`]), signed in with the secret in the URL `agentmesh ui`
+//! prints. That secret is a sign-in ticket: made for each
 //! `agentmesh ui`, good once and for ten minutes, so one seen later (in a
 //! process list, a browser's history) opens nothing. Signing in gives the
 //! browser a session token of its own in a cookie (HttpOnly,
 //! SameSite=Strict, named for the port), kept in this daemon's memory
 //! only: a cookie a browser sends to another server of this machine is
-//! worth nothing there, nor here after a restart. A request whose `Host`
-//! or `Origin` is not this server's is refused (DNS rebinding); a form
-//! posted without its session's `csrf` value is refused. Templates escape
+//! worth nothing there, nor here after a restart, nor from another user. A
+//! request whose `Host` or `Origin` is not this server's is refused (DNS
+//! rebinding); a form posted without its session's `csrf` value (an HMAC
+//! of the session under a key drawn at each start, never written down)
+//! is refused. Templates escape
 //! every value, and the Content-Security-Policy allows only the page's
 //! own script file, so a peer's text can never act in the owner's
 //! browser.
@@ -26,6 +30,7 @@ mod assets;
 mod forms;
 mod http;
 mod log;
+pub mod owner;
 mod pages;
 
 use std::collections::VecDeque;
@@ -38,6 +43,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::UiView;
+use crate::audit::{AuditEvent, AuditLog};
 use crate::config::UiConfig;
 use crate::home::Home;
 
@@ -48,6 +54,10 @@ pub const MAX_CONNECTIONS: usize = 64;
 
 /// How long a connection may take to send a request's head.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections refused as another user's are audited at most this often
+/// (the first at once, the rest counted into the next).
+pub const REFUSALS_AUDITED_EVERY: Duration = Duration::from_secs(60);
 
 /// The web page's listener, bound before the daemon says it is up.
 #[derive(Debug)]
@@ -100,10 +110,25 @@ pub const MAX_SESSIONS: usize = 64;
 #[derive(Debug, Clone, Default)]
 pub struct Keys(Arc<Mutex<KeyRing>>);
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct KeyRing {
     tickets: VecDeque<([u8; 32], Instant)>,
     sessions: VecDeque<[u8; 32]>,
+    /// What the forms' csrf values are keyed with: drawn at each start,
+    /// never written down.
+    csrf_key: [u8; 32],
+}
+
+impl Default for KeyRing {
+    fn default() -> KeyRing {
+        let mut csrf_key = [0u8; 32];
+        rand::Rng::fill_bytes(&mut rand::rng(), &mut csrf_key);
+        KeyRing {
+            tickets: VecDeque::new(),
+            sessions: VecDeque::new(),
+            csrf_key,
+        }
+    }
 }
 
 /// 32 random bytes, hex.
@@ -155,6 +180,21 @@ impl Keys {
         }
         k.sessions.push_back(digest(&session));
         Some(session)
+    }
+
+    /// The value every form of `session` carries: HMAC-SHA256 of it under
+    /// this run's key, so only a page served to that session knows it
+    /// (the cookie alone does not give it).
+    pub(super) fn csrf_of(&self, session: &str) -> String {
+        use hmac::{KeyInit, Mac};
+        let Ok(key) = self.0.lock().map(|k| k.csrf_key) else {
+            // A poisoned lock: a value no form has.
+            return token();
+        };
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key)
+            .expect("HMAC takes a key of any length");
+        mac.update(session.as_bytes());
+        data_encoding::HEXLOWER.encode(&mac.finalize().into_bytes()[..16])
     }
 
     /// Whether `session` is signed in.
@@ -214,15 +254,79 @@ struct Site {
     person: String,
 }
 
-/// Serves the page until `cancel` fires.
+/// Connections of other users refused since the last audit entry, and
+/// when that was: each minute's in one entry.
+#[derive(Debug, Default)]
+struct Refusals {
+    audited: Option<Instant>,
+    count: u64,
+    uids: std::collections::BTreeSet<u32>,
+}
+
+impl Refusals {
+    /// A connection of `uid` was refused at `now`: audited now if none
+    /// was in the last minute, else counted into the next.
+    fn refused(&mut self, uid: u32, now: Instant, log: &mut AuditLog) {
+        self.count += 1;
+        if self.uids.len() < 8 {
+            self.uids.insert(uid);
+        }
+        if self
+            .audited
+            .is_none_or(|at| now.duration_since(at) >= REFUSALS_AUDITED_EVERY)
+        {
+            self.audit(now, log);
+        }
+    }
+
+    /// When the refusals counted since the last entry are due, if any are.
+    fn due(&self) -> Option<Instant> {
+        let at = self.audited?;
+        (self.count > 0).then(|| at + REFUSALS_AUDITED_EVERY)
+    }
+
+    /// The refusals counted, in one audit entry.
+    fn audit(&mut self, now: Instant, log: &mut AuditLog) {
+        if self.count == 0 {
+            return;
+        }
+        let uids: Vec<String> = self.uids.iter().map(u32::to_string).collect();
+        let detail = format!(
+            "ui_refused: the web page closed {} from another user (uid {}) before reading anything: it serves only its own user (uid {}). Another user of this machine tried to open it",
+            agentmesh_protocol::time::count(self.count, "connection"),
+            uids.join(", "),
+            nix::unistd::geteuid().as_raw(),
+        );
+        log.record(
+            AuditEvent::UiRefused,
+            crate::clock::now(),
+            crate::store::AuditEntry {
+                detail,
+                ..crate::store::AuditEntry::default()
+            },
+        );
+        if let Err(then) = log.try_submit(None) {
+            // The disk is behind: the entry goes with the next one.
+            drop(then);
+        }
+        self.audited = Some(now);
+        self.count = 0;
+        self.uids.clear();
+    }
+}
+
+/// Serves the page until `cancel` fires; `log` records the connections
+/// of other users it refuses.
 pub async fn serve(
     bound: Bound,
     keys: Keys,
     home: Home,
     machine: String,
+    mut log: AuditLog,
     cancel: CancellationToken,
 ) {
-    let person = nix::unistd::User::from_uid(nix::unistd::geteuid())
+    let me = nix::unistd::geteuid();
+    let person = nix::unistd::User::from_uid(me)
         .ok()
         .flatten()
         .map_or_else(|| "owner".to_owned(), |u| u.name);
@@ -236,12 +340,19 @@ pub async fn serve(
     tracing::info!(address = %format!("http://127.0.0.1:{}/", bound.port), "web page listening");
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut tasks = tokio::task::JoinSet::new();
+    let mut refusals = Refusals::default();
+    let mut told_unknown = false;
     loop {
-        let stream = tokio::select! {
+        let due = refusals.due();
+        let (stream, peer) = tokio::select! {
             () = cancel.cancelled() => break,
             Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
+            () = sleep_until(due), if due.is_some() => {
+                refusals.audit(Instant::now(), &mut log);
+                continue;
+            }
             accepted = bound.listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     tracing::warn!(error = %e, "web page: cannot accept a connection");
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -253,6 +364,28 @@ pub async fn serve(
             tracing::debug!("web page: every connection slot is taken; closing a new one");
             continue;
         };
+        // Whose it is, before a byte of it is read.
+        let local = stream
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from((Ipv4Addr::LOCALHOST, bound.port)));
+        match owner::of(local, peer) {
+            owner::Owner::Uid(uid) if uid == me.as_raw() => {}
+            owner::Owner::Uid(uid) => {
+                tracing::warn!(uid, "web page: refused a connection of another user");
+                refusals.refused(uid, Instant::now(), &mut log);
+                continue;
+            }
+            // Closed before it could be looked up: nothing to serve.
+            owner::Owner::Gone => continue,
+            owner::Owner::Unknown => {
+                if !told_unknown {
+                    tracing::warn!(
+                        "web page: which user a connection is from can't be read here (/proc/net/tcp); the sign-in ticket alone guards the page"
+                    );
+                    told_unknown = true;
+                }
+            }
+        }
         let (site, cancel) = (site.clone(), cancel.clone());
         tasks.spawn(async move {
             let service = hyper::service::service_fn(move |req| {
@@ -270,7 +403,17 @@ pub async fn serve(
             drop(slot);
         });
     }
+    refusals.audit(Instant::now(), &mut log);
+    log.submit(crate::store::Writes::default(), None);
     tasks.abort_all();
+}
+
+/// Sleeps until `at` (never, without one).
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]
@@ -311,5 +454,22 @@ mod tests {
             .collect();
         assert!(!keys.signed_in(&session), "the oldest session went");
         assert!(sessions.iter().all(|s| keys.signed_in(s)));
+    }
+
+    #[test]
+    fn a_forms_csrf_value_is_keyed_by_this_run_and_not_a_function_of_the_cookie() {
+        use sha2::Digest;
+        let keys = Keys::default();
+        let s = "a session";
+        assert_eq!(keys.csrf_of(s), keys.csrf_of(s));
+        assert_ne!(keys.csrf_of(s), keys.csrf_of("another session"));
+        // Another run (a restart) keys them anew.
+        assert_ne!(keys.csrf_of(s), Keys::default().csrf_of(s));
+        // What the value was before: a public function of the cookie.
+        let public = sha2::Sha256::digest(format!("agentmesh ui csrf {s}").as_bytes());
+        assert_ne!(
+            keys.csrf_of(s),
+            data_encoding::HEXLOWER.encode(&public[..16])
+        );
     }
 }

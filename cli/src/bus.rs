@@ -98,11 +98,15 @@ pub fn broadcast(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let text = crate::mail::message_text(text)?;
+    // Typed at a terminal, it is the person speaking, as `send` is.
+    let reset = crate::mail::person_speaks().then(|| Op::HopReset {
+        mailbox: Some(from.clone().unwrap_or_else(|| "@".into())),
+    });
     let op = Op::Broadcast {
         text,
         from_mailbox: from,
     };
-    crate::mail::simple::<api::BroadcastView>(home, op, json, |v| {
+    crate::mail::spoken::<api::BroadcastView>(home, reset, op, json, |v| {
         crate::say!(
             "Broadcast {} to {}: {}.",
             v.id,

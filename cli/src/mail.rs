@@ -22,9 +22,24 @@ pub fn simple<T: serde::de::DeserializeOwned + serde::Serialize>(
     json: bool,
     human: impl FnOnce(&T),
 ) -> anyhow::Result<ExitCode> {
+    spoken(home, None, op, json, human)
+}
+
+/// As [`simple`], after `reset` (a `hop_reset`: the person speaking,
+/// whose answer does not matter).
+pub fn spoken<T: serde::de::DeserializeOwned + serde::Serialize>(
+    home: &Home,
+    reset: Option<Op>,
+    op: Op,
+    json: bool,
+    human: impl FnOnce(&T),
+) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
     let value: T = rt.block_on(async {
         let mut c = term::client(home).await?;
+        if let Some(reset) = reset {
+            let _ = c.call::<MailboxStateView>(reset).await;
+        }
         anyhow::Ok(c.call(op).await?)
     })?;
     if json {
@@ -76,7 +91,7 @@ pub(crate) fn message_text(text: &str) -> anyhow::Result<String> {
 /// mailbox's hop goes back to 0, as an agent's does at its person's
 /// prompt. Run by a script or an agent's shell tool, it is not, and the
 /// loop rules apply to it as to any client (docs/agents.md).
-fn person_speaks() -> bool {
+pub(crate) fn person_speaks() -> bool {
     std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
 }
 

@@ -59,7 +59,10 @@ pub fn run(home: &Home, no_open: bool, json: bool) -> anyhow::Result<ExitCode> {
             fell_back: view.fell_back,
         })?;
     } else if opened {
-        eprintln!("Opened {address} in your browser.");
+        eprintln!(
+            "Opened {address} in your browser. If it shows an error instead (a browser confined by snap or flatpak can't read the sign-in file in {}), run `agentmesh ui --no-open` and open the address it prints.",
+            home.run_dir().display()
+        );
     } else {
         if !no_open {
             eprintln!("No browser to open here; open this address on this machine:");

@@ -79,9 +79,11 @@ pub struct Client {
     /// attached (see [`DaemonFrame::Attached`]).
     pub attached_seq: u64,
     /// Attached for requests only: how to connect again (the daemon
-    /// closes such a connection after [`crate::server::REQUEST_IDLE`]
-    /// without a request), and when it last asked.
+    /// closes such a connection after [`api::REQUEST_IDLE`] without a
+    /// request), and when it last asked.
     again: Option<(Home, Who, tokio::time::Instant)>,
+    /// Idle this long, it connects again before a call.
+    stale_after: std::time::Duration,
 }
 
 impl Client {
@@ -149,6 +151,7 @@ impl Client {
                 peer_id,
                 name,
                 again: None,
+                stale_after: api::REQUEST_IDLE.saturating_sub(std::time::Duration::from_secs(1)),
             }),
             // A refusal (`busy`, `version_mismatch`, `bad_mailbox`…) keeps
             // its code: the caller says what it means and what to do.
@@ -164,7 +167,7 @@ impl Client {
         too_large(&op)?;
         // Idle for about as long as the daemon keeps such a connection:
         // a new one, rather than a request it may close unread.
-        let stale = crate::server::REQUEST_IDLE.saturating_sub(std::time::Duration::from_secs(1));
+        let stale = self.stale_after;
         if self
             .again
             .as_ref()
@@ -174,40 +177,64 @@ impl Client {
         }
         let retry = self.again.is_some().then(|| op.clone());
         match (self.call_once(op).await, retry) {
-            // Closed as idle before the request was read: it did not
-            // run, so it is sent again, once, on a new connection.
-            (Err(ClientError::Api(e)), Some(op)) if e.code == ErrorCode::Idle => {
+            // Closed as idle before the request was read: it did not run,
+            // so it is sent again, once, on a new connection. The daemon
+            // says `idle` when the request reached a connection it was
+            // closing; one that was closed already refuses the write.
+            (Err(Failed::Unsent(_) | Failed::Idle(_)), Some(op)) => {
                 self.reconnect().await?;
-                self.call_once(op).await
+                self.call_once(op).await.map_err(Failed::into_error)
             }
-            (other, _) => other,
+            (other, _) => other.map_err(Failed::into_error),
         }
+    }
+
+    /// How long this client (attached for requests only) may idle before
+    /// it connects again ahead of a call; by default a second short of
+    /// the daemon's [`api::REQUEST_IDLE`]. (A test sets it long, to see
+    /// the daemon close it and the call still go.)
+    #[doc(hidden)]
+    pub fn connect_again_after(&mut self, idle: std::time::Duration) {
+        self.stale_after = idle;
     }
 
     /// Connects again, for requests only, as the same client.
     async fn reconnect(&mut self) -> Result<(), ClientError> {
-        let Some((home, who, _)) = self.again.take() else {
+        let Some((home, who, at)) = self.again.take() else {
             return Ok(());
         };
-        let fresh = Client::connect(&home, who).await?;
-        self.framed = fresh.framed;
-        self.attached_seq = fresh.attached_seq;
-        self.again = fresh.again;
-        Ok(())
+        match Client::connect(&home, who.clone()).await {
+            Ok(fresh) => {
+                self.framed = fresh.framed;
+                self.attached_seq = fresh.attached_seq;
+                self.again = fresh.again;
+                Ok(())
+            }
+            Err(e) => {
+                // Still the same client: it may try again at its next call.
+                self.again = Some((home, who, at));
+                Err(e)
+            }
+        }
     }
 
-    async fn call_once<T: DeserializeOwned>(&mut self, op: Op) -> Result<T, ClientError> {
+    async fn call_once<T: DeserializeOwned>(&mut self, op: Op) -> Result<T, Failed> {
         if let Some((_, _, at)) = &mut self.again {
             *at = tokio::time::Instant::now();
         }
         self.next_id += 1;
         let id = self.next_id;
-        send(&mut self.framed, &ClientFrame::Request { id, op }).await?;
+        send(&mut self.framed, &ClientFrame::Request { id, op })
+            .await
+            .map_err(Failed::Unsent)?;
         let answered = self.answer::<T>(id).await;
         if let Some((_, _, at)) = &mut self.again {
             *at = tokio::time::Instant::now();
         }
-        answered
+        answered.map_err(|e| match e {
+            ClientError::Api(a) if a.code == ErrorCode::Idle => Failed::Idle(ClientError::Api(a)),
+            e => Failed::Other(e),
+        })
     }
 
     /// Reads frames until the answer to request `id`.
@@ -302,6 +329,25 @@ fn too_large(op: &Op) -> Result<(), ClientError> {
         api::check_text(text).map_err(ClientError::Api)?;
     }
     Ok(())
+}
+
+/// How one try of a call failed: whether the request can have run.
+#[derive(Debug)]
+enum Failed {
+    /// It was never written: the connection was closed already.
+    Unsent(ClientError),
+    /// The daemon closed the connection as idle before reading it.
+    Idle(ClientError),
+    /// Anything else (it may have run).
+    Other(ClientError),
+}
+
+impl Failed {
+    fn into_error(self) -> ClientError {
+        match self {
+            Failed::Unsent(e) | Failed::Idle(e) | Failed::Other(e) => e,
+        }
+    }
 }
 
 /// A response frame as a call's result.

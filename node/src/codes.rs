@@ -85,7 +85,7 @@ error_codes! {
     /// `held`.
     Held = "held",
     /// `idle`: a client attached for requests only sent none for
-    /// [`crate::server::REQUEST_IDLE`]; its connection was closed before
+    /// [`crate::api::REQUEST_IDLE`]; its connection was closed before
     /// anything more was read (a request it sent meanwhile was not run).
     Idle = "idle",
     /// `internal`.

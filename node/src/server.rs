@@ -65,10 +65,7 @@ pub const MAX_EVENT_CLIENTS: usize = MAX_CLIENTS - RESERVED_FOR_REQUESTS;
 /// send it at once; this only frees what idle sockets hold.
 pub const ATTACH_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long a client attached for requests only may send nothing before
-/// it is closed (told `idle`): a command or a hook asks at once, and one
-/// that waits for a person (a prompt) connects again when it asks next.
-pub const REQUEST_IDLE: Duration = Duration::from_secs(5);
+pub use crate::api::REQUEST_IDLE;
 
 /// Connections waiting to attach, at most; past it the oldest is closed
 /// with a `busy` frame. Each costs a task and a file descriptor.

@@ -18,6 +18,16 @@
 //! 300 MCP sessions beside commands and hooks (`sessions.rs`, `socket.rs`),
 //! setup touching a person's own entries (`setup.rs`), and the relay's own
 //! (`relay/tests/`).
+//!
+//! The third round's findings are rows of the suites of their parts, each
+//! with the honest use beside it: a wake run's output choosing the next
+//! run's flags (`wake_runs.rs`: stand-ins print `session id: --last` and
+//! `--help`), another user taking the web page's sign-in or replaying its
+//! cookie, and a csrf value made from the cookie (`ui.rs`, as `nobody`
+//! under root), taint washed through the owner's mailbox (`taint.rs`),
+//! one member's broadcasts holding back another's (`broadcast.rs`), a
+//! recipient's reason reaching an agent unframed (`agents.rs`), and idle
+//! request-only clients keeping commands out (`socket.rs`).
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 

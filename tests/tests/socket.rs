@@ -218,29 +218,37 @@ fn the_typed_client_connects_again_after_the_daemon_closed_it_as_idle() {
         .block_on(c.call(agentmesh_node::api::Op::Status))
         .unwrap();
     assert_eq!(status["name"], "alpha");
-    // A person reads a prompt for longer than the daemon keeps it.
-    std::thread::sleep(REQUEST_IDLE + Duration::from_secs(1));
-    let sent: serde_json::Value = rt
-        .block_on(c.call(agentmesh_node::api::Op::Send {
-            to: "@".into(),
-            text: "after a long prompt".into(),
-            ask: false,
-            reply_to: None,
-            from_mailbox: None,
-        }))
-        .unwrap();
-    let id = sent["id"].as_str().unwrap();
-    let inbox = a.json(&["inbox"]);
-    assert_eq!(
-        inbox
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|m| m["id"] == id)
-            .count(),
-        1,
-        "sent once: {inbox}"
-    );
+    let send_after_a_long_prompt = |c: &mut agentmesh_node::client::Client, text: &str| {
+        // A person reads a prompt for longer than the daemon keeps it.
+        std::thread::sleep(REQUEST_IDLE + Duration::from_secs(1));
+        let sent: serde_json::Value = rt
+            .block_on(c.call(agentmesh_node::api::Op::Send {
+                to: "@".into(),
+                text: text.into(),
+                ask: false,
+                reply_to: None,
+                from_mailbox: None,
+            }))
+            .unwrap();
+        let id = sent["id"].as_str().unwrap().to_owned();
+        let inbox = a.json(&["inbox"]);
+        assert_eq!(
+            inbox
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|m| m["id"] == id.as_str())
+                .count(),
+            1,
+            "sent once: {inbox}"
+        );
+    };
+    // The client connects again before the call, knowing it idled.
+    send_after_a_long_prompt(&mut c, "after a long prompt");
+    // Or it finds the connection closed as idle (the write refused, or
+    // the daemon's `idle`), and sends the request once on a new one.
+    c.connect_again_after(Duration::from_secs(3600));
+    send_after_a_long_prompt(&mut c, "after another long prompt");
     a.stop();
 }
 

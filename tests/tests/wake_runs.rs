@@ -149,7 +149,8 @@ impl Bench {
     }
 }
 
-/// A session id in the agents' own shape (a UUID), as their hooks report.
+/// Session ids in the agents' own shape (a UUID), as their hooks report.
+const SESS_0: &str = "5e55a000-0000-4000-8000-000000000000";
 const SESS_1: &str = "5e55a000-0000-4000-8000-000000000001";
 
 /// The session the stand-in names for run `id`.
@@ -567,12 +568,27 @@ fn the_receiver_pays_a_woken_turn_has_a_quota_and_taint_carries_through_a_run() 
     assert_eq!(after_hook["taint"], true, "{after_hook}");
     assert!(t.unread().contains(&newest_tainted));
 
+    // Alpha's owner mailbox caught taint from that message: Ada speaks
+    // (as a send typed at her terminal does first), so what she sends
+    // next is clean and wakes a run.
+    let mut ada = ApiClient::attach(a, who(WhoKind::Human, "ada"), Some("@"));
+    assert_eq!(
+        ada.call(agentmesh_node::api::Op::MailboxState { mailbox: None })
+            .unwrap()["tainted"],
+        true
+    );
+    ada.call(agentmesh_node::api::Op::HopReset { mailbox: None })
+        .unwrap();
+
     // Run 3 is the budget's last: later mail is delivered, unread, starts
     // no run, and the sender's outbox says deferred until midnight.
     t.mode("reply");
     let m3 = a.send("api@bravo", "last one today");
     t.reply_to(&m3);
     t.ended(3);
+    // (That reply was tainted too: Ada speaks again.)
+    ada.call(agentmesh_node::api::Op::HopReset { mailbox: None })
+        .unwrap();
     let m4 = a.send("api@bravo", "one more");
     let entry = wait_for("alpha's outbox to say deferred", || {
         let e = a.outbox_entry(&m4);
@@ -690,9 +706,12 @@ fn resumed_in(args: &[String]) -> Option<String> {
 fn a_runs_output_never_picks_the_next_runs_flags_and_a_run_naming_no_session_reads_nothing() {
     let t = Bench::new("");
     let (a, b) = (&t.a, &t.b);
-    // Its person's Claude Code session, closed: the first run resumes it.
-    b.hook(("claude", "SessionStart"), &t.dir, SESS_1, None);
-    b.hook(("claude", "SessionEnd"), &t.dir, SESS_1, None);
+    // Its person's Claude Code sessions, closed: the first run resumes
+    // the newest; once it fails, neither is resumed.
+    for s in [SESS_0, SESS_1] {
+        b.hook(("claude", "SessionStart"), &t.dir, s, None);
+        b.hook(("claude", "SessionEnd"), &t.dir, s, None);
+    }
     let mut argvs: Vec<Vec<String>> = vec![];
 
     for (n, (agent, word)) in [
@@ -781,7 +800,7 @@ fn a_runs_output_never_picks_the_next_runs_flags_and_a_run_naming_no_session_rea
                 && e["detail"]
                     .as_str()
                     .unwrap()
-                    .contains(&format!("session {SESS_1} forgotten"))),
+                    .contains(&format!("session {SESS_1}; 2 sessions forgotten"))),
         "{audit}"
     );
 }

@@ -54,6 +54,12 @@ pub const EVENT_QUEUE: usize = 1024;
 /// team listing of a thousand machines is well under this.
 pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
 
+/// How long a client attached for requests only may send nothing before
+/// the daemon closes its connection (telling it `idle`): a command or a
+/// hook asks at once, and one that waits for a person (a prompt) connects
+/// again when it asks next, as the typed client does by itself.
+pub const REQUEST_IDLE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Who a client says it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Who {

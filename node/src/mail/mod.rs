@@ -613,7 +613,7 @@ impl Mail {
                 self.net.answer_mail(token, reply);
                 self.emit_and_wake(events);
                 if !broadcasts.is_empty() {
-                    self.bus.enqueue(broadcasts);
+                    self.bus.arrived(broadcasts);
                     self.judge_next();
                 }
             }
@@ -711,6 +711,7 @@ impl Mail {
                 // with the flush that stores it, before the carrier is
                 // answered.
                 self.owe(brought.owed);
+                self.bus.reserve(&brought.broadcasts);
                 self.after(AfterFlush::Received {
                     token,
                     reply,

@@ -48,9 +48,11 @@ pub(super) const MAX_LOG: usize = 256 * 1024;
 /// After SIGTERM, how long a run's group has before SIGKILL.
 pub(super) const KILL_GRACE: Duration = Duration::from_secs(10);
 
-/// The most of a run's stdout read for its session id (Claude Code's
-/// JSON result is a few kilobytes).
-const MAX_RESULT: usize = 64 * 1024;
+/// The most of a run's stdout kept to read its session from: Claude
+/// Code's JSON result (the model's answer inside it) must be read whole,
+/// and is a few kilobytes; Codex's `thread.started` is its first line.
+/// A run whose stdout is longer names no session.
+const MAX_RESULT: usize = 1024 * 1024;
 
 /// How long the end of a run's output is waited for once its process
 /// exited (a descendant that left its process group may hold the pipe).
@@ -453,30 +455,32 @@ impl Log {
     }
 }
 
-/// Copies `r` into `log` to its end; keeps its first and its last `keep`
-/// bytes (a session id may come before or after a long answer).
+/// What a run's output stream left: its first `keep` bytes, and whether
+/// there was more.
+#[derive(Debug, Default)]
+struct Kept {
+    head: Vec<u8>,
+    cut: bool,
+}
+
+/// Copies `r` into `log` to its end; keeps its first `keep` bytes.
 async fn drain(
     r: Option<impl tokio::io::AsyncRead + Unpin>,
     log: Arc<Mutex<Log>>,
     keep: usize,
-) -> (Vec<u8>, Vec<u8>) {
-    let (mut head, mut tail) = (Vec::new(), Vec::new());
+) -> Kept {
+    let mut kept = Kept::default();
     let Some(mut r) = r else {
-        return (head, tail);
+        return kept;
     };
     let mut buf = [0u8; 8192];
     loop {
         match r.read(&mut buf).await {
-            Ok(0) | Err(_) => return (head, tail),
+            Ok(0) | Err(_) => return kept,
             Ok(n) => {
-                let room = keep.saturating_sub(head.len());
-                head.extend_from_slice(&buf[..n.min(room)]);
-                if n > room {
-                    tail.extend_from_slice(&buf[room..n]);
-                    if tail.len() > keep {
-                        tail.drain(..tail.len() - keep);
-                    }
-                }
+                let room = keep.saturating_sub(kept.head.len());
+                kept.head.extend_from_slice(&buf[..n.min(room)]);
+                kept.cut |= n > room;
                 if let Ok(mut l) = log.lock() {
                     l.write(&buf[..n]);
                 }
@@ -547,7 +551,7 @@ async fn supervise(job: Supervised, ended: mpsc::UnboundedSender<RunEnded>) {
     // this task ends.
     let _group = Group(group);
     let out = tokio::spawn(drain(child.stdout.take(), log.clone(), MAX_RESULT));
-    let err = tokio::spawn(drain(child.stderr.take(), log.clone(), MAX_RESULT));
+    let err = tokio::spawn(drain(child.stderr.take(), log.clone(), 0));
     let mut ended_by = None;
     let status = {
         let wait = child.wait();
@@ -565,21 +569,21 @@ async fn supervise(job: Supervised, ended: mpsc::UnboundedSender<RunEnded>) {
         }
     };
     signal_group(group, Signal::SIGKILL);
-    let grab = |mut h: tokio::task::JoinHandle<(Vec<u8>, Vec<u8>)>| async move {
+    let grab = |mut h: tokio::task::JoinHandle<Kept>| async move {
         match tokio::time::timeout(DRAIN_AFTER_EXIT, &mut h).await {
             Ok(Ok(kept)) => kept,
             // A descendant that left the group holds the pipe: its output
             // is not waited for, nor kept.
             _ => {
                 h.abort();
-                (vec![], vec![])
+                Kept::default()
             }
         }
     };
     // Its stderr is logged, never read: the session comes from the
     // agent's own channel on stdout only.
     let (out, _) = (grab(out).await, grab(err).await);
-    let session = session_of(job.agent, &out.0).or_else(|| session_of(job.agent, &out.1));
+    let session = session_of(job.agent, &out);
     let (status, exit) = outcome(ended_by, status, job.limit, session.is_some());
     if let Ok(mut l) = log.lock() {
         l.finish(&exit);
@@ -652,6 +656,8 @@ fn words(s: &std::io::Result<std::process::ExitStatus>) -> String {
 /// Claude Code's `--output-format json` result (what is read of it).
 #[derive(Debug, Deserialize)]
 struct ClaudeResult {
+    #[serde(rename = "type")]
+    kind: Option<String>,
     session_id: Option<String>,
 }
 
@@ -663,31 +669,27 @@ struct CodexEvent {
     thread_id: Option<String>,
 }
 
-/// The session a run's stdout names, on its agent's own channel: Claude
-/// Code's JSON result's `session_id`; the `thread_id` of Codex's
+/// The session a run's stdout names, on its agent's own channel: the
+/// top-level `session_id` of Claude Code's JSON result, read whole (a
+/// result cut short names none: a field found in part of it could be one
+/// the model wrote, in a tool call's input); the `thread_id` of Codex's
 /// `thread.started` event. What the model writes reaches these only as
 /// JSON string content (escaped), never as a line or field of its own;
 /// and only an id in the agents' shape counts ([`SessionId`]).
-pub(super) fn session_of(agent: WakeAgent, out: &[u8]) -> Option<SessionId> {
-    let text = String::from_utf8_lossy(out);
+fn session_of(agent: WakeAgent, out: &Kept) -> Option<SessionId> {
+    let text = String::from_utf8_lossy(&out.head);
     let found = match agent {
+        WakeAgent::Claude if out.cut => None,
         WakeAgent::Claude => {
-            let whole = serde_json::from_str::<ClaudeResult>(text.trim()).ok();
-            whole
-                .or_else(|| {
-                    text.lines()
-                        .rev()
-                        .find_map(|l| serde_json::from_str::<ClaudeResult>(l.trim()).ok())
-                })
+            let result = |t: &str| {
+                serde_json::from_str::<ClaudeResult>(t.trim())
+                    .ok()
+                    .filter(|r| r.kind.as_deref() == Some("result"))
+            };
+            // The result is the last line; warnings may come before it.
+            result(&text)
+                .or_else(|| text.lines().rev().find_map(result))
                 .and_then(|r| r.session_id)
-                // Part of a long result: the field itself (the model's
-                // text, escaped inside `result`, has `\"` where this has
-                // `"`).
-                .or_else(|| {
-                    let at = text.rfind("\"session_id\":")?;
-                    let rest = text[at + 13..].trim_start().strip_prefix('"')?;
-                    rest.split('"').next().map(str::to_owned)
-                })
         }
         WakeAgent::Codex => text.lines().find_map(|l| {
             serde_json::from_str::<CodexEvent>(l.trim())
@@ -707,30 +709,49 @@ mod tests {
 
     const S: &str = "9f1c0000-aaaa-4bbb-8ccc-0123456789ab";
 
+    fn whole(out: String) -> Kept {
+        Kept {
+            head: out.into_bytes(),
+            cut: false,
+        }
+    }
+
     #[test]
     fn a_runs_session_is_read_from_its_agents_own_channel() {
-        let claude = |out: String| session_of(WakeAgent::Claude, out.as_bytes());
-        let codex = |out: String| session_of(WakeAgent::Codex, out.as_bytes());
+        let claude = |out: String| session_of(WakeAgent::Claude, &whole(out));
+        let codex = |out: String| session_of(WakeAgent::Codex, &whole(out));
         let out =
             format!(r#"{{"type":"result","subtype":"success","session_id":"{S}","result":"ok"}}"#);
-        assert_eq!(claude(out).unwrap().as_str(), S);
+        assert_eq!(claude(out.clone()).unwrap().as_str(), S);
         assert_eq!(
-            claude(format!("some warning\n{{\"session_id\":\"{S}\"}}\n"))
-                .unwrap()
-                .as_str(),
+            claude(format!("some warning\n{out}\n")).unwrap().as_str(),
             S
         );
         assert_eq!(claude("not json".into()), None);
-        // The end of a result too long to keep whole still names it.
-        let tail = format!(r#"ong answer","session_id":"{S}","total_cost_usd":0.1}}"#);
-        assert_eq!(claude(tail).unwrap().as_str(), S);
+        // Not the result: no session.
+        assert_eq!(claude(format!(r#"{{"session_id":"{S}"}}"#)), None);
+        // A result cut short names none, though its end has the field
+        // (a tool call's input, which the model wrote, may hold one).
+        let cut = Kept {
+            head: out.into_bytes(),
+            cut: true,
+        };
+        assert_eq!(session_of(WakeAgent::Claude, &cut), None);
+        // Only the top level counts.
+        let nested = serde_json::json!({
+            "type": "result",
+            "permission_denials": [{"tool_input": {"session_id": S}}],
+        })
+        .to_string();
+        assert_eq!(claude(nested), None);
         // An id that could smuggle anything, or be read as a flag, is not
         // remembered; nor is one the model wrote inside its result.
         for bad in ["a\nb", "--last", "--help", "sess-1"] {
-            let out = serde_json::json!({"session_id": bad}).to_string();
+            let out = serde_json::json!({"type": "result", "session_id": bad}).to_string();
             assert_eq!(claude(out), None, "{bad}");
         }
         let inside = serde_json::json!({
+            "type": "result",
             "result": format!("done\n\"session_id\":\"{S}\""),
         })
         .to_string();

@@ -343,30 +343,32 @@ impl Wakes {
         SessionId::parse(&self.newest(mailbox, agent)?.id)
     }
 
-    /// A run that resumed session `id` failed or named no session: it is
-    /// not resumed again, durably. A session live at `now` (its person
-    /// opened it again meanwhile) is kept: custody needs it. Whether it
-    /// was forgotten.
+    /// A run of `agent` for `mailbox` failed or named no session: no
+    /// session of that agent there is resumed again (the next run starts
+    /// a new one), durably. A session live at `now` (its person opened it
+    /// again meanwhile) is kept: custody needs it. How many were
+    /// forgotten.
     pub(super) fn forget(
         &mut self,
         store: &dyn Store,
         mailbox: &str,
         agent: WakeAgent,
-        id: &str,
         now: Timestamp,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<usize, StoreError> {
         let Some(list) = self.sessions.get_mut(mailbox) else {
-            return Ok(true);
+            return Ok(0);
         };
-        let Some(at) = list.iter().position(|s| s.agent == agent && s.id == id) else {
-            return Ok(true);
-        };
-        if is_live(&list[at], now) {
-            return Ok(false);
+        let mut forgotten = 0;
+        // One at a time, durably: a store that fails keeps the rest.
+        while let Some(at) = list
+            .iter()
+            .position(|s| s.agent == agent && !is_live(s, now))
+        {
+            store.put_session(&list[at], true)?;
+            list.remove(at);
+            forgotten += 1;
         }
-        store.put_session(&list[at], true)?;
-        list.remove(at);
-        Ok(true)
+        Ok(forgotten)
     }
 
     /// A live session of `mailbox`, if any (of any agent: two processes on

@@ -200,21 +200,29 @@ impl Mail {
                 }
                 format!("session {s}")
             }
-            // A run that failed, or named no session of its own: what it
-            // resumed is not resumed again (its output can't have chosen
-            // the next run's session, and a session a run can't finish
-            // in is not retried for ever).
-            _ => match &resumed {
-                Some(old) => match self.wakes.forget(ctx.store, &r.mailbox, r.agent, old, now) {
-                    Ok(true) => format!("session {old} forgotten: the next run starts a new one"),
-                    Ok(false) => format!("session {old} kept: its person has it open again"),
+            // It never ran: nothing of it can be at fault.
+            (_, RunStatus::NotStarted) => "no session named".to_owned(),
+            // A run that failed, or named no session of its own: no
+            // session it could have touched is resumed again (its output
+            // can't have chosen the next run's session, and a session a
+            // run can't finish in is not retried for ever); the next run
+            // starts a new one.
+            _ => {
+                let tried = resumed
+                    .as_deref()
+                    .map_or_else(|| "no session named".to_owned(), |s| format!("session {s}"));
+                match self.wakes.forget(ctx.store, &r.mailbox, r.agent, now) {
+                    Ok(0) => tried,
+                    Ok(n) => format!(
+                        "{tried}; {} forgotten: the next run starts a new one",
+                        agentmesh_protocol::time::count(n as u64, "session")
+                    ),
                     Err(e) => {
-                        tracing::warn!(error = %e, "cannot forget a wake run's session");
-                        format!("session {old}")
+                        tracing::warn!(error = %e, "cannot forget a wake run's sessions");
+                        tried
                     }
-                },
-                None => "no session named".to_owned(),
-            },
+                }
+            }
         };
         if r.status == RunStatus::NotStarted
             && let Err(e) = self.wakes.refund_run(ctx.store, &r.mailbox, now)

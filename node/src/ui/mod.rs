@@ -290,6 +290,13 @@ impl Refusals {
         if self.count == 0 {
             return;
         }
+        // Logged with the audit entry, not per connection: another user
+        // can't fill the daemon's log.
+        tracing::warn!(
+            refused = self.count,
+            uids = ?self.uids,
+            "web page: refused connections of another user"
+        );
         let uids: Vec<String> = self.uids.iter().map(u32::to_string).collect();
         let detail = format!(
             "ui_refused: the web page closed {} from another user (uid {}) before reading anything: it serves only its own user (uid {}). Another user of this machine tried to open it",
@@ -341,7 +348,7 @@ pub async fn serve(
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut tasks = tokio::task::JoinSet::new();
     let mut refusals = Refusals::default();
-    let mut told_unknown = false;
+    let (mut told_unknown, mut told_unreadable) = (false, false);
     loop {
         let due = refusals.due();
         let (stream, peer) = tokio::select! {
@@ -371,16 +378,27 @@ pub async fn serve(
         match owner::of(local, peer) {
             owner::Owner::Uid(uid) if uid == me.as_raw() => {}
             owner::Owner::Uid(uid) => {
-                tracing::warn!(uid, "web page: refused a connection of another user");
                 refusals.refused(uid, Instant::now(), &mut log);
                 continue;
             }
             // Closed before it could be looked up: nothing to serve.
             owner::Owner::Gone => continue,
+            // Whose it is can't be told where it could be: refused, not
+            // served on trust.
+            owner::Owner::Unreadable(why) => {
+                if !told_unreadable {
+                    tracing::error!(
+                        error = %why,
+                        "web page: cannot tell which user a connection is from, so it is refused; use the CLI"
+                    );
+                    told_unreadable = true;
+                }
+                continue;
+            }
             owner::Owner::Unknown => {
                 if !told_unknown {
                     tracing::warn!(
-                        "web page: which user a connection is from can't be read here (/proc/net/tcp); the sign-in ticket alone guards the page"
+                        "web page: which user a connection is from can't be known on this system (no /proc/net/tcp); the sign-in ticket alone guards the page"
                     );
                     told_unknown = true;
                 }

@@ -8,27 +8,45 @@
 //!   ── /proc/net/tcp (then tcp6, for an IPv4-mapped client): the socket
 //!      whose local address is 127.0.0.1:P and remote 127.0.0.1:PORT ── its uid
 //!   ── found, this user's ─────────── served
-//!   ── found, another's, or none ──── closed before a byte is read
-//!   ── the table can't be read ─────── served (the sign-in ticket alone
-//!                                      guards it; logged once)
+//!   ── found, another's, or none ──── closed before a byte is read (none:
+//!                                     looked for twice, as the table is
+//!                                     not read in one step)
+//!   ── the table is there and can't be read ── closed (fails closed)
+//!   ── there is no such table ─────────────── served (not Linux: the
+//!                                     sign-in ticket alone guards it)
 //! ```
 
 use std::net::SocketAddr;
 
 /// What the socket table says of a connection's client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Owner {
     /// Its socket belongs to this user id.
     Uid(u32),
     /// No live socket of the table is its (it closed already).
     Gone,
-    /// The table can't be read here.
+    /// The table is there but could not be read: why.
+    Unreadable(String),
+    /// This system has no such table.
     Unknown,
 }
 
 /// The owner of the client socket at `peer` connected to `local`.
 #[cfg(target_os = "linux")]
 pub fn of(local: SocketAddr, peer: SocketAddr) -> Owner {
+    if !std::path::Path::new("/proc/net/tcp").exists() {
+        return Owner::Unknown;
+    }
+    // The kernel writes the table a page at a time: a socket can move
+    // between two reads' pages and be missed once.
+    match look(local, peer) {
+        Owner::Gone => look(local, peer),
+        found => found,
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn look(local: SocketAddr, peer: SocketAddr) -> Owner {
     use procfs::net::TcpState;
     let mapped = |a: SocketAddr| match a {
         SocketAddr::V6(v6) => v6
@@ -47,10 +65,7 @@ pub fn of(local: SocketAddr, peer: SocketAddr) -> Owner {
     };
     let v4 = match procfs::net::tcp() {
         Ok(t) => t,
-        Err(e) => {
-            tracing::debug!(error = %e, "cannot read /proc/net/tcp");
-            return Owner::Unknown;
-        }
+        Err(e) => return Owner::Unreadable(format!("/proc/net/tcp: {e}")),
     };
     if let Some(e) = find(v4) {
         return Owner::Uid(e.uid);

@@ -104,13 +104,18 @@ fn open(home: &Home, url: &str) -> bool {
     } else {
         "xdg-open"
     };
-    std::process::Command::new(opener)
+    let opened = std::process::Command::new(opener)
         .arg(&file)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()
-        .is_ok_and(|s| s.success())
+        .is_ok_and(|s| s.success());
+    if !opened {
+        // Nothing will read it: the address is printed instead.
+        let _ = std::fs::remove_file(&file);
+    }
+    opened
 }
 
 /// A page that sends the browser on to `url`, in a new file of the home's

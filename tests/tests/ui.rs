@@ -647,6 +647,47 @@ fn opening_the_page_puts_its_sign_in_address_on_no_command_line() {
     );
     assert_eq!(signed.status, 200, "{}", signed.head);
     assert!(signed.header("set-cookie").is_some(), "{}", signed.head);
+
+    // An opener that fails: the address is printed instead, and no
+    // sign-in file is left behind for it.
+    let files = || {
+        std::fs::read_dir(a.home().join("run"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("ui-sign-in-"))
+            .count()
+    };
+    let before = files();
+    let failing = tempfile::tempdir().unwrap();
+    let opener = failing.path().join("xdg-open");
+    std::fs::write(&opener, "#!/bin/sh\nexit 1\n").unwrap();
+    std::fs::set_permissions(&opener, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = a
+        .command(&["ui"])
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                failing.path().display(),
+                std::env::var("PATH").unwrap()
+            ),
+        )
+        .env("DISPLAY", ":99")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed
+            .trim()
+            .starts_with(&format!("http://127.0.0.1:{port}/?secret=")),
+        "{printed}"
+    );
+    assert_eq!(
+        files(),
+        before,
+        "no sign-in file left for a browser that never opened"
+    );
     a.stop();
 }
 

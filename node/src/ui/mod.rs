@@ -375,7 +375,12 @@ pub async fn serve(
         let local = stream
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from((Ipv4Addr::LOCALHOST, bound.port)));
-        match owner::of(local, peer) {
+        // (The table is read whole: off the runtime's threads, as a
+        // machine with many sockets has a long one.)
+        let owner = tokio::task::spawn_blocking(move || owner::of(local, peer))
+            .await
+            .unwrap_or_else(|e| owner::Owner::Unreadable(e.to_string()));
+        match owner {
             owner::Owner::Uid(uid) if uid == me.as_raw() => {}
             owner::Owner::Uid(uid) => {
                 refusals.refused(uid, Instant::now(), &mut log);

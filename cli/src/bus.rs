@@ -99,9 +99,7 @@ pub fn broadcast(
 ) -> anyhow::Result<ExitCode> {
     let text = crate::mail::message_text(text)?;
     // Typed at a terminal, it is the person speaking, as `send` is.
-    let reset = crate::mail::person_speaks().then(|| Op::HopReset {
-        mailbox: Some(from.clone().unwrap_or_else(|| "@".into())),
-    });
+    let reset = crate::mail::person_speaks().then(|| crate::mail::reset_of(from.clone()));
     let op = Op::Broadcast {
         text,
         from_mailbox: from,

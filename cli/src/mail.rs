@@ -95,6 +95,14 @@ pub(crate) fn person_speaks() -> bool {
     std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
 }
 
+/// The `hop_reset` of the person speaking from `mailbox` (the owner's
+/// when none is named).
+pub(crate) fn reset_of(mailbox: Option<String>) -> Op {
+    Op::HopReset {
+        mailbox: Some(mailbox.unwrap_or_else(|| "@".into())),
+    }
+}
+
 /// `agentmesh send TO TEXT`. At a terminal (unless `no_wait`) it waits
 /// up to 2 s for the recipient's first answer and prints it; a message
 /// refused, rejected or failed by then exits 1.
@@ -109,9 +117,7 @@ pub fn send(
 ) -> anyhow::Result<ExitCode> {
     let text = message_text(text)?;
     let person = person_speaks();
-    let reset = Op::HopReset {
-        mailbox: Some(from.clone().unwrap_or_else(|| "@".into())),
-    };
+    let reset = reset_of(from.clone());
     let op = Op::Send {
         to: to.into(),
         text,
@@ -177,10 +183,7 @@ pub fn reply(home: &Home, id: &str, text: &str, json: bool) -> anyhow::Result<Ex
             // Held mail can't be read: it keeps its hop, and the send says
             // whether it may be answered.
             if let Ok(m) = c.call::<MessageView>(Op::Read { id: id.into() }).await {
-                let reset = Op::HopReset {
-                    mailbox: Some(m.mailbox.unwrap_or_else(|| "@".into())),
-                };
-                let _ = c.call::<MailboxStateView>(reset).await;
+                let _ = c.call::<MailboxStateView>(reset_of(m.mailbox)).await;
             }
         }
         anyhow::Ok(c.call(op).await?)

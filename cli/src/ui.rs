@@ -123,12 +123,9 @@ fn open(home: &Home, url: &str) -> bool {
 /// path. Sign-in files past [`SIGN_IN_FILE_KEPT`] go first.
 fn sign_in_file(home: &Home, url: &str) -> std::io::Result<std::path::PathBuf> {
     use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::os::unix::fs::OpenOptionsExt;
+    // The daemon that answered made it, for its socket.
     let dir = home.run_dir();
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)?;
     if let Ok(entries) = std::fs::read_dir(&dir) {
         for e in entries.flatten() {
             let old = e

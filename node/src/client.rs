@@ -219,15 +219,13 @@ impl Client {
     }
 
     async fn call_once<T: DeserializeOwned>(&mut self, op: Op) -> Result<T, Failed> {
-        if let Some((_, _, at)) = &mut self.again {
-            *at = tokio::time::Instant::now();
-        }
         self.next_id += 1;
         let id = self.next_id;
         send(&mut self.framed, &ClientFrame::Request { id, op })
             .await
             .map_err(Failed::Unsent)?;
         let answered = self.answer::<T>(id).await;
+        // The daemon's idle time starts once it has answered.
         if let Some((_, _, at)) = &mut self.again {
             *at = tokio::time::Instant::now();
         }

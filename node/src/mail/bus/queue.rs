@@ -39,8 +39,6 @@ pub(in crate::mail) struct Bus {
     turns: VecDeque<String>,
     /// The sender whose turn was last: back in `turns` at the next turn.
     rested: Option<String>,
-    /// How many wait, of all senders.
-    count: usize,
     /// Broadcasts taken from the network and not yet queued (their flush
     /// is pending), by sending machine: counted as waiting, so batches
     /// that arrive meanwhile see the room they really have.
@@ -63,7 +61,6 @@ impl Bus {
             waiting: BTreeMap::new(),
             turns: VecDeque::new(),
             rested: None,
-            count: 0,
             reserved: BTreeMap::new(),
             judging: None,
             done,
@@ -72,11 +69,16 @@ impl Bus {
         bus
     }
 
+    /// How many wait, of all senders.
+    fn queued(&self) -> usize {
+        self.waiting.values().map(VecDeque::len).sum()
+    }
+
     /// How many more broadcasts may wait, of all senders.
     pub(in crate::mail) fn room(&self) -> usize {
         let reserved: usize = self.reserved.values().sum();
         MAX_WAITING_BROADCASTS
-            .saturating_sub(self.count + reserved + usize::from(self.judging.is_some()))
+            .saturating_sub(self.queued() + reserved + usize::from(self.judging.is_some()))
     }
 
     /// How many more broadcasts from the machine `sender` may wait.
@@ -117,7 +119,6 @@ impl Bus {
             let queue = self.waiting.entry(sender.clone()).or_default();
             let had_none = queue.is_empty();
             queue.push_back(r);
-            self.count += 1;
             // A sender whose turn just was takes its place again at the
             // next turn, behind those that arrived meanwhile.
             if had_none && self.rested.as_ref() != Some(&sender) {
@@ -143,9 +144,6 @@ impl Bus {
             self.waiting.remove(&sender);
         }
         self.rested = Some(sender);
-        if next.is_some() {
-            self.count -= 1;
-        }
         next
     }
 }
@@ -206,6 +204,6 @@ mod tests {
         bus.arrived(taken);
         assert_eq!(bus.room_for("b"), MAX_WAITING_PER_SENDER - 30);
         assert!(bus.reserved.is_empty());
-        assert_eq!(bus.count, MAX_WAITING_PER_SENDER + 30);
+        assert_eq!(bus.queued(), MAX_WAITING_PER_SENDER + 30);
     }
 }

@@ -105,7 +105,7 @@ fn judged(
         agentmesh_node::bus::JudgeWith::Builtin => Line::Judged(judge::judge(input, preset)),
         agentmesh_node::bus::JudgeWith::Command(cmd) => {
             let asked = rt
-                .block_on(judge::command::ask(cmd, input, preset))
+                .block_on(agentmesh_node::bus::command::ask(cmd, input, preset))
                 .map_err(|e| format!("{}: {e}", e.code()));
             match asked {
                 Ok(p) => Line::Judged(judge::verdict(p, preset)),

@@ -11,8 +11,8 @@
 
 use std::time::{Duration, Instant};
 
+use agentmesh_judge::{self as judge, Input, tune};
 use agentmesh_node::bus::Preset;
-use agentmesh_node::bus::judge::{self, Input, tune};
 use serde::Serialize;
 
 use crate::bench_mcp::percentile;

@@ -65,17 +65,16 @@ fn bus_prints_the_judges_figures_and_tune_prints_the_committed_weights() {
     let delivered = f["delivered_per_broadcast"].as_u64().unwrap();
     assert!((1..30).contains(&delivered), "{f}");
     // The same figures the held-out test computes.
-    let (all, split) = agentmesh_node::bus::judge::tune::committed();
-    let held = agentmesh_node::bus::judge::tune::part(&all, &split.held_out);
-    let balanced =
-        agentmesh_node::bus::judge::tune::score(&held, agentmesh_node::bus::Preset::Balanced);
+    let (all, split) = agentmesh_judge::tune::committed();
+    let held = agentmesh_judge::tune::part(&all, &split.held_out);
+    let balanced = agentmesh_judge::tune::score(&held, agentmesh_judge::Preset::Balanced);
     assert_eq!(f["balanced_recall"].as_f64(), Some(balanced.recall));
     assert_eq!(f["pairs"], held.len());
     let out = bench(homes.path(), &["bus", "--tune"]).output().unwrap();
     assert!(out.status.success(), "{out:?}");
     let committed = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../node/src/bus/judge/weights.rs"
+        "/../judge/src/weights.rs"
     ))
     .unwrap();
     assert_eq!(String::from_utf8(out.stdout).unwrap(), committed);

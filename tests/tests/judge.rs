@@ -6,8 +6,8 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+use agentmesh_judge::{self as judge, Input, tune};
 use agentmesh_node::bus::Preset;
-use agentmesh_node::bus::judge::{self, Input, tune};
 
 fn run(args: &[&str], stdin: &str) -> (std::process::ExitStatus, String, String) {
     let home = tempfile::tempdir().unwrap();

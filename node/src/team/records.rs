@@ -46,23 +46,21 @@ pub const MAX_DIRECTORY_PAGE: usize = 24 * 1024;
 /// could send the same bad record in every sync).
 const REFUSALS_AUDITED_PER_MINUTE: u32 = 10;
 
-impl From<Status> for WireStatus {
-    fn from(s: Status) -> Self {
-        match s {
-            Status::Working => WireStatus::Working,
-            Status::Idle => WireStatus::Idle,
-            Status::Offline => WireStatus::Offline,
-        }
+/// A status as the wire says it.
+fn to_wire(s: Status) -> WireStatus {
+    match s {
+        Status::Working => WireStatus::Working,
+        Status::Idle => WireStatus::Idle,
+        Status::Offline => WireStatus::Offline,
     }
 }
 
-impl From<WireStatus> for Status {
-    fn from(s: WireStatus) -> Self {
-        match s {
-            WireStatus::Working => Status::Working,
-            WireStatus::Idle => Status::Idle,
-            WireStatus::Offline => Status::Offline,
-        }
+/// A status the wire said.
+fn from_wire(s: WireStatus) -> Status {
+    match s {
+        WireStatus::Working => Status::Working,
+        WireStatus::Idle => Status::Idle,
+        WireStatus::Offline => Status::Offline,
     }
 }
 
@@ -84,7 +82,7 @@ fn entry(m: &LocalMailbox) -> Option<DirectoryEntry> {
         mailbox,
         profile: m.profile.clone(),
         goal: m.goal.clone(),
-        status: m.status.into(),
+        status: to_wire(m.status),
         last_active: m.last_active,
     })
 }
@@ -418,7 +416,7 @@ impl Published {
                             address: address(m.mailbox.as_ref().map(Name::as_str), &name),
                             profile: m.profile.clone(),
                             goal: m.goal.clone(),
-                            status: m.status.into(),
+                            status: from_wire(m.status),
                             last_active: m.last_active.map(api::rfc3339),
                         })
                         .collect()

@@ -9,12 +9,12 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-const STOP: &str = include_str!("stop.txt");
-const DF: &str = include_str!("df.tsv");
-const LEXICON: &str = include_str!("lexicon.tsv");
-const KNOWN: &str = include_str!("known.tsv");
-const THESAURUS: &str = include_str!("thesaurus.txt");
-const AMBIGUOUS: &str = include_str!("ambiguous.txt");
+const STOP: &str = include_str!("../data/stop.txt");
+const DF: &str = include_str!("../data/df.tsv");
+const LEXICON: &str = include_str!("../data/lexicon.tsv");
+const KNOWN: &str = include_str!("../data/known.tsv");
+const THESAURUS: &str = include_str!("../data/thesaurus.txt");
+const AMBIGUOUS: &str = include_str!("../data/ambiguous.txt");
 
 /// One package the judge knows: what it depends on and what it is.
 #[derive(Debug, Default)]

@@ -1,11 +1,11 @@
-//! The judge on the held-out part of the labelled set (node/tests/judge/),
+//! The judge on the held-out part of the labelled set (judge/labelled/),
 //! which tuning never saw: precision and recall at each preset, through
 //! the same code path the daemon and `agentmesh judge` use.
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
-use agentmesh_node::bus::Preset;
-use agentmesh_node::bus::judge::tune::{self, Score};
+use agentmesh_judge::Preset;
+use agentmesh_judge::tune::{self, Score};
 
 fn held_out_scores() -> Vec<Score> {
     let (all, split) = tune::committed();

@@ -1,5 +1,5 @@
 //! The judge's weights, written by `agentmesh-bench bus --tune` from
-//! the tuning part of node/tests/judge/ (198 pairs). Do not edit:
+//! the tuning part of judge/labelled/ (198 pairs). Do not edit:
 //! a test checks they are what `tune::tune` computes.
 
 /// One weight per feature, in `features::NAMES` order.

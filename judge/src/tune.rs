@@ -16,9 +16,9 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::features::{COUNT, Features, NAMES};
-use crate::bus::{Preset, Status};
+use crate::{Preset, Status};
 
-/// One labelled pair of `node/tests/judge/labelled.jsonl`.
+/// One labelled pair of `judge/labelled/labelled.jsonl`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Labelled {
     /// Its id (`p001`…).
@@ -54,7 +54,7 @@ impl Labelled {
     }
 }
 
-/// `node/tests/judge/split.json`.
+/// `judge/labelled/split.json`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Split {
     /// The seed the split was drawn with.
@@ -257,7 +257,7 @@ pub fn render(model: &Model, tuning_pairs: usize) -> String {
     let _ = writeln!(
         s,
         "//! The judge's weights, written by `agentmesh-bench bus --tune` from\n\
-         //! the tuning part of node/tests/judge/ ({tuning_pairs} pairs). Do not edit:\n\
+         //! the tuning part of judge/labelled/ ({tuning_pairs} pairs). Do not edit:\n\
          //! a test checks they are what `tune::tune` computes.\n"
     );
     let _ = writeln!(s, "/// One weight per feature, in `features::NAMES` order.");
@@ -337,11 +337,11 @@ pub fn score(rows: &[&Labelled], preset: Preset) -> Score {
 /// The labelled set and its split, as committed (for tests and the
 /// benchmark, which run from the workspace).
 pub fn committed() -> (Vec<Labelled>, Split) {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/judge");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/labelled");
     let labelled = std::fs::read_to_string(format!("{dir}/labelled.jsonl"))
-        .expect("node/tests/judge/labelled.jsonl is committed");
+        .expect("judge/labelled/labelled.jsonl is committed");
     let split = std::fs::read_to_string(format!("{dir}/split.json"))
-        .expect("node/tests/judge/split.json is committed");
+        .expect("judge/labelled/split.json is committed");
     (
         parse_labelled(&labelled).expect("labelled.jsonl parses"),
         serde_json::from_str(&split).expect("split.json parses"),

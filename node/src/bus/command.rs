@@ -12,36 +12,12 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::Input;
+use super::judge::Input;
+use super::judge::command::{COMMAND_OUTPUT_MAX, COMMAND_TIMEOUT, parse_answer, payload};
 use crate::bus::Preset;
 use crate::codes::ErrorCode;
-
-/// How long a judge command has for one judgment.
-pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// The most of a judge command's stdout that is read (an answer is a few
-/// bytes), and of its stderr kept for the log.
-pub const COMMAND_OUTPUT_MAX: usize = 4096;
-
-/// What a judge command is given on stdin.
-#[derive(Debug, Clone, Serialize)]
-pub struct CommandInput<'a> {
-    /// The pair.
-    #[serde(flatten)]
-    pub input: &'a Input,
-    /// The mailbox's preset (the command may use it or not; its `p` is
-    /// compared with the preset's threshold all the same).
-    pub preset: Preset,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Answer {
-    p: f64,
-}
 
 /// Why a judge command gave no probability.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -84,15 +60,6 @@ impl CommandError {
             CommandError::BadAnswer(_) => ErrorCode::JudgeBadAnswer,
         }
     }
-}
-
-/// Text cut to at most `max` bytes, on a character boundary.
-fn cut(text: &str, max: usize) -> String {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_string()
 }
 
 /// Runs `command` (with `sh -c`, in its own process group, which is killed
@@ -155,16 +122,7 @@ async fn ask_within(
     preset: Preset,
     timeout: Duration,
 ) -> Result<f64, CommandError> {
-    let read = Input {
-        notes: super::notes_read(&input.notes).to_vec(),
-        ..input.clone()
-    };
-    let mut payload = serde_json::to_vec(&CommandInput {
-        input: &read,
-        preset,
-    })
-    .map_err(|e| CommandError::Spawn(e.to_string()))?;
-    payload.push(b'\n');
+    let payload = payload(input, preset);
     let mut child = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(command)
@@ -219,17 +177,7 @@ async fn ask_within(
             "it printed more than {COMMAND_OUTPUT_MAX} bytes"
         )));
     }
-    let text = String::from_utf8_lossy(&out);
-    let answer: Answer = serde_json::from_str(text.trim()).map_err(|e| {
-        CommandError::BadAnswer(format!("{e} (it printed {:?})", cut(text.trim(), 120)))
-    })?;
-    if !(0.0..=1.0).contains(&answer.p) {
-        return Err(CommandError::BadAnswer(format!(
-            "p is {}, outside 0.0-1.0",
-            answer.p
-        )));
-    }
-    Ok(answer.p)
+    parse_answer(&String::from_utf8_lossy(&out)).map_err(CommandError::BadAnswer)
 }
 
 #[cfg(test)]

@@ -1,5 +1,10 @@
-//! The built-in relevance judge: would this mailbox's session want this
-//! broadcast? One probability per (broadcast, mailbox) pair, computed
+//! agentmesh's broadcast judge: would this mailbox's session want this
+//! broadcast? Text in, score out: this crate reads nothing but its own
+//! data (`data/`, compiled in), starts no process and opens no socket.
+//! The daemon runs it, and runs the command and agent judges whose
+//! protocol and prompt are here.
+//!
+//! The built-in judge: One probability per (broadcast, mailbox) pair, computed
 //! here, in microseconds, with no network, no model fetched and no
 //! process started; the same inputs always give the same answer.
 //!
@@ -15,19 +20,88 @@
 //! idle session is exactly the one a relevant broadcast should reach.
 //! The weights and the presets' thresholds are in `weights.rs`, written by
 //! [`tune`] from the tuning part of the labelled set
-//! (`node/tests/judge/`); a test checks they are what [`tune`] computes.
+//! (`judge/labelled/`); a test checks they are what [`tune`] computes.
 
 pub mod command;
 pub mod features;
 pub mod text;
+#[cfg(feature = "tuning")]
 pub mod tune;
 #[rustfmt::skip] // written by `agentmesh-bench bus --tune`, compared byte for byte
 mod weights;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Preset, Status};
 pub use features::{Broadcast, Features};
+
+/// How eager a mailbox is to receive broadcasts: each preset is a
+/// threshold on the judge's probability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Preset {
+    /// Only what is clearly about this mailbox's work.
+    Strict,
+    /// The default: what is likely to matter.
+    #[default]
+    Balanced,
+    /// Anything that might matter.
+    Loose,
+}
+
+impl Preset {
+    /// Every preset, strictest first.
+    pub const ALL: [Preset; 3] = [Preset::Strict, Preset::Balanced, Preset::Loose];
+
+    /// Its name, as in config and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Preset::Strict => "strict",
+            Preset::Balanced => "balanced",
+            Preset::Loose => "loose",
+        }
+    }
+
+    /// The preset a name means, if any.
+    pub fn parse(name: &str) -> Option<Preset> {
+        Preset::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for Preset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a mailbox's session is doing, as the directory shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// A session is attached and a hook or tool call was seen in the last
+    /// two minutes.
+    Working,
+    /// A session is attached and quiet.
+    Idle,
+    /// Nothing is attached.
+    Offline,
+}
+
+impl Status {
+    /// Its name, as shown and as on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Working => "working",
+            Status::Idle => "idle",
+            Status::Offline => "offline",
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// The last notes the judge reads of a mailbox's `not_for_me`s.
 pub const NOTES_READ: usize = 5;

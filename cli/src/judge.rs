@@ -13,11 +13,12 @@ use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
 use agentmesh_node::bus::Preset;
+use agentmesh_node::bus::judge::eval::{self, Evaluation, PresetFigures};
 use agentmesh_node::bus::judge::{self, Input, Judgment};
 use agentmesh_node::codes::ErrorCode;
 use serde::Serialize;
 
-use crate::term;
+use crate::term::{self, cli_error};
 
 /// The longest input line read whole: a broadcast is at most 64 KiB, a
 /// profile 1 KiB, a goal 256 bytes, notes five of 1 KiB; JSON escaping can
@@ -172,12 +173,100 @@ pub fn run(
         out.flush()?;
     }
     if bad > 0 {
-        return Err(term::cli_error(
+        return Err(cli_error(
             ErrorCode::BadInput.as_str(),
             format!("{bad} of {inputs} input lines were not judged (their output lines say why)"),
         ));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The most bytes of an `--eval` file (a pair is a few KiB).
+pub const MAX_EVAL_FILE: u64 = 64 * 1024 * 1024;
+
+/// `agentmesh judge --eval FILE`: every pair judged as the daemon would
+/// (a judge command's failure scores 0: the daemon drops it), then the
+/// figures at the presets' thresholds.
+pub fn eval(
+    file: &std::path::Path,
+    with: agentmesh_node::bus::JudgeWith,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let size = std::fs::metadata(file)
+        .map_err(|e| cli_error("bad_input", format!("can't read {}: {e}", file.display())))?
+        .len();
+    if size > MAX_EVAL_FILE {
+        return Err(cli_error(
+            "too_large",
+            format!(
+                "{} is {size} bytes; --eval reads at most {MAX_EVAL_FILE}: split it",
+                file.display()
+            ),
+        ));
+    }
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| cli_error("bad_input", format!("can't read {}: {e}", file.display())))?;
+    let pairs = eval::parse_pairs(&text).map_err(|e| {
+        cli_error(
+            "bad_input",
+            format!(
+                "{}: {e} (each line: {{\"broadcast\", \"profile\", \"goal\", \"status\", \"relevant\"}})",
+                file.display()
+            ),
+        )
+    })?;
+    let rt = term::runtime()?;
+    let progress = (!json && pairs.len() > 200).then(|| term::progress(pairs.len() as u64));
+    let mut scored = Vec::with_capacity(pairs.len());
+    for (pair, relevant) in &pairs {
+        let p = match judged(&with, &rt, &pair.input(), Preset::Balanced) {
+            Line::Judged(j) => j.p,
+            _ => 0.0,
+        };
+        scored.push((p, *relevant));
+        if let Some(bar) = &progress {
+            bar.inc(1);
+        }
+    }
+    if let Some(bar) = progress {
+        bar.finish_and_clear();
+    }
+    let e = eval::evaluate(&scored, eval::builtin_thresholds());
+    if json {
+        println!("{}", serde_json::to_string(&e)?);
+    } else {
+        print!("{}", table(&e, with.as_str()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn percent(x: Option<f64>) -> String {
+    x.map_or("-".into(), |x| format!("{:.1}%", 100.0 * x))
+}
+
+/// The `--eval` figures as a person reads them.
+fn table(e: &Evaluation, with: &str) -> String {
+    let mut s = format!(
+        "{} pairs, {} relevant; judge: {with}\nAUC {}   precision at 90% recall {}\n\n",
+        e.pairs,
+        e.relevant,
+        e.auc.map_or("-".into(), |a| format!("{a:.3}")),
+        percent(e.precision_at_90_recall),
+    );
+    s += "preset     threshold  precision  recall  delivered\n";
+    let row = |name: &str, f: &PresetFigures| {
+        format!(
+            "{name:<10} {:>9.3}  {:>9}  {:>6}  {:>9}\n",
+            f.threshold,
+            percent(f.precision),
+            percent(f.recall),
+            f.delivered
+        )
+    };
+    s += &row("strict", &e.presets.strict);
+    s += &row("balanced", &e.presets.balanced);
+    s += &row("loose", &e.presets.loose);
+    s
 }
 
 #[cfg(test)]

@@ -347,6 +347,11 @@ enum Command {
         /// `[bus] judge_command`.
         #[arg(long)]
         builtin: bool,
+        /// Score the judge on a JSON-lines file of labelled pairs (each
+        /// with "relevant": true|false) instead of judging stdin: pairs,
+        /// AUC, each preset's precision and recall.
+        #[arg(long, value_name = "FILE")]
+        eval: Option<PathBuf>,
     },
     /// Dial a peer by address and sync the team with it.
     Connect {
@@ -634,9 +639,14 @@ fn main() -> ExitCode {
         Command::Connect { addr } => team::connect(&home, &addr, json),
         Command::Demo => demo::demo(json),
         Command::Ui { no_open } => ui::run(&home, no_open, json),
-        Command::Judge { preset, builtin } => {
-            judge::judge_with(&home, builtin).and_then(|with| judge::run(preset.into(), with, json))
-        }
+        Command::Judge {
+            preset,
+            builtin,
+            eval,
+        } => judge::judge_with(&home, builtin).and_then(|with| match eval {
+            Some(file) => judge::eval(&file, with, json),
+            None => judge::run(preset.into(), with, json),
+        }),
         Command::Mcp(args) => agents::mcp::run(&home, args),
         Command::Hook {
             agent,

@@ -353,6 +353,17 @@ pub fn spinner(message: &str) -> ProgressBar {
     bar
 }
 
+/// A bar counting `len` steps (on stderr, hidden when it is not a
+/// terminal).
+pub fn progress(len: u64) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} pairs judged")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
 /// A PeerId shortened for tables: `12D3…` and its last six characters.
 pub fn short_peer(peer: &str) -> String {
     if peer.len() > 12 {

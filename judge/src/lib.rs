@@ -23,6 +23,7 @@
 //! (`judge/labelled/`); a test checks they are what [`tune`] computes.
 
 pub mod command;
+pub mod eval;
 pub mod features;
 pub mod text;
 #[cfg(feature = "tuning")]
@@ -108,10 +109,11 @@ pub const NOTES_READ: usize = 5;
 
 /// How much a note's likeness (0–1) to the broadcast lowers its logit:
 /// a broadcast nearly identical to one the session said was not for it
-/// (likeness about 0.9) loses about 5.4, enough to drop it at every
-/// preset; a note merely on the same topic lowers it a little. Not tuned
-/// (the labelled set has no notes): chosen, see docs/agents.md.
-pub const NOTE_WEIGHT: f64 = 6.0;
+/// (likeness about 0.9) loses about 11, enough to drop even a broadcast
+/// the model is sure of (a logit near 10) at every preset; a note merely
+/// on the same topic lowers it a little. Not tuned (the labelled set has
+/// no notes): chosen, see docs/agents.md.
+pub const NOTE_WEIGHT: f64 = 12.0;
 
 /// What the judge is given about one pair: the `agentmesh judge` input
 /// line, and what the daemon passes for each candidate mailbox.

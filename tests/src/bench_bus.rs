@@ -1,6 +1,6 @@
 //! `agentmesh-bench bus`: the built-in judge's time per (broadcast,
 //! mailbox) pair and its precision and recall per preset on the labelled
-//! set's held-out part (node/tests/judge/). `--tune` prints the judge's
+//! set's held-out part (judge/labelled/). `--tune` prints the judge's
 //! `weights.rs` as tuning on the tuning part computes it instead.
 //!
 //! Then a broadcast from one machine to 3 machines with 10 mailboxes
@@ -308,17 +308,41 @@ pub fn tuned_weights() -> String {
     let (all, split) = tune::committed();
     let tuning = tune::part(&all, &split.tuning);
     let model = tune::tune(&tuning);
-    for ((p, r), t) in model
+    for ((p, name), t) in model
         .out_of_fold_precision
         .iter()
-        .zip(tune::PRESET_RECALL)
+        .zip(["strict", "balanced", "loose"])
         .zip(model.thresholds)
     {
         eprintln!(
-            "tuning part, out of fold: precision {:.1}% at recall {:.0}% (threshold {t:.3})",
+            "tuning part, out of fold: {name} precision {:.1}% (threshold {t:.3})",
             100.0 * p,
-            100.0 * r
         );
+    }
+    if let Some(path) = std::env::var_os("AGENTMESH_JUDGE_DUMP") {
+        let mut csv = format!(
+            "team,id,relevant,kind,{}\n",
+            judge::features::NAMES.join(",")
+        );
+        for l in &all {
+            let f = judge::Features::of(&l.broadcast, &l.profile, &l.goal).to_array();
+            let f: Vec<String> = f.iter().map(|x| x.to_string()).collect();
+            csv += &format!(
+                "{},{},{},{},{}\n",
+                l.team,
+                l.id,
+                l.relevant,
+                l.kind,
+                f.join(",")
+            );
+        }
+        std::fs::write(path, csv).expect("the dump is written");
+    }
+    if std::env::var_os("AGENTMESH_JUDGE_ABLATION").is_some() {
+        eprintln!("ablation, out of fold on the tuning part (auc, precision at 90% recall):");
+        for (name, auc, p90) in tune::ablation(&tuning) {
+            eprintln!("  {name:16} {auc:.3} {:.1}%", 100.0 * p90);
+        }
     }
     tune::render(&model, tuning.len())
 }

@@ -385,3 +385,67 @@ fn one_members_broadcasts_wait_their_turn_and_their_bound_behind_anothers() {
         );
     }
 }
+
+/// The README's kind of broadcast, through the MCP tools between two
+/// machines: one session says what it will stop doing, in its own words;
+/// the session whose goal it concerns gets it, with few words in common,
+/// and a session on another part of the product does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_broadcast_reaches_the_session_it_concerns_through_mcp() {
+    let [a, b] = team([("alpha", "Ada"), ("bravo", "Bob")]);
+    b.ok(&["trust", "alpha"]);
+    let storefront = mailbox(&a, "storefront", "");
+    let orders = mailbox(&b, "orders", "");
+    let search = mailbox(&b, "search", "");
+    let so = Session::spawn(&b, &orders, "claude-code", &[]).await;
+    so.ok(
+        "set_profile",
+        json!({"profile": "Orders service: the REST API for orders, in Go on Postgres.",
+               "goal": "Retire the /v1/orders endpoints once no client calls them."}),
+    )
+    .await;
+    let ss = Session::spawn(&b, &search, "codex", &[]).await;
+    ss.ok(
+        "set_profile",
+        json!({"profile": "Product search: the Elasticsearch index and the search API.",
+               "goal": "Add typo tolerance to search."}),
+    )
+    .await;
+    let sa = Session::spawn(&a, &storefront, "claude-code", &[]).await;
+    sa.ok(
+        "set_profile",
+        json!({"profile": "The storefront: Next.js pages for the shop.", "goal": ""}),
+    )
+    .await;
+    let sent = sa
+        .ok(
+            "broadcast",
+            json!({"text": "The storefront stops calling /v1/orders on Monday; it uses /v2/orders from then on."}),
+        )
+        .await;
+    assert_eq!(sent["machines"], json!(["alpha", "bravo"]), "{sent}");
+    let got = wait_for("the broadcast in orders' inbox", || {
+        let m = inbox_of(&b, "orders");
+        (!m.is_empty()).then_some(m)
+    });
+    assert_eq!(got[0]["kind"], "broadcast", "{got:?}");
+    assert_eq!(got[0]["from"], "storefront@alpha");
+    let seen = so.ok("check_inbox", json!({})).await;
+    assert!(seen.to_string().contains("/v1/orders"), "{seen}");
+    // search was judged (its judgment is logged) and dropped.
+    let entries = wait_for("bravo's judgment of search", || {
+        let e: Vec<Value> = bus_log(&b)
+            .into_iter()
+            .filter(|e| {
+                e["mailbox"] == "search@bravo"
+                    && (e["event"] == "broadcast_delivered" || e["event"] == "broadcast_dropped")
+            })
+            .collect();
+        (!e.is_empty()).then_some(e)
+    });
+    assert_eq!(entries[0]["event"], "broadcast_dropped", "{entries:?}");
+    assert!(inbox_of(&b, "search").is_empty());
+    for s in [sa, so, ss] {
+        s.close().await;
+    }
+}

@@ -143,3 +143,81 @@ fn judge_uses_the_judge_command_config_sets_as_the_daemon_does() {
         "{v}"
     );
 }
+
+/// `agentmesh judge --eval FILE --json` scores a file of labelled pairs
+/// with the daemon's judge: the same figures as the judge's own code
+/// gives for those pairs, keys other than the pair's ignored.
+#[test]
+fn eval_scores_a_file_of_labelled_pairs_as_the_judge_does() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../judge/labelled/teams/t1.jsonl"
+    );
+    let (status, out, err) = run(&["judge", "--builtin", "--eval", file, "--json"], "");
+    assert!(status.success(), "{err}");
+    let got: judge::eval::Evaluation = serde_json::from_str(out.trim()).unwrap();
+    let pairs = judge::eval::parse_pairs(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let scored: Vec<(f64, bool)> = pairs
+        .iter()
+        .map(|(p, r)| (judge::probability(&p.input()), *r))
+        .collect();
+    let want = judge::eval::evaluate(&scored, judge::eval::builtin_thresholds());
+    assert_eq!(got.pairs, pairs.len());
+    assert_eq!(got.relevant, pairs.iter().filter(|(_, r)| *r).count());
+    assert!((got.auc.unwrap() - want.auc.unwrap()).abs() < 1e-12);
+    assert_eq!(
+        got.presets.balanced.delivered,
+        want.presets.balanced.delivered
+    );
+    assert_eq!(got.presets.strict.delivered, want.presets.strict.delivered);
+    assert_eq!(got.presets.loose.delivered, want.presets.loose.delivered);
+    assert_eq!(got.presets.balanced.threshold, Preset::Balanced.threshold());
+    // The keys scripts read are all there.
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    for key in ["pairs", "relevant", "auc", "precision_at_90_recall"] {
+        assert!(v.get(key).is_some(), "{key}: {v}");
+    }
+    for p in ["strict", "balanced", "loose"] {
+        for key in ["threshold", "precision", "recall", "delivered"] {
+            assert!(v["presets"][p].get(key).is_some(), "{p}.{key}: {v}");
+        }
+    }
+    // Without --json: a table with the same figures.
+    let (status, out, _) = run(&["judge", "--builtin", "--eval", file], "");
+    assert!(status.success());
+    assert!(
+        out.contains(&format!("{} pairs, {} relevant", got.pairs, got.relevant)),
+        "{out}"
+    );
+    assert!(out.contains("balanced"), "{out}");
+}
+
+/// A row without its label is an error that names its line, as JSON with
+/// `--json`; nothing is scored.
+#[test]
+fn eval_refuses_a_row_without_relevant_naming_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pairs.jsonl");
+    std::fs::write(
+        &file,
+        "{\"broadcast\":\"b\",\"profile\":\"p\",\"goal\":\"\",\"status\":\"idle\",\"relevant\":true,\"id\":\"x\"}\n\
+         {\"broadcast\":\"b\",\"profile\":\"p\",\"goal\":\"\",\"status\":\"idle\"}\n",
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let (status, out, err) = run(&["judge", "--eval", path, "--json"], "");
+    assert!(!status.success());
+    assert!(out.is_empty(), "nothing is scored: {out}");
+    let e: serde_json::Value = serde_json::from_str(err.trim()).unwrap();
+    assert_eq!(e["code"], "bad_input", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("line 2: no \"relevant\""),
+        "{e}"
+    );
+    let (status, _, err) = run(&["judge", "--eval", path], "");
+    assert!(!status.success());
+    assert!(err.contains("line 2"), "{err}");
+}

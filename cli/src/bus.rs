@@ -333,3 +333,49 @@ pub fn directory(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// `agentmesh bus stats`.
+pub fn stats(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
+    crate::mail::simple::<api::BusStatsView>(home, Op::BusStats, json, |v| {
+        if v.mailboxes.is_empty() {
+            crate::say!("No broadcast judged here yet.");
+            return;
+        }
+        let pct = |s: Option<f64>| s.map_or("-".to_owned(), |s| format!("{:.0}%", 100.0 * s));
+        let rows: Vec<Vec<String>> = v
+            .mailboxes
+            .iter()
+            .chain(std::iter::once(&v.total))
+            .map(|r| {
+                vec![
+                    if r.mailbox == "*" {
+                        "all".to_owned()
+                    } else {
+                        term::clean(&r.mailbox)
+                    },
+                    r.delivered.to_string(),
+                    r.dropped.to_string(),
+                    r.wake_runs.to_string(),
+                    r.silent_runs.to_string(),
+                    pct(r.silent_wake_share),
+                ]
+            })
+            .collect();
+        term::table(
+            &[
+                "MAILBOX",
+                "DELIVERED",
+                "DROPPED",
+                "WAKE RUNS",
+                "SILENT",
+                "SILENT SHARE",
+            ],
+            &rows,
+        );
+        crate::say!(
+            "Judgments since {}; wake runs of the last {} kept. A silent run is one a broadcast started whose session sent nothing and marked nothing.",
+            v.judged_since.as_deref().unwrap_or("-"),
+            v.runs_kept
+        );
+    })
+}

@@ -41,6 +41,33 @@ enum Line {
         code: &'static str,
         message: String,
     },
+    /// `[bus] judge = "agent"`: which stage decided, and the agent's why.
+    Staged {
+        p: Option<f64>,
+        deliver: bool,
+        stage: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+}
+
+impl Line {
+    /// The score `--eval` ranks by: the judge's p; a drop for want of a
+    /// judgment is 0; with the agent judge, what the built-in judge
+    /// dropped is 0 and the rest the agent's p.
+    fn score(&self) -> f64 {
+        match self {
+            Line::Judged(j) => j.p,
+            Line::Staged {
+                p: Some(p),
+                stage: "agent",
+                ..
+            } => *p,
+            _ => 0.0,
+        }
+    }
 }
 
 /// Reads one line of at most [`MAX_LINE`] bytes; `Ok(None)` at the end.
@@ -94,6 +121,54 @@ pub fn judge_with(
     Ok(agentmesh_node::config::Config::load_settings(&path)?.judge)
 }
 
+/// The agent judge's two stages for one pair, as the daemon runs them
+/// (without its daily budget: a person running this pays each call).
+fn staged(
+    rules: &agentmesh_node::bus::AgentRules,
+    rt: &tokio::runtime::Runtime,
+    input: &Input,
+    preset: Preset,
+) -> Line {
+    let first = judge::probability(input);
+    let Some(cli) = rules
+        .default_cli
+        .filter(|_| first >= judge::first_stage_threshold())
+    else {
+        return Line::Staged {
+            p: Some(first),
+            deliver: rules.default_cli.is_none() && first >= preset.threshold(),
+            stage: "builtin",
+            why: None,
+            error: None,
+        };
+    };
+    let cwd = std::env::temp_dir().join(format!("agentmesh-judge-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&cwd);
+    let ask = agentmesh_node::bus::agent::Ask {
+        program: rules.program(cli),
+        cli,
+        settings: &rules.settings,
+        timeout: rules.timeout,
+        cwd: &cwd,
+    };
+    match rt.block_on(agentmesh_node::bus::agent::ask(ask, input)) {
+        Ok(a) => Line::Staged {
+            p: Some(a.p),
+            deliver: a.p >= preset.agent_threshold(),
+            stage: "agent",
+            why: Some(a.why),
+            error: None,
+        },
+        Err(e) => Line::Staged {
+            p: None,
+            deliver: false,
+            stage: "agent",
+            why: None,
+            error: Some(format!("{}: {e}", e.code())),
+        },
+    }
+}
+
 /// One judgment, as the daemon makes it: a judge command's failure is a
 /// drop (`p` null, `deliver` false, and why).
 fn judged(
@@ -103,6 +178,7 @@ fn judged(
     preset: Preset,
 ) -> Line {
     match with {
+        agentmesh_node::bus::JudgeWith::Agent(rules) => staged(rules, rt, input, preset),
         agentmesh_node::bus::JudgeWith::Builtin => Line::Judged(judge::judge(input, preset)),
         agentmesh_node::bus::JudgeWith::Command(cmd) => {
             let asked = rt
@@ -219,10 +295,7 @@ pub fn eval(
     let progress = (!json && pairs.len() > 200).then(|| term::progress(pairs.len() as u64));
     let mut scored = Vec::with_capacity(pairs.len());
     for (pair, relevant) in &pairs {
-        let p = match judged(&with, &rt, &pair.input(), Preset::Balanced) {
-            Line::Judged(j) => j.p,
-            _ => 0.0,
-        };
+        let p = judged(&with, &rt, &pair.input(), Preset::Balanced).score();
         scored.push((p, *relevant));
         if let Some(bar) = &progress {
             bar.inc(1);
@@ -231,7 +304,11 @@ pub fn eval(
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
-    let e = eval::evaluate(&scored, eval::builtin_thresholds());
+    let thresholds = match &with {
+        agentmesh_node::bus::JudgeWith::Agent(_) => Preset::ALL.map(Preset::agent_threshold),
+        _ => eval::builtin_thresholds(),
+    };
+    let e = eval::evaluate(&scored, thresholds);
     if json {
         println!("{}", serde_json::to_string(&e)?);
     } else {

@@ -471,6 +471,10 @@ enum BusCommand {
         #[arg(long, value_name = "MAILBOX")]
         mailbox: Option<String>,
     },
+    /// Per mailbox and in all: broadcasts delivered and dropped, the wake
+    /// runs they started, and the share of those runs that sent nothing
+    /// and marked nothing (silent_wake_share).
+    Stats,
 }
 
 #[derive(Debug, Subcommand)]
@@ -707,6 +711,7 @@ fn main() -> ExitCode {
         Command::Bus(BusCommand::Log { since, mailbox }) => {
             bus::log(&home, since.as_deref(), mailbox, json)
         }
+        Command::Bus(BusCommand::Stats) => bus::stats(&home, json),
         Command::Approve { id } => mail::decide(&home, &id, true, None, json),
         Command::Reject { id, reason } => mail::decide(&home, &id, false, reason, json),
         Command::Trust { machine } => mail::trust(&home, &machine, json),

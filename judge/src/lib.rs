@@ -22,6 +22,7 @@
 //! [`tune`] from the tuning part of the labelled set
 //! (`judge/labelled/`); a test checks they are what [`tune`] computes.
 
+pub mod agent;
 pub mod command;
 pub mod eval;
 pub mod features;
@@ -165,6 +166,13 @@ impl Preset {
             Preset::Loose => weights::THRESHOLDS[2],
         }
     }
+}
+
+/// The probability below which the built-in judge drops a pair without
+/// asking the agent (`[bus] judge = "agent"`): out of fold on the tuning
+/// part, it keeps 98% of the relevant pairs.
+pub fn first_stage_threshold() -> f64 {
+    weights::FIRST_STAGE
 }
 
 /// The model's logit for measured features, before notes.

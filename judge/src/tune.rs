@@ -99,6 +99,8 @@ pub struct Model {
     pub bias: f64,
     /// strict, balanced, loose.
     pub thresholds: [f64; 3],
+    /// The agent stage's first stage.
+    pub first_stage: f64,
     /// Out-of-fold precision on the tuning part at each threshold (what
     /// tuning can know of how the model does on pairs it did not see).
     pub out_of_fold_precision: [f64; 3],
@@ -229,6 +231,9 @@ pub const STRICT_PRECISION: f64 = 0.95;
 pub const BALANCED_RECALL: f64 = 0.90;
 /// Loose's recall.
 pub const LOOSE_RECALL: f64 = 0.97;
+/// The recall the agent stage's first, built-in, stage keeps: it drops
+/// only what it is sure of.
+pub const FIRST_STAGE_RECALL: f64 = 0.98;
 
 /// The first set (issue 19's), made mostly of near misses in a team of 41
 /// mailboxes: it helps fit the weights, but thresholds calibrated on it
@@ -291,6 +296,7 @@ pub fn tune(tuning: &[&Labelled]) -> Model {
         weights,
         bias,
         thresholds,
+        first_stage: eval::threshold_for_recall(&scored, FIRST_STAGE_RECALL),
         out_of_fold_precision,
     }
 }
@@ -350,6 +356,11 @@ pub fn render(model: &Model, tuning_pairs: usize) -> String {
         s,
         "pub const THRESHOLDS: [f64; 3] = [{:?}, {:?}, {:?}];",
         model.thresholds[0], model.thresholds[1], model.thresholds[2]
+    );
+    let _ = writeln!(
+        s,
+        "\n/// The agent stage's first stage: out of fold, recall {FIRST_STAGE_RECALL}.\npub const FIRST_STAGE: f64 = {:?};",
+        model.first_stage
     );
     s
 }
@@ -475,7 +486,8 @@ mod tests {
                 .thresholds
                 .iter()
                 .zip(super::super::weights::THRESHOLDS)
-                .all(|(a, b)| close(*a, b));
+                .all(|(a, b)| close(*a, b))
+            && close(model.first_stage, super::super::weights::FIRST_STAGE);
         assert!(
             same,
             "weights.rs is not what tuning computes: run `agentmesh-bench bus --tune`; it would be\n{rendered}"

@@ -73,7 +73,7 @@ fn held_out_figures_per_team_and_preset() {
     // the judge that moves them updates both, and this test.
     assert_eq!(
         counts,
-        [("t1", 0, 54, 82, 896), ("t6", 3, 70, 101, 929)],
+        [("t1", 0, 60, 84, 896), ("t6", 3, 73, 103, 930)],
         "the held-out figures moved: update docs/agents.md, docs/benchmarks.md and this test"
     );
 }
@@ -81,7 +81,7 @@ fn held_out_figures_per_team_and_preset() {
 /// Issue 34's bar, on each held-out team: balanced at 75% recall or more
 /// with 50% precision or more, AUC 0.85 or more.
 #[test]
-#[ignore = "not met yet: t1's balanced recall is 70.7% (precision 53.7%, AUC 0.896); t6 meets it (recall 83.3%, precision 50.0%, AUC 0.929). See CHANGELOG, issue 34; run with --ignored to see"]
+#[ignore = "not met yet: t1's balanced recall is 73.2% (precision 50.0%, AUC 0.896); t6's precision is 49.3% (recall 85.7%, AUC 0.930). See CHANGELOG, issue 34; run with --ignored to see"]
 fn balanced_meets_the_bar_on_each_held_out_team() {
     for (team, e) in held_out() {
         let b = e.presets.balanced;

@@ -8,11 +8,13 @@
 //! effect, defaults filled in; `agentmesh config set|unset` edit the file
 //! in place through [`edit::ConfigFile`].
 
+mod bus;
 mod carry;
 pub mod edit;
 mod ui;
 mod wake;
 
+pub use bus::BusConfig;
 pub use carry::{CarrierConfig, CarryRules};
 pub use ui::{DEFAULT_UI_PORT, UiConfig};
 pub use wake::{WakeConfig, WakeRules};
@@ -196,20 +198,6 @@ pub struct Config {
     pub carrier: CarrierConfig,
     /// `[ui]`: the local web page.
     pub ui: UiConfig,
-}
-
-/// `[bus]`: the directory and broadcasts (docs/agents.md).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct BusConfig {
-    /// The preset a mailbox's broadcasts are judged with unless it chose
-    /// its own (`agentmesh profile set MAILBOX --preset`).
-    pub preset: crate::bus::Preset,
-    /// A command that judges each (broadcast, mailbox) pair instead of the
-    /// built-in judge: run with `sh -c`, the pair as JSON on stdin, it
-    /// prints `{"p": 0.0-1.0}` within 2 s; anything else drops the
-    /// broadcast for that mailbox. Empty: the built-in judge.
-    pub judge_command: String,
 }
 
 /// Loop safety for agents' messages (docs/agents.md).
@@ -622,6 +610,10 @@ impl Config {
             },
         };
         let wake = self.wake.rules()?;
+        let mut judge = self.bus.judge_with()?;
+        if let crate::bus::JudgeWith::Agent(r) = &mut judge {
+            r.programs = (wake.claude.clone(), wake.codex.clone());
+        }
         let carry = self.carrier.rules(self.carry)?;
         let name_text = name.to_string();
         Ok(Settings {
@@ -643,10 +635,7 @@ impl Config {
             replies_per_ask: self.messages.replies_per_ask,
             audit_retention,
             preset: self.bus.preset,
-            judge: match self.bus.judge_command.trim() {
-                "" => crate::bus::JudgeWith::Builtin,
-                c => crate::bus::JudgeWith::Command(c.to_owned()),
-            },
+            judge,
             config: Config {
                 name: Some(name_text),
                 ..self.clone()

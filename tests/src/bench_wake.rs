@@ -18,9 +18,40 @@ use crate::bench_mcp::percentile;
 use crate::{Node, bin, team, wait_for_within};
 
 /// The stand-in for `claude` and `codex`. What it does is chosen per run
-/// by the file `mode` in its record folder (`$STANDIN_DIR`).
+/// by the file `mode` in its record folder (`$STANDIN_DIR`). Asked as a
+/// broadcast judge (Claude Code with `--json-schema`, Codex with
+/// `--ephemeral`), it records its argv, stdin, cwd and pid in
+/// `judge/CALL/` and answers as the file `judge-mode` says: `yes` (p 0.9),
+/// `no` (p 0.05), `garbage` (p 7), `slow` (30 s, with a child), `fail`.
 pub const STANDIN: &str = r#"#!/bin/sh
 d="$STANDIN_DIR"
+case " $* " in
+  *" --json-schema "*|*" --ephemeral "*)
+    j="$d/judge/$(date +%s%N)-$$"
+    mkdir -p "$j"
+    for a; do printf '%s\0' "$a"; done > "$j/argv"
+    pwd > "$j/cwd"
+    cat > "$j/stdin"
+    echo $$ > "$j/pid"
+    jm=$(cat "$d/judge-mode" 2>/dev/null || echo yes)
+    case "$jm" in
+      yes) p=0.9 ;;
+      no) p=0.05 ;;
+      garbage) p=7 ;;
+      slow)
+        sleep 30 &
+        echo $! > "$j/child"
+        sleep 30 ;;
+      fail)
+        echo "stand-in judge failing on purpose" >&2
+        exit 4 ;;
+    esac
+    case "$(basename "$0")" in
+      claude) printf '{"type":"result","subtype":"success","is_error":false,"result":"","structured_output":{"p":%s,"why":"stand-in says %s"}}\n' "$p" "$jm" ;;
+      *) printf 'thinking\n{"p": %s, "why": "stand-in says %s"}\n' "$p" "$jm" ;;
+    esac
+    exit 0 ;;
+esac
 run="$AGENTMESH_WAKE_RUN"
 r="$d/runs/$run"
 mkdir -p "$r"
@@ -55,6 +86,7 @@ answer() {
 }
 case "$mode" in
   reply) answer ;;
+  quiet) named ;;
   hold)
     touch "$r/holding"
     while [ ! -e "$d/release" ]; do sleep 0.05; done

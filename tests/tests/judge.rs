@@ -130,7 +130,12 @@ fn judge_uses_the_judge_command_config_sets_as_the_daemon_does() {
     // --builtin judges with the built-in judge all the same.
     let (_, out, _) = run_in(home.path(), &["judge", "--builtin"], line);
     let j: judge::Judgment = serde_json::from_str(out.trim()).unwrap();
-    assert_eq!(j, judge::judge(&input, Preset::Balanced));
+    let want = judge::judge(&input, Preset::Balanced);
+    // JSON carries p to within its last bit.
+    assert!(
+        (j.p - want.p).abs() < 1e-12 && j.deliver == want.deliver,
+        "{j:?} != {want:?}"
+    );
     // A command that fails drops, saying why, as the daemon does.
     set("exit 4");
     let (status, out, err) = run_in(home.path(), &["judge"], line);
@@ -171,7 +176,7 @@ fn eval_scores_a_file_of_labelled_pairs_as_the_judge_does() {
     );
     assert_eq!(got.presets.strict.delivered, want.presets.strict.delivered);
     assert_eq!(got.presets.loose.delivered, want.presets.loose.delivered);
-    assert_eq!(got.presets.balanced.threshold, Preset::Balanced.threshold());
+    assert!((got.presets.balanced.threshold - Preset::Balanced.threshold()).abs() < 1e-12);
     // The keys scripts read are all there.
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     for key in ["pairs", "relevant", "auc", "precision_at_90_recall"] {

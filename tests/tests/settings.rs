@@ -216,7 +216,7 @@ fn config_set_and_unset_edit_in_place_and_check_like_the_daemon() {
     assert_eq!(e["code"], "unknown_key");
     assert_eq!(
         e["message"],
-        "no config key `no.such`; the keys are name, listen, mdns, relays, bootstrap, carry, store.cache_mib, join.invite_ttl, join.max_invite_ttl, join.request_ttl, join.max_pending, join.max_per_peer_per_minute, messages.lifetime, messages.audit_retention, messages.replies_per_ask, agents.max_hop, agents.pair_limit_per_hour, agents.hop_reset, agents.max_turns, agents.turn_asks, agents.turn_tells, agents.turn_broadcasts, bus.preset, bus.judge_command, wake.claude, wake.codex, wake.claude_tools, wake.codex_sandbox, wake.max_runs, wake.run_limit, wake.budget, wake.max_budget_usd, carrier.handoff_after, carrier.per_sender, carrier.per_sender_mib, carrier.total_mib, ui.enabled, ui.port"
+        "no config key `no.such`; the keys are name, listen, mdns, relays, bootstrap, carry, store.cache_mib, join.invite_ttl, join.max_invite_ttl, join.request_ttl, join.max_pending, join.max_per_peer_per_minute, messages.lifetime, messages.audit_retention, messages.replies_per_ask, agents.max_hop, agents.pair_limit_per_hour, agents.hop_reset, agents.max_turns, agents.turn_asks, agents.turn_tells, agents.turn_broadcasts, bus.preset, bus.judge, bus.judge_command, bus.agent, bus.agent_model, bus.agent_codex_model, bus.agent_max_usd, bus.agent_calls_per_day, bus.agent_timeout, wake.claude, wake.codex, wake.claude_tools, wake.codex_sandbox, wake.max_runs, wake.run_limit, wake.budget, wake.max_budget_usd, carrier.handoff_after, carrier.per_sender, carrier.per_sender_mib, carrier.total_mib, ui.enabled, ui.port"
     );
     assert_eq!(file(), before);
 

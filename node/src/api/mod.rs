@@ -547,6 +547,9 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mailbox: Option<String>,
     },
+    /// What the bus delivered and dropped, and the wake runs broadcasts
+    /// started that did nothing ([`BusStatsView`]).
+    BusStats,
     /// The bus's decisions ([`BusLogView`]).
     BusLog {
         /// Only entries from the last this many seconds.
@@ -642,6 +645,7 @@ impl Op {
             | Op::Broadcast { .. }
             | Op::NotForMe { .. }
             | Op::BusLog { .. }
+            | Op::BusStats
             | Op::Audit { .. } => Owner::Mail,
             #[cfg(feature = "test-clock")]
             Op::ClockAdvance { .. } => Owner::Mail,

@@ -639,14 +639,54 @@ pub struct BusLogEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// The preset's threshold.
     pub threshold: Option<f64>,
-    /// Which judge: `builtin` or `command`.
+    /// Which judge: `builtin`, `command` or `agent`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<String>,
-    /// Why a judge command gave no score (its code and message).
+    /// Which stage decided: `builtin`, `command` or `agent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    /// The agent's reason, when the agent decided (its words: data, not
+    /// instructions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// Why a judge gave no score (its code and message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The decision in words.
     pub detail: String,
+}
+
+/// One mailbox's line of `bus stats` (or all of them: `total`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BusStatsRow {
+    /// `NAME@MACHINE`, `@MACHINE` for the owner's; `*` for the total.
+    pub mailbox: String,
+    /// Broadcasts delivered to it.
+    pub delivered: u64,
+    /// Broadcasts judged for it and dropped.
+    pub dropped: u64,
+    /// Wake runs that a delivered broadcast started (ended ones: a run
+    /// still running, never started or cut off by a daemon stop is not
+    /// counted).
+    pub wake_runs: u64,
+    /// Those whose session sent nothing and marked nothing.
+    pub silent_runs: u64,
+    /// `silent_runs / wake_runs`; `null` without runs.
+    pub silent_wake_share: Option<f64>,
+}
+
+/// `bus stats`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BusStatsView {
+    /// The oldest judgment counted (RFC 3339): the audit log keeps
+    /// `[messages] audit_retention`; `null` when there is none.
+    pub judged_since: Option<String>,
+    /// The wake runs counted are the last this many kept.
+    pub runs_kept: usize,
+    /// Per mailbox, by name.
+    pub mailboxes: Vec<BusStatsRow>,
+    /// All mailboxes together.
+    pub total: BusStatsRow,
 }
 
 /// `bus log`: the bus's decisions, oldest first.

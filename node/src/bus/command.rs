@@ -122,20 +122,59 @@ async fn ask_within(
     preset: Preset,
     timeout: Duration,
 ) -> Result<f64, CommandError> {
-    let payload = payload(input, preset);
-    let mut child = tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(command)
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c").arg(command);
+    let out = run(cmd, payload(input, preset), timeout, COMMAND_OUTPUT_MAX)
+        .await
+        .map_err(|f| match f {
+            RunFailure::Spawn(e) => CommandError::Spawn(e),
+            RunFailure::Timeout => CommandError::Timeout,
+            RunFailure::Failed { status, stderr } => CommandError::Failed { status, stderr },
+            RunFailure::TooLong => {
+                CommandError::BadAnswer(format!("it printed more than {COMMAND_OUTPUT_MAX} bytes"))
+            }
+        })?;
+    parse_answer(&out).map_err(CommandError::BadAnswer)
+}
+
+/// Why a judging process gave no output to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RunFailure {
+    /// It could not be started.
+    Spawn(String),
+    /// It did not finish in time, and was killed.
+    Timeout,
+    /// It exited non-zero or was killed by a signal.
+    Failed {
+        /// Its exit status, in words.
+        status: String,
+        /// The end of its stderr (at most 512 bytes, control characters
+        /// as spaces).
+        stderr: String,
+    },
+    /// It printed more than it may.
+    TooLong,
+}
+
+/// Runs `cmd` in its own process group with `payload` on stdin, and
+/// returns its stdout once it exits 0 within `timeout` having printed at
+/// most `max_out` bytes. The whole group is killed once it has answered
+/// or run out of time (whatever it left running ends with the judgment).
+pub(crate) async fn run(
+    mut cmd: tokio::process::Command,
+    payload: Vec<u8>,
+    timeout: Duration,
+    max_out: usize,
+) -> Result<String, RunFailure> {
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| CommandError::Spawn(e.to_string()))?;
+        .map_err(|e| RunFailure::Spawn(e.to_string()))?;
     let group = child.id().map(|id| nix::unistd::Pid::from_raw(id as i32));
-    // Whatever the command left running (its own background processes
-    // included) ends with the judgment.
     let kill_group = || {
         if let Some(g) = group {
             let _ = nix::sys::signal::killpg(g, nix::sys::signal::Signal::SIGKILL);
@@ -145,7 +184,7 @@ async fn ask_within(
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let write = async move {
-        // A command that does not read its input may close stdin first:
+        // A process that does not read its input may close stdin first:
         // its answer counts all the same.
         if let Some(mut s) = stdin {
             let _ = s.write_all(&payload).await;
@@ -154,7 +193,7 @@ async fn ask_within(
     let work = async {
         let ((), (out, out_more), (err, _)) = tokio::join!(
             write,
-            drain(stdout, COMMAND_OUTPUT_MAX, false),
+            drain(stdout, max_out, false),
             drain(stderr, COMMAND_OUTPUT_MAX, true)
         );
         (out, out_more, err)
@@ -163,21 +202,19 @@ async fn ask_within(
     kill_group();
     let status = child.wait().await;
     let Ok((out, out_more, err)) = done else {
-        return Err(CommandError::Timeout);
+        return Err(RunFailure::Timeout);
     };
-    let status = status.map_err(|e| CommandError::Spawn(e.to_string()))?;
+    let status = status.map_err(|e| RunFailure::Spawn(e.to_string()))?;
     if !status.success() {
-        return Err(CommandError::Failed {
+        return Err(RunFailure::Failed {
             status: status.to_string(),
             stderr: tail(&err, 512),
         });
     }
     if out_more {
-        return Err(CommandError::BadAnswer(format!(
-            "it printed more than {COMMAND_OUTPUT_MAX} bytes"
-        )));
+        return Err(RunFailure::TooLong);
     }
-    parse_answer(&String::from_utf8_lossy(&out)).map_err(CommandError::BadAnswer)
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! actor publishes them for the team's directory record
 //! (`crate::team::records`).
 
+pub mod agent;
 pub mod command;
 
 pub use agentmesh_judge as judge;
@@ -12,7 +13,7 @@ pub use agentmesh_judge::{Preset, Status};
 use agentmesh_protocol::Timestamp;
 
 /// How a machine judges its mailboxes' broadcasts.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub enum JudgeWith {
     /// The built-in judge.
     #[default]
@@ -20,6 +21,34 @@ pub enum JudgeWith {
     /// `[bus] judge_command`: a command of the user's, run once per
     /// judgment.
     Command(String),
+    /// `[bus] judge = "agent"`: the built-in judge, then the mailbox's
+    /// agent for what it is not sure of.
+    Agent(Box<AgentRules>),
+}
+
+/// `[bus] judge = "agent"`'s settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentRules {
+    /// `[bus] agent`: the CLI for mailboxes whose wake agent is not set.
+    pub default_cli: Option<judge::agent::AgentCli>,
+    /// Models and cost cap.
+    pub settings: judge::agent::AgentSettings,
+    /// Agent judgments a day, at most.
+    pub calls_per_day: u32,
+    /// One judgment's time.
+    pub timeout: std::time::Duration,
+    /// The programs: `[wake] claude` and `[wake] codex`.
+    pub programs: (String, String),
+}
+
+impl AgentRules {
+    /// The program that runs `cli`.
+    pub fn program(&self, cli: judge::agent::AgentCli) -> &str {
+        match cli {
+            judge::agent::AgentCli::Claude => &self.programs.0,
+            judge::agent::AgentCli::Codex => &self.programs.1,
+        }
+    }
 }
 
 impl JudgeWith {
@@ -28,6 +57,7 @@ impl JudgeWith {
         match self {
             JudgeWith::Builtin => "builtin",
             JudgeWith::Command(_) => "command",
+            JudgeWith::Agent(_) => "agent",
         }
     }
 }

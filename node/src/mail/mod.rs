@@ -778,6 +778,17 @@ impl Mail {
         if who.kind == api::WhoKind::Agent {
             // A hook or tool call: its mailbox's session is working.
             self.profiles.active(mailbox.as_deref(), ctx.now.wall);
+            // A wake run's session did something: its run is no silent
+            // wake (`bus stats`).
+            if matches!(
+                op,
+                Op::Send { .. } | Op::Broadcast { .. } | Op::NotForMe { .. } | Op::Read { .. }
+            ) {
+                let run = (who.name == "wake-run")
+                    .then_some(who.session_id.as_deref())
+                    .flatten();
+                self.runs.acted(run, mailbox.as_deref());
+            }
         }
         let answer = match op {
             Op::Send {
@@ -1145,6 +1156,7 @@ impl Mail {
                 let m = which_mailbox(m, mailbox);
                 return self.not_for_me(m, &id, note, reply);
             }
+            Op::BusStats => bus::bus_stats(ctx.store, &self.runs, &ctx.dir.my_name),
             Op::BusLog {
                 since_secs,
                 mailbox: m,

@@ -263,6 +263,8 @@ pub(super) fn bus_log(
                 preset: j.as_ref().map(|j| j.preset),
                 threshold: j.as_ref().map(|j| j.threshold),
                 judge: j.as_ref().map(|j| j.judge.clone()),
+                stage: j.as_ref().and_then(|j| j.stage.clone()),
+                why: j.as_ref().and_then(|j| j.why.clone()),
                 error: j.and_then(|j| j.error),
                 detail: e.detail,
             })

@@ -84,6 +84,8 @@ pub(super) struct Start {
     pub command: WakeCommandView,
     /// The messages its prompt shows: (seq, id).
     pub shown: Vec<(u64, String)>,
+    /// A broadcast is among them.
+    pub broadcast: bool,
 }
 
 /// The runs: their records, the running ones' stop switches, and the
@@ -203,6 +205,25 @@ impl Runs {
         r.resumed.then(|| r.session.clone()).flatten()
     }
 
+    /// A running run's session did something through agentmesh: the run
+    /// named by its id (a wake run's own commands carry it), else the
+    /// running run of the mailbox the client is attached to (its MCP
+    /// server). Counted with the run, written when it ends.
+    pub(super) fn acted(&mut self, run: Option<&str>, mailbox: Option<&str>) {
+        if let Some(r) = self.records.iter_mut().find(|r| {
+            r.status == RunStatus::Running
+                && (run.is_some_and(|id| r.id == id)
+                    || (run.is_none() && mailbox.is_some_and(|m| r.mailbox == m)))
+        }) {
+            r.acted = r.acted.saturating_add(1);
+        }
+    }
+
+    /// The kept runs (the last [`MAX_RUNS_KEPT`]), oldest first.
+    pub(super) fn records(&self) -> impl Iterator<Item = &RunRecord> {
+        self.records.iter()
+    }
+
     /// The running run of `mailbox`.
     pub(super) fn running_of(&self, mailbox: &str) -> Option<&RunRecord> {
         self.running().find(|r| r.mailbox == mailbox)
@@ -233,6 +254,8 @@ impl Runs {
             shown: start.shown.iter().map(|(s, _)| *s).collect(),
             messages: start.shown.into_iter().map(|(_, id)| id).collect(),
             log: log.display().to_string(),
+            broadcast: start.broadcast,
+            acted: 0,
         };
         store.put_run(&record, false)?;
         let stop = CancellationToken::new();

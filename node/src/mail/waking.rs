@@ -125,6 +125,9 @@ impl Mail {
             agent,
             command,
             shown: shown.iter().map(|r| (r.seq, r.id.clone())).collect(),
+            broadcast: shown
+                .iter()
+                .any(|r| r.kind == agentmesh_protocol::envelope::Kind::Broadcast.as_str()),
         };
         if let Err(e) = self.runs.start(ctx.store, start, now) {
             tracing::error!(error = %e, "cannot record a wake run; none was started");

@@ -59,12 +59,19 @@ pub struct Judged {
     pub threshold: f64,
     /// Delivered (else dropped).
     pub delivered: bool,
-    /// Which judge: `builtin`, or `command`.
+    /// Which judge: `builtin`, `command` or `agent`.
     pub judge: String,
     /// Why it was dropped when no score says it (the judge command's
     /// error code and message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Which stage decided: `builtin`, `command` or `agent` (with `judge
+    /// = "agent"`, the built-in judge decides what it is sure of).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    /// The agent's reason, when the agent decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// Where a sent message stands.
@@ -471,6 +478,14 @@ pub struct RunRecord {
     pub messages: Vec<String>,
     /// Its log file.
     pub log: String,
+    /// A broadcast is among the messages it was started for.
+    #[serde(default)]
+    pub broadcast: bool,
+    /// What its session did through agentmesh while it ran: messages
+    /// sent, broadcasts, replies, `not_for_me` notes, messages marked
+    /// read. 0 for a run that ended is a silent wake.
+    #[serde(default)]
+    pub acted: u32,
 }
 
 /// What a mailbox spent of its daily wake budget on one day (the

@@ -18,6 +18,7 @@ const MAX_BUS_ENTRIES: usize = 500;
 #[template(path = "bus.html")]
 pub(super) struct BusPage {
     page: Chrome,
+    stats: api::BusStatsView,
     entries: Vec<BusLine>,
     runs: Vec<RunLine>,
     budgets: Vec<api::WakeStatusView>,
@@ -30,6 +31,9 @@ struct BusLine {
     mailbox: String,
     sender: String,
     score: String,
+    stage: String,
+    /// The agent's reason (its words: escaped like every value).
+    why: String,
     verdict: &'static str,
     preset: String,
     detail: String,
@@ -57,6 +61,7 @@ pub(super) async fn bus(page: Chrome, c: &mut Client) -> Result<BusPage, (Status
     )
     .await?;
     let runs: WakeListView = call(c, Op::WakeList).await?;
+    let stats: api::BusStatsView = call(c, Op::BusStats).await?;
     let status: Status = call(c, Op::Status).await?;
     let entries = log
         .entries
@@ -71,6 +76,8 @@ pub(super) async fn bus(page: Chrome, c: &mut Client) -> Result<BusPage, (Status
                 mailbox: e.mailbox.clone().unwrap_or_default(),
                 sender: e.sender.clone().unwrap_or_default(),
                 score: e.score.map(|s| format!("{s:.2}")).unwrap_or_default(),
+                stage: e.stage.clone().unwrap_or_default(),
+                why: e.why.clone().unwrap_or_default(),
                 verdict: match e.event {
                     B::BroadcastDelivered => "delivered",
                     B::BroadcastDropped => "dropped",
@@ -89,6 +96,7 @@ pub(super) async fn bus(page: Chrome, c: &mut Client) -> Result<BusPage, (Status
         .collect();
     Ok(BusPage {
         page,
+        stats,
         entries,
         runs: runs
             .runs

@@ -21,6 +21,8 @@
 //! written twice is one copy.
 
 mod queue;
+mod stages;
+mod stats;
 
 pub(super) use queue::Bus;
 pub use queue::{MAX_WAITING_BROADCASTS, MAX_WAITING_PER_SENDER};
@@ -38,33 +40,21 @@ use super::mailroom::{self, mailbox_name, remote_target};
 use super::{AfterFlush, Ctx, Mail, address, hex, pages, peer_of};
 use crate::api::{self, ApiError, Event, Reply, Who};
 use crate::audit::AuditEvent;
-use crate::bus::command;
-use crate::bus::judge::{self, Broadcast, Input};
+use crate::bus::judge::Input;
 use crate::bus::{JudgeWith, Preset, Status};
 use crate::codes::ErrorCode;
 use crate::store::{AuditEntry, CountsRecord, InboxRecord, Judged, OutboxRecord, OutboxStatus};
-
-/// One candidate mailbox of a broadcast, and what the judge is given.
-#[derive(Debug)]
-struct Candidate {
-    mailbox: Option<String>,
-    preset: Preset,
-    input: Input,
-}
-
-/// A candidate's judgment: a probability, or why the judge gave none.
-#[derive(Debug)]
-struct Outcome {
-    mailbox: Option<String>,
-    preset: Preset,
-    p: Result<f64, command::CommandError>,
-}
+pub(in crate::mail) use stages::AgentCalls;
+use stages::{Candidate, Judging, Outcome};
+pub(in crate::mail) use stats::bus_stats;
 
 /// A broadcast judged for all its candidates, back from the judging task.
 #[derive(Debug)]
 pub(super) struct Judgments {
     record: InboxRecord,
     outcomes: Vec<Outcome>,
+    /// Agent calls the judging made.
+    agent_calls: u32,
 }
 
 /// The id of the copy of broadcast `id` delivered to `mailbox`.
@@ -365,26 +355,40 @@ impl Mail {
             super::waking::budget_spent(&mut self.wakes, log, m, &dir.my_name, now);
             false
         });
-        let judge = self.bus.judge.clone();
+        for c in &mut candidates {
+            c.agent = c
+                .mailbox
+                .as_deref()
+                .and_then(|m| self.wakes.agent(m))
+                .map(|a| match a {
+                    api::WakeAgent::Claude => agentmesh_judge::agent::AgentCli::Claude,
+                    api::WakeAgent::Codex => agentmesh_judge::agent::AgentCli::Codex,
+                });
+        }
+        let calls_left = match &self.bus.judge {
+            JudgeWith::Agent(r) => {
+                let ctx = self.shared.lend(&dir);
+                self.bus.agent_calls.left(ctx.store, now, r.calls_per_day)
+            }
+            _ => 0,
+        };
+        let judging = Judging {
+            with: self.bus.judge.clone(),
+            calls_left,
+            cwd: self.wakes.home().join("run").join("judge"),
+        };
         let done = self.bus.done.clone();
         self.bus.judging = Some(record.from_peer.clone());
         tokio::spawn(async move {
-            let analysed = Broadcast::analyse(&record.text);
-            let mut outcomes = Vec::with_capacity(candidates.len());
-            for c in candidates {
-                let p = match &judge {
-                    JudgeWith::Builtin => Ok(judge::probability_of(&analysed, &c.input)),
-                    JudgeWith::Command(cmd) => command::ask(cmd, &c.input, c.preset).await,
-                };
-                outcomes.push(Outcome {
-                    mailbox: c.mailbox,
-                    preset: c.preset,
-                    p,
-                });
-            }
+            let (outcomes, agent_calls) =
+                stages::judge_all(judging, &record.text, candidates).await;
             // The actor gone means the daemon is stopping; the broadcast
             // is still in the store and is judged at the next start.
-            let _ = done.send(Judgments { record, outcomes });
+            let _ = done.send(Judgments {
+                record,
+                outcomes,
+                agent_calls,
+            });
         });
     }
 
@@ -394,30 +398,43 @@ impl Mail {
         self.bus.judging = None;
         let dir = self.shared.directory();
         let mut ctx = self.shared.lend(&dir);
-        let Judgments { record, outcomes } = j;
+        let Judgments {
+            record,
+            outcomes,
+            agent_calls,
+        } = j;
+        self.bus.agent_calls.spend(agent_calls);
         let me = self.mailroom.peer_id();
         let judge = self.bus.judge.as_str();
         let mut copies = vec![];
         let mut dropped = 0u32;
         for o in outcomes {
-            let threshold = o.preset.threshold();
+            let threshold = o.threshold;
             let (score, error) = match o.p {
                 Ok(p) => (Some(p), None),
-                Err(e) => (None, Some(format!("{}: {e}", e.code()))),
+                Err((code, e)) => (None, Some(format!("{code}: {e}"))),
             };
             let delivered = score.is_some_and(|p| p >= threshold);
             let m = o.mailbox.as_deref();
             let id = copy_id(&record.id, m);
-            let detail = match (&score, &error) {
+            let by = match o.stage {
+                stages::Stage::Agent(cli) => format!("; the agent ({}) decided", cli.as_str()),
+                _ => String::new(),
+            };
+            let mut detail = match (&score, &error) {
                 (Some(p), _) if delivered => {
                     format!(
-                        "delivered as {id}: p {p:.3} ≥ {threshold:.3} ({})",
+                        "delivered as {id}: p {p:.3} ≥ {threshold:.3} ({}){by}",
                         o.preset
                     )
                 }
-                (Some(p), _) => format!("dropped: p {p:.3} < {threshold:.3} ({})", o.preset),
-                (None, e) => format!("dropped: {}", e.as_deref().unwrap_or("no judgment")),
+                (Some(p), _) => format!("dropped: p {p:.3} < {threshold:.3} ({}){by}", o.preset),
+                (None, e) => format!("dropped: {}{by}", e.as_deref().unwrap_or("no judgment")),
             };
+            if let Some(note) = o.note {
+                detail.push_str("; ");
+                detail.push_str(note);
+            }
             ctx.log.record(
                 if delivered {
                     AuditEvent::BroadcastDelivered
@@ -439,6 +456,8 @@ impl Mail {
                         delivered,
                         judge: judge.into(),
                         error,
+                        stage: Some(o.stage.as_str().into()),
+                        why: o.why,
                     }),
                     ..AuditEntry::default()
                 },
@@ -694,6 +713,7 @@ fn candidates(
         .map(|m| {
             let j = profiles.for_judge(m.as_deref(), now);
             Candidate {
+                agent: None,
                 preset: j.preset,
                 input: Input {
                     broadcast: record.text.clone(),

@@ -46,6 +46,8 @@ pub(in crate::mail) struct Bus {
     /// The sender of the broadcast being judged, while one is.
     pub(super) judging: Option<String>,
     pub(super) done: mpsc::UnboundedSender<Judgments>,
+    /// Agent calls spent today (`[bus] judge = "agent"`).
+    pub(super) agent_calls: super::AgentCalls,
 }
 
 impl Bus {
@@ -64,6 +66,7 @@ impl Bus {
             reserved: BTreeMap::new(),
             judging: None,
             done,
+            agent_calls: super::AgentCalls::default(),
         };
         bus.enqueue(stored);
         bus

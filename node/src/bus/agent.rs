@@ -1,0 +1,96 @@
+//! The agent judge's process: the mailbox's agent CLI asked headless
+//! (argv, prompt and answer shape in `agentmesh_judge::agent`), in its own
+//! process group, killed whole once it has answered or run out of time.
+//! Anything but a `{p, why}` answer within the time is an [`AgentError`],
+//! and the broadcast is **dropped** for that mailbox: a wrong delivery
+//! can wake an expensive session for nothing.
+
+use std::path::Path;
+use std::time::Duration;
+
+use agentmesh_judge::agent::{self, AgentAnswer, AgentCli, AgentSettings};
+
+use super::command::{RunFailure, run};
+use super::judge::Input;
+use crate::codes::ErrorCode;
+
+/// Why an agent gave no judgment.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AgentError {
+    /// Its process could not be started.
+    #[error("{0} could not be started: {1}")]
+    Spawn(&'static str, String),
+    /// It did not answer in time, and was killed.
+    #[error("{0} did not answer within {1}s and was killed")]
+    Timeout(&'static str, u64),
+    /// It exited non-zero or was killed by a signal.
+    #[error("{cli} failed ({status}){}", if .stderr.is_empty() { String::new() } else { format!(": {}", .stderr) })]
+    Failed {
+        /// Which CLI.
+        cli: &'static str,
+        /// Its exit status, in words.
+        status: String,
+        /// The end of its stderr.
+        stderr: String,
+    },
+    /// Its answer is not `{p: 0–1, why}`.
+    #[error("{0}'s answer is not {{\"p\": 0-1, \"why\"}}: {1}")]
+    BadAnswer(&'static str, String),
+}
+
+impl AgentError {
+    /// The reason's code in the bus log.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            AgentError::Spawn(..) => ErrorCode::JudgeUnavailable,
+            AgentError::Timeout(..) => ErrorCode::JudgeTimeout,
+            AgentError::Failed { .. } => ErrorCode::JudgeFailed,
+            AgentError::BadAnswer(..) => ErrorCode::JudgeBadAnswer,
+        }
+    }
+}
+
+/// One agent judgment.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask<'a> {
+    /// The program that runs `cli` (`[wake] claude` or `codex`).
+    pub program: &'a str,
+    /// Which CLI it is.
+    pub cli: AgentCli,
+    /// Its model and cost cap.
+    pub settings: &'a AgentSettings,
+    /// How long it has.
+    pub timeout: Duration,
+    /// Where it runs: an empty folder of the daemon's (no project files,
+    /// no CLAUDE.md or AGENTS.md of anyone's).
+    pub cwd: &'a Path,
+}
+
+/// Asks the agent about one pair.
+pub async fn ask(a: Ask<'_>, input: &Input) -> Result<AgentAnswer, AgentError> {
+    let name = a.cli.as_str();
+    let argv = agent::argv(a.cli, a.settings);
+    let mut cmd = tokio::process::Command::new(a.program);
+    cmd.args(&argv[1..]).current_dir(a.cwd);
+    let out = run(
+        cmd,
+        agent::prompt(input).into_bytes(),
+        a.timeout,
+        agent::MAX_OUTPUT,
+    )
+    .await
+    .map_err(|f| match f {
+        RunFailure::Spawn(e) => AgentError::Spawn(name, e),
+        RunFailure::Timeout => AgentError::Timeout(name, a.timeout.as_secs()),
+        RunFailure::Failed { status, stderr } => AgentError::Failed {
+            cli: name,
+            status,
+            stderr,
+        },
+        RunFailure::TooLong => AgentError::BadAnswer(
+            name,
+            format!("it printed more than {} bytes", agent::MAX_OUTPUT),
+        ),
+    })?;
+    agent::parse_answer(a.cli, &out).map_err(|e| AgentError::BadAnswer(name, e))
+}

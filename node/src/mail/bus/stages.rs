@@ -1,0 +1,209 @@
+//! Judging one broadcast for its candidate mailboxes, off the actor, as
+//! `[bus] judge` says: the built-in judge; a command of the user's; or
+//! the built-in judge first and the mailbox's own agent for what it is
+//! not sure of (`agent`), within a daily budget of agent calls that the
+//! receiving machine pays for.
+
+use std::path::PathBuf;
+
+use agentmesh_judge::agent::AgentCli;
+
+use crate::bus::judge::{self, Broadcast, Input};
+use crate::bus::{AgentRules, JudgeWith, Preset, agent, command};
+use crate::codes::ErrorCode;
+
+/// Which stage decided a judgment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stage {
+    /// The built-in judge.
+    Builtin,
+    /// The judge command.
+    Command,
+    /// The mailbox's agent.
+    Agent(AgentCli),
+}
+
+impl Stage {
+    /// How the bus log names it.
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Stage::Builtin => "builtin",
+            Stage::Command => "command",
+            Stage::Agent(_) => "agent",
+        }
+    }
+}
+
+/// One candidate mailbox of a broadcast, and what the judge is given.
+#[derive(Debug)]
+pub(super) struct Candidate {
+    pub mailbox: Option<String>,
+    pub preset: Preset,
+    pub input: Input,
+    /// Its wake agent (`wake set NAME claude|codex`), if set.
+    pub agent: Option<AgentCli>,
+}
+
+/// A candidate's judgment: a probability and the threshold it is held
+/// to, or why no judge gave one.
+#[derive(Debug)]
+pub(super) struct Outcome {
+    pub mailbox: Option<String>,
+    pub preset: Preset,
+    pub p: Result<f64, (ErrorCode, String)>,
+    /// The score the decision needed.
+    pub threshold: f64,
+    /// The stage that decided.
+    pub stage: Stage,
+    /// The agent's reason, when it decided.
+    pub why: Option<String>,
+    /// Why the agent was not asked, when the agent judge was configured
+    /// and the built-in judge decided.
+    pub note: Option<&'static str>,
+}
+
+/// What judging needs besides the candidates.
+#[derive(Debug)]
+pub(super) struct Judging {
+    pub with: JudgeWith,
+    /// Agent calls left today on this machine.
+    pub calls_left: u32,
+    /// Where agent calls run: an empty folder of the daemon's.
+    pub cwd: PathBuf,
+}
+
+/// Judges `text` for each candidate, in order (so one agent call at a
+/// time on this machine: one broadcast is judged at a time). Returns the
+/// outcomes and how many agent calls were made.
+pub(super) async fn judge_all(
+    j: Judging,
+    text: &str,
+    candidates: Vec<Candidate>,
+) -> (Vec<Outcome>, u32) {
+    let analysed = Broadcast::analyse(text);
+    let mut left = j.calls_left;
+    let mut outcomes = Vec::with_capacity(candidates.len());
+    for c in candidates {
+        let builtin = |note| Outcome {
+            mailbox: c.mailbox.clone(),
+            preset: c.preset,
+            p: Ok(judge::probability_of(&analysed, &c.input)),
+            threshold: c.preset.threshold(),
+            stage: Stage::Builtin,
+            why: None,
+            note,
+        };
+        let o = match &j.with {
+            JudgeWith::Builtin => builtin(None),
+            JudgeWith::Command(cmd) => Outcome {
+                p: command::ask(cmd, &c.input, c.preset)
+                    .await
+                    .map_err(|e| (e.code(), e.to_string())),
+                stage: Stage::Command,
+                ..builtin(None)
+            },
+            JudgeWith::Agent(rules) => {
+                let first = builtin(None);
+                match (&first.p, c.agent.or(rules.default_cli)) {
+                    (Ok(p), _) if *p < judge::first_stage_threshold() => Outcome {
+                        threshold: judge::first_stage_threshold(),
+                        note: Some("the built-in judge is sure: not asked"),
+                        ..first
+                    },
+                    (_, None) => builtin(Some(
+                        "no agent for this mailbox (wake set NAME claude|codex, or [bus] agent): the built-in judge decided alone",
+                    )),
+                    (_, Some(_)) if left == 0 => builtin(Some(
+                        "today's agent judgments are spent ([bus] agent_calls_per_day): the built-in judge decided alone",
+                    )),
+                    (_, Some(cli)) => {
+                        left -= 1;
+                        ask_agent(rules, cli, &j.cwd, &c).await
+                    }
+                }
+            }
+        };
+        outcomes.push(o);
+    }
+    (outcomes, j.calls_left - left)
+}
+
+async fn ask_agent(
+    rules: &AgentRules,
+    cli: AgentCli,
+    cwd: &std::path::Path,
+    c: &Candidate,
+) -> Outcome {
+    if let Err(e) = std::fs::create_dir_all(cwd) {
+        tracing::warn!(error = %e, dir = %cwd.display(), "cannot make the agent judge's folder");
+    }
+    let ask = agent::Ask {
+        program: rules.program(cli),
+        cli,
+        settings: &rules.settings,
+        timeout: rules.timeout,
+        cwd,
+    };
+    let answer = agent::ask(ask, &c.input).await;
+    Outcome {
+        mailbox: c.mailbox.clone(),
+        preset: c.preset,
+        threshold: c.preset.agent_threshold(),
+        stage: Stage::Agent(cli),
+        why: answer.as_ref().ok().map(|a| a.why.clone()),
+        p: answer.map(|a| a.p).map_err(|e| (e.code(), e.to_string())),
+        note: None,
+    }
+}
+
+/// Agent calls spent on this machine today (the local calendar day).
+#[derive(Debug, Default)]
+pub(in crate::mail) struct AgentCalls {
+    /// The day counted, `YYYY-MM-DD`; `None` until counted once.
+    day: Option<String>,
+    used: u32,
+}
+
+impl AgentCalls {
+    /// Calls left today of `limit`. The first count of a run of the
+    /// daemon reads today's agent judgments from the audit log, so a
+    /// restart does not refill the budget.
+    pub(in crate::mail) fn left(
+        &mut self,
+        store: &dyn crate::store::Store,
+        now: agentmesh_protocol::Timestamp,
+        limit: u32,
+    ) -> u32 {
+        let (day, next_midnight) = super::super::wakes::local_day(now);
+        if self.day.as_deref() != Some(day.as_str()) {
+            let first = self.day.is_none();
+            self.day = Some(day);
+            self.used = 0;
+            if first {
+                let start = next_midnight.saturating_sub(std::time::Duration::from_secs(86_400));
+                self.used = store
+                    .audit_since(start, MAX_AUDIT_SCAN)
+                    .map(|entries| {
+                        entries
+                            .iter()
+                            .filter(|e| {
+                                e.judged
+                                    .as_ref()
+                                    .is_some_and(|j| j.stage.as_deref() == Some("agent"))
+                            })
+                            .count() as u32
+                    })
+                    .unwrap_or(0);
+            }
+        }
+        limit.saturating_sub(self.used)
+    }
+
+    /// `n` more calls made.
+    pub(in crate::mail) fn spend(&mut self, n: u32) {
+        self.used = self.used.saturating_add(n);
+    }
+}
+
+/// The most audit entries read to count today's agent calls at start.
+const MAX_AUDIT_SCAN: usize = 500_000;

@@ -162,6 +162,9 @@ pub fn log(
             if let Some(s) = &e.sender {
                 parts.push(format!("from {}", term::clean(s)));
             }
+            if let Some(stage) = &e.stage {
+                parts.push(format!("by {}", term::clean(stage)));
+            }
             if let Some(p) = e.score {
                 parts.push(format!("score {p:.3}"));
             }
@@ -169,6 +172,9 @@ pub fn log(
                 parts.push(format!("id {id}"));
             }
             parts.push(format!("- {}", term::clean(&e.detail)));
+            if let Some(why) = &e.why {
+                parts.push(format!("(the agent: {})", term::clean(why)));
+            }
             crate::say!("{}", parts.join("  "));
         }
     })

@@ -121,14 +121,37 @@ pub fn judge_with(
     Ok(agentmesh_node::config::Config::load_settings(&path)?.judge)
 }
 
+/// How this run judges, and what it needs to.
+#[derive(Debug)]
+struct Judging {
+    with: agentmesh_node::bus::JudgeWith,
+    rt: tokio::runtime::Runtime,
+    /// Where agent judgments run: the home's `run/judge`.
+    folder: std::path::PathBuf,
+}
+
+impl Judging {
+    fn new(
+        home: &agentmesh_node::home::Home,
+        with: agentmesh_node::bus::JudgeWith,
+    ) -> anyhow::Result<Judging> {
+        Ok(Judging {
+            with,
+            rt: term::runtime()?,
+            folder: home.root().join("run").join("judge"),
+        })
+    }
+}
+
 /// The agent judge's two stages for one pair, as the daemon runs them
 /// (without its daily budget: a person running this pays each call).
 fn staged(
     rules: &agentmesh_node::bus::AgentRules,
-    rt: &tokio::runtime::Runtime,
+    j: &Judging,
     input: &Input,
     preset: Preset,
 ) -> Line {
+    let rt = &j.rt;
     let first = judge::probability(input);
     let Some(cli) = rules
         .default_cli
@@ -142,7 +165,10 @@ fn staged(
             error: None,
         };
     };
-    let cwd = std::env::temp_dir().join(format!("agentmesh-judge-{}", std::process::id()));
+    // The empty folder judgments run in, as the daemon's: never a
+    // guessable folder of /tmp that another user could fill with a
+    // CLAUDE.md.
+    let cwd = j.folder.clone();
     let _ = std::fs::create_dir_all(&cwd);
     let ask = agentmesh_node::bus::agent::Ask {
         program: rules.program(cli),
@@ -171,14 +197,10 @@ fn staged(
 
 /// One judgment, as the daemon makes it: a judge command's failure is a
 /// drop (`p` null, `deliver` false, and why).
-fn judged(
-    with: &agentmesh_node::bus::JudgeWith,
-    rt: &tokio::runtime::Runtime,
-    input: &Input,
-    preset: Preset,
-) -> Line {
-    match with {
-        agentmesh_node::bus::JudgeWith::Agent(rules) => staged(rules, rt, input, preset),
+fn judged(j: &Judging, input: &Input, preset: Preset) -> Line {
+    let rt = &j.rt;
+    match &j.with {
+        agentmesh_node::bus::JudgeWith::Agent(rules) => staged(rules, j, input, preset),
         agentmesh_node::bus::JudgeWith::Builtin => Line::Judged(judge::judge(input, preset)),
         agentmesh_node::bus::JudgeWith::Command(cmd) => {
             let asked = rt
@@ -197,6 +219,7 @@ fn judged(
 }
 
 pub fn run(
+    home: &agentmesh_node::home::Home,
     preset: Preset,
     with: agentmesh_node::bus::JudgeWith,
     json: bool,
@@ -205,7 +228,7 @@ pub fn run(
     let mut input = stdin.lock();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let rt = term::runtime()?;
+    let judging = Judging::new(home, with)?;
     let mut bad = 0usize;
     let mut n = 0usize;
     let mut inputs = 0usize;
@@ -231,7 +254,7 @@ pub fn run(
             }
         };
         let answer = match parsed {
-            Ok(i) => judged(&with, &rt, &i, preset),
+            Ok(i) => judged(&judging, &i, preset),
             Err(message) => {
                 bad += 1;
                 if !json {
@@ -264,10 +287,19 @@ pub const MAX_EVAL_FILE: u64 = 64 * 1024 * 1024;
 /// (a judge command's failure scores 0: the daemon drops it), then the
 /// figures at the presets' thresholds.
 pub fn eval(
+    home: &agentmesh_node::home::Home,
     file: &std::path::Path,
     with: agentmesh_node::bus::JudgeWith,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
+    if let agentmesh_node::bus::JudgeWith::Agent(r) = &with
+        && r.default_cli.is_none()
+    {
+        return Err(cli_error(
+            "bad_config",
+            "bus.judge is \"agent\" but bus.agent is empty: --eval has no mailbox whose wake agent it could ask; set `agentmesh config set bus.agent claude` (or codex), or score the built-in judge with --builtin",
+        ));
+    }
     let size = std::fs::metadata(file)
         .map_err(|e| cli_error("bad_input", format!("can't read {}: {e}", file.display())))?
         .len();
@@ -291,11 +323,11 @@ pub fn eval(
             ),
         )
     })?;
-    let rt = term::runtime()?;
+    let judging = Judging::new(home, with)?;
     let progress = (!json && pairs.len() > 200).then(|| term::progress(pairs.len() as u64));
     let mut scored = Vec::with_capacity(pairs.len());
     for (pair, relevant) in &pairs {
-        let p = judged(&with, &rt, &pair.input(), Preset::Balanced).score();
+        let p = judged(&judging, &pair.input(), Preset::Balanced).score();
         scored.push((p, *relevant));
         if let Some(bar) = &progress {
             bar.inc(1);
@@ -304,7 +336,7 @@ pub fn eval(
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
-    let thresholds = match &with {
+    let thresholds = match &judging.with {
         agentmesh_node::bus::JudgeWith::Agent(_) => Preset::ALL.map(Preset::agent_threshold),
         _ => eval::builtin_thresholds(),
     };
@@ -312,7 +344,7 @@ pub fn eval(
     if json {
         println!("{}", serde_json::to_string(&e)?);
     } else {
-        print!("{}", table(&e, with.as_str()));
+        print!("{}", table(&e, judging.with.as_str()));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -648,8 +648,8 @@ fn main() -> ExitCode {
             builtin,
             eval,
         } => judge::judge_with(&home, builtin).and_then(|with| match eval {
-            Some(file) => judge::eval(&file, with, json),
-            None => judge::run(preset.into(), with, json),
+            Some(file) => judge::eval(&home, &file, with, json),
+            None => judge::run(&home, preset.into(), with, json),
         }),
         Command::Mcp(args) => agents::mcp::run(&home, args),
         Command::Hook {

@@ -88,8 +88,9 @@ pub const SCHEMA: &str = r#"{"type":"object","properties":{"p":{"type":"number",
 /// The command: the program and its arguments. The prompt goes on stdin,
 /// never on the command line (another user's `ps` sees a command line).
 /// Claude Code: no tools at all, no session kept, no MCP server of any
-/// configuration, a structured answer, a cost cap. Codex: no session kept,
-/// a read-only sandbox, the prompt read from stdin (`-` after `--`).
+/// configuration, no user settings (hooks), a structured answer, a cost
+/// cap. Codex: no session kept, a read-only sandbox, no MCP server, the
+/// prompt read from stdin (`-` after `--`).
 pub fn argv(cli: AgentCli, s: &AgentSettings) -> Vec<String> {
     let v: Vec<&str> = match cli {
         AgentCli::Claude => vec![
@@ -99,6 +100,10 @@ pub fn argv(cli: AgentCli, s: &AgentSettings) -> Vec<String> {
             "",
             "--no-session-persistence",
             "--strict-mcp-config",
+            // No hooks or permissions of the user's settings (the folder
+            // it runs in is empty: no project settings either).
+            "--setting-sources",
+            "project",
             "--model",
             &s.model,
             "--output-format",
@@ -114,6 +119,10 @@ pub fn argv(cli: AgentCli, s: &AgentSettings) -> Vec<String> {
             "--sandbox",
             "read-only",
             "--skip-git-repo-check",
+            // No MCP server of the user's config.toml (agentmesh's own
+            // among them): `exec` never asks before a tool call.
+            "-c",
+            "mcp_servers={}",
             "-m",
             &s.codex_model,
             "--",
@@ -253,8 +262,9 @@ pub fn parse_answer(cli: AgentCli, stdout: &str) -> Result<AgentAnswer, String> 
             })?;
             if r.is_error {
                 return Err(format!(
-                    "Claude Code answered an error ({})",
-                    r.subtype.as_deref().unwrap_or("no subtype")
+                    "Claude Code answered an error ({}): {}",
+                    r.subtype.as_deref().unwrap_or("no subtype"),
+                    cut(r.result.as_deref().unwrap_or("").trim(), 200)
                 ));
             }
             match r.structured_output {
@@ -270,9 +280,14 @@ pub fn parse_answer(cli: AgentCli, stdout: &str) -> Result<AgentAnswer, String> 
     if !(0.0..=1.0).contains(&p) || p.is_nan() {
         return Err(format!("p is {p}, outside 0-1"));
     }
+    // Control characters, and the invisible ones that reorder or hide
+    // text on a terminal, as spaces.
     let why: String = cut(why.as_deref().unwrap_or("").trim(), MAX_WHY)
         .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| {
+            let invisible = matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}');
+            if c.is_control() || invisible { ' ' } else { c }
+        })
         .collect();
     Ok(AgentAnswer { p, why })
 }
@@ -322,12 +337,14 @@ mod tests {
         assert!(has(&c, ["--max-budget-usd", "0.02"]));
         assert!(c.contains(&"--no-session-persistence".into()));
         assert!(c.contains(&"--strict-mcp-config".into()));
+        assert!(has(&c, ["--setting-sources", "project"]));
         let x = argv(AgentCli::Codex, &s);
         assert_eq!(x[..2], ["codex", "exec"]);
         assert!(has(&x, ["--sandbox", "read-only"]));
         assert!(has(&x, ["-m", "gpt-5.4-mini"]));
         assert!(x.contains(&"--ephemeral".into()));
         assert!(x.contains(&"--skip-git-repo-check".into()));
+        assert!(has(&x, ["-c", "mcp_servers={}"]));
         assert_eq!(x[x.len() - 2..], ["--", "-"]);
         let _: serde_json::Value = serde_json::from_str(SCHEMA).unwrap();
     }

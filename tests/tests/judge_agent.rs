@@ -308,3 +308,110 @@ fn bus_stats_counts_delivered_dropped_and_silent_wake_runs() {
         "{table}"
     );
 }
+
+#[test]
+fn the_mailboxs_wake_agent_is_asked_and_a_missing_program_drops() {
+    let bench = Bench::new("judge = \"agent\"");
+    bench.b.ok(&["wake", "set", "orders", "codex"]);
+    // The agent says no: nothing is delivered, so no wake run starts.
+    bench.judge_mode("no");
+    let entries = bench.broadcast(ORDERS);
+    let o = entry(&entries, "orders@bravo");
+    assert_eq!(o["stage"], "agent", "{o}");
+    assert_eq!(o["event"], "broadcast_dropped", "{o}");
+    assert!(
+        o["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the agent (codex) decided"),
+        "{o}"
+    );
+    let calls = bench.calls();
+    assert_eq!(calls.len(), 1, "only orders has an agent: {calls:?}");
+    assert_eq!(argv(&calls[0])[0], "exec", "its wake agent, Codex");
+    // The owner's mailbox and fonts have no agent: the built-in judge
+    // decided alone (what it is sure of it never asks about).
+    for m in ["@bravo", "fonts@bravo"] {
+        assert_eq!(entry(&entries, m)["stage"], "builtin", "{m}");
+    }
+    // A program that can't be started gives no judgment: dropped, saying why.
+    let mut b = bench.b;
+    b.stop();
+    let config = b.home().join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}\n[wake]\ncodex = \"/nonexistent/codex\"\n"),
+    )
+    .unwrap();
+    b.start();
+    let bench = Bench {
+        a: bench.a,
+        b,
+        standin: bench.standin,
+    };
+    let entries = bench.broadcast(&format!("{ORDERS} (again)"));
+    let o = entry(&entries, "orders@bravo");
+    assert_eq!(o["event"], "broadcast_dropped", "{o}");
+    assert!(
+        o["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("judge_unavailable"),
+        "{o}"
+    );
+    assert!(
+        o["detail"].as_str().unwrap().contains("gave no judgment"),
+        "{o}"
+    );
+}
+
+/// What the daemon sets for an agent it asks to judge: agentmesh's own
+/// MCP server refuses to serve, and its hooks report nothing.
+#[test]
+fn agentmesh_mcp_and_hooks_do_nothing_inside_a_judgment() {
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(agentmesh_tests::bin())
+            .args(args)
+            .env("AGENTMESH_HOME", home.path())
+            .env("AGENTMESH_JUDGE_CALL", "1")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let mcp = run(&["mcp"]);
+    assert!(!mcp.status.success());
+    assert!(
+        String::from_utf8_lossy(&mcp.stderr).contains("broadcast judgment"),
+        "{mcp:?}"
+    );
+    let hook = run(&["hook", "claude", "SessionStart"]);
+    assert!(hook.status.success());
+    assert!(hook.stdout.is_empty(), "{hook:?}");
+    // Nothing was started for this home.
+    assert!(!home.path().join("run").join("agentmesh.sock").exists());
+}
+
+/// `--eval` with the agent judge needs an agent to ask.
+#[test]
+fn eval_with_the_agent_judge_and_no_agent_says_what_to_set() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[bus]\njudge = \"agent\"\n",
+    )
+    .unwrap();
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../judge/labelled/teams/t1.jsonl"
+    );
+    let out = std::process::Command::new(agentmesh_tests::bin())
+        .args(["judge", "--eval", file, "--json"])
+        .env("AGENTMESH_HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let e: Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert!(e["message"].as_str().unwrap().contains("bus.agent"), "{e}");
+}

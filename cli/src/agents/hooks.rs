@@ -118,6 +118,11 @@ const MAX_INJECTED: usize = 32 * 1024;
 
 /// Runs the hook; always exits 0.
 pub fn run(home: &Home, agent: Agent, event: &str, mailbox: Option<&str>) -> ExitCode {
+    // An agent asked to judge a broadcast is no session: nothing to
+    // report, nothing to show it.
+    if super::mcp::in_judgment() {
+        return ExitCode::SUCCESS;
+    }
     let mut input = String::new();
     let _ = std::io::stdin().take(MAX_INPUT).read_to_string(&mut input);
     if let Some(out) = answer(home, agent, event, mailbox, &input) {

@@ -83,6 +83,13 @@ pub struct McpArgs {
 
 /// Runs the MCP server on stdin and stdout until the client goes.
 pub fn run(home: &Home, args: McpArgs) -> anyhow::Result<ExitCode> {
+    // Started by an agent asked to judge a broadcast: no tools for it.
+    if in_judgment() {
+        return Err(term::cli_error(
+            "judge_call",
+            "agentmesh mcp does not run inside a broadcast judgment (AGENTMESH_JUDGE_CALL is set)",
+        ));
+    }
     // No daemon for this home: start one, as `up` does, before the
     // server's own runtime (starting waits on a runtime of its own) —
     // unless a person stopped it with `agentmesh down`: then none is
@@ -900,4 +907,10 @@ impl ServerHandler for Mesh {
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         tokio::spawn(pump(self.inner.clone(), context.peer.clone()));
     }
+}
+
+/// Whether this process runs inside an agent's broadcast judgment (the
+/// daemon sets the marker for the agent it asks).
+pub fn in_judgment() -> bool {
+    std::env::var_os(agentmesh_node::bus::agent::JUDGE_CALL_MARKER).is_some_and(|v| !v.is_empty())
 }

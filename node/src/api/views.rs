@@ -665,9 +665,8 @@ pub struct BusStatsRow {
     pub delivered: u64,
     /// Broadcasts judged for it and dropped.
     pub dropped: u64,
-    /// Wake runs that a delivered broadcast started (ended ones: a run
-    /// still running, never started or cut off by a daemon stop is not
-    /// counted).
+    /// Wake runs that a delivered broadcast started and that ended done
+    /// (exit 0; failed, stopped or cut-off runs are `wake list`'s).
     pub wake_runs: u64,
     /// Those whose session sent nothing and marked nothing.
     pub silent_runs: u64,

@@ -14,6 +14,11 @@ use super::command::{RunFailure, run};
 use super::judge::Input;
 use crate::codes::ErrorCode;
 
+/// Set in a judgment's environment: `agentmesh mcp` and `agentmesh hook`
+/// started inside one do nothing (a broadcast being judged must not reach
+/// a tool, nor pass for a session).
+pub const JUDGE_CALL_MARKER: &str = "AGENTMESH_JUDGE_CALL";
+
 /// Why an agent gave no judgment.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AgentError {
@@ -71,7 +76,11 @@ pub async fn ask(a: Ask<'_>, input: &Input) -> Result<AgentAnswer, AgentError> {
     let name = a.cli.as_str();
     let argv = agent::argv(a.cli, a.settings);
     let mut cmd = tokio::process::Command::new(a.program);
-    cmd.args(&argv[1..]).current_dir(a.cwd);
+    // agentmesh's own MCP server and hooks refuse to run inside a
+    // judgment, whatever the agent's configuration says.
+    cmd.args(&argv[1..])
+        .current_dir(a.cwd)
+        .env(JUDGE_CALL_MARKER, "1");
     let out = run(
         cmd,
         agent::prompt(input).into_bytes(),

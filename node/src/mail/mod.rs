@@ -782,7 +782,11 @@ impl Mail {
             // wake (`bus stats`).
             if matches!(
                 op,
-                Op::Send { .. } | Op::Broadcast { .. } | Op::NotForMe { .. } | Op::Read { .. }
+                Op::Send { .. }
+                    | Op::Broadcast { .. }
+                    | Op::NotForMe { .. }
+                    | Op::Read { .. }
+                    | Op::Take { .. }
             ) {
                 let run = (who.name == "wake-run")
                     .then_some(who.session_id.as_deref())

@@ -417,8 +417,13 @@ impl Mail {
             let delivered = score.is_some_and(|p| p >= threshold);
             let m = o.mailbox.as_deref();
             let id = copy_id(&record.id, m);
-            let by = match o.stage {
-                stages::Stage::Agent(cli) => format!("; the agent ({}) decided", cli.as_str()),
+            let by = match (o.stage, &score) {
+                (stages::Stage::Agent(cli), Some(_)) => {
+                    format!("; the agent ({}) decided", cli.as_str())
+                }
+                (stages::Stage::Agent(cli), None) => {
+                    format!("; the agent ({}) gave no judgment", cli.as_str())
+                }
                 _ => String::new(),
             };
             let mut detail = match (&score, &error) {

@@ -50,15 +50,13 @@ pub(in crate::mail) fn bus_stats(store: &dyn Store, runs: &Runs, my_name: &str) 
             r.dropped += 1;
         }
     }
-    for r in runs.records().filter(|r| r.broadcast) {
-        // Still running, never started, or cut off (what it did is
-        // unknown): not counted.
-        if matches!(
-            r.status,
-            RunStatus::Running | RunStatus::NotStarted | RunStatus::Interrupted
-        ) {
-            continue;
-        }
+    // Runs that ended as they should: one still running, that failed,
+    // timed out, was stopped, never started or was cut off by a daemon
+    // stop is a failure (`wake list` shows it), not a silent wake.
+    for r in runs
+        .records()
+        .filter(|r| r.broadcast && r.status == RunStatus::Done)
+    {
         let m = address(Some(&r.mailbox), my_name);
         let row = rows.entry(m.clone()).or_insert_with(|| row(m));
         row.wake_runs += 1;

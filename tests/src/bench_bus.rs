@@ -168,12 +168,20 @@ pub fn run(rounds: usize, broadcasts: usize) -> Figures {
 /// The broadcast part of the figures (the judge's left zero).
 fn broadcast(n: usize) -> Figures {
     use agentmesh_node::api::{InboxPage, Op, WhoKind};
-    let [sender, r1, r2, r3] = crate::team([
+    let [sender, mut r1, mut r2, mut r3] = crate::team([
         ("sender", "Ada"),
         ("r1", "Bob"),
         ("r2", "Cy"),
         ("r3", "Dee"),
     ]);
+    // A delivered broadcast costs its mailbox a wake of its daily budget
+    // (20 by default): the benchmark's broadcasts must not run out of it.
+    for r in [&mut r1, &mut r2, &mut r3] {
+        r.stop();
+        std::fs::write(r.home().join("config.toml"), "[wake]\nbudget = 10000\n")
+            .expect("the receiver's config is written");
+        r.start();
+    }
     let receivers = [&r1, &r2, &r3];
     for r in receivers {
         // Another person's machine: it takes the sender's mail unheld.

@@ -144,48 +144,42 @@ impl Judging {
 }
 
 /// The agent judge's two stages for one pair, as the daemon runs them
-/// (without its daily budget: a person running this pays each call).
+/// (without its daily budget: a person running this pays each call), in
+/// the home's `run/judge` as the daemon's (never a guessable folder of
+/// /tmp that another user could fill with a CLAUDE.md).
 fn staged(
     rules: &agentmesh_node::bus::AgentRules,
     j: &Judging,
     input: &Input,
     preset: Preset,
 ) -> Line {
-    let rt = &j.rt;
+    use agentmesh_node::bus::agent::{self, Staged};
     let first = judge::probability(input);
-    let Some(cli) = rules
-        .default_cli
-        .filter(|_| first >= judge::first_stage_threshold())
-    else {
-        return Line::Staged {
-            p: Some(first),
-            deliver: rules.default_cli.is_none() && first >= preset.threshold(),
+    let mut unbounded = u32::MAX;
+    let staged = agent::staged(
+        rules,
+        rules.default_cli,
+        (first, preset),
+        &mut unbounded,
+        &j.folder,
+        input,
+    );
+    match j.rt.block_on(staged) {
+        Staged::Builtin { p, threshold, .. } => Line::Staged {
+            p: Some(p),
+            deliver: p >= threshold,
             stage: "builtin",
             why: None,
             error: None,
-        };
-    };
-    // The empty folder judgments run in, as the daemon's: never a
-    // guessable folder of /tmp that another user could fill with a
-    // CLAUDE.md.
-    let cwd = j.folder.clone();
-    let _ = std::fs::create_dir_all(&cwd);
-    let ask = agentmesh_node::bus::agent::Ask {
-        program: rules.program(cli),
-        cli,
-        settings: &rules.settings,
-        timeout: rules.timeout,
-        cwd: &cwd,
-    };
-    match rt.block_on(agentmesh_node::bus::agent::ask(ask, input)) {
-        Ok(a) => Line::Staged {
+        },
+        Staged::Agent { answer: Ok(a), .. } => Line::Staged {
             p: Some(a.p),
             deliver: a.p >= preset.agent_threshold(),
             stage: "agent",
             why: Some(a.why),
             error: None,
         },
-        Err(e) => Line::Staged {
+        Staged::Agent { answer: Err(e), .. } => Line::Staged {
             p: None,
             deliver: false,
             stage: "agent",

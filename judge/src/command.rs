@@ -51,14 +51,7 @@ pub fn payload(input: &Input, preset: Preset) -> Vec<u8> {
     line
 }
 
-/// Text cut to at most `max` bytes, on a character boundary.
-pub fn cut(text: &str, max: usize) -> &str {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
+pub use crate::features::bounded as cut;
 
 /// A command's stdout read as its answer: `p`, or why it is not one (in
 /// words fit for the bus log).

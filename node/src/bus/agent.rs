@@ -9,7 +9,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use agentmesh_judge::agent::{self, AgentAnswer, AgentCli, AgentSettings};
+use agentmesh_judge::{Preset, first_stage_threshold};
 
+use super::AgentRules;
 use super::command::{RunFailure, run};
 use super::judge::Input;
 use crate::codes::ErrorCode;
@@ -102,4 +104,76 @@ pub async fn ask(a: Ask<'_>, input: &Input) -> Result<AgentAnswer, AgentError> {
         ),
     })?;
     agent::parse_answer(a.cli, &out).map_err(|e| AgentError::BadAnswer(name, e))
+}
+
+/// How `[bus] judge = "agent"` decided one pair.
+#[derive(Debug)]
+pub enum Staged {
+    /// The built-in judge decided: its `p`, the threshold it is held to,
+    /// and why the agent was not asked.
+    Builtin {
+        /// The built-in judge's probability.
+        p: f64,
+        /// The threshold: the first stage's when the built-in judge was
+        /// sure, else the preset's.
+        threshold: f64,
+        /// Why the agent was not asked.
+        note: &'static str,
+    },
+    /// The agent was asked; its answer, or why it gave none.
+    Agent {
+        /// Which CLI.
+        cli: AgentCli,
+        /// Its answer.
+        answer: Result<AgentAnswer, AgentError>,
+    },
+}
+
+/// The agent judge's two stages for one pair: the built-in judge's `p`
+/// first; below the first stage, or with no agent for the mailbox
+/// (`cli`), or with no call left today (`calls_left`, spent here), the
+/// built-in judge decides; else the agent is asked, in `cwd`. The daemon
+/// and `agentmesh judge` both judge this way.
+pub async fn staged(
+    rules: &AgentRules,
+    cli: Option<AgentCli>,
+    (p, preset): (f64, Preset),
+    calls_left: &mut u32,
+    cwd: &Path,
+    input: &Input,
+) -> Staged {
+    let builtin = |threshold, note| Staged::Builtin { p, threshold, note };
+    if p < first_stage_threshold() {
+        return builtin(
+            first_stage_threshold(),
+            "the built-in judge is sure: not asked",
+        );
+    }
+    let Some(cli) = cli else {
+        return builtin(
+            preset.threshold(),
+            "no agent for this mailbox (wake set NAME claude|codex, or [bus] agent): the built-in judge decided alone",
+        );
+    };
+    if *calls_left == 0 {
+        return builtin(
+            preset.threshold(),
+            "today's agent judgments are spent ([bus] agent_calls_per_day): the built-in judge decided alone",
+        );
+    }
+    *calls_left -= 1;
+    if let Err(e) = std::fs::create_dir_all(cwd) {
+        tracing::warn!(error = %e, dir = %cwd.display(), "cannot make the agent judge's folder");
+    }
+    let a = Ask {
+        program: rules.program(cli),
+        cli,
+        settings: &rules.settings,
+        timeout: rules.timeout,
+        cwd,
+    };
+    Staged::Agent {
+        cli,
+        answer: ask(a, input).await,
+    }
 }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use agentmesh_judge::agent::AgentCli;
 
 use crate::bus::judge::{self, Broadcast, Input};
-use crate::bus::{AgentRules, JudgeWith, Preset, agent, command};
+use crate::bus::{JudgeWith, Preset, agent, command};
 use crate::codes::ErrorCode;
 
 /// Which stage decided a judgment.
@@ -84,10 +84,11 @@ pub(super) async fn judge_all(
     let mut left = j.calls_left;
     let mut outcomes = Vec::with_capacity(candidates.len());
     for c in candidates {
+        let p = judge::probability_of(&analysed, &c.input);
         let builtin = |note| Outcome {
             mailbox: c.mailbox.clone(),
             preset: c.preset,
-            p: Ok(judge::probability_of(&analysed, &c.input)),
+            p: Ok(p),
             threshold: c.preset.threshold(),
             stage: Stage::Builtin,
             why: None,
@@ -104,56 +105,28 @@ pub(super) async fn judge_all(
             },
             JudgeWith::Agent(rules) => {
                 let first = builtin(None);
-                match (&first.p, c.agent.or(rules.default_cli)) {
-                    (Ok(p), _) if *p < judge::first_stage_threshold() => Outcome {
-                        threshold: judge::first_stage_threshold(),
-                        note: Some("the built-in judge is sure: not asked"),
+                let cli = c.agent.or(rules.default_cli);
+                match agent::staged(rules, cli, (p, c.preset), &mut left, &j.cwd, &c.input).await {
+                    agent::Staged::Builtin {
+                        threshold, note, ..
+                    } => Outcome {
+                        threshold,
+                        note: Some(note),
                         ..first
                     },
-                    (_, None) => builtin(Some(
-                        "no agent for this mailbox (wake set NAME claude|codex, or [bus] agent): the built-in judge decided alone",
-                    )),
-                    (_, Some(_)) if left == 0 => builtin(Some(
-                        "today's agent judgments are spent ([bus] agent_calls_per_day): the built-in judge decided alone",
-                    )),
-                    (_, Some(cli)) => {
-                        left -= 1;
-                        ask_agent(rules, cli, &j.cwd, &c).await
-                    }
+                    agent::Staged::Agent { cli, answer } => Outcome {
+                        threshold: c.preset.agent_threshold(),
+                        stage: Stage::Agent(cli),
+                        why: answer.as_ref().ok().map(|a| a.why.clone()),
+                        p: answer.map(|a| a.p).map_err(|e| (e.code(), e.to_string())),
+                        ..first
+                    },
                 }
             }
         };
         outcomes.push(o);
     }
     (outcomes, j.calls_left - left)
-}
-
-async fn ask_agent(
-    rules: &AgentRules,
-    cli: AgentCli,
-    cwd: &std::path::Path,
-    c: &Candidate,
-) -> Outcome {
-    if let Err(e) = std::fs::create_dir_all(cwd) {
-        tracing::warn!(error = %e, dir = %cwd.display(), "cannot make the agent judge's folder");
-    }
-    let ask = agent::Ask {
-        program: rules.program(cli),
-        cli,
-        settings: &rules.settings,
-        timeout: rules.timeout,
-        cwd,
-    };
-    let answer = agent::ask(ask, &c.input).await;
-    Outcome {
-        mailbox: c.mailbox.clone(),
-        preset: c.preset,
-        threshold: c.preset.agent_threshold(),
-        stage: Stage::Agent(cli),
-        why: answer.as_ref().ok().map(|a| a.why.clone()),
-        p: answer.map(|a| a.p).map_err(|e| (e.code(), e.to_string())),
-        note: None,
-    }
 }
 
 /// Agent calls spent on this machine today (the local calendar day).

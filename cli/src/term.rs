@@ -298,7 +298,7 @@ pub fn who() -> Who {
     {
         return Who {
             kind: WhoKind::Agent,
-            name: "wake-run".into(),
+            name: agentmesh_node::wake::RUN_WHO.into(),
             session_id: Some(run.to_string_lossy().into_owned()),
             task: None,
         };

@@ -36,6 +36,10 @@ pub const RUN_MCP_TOOLS: [&str; 3] = [
 /// hooks never count as its person speaking.
 pub const RUN_MARKER: &str = "AGENTMESH_WAKE_RUN";
 
+/// The name a wake run's own commands attach with (their session id is
+/// the run's id).
+pub const RUN_WHO: &str = "wake-run";
+
 /// What a run's prompt may hold of its messages, as the model reads it
 /// (a hook's injection has the same cap).
 pub const MAX_PROMPT: usize = 32 * 1024;

@@ -107,6 +107,41 @@ fn sources(dir: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// What `cargo install agentmesh` builds has no tuning code of the judge:
+/// only agentmesh-bench (and the tests) turn the `tuning` feature on. (A
+/// build of the whole workspace compiles it, for agentmesh-bench; the
+/// daemon calls none of it.)
+#[test]
+fn the_installed_binary_has_no_judge_tuning() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "tree",
+            "--package",
+            "agentmesh",
+            "--edges",
+            "normal,build",
+            "--invert",
+            "agentmesh-judge",
+            "--format",
+            "{p} {f}",
+            "--locked",
+            "--offline",
+        ])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8(out.stdout).unwrap();
+    let first = tree.lines().next().unwrap_or_default();
+    assert!(first.starts_with("agentmesh-judge"), "{tree}");
+    assert!(!first.contains("tuning"), "agentmesh would tune: {first}");
+}
+
 /// The layout names the architecture and stays small enough to read: no
 /// source file of the daemon or of its judge (judge/src) over ~800 lines
 /// (unit tests aside), and no function taking so many arguments that

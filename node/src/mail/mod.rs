@@ -788,7 +788,7 @@ impl Mail {
                     | Op::Read { .. }
                     | Op::Take { .. }
             ) {
-                let run = (who.name == "wake-run")
+                let run = (who.name == crate::wake::RUN_WHO)
                     .then_some(who.session_id.as_deref())
                     .flatten();
                 self.runs.acted(run, mailbox.as_deref());

@@ -451,7 +451,10 @@ impl Broadcast {
                 .filter_map(|p| data.packages.get(p).and_then(|p| p.eco))
                 .collect(),
             scope: scope(text).map(str::to_owned),
-            versions,
+            versions: versions
+                .into_iter()
+                .map(|(name, vs)| (name, specific(vs)))
+                .collect(),
             before,
             words,
         }
@@ -562,6 +565,42 @@ const GENERIC: &[&str] = &[
     "Deprecation",
 ];
 
+/// Programming languages and runtimes, which scope no organisation.
+const LANGUAGE: &[&str] = &[
+    "Go",
+    "Golang",
+    "Java",
+    "Rust",
+    "Python",
+    "Node",
+    "Ruby",
+    "Perl",
+    "Kotlin",
+    "Swift",
+    "Scala",
+    "Erlang",
+    "Elixir",
+    "Haskell",
+    "TypeScript",
+    "JavaScript",
+    "Dart",
+    "Lua",
+    "Julia",
+    "Deno",
+    "Bun",
+    "Debian",
+    "Ubuntu",
+    "Linux",
+    "Windows",
+    "Postgres",
+    "PostgreSQL",
+];
+
+/// Verbs that make the words before a colon a sentence, not a label.
+const VERB: &[&str] = &[
+    "is", "are", "was", "were", "has", "have", "will", "gets", "got",
+];
+
 static SCOPE: LazyLock<Regex> = LazyLock::new(|| pattern(r"^([^:.]{1,40}):"));
 static ORG_WORD: LazyLock<Regex> = LazyLock::new(|| pattern(r"^[A-Z][A-Za-z]+$"));
 static PROFILE_ORG: LazyLock<Regex> =
@@ -580,8 +619,13 @@ fn scope(broadcast: &str) -> Option<&str> {
     // A package's name is a subject, not an organisation ("Tokio: …"),
     // unless the broadcast says "only" ("Acme only:", Acme being also a
     // Python package).
+    // A sentence before the colon ("Karma is deprecated upstream:") is no
+    // label, and a language ("Go heads-up:", "Java:") no organisation.
+    let sentence = words.iter().any(|v| VERB.contains(v));
     if !ORG_WORD.is_match(w)
+        || sentence
         || GENERIC.contains(&w)
+        || LANGUAGE.contains(&w)
         || (DATA.packages.contains_key(&w.to_lowercase()) && !only)
     {
         return None;
@@ -613,10 +657,16 @@ fn organisation(scope: Option<&str>, profile: &str, stated: &str) -> (f64, f64) 
     if org.is_some_and(|o| o.split_whitespace().any(|p| p == w)) {
         return (1.0, 0.0);
     }
-    let named = names_word(stated, w);
-    if named {
+    // A profile that opens without "Client: Acme." names its
+    // organisation in its first sentence ("Marlow Books back-office
+    // (stock, refunds, …).", "Python bindings for Cinder: …").
+    let first = profile.split(". ").next().unwrap_or(profile);
+    if org.is_none() && names_word(first, w) {
+        return (1.0, 0.0);
+    }
+    if names_word(stated, w) {
         (0.5, 0.0)
-    } else if org.is_none() {
+    } else if profile.trim().is_empty() {
         (0.0, 0.0)
     } else {
         (0.0, 1.0)
@@ -630,10 +680,29 @@ struct VersionFeatures {
     above: f64,
 }
 
+/// A package's versions without those that only name a family of the
+/// others ("Express 4 below 4.21.2": the 4 says which line, 4.21.2 is
+/// the version; 4.19.2 sits below it, not on it).
+fn specific(vs: Vec<text::Version>) -> Vec<text::Version> {
+    let family = |v: &text::Version| {
+        vs.iter()
+            .any(|w| w.len() > v.len() && w.starts_with(v.as_slice()))
+    };
+    let keep: Vec<bool> = vs.iter().map(|v| !family(v)).collect();
+    vs.iter()
+        .zip(keep)
+        .filter(|(_, k)| *k)
+        .map(|(v, _)| v.clone())
+        .collect()
+}
+
 /// How the versions the profile gives sit against the broadcast's.
 fn versions(b: &Broadcast, stated: &str) -> VersionFeatures {
     let bv = &b.versions;
-    let pv = text::versions(stated);
+    let pv: BTreeMap<String, Vec<text::Version>> = text::versions(stated)
+        .into_iter()
+        .map(|(name, vs)| (name, specific(vs)))
+        .collect();
     // A package's versions say more than a runtime's: the runtime's are
     // read only when no package's compare.
     let packages: Vec<&String> = bv
@@ -696,6 +765,56 @@ mod tests {
         assert_eq!(scope("Acme only: the proxy moves."), Some("Acme"));
         assert_eq!(scope("Friday: tokio 1.54 is out."), None);
         assert_eq!(scope("Heads up: Acme's proxy moves."), None);
+        // A language or a sentence before the colon scopes nothing.
+        assert_eq!(
+            scope("Java: openjdk-17 fixes eight CVEs; Java 17 JREs."),
+            None
+        );
+        assert_eq!(
+            scope("Karma is deprecated upstream: Karma gets no fixes."),
+            None
+        );
+    }
+
+    #[test]
+    fn another_organisations_mailbox_is_a_mismatch() {
+        let b = "Tidepool Travel repos: every Tidepool repo moves to Node 20.";
+        let org = |profile: &str, goal: &str| {
+            let f = Features::of(b, profile, goal);
+            (f.org_match, f.org_mismatch)
+        };
+        // Named in the profile's first sentence, without "Client: …".
+        assert_eq!(
+            org("Tidepool Travel booking site. React 18.", ""),
+            (1.0, 0.0)
+        );
+        assert_eq!(
+            org("Kitewright Studio CI. Runs every client's runners.", ""),
+            (0.0, 1.0)
+        );
+        // Named later: half a match. No profile: nothing known.
+        assert_eq!(
+            org("Kitewright CI.", "Moving Tidepool's jobs to Node 20."),
+            (0.5, 0.0)
+        );
+        assert_eq!(org("", "Speeding up the import."), (0.0, 0.0));
+    }
+
+    #[test]
+    fn a_family_version_is_not_the_version() {
+        // "Express 4 below 4.21.2": 4.19.2 sits below the fix, not on it.
+        let b = "Express 4 below 4.21.2 is vulnerable; bump every Express 4 service to 4.21.2.";
+        let f = Features::of(b, "BFF on Express 4.19.2 and helmet 7.1.", "");
+        assert_eq!((f.v_eq, f.v_below_cue + f.v_below), (0.0, 1.0));
+        let f = Features::of(b, "BFF on Express 4.21.2.", "");
+        assert_eq!(f.v_eq, 1.0);
+        // A family named alone is still compared.
+        let f = Features::of(
+            "Express 4 reaches its end of life.",
+            "BFF on Express 4.19.2.",
+            "",
+        );
+        assert_eq!(f.v_eq, 1.0);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //!
 //! `bus`: the broadcast judge's time per pair and its precision and recall
 //! per preset on the labelled set's held-out part; `--tune` prints the
-//! judge's weights.rs as tuning computes it (`> node/src/bus/judge/weights.rs`);
+//! judge's weights.rs as tuning computes it (`> judge/src/weights.rs`);
 //! see `agentmesh_tests::bench_bus`.
 //!
 //! Arguments are parsed with clap, as the CLI's are: `--help` on any

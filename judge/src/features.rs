@@ -588,6 +588,7 @@ const LANGUAGE: &[&str] = &[
     "Julia",
     "Deno",
     "Bun",
+    "PHP",
     "Debian",
     "Ubuntu",
     "Linux",
@@ -632,9 +633,38 @@ fn scope(broadcast: &str) -> Option<&str> {
     }
     // Named again after the colon ("Brightwell platform: … Brightwell's
     // shared CI image", "… all Brightwell pipelines").
+    // Or a label of its own: one or two words ("Wavecrest:", "Vantage
+    // CI:"), no day or month ("Friday:").
     let rest = &broadcast[pre.len() + 1..];
-    (only || names_word(rest, w)).then_some(w)
+    let label = words.len() <= 2 && !WHEN.contains(&w);
+    (only || label || names_word(rest, w)).then_some(w)
 }
+
+/// Days and months, which date a broadcast rather than scope it.
+const WHEN: &[&str] = &[
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+    "Today",
+    "Tomorrow",
+    "Tonight",
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
 
 /// Whether `text` has `word` as a whole word (what `\bword\b` matches).
 fn names_word(text: &str, word: &str) -> bool {
@@ -763,6 +793,10 @@ mod tests {
             Some("Brightwell")
         );
         assert_eq!(scope("Acme only: the proxy moves."), Some("Acme"));
+        // A label of one or two words scopes without being named again.
+        assert_eq!(scope("Wavecrest: our Airflow moves."), Some("Wavecrest"));
+        assert_eq!(scope("Vantage CI: images move."), Some("Vantage"));
+        assert_eq!(scope("Edge cutover Thursday: fronts move."), None);
         assert_eq!(scope("Friday: tokio 1.54 is out."), None);
         assert_eq!(scope("Heads up: Acme's proxy moves."), None);
         // A language or a sentence before the colon scopes nothing.

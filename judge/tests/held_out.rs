@@ -73,7 +73,14 @@ fn held_out_figures_per_team_and_preset() {
     // the judge that moves them updates both, and this test.
     assert_eq!(
         counts,
-        [("t1", 7, 55, 78, 907), ("t6", 3, 67, 90, 944)],
+        [
+            ("t1", 7, 55, 78, 907),
+            ("t6", 3, 67, 90, 944),
+            ("t9", 5, 69, 88, 946),
+            ("t10", 4, 51, 61, 955),
+            ("t11", 7, 64, 81, 925),
+            ("t12", 10, 56, 67, 933)
+        ],
         "the held-out figures moved: update docs/agents.md, docs/benchmarks.md and this test"
     );
 }
@@ -81,16 +88,45 @@ fn held_out_figures_per_team_and_preset() {
 /// Issue 34's bar, on each held-out team: balanced at 75% recall or more
 /// with 50% precision or more, AUC 0.85 or more.
 #[test]
-#[ignore = "not met yet: t1's balanced recall is 73.2% (precision 50.0%, AUC 0.896); t6's precision is 49.3% (recall 85.7%, AUC 0.930). See CHANGELOG, issue 34; run with --ignored to see"]
+#[ignore = "not met on every team: t1's balanced recall is 73.2% (30 of 41 relevant; the bar needs 31), precision 54.5%, AUC 0.907; every other held-out team meets it. See docs/agents.md; run with --ignored to see"]
 fn balanced_meets_the_bar_on_each_held_out_team() {
     for (team, e) in held_out() {
-        let b = e.presets.balanced;
-        assert!(
-            b.recall.unwrap() >= 0.75 && b.precision.unwrap() >= 0.50 && e.auc.unwrap() >= 0.85,
-            "{team}: balanced precision {:.1}%, recall {:.1}%, AUC {:.3}",
-            pct(b.precision),
-            pct(b.recall),
-            e.auc.unwrap()
-        );
+        assert!(meets_the_bar(&e), "{team}: {}", bar_figures(&e));
     }
+}
+
+/// The same bar on the held-out part as one set, and on each team but
+/// t1: what docs/agents.md says holds.
+#[test]
+fn balanced_meets_the_bar_on_the_held_out_part_and_all_teams_but_t1() {
+    let figures = held_out();
+    let mut scored = Vec::new();
+    let (all, split) = tune::committed();
+    for l in tune::part(&all, &split.held_out) {
+        scored.push((agentmesh_judge::probability(&l.input()), l.relevant));
+    }
+    let pooled = eval::evaluate(&scored, eval::builtin_thresholds());
+    assert!(
+        meets_the_bar(&pooled),
+        "held-out part: {}",
+        bar_figures(&pooled)
+    );
+    for (team, e) in figures.iter().filter(|(t, _)| t != "t1") {
+        assert!(meets_the_bar(e), "{team}: {}", bar_figures(e));
+    }
+}
+
+fn meets_the_bar(e: &Evaluation) -> bool {
+    let b = e.presets.balanced;
+    b.recall.unwrap() >= 0.75 && b.precision.unwrap() >= 0.50 && e.auc.unwrap() >= 0.85
+}
+
+fn bar_figures(e: &Evaluation) -> String {
+    let b = e.presets.balanced;
+    format!(
+        "balanced precision {:.1}%, recall {:.1}%, AUC {:.3}",
+        pct(b.precision),
+        pct(b.recall),
+        e.auc.unwrap()
+    )
 }

@@ -539,67 +539,160 @@ fn carve(broadcast: &str, packages: &[String]) -> Option<(BTreeSet<String>, BTre
     ))
 }
 
+/// Words that open an announcement rather than name an organisation
+/// ("Heads up:", "URGENT:", "Hey team:", "Outage:"), compared without case.
 const GENERIC: &[&str] = &[
-    "Security",
-    "Heads",
-    "Reminder",
-    "FYI",
-    "PSA",
-    "Note",
-    "Update",
-    "Breaking",
-    "Warning",
-    "Code",
-    "From",
-    "For",
-    "Anyone",
-    "Everyone",
-    "All",
-    "Team",
-    "Release",
-    "Important",
-    "Urgent",
-    "Notice",
-    "Action",
-    "Advisory",
-    "Deprecation",
+    "security",
+    "heads",
+    "heads-up",
+    "reminder",
+    "fyi",
+    "psa",
+    "note",
+    "nb",
+    "update",
+    "updates",
+    "breaking",
+    "warning",
+    "code",
+    "from",
+    "for",
+    "anyone",
+    "everyone",
+    "all",
+    "team",
+    "release",
+    "important",
+    "urgent",
+    "notice",
+    "action",
+    "advisory",
+    "deprecation",
+    "hey",
+    "hi",
+    "hello",
+    "folks",
+    "outage",
+    "incident",
+    "maintenance",
+    "next",
+    "this",
+    "status",
+    "alert",
+    "info",
+    "question",
+    "done",
+    "fixed",
+    "summary",
+    "digest",
+    "weekly",
+    "daily",
+    "change",
+    "changes",
+    "new",
+    "ps",
+    "todo",
+    "help",
+    "attention",
+    "announcement",
+    "news",
+    "tip",
+    "context",
+    "background",
+    "plan",
+    "decision",
+    "proposal",
+    "request",
+    "ask",
+    "bug",
+    "fix",
+    "cve",
 ];
 
-/// Programming languages and runtimes, which scope no organisation.
+/// Programming languages, runtimes and systems, which scope no
+/// organisation ("Java:", "Go heads-up:"), compared without case.
 const LANGUAGE: &[&str] = &[
-    "Go",
-    "Golang",
-    "Java",
-    "Rust",
-    "Python",
-    "Node",
-    "Ruby",
-    "Perl",
-    "Kotlin",
-    "Swift",
-    "Scala",
-    "Erlang",
-    "Elixir",
-    "Haskell",
-    "TypeScript",
-    "JavaScript",
-    "Dart",
-    "Lua",
-    "Julia",
-    "Deno",
-    "Bun",
-    "PHP",
-    "Debian",
-    "Ubuntu",
-    "Linux",
-    "Windows",
-    "Postgres",
-    "PostgreSQL",
+    "go",
+    "golang",
+    "java",
+    "rust",
+    "python",
+    "node",
+    "nodejs",
+    "ruby",
+    "perl",
+    "kotlin",
+    "swift",
+    "scala",
+    "erlang",
+    "elixir",
+    "haskell",
+    "typescript",
+    "javascript",
+    "dart",
+    "lua",
+    "julia",
+    "deno",
+    "bun",
+    "php",
+    "debian",
+    "ubuntu",
+    "linux",
+    "windows",
+    "macos",
+    "postgres",
+    "postgresql",
 ];
 
-/// Verbs that make the words before a colon a sentence, not a label.
+/// Days and months, which date a broadcast rather than scope it
+/// ("Friday:"), compared without case.
+const WHEN: &[&str] = &[
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "today",
+    "tomorrow",
+    "tonight",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
+/// Verbs that make the words before a colon a sentence, not a label
+/// ("Karma is deprecated upstream:"), compared without case.
 const VERB: &[&str] = &[
-    "is", "are", "was", "were", "has", "have", "will", "gets", "got",
+    "is",
+    "are",
+    "was",
+    "were",
+    "has",
+    "have",
+    "had",
+    "will",
+    "gets",
+    "got",
+    "can",
+    "must",
+    "should",
+    "deprecated",
+    "released",
+    "broke",
+    "breaks",
+    "moves",
+    "moved",
 ];
 
 static SCOPE: LazyLock<Regex> = LazyLock::new(|| pattern(r"^([^:.]{1,40}):"));
@@ -607,11 +700,19 @@ static ORG_WORD: LazyLock<Regex> = LazyLock::new(|| pattern(r"^[A-Z][A-Za-z]+$")
 static PROFILE_ORG: LazyLock<Regex> =
     LazyLock::new(|| pattern(r"^\s*(?:Client:\s*)?([A-Z][A-Za-z]+(?: [A-Z][A-Za-z]+)?)\."));
 
+/// Whether `list` holds `word`, without case.
+fn listed(list: &[&str], word: &str) -> bool {
+    list.iter().any(|l| l.eq_ignore_ascii_case(word))
+}
+
 /// The organisation a broadcast is scoped to, if any: a capitalised first
-/// word before a colon that is no package and no announcement word, and
-/// either says so ("Acme only: …") or comes back as a possessive
-/// ("Brightwell platform: … Brightwell's shared CI image …"). "Hey team:"
-/// or "Friday:" scope nothing.
+/// word before a colon that is no package, no language, no day and no
+/// announcement word, before no sentence, and that either says so ("Acme
+/// only: …") or comes back after the colon ("Brightwell platform: …
+/// Brightwell's shared CI image …"). A bare label ("Payments: the v1 API
+/// goes on Monday") scopes nothing: it names a team as often as an
+/// organisation, and a scope drops the broadcast for every mailbox whose
+/// profile doesn't name it.
 fn scope(broadcast: &str) -> Option<&str> {
     let pre = SCOPE.captures(broadcast)?.get(1)?.as_str();
     let words: Vec<&str> = pre.split_whitespace().collect();
@@ -620,51 +721,18 @@ fn scope(broadcast: &str) -> Option<&str> {
     // A package's name is a subject, not an organisation ("Tokio: …"),
     // unless the broadcast says "only" ("Acme only:", Acme being also a
     // Python package).
-    // A sentence before the colon ("Karma is deprecated upstream:") is no
-    // label, and a language ("Go heads-up:", "Java:") no organisation.
-    let sentence = words.iter().any(|v| VERB.contains(v));
+    let sentence = words.iter().any(|v| listed(VERB, v));
     if !ORG_WORD.is_match(w)
         || sentence
-        || GENERIC.contains(&w)
-        || LANGUAGE.contains(&w)
+        || [GENERIC, LANGUAGE, WHEN].iter().any(|l| listed(l, w))
         || (DATA.packages.contains_key(&w.to_lowercase()) && !only)
     {
         return None;
     }
-    // Named again after the colon ("Brightwell platform: … Brightwell's
-    // shared CI image", "… all Brightwell pipelines").
-    // Or a label of its own: one or two words ("Wavecrest:", "Vantage
-    // CI:"), no day or month ("Friday:").
+    // Named again after the colon ("… all Brightwell pipelines").
     let rest = &broadcast[pre.len() + 1..];
-    let label = words.len() <= 2 && !WHEN.contains(&w);
-    (only || label || names_word(rest, w)).then_some(w)
+    (only || names_word(rest, w)).then_some(w)
 }
-
-/// Days and months, which date a broadcast rather than scope it.
-const WHEN: &[&str] = &[
-    "Monday",
-    "Tuesday",
-    "Wednesday",
-    "Thursday",
-    "Friday",
-    "Saturday",
-    "Sunday",
-    "Today",
-    "Tomorrow",
-    "Tonight",
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
 
 /// Whether `text` has `word` as a whole word (what `\bword\b` matches).
 fn names_word(text: &str, word: &str) -> bool {
@@ -690,7 +758,11 @@ fn organisation(scope: Option<&str>, profile: &str, stated: &str) -> (f64, f64) 
     // A profile that opens without "Client: Acme." names its
     // organisation in its first sentence ("Marlow Books back-office
     // (stock, refunds, …).", "Python bindings for Cinder: …").
-    let first = profile.split(". ").next().unwrap_or(profile);
+    let end = profile
+        .char_indices()
+        .find(|&(i, c)| c == '.' && profile[i + 1..].starts_with(char::is_whitespace))
+        .map_or(profile.len(), |(i, _)| i);
+    let first = &profile[..end];
     if org.is_none() && names_word(first, w) {
         return (1.0, 0.0);
     }
@@ -793,10 +865,21 @@ mod tests {
             Some("Brightwell")
         );
         assert_eq!(scope("Acme only: the proxy moves."), Some("Acme"));
-        // A label of one or two words scopes without being named again.
-        assert_eq!(scope("Wavecrest: our Airflow moves."), Some("Wavecrest"));
-        assert_eq!(scope("Vantage CI: images move."), Some("Vantage"));
-        assert_eq!(scope("Edge cutover Thursday: fronts move."), None);
+        // A bare label scopes nothing: it names a team as often as an
+        // organisation ("Payments: …" is for the storefront too).
+        assert_eq!(scope("Wavecrest: our Airflow moves."), None);
+        assert_eq!(scope("Payments: the v1 API goes on Monday."), None);
+        // Announcement words, days and languages scope nothing, in any
+        // case, even named again.
+        for b in [
+            "URGENT: urgent fix.",
+            "Hey team: Hey, freeze.",
+            "Outage: Outage on the edge.",
+            "Friday: no deploys on Friday.",
+            "JAVA only: Java 17.",
+        ] {
+            assert_eq!(scope(b), None, "{b}");
+        }
         assert_eq!(scope("Friday: tokio 1.54 is out."), None);
         assert_eq!(scope("Heads up: Acme's proxy moves."), None);
         // A language or a sentence before the colon scopes nothing.
@@ -832,6 +915,11 @@ mod tests {
             (0.5, 0.0)
         );
         assert_eq!(org("", "Speeding up the import."), (0.0, 0.0));
+        // A first sentence ends at a line's end too.
+        assert_eq!(
+            org("Kitewright CI.\nMoves Tidepool's jobs to Node 20.", ""),
+            (0.5, 0.0)
+        );
     }
 
     #[test]

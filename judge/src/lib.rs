@@ -26,6 +26,7 @@ pub mod agent;
 pub mod command;
 pub mod eval;
 pub mod features;
+mod scope;
 pub mod text;
 #[cfg(feature = "tuning")]
 pub mod tune;

@@ -649,7 +649,7 @@ impl Mesh {
     /// Sets this session's profile and goal in the team's directory.
     #[tool(
         name = "set_profile",
-        description = "Say, in the team's directory, what this session knows and works on (`profile`, at most 1 KiB) and its current objective (`goal`, at most 256 bytes), so other agents can find the session that knows. Each given field replaces the old one; members see it within seconds in `list_team`."
+        description = "Say, in the team's directory, what this session knows and works on (`profile`, at most 1 KiB) and its current objective (`goal`, at most 256 bytes), so other agents can find the session that knows. Start the profile with the organisation or project the session works for: a broadcast scoped \"Acme only:\" reaches only profiles that name Acme. Each given field replaces the old one; members see it within seconds in `list_team`."
     )]
     async fn set_profile(
         &self,

@@ -256,6 +256,7 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
                 ask: true,
                 reply_to: None,
                 from_mailbox: Some("api".into()),
+                wait_first_answer_ms: None,
             })
             .await?;
         let ask_id = ask.id;
@@ -282,6 +283,7 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
                 ask: false,
                 reply_to: Some(ask_id.clone()),
                 from_mailbox: Some("pipeline".into()),
+                wait_first_answer_ms: None,
             })
             .await?;
         let reply_id = reply.id;
@@ -300,6 +302,7 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
                 ask: false,
                 reply_to: None,
                 from_mailbox: Some("api".into()),
+                wait_first_answer_ms: None,
             })
             .await?;
         let thanks_id = thanks.id;

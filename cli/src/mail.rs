@@ -124,6 +124,7 @@ pub fn send(
         ask,
         reply_to,
         from_mailbox: from,
+        wait_first_answer_ms: None,
     };
     let wait = person && !no_wait;
     let rt = term::runtime()?;
@@ -175,6 +176,7 @@ pub fn reply(home: &Home, id: &str, text: &str, json: bool) -> anyhow::Result<Ex
         ask: false,
         reply_to: Some(id.to_owned()),
         from_mailbox: None,
+        wait_first_answer_ms: None,
     };
     let rt = term::runtime()?;
     let value: SentView = rt.block_on(async {
@@ -727,6 +729,9 @@ pub fn watch(
             let gone = loop {
                 tokio::select! {
                     event = events.next_event() => match event {
+                        // For MCP servers, which keep their folder's
+                        // mailbox: nothing a person watches.
+                        Ok(Event::Folders) => {}
                         Ok(event) => {
                             if let Event::Message { message } = &event {
                                 after = Some(after.unwrap_or(0).max(message.seq));
@@ -747,6 +752,7 @@ pub fn watch(
                                     crate::say!("  -> type `approve {}` or `reject {}`", message.id, message.id);
                                 }
                                 Event::Resolved { id, outcome } => crate::say!("{id}: {outcome}"),
+                                Event::Folders => {}
                                 Event::Lagged { missed, after_seq } => {
                                     crate::say!("(fell behind by {missed} events; catching up)");
                                     after = Some(after.unwrap_or(0).max(after_seq));

@@ -51,6 +51,9 @@ const SENDER: &str = "sender-box";
 pub struct PathFigures {
     /// Measured sends (warm-up not counted).
     pub sends: usize,
+    /// Of them, those whose result said where the message stood past
+    /// `queued` (the recipient's first answer was in the result).
+    pub first_answers: usize,
     /// Sequential `send_message` calls answered per second.
     pub sends_per_s: f64,
     /// From a call's start to the recipient's channel notification: median.
@@ -104,6 +107,7 @@ struct Timings {
     sends_per_s: f64,
     e2e_ms: Vec<f64>,
     call_ms: Vec<f64>,
+    first_answers: usize,
 }
 
 /// The `p` quantile (0–1) of sorted figures, nearest rank.
@@ -111,8 +115,9 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// Calls `send_message` to `to` and checks its result; the message id.
-async fn send(sender: &Session, to: &str, i: usize, local: bool) -> String {
+/// Calls `send_message` to `to` and checks its result; the message id and
+/// its `status` (past `queued` once the recipient first answered).
+async fn send(sender: &Session, to: &str, i: usize, local: bool) -> (String, String) {
     let r = sender
         .ok("send_message", json!({ "to": to, "text": text_1k(i) }))
         .await;
@@ -121,10 +126,11 @@ async fn send(sender: &Session, to: &str, i: usize, local: bool) -> String {
         Some(local),
         "send_message to {to} went the wrong way: {r}"
     );
-    r["id"]
+    let id = r["id"]
         .as_str()
         .unwrap_or_else(|| panic!("send_message gave no id: {r}"))
-        .to_owned()
+        .to_owned();
+    (id, r["status"].as_str().unwrap_or_default().to_owned())
 }
 
 /// The message id a channel notification carries.
@@ -151,7 +157,7 @@ async fn drive(
     let mut probes = 0;
     loop {
         probes += 1;
-        let id = send(sender, to, 0, local).await;
+        let (id, _) = send(sender, to, 0, local).await;
         match receiver.next_push(PROBE_WAIT).await {
             Some(p) if pushed_id(&p.params) == id => break,
             _ => assert!(
@@ -167,7 +173,7 @@ async fn drive(
         );
     }
     for i in 0..WARMUP {
-        let id = send(sender, to, i, local).await;
+        let (id, _) = send(sender, to, i, local).await;
         loop {
             let p = receiver
                 .next_push(NOTIFY_DEADLINE)
@@ -180,11 +186,13 @@ async fn drive(
     }
 
     let mut sent = Vec::with_capacity(sends);
+    let mut first_answers = 0;
     let start = Instant::now();
     for i in 0..sends {
         let at = Instant::now();
-        let id = send(sender, to, WARMUP + i, local).await;
+        let (id, status) = send(sender, to, WARMUP + i, local).await;
         sent.push((id, at, at.elapsed()));
+        first_answers += usize::from(status != "queued");
     }
     let elapsed = start.elapsed();
 
@@ -224,6 +232,7 @@ async fn drive(
             .map(|(id, at, _)| ms(arrived[id].saturating_duration_since(*at)))
             .collect(),
         call_ms: sent.iter().map(|(.., call)| ms(*call)).collect(),
+        first_answers,
     }
 }
 
@@ -239,6 +248,7 @@ fn figures(
         sends_per_s,
         mut e2e_ms,
         mut call_ms,
+        first_answers,
     } = t;
     e2e_ms.sort_by(f64::total_cmp);
     call_ms.sort_by(f64::total_cmp);
@@ -252,6 +262,7 @@ fn figures(
     );
     PathFigures {
         sends: e2e_ms.len(),
+        first_answers,
         sends_per_s,
         e2e_p50_ms: percentile(&e2e_ms, 0.50),
         e2e_p99_ms: percentile(&e2e_ms, 0.99),

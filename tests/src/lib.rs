@@ -602,6 +602,7 @@ impl ApiClient {
             ask: false,
             reply_to: None,
             from_mailbox: None,
+            wait_first_answer_ms: None,
         })?;
         Ok(v["id"].as_str().unwrap().to_owned())
     }
@@ -619,6 +620,7 @@ impl ApiClient {
             ask: false,
             reply_to: Some(id.into()),
             from_mailbox: None,
+            wait_first_answer_ms: None,
         })?;
         Ok(v["id"].as_str().unwrap().to_owned())
     }

@@ -545,6 +545,7 @@ fn claims_change_no_hop_and_without_hooks_the_hop_falls_back_after_ten_minutes()
             ask: false,
             reply_to: Some(first),
             from_mailbox: None,
+            wait_first_answer_ms: None,
         })
         .unwrap();
     assert_eq!(reply["to"], "a@deep");

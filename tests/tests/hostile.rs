@@ -199,6 +199,7 @@ fn rows() -> Vec<Row> {
                         ask: false,
                         reply_to: Some(theirs.clone()),
                         from_mailbox: None,
+                        wait_first_answer_ms: None,
                     })
                     .unwrap_err();
                 assert_eq!(e.code(), Some(ErrorCode::UnknownMessage), "{e}");
@@ -211,6 +212,7 @@ fn rows() -> Vec<Row> {
                         ask: false,
                         reply_to: Some(theirs.clone()),
                         from_mailbox: None,
+                        wait_first_answer_ms: None,
                     })
                     .unwrap_err();
                 assert_eq!(e.code(), Some(ErrorCode::NotTheSender), "{e}");

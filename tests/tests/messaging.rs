@@ -393,3 +393,59 @@ fn outbox_limit_shows_the_newest() {
     let e = solo.fails(&["outbox", "--limit", "two"]);
     assert!(e.contains("invalid value"), "{e}");
 }
+
+/// `send` with `wait_first_answer_ms` (issue 35, point 4): one round trip
+/// answers where the message stands once the recipient first answered,
+/// as `message_status` shows it, and the sending mailbox's counts; to a
+/// machine that is down, once it is found offline or the wait ends, at
+/// most 10 s whatever is asked. Without it the answer is as before.
+#[test]
+fn a_send_waits_for_its_first_answer_in_one_round_trip() {
+    use agentmesh_node::api::Op;
+    let (a, mut b) = pair();
+    let mut c = ApiClient::attach(&a, who(WhoKind::Human, "Ada"), None);
+    let send = |c: &mut ApiClient, text: &str, wait: Option<u64>| {
+        c.call(Op::Send {
+            to: "@bravo".into(),
+            text: text.into(),
+            ask: false,
+            reply_to: None,
+            from_mailbox: None,
+            wait_first_answer_ms: wait,
+        })
+        .unwrap()
+    };
+    let v = send(&mut c, "first one", Some(5_000));
+    assert_eq!(v["first"]["status"], "delivered", "{v}");
+    assert_eq!(v["first"]["id"], v["id"], "{v}");
+    assert_eq!(v["mailbox_state"]["address"], "@alpha", "{v}");
+    assert!(v["mailbox_state"]["unread"].is_u64(), "{v}");
+    let status = c
+        .call(Op::MessageStatus {
+            id: v["id"].as_str().unwrap().into(),
+        })
+        .unwrap();
+    assert_eq!(status["status"], v["first"]["status"], "{status}");
+    // Without the wait: answered once durable, with neither.
+    let v = send(&mut c, "second one", None);
+    assert!(
+        v.get("first").is_none() && v.get("mailbox_state").is_none(),
+        "{v}"
+    );
+    // Bravo is down: answered with the message still queued, found
+    // offline (or the wait over), never past the 10 s cap.
+    b.stop();
+    let asked = std::time::Instant::now();
+    let v = send(&mut c, "into the void", Some(600_000));
+    let took = asked.elapsed();
+    assert_eq!(v["first"]["status"], "queued", "{v}");
+    assert!(
+        took < std::time::Duration::from_secs(15),
+        "a 10-minute wait was asked and took {took:?}: the 10 s cap did not hold"
+    );
+    b.start();
+    let id = v["id"].as_str().unwrap().to_owned();
+    wait_for("bravo to get the queued one once back", || {
+        b.inbox_all().into_iter().find(|m| m["id"] == id.as_str())
+    });
+}

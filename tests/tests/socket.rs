@@ -228,6 +228,7 @@ fn the_typed_client_connects_again_after_the_daemon_closed_it_as_idle() {
                 ask: false,
                 reply_to: None,
                 from_mailbox: None,
+                wait_first_answer_ms: None,
             }))
             .unwrap();
         let id = sent["id"].as_str().unwrap().to_owned();

@@ -168,6 +168,7 @@ fn watch_on_a_mailbox_shows_only_its_mail_with_its_senders_who() {
             ask: true,
             reply_to: None,
             from_mailbox: Some("reviewer".into()),
+            wait_first_answer_ms: None,
         })
         .unwrap()["id"]
         .as_str()

@@ -25,12 +25,12 @@ use agentmesh_node::codes::ErrorCode;
 use std::borrow::Cow;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentmesh_node::api::{
-    self, Connection, Event, MailboxFor, MailboxStateView, MessageState, MessageView, Op, Taken,
-    Who, WhoKind,
+    self, Connection, Event, MailboxFor, MailboxStateView, MessageView, Op, Taken, Who, WhoKind,
 };
 use agentmesh_node::client::{Client, ClientError, Events, Requests};
 use agentmesh_node::home::Home;
@@ -63,6 +63,10 @@ const MAX_RESULT_BYTES: usize = 24 * 1024;
 const MAX_PUSHED: usize = 32 * 1024;
 /// How long `initialize` waits to attach the pump before it answers.
 const ATTACH_AT_START: Duration = Duration::from_secs(5);
+
+/// How long `send_message` and `reply` wait for the recipient's first
+/// answer (as `agentmesh send` at a terminal waits).
+const FIRST_ANSWER_WAIT_MS: u64 = 2_000;
 
 /// `agentmesh mcp`'s flags.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -159,6 +163,9 @@ struct Inner {
     for_pump: Mutex<Option<Option<Events>>>,
     /// Rung when `for_pump` changes.
     pump_bell: tokio::sync::Notify,
+    /// A folder was allowed or denied since the folder's mailbox was last
+    /// asked (or events were missed): ask again before the next call.
+    rebound: std::sync::atomic::AtomicBool,
 }
 
 /// The connection a session holds: events and requests on one socket.
@@ -226,6 +233,7 @@ impl Mesh {
                 link: tokio::sync::Mutex::new(None),
                 for_pump: Mutex::new(None),
                 pump_bell: tokio::sync::Notify::new(),
+                rebound: std::sync::atomic::AtomicBool::new(false),
             }),
             tool_router: Self::tool_router(),
         }
@@ -298,14 +306,18 @@ impl Inner {
         if link.as_ref().is_some_and(|l| l.requests.is_closed()) {
             *link = None;
         }
+        let asked_again = self.rebound.swap(false, Ordering::SeqCst);
         let found = match link.as_ref() {
+            // The folder's mailbox as last asked: a folder allowed or
+            // denied since would have rung `rebound`.
+            Some(l) if !asked_again => return Ok((l.mailbox.clone(), l.requests.clone())),
             Some(l) => match self.resolve(Some(&l.requests)).await {
                 // The daemon went meanwhile: ask it afresh.
                 Err(ClientError::Io(_)) => {
                     *link = None;
                     self.resolve(None).await?
                 }
-                other => other?,
+                other => other.inspect_err(|_| self.rebound.store(true, Ordering::SeqCst))?,
             },
             None => self.resolve(None).await?,
         };
@@ -409,12 +421,19 @@ impl Inner {
     }
 
     /// Sends what `make` gives for the mailbox, to `to`.
+    /// The daemon answers once the recipient first answers (at most
+    /// [`FIRST_ANSWER_WAIT_MS`] later), with where the message stands and
+    /// the mailbox's counts: one round trip.
     async fn send(&self, to: String, make: impl Fn(&str) -> Op) -> Result<SentResult, Failure> {
         let sent: api::SentView = self.call(make).await?;
-        // Sent is sent: a failure to read the counts or the status now
-        // must not read as a failed send (the agent would send it again).
-        let first = self.first_answer(&sent.id).await;
-        let (unread, held) = self.state().await.map_or((0, 0), |s| (s.unread, s.held));
+        let first = sent.first;
+        // Sent is sent: a failure to read the counts now must not read as
+        // a failed send (the agent would send it again). Without them
+        // (too many sends waited at once) they are asked.
+        let (unread, held) = match sent.mailbox_state {
+            Some(s) => (s.unread, s.held),
+            None => self.state().await.map_or((0, 0), |s| (s.unread, s.held)),
+        };
         let last_reason = first.as_ref().and_then(|v| {
             let s = v.states.last()?;
             reason_of(s.state, s.reason.as_deref(), &v.to)
@@ -433,25 +452,6 @@ impl Inner {
             held: held.into(),
             notice: self.notice(),
         })
-    }
-
-    /// Where a message just sent stands once its recipient first answers,
-    /// waited for up to 2 s (as `agentmesh send` at a terminal waits).
-    async fn first_answer(&self, id: &str) -> Option<api::OutboxView> {
-        let deadline = std::time::Instant::now() + Duration::from_secs(2);
-        loop {
-            let v: api::OutboxView = self
-                .call(|_| Op::MessageStatus { id: id.to_owned() })
-                .await
-                .ok()?;
-            if v.status != MessageState::Queued
-                || v.offline
-                || std::time::Instant::now() >= deadline
-            {
-                return Some(v);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
     }
 }
 
@@ -492,6 +492,11 @@ async fn pump(inner: Arc<Inner>, peer: Peer<RoleServer>) {
                         // The session is gone.
                         return;
                     }
+                }
+                // Which mailbox the folder is may have changed (or what
+                // said so was missed): the next call asks again.
+                Ok(Event::Folders | Event::Lagged { .. }) => {
+                    inner.rebound.store(true, Ordering::SeqCst);
                 }
                 Ok(_) => {}
                 Err(_) => {
@@ -741,6 +746,7 @@ impl Mesh {
             ask: kind == Some(SendKind::Ask),
             reply_to: None,
             from_mailbox: Some(mailbox.to_owned()),
+            wait_first_answer_ms: Some(FIRST_ANSWER_WAIT_MS),
         };
         let sent = self.inner.send(to.clone(), op).await;
         Ok(Json(sent.map_err(|e| self.inner.fail(e))?))
@@ -792,6 +798,7 @@ impl Mesh {
             ask: false,
             reply_to: Some(id.clone()),
             from_mailbox: Some(mailbox.to_owned()),
+            wait_first_answer_ms: Some(FIRST_ANSWER_WAIT_MS),
         };
         let sent = self.inner.send(String::new(), op).await;
         Ok(Json(sent.map_err(|e| self.inner.fail(e))?))

@@ -312,6 +312,12 @@ pub enum Op {
         /// The sending mailbox; the attached mailbox, else the owner's.
         #[serde(default)]
         from_mailbox: Option<String>,
+        /// Answer once the recipient first answers (or is found offline),
+        /// waiting at most this long (capped at 10 s), with where the
+        /// message stands then and the sending mailbox's state: one round
+        /// trip instead of a send and a poll. None: answer once durable.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wait_first_answer_ms: Option<u64>,
     },
     /// Received messages, oldest first.
     Inbox {

@@ -62,7 +62,7 @@ pub struct OutboxView {
 }
 
 /// What `send` answers once the message is durable.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SentView {
     /// The message id.
     pub id: String,
@@ -74,6 +74,15 @@ pub struct SentView {
     /// A mailbox here held it for its person's approval.
     #[serde(default)]
     pub held: bool,
+    /// Asked with `wait_first_answer_ms`: where it stood once its
+    /// recipient first answered (or the machine was found offline, or the
+    /// wait ended), as `message_status` would show it then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<OutboxView>,
+    /// Asked with `wait_first_answer_ms`: the sending mailbox then, as
+    /// `mailbox_state` would show it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mailbox_state: Option<super::MailboxStateView>,
 }
 
 /// `receipts MAILBOX`: what a mailbox tells senders.

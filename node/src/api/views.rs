@@ -350,6 +350,10 @@ pub enum Event {
         /// `approved`, `rejected`, or `expired`.
         outcome: super::HeldOutcome,
     },
+    /// A folder was allowed or denied: the mailbox a folder is, or
+    /// whether it receives, may have changed (an MCP server that keeps
+    /// its folder's mailbox asks `mailbox_for` again).
+    Folders,
     /// This client fell behind and missed events; reattach with
     /// `after_seq` to catch up.
     Lagged {

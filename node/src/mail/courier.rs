@@ -21,6 +21,7 @@ use agentmesh_protocol::team::Standing;
 use agentmesh_protocol::time::MAX_CLOCK_SKEW;
 use serde_bytes::ByteBuf;
 
+pub(super) mod firsts;
 mod handoff;
 mod receipted;
 
@@ -187,6 +188,8 @@ pub(super) struct Courier {
     settling: HashMap<String, OutboxRecord>,
     /// What goes to carriers for recipients that are offline.
     handoff: handoff::Handoff,
+    /// Sends waiting for their first answer.
+    firsts: firsts::FirstAnswers,
 }
 
 impl Courier {
@@ -249,6 +252,44 @@ impl Courier {
                 self.settling.remove(id);
             }
         }
+    }
+
+    /// Sends waiting for their first answer.
+    pub(super) fn firsts(&mut self) -> &mut firsts::FirstAnswers {
+        &mut self.firsts
+    }
+
+    /// Where the message `id` stands, from memory: on its way, or just
+    /// finished and not yet in the store.
+    pub(super) fn current(&self, id: &str) -> Option<&OutboxRecord> {
+        self.outbox.get(id).or_else(|| self.settling.get(id))
+    }
+
+    /// Whether the message `id` had its first answer: its latest state is
+    /// past `queued` (the recipient answered, or it failed), or its
+    /// recipient's machine could not be reached at all (as `agentmesh
+    /// send` at a terminal stops waiting). What `message_status` shows
+    /// then is not `queued`, or is `offline`.
+    pub(super) fn first_answered(&self, id: &str) -> bool {
+        self.current(id).is_some_and(|r| {
+            r.states
+                .last()
+                .is_some_and(|s| s.state != MessageState::Queued)
+                || matches!(r.status, OutboxStatus::Delivered | OutboxStatus::Failed)
+                || peer_of(&r.to_peer).is_some_and(|p| self.offline(&p))
+        })
+    }
+
+    /// The sends whose wait for a first answer is over at `now`: taken
+    /// out.
+    pub(super) fn firsts_over(&mut self, now: Instant) -> Vec<firsts::Waiter> {
+        let answered: HashSet<String> = self
+            .firsts
+            .ids()
+            .filter(|id| self.first_answered(id))
+            .cloned()
+            .collect();
+        self.firsts.over(now, |id| answered.contains(id))
     }
 
     /// Messages not yet delivered.

@@ -69,6 +69,7 @@ pub use bus::{MAX_WAITING_BROADCASTS, MAX_WAITING_PER_SENDER};
 pub use carrying::MAX_CARRIED;
 pub use consent::{HeldReason, MAX_HELD_PER_SENDER};
 pub use courier::MAX_IN_FLIGHT;
+use courier::firsts;
 pub use fanout::EVENT_QUEUE;
 pub use inbox::{REFUSAL_AUDIT_WINDOW, REFUSALS_AUDITED_PER_WINDOW};
 pub use loops::LoopRules;
@@ -112,6 +113,9 @@ enum AfterFlush {
         reply: oneshot::Sender<Reply>,
         /// The message.
         record: Box<OutboxRecord>,
+        /// Answer at its first answer instead, waiting at most this long,
+        /// with this mailbox's state.
+        wait: Option<FirstWait>,
     },
     /// Acknowledge an inbound batch, then tell clients.
     Received {
@@ -517,9 +521,47 @@ impl Mail {
                     }
                 },
                 _ = tick.tick() => self.tick(),
+                () = first_due(self.courier.firsts().next_deadline()) => {}
             }
             self.write_pending();
+            self.answer_firsts();
             self.publish_summary();
+        }
+    }
+
+    /// Answers the sends whose first answer came (or whose machine is
+    /// offline, or whose wait ended), as `message_status` and
+    /// `mailbox_state` would show them now.
+    fn answer_firsts(&mut self) {
+        if self.courier.firsts().is_empty() {
+            return;
+        }
+        let dir = self.shared.directory();
+        let ctx = self.shared.lend(&dir);
+        let courier = &mut self.courier;
+        let over = courier.firsts_over(ctx.now.mono);
+        for w in over {
+            // From memory, else (finished and in the store) from the store.
+            let first = match courier.current(&w.sent.id) {
+                Some(r) => Some(ops::sent_view(r, courier, &ctx)),
+                None => ctx
+                    .store
+                    .outbox_get(&w.sent.id)
+                    .ok()
+                    .flatten()
+                    .map(|r| ops::sent_view(&r, courier, &ctx)),
+            };
+            let state = mailbox_state_view(
+                &self.consent,
+                &self.unread,
+                &self.loops,
+                w.mailbox.as_deref(),
+                &ctx,
+            );
+            let mut sent = w.sent;
+            sent.first = first;
+            sent.mailbox_state = Some(state);
+            let _ = w.reply.send(ok(sent));
         }
     }
 
@@ -593,16 +635,37 @@ impl Mail {
 
     fn after_flush(&mut self, work: AfterFlush) {
         match work {
-            AfterFlush::Sent { reply, record } => {
-                let _ = reply.send(ok(api::SentView {
+            AfterFlush::Sent {
+                reply,
+                record,
+                wait,
+            } => {
+                let sent = api::SentView {
                     id: record.id.clone(),
                     to: record.to.clone(),
                     local: false,
                     held: false,
-                }));
+                    first: None,
+                    mailbox_state: None,
+                };
                 let dir = self.shared.directory();
                 let mut ctx = self.shared.lend(&dir);
+                let queued_at = ctx.now.mono;
                 self.courier.queue(*record, &self.net, &mut ctx);
+                let Some(wait) = wait else {
+                    let _ = reply.send(ok(sent));
+                    return;
+                };
+                let waiter = firsts::Waiter {
+                    reply,
+                    sent,
+                    mailbox: wait.mailbox,
+                    deadline: queued_at + wait.longest,
+                };
+                // Too many wait already: answered as without the wait.
+                if let Some(w) = self.courier.firsts().wait(waiter) {
+                    let _ = w.reply.send(ok(w.sent));
+                }
             }
             AfterFlush::Received {
                 token,
@@ -801,7 +864,12 @@ impl Mail {
                 ask,
                 reply_to,
                 from_mailbox,
+                wait_first_answer_ms,
             } => {
+                let wait = wait_first_answer_ms.map(|ms| FirstWait {
+                    longest: Duration::from_millis(ms).min(firsts::MAX_WAIT),
+                    mailbox: which_mailbox(from_mailbox.clone(), mailbox.clone()),
+                });
                 let sent = reply_to
                     .map(|r| ops::full_id(ctx.store, &r))
                     .transpose()
@@ -830,10 +898,14 @@ impl Mail {
                         }
                         self.courier.write(record.clone());
                         let record = Box::new(record);
-                        return self.after(AfterFlush::Sent { reply, record });
+                        return self.after(AfterFlush::Sent {
+                            reply,
+                            record,
+                            wait,
+                        });
                     }
                     Ok(mailroom::Outgoing::Local(local)) => {
-                        return self.deliver_here(*local, reply);
+                        return self.deliver_here(*local, reply, wait);
                     }
                     Err(e) => Err(e),
                 }
@@ -898,13 +970,23 @@ impl Mail {
                 let answer = self
                     .consent
                     .allow(&who, &path, mailbox.as_deref(), true, &mut ctx);
-                return self.answer_durably(reply, answer, vec![]);
+                let events = if answer.is_ok() {
+                    vec![Event::Folders]
+                } else {
+                    vec![]
+                };
+                return self.answer_durably(reply, answer, events);
             }
             Op::Deny { path, mailbox } => {
                 let answer = self
                     .consent
                     .allow(&who, &path, mailbox.as_deref(), false, &mut ctx);
-                return self.answer_durably(reply, answer, vec![]);
+                let events = if answer.is_ok() {
+                    vec![Event::Folders]
+                } else {
+                    vec![]
+                };
+                return self.answer_durably(reply, answer, events);
             }
             Op::Mailboxes => self.consent.mailboxes(),
             Op::Pause => {
@@ -1192,7 +1274,12 @@ impl Mail {
     /// Writes a message to a mailbox on this machine, as the inbox writes
     /// what arrives; answers its id once it is durable, then tells
     /// clients.
-    fn deliver_here(&mut self, local: mailroom::LocalMail, reply: oneshot::Sender<Reply>) {
+    fn deliver_here(
+        &mut self,
+        local: mailroom::LocalMail,
+        reply: oneshot::Sender<Reply>,
+        wait: Option<FirstWait>,
+    ) {
         let dir = self.shared.directory();
         let mut ctx = self.shared.lend(&dir);
         let mailroom::LocalMail {
@@ -1247,12 +1334,28 @@ impl Mail {
                 });
             }
         }
+        // Delivered here at once: its first answer is now.
+        let (first, mailbox_state) = match wait {
+            Some(w) => (
+                Some(ops::sent_view(&outbox, &self.courier, &ctx)),
+                Some(mailbox_state_view(
+                    &self.consent,
+                    &self.unread,
+                    &self.loops,
+                    w.mailbox.as_deref(),
+                    &ctx,
+                )),
+            ),
+            None => (None, None),
+        };
         self.courier.write(outbox);
         let value = ok(api::SentView {
             id,
             to,
             local: true,
             held: held.is_some(),
+            first,
+            mailbox_state,
         });
         self.answer_durably(reply, value, events);
     }
@@ -1445,9 +1548,20 @@ fn mailbox_state(
     m: Option<&str>,
     ctx: &Ctx<'_>,
 ) -> Reply {
+    ok(mailbox_state_view(consent, unread, loops, m, ctx))
+}
+
+/// [`mailbox_state`]'s view.
+fn mailbox_state_view(
+    consent: &consent::Consent,
+    unread: &unread::Unread,
+    loops: &loops::Loops,
+    m: Option<&str>,
+    ctx: &Ctx<'_>,
+) -> api::MailboxStateView {
     let binding = m.and_then(|m| consent.binding(m));
     let now = ctx.now.wall;
-    ok(api::MailboxStateView {
+    api::MailboxStateView {
         mailbox: m.map(str::to_owned),
         address: address(m, &ctx.dir.my_name),
         unread: unread.count(m),
@@ -1457,7 +1571,25 @@ fn mailbox_state(
         tainted: loops.taints.is_tainted(m),
         path: binding.map(|b| b.path.clone()),
         receives: m.is_none() || binding.is_some_and(|b| b.allowed),
-    })
+    }
+}
+
+/// How a send waits for its first answer.
+#[derive(Debug)]
+struct FirstWait {
+    /// At most this long.
+    longest: Duration,
+    /// The sending mailbox, whose state the answer carries.
+    mailbox: Option<String>,
+}
+
+/// Ready when the first wait for a first answer ends; never when none
+/// waits.
+async fn first_due(deadline: Option<Instant>) {
+    match deadline {
+        Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The mailbox an agent op names: `@` the owner's, a name, or (none

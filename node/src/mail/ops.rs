@@ -169,7 +169,11 @@ fn sent_records(courier: &Courier, ctx: &Ctx<'_>) -> Result<Vec<OutboxRecord>, A
 
 /// A sent message as `outbox` shows it, with what the courier and the
 /// directory add.
-fn sent_view(r: &OutboxRecord, courier: &Courier, ctx: &Ctx<'_>) -> crate::api::OutboxView {
+pub(super) fn sent_view(
+    r: &OutboxRecord,
+    courier: &Courier,
+    ctx: &Ctx<'_>,
+) -> crate::api::OutboxView {
     let mut v = outbox_view(r, ctx.now.wall);
     if r.kind == agentmesh_protocol::envelope::Kind::Broadcast.as_str() {
         v.counts = ctx

@@ -1334,6 +1334,7 @@ async fn a_send_is_carried_and_its_answer_delivers_it() {
         ask: false,
         reply_to: None,
         from_mailbox: None,
+        wait_first_answer_ms: None,
     };
     let id = mail.request(ada(), None, send).await.unwrap()["id"]
         .as_str()

@@ -167,6 +167,7 @@ async fn act(
                 ask: form.ask,
                 reply_to: None,
                 from_mailbox: None,
+                wait_first_answer_ms: None,
             };
             person_spoke(&mut c).await;
             let _: SentView = pages::call(&mut c, op).await?;
@@ -179,6 +180,7 @@ async fn act(
                 ask: false,
                 reply_to: Some(form.reply_to),
                 from_mailbox: None,
+                wait_first_answer_ms: None,
             };
             person_spoke(&mut c).await;
             let _: SentView = pages::call(&mut c, op).await?;

@@ -93,6 +93,7 @@ pub fn event_word(e: &Event) -> &'static str {
         Event::Held { .. } => "held",
         Event::Resolved { .. } => "resolved",
         Event::Lagged { .. } => "lagged",
+        Event::Folders => "folders",
     }
 }
 

@@ -113,12 +113,33 @@ impl Client {
         Client::open(home, who, mailbox, after_seq, true).await
     }
 
+    /// [`Client::attach`], with `folders` events too (a folder allowed or
+    /// denied: an MCP server that keeps its folder's mailbox asks again).
+    pub async fn attach_with_folders(
+        home: &Home,
+        who: Who,
+        mailbox: Option<String>,
+    ) -> Result<Client, ClientError> {
+        Client::open_with(home, who, mailbox, None, true, true).await
+    }
+
     async fn open(
         home: &Home,
         who: Who,
         mailbox: Option<String>,
         after_seq: Option<u64>,
         events: bool,
+    ) -> Result<Client, ClientError> {
+        Client::open_with(home, who, mailbox, after_seq, events, false).await
+    }
+
+    async fn open_with(
+        home: &Home,
+        who: Who,
+        mailbox: Option<String>,
+        after_seq: Option<u64>,
+        events: bool,
+        folders: bool,
     ) -> Result<Client, ClientError> {
         let socket = home.socket();
         let stream = UnixStream::connect(&socket)
@@ -133,6 +154,7 @@ impl Client {
             mailbox,
             after_seq,
             events,
+            folders,
         };
         send(&mut framed, &attach).await?;
         match recv(&mut framed).await? {

@@ -219,6 +219,7 @@ pub async fn serve(
                         event_slot: None,
                         session: None,
                         ui,
+                        later: None,
                     };
                     client.serve(stream, waiting).await;
                 }
@@ -258,6 +259,8 @@ struct Attached {
     mailbox: Option<String>,
     /// Attached to `@`: the machine owner's own mailbox, only.
     owner_only: bool,
+    /// It asked for `folders` events.
+    folders: bool,
 }
 
 /// One client connection.
@@ -280,7 +283,18 @@ struct Client {
     session: Option<crate::mail::SessionGuard>,
     /// Where the web page is, and its sign-in tickets (`ui`).
     ui: Arc<crate::ui::Door>,
+    /// A request whose answer waits (see [`Op::waits`]), handed to the
+    /// mail actor by the last frame: answered when it comes, while later
+    /// requests are.
+    later: Option<(u64, Later)>,
 }
+
+/// An answer that comes later.
+type Later = std::pin::Pin<Box<dyn Future<Output = crate::api::Reply> + Send>>;
+
+/// Requests of one client whose answers wait at once, at most; past it a
+/// waiting request is answered in turn.
+const MAX_LATER: usize = 16;
 
 type Conn = Framed<UnixStream, LineCodec>;
 
@@ -288,6 +302,24 @@ async fn send(framed: &mut Conn, frame: &DaemonFrame) -> Result<(), std::io::Err
     framed
         .send(serde_json::to_string(frame).expect("daemon frames always serialise"))
         .await
+}
+
+/// The response to request `id`.
+fn response(id: u64, answer: crate::api::Reply) -> DaemonFrame {
+    match answer {
+        Ok(result) => DaemonFrame::Response {
+            id,
+            ok: true,
+            result: Some(result),
+            error: None,
+        },
+        Err(error) => DaemonFrame::Response {
+            id,
+            ok: false,
+            result: None,
+            error: Some(error),
+        },
+    }
 }
 
 fn frame_error(code: ErrorCode, message: impl Into<String>) -> DaemonFrame {
@@ -356,6 +388,7 @@ impl Client {
         tokio::pin!(attach_by);
         let idle_by = tokio::time::sleep(REQUEST_IDLE);
         tokio::pin!(idle_by);
+        let mut later = futures::stream::FuturesUnordered::new();
         loop {
             if self.attached.is_some() {
                 // Attached: no longer among those waiting.
@@ -378,7 +411,8 @@ impl Client {
                 }
             };
             tokio::select! {
-                _ = &mut idle_by, if requests_only => {
+                // Not idle while an answer is on its way.
+                _ = &mut idle_by, if requests_only && later.is_empty() => {
                     let _ = send(&mut framed, &frame_error(
                         ErrorCode::Idle,
                         format!("closed after {}s without a request; a request sent meanwhile was not run: connect again and send it (clients attached for requests only are closed when idle, so idle ones can't keep commands and hooks out)", REQUEST_IDLE.as_secs()),
@@ -399,12 +433,25 @@ impl Client {
                     )).await;
                     return;
                 }
+                Some((id, answer)) = later.next(), if !later.is_empty() => {
+                    if send(&mut framed, &response(id, answer)).await.is_err() {
+                        return;
+                    }
+                    idle_by
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + REQUEST_IDLE);
+                }
                 line = framed.next() => {
                     let Some(line) = line else { return };
                     let reply = match line {
                         Ok(Line::Text(l)) if l.trim().is_empty() => continue,
-                        Ok(Line::Text(l)) => match self.frame(&l, &mut framed, &mut events).await {
-                            Ok(reply) => reply,
+                        Ok(Line::Text(l)) => match self.frame(&l, &mut framed, &mut events, later.len() < MAX_LATER).await {
+                            Ok(reply) => {
+                                if let Some((id, answer)) = self.later.take() {
+                                    later.push(async move { (id, answer.await) });
+                                }
+                                reply
+                            }
                             Err(Closing(frame)) => {
                                 let _ = send(&mut framed, &frame).await;
                                 return;
@@ -467,6 +514,7 @@ impl Client {
                 self.last_seq = message.seq;
             }
             Event::Held { .. } if attached.who.kind != WhoKind::Human => return None,
+            Event::Folders if !attached.folders => return None,
             _ => {}
         }
         Some(event)
@@ -474,11 +522,14 @@ impl Client {
 
     /// Handles one frame; returns the frame to answer with, if any, or
     /// the last frame before closing the connection.
+    /// A request whose answer waits is answered later (`self.later`) if
+    /// `may_defer`.
     async fn frame(
         &mut self,
         line: &str,
         framed: &mut Conn,
         events: &mut Option<broadcast::Receiver<Event>>,
+        may_defer: bool,
     ) -> Result<Option<DaemonFrame>, Closing> {
         Ok(match parse(line) {
             Err(frame) => Some(frame),
@@ -488,6 +539,7 @@ impl Client {
                 mailbox,
                 after_seq,
                 events: wants_events,
+                folders,
             }) => {
                 if version != API_VERSION {
                     return Ok(Some(frame_error(
@@ -520,6 +572,7 @@ impl Client {
                     who,
                     mailbox,
                     owner_only,
+                    folders,
                 });
                 if !wants_events {
                     *events = None;
@@ -574,6 +627,11 @@ impl Client {
                 // loop (which runs the team's ops too).
                 let answer = match (&self.attached, op.owner() == crate::api::Owner::Mail) {
                     (_, false) if op == Op::Ui => crate::api::ok(self.ui.view()),
+                    (Some(a), true) if may_defer && op.waits() => {
+                        let answer = self.mail.submit(a.who.clone(), a.mailbox.clone(), op);
+                        self.later = Some((id, Box::pin(answer.await)));
+                        return Ok(None);
+                    }
                     (Some(a), true) => {
                         self.mail
                             .request(a.who.clone(), a.mailbox.clone(), op)
@@ -598,20 +656,7 @@ impl Client {
                     }
                     _ => self.node.request(op).await,
                 };
-                Some(match answer {
-                    Ok(result) => DaemonFrame::Response {
-                        id,
-                        ok: true,
-                        result: Some(result),
-                        error: None,
-                    },
-                    Err(error) => DaemonFrame::Response {
-                        id,
-                        ok: false,
-                        result: None,
-                        error: Some(error),
-                    },
-                })
+                Some(response(id, answer))
             }
         })
     }

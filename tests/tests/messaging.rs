@@ -449,3 +449,65 @@ fn a_send_waits_for_its_first_answer_in_one_round_trip() {
         b.inbox_all().into_iter().find(|m| m["id"] == id.as_str())
     });
 }
+
+/// A send that waits for its first answer holds up nothing else on its
+/// connection: a request made after it, on the same connection, is
+/// answered first (the daemon answers it while the send waits), and the
+/// send's answer still comes, with its first answer.
+#[test]
+fn a_waiting_send_does_not_hold_up_the_requests_behind_it() {
+    use agentmesh_node::api::{MailboxStateView, Op, SentView};
+    let (a, _b) = pair();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let home = agentmesh_node::home::Home::at(a.home());
+        let client =
+            agentmesh_node::client::Client::attach(&home, who(WhoKind::Human, "Ada"), None, None)
+                .await
+                .unwrap();
+        let (requests, _events) = client.split();
+        let (order_tx, mut order) = tokio::sync::mpsc::unbounded_channel();
+        let send = {
+            let (requests, order_tx) = (requests.clone(), order_tx.clone());
+            async move {
+                let v: SentView = requests
+                    .call(Op::Send {
+                        to: "@bravo".into(),
+                        text: "waits for bravo".into(),
+                        ask: false,
+                        reply_to: None,
+                        from_mailbox: None,
+                        wait_first_answer_ms: Some(5_000),
+                    })
+                    .await
+                    .unwrap();
+                order_tx.send("send").unwrap();
+                v
+            }
+        };
+        let state = async {
+            // Asked once the send is on its way to the daemon.
+            tokio::task::yield_now().await;
+            let s: MailboxStateView = requests
+                .call(Op::MailboxState { mailbox: None })
+                .await
+                .unwrap();
+            order_tx.send("state").unwrap();
+            s
+        };
+        let (sent, _) = tokio::join!(send, state);
+        assert_eq!(
+            sent.first.map(|f| f.status),
+            Some(agentmesh_node::api::MessageState::Delivered)
+        );
+        let got: Vec<&str> = std::iter::from_fn(|| order.try_recv().ok()).collect();
+        assert_eq!(
+            got,
+            ["state", "send"],
+            "the later request waited for the send"
+        );
+    });
+}

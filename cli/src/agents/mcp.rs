@@ -306,18 +306,32 @@ impl Inner {
         if link.as_ref().is_some_and(|l| l.requests.is_closed()) {
             *link = None;
         }
+        // The folder's mailbox as last asked, unless a folder was allowed
+        // or denied since (`rebound`).
         let asked_again = self.rebound.swap(false, Ordering::SeqCst);
+        if let Some(l) = link.as_ref()
+            && !asked_again
+        {
+            return Ok((l.mailbox.clone(), l.requests.clone()));
+        }
+        let linked = self.relink(&mut link).await;
+        if linked.is_err() && link.is_some() {
+            // The connection kept may be the wrong mailbox's: ask again.
+            self.rebound.store(true, Ordering::SeqCst);
+        }
+        linked
+    }
+
+    /// [`Inner::link`], asking the daemon which mailbox the folder is.
+    async fn relink(&self, link: &mut Option<Link>) -> Result<(String, Requests), Failure> {
         let found = match link.as_ref() {
-            // The folder's mailbox as last asked: a folder allowed or
-            // denied since would have rung `rebound`.
-            Some(l) if !asked_again => return Ok((l.mailbox.clone(), l.requests.clone())),
             Some(l) => match self.resolve(Some(&l.requests)).await {
                 // The daemon went meanwhile: ask it afresh.
                 Err(ClientError::Io(_)) => {
                     *link = None;
                     self.resolve(None).await?
                 }
-                other => other.inspect_err(|_| self.rebound.store(true, Ordering::SeqCst))?,
+                other => other?,
             },
             None => self.resolve(None).await?,
         };
@@ -339,8 +353,18 @@ impl Inner {
         {
             return Ok((mailbox, l.requests.clone()));
         }
-        let client = Client::attach(&self.home, self.who(), Some(mailbox.clone()), None).await?;
+        let client =
+            Client::attach_with_folders(&self.home, self.who(), Some(mailbox.clone())).await?;
         let (requests, events) = client.split();
+        // A folder allowed or denied between the question and the attach
+        // rang no bell on this connection: asked once more on it.
+        if self
+            .resolve(Some(&requests))
+            .await
+            .is_ok_and(|again| again.mailbox.as_deref() != Some(mailbox.as_str()))
+        {
+            self.rebound.store(true, Ordering::SeqCst);
+        }
         if !found.receives {
             self.tell(format!(
                 "mailbox {mailbox} does not receive yet: peers' mail to it is refused until your user opts this folder in with `agentmesh allow {}` (a person's decision; no tool does it)",

@@ -170,6 +170,11 @@ pub enum ClientFrame {
         /// clients (see `server::RESERVED_FOR_REQUESTS`).
         #[serde(default = "yes", skip_serializing_if = "is_yes")]
         events: bool,
+        /// Whether the client wants `folders` events (an MCP server that
+        /// keeps its folder's mailbox); default no, so that clients that
+        /// don't know the event never see it.
+        #[serde(default, skip_serializing_if = "is_no")]
+        folders: bool,
     },
     /// A request, answered by a response with the same id.
     Request {
@@ -185,8 +190,27 @@ fn yes() -> bool {
     true
 }
 
+impl Op {
+    /// Whether its answer may wait on something outside the daemon (a
+    /// send that waits for its recipient's first answer): the server
+    /// answers the client's later requests meanwhile.
+    pub fn waits(&self) -> bool {
+        matches!(
+            self,
+            Op::Send {
+                wait_first_answer_ms: Some(_),
+                ..
+            }
+        )
+    }
+}
+
 fn is_yes(b: &bool) -> bool {
     *b
+}
+
+fn is_no(b: &bool) -> bool {
+    !*b
 }
 
 /// The operations a client may request.

@@ -265,19 +265,18 @@ impl Courier {
         self.outbox.get(id).or_else(|| self.settling.get(id))
     }
 
-    /// Whether the message `id` had its first answer: its latest state is
-    /// past `queued` (the recipient answered, or it failed), or its
-    /// recipient's machine could not be reached at all (as `agentmesh
-    /// send` at a terminal stops waiting). What `message_status` shows
-    /// then is not `queued`, or is `offline`.
-    pub(super) fn first_answered(&self, id: &str) -> bool {
+    /// Whether the message `id` (to `peer`) had its first answer: its
+    /// latest state is past `queued` (the recipient answered, or it
+    /// failed), or its recipient's machine could not be reached at all
+    /// (as `agentmesh send` at a terminal stops waiting). What
+    /// `message_status` shows then is not `queued`, or is `offline`.
+    fn first_answered(&self, id: &str, peer: Option<&PeerId>) -> bool {
         self.current(id).is_some_and(|r| {
             r.states
                 .last()
                 .is_some_and(|s| s.state != MessageState::Queued)
                 || matches!(r.status, OutboxStatus::Delivered | OutboxStatus::Failed)
-                || peer_of(&r.to_peer).is_some_and(|p| self.offline(&p))
-        })
+        }) || peer.is_some_and(|p| self.offline(p))
     }
 
     /// The sends whose wait for a first answer is over at `now`: taken
@@ -285,9 +284,9 @@ impl Courier {
     pub(super) fn firsts_over(&mut self, now: Instant) -> Vec<firsts::Waiter> {
         let answered: HashSet<String> = self
             .firsts
-            .ids()
-            .filter(|id| self.first_answered(id))
-            .cloned()
+            .waiters()
+            .filter(|w| self.first_answered(&w.sent.id, w.peer.as_ref()))
+            .map(|w| w.sent.id.clone())
             .collect();
         self.firsts.over(now, |id| answered.contains(id))
     }

@@ -187,6 +187,19 @@ pub struct MailHandle {
 impl MailHandle {
     /// Runs a mail op for a client attached as `who` to `mailbox`.
     pub async fn request(&self, who: Who, mailbox: Option<String>, op: Op) -> Reply {
+        self.submit(who, mailbox, op).await.await
+    }
+
+    /// [`MailHandle::request`] in two steps: the op is handed to the actor
+    /// now (after the ops handed before it), and its answer comes with the
+    /// future returned (a send that waits for its first answer is answered
+    /// while the client's later requests are).
+    pub async fn submit(
+        &self,
+        who: Who,
+        mailbox: Option<String>,
+        op: Op,
+    ) -> impl Future<Output = Reply> + Send + 'static {
         let (reply, rx) = oneshot::channel();
         let msg = MailIn::Api {
             who,
@@ -194,10 +207,13 @@ impl MailHandle {
             op,
             reply,
         };
-        if self.tx.send(msg).await.is_err() {
-            return Err(ApiError::shutting_down());
+        let handed = self.tx.send(msg).await.is_ok();
+        async move {
+            if !handed {
+                return Err(ApiError::shutting_down());
+            }
+            rx.await.unwrap_or_else(|_| Err(ApiError::shutting_down()))
         }
-        rx.await.unwrap_or_else(|_| Err(ApiError::shutting_down()))
     }
 
     /// A session attached to `mailbox` (`None`: the owner's) for as long
@@ -527,6 +543,12 @@ impl Mail {
             self.answer_firsts();
             self.publish_summary();
         }
+        // Stopping: a send that waits for its first answer is durable, and
+        // goes after the restart; it is answered so, not failed (its agent
+        // would send it again).
+        for w in self.courier.firsts().drain() {
+            let _ = w.reply.send(ok(w.sent));
+        }
     }
 
     /// Answers the sends whose first answer came (or whose machine is
@@ -651,6 +673,7 @@ impl Mail {
                 let dir = self.shared.directory();
                 let mut ctx = self.shared.lend(&dir);
                 let queued_at = ctx.now.mono;
+                let peer = peer_of(&record.to_peer);
                 self.courier.queue(*record, &self.net, &mut ctx);
                 let Some(wait) = wait else {
                     let _ = reply.send(ok(sent));
@@ -661,6 +684,7 @@ impl Mail {
                     sent,
                     mailbox: wait.mailbox,
                     deadline: queued_at + wait.longest,
+                    peer,
                 };
                 // Too many wait already: answered as without the wait.
                 if let Some(w) = self.courier.firsts().wait(waiter) {

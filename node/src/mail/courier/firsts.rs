@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use agentmesh_protocol::PeerId;
 use tokio::sync::oneshot;
 
 use crate::api::{Reply, SentView};
@@ -29,6 +30,8 @@ pub(in crate::mail) struct Waiter {
     pub(in crate::mail) mailbox: Option<String>,
     /// When it stops waiting.
     pub(in crate::mail) deadline: Instant,
+    /// The recipient's machine (read once, not at every check).
+    pub(in crate::mail) peer: Option<PeerId>,
 }
 
 /// The sends waiting, by message id.
@@ -48,9 +51,14 @@ impl FirstAnswers {
         None
     }
 
-    /// The ids waiting.
-    pub(in crate::mail) fn ids(&self) -> impl Iterator<Item = &String> {
-        self.waiting.keys()
+    /// Every waiter, taken out (the daemon is stopping).
+    pub(in crate::mail) fn drain(&mut self) -> Vec<Waiter> {
+        self.waiting.drain().map(|(_, w)| w).collect()
+    }
+
+    /// The waiters.
+    pub(in crate::mail) fn waiters(&self) -> impl Iterator<Item = &Waiter> {
+        self.waiting.values()
     }
 
     /// Whether none waits.
@@ -105,6 +113,7 @@ mod tests {
             sent: sent(id),
             mailbox: None,
             deadline,
+            peer: None,
         };
         (w, rx)
     }
@@ -133,7 +142,10 @@ mod tests {
             .map(|w| w.sent.id)
             .collect();
         assert_eq!(over, ["m1"]);
-        assert_eq!(f.ids().collect::<Vec<_>>(), ["m3"]);
+        assert_eq!(
+            f.waiters().map(|w| w.sent.id.as_str()).collect::<Vec<_>>(),
+            ["m3"]
+        );
         assert_eq!(f.next_deadline(), Some(t0 + Duration::from_secs(5)));
         assert_eq!(f.over(t0 + Duration::from_secs(5), answered).len(), 1);
         assert!(f.is_empty() && f.next_deadline().is_none());
@@ -148,6 +160,6 @@ mod tests {
         }
         let back = f.wait(waiter("one-more", t).0).expect("given back");
         assert_eq!(back.sent.id, "one-more");
-        assert_eq!(f.ids().count(), MAX_WAITING);
+        assert_eq!(f.waiters().count(), MAX_WAITING);
     }
 }

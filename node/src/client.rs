@@ -96,7 +96,7 @@ impl Client {
     /// make its next call after the daemon closed the idle connection:
     /// it connects again first, as it does when the daemon says `idle`.
     pub async fn connect(home: &Home, who: Who) -> Result<Client, ClientError> {
-        let mut c = Client::open(home, who.clone(), None, None, false).await?;
+        let mut c = Client::open(home, who.clone(), None, None, false, false).await?;
         c.again = Some((home.clone(), who, tokio::time::Instant::now()));
         Ok(c)
     }
@@ -110,7 +110,7 @@ impl Client {
         mailbox: Option<String>,
         after_seq: Option<u64>,
     ) -> Result<Client, ClientError> {
-        Client::open(home, who, mailbox, after_seq, true).await
+        Client::open(home, who, mailbox, after_seq, true, false).await
     }
 
     /// [`Client::attach`], with `folders` events too (a folder allowed or
@@ -120,20 +120,10 @@ impl Client {
         who: Who,
         mailbox: Option<String>,
     ) -> Result<Client, ClientError> {
-        Client::open_with(home, who, mailbox, None, true, true).await
+        Client::open(home, who, mailbox, None, true, true).await
     }
 
     async fn open(
-        home: &Home,
-        who: Who,
-        mailbox: Option<String>,
-        after_seq: Option<u64>,
-        events: bool,
-    ) -> Result<Client, ClientError> {
-        Client::open_with(home, who, mailbox, after_seq, events, false).await
-    }
-
-    async fn open_with(
         home: &Home,
         who: Who,
         mailbox: Option<String>,

@@ -30,31 +30,7 @@ fn one_copy_of_the_signature_code() {
 /// dependency, and feature unification put it into `agentmesh`.
 #[test]
 fn no_user_build_has_the_test_clock() {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = std::process::Command::new(cargo)
-        .args([
-            "tree",
-            "--workspace",
-            "--edges",
-            "normal,build",
-            "--invert",
-            "agentmesh-node",
-            "--format",
-            "{p} {f}",
-            "--locked",
-            "--offline",
-        ])
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .output()
-        .expect("cargo runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let tree = String::from_utf8(out.stdout).unwrap();
-    let first = tree.lines().next().unwrap_or_default();
-    assert!(first.starts_with("agentmesh-node"), "{tree}");
+    let first = features_of(&["--workspace"], "agentmesh-node");
     assert!(
         !first.contains("test-clock"),
         "a user build would have the test clock: {first}"
@@ -113,16 +89,22 @@ fn sources(dir: &str) -> Vec<(String, String)> {
 /// daemon calls none of it.)
 #[test]
 fn the_installed_binary_has_no_judge_tuning() {
+    let first = features_of(&["--package", "agentmesh"], "agentmesh-judge");
+    assert!(!first.contains("tuning"), "agentmesh would tune: {first}");
+}
+
+/// `package` and the features it is built with, as `cargo tree` resolves
+/// them for `scope` without dev-dependencies (a user's build).
+fn features_of(scope: &[&str], package: &str) -> String {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = std::process::Command::new(cargo)
+        .arg("tree")
+        .args(scope)
         .args([
-            "tree",
-            "--package",
-            "agentmesh",
             "--edges",
             "normal,build",
             "--invert",
-            "agentmesh-judge",
+            package,
             "--format",
             "{p} {f}",
             "--locked",
@@ -137,9 +119,9 @@ fn the_installed_binary_has_no_judge_tuning() {
         String::from_utf8_lossy(&out.stderr)
     );
     let tree = String::from_utf8(out.stdout).unwrap();
-    let first = tree.lines().next().unwrap_or_default();
-    assert!(first.starts_with("agentmesh-judge"), "{tree}");
-    assert!(!first.contains("tuning"), "agentmesh would tune: {first}");
+    let first = tree.lines().next().unwrap_or_default().to_owned();
+    assert!(first.starts_with(package), "{tree}");
+    first
 }
 
 /// The layout names the architecture and stays small enough to read: no

@@ -1095,7 +1095,13 @@ impl Mail {
             }
             Op::MailboxState { mailbox: m } => {
                 let m = which_mailbox(m, mailbox);
-                mailbox_state(&self.consent, &self.unread, &self.loops, m.as_deref(), &ctx)
+                ok(mailbox_state_view(
+                    &self.consent,
+                    &self.unread,
+                    &self.loops,
+                    m.as_deref(),
+                    &ctx,
+                ))
             }
             Op::MailboxFor { path } => self.consent.mailbox_for(&path),
             Op::HopReset { mailbox: m } => {
@@ -1105,13 +1111,13 @@ impl Mail {
                     Ok(change) => {
                         let why = "its person spoke";
                         taint_audit(change, m.as_deref(), why, &mut ctx);
-                        let state = mailbox_state(
+                        let state = ok(mailbox_state_view(
                             &self.consent,
                             &self.unread,
                             &self.loops,
                             m.as_deref(),
                             &ctx,
-                        );
+                        ));
                         return self.answer_durably(reply, state, vec![]);
                     }
                     Err(e) => Err(e.into()),
@@ -1565,17 +1571,6 @@ fn taint_view(taints: &taint::Taints, m: Option<&str>, ctx: &Ctx<'_>) -> api::Ta
 }
 
 /// `mailbox_state`: what an agent's session shows in every result.
-fn mailbox_state(
-    consent: &consent::Consent,
-    unread: &unread::Unread,
-    loops: &loops::Loops,
-    m: Option<&str>,
-    ctx: &Ctx<'_>,
-) -> Reply {
-    ok(mailbox_state_view(consent, unread, loops, m, ctx))
-}
-
-/// [`mailbox_state`]'s view.
 fn mailbox_state_view(
     consent: &consent::Consent,
     unread: &unread::Unread,

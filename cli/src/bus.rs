@@ -104,7 +104,7 @@ pub fn broadcast(
         text,
         from_mailbox: from,
     };
-    crate::mail::spoken::<api::BroadcastView>(home, reset, op, json, |v| {
+    crate::call::spoken::<api::BroadcastView>(home, reset, op, json, |v| {
         crate::say!(
             "Broadcast {} to {}: {}.",
             v.id,
@@ -136,7 +136,7 @@ pub fn log(
         since_secs: crate::mail::since_secs(since)?,
         mailbox,
     };
-    crate::mail::simple::<api::BusLogView>(home, op, json, |v| {
+    crate::call::simple::<api::BusLogView>(home, op, json, |v| {
         if v.entries.is_empty() {
             crate::say!("No decisions of the bus yet.");
         }
@@ -200,7 +200,7 @@ pub fn set(
         goal,
         preset: preset.map(Into::into),
     };
-    crate::mail::simple::<api::ProfileView>(home, op, json, |p| {
+    crate::call::simple::<api::ProfileView>(home, op, json, |p| {
         crate::say!("Set. Members see it in their directory within seconds.");
         show_profile(p);
     })
@@ -222,7 +222,7 @@ pub fn taint(home: &Home, mailbox: &str, on: bool, json: bool) -> anyhow::Result
         mailbox: mailbox.to_owned(),
         on,
     };
-    crate::mail::simple::<api::TaintView>(home, op, json, |t| {
+    crate::call::simple::<api::TaintView>(home, op, json, |t| {
         if t.tainted {
             crate::say!(
                 "{} is tainted{}: what it sends carries taint, and it can't change its profile.",
@@ -249,7 +249,7 @@ pub fn taint(home: &Home, mailbox: &str, on: bool, json: bool) -> anyhow::Result
 
 /// `agentmesh profile show [MAILBOX]`.
 pub fn show(home: &Home, mailbox: Option<String>, json: bool) -> anyhow::Result<ExitCode> {
-    crate::mail::simple::<api::ProfilesView>(home, Op::ProfileShow { mailbox }, json, |v| {
+    crate::call::simple::<api::ProfilesView>(home, Op::ProfileShow { mailbox }, json, |v| {
         for p in &v.mailboxes {
             show_profile(p);
         }
@@ -342,7 +342,7 @@ pub fn directory(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
 
 /// `agentmesh bus stats`.
 pub fn stats(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
-    crate::mail::simple::<api::BusStatsView>(home, Op::BusStats, json, |v| {
+    crate::call::simple::<api::BusStatsView>(home, Op::BusStats, json, |v| {
         if v.mailboxes.is_empty() {
             crate::say!("No broadcast judged here yet.");
             return;

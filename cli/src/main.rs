@@ -12,6 +12,7 @@
 
 mod agents;
 mod bus;
+mod call;
 mod daemonctl;
 mod demo;
 mod inspect;

@@ -95,7 +95,7 @@ pub fn states_line(states: &[StateView]) -> String {
 /// `agentmesh outbox ID`: one sent message and every state it went
 /// through.
 pub fn one(home: &Home, id: &str, json: bool) -> anyhow::Result<ExitCode> {
-    crate::mail::simple::<OutboxView>(home, Op::MessageStatus { id: id.into() }, json, |v| {
+    crate::call::simple::<OutboxView>(home, Op::MessageStatus { id: id.into() }, json, |v| {
         crate::say!("{} to {} ({})", v.id, v.to, v.kind);
         crate::say!("status: {}", answer_line(v));
         if let Some(c) = &v.carrier {
@@ -123,7 +123,7 @@ pub fn receipts(
         mailbox: mailbox.into(),
         read,
     };
-    crate::mail::simple::<ReceiptsView>(home, op, json, |v| {
+    crate::call::simple::<ReceiptsView>(home, op, json, |v| {
         let who = if v.mailbox == "@" {
             "the owner's mailbox".to_owned()
         } else {

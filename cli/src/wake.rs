@@ -50,7 +50,7 @@ pub fn set(
     (budget, usd): (Option<u32>, Option<f64>),
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    crate::mail::simple::<api::WakeView>(home, set_op(mailbox, wake, budget, usd), json, show)
+    crate::call::simple::<api::WakeView>(home, set_op(mailbox, wake, budget, usd), json, show)
 }
 
 /// A mailbox's wake setting, for a person.
@@ -92,7 +92,7 @@ pub fn test(home: &Home, mailbox: &str, json: bool) -> anyhow::Result<ExitCode> 
     let op = Op::WakeTest {
         mailbox: mailbox.to_owned(),
     };
-    crate::mail::simple::<api::WakeTestView>(home, op, json, |t| {
+    crate::call::simple::<api::WakeTestView>(home, op, json, |t| {
         if let Some(c) = &t.command {
             crate::say!("In {}, a run would start (nothing was run):", c.cwd);
             let env: Vec<String> = c.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -127,7 +127,7 @@ pub fn test(home: &Home, mailbox: &str, json: bool) -> anyhow::Result<ExitCode> 
 
 /// `agentmesh wake list`: recent runs, newest first.
 pub fn list(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
-    crate::mail::simple::<api::WakeListView>(home, Op::WakeList, json, |l| {
+    crate::call::simple::<api::WakeListView>(home, Op::WakeList, json, |l| {
         if l.runs.is_empty() {
             crate::say!(
                 "No wake run yet. Mail to a mailbox with wake on (`agentmesh wake set MAILBOX claude`) starts one when none of its sessions is open."
@@ -183,7 +183,7 @@ pub fn stop(home: &Home, run: &str, json: bool) -> anyhow::Result<ExitCode> {
     let op = Op::WakeStop {
         run: run.to_owned(),
     };
-    crate::mail::simple::<api::RunView>(home, op, json, |r| {
+    crate::call::simple::<api::RunView>(home, op, json, |r| {
         if r.status == api::RunStatus::Running {
             crate::say!(
                 "Stopping run {} of {}: SIGTERM to its process group now, SIGKILL in 10 s; its messages stay unread. `agentmesh wake list` shows when it ended.",

@@ -29,9 +29,9 @@ use std::path::PathBuf;
 
 use agentmesh_protocol::PeerId;
 
-use super::mailroom::mailbox_name;
+use super::address::mailbox_name;
+use super::ctx::{Ctx, MAX_REMOTE_REASON, Seqs, peer_of, who_label};
 use super::pages::view;
-use super::{Ctx, MAX_REMOTE_REASON, inbox::Seqs, peer_of, who_label};
 use crate::api::{ApiError, Event, PausedView, Reply, Who, err, ok};
 use crate::audit::AuditEvent;
 use crate::codes::ErrorCode;

@@ -30,11 +30,13 @@ use agentmesh_protocol::time::MAX_CLOCK_SKEW;
 use agentmesh_protocol::{Identity, Name, PeerId, Timestamp, Wire};
 use sha2::{Digest, Sha256};
 
+use super::address::address;
 use super::answers::Answers;
 use super::consent::{Consent, Decision, HeldReason, NoRoom};
+use super::ctx::{Ctx, Seqs, hex};
 use super::owed::{self, Owed};
+use super::pages::view;
 use super::receipts::Debt;
-use super::{Ctx, address, hex, pages::view};
 use crate::api::{Event, Who};
 use crate::audit::AuditEvent;
 use crate::limits::RateWindow;
@@ -186,21 +188,6 @@ impl Batch {
     }
 }
 
-/// Inbox seqs: every message takes the next one (a held message delivered
-/// later takes a new one, at the end of the inbox).
-#[derive(Debug)]
-pub(super) struct Seqs {
-    last: u64,
-}
-
-impl Seqs {
-    /// The next seq.
-    pub(super) fn take(&mut self) -> u64 {
-        self.last += 1;
-        self.last
-    }
-}
-
 /// What receives.
 #[derive(Debug)]
 pub(super) struct Inbox {
@@ -219,7 +206,7 @@ impl Inbox {
     pub(super) fn new(me: Identity, last_seq: u64) -> Inbox {
         Inbox {
             me,
-            seqs: Seqs { last: last_seq },
+            seqs: Seqs::new(last_seq),
             refusals: RateWindow::new(
                 REFUSAL_AUDIT_WINDOW,
                 REFUSALS_AUDITED_PER_WINDOW,

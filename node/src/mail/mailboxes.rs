@@ -13,8 +13,8 @@
 //!       ── no such mailbox: no_mailbox, "did you mean …?"
 //! ```
 
+use super::address::{mailbox_name, parse_address};
 use super::consent::Consent;
-use super::mailroom::{mailbox_name, parse_address};
 use crate::api::{ApiError, err};
 use crate::codes::ErrorCode;
 

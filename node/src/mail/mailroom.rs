@@ -16,9 +16,10 @@ use agentmesh_protocol::team::Standing;
 use agentmesh_protocol::{Identity, Name, Wire};
 use sha2::{Digest, Sha256};
 
+use super::address::{address, mailbox_name, parse_address};
 use super::consent::{Consent, Decision, HeldReason, MAX_HELD_PER_SENDER};
+use super::ctx::{Ctx, hex};
 use super::loops::{LoopRefusal, Loops, Sending};
-use super::{Ctx, hex};
 use crate::api::{ApiError, Who, err};
 use crate::audit::AuditEvent;
 use crate::codes::ErrorCode;
@@ -26,11 +27,6 @@ use crate::store::{AskRecord, AuditEntry, InboxRecord, MessageState, OutboxRecor
 
 /// Messages waiting in the outbox at once, at most; `send` refuses beyond.
 pub const MAX_OUTBOX: usize = 100_000;
-
-/// `mailbox@machine`, or `@machine` for the owner's mailbox.
-pub fn address(mailbox: Option<&str>, machine: &str) -> String {
-    format!("{}@{machine}", mailbox.unwrap_or(""))
-}
 
 /// Whether addresses `a` and `b` name the same mailbox (`MAILBOX@` is
 /// `MAILBOX@` this machine, `me`).
@@ -44,38 +40,6 @@ fn same_address(a: &str, b: &str, me: &str) -> bool {
         })
     };
     matches!((norm(a), norm(b)), (Some(x), Some(y)) if x == y)
-}
-
-/// Parses `MAILBOX@MACHINE` or `@MACHINE`; `MAILBOX@` (no machine) is a
-/// mailbox on this machine, and the machine is `None`.
-pub fn parse_address(to: &str) -> Result<(Option<Name>, Option<Name>), ApiError> {
-    let Some((mailbox, machine)) = to.rsplit_once('@') else {
-        return err(
-            ErrorCode::BadAddress,
-            format!(
-                "{to:?} is not an address; write MAILBOX@MACHINE (MAILBOX@ for a mailbox on this machine), or @MACHINE for the machine's owner"
-            ),
-        );
-    };
-    let machine = if machine.is_empty() {
-        None
-    } else {
-        Some(
-            Name::parse("machine name", machine)
-                .map_err(|e| ApiError::new(ErrorCode::BadAddress, e.to_string()))?,
-        )
-    };
-    let mailbox = if mailbox.is_empty() {
-        None
-    } else {
-        Some(mailbox_name(mailbox)?)
-    };
-    Ok((mailbox, machine))
-}
-
-/// A mailbox name, or the `bad_mailbox` error a client sees.
-pub(super) fn mailbox_name(m: &str) -> Result<Name, ApiError> {
-    Name::parse("mailbox name", m).map_err(|e| ApiError::new(ErrorCode::BadMailbox, e.to_string()))
 }
 
 /// A client's `send`.

@@ -26,8 +26,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use agentmesh_protocol::Identity;
 use agentmesh_protocol::receipt::{ReceiptEntry, ReceiptState};
-use agentmesh_protocol::{Identity, PeerId, Timestamp};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -40,11 +40,13 @@ use crate::store::{AuditEntry, Done, GroupCommit, OutboxRecord, Store, StoreErro
 use crate::team::Directory;
 use crate::wire::MailReply;
 
+mod address;
 mod answers;
 mod bus;
 mod carrying;
 mod consent;
 mod courier;
+mod ctx;
 mod fanout;
 mod inbox;
 mod loops;
@@ -65,15 +67,17 @@ mod unread;
 mod wakes;
 mod waking;
 
+pub use address::{address, parse_address};
 pub use bus::{MAX_WAITING_BROADCASTS, MAX_WAITING_PER_SENDER};
 pub use carrying::MAX_CARRIED;
 pub use consent::{HeldReason, MAX_HELD_PER_SENDER};
 pub use courier::MAX_IN_FLIGHT;
 use courier::firsts;
+use ctx::{Ctx, MAX_REMOTE_REASON, Now, Shared, hex, peer_of, sha, who_label};
 pub use fanout::EVENT_QUEUE;
 pub use inbox::{REFUSAL_AUDIT_WINDOW, REFUSALS_AUDITED_PER_WINDOW};
 pub use loops::LoopRules;
-pub use mailroom::{MAX_OUTBOX, address, parse_address};
+pub use mailroom::MAX_OUTBOX;
 pub use ops::{MAX_OUTBOX_LISTED, MIN_ID_PREFIX};
 pub use pages::{MAX_INBOX_PAGE, MAX_INBOX_SCAN};
 pub use retention::{HELD_EXPIRY, OUTBOX_KEEP, READ_EXPIRY};
@@ -84,10 +88,6 @@ pub const MAIL_QUEUE: usize = 1024;
 /// How often the actor looks at its timers (courier retries, retention,
 /// refusal counts): a retry is at most this late.
 const TICK: Duration = Duration::from_millis(100);
-/// A reason a remote machine or a person gives is cut to this many
-/// characters: enough to read, too short to flood the audit log.
-const MAX_REMOTE_REASON: usize = 300;
-
 /// What reaches the mail actor from clients.
 #[derive(Debug)]
 pub enum MailIn {
@@ -302,60 +302,6 @@ pub struct MailSetup {
     pub carry: crate::config::CarryRules,
     /// Stops the actor.
     pub cancel: CancellationToken,
-}
-
-/// The time as the parts see it: the calendar (which test builds move) for
-/// what expires, the monotonic clock for retries. Passed in, never read by
-/// a part itself, so tests choose it.
-#[derive(Debug, Clone, Copy)]
-struct Now {
-    wall: Timestamp,
-    mono: Instant,
-}
-
-impl Now {
-    fn current() -> Now {
-        Now {
-            wall: now(),
-            mono: Instant::now(),
-        }
-    }
-}
-
-/// What most decisions read, and where they record: lent to a part for
-/// one call.
-struct Ctx<'a> {
-    store: &'a dyn Store,
-    dir: &'a Directory,
-    log: &'a mut AuditLog,
-    now: Now,
-}
-
-/// What every part reads or records into, lent to one part per call.
-#[derive(Debug)]
-struct Shared {
-    store: Arc<dyn Store>,
-    dir: watch::Receiver<Arc<Directory>>,
-    /// The one writer of mail's audit entries.
-    log: AuditLog,
-}
-
-impl Shared {
-    /// The team as of now (kept apart from the lent context, which
-    /// borrows it).
-    fn directory(&self) -> Arc<Directory> {
-        self.dir.borrow().clone()
-    }
-
-    /// The context for one call, at the current time.
-    fn lend<'a>(&'a mut self, dir: &'a Directory) -> Ctx<'a> {
-        Ctx {
-            store: self.store.as_ref(),
-            dir,
-            log: &mut self.log,
-            now: Now::current(),
-        }
-    }
 }
 
 /// The actor's inboxes, read only by its loop.
@@ -1640,23 +1586,4 @@ fn bus_log_address(m: &str, me: &str) -> Result<String, ApiError> {
 fn mailboxes_name(m: &str) -> Result<agentmesh_protocol::Name, ApiError> {
     agentmesh_protocol::Name::parse("mailbox name", m)
         .map_err(|e| ApiError::new(ErrorCode::BadMailbox, e.to_string()))
-}
-
-/// Who decided, for the audit log: `human ada`, `agent claude`.
-fn who_label(who: &Who) -> String {
-    format!("{} {}", who.kind.as_str(), who.name)
-}
-
-/// A record's body hash for the audit log, if it has one.
-fn sha(hash: &str) -> Option<String> {
-    (!hash.is_empty()).then(|| hash.to_owned())
-}
-
-fn hex(b: &[u8]) -> String {
-    data_encoding::HEXLOWER.encode(b)
-}
-
-/// A stored PeerId, parsed back; `None` for a damaged record.
-fn peer_of(text: &str) -> Option<PeerId> {
-    text.parse().ok()
 }

@@ -10,7 +10,7 @@ use crate::store::{InboxRecord, MailStore, OutboxRecord, OutboxStatus, Store};
 
 use super::consent::{Consent, Release, held_records};
 use super::courier::Courier;
-use super::inbox::Seqs;
+use super::ctx::Seqs;
 use super::pages::{first_page, json_size, outbox_view, view, within_page};
 use super::unread::Unread;
 use super::{Ctx, Now, peer_of};

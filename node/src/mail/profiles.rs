@@ -240,9 +240,9 @@ impl Profiles {
 
 impl Profiles {
     /// What the judge reads of `mailbox` at `now`.
-    pub(super) fn for_judge(&self, mailbox: Option<&str>, now: Timestamp) -> super::bus::ForJudge {
+    pub(super) fn for_judge(&self, mailbox: Option<&str>, now: Timestamp) -> ForJudge {
         let record = self.records.get(&key(mailbox));
-        super::bus::ForJudge {
+        ForJudge {
             profile: record.map(|r| r.profile.clone()).unwrap_or_default(),
             goal: record.map(|r| r.goal.clone()).unwrap_or_default(),
             status: self.status(mailbox, now),
@@ -250,7 +250,7 @@ impl Profiles {
                 .map(|r| {
                     r.notes
                         .iter()
-                        .map(|n| super::bus::note_for_judge(&n.note, &n.broadcast))
+                        .map(|n| note_for_judge(&n.note, &n.broadcast))
                         .collect()
                 })
                 .unwrap_or_default(),
@@ -351,6 +351,23 @@ impl Profiles {
         };
         Ok(api::ProfilesView { mailboxes })
     }
+}
+
+/// What the judge reads of a mailbox.
+#[derive(Debug)]
+pub(super) struct ForJudge {
+    pub profile: String,
+    pub goal: String,
+    pub status: Status,
+    /// Each note with the text of the broadcast it was said of.
+    pub notes: Vec<String>,
+    pub preset: Preset,
+}
+
+/// A note as the judge reads it: what the session said, and the start of
+/// the broadcast it said it of (cut to [`crate::bus::MAX_NOTED_TEXT`] when kept).
+pub(super) fn note_for_judge(note: &str, broadcast: &str) -> String {
+    format!("{note}\n{broadcast}")
 }
 
 #[cfg(test)]

@@ -3,10 +3,10 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use agentmesh_protocol::Name;
 use agentmesh_protocol::envelope::{Body, Header, Kind, MessageId};
 use agentmesh_protocol::team::{Standing, TeamId};
 use agentmesh_protocol::time::MAX_CLOCK_SKEW;
+use agentmesh_protocol::{Name, PeerId, Timestamp};
 use serde_bytes::ByteBuf;
 
 use super::consent::{Consent, Decision, HeldReason};

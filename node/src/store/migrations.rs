@@ -1,6 +1,6 @@
 //! The sled store's migrations, one per format version.
 
-use super::sled_store::{SEEN_BY_UNTIL, UNREAD, from_record, is_unread, to_record, unread_value};
+use super::sled_codec::{SEEN_BY_UNTIL, UNREAD, from_record, is_unread, to_record, unread_value};
 use super::{InboxRecord, StoreError};
 
 /// A migration from format `i` to `i + 1` is `MIGRATIONS[i]`.

@@ -20,6 +20,7 @@ mod migrations;
 mod records;
 mod sled_bus;
 mod sled_carry;
+mod sled_codec;
 mod sled_outbox;
 mod sled_store;
 #[cfg(test)]

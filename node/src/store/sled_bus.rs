@@ -3,7 +3,8 @@
 use sled::Transactional;
 use sled::transaction::{TransactionError, TransactionalTree};
 
-use super::sled_store::{INBOX_SEQ_KEY, from_record, insert_inbox, to_record};
+use super::sled_codec::{from_record, to_record};
+use super::sled_store::{INBOX_SEQ_KEY, insert_inbox};
 use agentmesh_protocol::Timestamp;
 
 use super::{

@@ -2,7 +2,7 @@
 //! its bytes in `carried_bytes`, under the same key. Loading reads only
 //! the records, so a carrier holding 256 MiB starts without reading it.
 
-use super::sled_store::{from_record, to_record, tx_error};
+use super::sled_codec::{from_record, to_record, tx_error};
 use super::{CarriedRecord, CarryStore, SledStore, StoreError};
 
 /// Carried envelopes deleted in one transaction, at most (64 KiB

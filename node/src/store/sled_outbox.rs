@@ -4,7 +4,7 @@
 
 use agentmesh_protocol::Timestamp;
 
-use super::sled_store::{from_record, to_record};
+use super::sled_codec::{from_record, to_record};
 use super::{OutboxRecord, OutboxStatus, SledStore, StoreError};
 
 fn done_key(r: &OutboxRecord) -> Vec<u8> {

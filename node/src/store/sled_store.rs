@@ -6,21 +6,12 @@ use std::path::Path;
 
 use agentmesh_protocol::team::{BlockHash, TeamId};
 use agentmesh_protocol::{PeerId, Timestamp};
-use serde::{Deserialize, Serialize};
 
 use super::migrations::MIGRATIONS;
+use super::sled_codec::{
+    SEEN_BY_UNTIL, UNREAD, from_record, is_unread, to_record, tx_error, unread_value,
+};
 use super::*;
-
-/// Whether `r` belongs in the unread index: delivered, and not read.
-pub(super) fn is_unread(r: &InboxRecord) -> bool {
-    r.read_at.is_none() && r.held.is_none()
-}
-
-/// The unread index's value: the mailbox, empty for the owner's (a
-/// mailbox name is never empty).
-pub(super) fn unread_value(r: &InboxRecord) -> &[u8] {
-    r.mailbox.as_deref().unwrap_or("").as_bytes()
-}
 
 /// Writes an inbox record and its indices in a transaction over the
 /// inbox, its ids, the held and the unread indices.
@@ -39,21 +30,11 @@ pub(super) fn insert_inbox(
     Ok(())
 }
 
-pub(super) const SEEN_BY_UNTIL: &str = "seen_by_until";
-pub(super) const UNREAD: &str = "inbox_unread";
 const META: &str = "meta";
 const FORMAT_KEY: &[u8] = b"format_version";
 const TEAM_KEY: &[u8] = b"team";
 const CONTACT_SEQ_KEY: &[u8] = b"contact_seq";
 const DIRECTORY_SEQ_KEY: &[u8] = b"directory_seq";
-
-/// A transaction's error as the store's (none of ours aborts).
-pub(super) fn tx_error(e: sled::transaction::TransactionError<()>) -> StoreError {
-    match e {
-        sled::transaction::TransactionError::Storage(e) => StoreError::Sled(e),
-        sled::transaction::TransactionError::Abort(()) => StoreError::Corrupt("aborted".into()),
-    }
-}
 
 /// The sled implementation of [`Store`].
 #[derive(Debug)]
@@ -202,17 +183,6 @@ const PROFILE_PREFIX: &[u8] = b"profile/";
 /// An ask's key in the expiry index: its expiry (big-endian) ‖ its id.
 fn ask_expiry_key(a: &AskRecord) -> Vec<u8> {
     [&a.expires_at.to_be_bytes()[..], a.id.as_bytes()].concat()
-}
-
-/// A record as stored: CBOR.
-pub(super) fn to_record<T: Serialize>(value: &T) -> Vec<u8> {
-    let mut out = Vec::new();
-    ciborium::into_writer(value, &mut out).expect("store records always serialise");
-    out
-}
-
-pub(super) fn from_record<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, StoreError> {
-    ciborium::from_reader(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 impl TeamStore for SledStore {

@@ -19,7 +19,7 @@ use agentmesh_protocol::{Multiaddr, Name, Owner, PeerId, Wire};
 use serde_bytes::ByteBuf;
 use tokio::sync::oneshot;
 
-use super::network::Network;
+use super::network::{JoinWaiter, Network};
 use super::random16;
 use super::state::TeamCore;
 use super::sync::Sync;
@@ -42,19 +42,6 @@ pub const MAX_CONFIRM_TRIES: u32 = 5;
 /// How long a join whose ticket addresses failed waits for mDNS to find
 /// the founder on the local network.
 pub const MDNS_JOIN_WAIT: Duration = Duration::from_secs(10);
-
-/// What a join request's answer is for.
-#[derive(Debug)]
-pub enum JoinWaiter {
-    /// The first request; `join` waits on it.
-    Start(u64, oneshot::Sender<Reply>),
-    /// A poll.
-    Poll(u64),
-    /// The confirmation; `join` waits on it.
-    Confirm(u64, oneshot::Sender<Reply>),
-    /// The decline.
-    Decline(u64, oneshot::Sender<Reply>),
-}
 
 /// Where a join stands.
 #[derive(Debug, Clone, PartialEq)]

@@ -32,7 +32,7 @@ use agentmesh_protocol::{Identity, Name, Owner, PeerId};
 use tokio::sync::{oneshot, watch};
 
 pub use directory::{Directory, Machine};
-pub use joiner::JoinWaiter;
+pub use network::JoinWaiter;
 pub use network::Network;
 pub use state::{Membership, NOT_IN_TEAM, load_team};
 

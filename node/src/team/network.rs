@@ -8,9 +8,21 @@ use agentmesh_protocol::{Multiaddr, PeerId};
 
 use tokio::sync::oneshot;
 
-use super::joiner::JoinWaiter;
 use crate::api::Reply;
 use crate::wire::{JoinMsg, SyncRequest};
+
+/// What a join request's answer is for.
+#[derive(Debug)]
+pub enum JoinWaiter {
+    /// The first request; `join` waits on it.
+    Start(u64, oneshot::Sender<Reply>),
+    /// A poll.
+    Poll(u64),
+    /// The confirmation; `join` waits on it.
+    Confirm(u64, oneshot::Sender<Reply>),
+    /// The decline.
+    Decline(u64, oneshot::Sender<Reply>),
+}
 
 /// The network as the team sees it.
 pub trait Network {

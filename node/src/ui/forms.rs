@@ -7,7 +7,8 @@ use hyper::StatusCode;
 use subtle::ConstantTimeEq;
 
 use super::Site;
-use super::pages::{self, View};
+use super::chrome::{self, View};
+use super::pages;
 use crate::api::{MessageView, Op, ResolvedView, SentView, Standing, TeamView, TrustedView};
 
 /// A posted form's fields.
@@ -118,10 +119,10 @@ async fn act(
     form: Form,
     site: &Site,
 ) -> Result<&'static str, (StatusCode, String)> {
-    let mut c = pages::connect(site).await?;
+    let mut c = chrome::connect(site).await?;
     match action {
         Action::Approve(id) => {
-            let _: ResolvedView = pages::call(&mut c, Op::Approve { id }).await?;
+            let _: ResolvedView = chrome::call(&mut c, Op::Approve { id }).await?;
             Ok("approved")
         }
         Action::Reject(id) => {
@@ -130,11 +131,11 @@ async fn act(
                 id,
                 reason: (!reason.is_empty()).then(|| reason.to_owned()),
             };
-            let _: ResolvedView = pages::call(&mut c, op).await?;
+            let _: ResolvedView = chrome::call(&mut c, op).await?;
             Ok("rejected")
         }
         Action::Trust(id) => {
-            let held: Vec<MessageView> = pages::call(&mut c, Op::Held).await?;
+            let held: Vec<MessageView> = chrome::call(&mut c, Op::Held).await?;
             let Some(m) = held.iter().find(|m| m.id == id) else {
                 return Err((
                     StatusCode::CONFLICT,
@@ -145,7 +146,7 @@ async fn act(
             // Trust goes by name: only while the name is still the key
             // that sent this message.
             let machine = pages::machine_of(&m.from).to_owned();
-            let team: TeamView = pages::call(&mut c, Op::TeamShow).await?;
+            let team: TeamView = chrome::call(&mut c, Op::TeamShow).await?;
             let same = team.members.iter().any(|t| {
                 t.name == machine && t.peer_id == m.from_peer && t.standing == Standing::Current
             });
@@ -157,7 +158,7 @@ async fn act(
                     ),
                 ));
             }
-            let _: TrustedView = pages::call(&mut c, Op::Trust { machine }).await?;
+            let _: TrustedView = chrome::call(&mut c, Op::Trust { machine }).await?;
             Ok("trusted")
         }
         Action::Send => {
@@ -170,7 +171,7 @@ async fn act(
                 wait_first_answer_ms: None,
             };
             person_spoke(&mut c).await;
-            let _: SentView = pages::call(&mut c, op).await?;
+            let _: SentView = chrome::call(&mut c, op).await?;
             Ok("sent")
         }
         Action::Reply => {
@@ -183,7 +184,7 @@ async fn act(
                 wait_first_answer_ms: None,
             };
             person_spoke(&mut c).await;
-            let _: SentView = pages::call(&mut c, op).await?;
+            let _: SentView = chrome::call(&mut c, op).await?;
             Ok("sent")
         }
     }

@@ -12,7 +12,7 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use tokio_util::sync::CancellationToken;
 
-use super::{Site, assets, forms, pages};
+use super::{Site, assets, chrome, forms, pages};
 
 /// What an answer's body is: whole, or a stream (live updates).
 pub type Body = BoxBody<Bytes, Infallible>;
@@ -59,7 +59,7 @@ pub async fn answer(
     let csrf = site.keys.csrf_of(&session);
     match (req.method().clone(), path.as_str()) {
         (Method::GET, "/events") => events(site, cancel).await,
-        (Method::GET, view) => match pages::View::of(view) {
+        (Method::GET, view) => match chrome::View::of(view) {
             Some(v) => page(pages::render(v, &query, site, &csrf).await),
             None => refuse(StatusCode::NOT_FOUND, "no such page"),
         },
@@ -188,7 +188,7 @@ fn sign_in(query: &str, signed_in: bool, site: &Site) -> Response<Body> {
 /// has one (a message, a held message, a decision), a comment every
 /// [`KEEPALIVE`] so a dead connection is noticed.
 async fn events(site: &Site, cancel: CancellationToken) -> Response<Body> {
-    let client = crate::client::Client::attach(&site.home, pages::who(site), None, None).await;
+    let client = crate::client::Client::attach(&site.home, chrome::who(site), None, None).await;
     let Ok(client) = client else {
         return refuse(
             StatusCode::SERVICE_UNAVAILABLE,

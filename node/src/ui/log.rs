@@ -4,7 +4,7 @@
 use askama::Template;
 use hyper::StatusCode;
 
-use super::pages::{Chrome, call, param, when};
+use super::chrome::{Chrome, call, param, when};
 use crate::api::{self, AuditView, BusLogView, Op, Status, WakeListView};
 use crate::client::Client;
 

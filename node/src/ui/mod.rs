@@ -27,6 +27,7 @@
 //! browser.
 
 mod assets;
+mod chrome;
 mod forms;
 mod http;
 mod log;

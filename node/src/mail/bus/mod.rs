@@ -34,14 +34,15 @@ use agentmesh_protocol::{Name, Wire};
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
+use super::address::mailbox_name;
 use super::consent::{Consent, Decision};
 use super::loops::Sending;
-use super::mailroom::{self, mailbox_name, remote_target};
+use super::mailroom::{self, remote_target};
 use super::{AfterFlush, Ctx, Mail, address, hex, pages, peer_of};
 use crate::api::{self, ApiError, Event, Reply, Who};
 use crate::audit::AuditEvent;
+use crate::bus::JudgeWith;
 use crate::bus::judge::Input;
-use crate::bus::{JudgeWith, Preset, Status};
 use crate::codes::ErrorCode;
 use crate::store::{AuditEntry, CountsRecord, InboxRecord, Judged, OutboxRecord, OutboxStatus};
 pub(in crate::mail) use stages::AgentCalls;
@@ -733,21 +734,4 @@ fn candidates(
             }
         })
         .collect()
-}
-
-/// What the judge reads of a mailbox.
-#[derive(Debug)]
-pub(super) struct ForJudge {
-    pub profile: String,
-    pub goal: String,
-    pub status: Status,
-    /// Each note with the text of the broadcast it was said of.
-    pub notes: Vec<String>,
-    pub preset: Preset,
-}
-
-/// A note as the judge reads it: what the session said, and the start of
-/// the broadcast it said it of (cut to [`crate::bus::MAX_NOTED_TEXT`] when kept).
-pub(super) fn note_for_judge(note: &str, broadcast: &str) -> String {
-    format!("{note}\n{broadcast}")
 }

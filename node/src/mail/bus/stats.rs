@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use agentmesh_protocol::Timestamp;
 
-use super::super::mailroom::address;
+use super::super::address::address;
 use super::super::runs::Runs;
 use crate::api::{self, BusStatsRow, BusStatsView, Reply, RunStatus};
 use crate::audit::AuditEvent;

@@ -610,6 +610,10 @@ fn watch_say(json: bool, value: serde_json::Value, text: &str) {
 /// every second; back, it attaches with `after_seq`, so the messages that
 /// arrived meanwhile are shown and none twice. `--no-reconnect` exits
 /// non-zero instead.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the line queue of `watch` holds the lines typed at a terminal, one per Enter"
+)]
 pub fn watch(
     home: &Home,
     mailbox: Option<String>,

@@ -529,6 +529,10 @@ impl Client {
     /// Splits the client into a request half and an event half, served by
     /// one task that ends with the connection (or once both halves are
     /// dropped). Events that arrived before are kept, in order.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the connection's task is owned by the two halves, which abort it when both are dropped (AbortOnDrop)"
+    )]
     pub fn split(self) -> (Requests, Events) {
         let (out, mut calls) = tokio::sync::mpsc::channel::<(Op, Answer)>(CALL_QUEUE);
         let (events, rx) = tokio::sync::mpsc::channel(api::EVENT_QUEUE);

@@ -350,6 +350,10 @@ fn circuit_reason(status: &relay::StatusCode) -> &'static str {
 /// Serves `registry` on `GET http://addr/metrics` (anything else: 404)
 /// until the runtime stops; logs and returns the address bound (the real
 /// port when `addr` asks for port 0).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the metrics server lives as long as the relay; each connection's task is kept in `served`, bounded, the oldest aborted to make room"
+)]
 pub async fn serve(addr: SocketAddr, registry: Registry) -> Result<SocketAddr, Error> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await

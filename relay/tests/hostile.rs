@@ -8,6 +8,10 @@
 //!
 //! Each test prints its figures (`--nocapture` shows them).
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and their harness spawn helper tasks and queues freely; they end with the test"
+)]
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
 use std::io;

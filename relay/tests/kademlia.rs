@@ -4,6 +4,10 @@
 //! records at all: a put is not stored, a get finds nothing. Against the
 //! real binary on loopback, with standard libp2p Kademlia peers.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and their harness spawn helper tasks and queues freely; they end with the test"
+)]
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
 mod common;

@@ -2,6 +2,10 @@
 //! circuit relay v2 client reserving on it, and its Prometheus metrics,
 //! against the real binary on loopback.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and their harness spawn helper tasks and queues freely; they end with the test"
+)]
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
 use std::net::SocketAddr;

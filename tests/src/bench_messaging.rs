@@ -5,6 +5,10 @@
 //! restarted after the throughput phase and its memory measured again (a
 //! diagnostic: how much of its memory is state that survives a restart).
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and their harness spawn helper tasks and queues freely; they end with the test"
+)]
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

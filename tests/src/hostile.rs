@@ -7,6 +7,10 @@
 //!   stranger, as a member (with a member's key) or as a revoked member,
 //!   recording everything the daemon sends it.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and their harness spawn helper tasks and queues freely; they end with the test"
+)]
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

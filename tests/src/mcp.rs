@@ -2,6 +2,10 @@
 //! server as a child process, recording every `notifications/claude/channel`
 //! it is sent. The agent tests and `agentmesh-bench mcp` drive it.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and their harness spawn helper tasks and queues freely; they end with the test"
+)]
 use std::path::Path;
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,10 @@
 //! The typed client split in two: one task waits for events while
 //! another makes calls on the same connection (what the MCP server does).
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and their harness spawn helper tasks and queues freely; they end with the test"
+)]
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
 use agentmesh_node::codes::ErrorCode;

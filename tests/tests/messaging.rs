@@ -1,5 +1,9 @@
 //! Messages between real daemons: threads, restarts, kill -9, consent.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and their harness spawn helper tasks and queues freely; they end with the test"
+)]
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
 use agentmesh_node::api::WhoKind;

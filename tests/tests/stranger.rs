@@ -11,6 +11,10 @@
 //! never opened, stored or audited; before the fix it made the daemon send
 //! the stranger a sync digest naming the team.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and their harness spawn helper tasks and queues freely; they end with the test"
+)]
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
 use std::sync::Arc;

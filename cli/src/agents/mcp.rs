@@ -935,6 +935,10 @@ impl ServerHandler for Mesh {
         self.negotiate_initialize(&request)
     }
 
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the event pump lives as long as the MCP session and ends with the peer"
+    )]
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         tokio::spawn(pump(self.inner.clone(), context.peer.clone()));
     }

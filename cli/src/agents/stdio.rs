@@ -41,6 +41,10 @@ pub const PARSE_ERROR: i64 = -32700;
 /// Starts the filter on this process's standard input and output; gives
 /// the end rmcp serves on, and the task that writes stdout (done once rmcp
 /// is, and all it and the filter wrote is flushed).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the stdin filter lives as long as the MCP process (it ends at stdin's end); the stdout writer's handle is the caller's"
+)]
 pub fn filtered() -> (DuplexStream, JoinHandle<()>) {
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let (rmcp_side, ours) = tokio::io::duplex(PIPE);

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use agentmesh_protocol::Identity;
 use agentmesh_protocol::receipt::{ReceiptEntry, ReceiptState};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, ApiError, Event, Op, Reply, Who, ok};
@@ -313,10 +314,6 @@ struct Inboxes {
     flushed: mpsc::UnboundedReceiver<AfterFlush>,
     /// Sessions attaching and leaving.
     presence: mpsc::UnboundedReceiver<profiles::Presence>,
-    /// Broadcasts judged.
-    judged: mpsc::UnboundedReceiver<bus::Judgments>,
-    /// Wake runs ended.
-    ended: mpsc::UnboundedReceiver<runs::RunEnded>,
 }
 
 /// The mail actor: the parts, and what they need from outside.
@@ -349,11 +346,26 @@ pub struct Mail {
     receipts: receipts::Receipts,
     /// What this machine carries for members that are offline.
     carrying: carrying::Carrying,
+    /// Its tasks: judgings and wake runs' supervisors.
+    tasks: JoinSet<Finished>,
+}
+
+/// What a task of the mail actor ends with.
+#[derive(Debug)]
+enum Finished {
+    /// A broadcast judged.
+    Judged(Box<bus::Judgments>),
+    /// A wake run ended.
+    Ended(runs::RunEnded),
 }
 
 impl Mail {
     /// Loads the mail actor's state from the store; its handle, and the
     /// task to run (it ends when `setup.cancel` fires or an inbox closes).
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "flushed: sent from the flusher's thread, which may neither block nor drop work made durable, one per flush that has work waiting (bounded by MAIL_QUEUE ops and the batches in flight); presence: sent from a session guard's Drop, at most two per attached client"
+    )]
     pub fn start(
         setup: MailSetup,
     ) -> Result<(MailHandle, impl Future<Output = ()> + use<>), StoreError> {
@@ -388,14 +400,12 @@ impl Mail {
         let unread = unread::Unread::load(store.as_ref())?;
         let profiles = profiles::Profiles::load(store.as_ref(), preset, local_directory)?;
         let taints = taint::Taints::load(store.as_ref())?;
-        let (ended_tx, ended) = mpsc::unbounded_channel();
         let limits = (wake.max_runs, wake.run_limit);
-        let runs = runs::Runs::load(store.as_ref(), limits, &home, ended_tx, now())?;
+        let runs = runs::Runs::load(store.as_ref(), limits, &home, now())?;
         let receipts = receipts::Receipts::load(store.as_ref())?;
         let wakes = wakes::Wakes::load(store.as_ref(), wake, home)?;
         let (presence_tx, presence) = mpsc::unbounded_channel();
-        let (judged_tx, judged) = mpsc::unbounded_channel();
-        let bus = bus::Bus::new(judge, store.broadcasts()?, judged_tx);
+        let bus = bus::Bus::new(judge, store.broadcasts()?);
         let mut mail = Mail {
             shared: Shared {
                 store,
@@ -418,6 +428,7 @@ impl Mail {
             runs,
             receipts,
             carrying,
+            tasks: JoinSet::new(),
         };
         // Broadcasts accepted before a restart and not judged.
         mail.judge_next();
@@ -436,8 +447,6 @@ impl Mail {
             link,
             flushed,
             presence,
-            judged,
-            ended,
         };
         Ok((handle, mail.run(inboxes, cancel)))
     }
@@ -471,8 +480,14 @@ impl Mail {
                         self.publish_local();
                     }
                 },
-                Some(j) = inboxes.judged.recv() => self.on_judged(j),
-                Some(e) = inboxes.ended.recv() => self.on_run_ended(e),
+                Some(done) = self.tasks.join_next() => match done {
+                    Ok(Finished::Judged(j)) => self.on_judged(*j),
+                    Ok(Finished::Ended(e)) => self.on_run_ended(e),
+                    // A judging task that panicked: its broadcast stays
+                    // in the store, judged again at the next start; a
+                    // supervisor's: its run shows `interrupted` then.
+                    Err(e) => tracing::error!(error = %e, "a task of the mail actor failed"),
+                },
                 Some(p) = inboxes.presence.recv() => {
                     self.profiles.presence(&p);
                     self.publish_local();
@@ -495,6 +510,9 @@ impl Mail {
         for w in self.courier.firsts().drain() {
             let _ = w.reply.send(ok(w.sent));
         }
+        // Its tasks end with it: a judging stopped, a run's process group
+        // killed (a run shows `interrupted` at the next start).
+        self.tasks.shutdown().await;
     }
 
     /// Answers the sends whose first answer came (or whose machine is

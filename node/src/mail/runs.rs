@@ -29,7 +29,6 @@ use std::time::Duration;
 use agentmesh_protocol::Timestamp;
 use serde::Deserialize;
 use tokio::io::AsyncReadExt;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, ApiError, RunStatus, RunView, WakeAgent, WakeCommandView, WakeListView};
@@ -100,7 +99,6 @@ pub(super) struct Runs {
     records: VecDeque<RunRecord>,
     stops: BTreeMap<String, CancellationToken>,
     queued: VecDeque<String>,
-    ended: mpsc::UnboundedSender<RunEnded>,
     /// Per mailbox, the newest tainted message logged as waiting (`taint`
     /// is logged once per message that arrived, not per look).
     taint_logged: BTreeMap<String, u64>,
@@ -113,7 +111,6 @@ impl Runs {
         store: &dyn Store,
         (max_runs, run_limit): (u32, Duration),
         home: &Path,
-        ended: mpsc::UnboundedSender<RunEnded>,
         now: Timestamp,
     ) -> Result<Runs, StoreError> {
         let mut records: Vec<RunRecord> = store.runs()?;
@@ -143,7 +140,6 @@ impl Runs {
             records: records.into(),
             stops: BTreeMap::new(),
             queued: VecDeque::new(),
-            ended,
             taint_logged: BTreeMap::new(),
         })
     }
@@ -230,13 +226,14 @@ impl Runs {
     }
 
     /// Starts `start`: its record written durably first (a crash from
-    /// here on leaves it `interrupted`, never unknown), then the process.
+    /// here on leaves it `interrupted`, never unknown); then the caller
+    /// runs the process, under the supervisor returned, in a task it owns.
     pub(super) fn start(
         &mut self,
         store: &dyn Store,
         start: Start,
         now: Timestamp,
-    ) -> Result<RunRecord, StoreError> {
+    ) -> Result<(RunRecord, impl Future<Output = RunEnded> + Send + use<>), StoreError> {
         if let Err(e) = std::fs::create_dir_all(&self.dir) {
             tracing::warn!(error = %e, dir = %self.dir.display(), "cannot make the wake log folder");
         }
@@ -269,12 +266,11 @@ impl Runs {
             limit: self.run_limit,
             stop,
         };
-        tokio::spawn(supervise(job, self.ended.clone()));
         // It runs: a record not pruned now is pruned after the next run.
         if let Err(e) = self.prune(store) {
             tracing::warn!(error = %e, "cannot prune old wake runs");
         }
-        Ok(record)
+        Ok((record, supervise(job)))
     }
 
     /// A run ended: its record, final (and durable, unless the store
@@ -528,8 +524,8 @@ fn signal_group(group: Option<nix::unistd::Pid>, signal: nix::sys::signal::Signa
     }
 }
 
-/// Runs one wake run to its end, and reports it.
-async fn supervise(job: Supervised, ended: mpsc::UnboundedSender<RunEnded>) {
+/// Runs one wake run to its end, and says how it ended.
+async fn supervise(job: Supervised) -> RunEnded {
     use nix::sys::signal::Signal;
     let log = Arc::new(Mutex::new(Log::create(&job.log)));
     let c = &job.command;
@@ -557,13 +553,12 @@ async fn supervise(job: Supervised, ended: mpsc::UnboundedSender<RunEnded>) {
             if let Ok(mut l) = log.lock() {
                 l.finish(&exit);
             }
-            let _ = ended.send(RunEnded {
+            return RunEnded {
                 id: job.id,
                 status: RunStatus::NotStarted,
                 exit,
                 session: None,
-            });
-            return;
+            };
         }
     };
     let group = child
@@ -573,8 +568,17 @@ async fn supervise(job: Supervised, ended: mpsc::UnboundedSender<RunEnded>) {
     // Whatever the run left running in its group ends with it, however
     // this task ends.
     let _group = Group(group);
-    let out = tokio::spawn(drain(child.stdout.take(), log.clone(), MAX_RESULT));
-    let err = tokio::spawn(drain(child.stderr.take(), log.clone(), 0));
+    // Its two pipes drained in tasks of this one's own: dropping the set
+    // ends them. Its stderr is logged, never read: the session comes from
+    // the agent's own channel on stdout only.
+    let mut drains = tokio::task::JoinSet::new();
+    let (stdout, stderr, l) = (child.stdout.take(), child.stderr.take(), log.clone());
+    drains.spawn(async move { Some(drain(stdout, l, MAX_RESULT).await) });
+    let l = log.clone();
+    drains.spawn(async move {
+        drain(stderr, l, 0).await;
+        None
+    });
     let mut ended_by = None;
     let status = {
         let wait = child.wait();
@@ -592,31 +596,26 @@ async fn supervise(job: Supervised, ended: mpsc::UnboundedSender<RunEnded>) {
         }
     };
     signal_group(group, Signal::SIGKILL);
-    let grab = |mut h: tokio::task::JoinHandle<Kept>| async move {
-        match tokio::time::timeout(DRAIN_AFTER_EXIT, &mut h).await {
-            Ok(Ok(kept)) => kept,
-            // A descendant that left the group holds the pipe: its output
-            // is not waited for, nor kept.
-            _ => {
-                h.abort();
-                Kept::default()
-            }
+    // A descendant that left the group may hold a pipe: its output is
+    // not waited for past DRAIN_AFTER_EXIT, nor kept.
+    let mut out = Kept::default();
+    let until = tokio::time::Instant::now() + DRAIN_AFTER_EXIT;
+    while let Ok(Some(drained)) = tokio::time::timeout_at(until, drains.join_next()).await {
+        if let Ok(Some(kept)) = drained {
+            out = kept;
         }
-    };
-    // Its stderr is logged, never read: the session comes from the
-    // agent's own channel on stdout only.
-    let (out, _) = (grab(out).await, grab(err).await);
+    }
     let session = session_of(job.agent, &out);
     let (status, exit) = outcome(ended_by, status, job.limit, session.is_some());
     if let Ok(mut l) = log.lock() {
         l.finish(&exit);
     }
-    let _ = ended.send(RunEnded {
+    RunEnded {
         id: job.id,
         status,
         exit,
         session,
-    });
+    }
 }
 
 /// How a run ended, and in words: `ended_by` the daemon (its time limit,

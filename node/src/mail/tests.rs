@@ -1,3 +1,7 @@
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests and their harness spawn helper tasks and queues freely; they end with the test"
+)]
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
 use std::cell::RefCell;

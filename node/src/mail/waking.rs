@@ -26,7 +26,7 @@ use crate::wake;
 
 use super::runs::{RunEnded, Start};
 use super::wakes::Spend;
-use super::{Mail, address, hex, pages};
+use super::{Finished, Mail, address, hex, pages};
 
 /// Unread messages of a mailbox looked at for a run, at most: tainted
 /// mail at the head of its inbox hides no more than this much of the rest.
@@ -129,9 +129,15 @@ impl Mail {
                 .iter()
                 .any(|r| r.kind == agentmesh_protocol::envelope::Kind::Broadcast.as_str()),
         };
-        if let Err(e) = self.runs.start(ctx.store, start, now) {
-            tracing::error!(error = %e, "cannot record a wake run; none was started");
-            return;
+        match self.runs.start(ctx.store, start, now) {
+            Ok((_, supervised)) => {
+                self.tasks
+                    .spawn(async move { Finished::Ended(supervised.await) });
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot record a wake run; none was started");
+                return;
+            }
         }
         if let Err(e) = self.wakes.spend(ctx.store, mailbox, Spend::Run, now) {
             tracing::error!(error = %e, "cannot record a mailbox's spent wake budget");

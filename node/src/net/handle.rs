@@ -63,6 +63,10 @@ pub struct CarryHandle {
 impl Handle {
     /// The handles and the loop's inbox; `pending` bounds the answers to
     /// inbound batches (one slot per batch waiting).
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the mail actor hands batches on from synchronous code; the courier keeps at most MAX_IN_FLIGHT per peer in flight and the carrier at most MAX_CARRIED, which bounds this queue"
+    )]
     pub fn new(
         pending: usize,
         local: watch::Receiver<Arc<crate::bus::LocalDirectory>>,
@@ -94,6 +98,10 @@ impl Handle {
     /// A handle and link for the mail actor's unit tests, with the ends
     /// the node would hold.
     #[cfg(test)]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the test ends mirror the carriage's delivery queue"
+    )]
     pub(crate) fn for_tests() -> (CarryHandle, MailLink, TestEnds) {
         let local = watch::channel(Arc::new(crate::bus::LocalDirectory::default())).1;
         let (_, carrier, inbox) = Handle::new(16, local);

@@ -226,6 +226,10 @@ async fn events(site: &Site, cancel: CancellationToken) -> Response<Body> {
 
 /// A stream of what `fill` sends, while it runs (bounded: a slow reader
 /// holds `fill` back).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the filler is the body's: it ends when the body's reader is gone (its next send fails) or its events end"
+)]
 fn async_stream<F, Fut>(fill: F) -> impl futures::Stream<Item = Bytes> + Send + 'static
 where
     F: FnOnce(tokio::sync::mpsc::Sender<Bytes>) -> Fut,

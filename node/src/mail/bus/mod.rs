@@ -38,7 +38,7 @@ use super::address::mailbox_name;
 use super::consent::{Consent, Decision};
 use super::loops::Sending;
 use super::mailroom::{self, remote_target};
-use super::{AfterFlush, Ctx, Mail, address, hex, pages, peer_of};
+use super::{AfterFlush, Ctx, Finished, Mail, address, hex, pages, peer_of};
 use crate::api::{self, ApiError, Event, Reply, Who};
 use crate::audit::AuditEvent;
 use crate::bus::JudgeWith;
@@ -378,18 +378,17 @@ impl Mail {
             calls_left,
             cwd: self.wakes.home().join("run").join("judge"),
         };
-        let done = self.bus.done.clone();
         self.bus.judging = Some(record.from_peer.clone());
-        tokio::spawn(async move {
+        // A task of the actor's: one stopped with the daemon leaves its
+        // broadcast in the store, judged at the next start.
+        self.tasks.spawn(async move {
             let (outcomes, agent_calls) =
                 stages::judge_all(judging, &record.text, candidates).await;
-            // The actor gone means the daemon is stopping; the broadcast
-            // is still in the store and is judged at the next start.
-            let _ = done.send(Judgments {
+            Finished::Judged(Box::new(Judgments {
                 record,
                 outcomes,
                 agent_calls,
-            });
+            }))
         });
     }
 

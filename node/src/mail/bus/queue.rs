@@ -11,9 +11,6 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use tokio::sync::mpsc;
-
-use super::Judgments;
 use crate::bus::JudgeWith;
 use crate::store::InboxRecord;
 
@@ -45,19 +42,14 @@ pub(in crate::mail) struct Bus {
     reserved: BTreeMap<String, usize>,
     /// The sender of the broadcast being judged, while one is.
     pub(super) judging: Option<String>,
-    pub(super) done: mpsc::UnboundedSender<Judgments>,
     /// Agent calls spent today (`[bus] judge = "agent"`).
     pub(super) agent_calls: super::AgentCalls,
 }
 
 impl Bus {
-    /// A bus judging with `judge`, whose judgments come back on `done`;
-    /// `stored` were accepted before a restart and not judged.
-    pub(in crate::mail) fn new(
-        judge: JudgeWith,
-        stored: Vec<InboxRecord>,
-        done: mpsc::UnboundedSender<Judgments>,
-    ) -> Bus {
+    /// A bus judging with `judge`; `stored` were accepted before a
+    /// restart and not judged.
+    pub(in crate::mail) fn new(judge: JudgeWith, stored: Vec<InboxRecord>) -> Bus {
         let mut bus = Bus {
             judge,
             waiting: BTreeMap::new(),
@@ -65,7 +57,6 @@ impl Bus {
             rested: None,
             reserved: BTreeMap::new(),
             judging: None,
-            done,
             agent_calls: super::AgentCalls::default(),
         };
         bus.enqueue(stored);
@@ -165,9 +156,8 @@ mod tests {
 
     #[test]
     fn senders_take_turns_and_each_has_its_own_bound() {
-        let (done, _rx) = mpsc::unbounded_channel();
         let stored = (1..=10).map(|n| from("busy", n)).collect();
-        let mut bus = Bus::new(JudgeWith::Builtin, stored, done);
+        let mut bus = Bus::new(JudgeWith::Builtin, stored);
         assert_eq!(bus.room_for("busy"), MAX_WAITING_PER_SENDER - 10);
         assert_eq!(bus.room_for("honest"), MAX_WAITING_PER_SENDER);
         // The busy one's first is being judged when the honest one's

@@ -119,7 +119,7 @@ pub struct StoppedByDown {
     /// The daemon `down` stopped, if one was running.
     pub pid: Option<u32>,
     /// The agent sessions whose hooks said so already (oldest first, at
-    /// most [`MAX_TOLD`]): a hook says it once per session.
+    /// most `MAX_TOLD`): a hook says it once per session.
     #[serde(default)]
     pub told: Vec<String>,
 }

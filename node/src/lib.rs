@@ -10,9 +10,14 @@
 //!   deadlines; it runs [`team`] and tells [`mail`] what happens as events.
 //! - [`team`]: the team's state, sync, joining (both sides) and team ops,
 //!   as a state machine the network drives through [`team::Network`].
-//! - [`mail`]: messaging: the mailroom, the courier, the inbox, consent,
-//!   fan-out to attached clients and retention, each its own part of one
-//!   actor.
+//! - [`mail`]: messaging, one actor: the mailroom, the courier, the
+//!   inbox, consent, receipts, carrying, fan-out to attached clients and
+//!   retention; broadcasts and their judging; wake runs and budgets; loops
+//!   and taint. Its tasks (judgings, runs' supervisors) are its own.
+//! - [`wake`]: what a wake run is: the agent's command line and its
+//!   prompt, built from a mailbox's settings.
+//! - [`framing`]: how a peer's message is framed for a model: marked as
+//!   another machine's words, never the user's instruction.
 //! - [`wire`]: what machines say to each other (no libp2p types).
 //! - [`store`]: what the daemon keeps between runs, behind traits split by
 //!   owner, in sled; the group commit every durable write goes through.
@@ -22,6 +27,7 @@
 //!   server, and the typed client (split into requests and events).
 //! - [`bus`]: the directory's and the broadcast judge's shared words.
 //! - [`limits`]: bounded per-key rate windows.
+//! - [`ui`]: the local web page, a client of the socket like any other.
 //! - [`home`], [`config`], [`clock`]: where a node keeps its files, its
 //!   settings, and the calendar clock test builds can move.
 
@@ -41,7 +47,6 @@ pub mod home;
 pub mod limits;
 pub mod mail;
 pub mod net;
-
 pub mod server;
 pub mod store;
 pub mod team;

@@ -124,6 +124,25 @@ fn features_of(scope: &[&str], package: &str) -> String {
     first
 }
 
+/// node/src/lib.rs's guide names every module of the daemon.
+#[test]
+fn the_module_guide_lists_every_module() {
+    let lib = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../node/src/lib.rs"))
+        .unwrap();
+    let guide: String = lib.lines().filter(|l| l.starts_with("//!")).collect();
+    let modules: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod ")?.strip_suffix(';'))
+        .collect();
+    assert!(modules.len() > 10, "{modules:?}");
+    for m in modules {
+        assert!(
+            guide.contains(&format!("[`{m}`]")),
+            "node/src/lib.rs's guide does not name [`{m}`]"
+        );
+    }
+}
+
 /// No two top-level modules of the daemon depend on each other, directly
 /// or through others, and the network never names the mail actor: events
 /// flow out of an actor, they don't reach into another's handle.

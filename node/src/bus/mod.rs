@@ -93,7 +93,7 @@ pub struct LocalMailbox {
 }
 
 /// This machine's mailboxes, the owner's first, then by name; at most
-/// [`MAX_DIRECTORY_MAILBOXES`].
+/// [`MAX_DIRECTORY_MAILBOXES`](agentmesh_protocol::directory::MAX_DIRECTORY_MAILBOXES).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LocalDirectory {
     /// The mailboxes.

@@ -99,7 +99,7 @@ impl Undelivered {
 #[derive(Debug)]
 pub enum MailEvent {
     /// A batch from a member (or a revoked machine, to be refused with a
-    /// reason); answer it with [`super::Handle::answer_mail`] and its
+    /// reason); answer it with [`super::CarryHandle::answer_mail`] and its
     /// `token`. The network checked the sender against the team, once:
     /// strangers' batches never get here.
     Inbound {

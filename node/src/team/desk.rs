@@ -124,7 +124,7 @@ pub struct Desk {
 
 impl Desk {
     /// Counts a request from `peer`; false if it is over `per_minute`.
-    /// At most [`MAX_RATE_ENTRIES`] machines are remembered; a new one
+    /// At most `MAX_RATE_ENTRIES` machines are remembered; a new one
     /// takes the place of the one whose minute started longest ago, so a
     /// flood of fresh identities can't lock a real joiner out.
     pub fn allow(&mut self, peer: PeerId, now: Instant, per_minute: u32) -> bool {

@@ -327,7 +327,7 @@ fn restart_diagnostic(node: &mut Node, rss_after_run: f64) {
 }
 
 /// The cross-machine path: two daemons of one owner, on loopback.
-fn two_daemons(sends: usize) -> PathFigures {
+pub fn two_daemons(sends: usize) -> PathFigures {
     // One owner: nothing is held for approval.
     let [a, mut b] = team([("sender", "Ada"), ("receiver", "Ada")]);
     wait_for("the sender to be connected to the receiver", || {

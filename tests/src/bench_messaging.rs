@@ -127,7 +127,7 @@ pub(crate) fn text_1k(i: usize) -> String {
 }
 
 /// The crypto floor: seal+sign then verify+open of a 1 KiB body, per second.
-fn crypto_floor() -> f64 {
+pub(crate) fn crypto_floor() -> f64 {
     let mut rng = rand::rng();
     let (a, b) = (Identity::generate(&mut rng), Identity::generate(&mut rng));
     let now = Timestamp::from_unix_millis(1_800_000_000_000);
@@ -240,11 +240,9 @@ fn raw_transport(messages: usize) -> f64 {
     })
 }
 
-/// Runs the whole benchmark with `messages` in the throughput phase.
-pub fn run(messages: usize) -> Figures {
-    let crypto_floor_per_s = crypto_floor();
-    let raw_transport_per_s = raw_transport(messages.clamp(10_000, 50_000));
-
+/// Two daemons of two owners on loopback, in one team: a sender and a
+/// receiver.
+pub(crate) fn pair() -> (Node, Node) {
     let mut a = Node::new("sender");
     let mut b = Node::new("receiver");
     a.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
@@ -253,14 +251,20 @@ pub fn run(messages: usize) -> Figures {
     b.start();
     a.ok(&["team", "create", "bench", "--owner", "Ada"]);
     join(&a, &b, "Ada");
-    let observer = Observer::start(&b);
+    (a, b)
+}
 
-    // Throughput: SENDERS clients sending at once, as fast as answers come.
+/// Throughput: [`SENDERS`] clients of `a` sending about `messages` 1 KiB
+/// messages to the receiver at once, as fast as answers come, until the
+/// `observer` of the receiver has seen them all; (messages a second, how
+/// many were sent).
+pub(crate) fn throughput(a: &Node, observer: &Observer, messages: usize) -> (f64, usize) {
+    let before = observer.count();
     let start = Instant::now();
     let per = messages.div_ceil(SENDERS);
     let threads: Vec<_> = (0..SENDERS)
         .map(|s| {
-            let mut c = ApiClient::attach(&a, who(WhoKind::Agent, &format!("s{s}")), None);
+            let mut c = ApiClient::attach(a, who(WhoKind::Agent, &format!("s{s}")), None);
             std::thread::spawn(move || {
                 for i in 0..per {
                     c.send("@receiver", &text_1k(s * per + i))
@@ -277,14 +281,25 @@ pub fn run(messages: usize) -> Figures {
     wait_for_within(
         "every message to reach the receiver's inbox",
         Duration::from_secs(3600),
-        || (observer.count() >= total).then_some(()),
+        || (observer.count() >= before + total).then_some(()),
     );
-    let throughput_per_s = total as f64 / start.elapsed().as_secs_f64();
+    let per_s = total as f64 / start.elapsed().as_secs_f64();
     eprintln!(
         "(sends answered after {:.1} s; all in the inbox after {:.1} s)",
         sends_done.as_secs_f64(),
         start.elapsed().as_secs_f64()
     );
+    (per_s, total)
+}
+
+/// Runs the whole benchmark with `messages` in the throughput phase.
+pub fn run(messages: usize) -> Figures {
+    let crypto_floor_per_s = crypto_floor();
+    let raw_transport_per_s = raw_transport(messages.clamp(10_000, 50_000));
+
+    let (mut a, mut b) = pair();
+    let observer = Observer::start(&b);
+    let (throughput_per_s, total) = throughput(&a, &observer, messages);
     let sender_rss_mib = rss_mib(a.pid());
     if std::env::var_os("AGENTMESH_BENCH_SENDER_RESTART").is_some() {
         // Diagnostic: how much of the sender's memory survives a restart.

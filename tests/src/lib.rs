@@ -16,6 +16,7 @@ pub mod bench_carry;
 pub mod bench_mcp;
 pub mod bench_messaging;
 pub mod bench_natlab;
+pub mod bench_smoke;
 pub mod bench_wake;
 pub mod hostile;
 pub mod mcp;

@@ -6,7 +6,13 @@
 //! agentmesh-bench mcp [--sends N] [--json]
 //! agentmesh-bench natlab [--trials N] [--only TEXT] [--json]   (as root)
 //! agentmesh-bench bus [--rounds N] [--tune] [--json]
+//! agentmesh-bench smoke [--against docs/benchmarks.md] [--json]
 //! ```
+//!
+//! `smoke`: messaging, the MCP send and the judge briefly, each as a ratio
+//! to a floor measured in the same run; with `--against`, exits 1 when a
+//! ratio is under half of the one the file records (CI runs it); see
+//! `agentmesh_tests::bench_smoke`.
 //!
 //! `bus`: the broadcast judge's time per pair and its precision and recall
 //! per preset on the labelled set's held-out part; `--tune` prints the
@@ -180,6 +186,14 @@ enum Bench {
         #[arg(long, value_name = "N", default_value_t = 200, value_parser = at_least_one())]
         receipts: usize,
     },
+    /// Messaging, the MCP send and the judge, briefly (about a minute),
+    /// each as a ratio to a floor measured in the same run.
+    Smoke {
+        /// Fail (exit 1) when a ratio is under half of the one this file
+        /// records on its line `smoke ratios: NAME VALUE, ...`.
+        #[arg(long, value_name = "FILE")]
+        against: Option<std::path::PathBuf>,
+    },
     /// The reaper every run starts (internal): ends the run's daemons
     /// once the run has ended.
     #[command(name = "reap", hide = true)]
@@ -248,7 +262,55 @@ fn main() {
                 );
             }
         }
+        Bench::Smoke { against } => smoke(against.as_deref(), json),
         Bench::Reap => unreachable!("handled above"),
+    }
+}
+
+fn smoke(against: Option<&std::path::Path>, json: bool) {
+    use agentmesh_tests::bench_smoke;
+    // Read first: a missing or malformed record fails before a minute of
+    // measuring.
+    let recorded = against.map(|path| {
+        let doc = std::fs::read_to_string(path).unwrap_or_else(|e| {
+            eprintln!("error: cannot read {}: {e}", path.display());
+            std::process::exit(1);
+        });
+        bench_smoke::recorded(&doc).unwrap_or_else(|e| {
+            eprintln!("error: {}: {e}", path.display());
+            std::process::exit(1);
+        })
+    });
+    let f = bench_smoke::run();
+    if json {
+        println!("{}", serde_json::to_string(&f).unwrap());
+    } else {
+        println!(
+            "smoke ({:.0} s): crypto floor {:.0}/s on one core",
+            f.seconds, f.crypto_floor_per_s
+        );
+        println!(
+            "  messaging {:.0} messages/s: messaging_ratio {:.3}",
+            f.messaging_per_s, f.messaging_ratio
+        );
+        println!(
+            "  MCP send_message {:.0}/s, the same send through the local API {:.0}/s: mcp_ratio {:.3}",
+            f.mcp_sends_per_s, f.api_sends_per_s, f.mcp_ratio
+        );
+        println!(
+            "  judge {:.0} pairs/s: bus_ratio {:.3}",
+            f.judge_pairs_per_s, f.bus_ratio
+        );
+    }
+    if let Some(recorded) = recorded {
+        let slow = bench_smoke::regressions(&f, &recorded);
+        for s in &slow {
+            eprintln!("regression: {s}");
+        }
+        if !slow.is_empty() {
+            std::process::exit(1);
+        }
+        eprintln!("smoke: every ratio is at least half of the one recorded");
     }
 }
 

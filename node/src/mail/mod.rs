@@ -42,47 +42,35 @@ use crate::team::Directory;
 use crate::wire::MailReply;
 
 mod address;
-mod answers;
 mod bus;
-mod carrying;
 mod consent;
-mod courier;
 mod ctx;
-mod fanout;
-mod inbox;
-mod loops;
-mod mailboxes;
-mod mailroom;
-mod notes;
-mod ops;
-mod owed;
-mod pages;
-mod profiles;
-mod receipts;
-mod retention;
-mod runs;
-mod taint;
+mod guard;
+mod post;
 #[cfg(test)]
 mod tests;
-mod unread;
-mod wakes;
-mod waking;
+mod wake;
 
 pub use address::{address, parse_address};
+use bus::profiles;
 pub use bus::{MAX_WAITING_BROADCASTS, MAX_WAITING_PER_SENDER};
 pub use carrying::MAX_CARRIED;
+use consent::mailboxes;
 pub use consent::{HeldReason, MAX_HELD_PER_SENDER};
 pub use courier::MAX_IN_FLIGHT;
 use courier::firsts;
 use ctx::{Ctx, MAX_REMOTE_REASON, Now, Shared, hex, peer_of, sha, who_label};
 pub use fanout::EVENT_QUEUE;
+use guard::{loops, retention, taint};
 pub use inbox::{REFUSAL_AUDIT_WINDOW, REFUSALS_AUDITED_PER_WINDOW};
 pub use loops::LoopRules;
 pub use mailroom::MAX_OUTBOX;
 pub use ops::{MAX_OUTBOX_LISTED, MIN_ID_PREFIX};
 pub use pages::{MAX_INBOX_PAGE, MAX_INBOX_SCAN};
+use post::{carrying, courier, fanout, inbox, mailroom, ops, pages, receipts, unread};
 pub use retention::{HELD_EXPIRY, OUTBOX_KEEP, READ_EXPIRY};
 pub use unread::MAX_TAKE;
+use wake::{runs, wakes, waking};
 
 /// Requests waiting for the mail actor.
 pub const MAIL_QUEUE: usize = 1024;

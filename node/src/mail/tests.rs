@@ -13,12 +13,12 @@ use agentmesh_protocol::time::MAX_CLOCK_SKEW;
 use agentmesh_protocol::{Name, PeerId, Timestamp};
 use serde_bytes::ByteBuf;
 
-use super::consent::{Consent, Decision, HeldReason};
-use super::courier::{BACKOFF_MAX, Carrier, Courier, PeerQueue, backoff};
-use super::inbox::{Inbox, Sender};
-use super::pages::inbox_page;
 use super::*;
 use crate::api::{HeldOutcome, WhoKind};
+use crate::mail::consent::{Consent, Decision, HeldReason};
+use crate::mail::post::courier::{BACKOFF_MAX, Carrier, Courier, PeerQueue, backoff};
+use crate::mail::post::inbox::{Inbox, Sender};
+use crate::mail::post::pages::inbox_page;
 use crate::net::{Carry, CarryHandle, Handle, Undelivered, Via};
 use crate::store::testing::Flaky;
 use crate::store::{

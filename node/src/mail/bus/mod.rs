@@ -20,6 +20,8 @@
 //! id derived from the broadcast's and the mailbox's, so a judgment
 //! written twice is one copy.
 
+pub(in crate::mail) mod notes;
+pub(in crate::mail) mod profiles;
 mod queue;
 mod stages;
 mod stats;
@@ -36,14 +38,14 @@ use tokio::sync::oneshot;
 
 use super::address::mailbox_name;
 use super::consent::{Consent, Decision};
-use super::loops::Sending;
-use super::mailroom::{self, remote_target};
 use super::{AfterFlush, Ctx, Finished, Mail, address, hex, pages, peer_of};
 use crate::api::{self, ApiError, Event, Reply, Who};
 use crate::audit::AuditEvent;
 use crate::bus::JudgeWith;
 use crate::bus::judge::Input;
 use crate::codes::ErrorCode;
+use crate::mail::guard::loops::Sending;
+use crate::mail::post::mailroom::{self, remote_target};
 use crate::store::{AuditEntry, CountsRecord, InboxRecord, Judged, OutboxRecord, OutboxStatus};
 pub(in crate::mail) use stages::AgentCalls;
 use stages::{Candidate, Judging, Outcome};
@@ -128,7 +130,7 @@ impl Mail {
 struct SendParts<'a> {
     room: &'a mailroom::Mailroom,
     consent: &'a Consent,
-    loops: &'a mut super::loops::Loops,
+    loops: &'a mut crate::mail::guard::loops::Loops,
     /// Messages the courier has yet to deliver.
     waiting: usize,
 }
@@ -148,9 +150,12 @@ fn seal_broadcast(
     let now = ctx.now.wall;
     api::check_text(&req.text)?;
     let from_mailbox = match req.from_mailbox.as_deref() {
-        Some(m) => {
-            super::mailboxes::sending_from(m, req.attached.as_deref(), consent, &dir.my_name)?
-        }
+        Some(m) => crate::mail::consent::mailboxes::sending_from(
+            m,
+            req.attached.as_deref(),
+            consent,
+            &dir.my_name,
+        )?,
         None => req.attached.clone(),
     };
     let from_mailbox = from_mailbox.as_deref().map(mailbox_name).transpose()?;
@@ -353,7 +358,7 @@ impl Mail {
                 return true;
             }
             let log = &mut self.shared.log;
-            super::waking::budget_spent(&mut self.wakes, log, m, &dir.my_name, now);
+            crate::mail::wake::waking::budget_spent(&mut self.wakes, log, m, &dir.my_name, now);
             false
         });
         for c in &mut candidates {
@@ -476,9 +481,12 @@ impl Mail {
                 continue;
             }
             if let Some(m) = m
-                && let Err(e) =
-                    self.wakes
-                        .spend(ctx.store, m, super::wakes::Spend::Broadcast, ctx.now.wall)
+                && let Err(e) = self.wakes.spend(
+                    ctx.store,
+                    m,
+                    crate::mail::wake::wakes::Spend::Broadcast,
+                    ctx.now.wall,
+                )
             {
                 tracing::error!(error = %e, "cannot record a mailbox's spent wake budget");
             }
@@ -692,7 +700,7 @@ fn candidates(
     record: &InboxRecord,
     me: agentmesh_protocol::PeerId,
     consent: &Consent,
-    profiles: &super::profiles::Profiles,
+    profiles: &profiles::Profiles,
     dir: &crate::team::Directory,
     now: Timestamp,
 ) -> Vec<Candidate> {

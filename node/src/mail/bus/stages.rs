@@ -147,7 +147,7 @@ impl AgentCalls {
         now: agentmesh_protocol::Timestamp,
         limit: u32,
     ) -> u32 {
-        let (day, next_midnight) = super::super::wakes::local_day(now);
+        let (day, next_midnight) = crate::mail::wake::wakes::local_day(now);
         if self.day.as_deref() != Some(day.as_str()) {
             let first = self.day.is_none();
             self.day = Some(day);

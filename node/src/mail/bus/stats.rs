@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 
 use agentmesh_protocol::Timestamp;
 
-use super::super::address::address;
-use super::super::runs::Runs;
 use crate::api::{self, BusStatsRow, BusStatsView, Reply, RunStatus};
 use crate::audit::AuditEvent;
+use crate::mail::address::address;
+use crate::mail::wake::runs::Runs;
 use crate::store::Store;
 
 /// The most audit entries read for the counts.
@@ -75,7 +75,7 @@ pub(in crate::mail) fn bus_stats(store: &dyn Store, runs: &Runs, my_name: &str) 
     total.silent_wake_share = share(total.silent_runs, total.wake_runs);
     api::ok(BusStatsView {
         judged_since: since.map(api::rfc3339_ms),
-        runs_kept: super::super::runs::MAX_RUNS_KEPT,
+        runs_kept: crate::mail::wake::runs::MAX_RUNS_KEPT,
         mailboxes: rows.into_values().collect(),
         total,
     })

@@ -5,7 +5,7 @@
 use agentmesh_protocol::receipt::ReceiptState;
 
 use super::*;
-use crate::mail::inbox::Room;
+use crate::mail::post::inbox::Room;
 use crate::store::CarryStore;
 
 /// A batch `carrier` brought (as a carrier), received by `inbox`: its
@@ -344,7 +344,7 @@ fn hold_for(store: &dyn Store, from: &Identity, to: &Identity, sent_at: &[u64]) 
 
 #[test]
 fn a_carrier_carries_on_oldest_first_and_what_was_busy_later() {
-    use crate::mail::carrying::Carrying;
+    use crate::mail::post::carrying::Carrying;
     let t = team();
     let mut d = desk();
     // Sealed at +3 s, +1 s, +2 s: carried on as +1, +2, +3.
@@ -395,7 +395,7 @@ fn a_carrier_carries_on_oldest_first_and_what_was_busy_later() {
 
 #[test]
 fn a_carrier_that_is_no_longer_a_member_drops_what_it_holds() {
-    use crate::mail::carrying::Carrying;
+    use crate::mail::post::carrying::Carrying;
     let mut t = team();
     let mut d = desk();
     hold_for(d.store.as_ref(), &t.alpha, &t.carol, &[1_000, 2_000]);

@@ -31,17 +31,17 @@ use crate::wake::{self, Run, SessionId};
 
 /// A session with no hook for this long is no longer live (Codex has no
 /// SessionEnd hook; a laptop that slept kills none either).
-pub(super) const LIVE_FOR: Duration = Duration::from_secs(12 * 3600);
+pub(in crate::mail) const LIVE_FOR: Duration = Duration::from_secs(12 * 3600);
 
 /// Sessions kept per mailbox (the newest by their last hook).
-pub(super) const MAX_SESSIONS: usize = 8;
+pub(in crate::mail) const MAX_SESSIONS: usize = 8;
 
 /// Wakes a day a mailbox may be given, at most.
 const MAX_BUDGET: u32 = 10_000;
 
 /// The wake settings and the sessions hooks reported.
 #[derive(Debug)]
-pub(super) struct Wakes {
+pub(in crate::mail) struct Wakes {
     rules: WakeRules,
     /// The daemon's home (a run's AGENTMESH_HOME).
     home: PathBuf,
@@ -59,7 +59,7 @@ pub(super) struct Wakes {
 
 /// What counts against a mailbox's daily wake budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Spend {
+pub(in crate::mail) enum Spend {
     /// A wake run started.
     Run,
     /// A broadcast was delivered to it.
@@ -70,7 +70,7 @@ pub(super) enum Spend {
 
 impl Wakes {
     /// The stored settings and sessions.
-    pub(super) fn load(
+    pub(in crate::mail) fn load(
         store: &dyn Store,
         rules: WakeRules,
         home: PathBuf,
@@ -104,12 +104,12 @@ impl Wakes {
     }
 
     /// The agent mail to `mailbox` wakes, if any.
-    pub(super) fn agent(&self, mailbox: &str) -> Option<WakeAgent> {
+    pub(in crate::mail) fn agent(&self, mailbox: &str) -> Option<WakeAgent> {
         self.settings.get(mailbox).and_then(|r| r.agent)
     }
 
     /// The mailboxes whose mail wakes an agent.
-    pub(super) fn mailboxes(&self) -> impl Iterator<Item = &str> {
+    pub(in crate::mail) fn mailboxes(&self) -> impl Iterator<Item = &str> {
         self.settings
             .values()
             .filter(|r| r.agent.is_some())
@@ -117,7 +117,7 @@ impl Wakes {
     }
 
     /// `mailbox`'s daily wake budget.
-    pub(super) fn budget(&self, mailbox: &str) -> u32 {
+    pub(in crate::mail) fn budget(&self, mailbox: &str) -> u32 {
         self.settings
             .get(mailbox)
             .and_then(|r| r.budget)
@@ -125,7 +125,7 @@ impl Wakes {
     }
 
     /// `mailbox`'s spending cap a Claude Code run.
-    pub(super) fn max_budget_usd(&self, mailbox: &str) -> f64 {
+    pub(in crate::mail) fn max_budget_usd(&self, mailbox: &str) -> f64 {
         self.settings
             .get(mailbox)
             .and_then(|r| r.max_budget_usd)
@@ -134,7 +134,7 @@ impl Wakes {
 
     /// Whether `now` is on another local day than the last look (the
     /// first look is none).
-    pub(super) fn day_turned(&mut self, now: Timestamp) -> bool {
+    pub(in crate::mail) fn day_turned(&mut self, now: Timestamp) -> bool {
         let (day, _) = local_day(now);
         if day == self.today {
             return false;
@@ -145,7 +145,7 @@ impl Wakes {
     }
 
     /// What `mailbox` spent of its budget on `now`'s local day.
-    pub(super) fn spent(&self, mailbox: &str, now: Timestamp) -> u32 {
+    pub(in crate::mail) fn spent(&self, mailbox: &str, now: Timestamp) -> u32 {
         let (day, _) = local_day(now);
         self.spent
             .get(mailbox)
@@ -154,7 +154,7 @@ impl Wakes {
     }
 
     /// What is left of `mailbox`'s budget today.
-    pub(super) fn left(&self, mailbox: &str, now: Timestamp) -> u32 {
+    pub(in crate::mail) fn left(&self, mailbox: &str, now: Timestamp) -> u32 {
         self.budget(mailbox)
             .saturating_sub(self.spent(mailbox, now))
     }
@@ -162,12 +162,16 @@ impl Wakes {
     /// When `mailbox`'s spent budget resets, if it is spent: the next
     /// local midnight. (A budget of 0 is no budget spent: its mail is for
     /// its person's own session, and no midnight changes that.)
-    pub(super) fn deferred_until(&self, mailbox: &str, now: Timestamp) -> Option<Timestamp> {
+    pub(in crate::mail) fn deferred_until(
+        &self,
+        mailbox: &str,
+        now: Timestamp,
+    ) -> Option<Timestamp> {
         (self.budget(mailbox) > 0 && self.left(mailbox, now) == 0).then(|| local_day(now).1)
     }
 
     /// Whether `mailbox`'s spent budget is to be logged now: once a day.
-    pub(super) fn log_spent(&mut self, mailbox: &str, now: Timestamp) -> bool {
+    pub(in crate::mail) fn log_spent(&mut self, mailbox: &str, now: Timestamp) -> bool {
         let (day, _) = local_day(now);
         if self.logged.get(mailbox) == Some(&day) {
             return false;
@@ -180,7 +184,7 @@ impl Wakes {
     }
 
     /// Counts `what` against `mailbox`'s budget today, durably.
-    pub(super) fn spend(
+    pub(in crate::mail) fn spend(
         &mut self,
         store: &dyn Store,
         mailbox: &str,
@@ -210,7 +214,7 @@ impl Wakes {
 
     /// A run counted today never started (its program is missing): it
     /// cost nothing, so it is given back, durably.
-    pub(super) fn refund_run(
+    pub(in crate::mail) fn refund_run(
         &mut self,
         store: &dyn Store,
         mailbox: &str,
@@ -227,17 +231,17 @@ impl Wakes {
     }
 
     /// The rules a run is started with.
-    pub(super) fn rules(&self) -> &WakeRules {
+    pub(in crate::mail) fn rules(&self) -> &WakeRules {
         &self.rules
     }
 
     /// The daemon's home.
-    pub(super) fn home(&self) -> &Path {
+    pub(in crate::mail) fn home(&self) -> &Path {
         &self.home
     }
 
     /// `wake set`: durably, before it is answered.
-    pub(super) fn set(
+    pub(in crate::mail) fn set(
         &mut self,
         store: &dyn Store,
         mailbox: &str,
@@ -284,7 +288,7 @@ impl Wakes {
 
     /// A hook reported `event` of session `id` of `agent` in `mailbox`'s
     /// folder at `now`: durably.
-    pub(super) fn session(
+    pub(in crate::mail) fn session(
         &mut self,
         store: &dyn Store,
         mailbox: &str,
@@ -328,7 +332,11 @@ impl Wakes {
 
     /// The newest session `agent`'s hooks reported in `mailbox`'s folder:
     /// the one a run resumes.
-    pub(super) fn newest(&self, mailbox: &str, agent: WakeAgent) -> Option<&SessionRecord> {
+    pub(in crate::mail) fn newest(
+        &self,
+        mailbox: &str,
+        agent: WakeAgent,
+    ) -> Option<&SessionRecord> {
         self.sessions
             .get(mailbox)?
             .iter()
@@ -339,7 +347,7 @@ impl Wakes {
     /// The session a run of `agent` for `mailbox` resumes: the newest its
     /// hooks (or a run) reported, if its id is in the agents' own shape;
     /// else none (a new session).
-    pub(super) fn resumable(&self, mailbox: &str, agent: WakeAgent) -> Option<SessionId> {
+    pub(in crate::mail) fn resumable(&self, mailbox: &str, agent: WakeAgent) -> Option<SessionId> {
         SessionId::parse(&self.newest(mailbox, agent)?.id)
     }
 
@@ -348,7 +356,7 @@ impl Wakes {
     /// a new one), durably. A session live at `now` (its person opened it
     /// again meanwhile) is kept: custody needs it. How many were
     /// forgotten.
-    pub(super) fn forget(
+    pub(in crate::mail) fn forget(
         &mut self,
         store: &dyn Store,
         mailbox: &str,
@@ -373,7 +381,7 @@ impl Wakes {
 
     /// A live session of `mailbox`, if any (of any agent: two processes on
     /// one folder's transcript is what custody forbids).
-    pub(super) fn live(&self, mailbox: &str, now: Timestamp) -> Option<&SessionRecord> {
+    pub(in crate::mail) fn live(&self, mailbox: &str, now: Timestamp) -> Option<&SessionRecord> {
         self.sessions
             .get(mailbox)?
             .iter()
@@ -382,7 +390,7 @@ impl Wakes {
     }
 
     /// `wake set`'s answer for `mailbox`.
-    pub(super) fn view(&self, mailbox: &str, now: Timestamp) -> WakeView {
+    pub(in crate::mail) fn view(&self, mailbox: &str, now: Timestamp) -> WakeView {
         WakeView {
             mailbox: mailbox.to_owned(),
             wake: self.agent(mailbox),
@@ -401,7 +409,7 @@ impl Wakes {
     /// `wake test`: the command a run for `mailbox` would start now, with
     /// its folder's binding, its unread mail and whether a session's MCP
     /// server is attached to it; runs nothing.
-    pub(super) fn test(
+    pub(in crate::mail) fn test(
         &self,
         mailbox: &str,
         folder: Option<&FolderBinding>,
@@ -467,7 +475,7 @@ impl Wakes {
 
 /// `now`'s day on this machine's local calendar (`YYYY-MM-DD`), and the
 /// local midnight that ends it.
-pub(super) fn local_day(now: Timestamp) -> (String, Timestamp) {
+pub(in crate::mail) fn local_day(now: Timestamp) -> (String, Timestamp) {
     use chrono::TimeZone;
     let ms = i64::try_from(now.as_unix_millis()).unwrap_or(i64::MAX);
     let Some(t) = chrono::Local.timestamp_millis_opt(ms).earliest() else {
@@ -503,7 +511,7 @@ fn is_live(s: &SessionRecord, now: Timestamp) -> bool {
 }
 
 /// A session as clients see it.
-pub(super) fn session_view(s: &SessionRecord, now: Timestamp) -> SessionView {
+pub(in crate::mail) fn session_view(s: &SessionRecord, now: Timestamp) -> SessionView {
     SessionView {
         agent: s.agent,
         id: s.id.clone(),

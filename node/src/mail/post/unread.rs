@@ -16,32 +16,32 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::store::{InboxRecord, MailStore, StoreError};
 
-use super::Now;
-use super::pages::{MAX_PAGE_BYTES, json_size, view};
+use crate::mail::Now;
+use crate::mail::post::pages::{MAX_PAGE_BYTES, json_size, view};
 
 /// Messages one `take` returns at most (and by default).
 pub const MAX_TAKE: usize = 50;
 
 /// What a wake run would show of a mailbox's unread mail.
 #[derive(Debug, Default)]
-pub(super) struct ForRun {
+pub(in crate::mail) struct ForRun {
     /// The oldest unread untainted messages.
-    pub(super) shown: Vec<InboxRecord>,
+    pub(in crate::mail) shown: Vec<InboxRecord>,
     /// Unread tainted messages passed over.
-    pub(super) tainted: usize,
+    pub(in crate::mail) tainted: usize,
     /// The newest of them.
-    pub(super) newest_tainted: Option<InboxRecord>,
+    pub(in crate::mail) newest_tainted: Option<InboxRecord>,
 }
 
 /// The unread seqs of every mailbox (`None`: the owner's).
 #[derive(Debug, Default)]
-pub(super) struct Unread {
+pub(in crate::mail) struct Unread {
     by_mailbox: HashMap<Option<String>, BTreeSet<u64>>,
 }
 
 impl Unread {
     /// What the store's index says is unread.
-    pub(super) fn load(store: &dyn MailStore) -> Result<Unread, StoreError> {
+    pub(in crate::mail) fn load(store: &dyn MailStore) -> Result<Unread, StoreError> {
         let mut u = Unread::default();
         for (seq, mailbox) in store.unread_index()? {
             u.add(mailbox.as_deref(), seq);
@@ -50,7 +50,7 @@ impl Unread {
     }
 
     /// A message was delivered to `mailbox`.
-    pub(super) fn add(&mut self, mailbox: Option<&str>, seq: u64) {
+    pub(in crate::mail) fn add(&mut self, mailbox: Option<&str>, seq: u64) {
         self.by_mailbox
             .entry(mailbox.map(str::to_owned))
             .or_default()
@@ -58,7 +58,7 @@ impl Unread {
     }
 
     /// A message of `mailbox` was read.
-    pub(super) fn remove(&mut self, mailbox: Option<&str>, seq: u64) {
+    pub(in crate::mail) fn remove(&mut self, mailbox: Option<&str>, seq: u64) {
         let key = mailbox.map(str::to_owned);
         if let Some(set) = self.by_mailbox.get_mut(&key) {
             set.remove(&seq);
@@ -69,7 +69,7 @@ impl Unread {
     }
 
     /// Unread messages in `mailbox`.
-    pub(super) fn count(&self, mailbox: Option<&str>) -> usize {
+    pub(in crate::mail) fn count(&self, mailbox: Option<&str>) -> usize {
         self.by_mailbox
             .get(&mailbox.map(str::to_owned))
             .map_or(0, BTreeSet::len)
@@ -80,7 +80,7 @@ impl Unread {
     /// unread messages (tainted mail at the head does not hide the rest);
     /// and the tainted ones it passed (how many, the newest). Marks
     /// nothing.
-    pub(super) fn for_run(
+    pub(in crate::mail) fn for_run(
         &mut self,
         store: &dyn MailStore,
         mailbox: &str,
@@ -112,7 +112,7 @@ impl Unread {
 
     /// Marks the messages `seqs` of `mailbox` read at `now` (those still
     /// unread); the ones it marked.
-    pub(super) fn mark_read(
+    pub(in crate::mail) fn mark_read(
         &mut self,
         store: &dyn MailStore,
         mailbox: &str,
@@ -137,7 +137,7 @@ impl Unread {
     /// `max_bytes` of JSON (at least one; one answer's worth at most);
     /// marked read (and written) unless `peek`. A seq the index names but
     /// the store no longer has is dropped from the index.
-    pub(super) fn take(
+    pub(in crate::mail) fn take(
         &mut self,
         store: &dyn MailStore,
         mailbox: Option<&str>,

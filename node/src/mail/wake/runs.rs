@@ -38,14 +38,14 @@ use crate::wake::SessionId;
 
 /// Runs kept for `wake list` (their logs with them); a running one is
 /// never forgotten.
-pub(super) const MAX_RUNS_KEPT: usize = 100;
+pub(in crate::mail) const MAX_RUNS_KEPT: usize = 100;
 
 /// A run's log holds at most this much of its output; the rest is
 /// counted, not kept.
-pub(super) const MAX_LOG: usize = 256 * 1024;
+pub(in crate::mail) const MAX_LOG: usize = 256 * 1024;
 
 /// After SIGTERM, how long a run's group has before SIGKILL.
-pub(super) const KILL_GRACE: Duration = Duration::from_secs(10);
+pub(in crate::mail) const KILL_GRACE: Duration = Duration::from_secs(10);
 
 /// The most of a run's stdout kept to read its session from: Claude
 /// Code's JSON result (the model's answer inside it) must be read whole,
@@ -59,7 +59,7 @@ const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
 
 /// A run ended: what its supervisor reports to the actor.
 #[derive(Debug)]
-pub(super) struct RunEnded {
+pub(in crate::mail) struct RunEnded {
     /// The run.
     pub id: String,
     /// How it ended.
@@ -72,7 +72,7 @@ pub(super) struct RunEnded {
 
 /// A run to start.
 #[derive(Debug)]
-pub(super) struct Start {
+pub(in crate::mail) struct Start {
     /// Its id.
     pub id: String,
     /// The mailbox.
@@ -90,7 +90,7 @@ pub(super) struct Start {
 /// The runs: their records, the running ones' stop switches, and the
 /// mailboxes waiting for a free slot.
 #[derive(Debug)]
-pub(super) struct Runs {
+pub(in crate::mail) struct Runs {
     max_runs: usize,
     run_limit: Duration,
     /// Where logs go: HOME/wake.
@@ -107,7 +107,7 @@ pub(super) struct Runs {
 impl Runs {
     /// The stored runs; one that was running when the daemon stopped is
     /// `interrupted` now (durably), its messages unread.
-    pub(super) fn load(
+    pub(in crate::mail) fn load(
         store: &dyn Store,
         (max_runs, run_limit): (u32, Duration),
         home: &Path,
@@ -145,7 +145,7 @@ impl Runs {
     }
 
     /// Whether a run of `mailbox` is running.
-    pub(super) fn busy(&self, mailbox: &str) -> bool {
+    pub(in crate::mail) fn busy(&self, mailbox: &str) -> bool {
         self.running_of(mailbox).is_some()
     }
 
@@ -156,25 +156,25 @@ impl Runs {
     }
 
     /// Whether another run may start now.
-    pub(super) fn has_slot(&self) -> bool {
+    pub(in crate::mail) fn has_slot(&self) -> bool {
         self.running().count() < self.max_runs
     }
 
     /// `mailbox` waits for a free slot (once).
-    pub(super) fn queue(&mut self, mailbox: &str) {
+    pub(in crate::mail) fn queue(&mut self, mailbox: &str) {
         if !self.queued.iter().any(|m| m == mailbox) {
             self.queued.push_back(mailbox.to_owned());
         }
     }
 
     /// The mailboxes waiting for a slot, oldest first, taken.
-    pub(super) fn take_queued(&mut self) -> Vec<String> {
+    pub(in crate::mail) fn take_queued(&mut self) -> Vec<String> {
         self.queued.drain(..).collect()
     }
 
     /// Whether tainted mail up to `seq` waiting in `mailbox` is news for
     /// the log.
-    pub(super) fn taint_to_log(&mut self, mailbox: &str, seq: u64) -> bool {
+    pub(in crate::mail) fn taint_to_log(&mut self, mailbox: &str, seq: u64) -> bool {
         if self.taint_logged.get(mailbox).is_some_and(|s| *s >= seq) {
             return false;
         }
@@ -186,7 +186,7 @@ impl Runs {
     }
 
     /// The newest run of `mailbox` that ended without its messages read.
-    pub(super) fn last_failure(&self, mailbox: &str) -> Option<&RunRecord> {
+    pub(in crate::mail) fn last_failure(&self, mailbox: &str) -> Option<&RunRecord> {
         self.records
             .iter()
             .rev()
@@ -196,7 +196,7 @@ impl Runs {
     }
 
     /// The session run `id` resumed, if it resumed one.
-    pub(super) fn resumed(&self, id: &str) -> Option<String> {
+    pub(in crate::mail) fn resumed(&self, id: &str) -> Option<String> {
         let r = self.records.iter().find(|r| r.id == id)?;
         r.resumed.then(|| r.session.clone()).flatten()
     }
@@ -205,7 +205,7 @@ impl Runs {
     /// named by its id (a wake run's own commands carry it), else the
     /// running run of the mailbox the client is attached to (its MCP
     /// server). Counted with the run, written when it ends.
-    pub(super) fn acted(&mut self, run: Option<&str>, mailbox: Option<&str>) {
+    pub(in crate::mail) fn acted(&mut self, run: Option<&str>, mailbox: Option<&str>) {
         if let Some(r) = self.records.iter_mut().find(|r| {
             r.status == RunStatus::Running
                 && (run.is_some_and(|id| r.id == id)
@@ -216,19 +216,19 @@ impl Runs {
     }
 
     /// The kept runs (the last [`MAX_RUNS_KEPT`]), oldest first.
-    pub(super) fn records(&self) -> impl Iterator<Item = &RunRecord> {
+    pub(in crate::mail) fn records(&self) -> impl Iterator<Item = &RunRecord> {
         self.records.iter()
     }
 
     /// The running run of `mailbox`.
-    pub(super) fn running_of(&self, mailbox: &str) -> Option<&RunRecord> {
+    pub(in crate::mail) fn running_of(&self, mailbox: &str) -> Option<&RunRecord> {
         self.running().find(|r| r.mailbox == mailbox)
     }
 
     /// Starts `start`: its record written durably first (a crash from
     /// here on leaves it `interrupted`, never unknown); then the caller
     /// runs the process, under the supervisor returned, in a task it owns.
-    pub(super) fn start(
+    pub(in crate::mail) fn start(
         &mut self,
         store: &dyn Store,
         start: Start,
@@ -276,7 +276,7 @@ impl Runs {
     /// A run ended: its record, final (and durable, unless the store
     /// failed: then the error is logged, and a restart shows the run
     /// `interrupted`).
-    pub(super) fn ended(
+    pub(in crate::mail) fn ended(
         &mut self,
         store: &dyn Store,
         end: &RunEnded,
@@ -298,7 +298,7 @@ impl Runs {
 
     /// `wake stop`: the run `prefix` names is ended (SIGTERM, then
     /// SIGKILL); answered with its record as it stands.
-    pub(super) fn stop(&self, prefix: &str) -> Result<&RunRecord, ApiError> {
+    pub(in crate::mail) fn stop(&self, prefix: &str) -> Result<&RunRecord, ApiError> {
         let p = prefix.trim();
         let found: Vec<&RunRecord> = if p.is_empty() {
             vec![]
@@ -330,7 +330,7 @@ impl Runs {
     }
 
     /// `wake list`.
-    pub(super) fn list(&self, now: Timestamp) -> WakeListView {
+    pub(in crate::mail) fn list(&self, now: Timestamp) -> WakeListView {
         WakeListView {
             runs: self.records.iter().rev().map(|r| view(r, now)).collect(),
             max_runs: self.max_runs as u32,
@@ -395,7 +395,7 @@ fn kill_orphans(ids: &[String]) {
 }
 
 /// A run as clients see it.
-pub(super) fn view(r: &RunRecord, now: Timestamp) -> RunView {
+pub(in crate::mail) fn view(r: &RunRecord, now: Timestamp) -> RunView {
     let end = r.ended.unwrap_or(now.as_unix_millis());
     RunView {
         id: r.id.clone(),

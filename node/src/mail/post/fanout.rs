@@ -6,14 +6,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::{broadcast, watch};
 
-use super::MailSummary;
 use crate::api::Event;
+use crate::mail::MailSummary;
 
 pub use crate::api::EVENT_QUEUE;
 
 /// What attached clients hear, and what `status` reads.
 #[derive(Debug)]
-pub(super) struct Fanout {
+pub(in crate::mail) struct Fanout {
     events: broadcast::Sender<Event>,
     /// The seq of the newest message announced.
     newest: Arc<AtomicU64>,
@@ -22,7 +22,7 @@ pub(super) struct Fanout {
 
 impl Fanout {
     /// A fan-out whose newest message so far is `last_seq`.
-    pub(super) fn new(last_seq: u64) -> Fanout {
+    pub(in crate::mail) fn new(last_seq: u64) -> Fanout {
         Fanout {
             events: broadcast::channel(EVENT_QUEUE).0,
             newest: Arc::new(AtomicU64::new(last_seq)),
@@ -32,7 +32,7 @@ impl Fanout {
 
     /// What a handle reads: the events to subscribe to, the newest seq,
     /// the summary.
-    pub(super) fn ends(
+    pub(in crate::mail) fn ends(
         &self,
     ) -> (
         broadcast::Sender<Event>,
@@ -47,7 +47,7 @@ impl Fanout {
     }
 
     /// Tells every attached client.
-    pub(super) fn emit(&self, events: Vec<Event>) {
+    pub(in crate::mail) fn emit(&self, events: Vec<Event>) {
         for e in events {
             let seq = match &e {
                 Event::Message { message } => Some(message.seq),
@@ -65,7 +65,7 @@ impl Fanout {
     }
 
     /// Publishes `now` if it changed.
-    pub(super) fn publish(&self, now: MailSummary) {
+    pub(in crate::mail) fn publish(&self, now: MailSummary) {
         self.summary.send_if_modified(|s| {
             let changed = *s != now;
             *s = now;

@@ -21,12 +21,12 @@ use agentmesh_protocol::team::Standing;
 use agentmesh_protocol::time::MAX_CLOCK_SKEW;
 use serde_bytes::ByteBuf;
 
-pub(super) mod firsts;
+pub(in crate::mail) mod firsts;
 mod handoff;
 mod receipted;
 
-use super::{Ctx, MAX_REMOTE_REASON, peer_of, sha};
 use crate::audit::AuditEvent;
+use crate::mail::{Ctx, MAX_REMOTE_REASON, peer_of, sha};
 use crate::net::{Carry, CarryHandle, Delivered, Undelivered, Via};
 use crate::store::{AuditEntry, MessageState, OutboxRecord, OutboxStatus, StateRecord};
 use crate::wire::{MAX_BATCH_ENVELOPES, MailOutcome, MailReply, MailRequest, batch_bytes};
@@ -35,20 +35,20 @@ use crate::wire::{MAX_BATCH_ENVELOPES, MailOutcome, MailReply, MailRequest, batc
 /// the next is already opening.
 pub const MAX_IN_FLIGHT: usize = 2;
 /// The first retry of an undelivered batch waits this long, doubling.
-pub(super) const BACKOFF_MIN: Duration = Duration::from_secs(1);
+pub(in crate::mail) const BACKOFF_MIN: Duration = Duration::from_secs(1);
 /// Retries never wait longer than this.
-pub(super) const BACKOFF_MAX: Duration = Duration::from_secs(300);
+pub(in crate::mail) const BACKOFF_MAX: Duration = Duration::from_secs(300);
 
 /// The wait before the retry that follows `failures` failed attempts in a
 /// row: 1 s, 2 s, 4 s … at most [`BACKOFF_MAX`].
-pub(super) fn backoff(failures: u32) -> Duration {
+pub(in crate::mail) fn backoff(failures: u32) -> Duration {
     BACKOFF_MIN
         .saturating_mul(1 << failures.min(16))
         .min(BACKOFF_MAX)
 }
 
 /// What carries a batch: the network's handle (a test collects them).
-pub(super) trait Carrier {
+pub(in crate::mail) trait Carrier {
     /// Hands `carry` over; false if the carrier has stopped.
     fn carry(&self, carry: Carry) -> bool;
 }
@@ -62,7 +62,7 @@ impl Carrier for CarryHandle {
 /// Whether the courier gives up on `r`: past its expiry and the clock skew
 /// a receiver allows. Until then a receiver still takes it, or answers
 /// Duplicate if an earlier attempt whose answer was lost got there.
-pub(super) fn past_sending(r: &OutboxRecord, now_ms: u64) -> bool {
+pub(in crate::mail) fn past_sending(r: &OutboxRecord, now_ms: u64) -> bool {
     let skew = MAX_CLOCK_SKEW.as_millis() as u64;
     r.expires_at.saturating_add(skew) < now_ms
 }
@@ -70,7 +70,7 @@ pub(super) fn past_sending(r: &OutboxRecord, now_ms: u64) -> bool {
 /// One recipient's queue: what waits, what is on its way, and when the
 /// next attempt may go.
 #[derive(Debug, Default)]
-pub(super) struct PeerQueue {
+pub(in crate::mail) struct PeerQueue {
     /// Ids waiting, oldest first (those on their way included).
     pending: VecDeque<String>,
     /// Batches on their way.
@@ -89,7 +89,7 @@ pub(super) struct PeerQueue {
 
 impl PeerQueue {
     /// Whether another batch may go at `now`.
-    pub(super) fn open(&self, now: Instant) -> bool {
+    pub(in crate::mail) fn open(&self, now: Instant) -> bool {
         let most = if self.relayed { 1 } else { MAX_IN_FLIGHT };
         self.in_flight < most && self.next_try.is_none_or(|t| t <= now)
     }
@@ -98,12 +98,12 @@ impl PeerQueue {
     /// not on its way. A queue with nothing scheduled but mail waiting
     /// (loaded at start-up, or its last batch answered busy for some) is
     /// due too: nothing else would wake it.
-    pub(super) fn due(&self, now: Instant) -> bool {
+    pub(in crate::mail) fn due(&self, now: Instant) -> bool {
         self.open(now) && self.pending.len() > self.sending.len()
     }
 
     /// Whether it can be forgotten.
-    pub(super) fn idle(&self) -> bool {
+    pub(in crate::mail) fn idle(&self) -> bool {
         self.pending.is_empty() && self.in_flight == 0
     }
 
@@ -119,7 +119,7 @@ impl PeerQueue {
     }
 
     /// A connection came up: whatever failed before, try now.
-    pub(super) fn connected(&mut self) {
+    pub(in crate::mail) fn connected(&mut self) {
         self.failures = 0;
         self.next_try = None;
     }
@@ -127,7 +127,7 @@ impl PeerQueue {
     /// The batch of `ids` was answered at `now`; `failed` if it did not get
     /// through (no answer, or busy). The wait before the next attempt, if
     /// it backs off.
-    pub(super) fn answered(
+    pub(in crate::mail) fn answered(
         &mut self,
         ids: &[String],
         failed: bool,
@@ -154,7 +154,7 @@ impl PeerQueue {
     }
 
     /// How long until `id` is tried again, if it waits for a retry.
-    pub(super) fn retry_in(&self, id: &str, now: Instant) -> Option<Duration> {
+    pub(in crate::mail) fn retry_in(&self, id: &str, now: Instant) -> Option<Duration> {
         if self.sending.contains(id) {
             return None;
         }
@@ -164,7 +164,7 @@ impl PeerQueue {
 
 /// What the outbox still has to deliver, and how it goes.
 #[derive(Debug, Default)]
-pub(super) struct Courier {
+pub(in crate::mail) struct Courier {
     /// Undelivered outbox records, by id, without their envelopes (those
     /// stay on disk until they are sent).
     outbox: HashMap<String, OutboxRecord>,
@@ -194,7 +194,7 @@ pub(super) struct Courier {
 
 impl Courier {
     /// Takes on what the store had left to deliver at start-up.
-    pub(super) fn load(&mut self, records: Vec<OutboxRecord>) {
+    pub(in crate::mail) fn load(&mut self, records: Vec<OutboxRecord>) {
         for r in records {
             if matches!(r.status, OutboxStatus::Queued | OutboxStatus::Sent)
                 && let Some(peer) = peer_of(&r.to_peer)
@@ -220,14 +220,14 @@ impl Courier {
     }
 
     /// Writes `record` with the next flush.
-    pub(super) fn write(&mut self, record: OutboxRecord) {
+    pub(in crate::mail) fn write(&mut self, record: OutboxRecord) {
         self.writes.push(record);
     }
 
     /// The outbox records to write with the next flush, and the ids of
     /// the finished ones among them, to pass to [`Courier::settled`] once
     /// they are durable.
-    pub(super) fn take_writes(&mut self) -> (Vec<OutboxRecord>, Vec<(String, usize)>) {
+    pub(in crate::mail) fn take_writes(&mut self) -> (Vec<OutboxRecord>, Vec<(String, usize)>) {
         let writes = std::mem::take(&mut self.writes);
         let mut settle = vec![];
         for r in &writes {
@@ -242,7 +242,7 @@ impl Courier {
     /// The finished records `ids` are in the store.
     /// (A record written again since, with more states, stays listed
     /// from here until that write is durable too.)
-    pub(super) fn settled(&mut self, ids: &[(String, usize)]) {
+    pub(in crate::mail) fn settled(&mut self, ids: &[(String, usize)]) {
         for (id, states) in ids {
             if self
                 .settling
@@ -255,13 +255,13 @@ impl Courier {
     }
 
     /// Sends waiting for their first answer.
-    pub(super) fn firsts(&mut self) -> &mut firsts::FirstAnswers {
+    pub(in crate::mail) fn firsts(&mut self) -> &mut firsts::FirstAnswers {
         &mut self.firsts
     }
 
     /// Where the message `id` stands, from memory: on its way, or just
     /// finished and not yet in the store.
-    pub(super) fn current(&self, id: &str) -> Option<&OutboxRecord> {
+    pub(in crate::mail) fn current(&self, id: &str) -> Option<&OutboxRecord> {
         self.outbox.get(id).or_else(|| self.settling.get(id))
     }
 
@@ -281,7 +281,7 @@ impl Courier {
 
     /// The sends whose wait for a first answer is over at `now`: taken
     /// out.
-    pub(super) fn firsts_over(&mut self, now: Instant) -> Vec<firsts::Waiter> {
+    pub(in crate::mail) fn firsts_over(&mut self, now: Instant) -> Vec<firsts::Waiter> {
         let answered: HashSet<String> = self
             .firsts
             .waiters()
@@ -292,34 +292,44 @@ impl Courier {
     }
 
     /// Messages not yet delivered.
-    pub(super) fn waiting(&self) -> usize {
+    pub(in crate::mail) fn waiting(&self) -> usize {
         self.outbox.len()
     }
 
     /// What is still on its way, current (attempts, status, reason).
     #[cfg(test)]
-    pub(super) fn undelivered(&self) -> impl Iterator<Item = &OutboxRecord> {
+    pub(in crate::mail) fn undelivered(&self) -> impl Iterator<Item = &OutboxRecord> {
         self.outbox.values()
     }
 
     /// What `outbox` lists from memory: what is on its way, and what just
     /// finished and may not be in the store yet.
-    pub(super) fn listed(&self) -> impl Iterator<Item = &OutboxRecord> {
+    pub(in crate::mail) fn listed(&self) -> impl Iterator<Item = &OutboxRecord> {
         self.outbox.values().chain(self.settling.values())
     }
 
     /// Whether `peer`'s last attempt could not connect.
-    pub(super) fn offline(&self, peer: &PeerId) -> bool {
+    pub(in crate::mail) fn offline(&self, peer: &PeerId) -> bool {
         self.offline.contains(peer)
     }
 
     /// How long until the queued message `id` to `peer` is tried again.
-    pub(super) fn retry_in(&self, peer: &PeerId, id: &str, now: Instant) -> Option<Duration> {
+    pub(in crate::mail) fn retry_in(
+        &self,
+        peer: &PeerId,
+        id: &str,
+        now: Instant,
+    ) -> Option<Duration> {
         self.queues.get(peer)?.retry_in(id, now)
     }
 
     /// Takes a durable accepted message on, and tries to send it.
-    pub(super) fn queue(&mut self, record: OutboxRecord, net: &dyn Carrier, ctx: &mut Ctx<'_>) {
+    pub(in crate::mail) fn queue(
+        &mut self,
+        record: OutboxRecord,
+        net: &dyn Carrier,
+        ctx: &mut Ctx<'_>,
+    ) {
         let Some(peer) = peer_of(&record.to_peer) else {
             return;
         };
@@ -328,7 +338,7 @@ impl Courier {
     }
 
     /// `peer` is now reached only through relays (`relayed`), or not.
-    pub(super) fn route(&mut self, peer: PeerId, relayed: bool) {
+    pub(in crate::mail) fn route(&mut self, peer: PeerId, relayed: bool) {
         if relayed {
             self.relayed.insert(peer);
         } else {
@@ -340,7 +350,12 @@ impl Courier {
     }
 
     /// A connection to `peer` came up: its mail goes now.
-    pub(super) fn connected(&mut self, peer: PeerId, net: &dyn Carrier, ctx: &mut Ctx<'_>) {
+    pub(in crate::mail) fn connected(
+        &mut self,
+        peer: PeerId,
+        net: &dyn Carrier,
+        ctx: &mut Ctx<'_>,
+    ) {
         self.offline.remove(&peer);
         self.lost.remove(&peer);
         if let Some(q) = self.queues.get_mut(&peer) {
@@ -350,7 +365,7 @@ impl Courier {
     }
 
     /// Sends what is due for every recipient.
-    pub(super) fn retry_due(&mut self, net: &dyn Carrier, ctx: &mut Ctx<'_>) {
+    pub(in crate::mail) fn retry_due(&mut self, net: &dyn Carrier, ctx: &mut Ctx<'_>) {
         let now = ctx.now.mono;
         let due: Vec<PeerId> = self
             .queues
@@ -365,7 +380,7 @@ impl Courier {
 
     /// Sends batches to `peer` while fewer than [`MAX_IN_FLIGHT`] are on
     /// their way and its backoff has passed.
-    pub(super) fn dispatch(&mut self, peer: PeerId, net: &dyn Carrier, ctx: &mut Ctx<'_>) {
+    pub(in crate::mail) fn dispatch(&mut self, peer: PeerId, net: &dyn Carrier, ctx: &mut Ctx<'_>) {
         while self.dispatch_one(peer, net, ctx) {}
     }
 
@@ -520,7 +535,7 @@ impl Courier {
     /// Fails, as expired, undelivered mail past its lifetime that is not
     /// on its way (mail on its way is left to its answer: it may be
     /// delivered). Retention runs it.
-    pub(super) fn expire_due(&mut self, ctx: &mut Ctx<'_>) {
+    pub(in crate::mail) fn expire_due(&mut self, ctx: &mut Ctx<'_>) {
         let now_ms = ctx.now.wall.as_unix_millis();
         let sending: HashSet<&String> = self.queues.values().flat_map(|q| &q.sending).collect();
         let expired: Vec<String> = self
@@ -597,7 +612,12 @@ impl Courier {
     }
 
     /// A carried batch's answer.
-    pub(super) fn delivered(&mut self, d: Delivered, net: &dyn Carrier, ctx: &mut Ctx<'_>) {
+    pub(in crate::mail) fn delivered(
+        &mut self,
+        d: Delivered,
+        net: &dyn Carrier,
+        ctx: &mut Ctx<'_>,
+    ) {
         let Some((peer, ids)) = self.batches.remove(&d.batch) else {
             return;
         };
@@ -799,7 +819,7 @@ impl Courier {
     /// Gives back what a burst grew: maps and queues keep their capacity
     /// after they empty, so a daemon that once queued 100,000 messages
     /// would otherwise hold their table for good.
-    pub(super) fn shrink(&mut self) {
+    pub(in crate::mail) fn shrink(&mut self) {
         fn roomy(len: usize, capacity: usize) -> bool {
             capacity > 1024 && len < capacity / 4
         }

@@ -13,11 +13,11 @@
 
 use std::time::{Duration, Instant};
 
-use super::Ctx;
-use super::consent::{Consent, held_entry, held_records};
-use super::courier::Courier;
 use crate::api::Event;
 use crate::audit::AuditEvent;
+use crate::mail::Ctx;
+use crate::mail::consent::{Consent, held_entry, held_records};
+use crate::mail::post::courier::Courier;
 use crate::store::InboxRecord;
 
 /// Held mail nobody approved is dropped after this long.
@@ -29,13 +29,13 @@ pub const OUTBOX_KEEP: Duration = Duration::from_secs(30 * 24 * 3600);
 /// How often retention runs: the shortest thing it expires (undelivered
 /// mail, whose lifetime is at least minutes) is a few minutes late at most,
 /// and a sweep costs an index scan, not a read of the inbox.
-pub(super) const RETENTION_EVERY: Duration = Duration::from_secs(600);
+pub(in crate::mail) const RETENTION_EVERY: Duration = Duration::from_secs(600);
 /// How often the audit log and tickets are pruned (cheap: a range scan).
-pub(super) const PRUNE_EVERY: Duration = Duration::from_secs(20);
+pub(in crate::mail) const PRUNE_EVERY: Duration = Duration::from_secs(20);
 
 /// When retention last ran, and how long audit entries are kept.
 #[derive(Debug)]
-pub(super) struct Retention {
+pub(in crate::mail) struct Retention {
     /// When the full sweep last ran (at start: the first is one period in).
     last: Instant,
     /// When the audit log and tickets were last pruned.
@@ -44,7 +44,7 @@ pub(super) struct Retention {
 }
 
 impl Retention {
-    pub(super) fn new(audit_retention: Duration, now: Instant) -> Retention {
+    pub(in crate::mail) fn new(audit_retention: Duration, now: Instant) -> Retention {
         Retention {
             last: now,
             last_prune: now,
@@ -53,12 +53,12 @@ impl Retention {
     }
 
     /// Whether the full sweep is due at `now`.
-    pub(super) fn due(&self, now: Instant) -> bool {
+    pub(in crate::mail) fn due(&self, now: Instant) -> bool {
         now.saturating_duration_since(self.last) >= RETENTION_EVERY
     }
 
     /// Prunes the audit log and tickets every [`PRUNE_EVERY`].
-    pub(super) fn prune_if_due(&mut self, ctx: &mut Ctx<'_>) {
+    pub(in crate::mail) fn prune_if_due(&mut self, ctx: &mut Ctx<'_>) {
         if ctx.now.mono.saturating_duration_since(self.last_prune) >= PRUNE_EVERY {
             self.prune(ctx);
         }
@@ -75,7 +75,7 @@ impl Retention {
 
     /// Forgets what is past its time at `ctx.now`; the events to announce
     /// and the held mail that expired (its senders are told).
-    pub(super) fn run(
+    pub(in crate::mail) fn run(
         &mut self,
         courier: &mut Courier,
         consent: &mut Consent,

@@ -24,18 +24,18 @@ use crate::audit::AuditEvent;
 use crate::store::AuditEntry;
 use crate::wake;
 
-use super::runs::{RunEnded, Start};
-use super::wakes::Spend;
-use super::{Finished, Mail, address, hex, pages};
+use crate::mail::wake::runs::{RunEnded, Start};
+use crate::mail::wake::wakes::Spend;
+use crate::mail::{Finished, Mail, address, hex, post::pages};
 
 /// Unread messages of a mailbox looked at for a run, at most: tainted
 /// mail at the head of its inbox hides no more than this much of the rest.
-pub(super) const MAX_SCANNED: usize = 1000;
+pub(in crate::mail) const MAX_SCANNED: usize = 1000;
 
 impl Mail {
     /// Mail reached these mailboxes (or a run of them ended): a run
     /// starts for each that should have one.
-    pub(super) fn wake_all<'a>(&mut self, mailboxes: impl IntoIterator<Item = &'a str>) {
+    pub(in crate::mail) fn wake_all<'a>(&mut self, mailboxes: impl IntoIterator<Item = &'a str>) {
         let mut seen: Vec<&str> = vec![];
         for m in mailboxes {
             if !seen.contains(&m) {
@@ -46,7 +46,7 @@ impl Mail {
     }
 
     /// Starts a run for `mailbox` if it should have one now.
-    pub(super) fn wake(&mut self, mailbox: &str) {
+    pub(in crate::mail) fn wake(&mut self, mailbox: &str) {
         let Some(agent) = self.wakes.agent(mailbox) else {
             return;
         };
@@ -176,7 +176,7 @@ impl Mail {
     /// session remembered; otherwise the session it resumed forgotten;
     /// then its mailbox (mail that came meanwhile) and the mailboxes
     /// waiting for a slot get their turn.
-    pub(super) fn on_run_ended(&mut self, end: RunEnded) {
+    pub(in crate::mail) fn on_run_ended(&mut self, end: RunEnded) {
         let dir = self.shared.directory();
         let ctx = self.shared.lend(&dir);
         let now = ctx.now.wall;
@@ -274,7 +274,7 @@ impl Mail {
     }
 
     /// What `status` shows of waking: every mailbox with wake on.
-    pub(super) fn wake_status(&self) -> Vec<WakeStatusView> {
+    pub(in crate::mail) fn wake_status(&self) -> Vec<WakeStatusView> {
         let now = crate::clock::now();
         self.wakes
             .mailboxes()
@@ -284,9 +284,9 @@ impl Mail {
 }
 
 /// `mailbox`'s budget and runs, as `status` shows them.
-pub(super) fn wake_status(
-    wakes: &super::wakes::Wakes,
-    runs: &super::runs::Runs,
+pub(in crate::mail) fn wake_status(
+    wakes: &crate::mail::wake::wakes::Wakes,
+    runs: &crate::mail::wake::runs::Runs,
     mailbox: &str,
     now: agentmesh_protocol::Timestamp,
 ) -> WakeStatusView {
@@ -296,18 +296,18 @@ pub(super) fn wake_status(
         budget: wakes.budget(mailbox),
         spent: wakes.spent(mailbox, now),
         left: wakes.left(mailbox, now),
-        resets_at: api::rfc3339_ms(super::wakes::local_day(now).1.as_unix_millis()),
+        resets_at: api::rfc3339_ms(crate::mail::wake::wakes::local_day(now).1.as_unix_millis()),
         running: runs.running_of(mailbox).map(|r| r.id.clone()),
         failed: runs
             .last_failure(mailbox)
-            .map(|r| super::runs::view(r, now)),
+            .map(|r| crate::mail::wake::runs::view(r, now)),
     }
 }
 
 /// `mailbox`'s budget is spent, and it stopped a run, a Stop-hook block
 /// or a broadcast: audited `budget`, once a day.
-pub(super) fn budget_spent(
-    wakes: &mut super::wakes::Wakes,
+pub(in crate::mail) fn budget_spent(
+    wakes: &mut crate::mail::wake::wakes::Wakes,
     log: &mut crate::audit::AuditLog,
     mailbox: &str,
     machine: &str,
@@ -326,13 +326,13 @@ pub(super) fn budget_spent(
 
 /// Why a mailbox's mail wakes nothing today, for the audit log.
 fn budget_words(
-    wakes: &super::wakes::Wakes,
+    wakes: &crate::mail::wake::wakes::Wakes,
     mailbox: &str,
     now: agentmesh_protocol::Timestamp,
 ) -> String {
     format!(
         "budget: {mailbox} spent its {} today; its mail is delivered to the inbox but starts no run, no Stop-hook block, and it is no broadcast candidate until {}",
         agentmesh_protocol::time::count(u64::from(wakes.budget(mailbox)), "wake"),
-        api::rfc3339_ms(super::wakes::local_day(now).1.as_unix_millis())
+        api::rfc3339_ms(crate::mail::wake::wakes::local_day(now).1.as_unix_millis())
     )
 }

@@ -15,7 +15,7 @@ use agentmesh_protocol::Timestamp;
 use agentmesh_protocol::envelope::Envelope;
 use agentmesh_protocol::receipt::{ReceiptEntry, ReceiptState};
 
-use super::receipts::Debt;
+use crate::mail::post::receipts::Debt;
 use crate::wire::MailOutcome;
 
 /// Refusals a carried message's sender is told of: what this machine's
@@ -42,7 +42,7 @@ type Told = (String, String);
 /// (sender, id), newest last, at most [`MAX_REFUSALS_TOLD`]: a carrier
 /// that brings one again makes no second receipt.
 #[derive(Debug, Default)]
-pub(super) struct Owed {
+pub(in crate::mail) struct Owed {
     told: HashSet<Told>,
     order: VecDeque<Told>,
 }
@@ -50,7 +50,7 @@ pub(super) struct Owed {
 impl Owed {
     /// The receipt owed to `debt`'s sender for its carried message's
     /// `outcome` at `now`, if any.
-    pub(super) fn owed(
+    pub(in crate::mail) fn owed(
         &mut self,
         debt: Debt,
         outcome: &MailOutcome,
@@ -65,7 +65,7 @@ impl Owed {
 
     /// The refusal of `debt` was not told after all (its receipt could
     /// not be made): a carrier that brings it again may have it told.
-    pub(super) fn untell(&mut self, debt: &Debt) {
+    pub(in crate::mail) fn untell(&mut self, debt: &Debt) {
         let key = (debt.from_peer.clone(), debt.id.clone());
         if self.told.remove(&key) {
             self.order.retain(|k| *k != key);
@@ -92,7 +92,7 @@ impl Owed {
 /// Whom a receipt for a carried envelope refused with `code` goes to:
 /// its sender, as its header says, when the refusal is one it is told
 /// of ([`TOLD_REFUSALS`]).
-pub(super) fn refused(code: &str, bytes: &[u8]) -> Option<Debt> {
+pub(in crate::mail) fn refused(code: &str, bytes: &[u8]) -> Option<Debt> {
     if !TOLD_REFUSALS.contains(&code) {
         return None;
     }

@@ -28,7 +28,7 @@ use crate::store::{AskRecord, MailStore, StoreError};
 
 /// The asks whose records wait for the next flush, and the rule.
 #[derive(Debug)]
-pub(super) struct Answers {
+pub(in crate::mail) struct Answers {
     /// Replies to one ask that pass unheld, at most.
     per_ask: u32,
     /// Asks recorded since the last flush. Bounded by the sends between
@@ -38,7 +38,7 @@ pub(super) struct Answers {
 
 impl Answers {
     /// At most `per_ask` replies to each ask pass.
-    pub(super) fn new(per_ask: u32) -> Answers {
+    pub(in crate::mail) fn new(per_ask: u32) -> Answers {
         Answers {
             per_ask,
             pending: vec![],
@@ -46,12 +46,12 @@ impl Answers {
     }
 
     /// An ask was sent to another machine: record it with the outbox.
-    pub(super) fn asked(&mut self, ask: AskRecord) {
+    pub(in crate::mail) fn asked(&mut self, ask: AskRecord) {
         self.pending.push(ask);
     }
 
     /// The records to write with the next flush.
-    pub(super) fn take_writes(&mut self) -> Vec<AskRecord> {
+    pub(in crate::mail) fn take_writes(&mut self) -> Vec<AskRecord> {
         std::mem::take(&mut self.pending)
     }
 
@@ -59,7 +59,7 @@ impl Answers {
     /// `peer` to `mailbox` answers an ask of this machine and may pass
     /// unheld at `now`; `counted` is how many replies to each ask already
     /// passed earlier in this batch.
-    pub(super) fn passes(
+    pub(in crate::mail) fn passes(
         &self,
         store: &dyn MailStore,
         peer: PeerId,
@@ -86,7 +86,7 @@ impl Answers {
 
     /// [`Answers::passes`] for a stored message (mail a pause held, which
     /// `resume` decides again).
-    pub(super) fn passes_record(
+    pub(in crate::mail) fn passes_record(
         &self,
         store: &dyn MailStore,
         r: &crate::store::InboxRecord,

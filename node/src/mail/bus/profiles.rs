@@ -34,7 +34,7 @@ pub struct Presence {
 
 /// What `profile_set` changes: each field given replaces its value.
 #[derive(Debug, Default)]
-pub(super) struct Text {
+pub(in crate::mail) struct Text {
     /// The profile.
     pub profile: Option<String>,
     /// The goal.
@@ -179,7 +179,7 @@ impl Profiles {
         let record = self.records.get(&key(mailbox));
         let (preset, preset_is_default) = self.preset(mailbox);
         api::ProfileView {
-            address: super::address(mailbox, machine),
+            address: crate::mail::address(mailbox, machine),
             mailbox: mailbox.map(str::to_owned),
             profile: record.map(|r| r.profile.clone()).unwrap_or_default(),
             goal: record.map(|r| r.goal.clone()).unwrap_or_default(),
@@ -240,7 +240,7 @@ impl Profiles {
 
 impl Profiles {
     /// What the judge reads of `mailbox` at `now`.
-    pub(super) fn for_judge(&self, mailbox: Option<&str>, now: Timestamp) -> ForJudge {
+    pub(in crate::mail) fn for_judge(&self, mailbox: Option<&str>, now: Timestamp) -> ForJudge {
         let record = self.records.get(&key(mailbox));
         ForJudge {
             profile: record.map(|r| r.profile.clone()).unwrap_or_default(),
@@ -260,7 +260,7 @@ impl Profiles {
 
     /// Keeps a `not_for_me` note of `mailbox`'s (the last
     /// [`crate::bus::MAX_NOTES`]), durably; how many it has now.
-    pub(super) fn add_note(
+    pub(in crate::mail) fn add_note(
         &mut self,
         store: &dyn Store,
         mailbox: Option<&str>,
@@ -282,16 +282,16 @@ impl Profiles {
 
     /// `profile_set`: checks the mailbox exists, sets what `text` gives,
     /// audits it (sizes, never the text); the mailbox's view.
-    pub(super) fn set_op(
+    pub(in crate::mail) fn set_op(
         &mut self,
         who: &api::Who,
         mailbox: Option<&str>,
         text: Text,
-        consent: &super::consent::Consent,
-        ctx: &mut super::Ctx<'_>,
+        consent: &crate::mail::consent::Consent,
+        ctx: &mut crate::mail::Ctx<'_>,
     ) -> Result<api::ProfileView, ApiError> {
         if let Some(m) = mailbox {
-            super::mailboxes::existing(m, consent)?;
+            crate::mail::consent::mailboxes::existing(m, consent)?;
         }
         let Text {
             profile,
@@ -313,8 +313,8 @@ impl Profiles {
             crate::audit::AuditEvent::Profile,
             ctx.now.wall,
             crate::store::AuditEntry {
-                recipient: Some(super::address(mailbox, &ctx.dir.my_name)),
-                detail: format!("{sizes}set by {}", super::who_label(who)),
+                recipient: Some(crate::mail::address(mailbox, &ctx.dir.my_name)),
+                detail: format!("{sizes}set by {}", crate::mail::who_label(who)),
                 ..Default::default()
             },
         );
@@ -323,16 +323,16 @@ impl Profiles {
 
     /// `profile_show`: `mailbox`'s view, or (none given) every mailbox of
     /// this machine's, the owner's first.
-    pub(super) fn show_op(
+    pub(in crate::mail) fn show_op(
         &self,
         mailbox: Option<String>,
-        consent: &super::consent::Consent,
-        ctx: &super::Ctx<'_>,
+        consent: &crate::mail::consent::Consent,
+        ctx: &crate::mail::Ctx<'_>,
     ) -> Result<api::ProfilesView, ApiError> {
         let machine = &ctx.dir.my_name;
         let mailboxes = match mailbox {
             Some(m) => {
-                super::mailboxes::existing(&m, consent)?;
+                crate::mail::consent::mailboxes::existing(&m, consent)?;
                 let m = (m != "@").then_some(m);
                 vec![self.view(m.as_deref(), machine, ctx.now.wall)]
             }
@@ -355,7 +355,7 @@ impl Profiles {
 
 /// What the judge reads of a mailbox.
 #[derive(Debug)]
-pub(super) struct ForJudge {
+pub(in crate::mail) struct ForJudge {
     pub profile: String,
     pub goal: String,
     pub status: Status,
@@ -366,7 +366,7 @@ pub(super) struct ForJudge {
 
 /// A note as the judge reads it: what the session said, and the start of
 /// the broadcast it said it of (cut to [`crate::bus::MAX_NOTED_TEXT`] when kept).
-pub(super) fn note_for_judge(note: &str, broadcast: &str) -> String {
+pub(in crate::mail) fn note_for_judge(note: &str, broadcast: &str) -> String {
     format!("{note}\n{broadcast}")
 }
 

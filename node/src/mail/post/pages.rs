@@ -15,12 +15,12 @@ pub const MAX_INBOX_PAGE: usize = 1000;
 pub const MAX_INBOX_SCAN: usize = 5 * MAX_INBOX_PAGE;
 /// Bytes of messages in one page, about: pages must fit one API frame
 /// (1 MiB).
-pub(super) const MAX_PAGE_BYTES: usize = 640 * 1024;
+pub(in crate::mail) const MAX_PAGE_BYTES: usize = 640 * 1024;
 
 /// How many bytes `value` takes in a JSON answer, escapes included: a
 /// body of quotes or control characters grows up to six times, and a page
 /// sized by raw length could outgrow the 1 MiB frame.
-pub(super) fn json_size<T: Serialize>(value: &T) -> usize {
+pub(in crate::mail) fn json_size<T: Serialize>(value: &T) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -40,7 +40,7 @@ pub(super) fn json_size<T: Serialize>(value: &T) -> usize {
 }
 
 /// The newest rows of `rows` (oldest first) that fit one answer page.
-pub(super) fn within_page<T>(mut rows: Vec<T>, size: impl Fn(&T) -> usize) -> Vec<T> {
+pub(in crate::mail) fn within_page<T>(mut rows: Vec<T>, size: impl Fn(&T) -> usize) -> Vec<T> {
     let mut bytes = 0;
     let mut keep = 0;
     for r in rows.iter().rev() {
@@ -55,7 +55,7 @@ pub(super) fn within_page<T>(mut rows: Vec<T>, size: impl Fn(&T) -> usize) -> Ve
 }
 
 /// The oldest rows of `rows` that fit one answer page.
-pub(super) fn first_page<T>(rows: Vec<T>, size: impl Fn(&T) -> usize) -> Vec<T> {
+pub(in crate::mail) fn first_page<T>(rows: Vec<T>, size: impl Fn(&T) -> usize) -> Vec<T> {
     let mut bytes = 0;
     let mut out = vec![];
     for r in rows {
@@ -72,7 +72,7 @@ pub(super) fn first_page<T>(rows: Vec<T>, size: impl Fn(&T) -> usize) -> Vec<T> 
 /// most `limit`, that fit one answer, looking at no more than
 /// [`MAX_INBOX_SCAN`] stored messages; `next_after_seq` says where to go
 /// on (it may follow an empty page when the scan stopped first).
-pub(super) fn inbox_page(
+pub(in crate::mail) fn inbox_page(
     store: &dyn MailStore,
     mailbox: Option<&str>,
     unread: bool,
@@ -127,7 +127,7 @@ pub(super) fn inbox_page(
 }
 
 /// A received message as clients see it.
-pub(super) fn view(r: &InboxRecord) -> MessageView {
+pub(in crate::mail) fn view(r: &InboxRecord) -> MessageView {
     MessageView {
         id: r.id.clone(),
         seq: r.seq,
@@ -153,7 +153,10 @@ pub(super) fn view(r: &InboxRecord) -> MessageView {
 /// knows (retry, offline) and the directory (owner) are added. Its
 /// status is the latest state, but a deferral whose time passed is over:
 /// then it is the state before it.
-pub(super) fn outbox_view(r: &OutboxRecord, now: agentmesh_protocol::Timestamp) -> OutboxView {
+pub(in crate::mail) fn outbox_view(
+    r: &OutboxRecord,
+    now: agentmesh_protocol::Timestamp,
+) -> OutboxView {
     let states = if r.states.is_empty() {
         legacy_states(r)
     } else {

@@ -30,13 +30,13 @@ use crate::store::{Caught, Store, StoreError, TaintRecord};
 /// The tainted mailboxes (at most one record per mailbox this machine
 /// has: mailboxes are bounded by folder consent; the owner's is `@`).
 #[derive(Debug, Default)]
-pub(super) struct Taints {
+pub(in crate::mail) struct Taints {
     records: BTreeMap<String, TaintRecord>,
 }
 
 /// What a change of taint did, for the audit log.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Change {
+pub(in crate::mail) enum Change {
     /// Nothing changed.
     None,
     /// The mailbox is tainted now and was not before.
@@ -53,7 +53,7 @@ fn key(mailbox: Option<&str>) -> &str {
 
 impl Taints {
     /// The stored taints.
-    pub(super) fn load(store: &dyn Store) -> Result<Taints, StoreError> {
+    pub(in crate::mail) fn load(store: &dyn Store) -> Result<Taints, StoreError> {
         Ok(Taints {
             records: store
                 .taints()?
@@ -64,19 +64,19 @@ impl Taints {
     }
 
     /// Whether what `mailbox` sends carries taint.
-    pub(super) fn is_tainted(&self, mailbox: Option<&str>) -> bool {
+    pub(in crate::mail) fn is_tainted(&self, mailbox: Option<&str>) -> bool {
         self.record(mailbox)
             .is_some_and(|r| r.marked || r.caught.is_some())
     }
 
     /// `mailbox`'s record, if it has one.
-    pub(super) fn record(&self, mailbox: Option<&str>) -> Option<&TaintRecord> {
+    pub(in crate::mail) fn record(&self, mailbox: Option<&str>) -> Option<&TaintRecord> {
         self.records.get(key(mailbox))
     }
 
     /// `mailbox` received tainted mail `id` from `from` at `now`: caught,
     /// durably, unless it already was.
-    pub(super) fn caught(
+    pub(in crate::mail) fn caught(
         &mut self,
         store: &dyn Store,
         mailbox: Option<&str>,
@@ -101,7 +101,7 @@ impl Taints {
 
     /// `mailbox`'s person spoke: what it caught is gone (its person's mark
     /// stays).
-    pub(super) fn person_spoke(
+    pub(in crate::mail) fn person_spoke(
         &mut self,
         store: &dyn Store,
         mailbox: Option<&str>,
@@ -124,7 +124,7 @@ impl Taints {
 
     /// A person marks `mailbox` tainted (`on`), or clears it whole: its
     /// mark and what it caught.
-    pub(super) fn mark(
+    pub(in crate::mail) fn mark(
         &mut self,
         store: &dyn Store,
         mailbox: Option<&str>,
@@ -168,7 +168,7 @@ fn clean(mailbox: &str) -> TaintRecord {
 }
 
 /// The refusal of `set_profile` from a tainted mailbox.
-pub(super) fn profile_refused(mailbox: &str) -> ApiError {
+pub(in crate::mail) fn profile_refused(mailbox: &str) -> ApiError {
     ApiError::new(
         ErrorCode::Tainted,
         format!(

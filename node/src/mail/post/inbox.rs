@@ -30,16 +30,16 @@ use agentmesh_protocol::time::MAX_CLOCK_SKEW;
 use agentmesh_protocol::{Identity, Name, PeerId, Timestamp, Wire};
 use sha2::{Digest, Sha256};
 
-use super::address::address;
-use super::answers::Answers;
-use super::consent::{Consent, Decision, HeldReason, NoRoom};
-use super::ctx::{Ctx, Seqs, hex};
-use super::owed::{self, Owed};
-use super::pages::view;
-use super::receipts::Debt;
 use crate::api::{Event, Who};
 use crate::audit::AuditEvent;
 use crate::limits::RateWindow;
+use crate::mail::address::address;
+use crate::mail::consent::{Consent, Decision, HeldReason, NoRoom};
+use crate::mail::ctx::{Ctx, Seqs, hex};
+use crate::mail::guard::answers::Answers;
+use crate::mail::post::owed::{self, Owed};
+use crate::mail::post::pages::view;
+use crate::mail::post::receipts::Debt;
 use crate::store::{AskRecord, AuditEntry, InboxRecord};
 use crate::wire::{MAX_BATCH_ENVELOPES, MailOutcome, MailReply, MailRequest};
 
@@ -57,7 +57,7 @@ const MAX_REFUSAL_KEYS: usize = 4096;
 /// The sender of an inbound batch, as the network authenticated and
 /// checked it.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Sender {
+pub(in crate::mail) struct Sender {
     /// The machine, as its connection authenticated it.
     pub peer: PeerId,
     /// Whether the team revoked it (else it is a current member).
@@ -70,7 +70,7 @@ pub(super) struct Sender {
 /// Why an envelope is refused: what the sender sees, and what the audit
 /// log records.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Refusal {
+pub(in crate::mail) struct Refusal {
     /// The code the sender sees.
     pub code: String,
     /// Why, for the sender.
@@ -81,7 +81,7 @@ pub(super) struct Refusal {
 
 /// A message to store.
 #[derive(Debug)]
-pub(super) struct Accepted {
+pub(in crate::mail) struct Accepted {
     /// Its inbox record (its seq given when the batch is written).
     pub record: InboxRecord,
     /// Its dedup key (sender ‖ id) and how long it is kept, Unix ms.
@@ -99,7 +99,7 @@ pub(super) struct Accepted {
 
 /// What an inbound batch brought besides inbox mail, for the actor.
 #[derive(Debug, Default)]
-pub(super) struct Brought {
+pub(in crate::mail) struct Brought {
     /// Broadcasts stored, to judge.
     pub broadcasts: Vec<InboxRecord>,
     /// Counts machines reported of broadcast copies this machine sent
@@ -115,24 +115,24 @@ pub(super) struct Brought {
 
 /// What an inbound batch may bring: broadcasts (room to judge them), and
 /// when a mailbox's spent wake budget resets.
-pub(super) struct Room<'a> {
+pub(in crate::mail) struct Room<'a> {
     /// Broadcasts that may wait for their judgment, at most.
-    pub(super) broadcasts: usize,
+    pub(in crate::mail) broadcasts: usize,
     /// Broadcasts the sending machine (a PeerId) may add to those
     /// waiting, at most.
-    pub(super) per_sender: &'a dyn Fn(&str) -> usize,
+    pub(in crate::mail) per_sender: &'a dyn Fn(&str) -> usize,
     /// The mailbox's spent budget resets at this time, Unix ms (`None`:
     /// not spent).
-    pub(super) deferred: &'a dyn Fn(&str) -> Option<u64>,
+    pub(in crate::mail) deferred: &'a dyn Fn(&str) -> Option<u64>,
 }
 
 impl Room<'_> {
     /// Room for every broadcast, and no budget spent (tests).
     #[cfg(test)]
-    pub(super) fn unbounded() -> Room<'static> {
+    pub(in crate::mail) fn unbounded() -> Room<'static> {
         Room {
-            broadcasts: super::MAX_WAITING_BROADCASTS,
-            per_sender: &|_| super::bus::MAX_WAITING_PER_SENDER,
+            broadcasts: crate::mail::MAX_WAITING_BROADCASTS,
+            per_sender: &|_| crate::mail::bus::MAX_WAITING_PER_SENDER,
             deferred: &|_| None,
         }
     }
@@ -140,7 +140,7 @@ impl Room<'_> {
 
 /// What becomes of one envelope.
 #[derive(Debug)]
-pub(super) enum Verdict {
+pub(in crate::mail) enum Verdict {
     /// Refused with a reason the sender sees.
     Refused(Refusal),
     /// Not now: the sender tries again later.
@@ -162,7 +162,7 @@ pub(super) enum Verdict {
 /// What the verdicts so far in one batch decided, which the next ones
 /// depend on.
 #[derive(Debug, Default)]
-pub(super) struct Batch {
+pub(in crate::mail) struct Batch {
     keys: HashSet<Vec<u8>>,
     ids: HashSet<String>,
     /// Messages held so far in this batch, per sender (one, unless a
@@ -174,7 +174,7 @@ pub(super) struct Batch {
 
 impl Batch {
     /// Takes a verdict into account.
-    pub(super) fn note(&mut self, v: &Verdict) {
+    pub(in crate::mail) fn note(&mut self, v: &Verdict) {
         if let Verdict::Accepted(a) = v {
             self.keys.insert(a.seen.0.clone());
             self.ids.insert(a.record.id.clone());
@@ -190,7 +190,7 @@ impl Batch {
 
 /// What receives.
 #[derive(Debug)]
-pub(super) struct Inbox {
+pub(in crate::mail) struct Inbox {
     me: Identity,
     seqs: Seqs,
     /// Refusals audited, per (machine, code), per window.
@@ -198,12 +198,12 @@ pub(super) struct Inbox {
     /// Which replies from another person's machine pass unheld.
     answers: Answers,
     /// What the senders of carried mail were told.
-    pub(super) owed: Owed,
+    pub(in crate::mail) owed: Owed,
 }
 
 impl Inbox {
     /// An inbox whose newest message so far is `last_seq`.
-    pub(super) fn new(me: Identity, last_seq: u64) -> Inbox {
+    pub(in crate::mail) fn new(me: Identity, last_seq: u64) -> Inbox {
         Inbox {
             me,
             seqs: Seqs::new(last_seq),
@@ -219,31 +219,31 @@ impl Inbox {
 
     /// At most `per_ask` replies to each of this machine's asks pass
     /// unheld.
-    pub(super) fn replies_per_ask(mut self, per_ask: u32) -> Inbox {
+    pub(in crate::mail) fn replies_per_ask(mut self, per_ask: u32) -> Inbox {
         self.answers = Answers::new(per_ask);
         self
     }
 
     /// The asks this machine sent, whose replies may pass unheld.
-    pub(super) fn answers(&mut self) -> &mut Answers {
+    pub(in crate::mail) fn answers(&mut self) -> &mut Answers {
         &mut self.answers
     }
 
     /// The seqs and the asks at once (`resume` takes a seq for each
     /// message it releases, and lets answers pass).
-    pub(super) fn seqs_and_answers(&mut self) -> (&mut Seqs, &Answers) {
+    pub(in crate::mail) fn seqs_and_answers(&mut self) -> (&mut Seqs, &Answers) {
         (&mut self.seqs, &self.answers)
     }
 
     /// The inbox's seqs (a release takes one too).
-    pub(super) fn seqs(&mut self) -> &mut Seqs {
+    pub(in crate::mail) fn seqs(&mut self) -> &mut Seqs {
         &mut self.seqs
     }
 
     /// Decides, writes and audits an inbound batch; its answer and the
     /// events to announce once it is durable (tests).
     #[cfg(test)]
-    pub(super) fn receive(
+    pub(in crate::mail) fn receive(
         &mut self,
         from: Sender,
         request: &MailRequest,
@@ -258,7 +258,7 @@ impl Inbox {
     /// `room.broadcasts` broadcasts of it; its answer, the events to
     /// announce once it is durable, and the broadcasts and counts it
     /// brought.
-    pub(super) fn receive_all(
+    pub(in crate::mail) fn receive_all(
         &mut self,
         from: Sender,
         request: &MailRequest,
@@ -413,7 +413,7 @@ impl Inbox {
 
     /// What becomes of one envelope from `from`, after `batch`; reads the
     /// store's dedup records and inbox ids, writes nothing.
-    pub(super) fn verdict(
+    pub(in crate::mail) fn verdict(
         &self,
         from: Sender,
         bytes: &[u8],
@@ -594,7 +594,7 @@ impl Inbox {
             Decision::Hold(why) => Some(why),
             Decision::NoMailbox(m) => {
                 let machine = &dir.my_name;
-                let reason = match super::mailboxes::near(&m, consent) {
+                let reason = match crate::mail::consent::mailboxes::near(&m, consent) {
                     Some(near) => format!("no mailbox {m} on {machine} (did you mean {near}?)"),
                     None => format!(
                         "no mailbox {m} on {machine}; its owner can make one with `agentmesh allow FOLDER --mailbox {m}`"
@@ -622,7 +622,7 @@ impl Inbox {
                         "held_full",
                         format!(
                             "{} messages from you already wait for {}'s approval; wait until they are approved or expire",
-                            super::MAX_HELD_PER_SENDER,
+                            crate::mail::MAX_HELD_PER_SENDER,
                             dir.my_owner
                         ),
                         Some(id),
@@ -695,7 +695,7 @@ impl Inbox {
 
     /// One entry for each (machine, reason) whose refusals in a window
     /// that just ended were counted rather than audited one by one.
-    pub(super) fn audit_refusal_counts(&mut self, ctx: &mut Ctx<'_>) {
+    pub(in crate::mail) fn audit_refusal_counts(&mut self, ctx: &mut Ctx<'_>) {
         let (closed, overflow) = self.refusals.closed(calendar(ctx.now.wall));
         let window = agentmesh_protocol::time::exact_duration(REFUSAL_AUDIT_WINDOW);
         for ((peer, code), n) in closed {
@@ -729,7 +729,7 @@ impl Inbox {
 /// The machine that sealed `a`: the batch's sender, or for carried mail
 /// the envelope's.
 fn sealer(from: Sender, a: &Accepted) -> PeerId {
-    super::peer_of(&a.record.from_peer).unwrap_or(from.peer)
+    crate::mail::peer_of(&a.record.from_peer).unwrap_or(from.peer)
 }
 
 /// A broadcast stored to be judged, audited as received.
@@ -753,7 +753,7 @@ fn stored_broadcast(from: Sender, a: &Accepted, ctx: &mut Ctx<'_>) {
 
 /// A stored message: audited as received or held, counted if held; the
 /// event that announces it.
-pub(super) fn received(
+pub(in crate::mail) fn received(
     from: Sender,
     a: Accepted,
     consent: &mut Consent,

@@ -6,11 +6,11 @@
 use agentmesh_protocol::envelope::Kind;
 use tokio::sync::oneshot;
 
-use super::{Ctx, Mail, address};
 use crate::api::{self, ApiError, Reply};
 use crate::audit::AuditEvent;
 use crate::bus::{MAX_NOTED_TEXT, judge};
 use crate::codes::ErrorCode;
+use crate::mail::{Ctx, Mail, address};
 use crate::store::AuditEntry;
 
 impl Mail {
@@ -19,7 +19,7 @@ impl Mail {
     /// broadcast's text) lowers the judge's probability for broadcasts
     /// like it. Kept, audited (its size, never its text), answered once
     /// durable.
-    pub(super) fn not_for_me(
+    pub(in crate::mail) fn not_for_me(
         &mut self,
         mailbox: Option<String>,
         id: &str,
@@ -38,7 +38,7 @@ impl Mail {
 }
 
 fn note_for(
-    profiles: &mut super::profiles::Profiles,
+    profiles: &mut crate::mail::bus::profiles::Profiles,
     mailbox: Option<String>,
     id: &str,
     note: String,
@@ -55,7 +55,7 @@ fn note_for(
             ),
         );
     }
-    let id = super::ops::full_id(ctx.store, id)?;
+    let id = crate::mail::post::ops::full_id(ctx.store, id)?;
     let here = address(mailbox.as_deref(), &ctx.dir.my_name);
     let record = match ctx.store.inbox_get(&id)? {
         Some(r) if r.mailbox == mailbox => r,

@@ -24,10 +24,10 @@ use agentmesh_protocol::team::Standing;
 use agentmesh_protocol::time::MAX_CLOCK_SKEW;
 use serde_bytes::ByteBuf;
 
-use super::courier::{Carrier, backoff};
-use super::{Ctx, peer_of};
 use crate::audit::AuditEvent;
 use crate::config::CarryRules;
+use crate::mail::post::courier::{Carrier, backoff};
+use crate::mail::{Ctx, peer_of};
 use crate::net::{Carry, Delivered, Via};
 use crate::store::{AuditEntry, CarriedRecord};
 use crate::wire::{MAX_BATCH_ENVELOPES, MailOutcome, MailReply, MailRequest, batch_bytes};
@@ -59,7 +59,7 @@ impl Delivery {
 
 /// What this machine carries for others.
 #[derive(Debug)]
-pub(super) struct Carrying {
+pub(in crate::mail) struct Carrying {
     rules: CarryRules,
     /// Every envelope held, by key (a recipient's are one range).
     held: BTreeMap<Vec<u8>, CarriedRecord>,
@@ -82,7 +82,7 @@ pub(super) struct Carrying {
 
 impl Carrying {
     /// What the store held at start-up, under `rules`.
-    pub(super) fn load(rules: CarryRules, records: Vec<CarriedRecord>) -> Carrying {
+    pub(in crate::mail) fn load(rules: CarryRules, records: Vec<CarriedRecord>) -> Carrying {
         let mut c = Carrying {
             rules,
             held: BTreeMap::new(),
@@ -102,7 +102,7 @@ impl Carrying {
     }
 
     /// Envelopes held (status, tests).
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::mail) fn len(&self) -> usize {
         self.held.len()
     }
 
@@ -142,7 +142,7 @@ impl Carrying {
 
     /// Takes envelopes `from` asks this machine to hold: an outcome each,
     /// to answer once the store has them (the caller flushes first).
-    pub(super) fn hold(
+    pub(in crate::mail) fn hold(
         &mut self,
         from: PeerId,
         revoked: bool,
@@ -333,7 +333,7 @@ impl Carrying {
     }
 
     /// `peer` is now reached only through relays (`relayed`), or not.
-    pub(super) fn route(&mut self, peer: PeerId, relayed: bool) {
+    pub(in crate::mail) fn route(&mut self, peer: PeerId, relayed: bool) {
         if relayed {
             self.relayed.insert(peer);
         } else {
@@ -342,7 +342,12 @@ impl Carrying {
     }
 
     /// A connection to `peer` came up: what is held for it goes now.
-    pub(super) fn connected(&mut self, peer: PeerId, net: &dyn Carrier, ctx: &mut Ctx<'_>) {
+    pub(in crate::mail) fn connected(
+        &mut self,
+        peer: PeerId,
+        net: &dyn Carrier,
+        ctx: &mut Ctx<'_>,
+    ) {
         if let Some(d) = self.deliveries.get_mut(&peer) {
             d.failures = 0;
             d.next_try = None;
@@ -351,7 +356,7 @@ impl Carrying {
     }
 
     /// Sweeps when it is time, and carries on what is due.
-    pub(super) fn tick(&mut self, net: &dyn Carrier, ctx: &mut Ctx<'_>) {
+    pub(in crate::mail) fn tick(&mut self, net: &dyn Carrier, ctx: &mut Ctx<'_>) {
         let now = ctx.now.mono;
         if self.next_sweep.is_none_or(|t| t <= now) {
             self.next_sweep = Some(now + SWEEP);
@@ -495,7 +500,12 @@ impl Carrying {
     /// or already had is forgotten (audited in one entry); what it was too
     /// busy for waits [`LATER`] (the rest goes meanwhile), and a batch
     /// that got no answer, or only busy ones, waits for a backoff.
-    pub(super) fn delivered(&mut self, d: Delivered, net: &dyn Carrier, ctx: &mut Ctx<'_>) {
+    pub(in crate::mail) fn delivered(
+        &mut self,
+        d: Delivered,
+        net: &dyn Carrier,
+        ctx: &mut Ctx<'_>,
+    ) {
         let Some((peer, keys)) = self.batches.remove(&d.batch) else {
             return;
         };

@@ -35,7 +35,7 @@ impl Courier {
                 return tracing::warn!(error = %e, "cannot read a sent message for its receipt");
             }
         };
-        if !crate::mail::receipts::apply(&mut r, states) {
+        if !crate::mail::post::receipts::apply(&mut r, states) {
             return;
         }
         // Given up on (expired here), yet it arrived after all: the

@@ -13,14 +13,14 @@
 //!       ── no such mailbox: no_mailbox, "did you mean …?"
 //! ```
 
-use super::address::{mailbox_name, parse_address};
-use super::consent::Consent;
 use crate::api::{ApiError, err};
 use crate::codes::ErrorCode;
+use crate::mail::address::{mailbox_name, parse_address};
+use crate::mail::consent::Consent;
 
 /// The mailbox a message is sent from, as a client named it: `None` for
 /// the owner's (`@`). `attached` is the mailbox the client attached to.
-pub(super) fn sending_from(
+pub(in crate::mail) fn sending_from(
     given: &str,
     attached: Option<&str>,
     consent: &Consent,
@@ -70,7 +70,7 @@ pub(super) fn sending_from(
 
 /// Checks that `mailbox` (a name, or `@` for the owner's) is a mailbox
 /// of this machine, opted in or out: `inbox --mailbox` reads it.
-pub(super) fn existing(mailbox: &str, consent: &Consent) -> Result<(), ApiError> {
+pub(in crate::mail) fn existing(mailbox: &str, consent: &Consent) -> Result<(), ApiError> {
     if mailbox == "@" {
         return Ok(());
     }
@@ -90,7 +90,7 @@ pub(super) fn existing(mailbox: &str, consent: &Consent) -> Result<(), ApiError>
 /// The opted-in mailbox of this machine nearest `name`, if one is near
 /// enough to be a slip of the keyboard: what a refusal of mail to a
 /// mailbox that does not exist suggests to its sender.
-pub(super) fn near(name: &str, consent: &Consent) -> Option<String> {
+pub(in crate::mail) fn near(name: &str, consent: &Consent) -> Option<String> {
     let names: Vec<&str> = consent
         .bindings()
         .filter(|b| b.allowed)

@@ -16,13 +16,13 @@ use agentmesh_protocol::team::Standing;
 use agentmesh_protocol::{Identity, Name, Wire};
 use sha2::{Digest, Sha256};
 
-use super::address::{address, mailbox_name, parse_address};
-use super::consent::{Consent, Decision, HeldReason, MAX_HELD_PER_SENDER};
-use super::ctx::{Ctx, hex};
-use super::loops::{LoopRefusal, Loops, Sending};
 use crate::api::{ApiError, Who, err};
 use crate::audit::AuditEvent;
 use crate::codes::ErrorCode;
+use crate::mail::address::{address, mailbox_name, parse_address};
+use crate::mail::consent::{Consent, Decision, HeldReason, MAX_HELD_PER_SENDER};
+use crate::mail::ctx::{Ctx, hex};
+use crate::mail::guard::loops::{LoopRefusal, Loops, Sending};
 use crate::store::{AskRecord, AuditEntry, InboxRecord, MessageState, OutboxRecord, OutboxStatus};
 
 /// Messages waiting in the outbox at once, at most; `send` refuses beyond.
@@ -44,7 +44,7 @@ fn same_address(a: &str, b: &str, me: &str) -> bool {
 
 /// A client's `send`.
 #[derive(Debug)]
-pub(super) struct SendRequest<'a> {
+pub(in crate::mail) struct SendRequest<'a> {
     /// Who sends.
     pub who: &'a Who,
     /// The mailbox the client attached to.
@@ -65,7 +65,7 @@ pub(super) struct SendRequest<'a> {
 
 /// Where a sent message goes.
 #[derive(Debug)]
-pub(super) enum Outgoing {
+pub(in crate::mail) enum Outgoing {
     /// To another machine: its outbox record, holding the sealed
     /// envelope, for the courier; for an ask, what lets its replies pass
     /// unheld.
@@ -78,7 +78,7 @@ pub(super) enum Outgoing {
 /// itself (its seq given when it is written), and an outbox record that
 /// lists it as delivered.
 #[derive(Debug)]
-pub(super) struct LocalMail {
+pub(in crate::mail) struct LocalMail {
     /// The inbox record.
     pub record: InboxRecord,
     /// How `outbox` lists it.
@@ -94,7 +94,7 @@ pub(super) struct LocalMail {
 /// What a send decides by besides the request: the courier's backlog,
 /// the consent rules (for a mailbox here), the loop rules.
 #[derive(Debug)]
-pub(super) struct SendRules<'a> {
+pub(in crate::mail) struct SendRules<'a> {
     /// Messages the courier has yet to deliver.
     pub waiting: usize,
     /// Consent, for mail to a mailbox on this machine.
@@ -105,29 +105,29 @@ pub(super) struct SendRules<'a> {
 
 /// Seals what clients send.
 #[derive(Debug)]
-pub(super) struct Mailroom {
+pub(in crate::mail) struct Mailroom {
     me: Identity,
     /// How long a message stays deliverable.
     lifetime: Duration,
 }
 
 impl Mailroom {
-    pub(super) fn new(me: Identity, lifetime: Duration) -> Mailroom {
+    pub(in crate::mail) fn new(me: Identity, lifetime: Duration) -> Mailroom {
         Mailroom { me, lifetime }
     }
 
     /// This machine.
-    pub(super) fn peer_id(&self) -> agentmesh_protocol::PeerId {
+    pub(in crate::mail) fn peer_id(&self) -> agentmesh_protocol::PeerId {
         self.me.peer_id()
     }
 
     /// How long a message stays deliverable.
-    pub(super) fn lifetime(&self) -> Duration {
+    pub(in crate::mail) fn lifetime(&self) -> Duration {
         self.lifetime
     }
 
     /// Seals `body` under `header` for the machine whose key is `to`.
-    pub(super) fn seal(
+    pub(in crate::mail) fn seal(
         &self,
         to: &agentmesh_protocol::X25519Public,
         header: &Header,
@@ -141,7 +141,7 @@ impl Mailroom {
     /// What becomes of `req`: an outbox record sealed for another machine,
     /// or an inbox record for a mailbox here; its `accepted` entry
     /// recorded.
-    pub(super) fn send(
+    pub(in crate::mail) fn send(
         &self,
         req: SendRequest<'_>,
         rules: SendRules<'_>,
@@ -153,7 +153,7 @@ impl Mailroom {
         // replies to it would bounce), else the attached one; `None`
         // inside: the owner's.
         let given = match req.from_mailbox.as_deref() {
-            Some(m) => Some(super::mailboxes::sending_from(
+            Some(m) => Some(crate::mail::consent::mailboxes::sending_from(
                 m,
                 req.attached.as_deref(),
                 rules.consent,
@@ -418,7 +418,7 @@ impl Mailroom {
 /// The `too_large` error for a body over [`MAX_BODY_BYTES`], naming the
 /// text's own size and how much text fits beside the rest of the body
 /// (who sent it, the mailboxes), which the person can act on.
-pub(super) fn text_too_large(body: &Body) -> ApiError {
+pub(in crate::mail) fn text_too_large(body: &Body) -> ApiError {
     let text = body.text.len();
     let rest = Body {
         text: String::new(),
@@ -439,12 +439,12 @@ pub(super) fn text_too_large(body: &Body) -> ApiError {
 
 /// The machine a remote message goes to and its key, or why it cannot be
 /// sent.
-pub(super) struct Target {
+pub(in crate::mail) struct Target {
     pub team: agentmesh_protocol::TeamId,
     pub x25519: agentmesh_protocol::X25519Public,
 }
 
-pub(super) fn remote_target(
+pub(in crate::mail) fn remote_target(
     machine: &str,
     waiting: usize,
     dir: &crate::team::Directory,
@@ -537,7 +537,7 @@ fn local_consent(
 
 /// A loop refusal, audited (the first like it per minute); what the
 /// client is told.
-pub(super) fn refuse(
+pub(in crate::mail) fn refuse(
     r: LoopRefusal,
     from: &str,
     to: &str,

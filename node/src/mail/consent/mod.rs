@@ -24,17 +24,19 @@
 //! Releasing held mail is one path, [`Consent::release`], audited
 //! `approved` when a person approves it and `released` when `resume` does.
 
+pub(in crate::mail) mod mailboxes;
+
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use agentmesh_protocol::PeerId;
 
-use super::address::mailbox_name;
-use super::ctx::{Ctx, MAX_REMOTE_REASON, Seqs, peer_of, who_label};
-use super::pages::view;
 use crate::api::{ApiError, Event, PausedView, Reply, Who, err, ok};
 use crate::audit::AuditEvent;
 use crate::codes::ErrorCode;
+use crate::mail::address::mailbox_name;
+use crate::mail::ctx::{Ctx, MAX_REMOTE_REASON, Seqs, peer_of, who_label};
+use crate::mail::post::pages::view;
 use crate::store::{AuditEntry, FolderBinding, InboxRecord, MailStore, StoreError};
 use crate::team::Directory;
 
@@ -99,7 +101,7 @@ impl HeldReason {
 
 /// What consent says of a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Decision {
+pub(in crate::mail) enum Decision {
     /// Into the inbox.
     Deliver,
     /// Held for approval.
@@ -112,7 +114,7 @@ pub(super) enum Decision {
 
 /// Why a message cannot be held now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum NoRoom {
+pub(in crate::mail) enum NoRoom {
     /// The sender's held mail is at its cap, and a pause holds it: the
     /// sender keeps it and tries again after the pause.
     Wait,
@@ -122,7 +124,7 @@ pub(super) enum NoRoom {
 
 /// How a held message comes to be delivered.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Release<'a> {
+pub(in crate::mail) enum Release<'a> {
     /// A person (or agent) approved it.
     Approved(&'a Who),
     /// `resume` delivered what pause held.
@@ -131,7 +133,7 @@ pub(super) enum Release<'a> {
 
 /// Consent's state, loaded from the store and written through on change.
 #[derive(Debug, Default)]
-pub(super) struct Consent {
+pub(in crate::mail) struct Consent {
     /// Folder bindings, by mailbox.
     folders: HashMap<String, FolderBinding>,
     /// Machines whose mail is not held.
@@ -146,7 +148,7 @@ pub(super) struct Consent {
 
 impl Consent {
     /// What the store keeps, and the held mail counted.
-    pub(super) fn load(store: &dyn MailStore) -> Result<Consent, StoreError> {
+    pub(in crate::mail) fn load(store: &dyn MailStore) -> Result<Consent, StoreError> {
         let mut held_from: HashMap<PeerId, usize> = HashMap::new();
         let mut held_in: HashMap<Option<String>, usize> = HashMap::new();
         // Held mail is capped per sender: reading it once at start is bounded.
@@ -171,18 +173,23 @@ impl Consent {
     }
 
     /// Whether inbound mail is paused.
-    pub(super) fn paused(&self) -> bool {
+    pub(in crate::mail) fn paused(&self) -> bool {
         self.paused
     }
 
     /// Messages held, from every machine.
-    pub(super) fn held_total(&self) -> usize {
+    pub(in crate::mail) fn held_total(&self) -> usize {
         self.held_from.values().sum()
     }
 
     /// The one consent rule (see the module docs): what becomes of a
     /// message from `from` to `mailbox` (`None`: the owner's).
-    pub(super) fn decide(&self, from: PeerId, mailbox: Option<&str>, dir: &Directory) -> Decision {
+    pub(in crate::mail) fn decide(
+        &self,
+        from: PeerId,
+        mailbox: Option<&str>,
+        dir: &Directory,
+    ) -> Decision {
         if let Some(m) = mailbox {
             match self.folders.get(m) {
                 None => return Decision::NoMailbox(m.to_owned()),
@@ -208,7 +215,7 @@ impl Consent {
 
     /// Whether one more message from `from`, held for `why`, fits beside
     /// what is held already and `also` held in the batch being decided.
-    pub(super) fn room_to_hold(
+    pub(in crate::mail) fn room_to_hold(
         &self,
         from: PeerId,
         why: HeldReason,
@@ -223,13 +230,13 @@ impl Consent {
     }
 
     /// A message from `from` to `mailbox` is held (stored).
-    pub(super) fn count_held(&mut self, from: PeerId, mailbox: Option<&str>) {
+    pub(in crate::mail) fn count_held(&mut self, from: PeerId, mailbox: Option<&str>) {
         *self.held_from.entry(from).or_default() += 1;
         *self.held_in.entry(mailbox.map(str::to_owned)).or_default() += 1;
     }
 
     /// The held message `r` is held no more.
-    pub(super) fn uncount(&mut self, r: &InboxRecord) {
+    pub(in crate::mail) fn uncount(&mut self, r: &InboxRecord) {
         if let Some(n) = peer_of(&r.from_peer).and_then(|p| self.held_from.get_mut(&p)) {
             *n = n.saturating_sub(1);
         }
@@ -239,7 +246,7 @@ impl Consent {
     }
 
     /// Messages held for `mailbox` (`None`: the owner's).
-    pub(super) fn held_in(&self, mailbox: Option<&str>) -> usize {
+    pub(in crate::mail) fn held_in(&self, mailbox: Option<&str>) -> usize {
         self.held_in
             .get(&mailbox.map(str::to_owned))
             .copied()
@@ -248,7 +255,11 @@ impl Consent {
 
     /// Why a message `pause` held stays held once delivery resumed, by
     /// the rule it would have met without the pause.
-    pub(super) fn still_held(&self, r: &InboxRecord, dir: &Directory) -> Option<HeldReason> {
+    pub(in crate::mail) fn still_held(
+        &self,
+        r: &InboxRecord,
+        dir: &Directory,
+    ) -> Option<HeldReason> {
         let Some(from) = peer_of(&r.from_peer) else {
             // A damaged record names nobody to trust: it stays held.
             return Some(HeldReason::OtherOwner);
@@ -273,7 +284,7 @@ impl Consent {
 
     /// Delivers the held message `record`: it takes its place at the end of
     /// the inbox. The events that announce it.
-    pub(super) fn release(
+    pub(in crate::mail) fn release(
         &mut self,
         record: InboxRecord,
         how: Release<'_>,
@@ -313,7 +324,7 @@ impl Consent {
 
     /// Deletes the held message `record`, rejected by `who` for `reason`
     /// (empty: none given).
-    pub(super) fn reject(
+    pub(in crate::mail) fn reject(
         &mut self,
         record: &InboxRecord,
         who: &Who,
@@ -342,12 +353,12 @@ impl Consent {
     }
 
     /// The binding of `mailbox`, if a folder is bound to it.
-    pub(super) fn binding(&self, mailbox: &str) -> Option<&FolderBinding> {
+    pub(in crate::mail) fn binding(&self, mailbox: &str) -> Option<&FolderBinding> {
         self.folders.get(mailbox)
     }
 
     /// Every mailbox a folder is bound to (opted in or out).
-    pub(super) fn bindings(&self) -> impl Iterator<Item = &FolderBinding> {
+    pub(in crate::mail) fn bindings(&self) -> impl Iterator<Item = &FolderBinding> {
         self.folders.values()
     }
 
@@ -357,7 +368,7 @@ impl Consent {
     /// mailbox, or that folds to nothing (`/`, a name of symbols), is no
     /// mailbox: a second clone named `api` must not read the real `api`'s
     /// mail, and unrelated folders must not share one.
-    pub(super) fn mailbox_for(&self, path: &str) -> Reply {
+    pub(in crate::mail) fn mailbox_for(&self, path: &str) -> Reply {
         let given = std::path::Path::new(path);
         let path = std::fs::canonicalize(given)
             .or_else(|_| std::path::absolute(given))
@@ -415,14 +426,14 @@ impl Consent {
     // ----- the API --------------------------------------------------------
 
     /// `mailboxes`: every binding, by name.
-    pub(super) fn mailboxes(&self) -> Reply {
+    pub(in crate::mail) fn mailboxes(&self) -> Reply {
         let mut rows: Vec<&FolderBinding> = self.folders.values().collect();
         rows.sort_by(|a, b| a.mailbox.cmp(&b.mailbox));
         ok(rows.iter().map(|b| binding_json(b)).collect::<Vec<_>>())
     }
 
     /// `trust MACHINE`: its mail is no longer held.
-    pub(super) fn trust(&mut self, who: &Who, machine: &str, ctx: &mut Ctx<'_>) -> Reply {
+    pub(in crate::mail) fn trust(&mut self, who: &Who, machine: &str, ctx: &mut Ctx<'_>) -> Reply {
         let Some((peer, _)) = ctx.dir.current(machine) else {
             return err(
                 ErrorCode::UnknownMachine,
@@ -440,7 +451,7 @@ impl Consent {
     }
 
     /// `allow` (`allowed`) or `deny` a folder, audited when it succeeds.
-    pub(super) fn allow(
+    pub(in crate::mail) fn allow(
         &mut self,
         who: &Who,
         path: &str,
@@ -584,7 +595,7 @@ impl Consent {
     }
 
     /// `pause`: inbound mail is held until `resume`.
-    pub(super) fn pause(&mut self, who: &Who, ctx: &mut Ctx<'_>) -> Reply {
+    pub(in crate::mail) fn pause(&mut self, who: &Who, ctx: &mut Ctx<'_>) -> Reply {
         self.set_paused(true, ctx.store)?;
         let detail = "inbound mail is held until resume".to_owned();
         decided(who, AuditEvent::Pause, None, detail, ctx);
@@ -598,10 +609,10 @@ impl Consent {
     /// `resume`: delivery resumes, and what `pause` held is released, but
     /// only what would have been delivered had there been no pause. The
     /// answer, and the events to announce once it is durable.
-    pub(super) fn resume(
+    pub(in crate::mail) fn resume(
         &mut self,
         who: &Who,
-        (seqs, answers): (&mut Seqs, &super::answers::Answers),
+        (seqs, answers): (&mut Seqs, &crate::mail::guard::answers::Answers),
         ctx: &mut Ctx<'_>,
     ) -> Result<(PausedView, Vec<Event>), ApiError> {
         self.set_paused(false, ctx.store)?;
@@ -653,7 +664,7 @@ impl Consent {
 }
 
 /// The held messages, oldest first, found through the store's index.
-pub(super) fn held_records(store: &dyn MailStore) -> Result<Vec<InboxRecord>, StoreError> {
+pub(in crate::mail) fn held_records(store: &dyn MailStore) -> Result<Vec<InboxRecord>, StoreError> {
     let mut out = vec![];
     for (seq, _) in store.held_index()? {
         if let Some(r) = store.inbox_at(seq)? {
@@ -664,7 +675,7 @@ pub(super) fn held_records(store: &dyn MailStore) -> Result<Vec<InboxRecord>, St
 }
 
 /// The audit entry of a decision about the held message `r`.
-pub(super) fn held_entry(r: &InboxRecord, detail: String) -> AuditEntry {
+pub(in crate::mail) fn held_entry(r: &InboxRecord, detail: String) -> AuditEntry {
     AuditEntry {
         peer: Some(r.from_peer.clone()),
         sender: Some(r.from.clone()),

@@ -25,16 +25,16 @@ use agentmesh_protocol::envelope::{Header, Kind, MessageId};
 use agentmesh_protocol::receipt::{Receipt, ReceiptEntry, ReceiptState};
 use agentmesh_protocol::{PeerId, Who, WhoKind};
 
-use super::mailroom::{MAX_OUTBOX, Mailroom};
-use super::{Ctx, address, peer_of};
 use crate::api::{ApiError, MessageState, ReceiptsView};
 use crate::codes::ErrorCode;
+use crate::mail::post::mailroom::{MAX_OUTBOX, Mailroom};
+use crate::mail::{Ctx, address, peer_of};
 use crate::store::{InboxRecord, OutboxRecord, OutboxStatus, StateRecord, Store, StoreError};
 use agentmesh_protocol::team::Standing;
 
 /// A received message a receipt is owed for: what the receipt needs of it.
 #[derive(Debug, Clone)]
-pub(super) struct Debt {
+pub(in crate::mail) struct Debt {
     /// Its id, hex.
     pub id: String,
     /// Its sender machine.
@@ -58,7 +58,7 @@ impl From<&InboxRecord> for Debt {
 
 /// What becomes of a receipt owed.
 #[derive(Debug)]
-pub(super) enum Owed {
+pub(in crate::mail) enum Owed {
     /// The message came from this machine: its outbox record takes the
     /// states here.
     Here {
@@ -74,26 +74,26 @@ pub(super) enum Owed {
 /// Which mailboxes send read receipts: all but those whose person turned
 /// them off.
 #[derive(Debug, Default)]
-pub(super) struct Receipts {
+pub(in crate::mail) struct Receipts {
     /// Mailboxes with read receipts off (`@`: the owner's).
     quiet: HashSet<String>,
 }
 
 impl Receipts {
     /// The settings the store kept.
-    pub(super) fn load(store: &dyn Store) -> Result<Receipts, StoreError> {
+    pub(in crate::mail) fn load(store: &dyn Store) -> Result<Receipts, StoreError> {
         Ok(Receipts {
             quiet: store.quiet_reads()?.into_iter().collect(),
         })
     }
 
     /// Whether mail read in `mailbox` (`None`: the owner's) is receipted.
-    pub(super) fn reads(&self, mailbox: Option<&str>) -> bool {
+    pub(in crate::mail) fn reads(&self, mailbox: Option<&str>) -> bool {
         !self.quiet.contains(mailbox.unwrap_or("@"))
     }
 
     /// Turns `mailbox`'s read receipts on or off, durably.
-    pub(super) fn set_reads(
+    pub(in crate::mail) fn set_reads(
         &mut self,
         store: &dyn Store,
         mailbox: &str,
@@ -110,7 +110,7 @@ impl Receipts {
 
     /// The read receipts owed for `records`, just marked read at `now`:
     /// none for mailboxes whose person turned them off.
-    pub(super) fn read(
+    pub(in crate::mail) fn read(
         &self,
         records: &[InboxRecord],
         now: agentmesh_protocol::Timestamp,
@@ -128,7 +128,7 @@ impl Receipts {
     }
 
     /// `receipts MAILBOX`.
-    pub(super) fn view(&self, mailbox: &str) -> ReceiptsView {
+    pub(in crate::mail) fn view(&self, mailbox: &str) -> ReceiptsView {
         let named = Some(mailbox).filter(|m| *m != "@");
         ReceiptsView {
             mailbox: mailbox.to_owned(),
@@ -139,11 +139,11 @@ impl Receipts {
 
 /// The receipts owed for held mail that expired unapproved at `now`:
 /// `rejected`, saying so.
-pub(super) fn expired_unapproved(
+pub(in crate::mail) fn expired_unapproved(
     expired: &[InboxRecord],
     now: agentmesh_protocol::Timestamp,
 ) -> Vec<(Debt, Vec<ReceiptEntry>)> {
-    let days = super::HELD_EXPIRY.as_secs() / 86_400;
+    let days = crate::mail::HELD_EXPIRY.as_secs() / 86_400;
     let why = format!("it expired unapproved: its person did not approve it within {days} days");
     expired
         .iter()
@@ -161,7 +161,7 @@ pub(super) fn expired_unapproved(
 /// none is sent: a broadcast copy (its sender has counts), a sender that
 /// is no longer a member, or an outbox too full (the receipt is dropped
 /// and logged; mail is never refused for a receipt).
-pub(super) fn owe(
+pub(in crate::mail) fn owe(
     room: &Mailroom,
     debt: &Debt,
     entries: Vec<ReceiptEntry>,
@@ -260,7 +260,7 @@ fn seal(
 /// say of it being held or deferred; whether any was new. A refusal of a
 /// message that already arrived is not noted: a message in its
 /// recipient's inbox was not refused, whatever a late copy of it met.
-pub(super) fn apply(r: &mut OutboxRecord, states: Vec<StateRecord>) -> bool {
+pub(in crate::mail) fn apply(r: &mut OutboxRecord, states: Vec<StateRecord>) -> bool {
     let mut changed = false;
     for s in states {
         if s.state == MessageState::Refused && arrived(r) {
@@ -294,10 +294,13 @@ fn arrived(r: &OutboxRecord) -> bool {
 }
 
 /// The outbox state a receipt's entry says.
-pub(super) fn state_of(e: &ReceiptEntry) -> StateRecord {
+pub(in crate::mail) fn state_of(e: &ReceiptEntry) -> StateRecord {
     let cut = |t: &Option<String>| {
-        t.as_ref()
-            .map(|t| t.chars().take(super::MAX_REMOTE_REASON).collect::<String>())
+        t.as_ref().map(|t| {
+            t.chars()
+                .take(crate::mail::MAX_REMOTE_REASON)
+                .collect::<String>()
+        })
     };
     StateRecord {
         state: match e.state {

@@ -8,12 +8,12 @@ use crate::api::{ApiError, Event, Reply, Resolution, ResolvedView, Who, err, ok}
 use crate::codes::ErrorCode;
 use crate::store::{InboxRecord, MailStore, OutboxRecord, OutboxStatus, Store};
 
-use super::consent::{Consent, Release, held_records};
-use super::courier::Courier;
-use super::ctx::Seqs;
-use super::pages::{first_page, json_size, outbox_view, view, within_page};
-use super::unread::Unread;
-use super::{Ctx, Now, peer_of};
+use crate::mail::consent::{Consent, Release, held_records};
+use crate::mail::ctx::Seqs;
+use crate::mail::post::courier::Courier;
+use crate::mail::post::pages::{first_page, json_size, outbox_view, view, within_page};
+use crate::mail::post::unread::Unread;
+use crate::mail::{Ctx, Now, peer_of};
 use crate::team::Directory;
 
 /// Delivered and failed messages `outbox` lists, at most (the newest).
@@ -23,7 +23,7 @@ pub const MIN_ID_PREFIX: usize = 4;
 
 /// The received message id `given` names: the whole id, or a unique
 /// prefix of at least [`MIN_ID_PREFIX`] characters, as git takes them.
-pub(super) fn full_id(store: &dyn MailStore, given: &str) -> Result<String, ApiError> {
+pub(in crate::mail) fn full_id(store: &dyn MailStore, given: &str) -> Result<String, ApiError> {
     let given = given.trim().to_ascii_lowercase();
     if given.len() == 32 {
         return Ok(given);
@@ -65,7 +65,7 @@ pub(super) fn full_id(store: &dyn MailStore, given: &str) -> Result<String, ApiE
 
 /// `read ID`: the message, marked read. The answer, to give once the mark
 /// is durable; an error at once if the mark could not be written.
-pub(super) fn read(
+pub(in crate::mail) fn read(
     store: &dyn MailStore,
     id: &str,
     unread: &mut Unread,
@@ -97,7 +97,7 @@ pub(super) fn read(
 
 /// `outbox`: what is still on its way, current in memory (attempts,
 /// status), and the newest of what is done.
-pub(super) fn outbox_list(courier: &Courier, ctx: &Ctx<'_>) -> Reply {
+pub(in crate::mail) fn outbox_list(courier: &Courier, ctx: &Ctx<'_>) -> Reply {
     let all = sent_records(courier, ctx)?;
     let views: Vec<_> = all.iter().map(|r| sent_view(r, courier, ctx)).collect();
     ok(within_page(views, json_size))
@@ -105,7 +105,7 @@ pub(super) fn outbox_list(courier: &Courier, ctx: &Ctx<'_>) -> Reply {
 
 /// `message_status ID`: one sent message, by its id or a unique prefix of
 /// it among those `outbox` lists.
-pub(super) fn message_status(courier: &Courier, id: &str, ctx: &Ctx<'_>) -> Reply {
+pub(in crate::mail) fn message_status(courier: &Courier, id: &str, ctx: &Ctx<'_>) -> Reply {
     let given = id.trim().to_ascii_lowercase();
     let found = match ctx.store.outbox_get(&given)? {
         Some(r) if r.id.len() == given.len() => vec![r],
@@ -169,7 +169,7 @@ fn sent_records(courier: &Courier, ctx: &Ctx<'_>) -> Result<Vec<OutboxRecord>, A
 
 /// A sent message as `outbox` shows it, with what the courier and the
 /// directory add.
-pub(super) fn sent_view(
+pub(in crate::mail) fn sent_view(
     r: &OutboxRecord,
     courier: &Courier,
     ctx: &Ctx<'_>,
@@ -202,7 +202,7 @@ pub(super) fn sent_view(
 
 /// `held`: the oldest first (they expire first). What does not fit one
 /// page shows once these are decided.
-pub(super) fn held_list(store: &dyn MailStore, dir: &Directory) -> Reply {
+pub(in crate::mail) fn held_list(store: &dyn MailStore, dir: &Directory) -> Reply {
     let views = held_records(store)?
         .iter()
         .map(|r| {
@@ -216,14 +216,14 @@ pub(super) fn held_list(store: &dyn MailStore, dir: &Directory) -> Reply {
 
 /// `left` or `revoked` if the machine `peer` is no longer a member of the
 /// team (mail it sent before is its old key's, whoever has its name now).
-pub(super) fn sender_gone(dir: &Directory, peer: &str) -> Option<String> {
+pub(in crate::mail) fn sender_gone(dir: &Directory, peer: &str) -> Option<String> {
     let m = dir.machines.get(&peer.parse().ok()?)?;
     (m.standing == agentmesh_protocol::team::Standing::Revoked)
         .then(|| if m.left { "left" } else { "revoked" }.to_owned())
 }
 
 /// `audit`: the newest entries that fit one page.
-pub(super) fn audit_list(store: &dyn Store, now: Now, since_secs: Option<u64>) -> Reply {
+pub(in crate::mail) fn audit_list(store: &dyn Store, now: Now, since_secs: Option<u64>) -> Reply {
     ok(crate::audit::list(
         store,
         now.wall,
@@ -238,7 +238,7 @@ pub const MAX_BUS_LOG_SCAN: usize = 20_000;
 /// `bus log`: the bus's decisions among the newest audit entries (a
 /// filtered view of the audit log), only `mailbox`'s if given, the newest
 /// that fit one page.
-pub(super) fn bus_log(
+pub(in crate::mail) fn bus_log(
     store: &dyn Store,
     now: Now,
     since_secs: Option<u64>,
@@ -281,7 +281,7 @@ pub(super) fn bus_log(
 
 /// What a person decides about a held message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Decision {
+pub(in crate::mail) enum Decision {
     /// Deliver it.
     Approve,
     /// Drop it, with a reason (empty: none).
@@ -291,7 +291,7 @@ pub(super) enum Decision {
 /// Approves or rejects the held message `id`. The first answer wins;
 /// others are told it was already decided. The answer, and the events to
 /// announce once it is durable.
-pub(super) fn resolve(
+pub(in crate::mail) fn resolve(
     who: &Who,
     id: &str,
     decision: Decision,

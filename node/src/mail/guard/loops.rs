@@ -44,10 +44,10 @@ use agentmesh_protocol::Timestamp;
 
 use crate::limits::RateWindow;
 
-use super::taint::Taints;
 use crate::api::ApiError;
 use crate::codes::ErrorCode;
 pub use crate::config::LoopRules;
+use crate::mail::guard::taint::Taints;
 
 /// Mailboxes whose hop is remembered at once; past it, the one that heard
 /// from a peer longest ago is forgotten (it falls back to hop 0 sooner).
@@ -83,7 +83,7 @@ struct Sent {
 
 /// What the per-turn quota counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Sending {
+pub(in crate::mail) enum Sending {
     /// A new ask.
     Ask,
     /// A new tell.
@@ -104,7 +104,7 @@ impl Sending {
 
 /// Why a send is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum LoopRefusal {
+pub(in crate::mail) enum LoopRefusal {
     /// Its hop reached the limit.
     Hop {
         /// The hop it would carry.
@@ -137,7 +137,7 @@ pub(super) enum LoopRefusal {
 
 impl LoopRefusal {
     /// What the client is told; `from` and `to` name the pair.
-    pub(super) fn error(self, from: &str, to: &str) -> ApiError {
+    pub(in crate::mail) fn error(self, from: &str, to: &str) -> ApiError {
         match self {
             LoopRefusal::Hop { hop, max } => ApiError::new(
                 ErrorCode::HopLimit,
@@ -179,7 +179,7 @@ impl LoopRefusal {
     }
 
     /// The audit entry's detail.
-    pub(super) fn detail(self) -> String {
+    pub(in crate::mail) fn detail(self) -> String {
         match self {
             LoopRefusal::Hop { hop, max } => {
                 format!("hop_limit: hop {hop} refused (past the limit of {max})")
@@ -200,7 +200,7 @@ impl LoopRefusal {
 
 /// The hops mailboxes are handling, and the pair counts.
 #[derive(Debug)]
-pub(super) struct Loops {
+pub(in crate::mail) struct Loops {
     rules: LoopRules,
     /// By mailbox (`None`: the owner's).
     handling: HashMap<Option<String>, Handling>,
@@ -214,12 +214,12 @@ pub(super) struct Loops {
     /// agent retrying a refused send can't turn each try into a disk write.
     audited: RateWindow<(String, String, ErrorCode)>,
     /// Which mailboxes are tainted (kept in the store, unlike the rest).
-    pub(super) taints: Taints,
+    pub(in crate::mail) taints: Taints,
 }
 
 impl Loops {
     /// Nothing handled yet; the stored taints.
-    pub(super) fn new(rules: LoopRules, taints: Taints) -> Loops {
+    pub(in crate::mail) fn new(rules: LoopRules, taints: Taints) -> Loops {
         Loops {
             rules,
             handling: HashMap::new(),
@@ -232,7 +232,7 @@ impl Loops {
 
     /// Whether `mailbox`, handling peer mail at `now`, may send one more
     /// new message of `what` (the owner's mailbox never handles any).
-    pub(super) fn check_quota(
+    pub(in crate::mail) fn check_quota(
         &self,
         mailbox: Option<&str>,
         what: Sending,
@@ -258,7 +258,12 @@ impl Loops {
 
     /// Counts a new message of `what` that `mailbox` sent at `now`, if it
     /// is handling peer mail.
-    pub(super) fn count_sent(&mut self, mailbox: Option<&str>, what: Sending, now: Timestamp) {
+    pub(in crate::mail) fn count_sent(
+        &mut self,
+        mailbox: Option<&str>,
+        what: Sending,
+        now: Timestamp,
+    ) {
         if !self.is_handling(mailbox, now) {
             return;
         }
@@ -273,7 +278,7 @@ impl Loops {
     }
 
     /// The hop `mailbox` is handling at `now` (0: none, or it expired).
-    pub(super) fn handling(&self, mailbox: Option<&str>, now: Timestamp) -> u8 {
+    pub(in crate::mail) fn handling(&self, mailbox: Option<&str>, now: Timestamp) -> u8 {
         match self.handling.get(&mailbox.map(str::to_owned)) {
             Some(h) if now.saturating_sub(self.rules.hop_reset) < h.last => h.hop,
             _ => 0,
@@ -281,7 +286,7 @@ impl Loops {
     }
 
     /// Whether `mailbox` is handling peer mail at `now`.
-    pub(super) fn is_handling(&self, mailbox: Option<&str>, now: Timestamp) -> bool {
+    pub(in crate::mail) fn is_handling(&self, mailbox: Option<&str>, now: Timestamp) -> bool {
         self.handling
             .get(&mailbox.map(str::to_owned))
             .is_some_and(|h| now.saturating_sub(self.rules.hop_reset) < h.last)
@@ -291,7 +296,7 @@ impl Loops {
     /// sent; `answers` is the hop of the message a reply answers. A reply
     /// carries at least the hop its mailbox is handling (a reply to a
     /// reply is handling peer mail too), and is never refused for it.
-    pub(super) fn hop_for(
+    pub(in crate::mail) fn hop_for(
         &self,
         mailbox: Option<&str>,
         answers: Option<u8>,
@@ -315,7 +320,7 @@ impl Loops {
 
     /// Counts a send of `hop` from `from` to `to` at `now`, unless the
     /// pair is past its allowance (hop 0 is never counted or refused).
-    pub(super) fn count_pair(
+    pub(in crate::mail) fn count_pair(
         &mut self,
         from: &str,
         to: &str,
@@ -353,7 +358,7 @@ impl Loops {
 
     /// Whether `mailbox` may send one more reply in `thread` (the owner's
     /// mailbox, its person's, always may).
-    pub(super) fn check_turn(
+    pub(in crate::mail) fn check_turn(
         &self,
         mailbox: Option<&str>,
         thread: &str,
@@ -369,7 +374,12 @@ impl Loops {
     }
 
     /// Counts a reply `mailbox` sent in `thread` at `now`.
-    pub(super) fn count_turn(&mut self, mailbox: Option<&str>, thread: &str, now: Timestamp) {
+    pub(in crate::mail) fn count_turn(
+        &mut self,
+        mailbox: Option<&str>,
+        thread: &str,
+        now: Timestamp,
+    ) {
         let Some(m) = mailbox else {
             return;
         };
@@ -405,7 +415,7 @@ impl Loops {
     /// reading mail is not an agent passing it on, so it never handles a
     /// hop and what it sends is hop 0. Agents' sessions have mailboxes of
     /// their own (their folders').
-    pub(super) fn received(&mut self, mailbox: Option<&str>, hop: u8, now: Timestamp) {
+    pub(in crate::mail) fn received(&mut self, mailbox: Option<&str>, hop: u8, now: Timestamp) {
         if mailbox.is_none() {
             return;
         }
@@ -439,7 +449,7 @@ impl Loops {
 
     /// Whether a refusal of `code` from `from` to `to` at `now` is audited:
     /// the first of its kind per minute.
-    pub(super) fn audit_refusal(
+    pub(in crate::mail) fn audit_refusal(
         &mut self,
         from: &str,
         to: &str,
@@ -456,7 +466,7 @@ impl Loops {
 
     /// A wake run of `mailbox` starts: its quota counts afresh (the hop it
     /// is handling stays: a run is no person speaking).
-    pub(super) fn new_turn(&mut self, mailbox: Option<&str>) {
+    pub(in crate::mail) fn new_turn(&mut self, mailbox: Option<&str>) {
         if let Some(h) = self.handling.get_mut(&mailbox.map(str::to_owned)) {
             h.sent = Sent::default();
         }
@@ -464,7 +474,7 @@ impl Loops {
 
     /// `mailbox`'s person spoke: what it sends next is hop 0 again, and
     /// its replies are counted afresh.
-    pub(super) fn reset(&mut self, mailbox: Option<&str>) {
+    pub(in crate::mail) fn reset(&mut self, mailbox: Option<&str>) {
         self.handling.remove(&mailbox.map(str::to_owned));
         if let Some(m) = mailbox {
             self.turns.retain(|(mailbox, _), _| mailbox != m);

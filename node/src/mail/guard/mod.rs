@@ -1,0 +1,6 @@
+//! What keeps mail from running away: hop and pair loops, taint, which replies to this machine's own asks pass unheld, and retention.
+
+pub(in crate::mail) mod answers;
+pub(in crate::mail) mod loops;
+pub(in crate::mail) mod retention;
+pub(in crate::mail) mod taint;

@@ -304,36 +304,33 @@ struct Inboxes {
     presence: mpsc::UnboundedReceiver<profiles::Presence>,
 }
 
-/// The mail actor: the parts, and what they need from outside.
+/// The mail actor: a router over its five wings, and what they need from
+/// outside.
 #[derive(Debug)]
 pub struct Mail {
     shared: Shared,
     net: CarryHandle,
+    /// What comes back to the actor later: work a flush made durable, and
+    /// its tasks.
+    later: Later,
+    /// A letter's life.
+    post: post::Post,
+    /// Folders, trust, pause, held mail, mailboxes.
+    consent: consent::Consent,
+    /// Loops, taint, answers to own asks, retention.
+    guard: guard::Guard,
+    /// Broadcasts and their judging, profiles, not_for_me notes.
+    bus: bus::Bus,
+    /// Wake settings, budgets and runs.
+    wake: wake::Wake,
+}
+
+/// What comes back to the mail actor later.
+#[derive(Debug)]
+struct Later {
     /// The other end of [`Inboxes::flushed`], which each job's `then`
     /// sends on.
-    flushed_tx: mpsc::UnboundedSender<AfterFlush>,
-    mailroom: mailroom::Mailroom,
-    courier: courier::Courier,
-    inbox: inbox::Inbox,
-    consent: consent::Consent,
-    fanout: fanout::Fanout,
-    retention: retention::Retention,
-    loops: loops::Loops,
-    unread: unread::Unread,
-    /// Profiles, goals, presets and who is attached: this machine's part
-    /// of the directory.
-    profiles: profiles::Profiles,
-    /// Broadcasts waiting for their judgment.
-    bus: bus::Bus,
-    /// Which mailboxes wake an idle session, and the sessions hooks
-    /// reported.
-    wakes: wakes::Wakes,
-    /// The wake runs started.
-    runs: runs::Runs,
-    /// Which mailboxes tell senders their mail was read.
-    receipts: receipts::Receipts,
-    /// What this machine carries for members that are offline.
-    carrying: carrying::Carrying,
+    flushed: mpsc::UnboundedSender<AfterFlush>,
     /// Its tasks: judgings and wake runs' supervisors.
     tasks: JoinSet<Finished>,
 }
@@ -393,7 +390,7 @@ impl Mail {
         let receipts = receipts::Receipts::load(store.as_ref())?;
         let wakes = wakes::Wakes::load(store.as_ref(), wake, home)?;
         let (presence_tx, presence) = mpsc::unbounded_channel();
-        let bus = bus::Bus::new(judge, store.broadcasts()?);
+        let bus_queue = bus::Queue::new(judge, store.broadcasts()?);
         let mut mail = Mail {
             shared: Shared {
                 store,
@@ -401,28 +398,35 @@ impl Mail {
                 log: AuditLog::new(commit),
             },
             net,
-            flushed_tx,
-            mailroom: mailroom::Mailroom::new(me.clone(), lifetime),
-            courier,
-            inbox: inbox::Inbox::new(me, last_seq).replies_per_ask(replies_per_ask),
+            later: Later {
+                flushed: flushed_tx,
+                tasks: JoinSet::new(),
+            },
+            post: post::Post {
+                mailroom: mailroom::Mailroom::new(me.clone(), lifetime),
+                courier,
+                inbox: inbox::Inbox::new(me, last_seq).replies_per_ask(replies_per_ask),
+                unread,
+                receipts,
+                carrying,
+                fanout,
+            },
             consent,
-            retention: retention::Retention::new(audit_retention, Instant::now()),
-            fanout,
-            loops: loops::Loops::new(loops, taints),
-            unread,
-            profiles,
-            bus,
-            wakes,
-            runs,
-            receipts,
-            carrying,
-            tasks: JoinSet::new(),
+            guard: guard::Guard {
+                loops: loops::Loops::new(loops, taints),
+                retention: retention::Retention::new(audit_retention, Instant::now()),
+            },
+            bus: bus::Bus {
+                queue: bus_queue,
+                profiles,
+            },
+            wake: wake::Wake { wakes, runs },
         };
         // Broadcasts accepted before a restart and not judged.
         mail.judge_next();
         mail.publish_summary();
         mail.publish_local();
-        let (events, newest, summary) = mail.fanout.ends();
+        let (events, newest, summary) = mail.post.fanout.ends();
         let handle = MailHandle {
             tx,
             presence: presence_tx,
@@ -445,7 +449,7 @@ impl Mail {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Mail that waited for a run when the daemon stopped.
-        let waiting: Vec<String> = self.wakes.mailboxes().map(str::to_owned).collect();
+        let waiting: Vec<String> = self.wake.wakes.mailboxes().map(str::to_owned).collect();
         self.wake_all(waiting.iter().map(String::as_str));
         loop {
             tokio::select! {
@@ -468,7 +472,7 @@ impl Mail {
                         self.publish_local();
                     }
                 },
-                Some(done) = self.tasks.join_next() => match done {
+                Some(done) = self.later.tasks.join_next() => match done {
                     Ok(Finished::Judged(j)) => self.on_judged(*j),
                     Ok(Finished::Ended(e)) => self.on_run_ended(e),
                     // A judging task that panicked: its broadcast stays
@@ -477,7 +481,7 @@ impl Mail {
                     Err(e) => tracing::error!(error = %e, "a task of the mail actor failed"),
                 },
                 Some(p) = inboxes.presence.recv() => {
-                    self.profiles.presence(&p);
+                    self.bus.profiles.presence(&p);
                     self.publish_local();
                     // A session's MCP server left (a run's own, too): mail
                     // it did not read may wake a run now.
@@ -486,7 +490,7 @@ impl Mail {
                     }
                 },
                 _ = tick.tick() => self.tick(),
-                () = first_due(self.courier.firsts().next_deadline()) => {}
+                () = first_due(self.post.courier.firsts().next_deadline()) => {}
             }
             self.write_pending();
             self.answer_firsts();
@@ -495,24 +499,24 @@ impl Mail {
         // Stopping: a send that waits for its first answer is durable, and
         // goes after the restart; it is answered so, not failed (its agent
         // would send it again).
-        for w in self.courier.firsts().drain() {
+        for w in self.post.courier.firsts().drain() {
             let _ = w.reply.send(ok(w.sent));
         }
         // Its tasks end with it: a judging stopped, a run's process group
         // killed (a run shows `interrupted` at the next start).
-        self.tasks.shutdown().await;
+        self.later.tasks.shutdown().await;
     }
 
     /// Answers the sends whose first answer came (or whose machine is
     /// offline, or whose wait ended), as `message_status` and
     /// `mailbox_state` would show them now.
     fn answer_firsts(&mut self) {
-        if self.courier.firsts().is_empty() {
+        if self.post.courier.firsts().is_empty() {
             return;
         }
         let dir = self.shared.directory();
         let ctx = self.shared.lend(&dir);
-        let courier = &mut self.courier;
+        let courier = &mut self.post.courier;
         let over = courier.firsts_over(ctx.now.mono);
         for w in over {
             // From memory, else (finished and in the store) from the store.
@@ -527,8 +531,8 @@ impl Mail {
             };
             let state = mailbox_state_view(
                 &self.consent,
-                &self.unread,
-                &self.loops,
+                &self.post.unread,
+                &self.guard.loops,
                 w.mailbox.as_deref(),
                 &ctx,
             );
@@ -548,16 +552,16 @@ impl Mail {
     /// durable, `work` comes back, and the courier forgets the finished
     /// outbox records it kept listing until the store had them.
     fn submit(&mut self, work: Option<AfterFlush>) {
-        let (outbox, settle) = self.courier.take_writes();
+        let (outbox, settle) = self.post.courier.take_writes();
         let writes = Writes {
             outbox,
-            asks: self.inbox.answers().take_writes(),
+            asks: self.post.inbox.answers().take_writes(),
             ..Writes::default()
         };
         let then: Option<Done> = if work.is_none() && settle.is_empty() {
             None
         } else {
-            let back = self.flushed_tx.clone();
+            let back = self.later.flushed.clone();
             Some(Box::new(move || {
                 // The actor gone means the daemon is stopping.
                 if !settle.is_empty() {
@@ -594,15 +598,15 @@ impl Mail {
             .bindings()
             .filter(|b| b.allowed)
             .map(|b| b.mailbox.as_str());
-        self.profiles.publish(names, now());
+        self.bus.profiles.publish(names, now());
     }
 
     fn publish_summary(&self) {
-        self.fanout.publish(MailSummary {
+        self.post.fanout.publish(MailSummary {
             paused: self.consent.paused(),
             held: self.consent.held_total(),
-            outbox_waiting: self.courier.waiting(),
-            carrying: self.carrying.len(),
+            outbox_waiting: self.post.courier.waiting(),
+            carrying: self.post.carrying.len(),
             wake: self.wake_status(),
         });
     }
@@ -626,7 +630,7 @@ impl Mail {
                 let mut ctx = self.shared.lend(&dir);
                 let queued_at = ctx.now.mono;
                 let peer = peer_of(&record.to_peer);
-                self.courier.queue(*record, &self.net, &mut ctx);
+                self.post.courier.queue(*record, &self.net, &mut ctx);
                 let Some(wait) = wait else {
                     let _ = reply.send(ok(sent));
                     return;
@@ -639,7 +643,7 @@ impl Mail {
                     peer,
                 };
                 // Too many wait already: answered as without the wait.
-                if let Some(w) = self.courier.firsts().wait(waiter) {
+                if let Some(w) = self.post.courier.firsts().wait(waiter) {
                     let _ = w.reply.send(ok(w.sent));
                 }
             }
@@ -652,16 +656,16 @@ impl Mail {
                 self.net.answer_mail(token, reply);
                 self.emit_and_wake(events);
                 if !broadcasts.is_empty() {
-                    self.bus.arrived(broadcasts);
+                    self.bus.queue.arrived(broadcasts);
                     self.judge_next();
                 }
             }
-            AfterFlush::Settled(ids) => self.courier.settled(&ids),
+            AfterFlush::Settled(ids) => self.post.courier.settled(&ids),
             AfterFlush::Queue(records) => {
                 let dir = self.shared.directory();
                 let mut ctx = self.shared.lend(&dir);
                 for r in records {
-                    self.courier.queue(r, &self.net, &mut ctx);
+                    self.post.courier.queue(r, &self.net, &mut ctx);
                 }
             }
             AfterFlush::Broadcast { reply, sealed } => self.broadcast_durable(reply, *sealed),
@@ -670,7 +674,7 @@ impl Mail {
                 if let Some(r) = report {
                     let dir = self.shared.directory();
                     let mut ctx = self.shared.lend(&dir);
-                    self.courier.queue(*r, &self.net, &mut ctx);
+                    self.post.courier.queue(*r, &self.net, &mut ctx);
                 }
             }
             AfterFlush::Answer {
@@ -688,7 +692,7 @@ impl Mail {
     /// delivered mail to may wake a run.
     fn emit_and_wake(&mut self, events: Vec<Event>) {
         let woken = delivered_to(&events);
-        self.fanout.emit(events);
+        self.post.fanout.emit(events);
         self.wake_all(woken.iter().map(String::as_str));
     }
 
@@ -703,7 +707,7 @@ impl Mail {
                 request,
                 token,
             } => {
-                let reply = self.carrying.hold(peer, revoked, &request, &mut ctx);
+                let reply = self.post.carrying.hold(peer, revoked, &request, &mut ctx);
                 let (events, broadcasts) = (vec![], vec![]);
                 self.after(AfterFlush::Received {
                     token,
@@ -725,32 +729,41 @@ impl Mail {
                     revoked,
                     carrier,
                 };
-                let wakes = &self.wakes;
+                let wakes = &self.wake.wakes;
                 let now = ctx.now.wall;
                 let deferred = |m: &str| wakes.deferred_until(m, now).map(|t| t.as_unix_millis());
                 let bus = &self.bus;
-                let per_sender = |sender: &str| bus.room_for(sender);
+                let per_sender = |sender: &str| bus.queue.room_for(sender);
                 let room = inbox::Room {
-                    broadcasts: bus.room(),
+                    broadcasts: bus.queue.room(),
                     per_sender: &per_sender,
                     deferred: &deferred,
                 };
-                let (reply, events, brought) =
-                    self.inbox
-                        .receive_all(sender, &request, &mut self.consent, room, &mut ctx);
-                heard(&mut self.unread, &mut self.loops, &events, &mut ctx);
+                let (reply, events, brought) = self.post.inbox.receive_all(
+                    sender,
+                    &request,
+                    &mut self.consent,
+                    room,
+                    &mut ctx,
+                );
+                heard(
+                    &mut self.post.unread,
+                    &mut self.guard.loops,
+                    &events,
+                    &mut ctx,
+                );
                 for (peer, id, counts) in brought.counts {
                     bus::on_counts(peer, &id, counts, &mut ctx);
                 }
                 for (peer, id, r) in brought.receipts {
                     let states = r.entries.iter().map(receipts::state_of).collect();
-                    self.courier.receipt(peer, &id, states, &ctx);
+                    self.post.courier.receipt(peer, &id, states, &ctx);
                 }
                 // What became of carried mail, for its senders: written
                 // with the flush that stores it, before the carrier is
                 // answered.
                 self.owe(brought.owed);
-                self.bus.reserve(&brought.broadcasts);
+                self.bus.queue.reserve(&brought.broadcasts);
                 self.after(AfterFlush::Received {
                     token,
                     reply,
@@ -759,12 +772,12 @@ impl Mail {
                 });
             }
             MailEvent::Connected(peer) => {
-                self.courier.connected(peer, &self.net, &mut ctx);
-                self.carrying.connected(peer, &self.net, &mut ctx);
+                self.post.courier.connected(peer, &self.net, &mut ctx);
+                self.post.carrying.connected(peer, &self.net, &mut ctx);
             }
             MailEvent::Route { peer, relayed } => {
-                self.courier.route(peer, relayed);
-                self.carrying.route(peer, relayed);
+                self.post.courier.route(peer, relayed);
+                self.post.carrying.route(peer, relayed);
             }
         }
     }
@@ -773,36 +786,37 @@ impl Mail {
         let dir = self.shared.directory();
         let mut ctx = self.shared.lend(&dir);
         match d.via {
-            Via::Mail => self.courier.delivered(d, &self.net, &mut ctx),
-            Via::Hold => self.courier.handed(d, &mut ctx),
-            Via::Deliver => self.carrying.delivered(d, &self.net, &mut ctx),
+            Via::Mail => self.post.courier.delivered(d, &self.net, &mut ctx),
+            Via::Hold => self.post.courier.handed(d, &mut ctx),
+            Via::Deliver => self.post.carrying.delivered(d, &self.net, &mut ctx),
         }
     }
 
     fn tick(&mut self) {
         // A new local day: spent budgets are whole again, and mail they
         // deferred may wake a run.
-        if self.wakes.day_turned(now()) {
-            let waiting: Vec<String> = self.wakes.mailboxes().map(str::to_owned).collect();
+        if self.wake.wakes.day_turned(now()) {
+            let waiting: Vec<String> = self.wake.wakes.mailboxes().map(str::to_owned).collect();
             self.wake_all(waiting.iter().map(String::as_str));
         }
         let dir = self.shared.directory();
         let mut ctx = self.shared.lend(&dir);
-        self.courier.retry_due(&self.net, &mut ctx);
-        self.courier.hand_off_due(&self.net, &mut ctx);
-        self.carrying.tick(&self.net, &mut ctx);
+        self.post.courier.retry_due(&self.net, &mut ctx);
+        self.post.courier.hand_off_due(&self.net, &mut ctx);
+        self.post.carrying.tick(&self.net, &mut ctx);
         let mut expired = vec![];
-        if self.retention.due(ctx.now.mono) {
+        if self.guard.retention.due(ctx.now.mono) {
             let events;
-            (events, expired) = self
-                .retention
-                .run(&mut self.courier, &mut self.consent, &mut ctx);
-            self.fanout.emit(events);
+            (events, expired) =
+                self.guard
+                    .retention
+                    .run(&mut self.post.courier, &mut self.consent, &mut ctx);
+            self.post.fanout.emit(events);
         }
         let now = ctx.now.wall;
-        self.retention.prune_if_due(&mut ctx);
-        self.inbox.audit_refusal_counts(&mut ctx);
-        self.courier.shrink();
+        self.guard.retention.prune_if_due(&mut ctx);
+        self.post.inbox.audit_refusal_counts(&mut ctx);
+        self.post.courier.shrink();
         // Statuses change with time (working turns idle).
         self.publish_local();
         // Their senders learn that held mail expired unapproved.
@@ -816,7 +830,7 @@ impl Mail {
         let mut ctx = self.shared.lend(&dir);
         if who.kind == api::WhoKind::Agent {
             // A hook or tool call: its mailbox's session is working.
-            self.profiles.active(mailbox.as_deref(), ctx.now.wall);
+            self.bus.profiles.active(mailbox.as_deref(), ctx.now.wall);
             // A wake run's session did something: its run is no silent
             // wake (`bus stats`).
             if matches!(
@@ -830,7 +844,7 @@ impl Mail {
                 let run = (who.name == crate::wake::RUN_WHO)
                     .then_some(who.session_id.as_deref())
                     .flatten();
-                self.runs.acted(run, mailbox.as_deref());
+                self.wake.runs.acted(run, mailbox.as_deref());
             }
         }
         let answer = match op {
@@ -860,19 +874,19 @@ impl Mail {
                             from_mailbox,
                         };
                         let rules = mailroom::SendRules {
-                            waiting: self.courier.waiting(),
+                            waiting: self.post.courier.waiting(),
                             consent: &self.consent,
-                            loops: &mut self.loops,
+                            loops: &mut self.guard.loops,
                         };
-                        self.mailroom.send(request, rules, &mut ctx)
+                        self.post.mailroom.send(request, rules, &mut ctx)
                     });
                 match sent {
                     Ok(mailroom::Outgoing::Remote(sent)) => {
                         let (record, ask) = *sent;
                         if let Some(ask) = ask {
-                            self.inbox.answers().asked(ask);
+                            self.post.inbox.answers().asked(ask);
                         }
-                        self.courier.write(record.clone());
+                        self.post.courier.write(record.clone());
                         let record = Box::new(record);
                         return self.after(AfterFlush::Sent {
                             reply,
@@ -905,27 +919,27 @@ impl Mail {
                 })
                 .and_then(ok),
             Op::Read { id } => match ops::full_id(ctx.store, &id)
-                .and_then(|id| ops::read(ctx.store, &id, &mut self.unread, ctx.now))
+                .and_then(|id| ops::read(ctx.store, &id, &mut self.post.unread, ctx.now))
             {
                 // Answered once what it wrote, and the receipt it owes,
                 // are durable.
                 Ok((answer, newly)) => {
                     let read = newly.map(|r| vec![r]).unwrap_or_default();
-                    let debts = self.receipts.read(&read, ctx.now.wall);
+                    let debts = self.post.receipts.read(&read, ctx.now.wall);
                     self.owe(debts);
                     return self.answer_durably(reply, answer, vec![]);
                 }
                 Err(e) => Err(e),
             },
-            Op::Outbox => ops::outbox_list(&self.courier, &ctx),
-            Op::MessageStatus { id } => ops::message_status(&self.courier, &id, &ctx),
+            Op::Outbox => ops::outbox_list(&self.post.courier, &ctx),
+            Op::MessageStatus { id } => ops::message_status(&self.post.courier, &id, &ctx),
             Op::Receipts { mailbox: m, read } => {
                 let set = mailboxes::existing(&m, &self.consent).and_then(|()| match read {
-                    Some(on) => self.receipts.set_reads(ctx.store, &m, on),
+                    Some(on) => self.post.receipts.set_reads(ctx.store, &m, on),
                     None => Ok(()),
                 });
                 match set {
-                    Ok(()) => ok(self.receipts.view(&m)),
+                    Ok(()) => ok(self.post.receipts.view(&m)),
                     Err(e) => Err(e),
                 }
             }
@@ -972,10 +986,15 @@ impl Mail {
             Op::Resume => {
                 return match self
                     .consent
-                    .resume(&who, self.inbox.seqs_and_answers(), &mut ctx)
+                    .resume(&who, self.post.inbox.seqs_and_answers(), &mut ctx)
                 {
                     Ok((value, events)) => {
-                        heard(&mut self.unread, &mut self.loops, &events, &mut ctx);
+                        heard(
+                            &mut self.post.unread,
+                            &mut self.guard.loops,
+                            &events,
+                            &mut ctx,
+                        );
                         self.answer_durably(reply, ok(value), events)
                     }
                     Err(e) => {
@@ -994,15 +1013,15 @@ impl Mail {
                 let now = ctx.now.wall;
                 if let Some(name) = m
                     .as_deref()
-                    .filter(|n| stop && self.wakes.left(n, now) == 0)
+                    .filter(|n| stop && self.wake.wakes.left(n, now) == 0)
                 {
                     // A Stop hook's block keeps a session working: none
                     // once the budget is spent (the mail stays unread).
                     let machine = &ctx.dir.my_name;
-                    waking::budget_spent(&mut self.wakes, ctx.log, name, machine, now);
+                    waking::budget_spent(&mut self.wake.wakes, ctx.log, name, machine, now);
                     let value = ok(api::Taken {
                         messages: vec![],
-                        unread: self.unread.count(m.as_deref()),
+                        unread: self.post.unread.count(m.as_deref()),
                         held: self.consent.held_in(m.as_deref()),
                     });
                     return self.answer_durably(reply, value, vec![]);
@@ -1010,28 +1029,31 @@ impl Mail {
                 let limit = limit.unwrap_or(MAX_TAKE);
                 let mut read_debts = vec![];
                 let taken = self
+                    .post
                     .unread
                     .take(ctx.store, m.as_deref(), (limit, max_bytes), peek, ctx.now)
                     .map_err(ApiError::from)
                     .and_then(|records| {
                         let own = address(m.as_deref(), &ctx.dir.my_name);
                         for r in records.iter().filter(|r| r.from != own) {
-                            self.loops.received(m.as_deref(), r.hop, ctx.now.wall);
+                            self.guard.loops.received(m.as_deref(), r.hop, ctx.now.wall);
                         }
                         let blocks = m.as_deref().filter(|_| stop && !records.is_empty());
                         if let Some(name) = blocks
                             && let Err(e) =
-                                self.wakes.spend(ctx.store, name, wakes::Spend::Stop, now)
+                                self.wake
+                                    .wakes
+                                    .spend(ctx.store, name, wakes::Spend::Stop, now)
                         {
                             tracing::error!(error = %e, "cannot spend a Stop-hook block");
                         }
                         let held = self.consent.held_in(m.as_deref());
                         if !peek {
-                            read_debts = self.receipts.read(&records, now);
+                            read_debts = self.post.receipts.read(&records, now);
                         }
                         ok(api::Taken {
                             messages: records.iter().map(pages::view).collect(),
-                            unread: self.unread.count(m.as_deref()),
+                            unread: self.post.unread.count(m.as_deref()),
                             held,
                         })
                     });
@@ -1049,8 +1071,8 @@ impl Mail {
                 let m = which_mailbox(m, mailbox);
                 ok(mailbox_state_view(
                     &self.consent,
-                    &self.unread,
-                    &self.loops,
+                    &self.post.unread,
+                    &self.guard.loops,
                     m.as_deref(),
                     &ctx,
                 ))
@@ -1058,15 +1080,20 @@ impl Mail {
             Op::MailboxFor { path } => self.consent.mailbox_for(&path),
             Op::HopReset { mailbox: m } => {
                 let m = which_mailbox(m, mailbox);
-                self.loops.reset(m.as_deref());
-                match self.loops.taints.person_spoke(ctx.store, m.as_deref()) {
+                self.guard.loops.reset(m.as_deref());
+                match self
+                    .guard
+                    .loops
+                    .taints
+                    .person_spoke(ctx.store, m.as_deref())
+                {
                     Ok(change) => {
                         let why = "its person spoke";
                         taint_audit(change, m.as_deref(), why, &mut ctx);
                         let state = ok(mailbox_state_view(
                             &self.consent,
-                            &self.unread,
-                            &self.loops,
+                            &self.post.unread,
+                            &self.guard.loops,
                             m.as_deref(),
                             &ctx,
                         ));
@@ -1078,7 +1105,7 @@ impl Mail {
             Op::Taint { mailbox: m, on } => {
                 let named = Some(m.as_str()).filter(|m| *m != "@");
                 return match mailboxes::existing(&m, &self.consent)
-                    .and_then(|()| self.loops.taints.mark(ctx.store, named, on))
+                    .and_then(|()| self.guard.loops.taints.mark(ctx.store, named, on))
                 {
                     Ok(change) => {
                         let why = if on {
@@ -1087,7 +1114,7 @@ impl Mail {
                             "its person cleared it"
                         };
                         taint_audit(change, named, why, &mut ctx);
-                        let view = taint_view(&self.loops.taints, named, &ctx);
+                        let view = taint_view(&self.guard.loops.taints, named, &ctx);
                         self.answer_durably(reply, ok(view), vec![])
                     }
                     Err(e) => {
@@ -1102,12 +1129,13 @@ impl Mail {
                 max_budget_usd,
             } => {
                 let set = mailboxes::existing(&m, &self.consent).and_then(|()| {
-                    self.wakes
+                    self.wake
+                        .wakes
                         .set(ctx.store, &m, wake.agent(), budget, max_budget_usd)
                 });
                 return match set {
                     Ok(()) => {
-                        let view = self.wakes.view(&m, ctx.now.wall);
+                        let view = self.wake.wakes.view(&m, ctx.now.wall);
                         self.answer_durably(reply, ok(view), vec![])
                     }
                     Err(e) => {
@@ -1121,12 +1149,16 @@ impl Mail {
                 })
                 .and_then(|page| {
                     let folder = self.consent.binding(&m);
-                    let attached = self.profiles.attached(Some(&m));
+                    let attached = self.bus.profiles.attached(Some(&m));
                     let now = ctx.now.wall;
-                    ok(self.wakes.test(&m, folder, &page.messages, attached, now))
+                    ok(self
+                        .wake
+                        .wakes
+                        .test(&m, folder, &page.messages, attached, now))
                 }),
-            Op::WakeList => ok(self.runs.list(ctx.now.wall)),
+            Op::WakeList => ok(self.wake.runs.list(ctx.now.wall)),
             Op::WakeStop { run } => self
+                .wake
                 .runs
                 .stop(&run)
                 .and_then(|r| ok(runs::view(r, ctx.now.wall))),
@@ -1142,9 +1174,10 @@ impl Mail {
                 )),
                 Some(m) => {
                     let now = ctx.now.wall;
-                    let seen = self
-                        .wakes
-                        .session(ctx.store, &m, agent, &session_id, event, now);
+                    let seen =
+                        self.wake
+                            .wakes
+                            .session(ctx.store, &m, agent, &session_id, event, now);
                     return match seen {
                         Ok(s) => {
                             let view = wakes::session_view(&s, now);
@@ -1165,7 +1198,7 @@ impl Mail {
                 let m = which_mailbox(m, mailbox);
                 if let Some(name) = m
                     .as_deref()
-                    .filter(|_| self.loops.taints.is_tainted(m.as_deref()))
+                    .filter(|_| self.guard.loops.taints.is_tainted(m.as_deref()))
                 {
                     let entry = AuditEntry {
                         recipient: Some(address(m.as_deref(), &ctx.dir.my_name)),
@@ -1186,6 +1219,7 @@ impl Mail {
                     preset,
                 };
                 match self
+                    .bus
                     .profiles
                     .set_op(&who, m.as_deref(), text, &self.consent, &mut ctx)
                 {
@@ -1194,18 +1228,18 @@ impl Mail {
                     Err(e) => Err(e),
                 }
             }
-            Op::ProfileShow { mailbox: m } => {
-                self.profiles
-                    .show_op(m, &self.consent, &ctx)
-                    .and_then(|mut shown| {
-                        for p in &mut shown.mailboxes {
-                            p.wake = p.mailbox.as_deref().map(|m| {
-                                waking::wake_status(&self.wakes, &self.runs, m, ctx.now.wall)
-                            });
-                        }
-                        ok(shown)
-                    })
-            }
+            Op::ProfileShow { mailbox: m } => self
+                .bus
+                .profiles
+                .show_op(m, &self.consent, &ctx)
+                .and_then(|mut shown| {
+                    for p in &mut shown.mailboxes {
+                        p.wake = p.mailbox.as_deref().map(|m| {
+                            waking::wake_status(&self.wake.wakes, &self.wake.runs, m, ctx.now.wall)
+                        });
+                    }
+                    ok(shown)
+                }),
             Op::Audit { since_secs } => ops::audit_list(ctx.store, ctx.now, since_secs),
             Op::Broadcast { text, from_mailbox } => {
                 let req = bus::BroadcastRequest {
@@ -1224,7 +1258,7 @@ impl Mail {
                 let m = which_mailbox(m, mailbox);
                 return self.not_for_me(m, &id, note, reply);
             }
-            Op::BusStats => bus::bus_stats(ctx.store, &self.runs, &ctx.dir.my_name),
+            Op::BusStats => bus::bus_stats(ctx.store, &self.wake.runs, &ctx.dir.my_name),
             Op::BusLog {
                 since_secs,
                 mailbox: m,
@@ -1239,9 +1273,10 @@ impl Mail {
                 // Everything that expires by the calendar, at once.
                 ctx.now = Now::current();
                 let (events, expired) =
-                    self.retention
-                        .run(&mut self.courier, &mut self.consent, &mut ctx);
-                self.fanout.emit(events);
+                    self.guard
+                        .retention
+                        .run(&mut self.post.courier, &mut self.consent, &mut ctx);
+                self.post.fanout.emit(events);
                 let debts = receipts::expired_unapproved(&expired, ctx.now.wall);
                 self.owe(debts);
                 ok(api::ClockView {
@@ -1271,7 +1306,7 @@ impl Mail {
             recipient,
             accepted,
         } = local;
-        record.seq = self.inbox.seqs().take();
+        record.seq = self.post.inbox.seqs().take();
         let outbox_mailbox = record.mailbox.clone();
         if let Err(e) = ctx.store.put_inbox(std::slice::from_ref(&record), &[], &[]) {
             tracing::error!(error = %e, "cannot store a message for this machine");
@@ -1279,7 +1314,7 @@ impl Mail {
             return;
         }
         ctx.log.record(AuditEvent::Accepted, ctx.now.wall, accepted);
-        let me = self.mailroom.peer_id();
+        let me = self.post.mailroom.peer_id();
         let id = record.id.clone();
         let to = outbox.to.clone();
         let accepted = inbox::Accepted {
@@ -1297,12 +1332,18 @@ impl Mail {
         };
         let event = inbox::received(here, accepted, &mut self.consent, &mut ctx);
         let events = vec![event];
-        heard(&mut self.unread, &mut self.loops, &events, &mut ctx);
+        heard(
+            &mut self.post.unread,
+            &mut self.guard.loops,
+            &events,
+            &mut ctx,
+        );
         let mut outbox = outbox;
         if held.is_none()
             && let Some(m) = &outbox_mailbox
         {
             outbox.deferred_until = self
+                .wake
                 .wakes
                 .deferred_until(m, ctx.now.wall)
                 .map(|t| t.as_unix_millis());
@@ -1319,18 +1360,18 @@ impl Mail {
         // Delivered here at once: its first answer is now.
         let (first, mailbox_state) = match wait {
             Some(w) => (
-                Some(ops::sent_view(&outbox, &self.courier, &ctx)),
+                Some(ops::sent_view(&outbox, &self.post.courier, &ctx)),
                 Some(mailbox_state_view(
                     &self.consent,
-                    &self.unread,
-                    &self.loops,
+                    &self.post.unread,
+                    &self.guard.loops,
                     w.mailbox.as_deref(),
                     &ctx,
                 )),
             ),
             None => (None, None),
         };
-        self.courier.write(outbox);
+        self.post.courier.write(outbox);
         let value = ok(api::SentView {
             id,
             to,
@@ -1353,20 +1394,20 @@ impl Mail {
         let ctx = self.shared.lend(&dir);
         let mut remote = vec![];
         for (debt, entries) in debts {
-            let waiting = self.courier.waiting();
-            match receipts::owe(&self.mailroom, &debt, entries, waiting, &ctx) {
+            let waiting = self.post.courier.waiting();
+            match receipts::owe(&self.post.mailroom, &debt, entries, waiting, &ctx) {
                 Some(receipts::Owed::Here { id, entries }) => {
-                    let me = self.mailroom.peer_id();
+                    let me = self.post.mailroom.peer_id();
                     let states = entries.iter().map(receipts::state_of).collect();
-                    self.courier.receipt(me, &id, states, &ctx);
+                    self.post.courier.receipt(me, &id, states, &ctx);
                 }
                 Some(receipts::Owed::Remote(r)) => {
-                    self.courier.write((*r).clone());
+                    self.post.courier.write((*r).clone());
                     remote.push(*r);
                 }
                 // Not sent (an outbox too full, say): a refusal of
                 // carried mail is not counted as told.
-                None => self.inbox.owed.untell(&debt),
+                None => self.post.inbox.owed.untell(&debt),
             }
         }
         if !remote.is_empty() {
@@ -1399,13 +1440,18 @@ impl Mail {
                 &id,
                 decision,
                 &mut self.consent,
-                self.inbox.seqs(),
+                self.post.inbox.seqs(),
                 &mut ctx,
             )
         });
         match resolved {
             Ok((value, events)) => {
-                heard(&mut self.unread, &mut self.loops, &events, &mut ctx);
+                heard(
+                    &mut self.post.unread,
+                    &mut self.guard.loops,
+                    &events,
+                    &mut ctx,
+                );
                 // The sender learns what its person decided.
                 let now = ctx.now.wall;
                 if let Some(r) = held {
@@ -1419,7 +1465,7 @@ impl Mail {
                     let deferred = r
                         .mailbox
                         .as_deref()
-                        .and_then(|m| self.wakes.deferred_until(m, now));
+                        .and_then(|m| self.wake.wakes.deferred_until(m, now));
                     if let (Ok(()), Some(until)) = (&decision_state, deferred) {
                         entries.push(ReceiptEntry {
                             until: Some(until),

@@ -20,13 +20,14 @@
 //! id derived from the broadcast's and the mailbox's, so a judgment
 //! written twice is one copy.
 
+mod judged;
 pub(in crate::mail) mod notes;
 pub(in crate::mail) mod profiles;
 mod queue;
 mod stages;
 mod stats;
 
-pub(super) use queue::Bus;
+pub(in crate::mail) use queue::Queue;
 pub use queue::{MAX_WAITING_BROADCASTS, MAX_WAITING_PER_SENDER};
 
 use agentmesh_protocol::Timestamp;
@@ -46,10 +47,20 @@ use crate::bus::judge::Input;
 use crate::codes::ErrorCode;
 use crate::mail::guard::loops::Sending;
 use crate::mail::post::mailroom::{self, remote_target};
-use crate::store::{AuditEntry, CountsRecord, InboxRecord, Judged, OutboxRecord, OutboxStatus};
+use crate::store::{AuditEntry, CountsRecord, InboxRecord, OutboxRecord, OutboxStatus};
 pub(in crate::mail) use stages::AgentCalls;
 use stages::{Candidate, Judging, Outcome};
 pub(in crate::mail) use stats::bus_stats;
+
+/// Broadcasts and the profiles they are judged against, the bus's parts.
+#[derive(Debug)]
+pub(in crate::mail) struct Bus {
+    /// Broadcasts waiting for their judgment.
+    pub(in crate::mail) queue: Queue,
+    /// Profiles, goals, presets and who is attached: this machine's part
+    /// of the directory.
+    pub(in crate::mail) profiles: profiles::Profiles,
+}
 
 /// A broadcast judged for all its candidates, back from the judging task.
 #[derive(Debug)]
@@ -101,18 +112,19 @@ impl Mail {
         let dir = self.shared.directory();
         let mut ctx = self.shared.lend(&dir);
         let parts = SendParts {
-            room: &self.mailroom,
+            room: &self.post.mailroom,
             consent: &self.consent,
-            loops: &mut self.loops,
-            waiting: self.courier.waiting(),
+            loops: &mut self.guard.loops,
+            waiting: self.post.courier.waiting(),
         };
         match seal_broadcast(parts, req, &mut ctx) {
             Ok(sealed) => {
                 for r in &sealed.remote {
-                    self.courier.write(r.clone());
+                    self.post.courier.write(r.clone());
                 }
-                let me = self.mailroom.peer_id();
-                self.courier
+                let me = self.post.mailroom.peer_id();
+                self.post
+                    .courier
                     .write(local_outbox(&sealed.local, me, &dir.my_name));
                 self.after(AfterFlush::Broadcast {
                     reply,
@@ -329,64 +341,73 @@ impl Mail {
         let dir = self.shared.directory();
         let mut ctx = self.shared.lend(&dir);
         for r in sealed.remote {
-            self.courier.queue(r, &self.net, &mut ctx);
+            self.post.courier.queue(r, &self.net, &mut ctx);
         }
-        self.bus.enqueue([sealed.local]);
+        self.bus.queue.enqueue([sealed.local]);
         self.judge_next();
     }
 
     /// Starts judging the next waiting broadcast (round robin over the
     /// sending machines), unless one is being judged already.
     pub(super) fn judge_next(&mut self) {
-        if self.bus.judging.is_some() {
+        if self.bus.queue.judging.is_some() {
             return;
         }
-        let Some(record) = self.bus.take_next() else {
+        let Some(record) = self.bus.queue.take_next() else {
             return;
         };
         let dir = self.shared.directory();
         let now = crate::clock::now();
-        let me = self.mailroom.peer_id();
-        let mut candidates = candidates(&record, me, &self.consent, &self.profiles, &dir, now);
+        let me = self.post.mailroom.peer_id();
+        let mut candidates = candidates(&record, me, &self.consent, &self.bus.profiles, &dir, now);
         // A mailbox whose wake budget is spent is no candidate: a
         // broadcast delivered costs a wake.
         candidates.retain(|c| {
             let Some(m) = c.mailbox.as_deref() else {
                 return true;
             };
-            if self.wakes.left(m, now) > 0 {
+            if self.wake.wakes.left(m, now) > 0 {
                 return true;
             }
             let log = &mut self.shared.log;
-            crate::mail::wake::waking::budget_spent(&mut self.wakes, log, m, &dir.my_name, now);
+            crate::mail::wake::waking::budget_spent(
+                &mut self.wake.wakes,
+                log,
+                m,
+                &dir.my_name,
+                now,
+            );
             false
         });
         for c in &mut candidates {
             c.agent = c
                 .mailbox
                 .as_deref()
-                .and_then(|m| self.wakes.agent(m))
+                .and_then(|m| self.wake.wakes.agent(m))
                 .map(|a| match a {
                     api::WakeAgent::Claude => agentmesh_judge::agent::AgentCli::Claude,
                     api::WakeAgent::Codex => agentmesh_judge::agent::AgentCli::Codex,
                 });
         }
-        let calls_left = match &self.bus.judge {
+        let calls_left = match &self.bus.queue.judge {
             JudgeWith::Agent(r) => {
                 let ctx = self.shared.lend(&dir);
-                self.bus.agent_calls.left(ctx.store, now, r.calls_per_day)
+                self.bus
+                    .queue
+                    .agent_calls
+                    .left(ctx.store, now, r.calls_per_day)
             }
             _ => 0,
         };
         let judging = Judging {
-            with: self.bus.judge.clone(),
+            with: self.bus.queue.judge.clone(),
             calls_left,
-            cwd: self.wakes.home().join("run").join("judge"),
+            cwd: self.wake.wakes.home().join("run").join("judge"),
         };
-        self.bus.judging = Some(record.from_peer.clone());
+        self.bus.queue.judging = Some(record.from_peer.clone());
         // A task of the actor's: one stopped with the daemon leaves its
         // broadcast in the store, judged at the next start.
-        self.tasks.spawn(async move {
+        self.later.tasks.spawn(async move {
             let (outcomes, agent_calls) =
                 stages::judge_all(judging, &record.text, candidates).await;
             Finished::Judged(Box::new(Judgments {
@@ -400,7 +421,7 @@ impl Mail {
     /// A broadcast judged: its copies delivered, each judgment audited,
     /// its counts sealed for the sender, in one write.
     pub(super) fn on_judged(&mut self, j: Judgments) {
-        self.bus.judging = None;
+        self.bus.queue.judging = None;
         let dir = self.shared.directory();
         let mut ctx = self.shared.lend(&dir);
         let Judgments {
@@ -408,99 +429,33 @@ impl Mail {
             outcomes,
             agent_calls,
         } = j;
-        self.bus.agent_calls.spend(agent_calls);
-        let me = self.mailroom.peer_id();
-        let judge = self.bus.judge.as_str();
+        self.bus.queue.agent_calls.spend(agent_calls);
+        let me = self.post.mailroom.peer_id();
+        let judge = self.bus.queue.judge.as_str();
+        let decided = judged::judged(&record, outcomes, judge, &dir.my_name);
+        for (event, entry) in decided.audits {
+            ctx.log.record(event, ctx.now.wall, entry);
+        }
         let mut copies = vec![];
-        let mut dropped = 0u32;
-        for o in outcomes {
-            let threshold = o.threshold;
-            let (score, error) = match o.p {
-                Ok(p) => (Some(p), None),
-                Err((code, e)) => (None, Some(format!("{code}: {e}"))),
-            };
-            let delivered = score.is_some_and(|p| p >= threshold);
-            let m = o.mailbox.as_deref();
-            let id = copy_id(&record.id, m);
-            let by = match (o.stage, &score) {
-                (stages::Stage::Agent(cli), Some(_)) => {
-                    format!("; the agent ({}) decided", cli.as_str())
-                }
-                (stages::Stage::Agent(cli), None) => {
-                    format!("; the agent ({}) gave no judgment", cli.as_str())
-                }
-                _ => String::new(),
-            };
-            let mut detail = match (&score, &error) {
-                (Some(p), _) if delivered => {
-                    format!(
-                        "delivered as {id}: p {p:.3} ≥ {threshold:.3} ({}){by}",
-                        o.preset
-                    )
-                }
-                (Some(p), _) => format!("dropped: p {p:.3} < {threshold:.3} ({}){by}", o.preset),
-                (None, e) => format!("dropped: {}{by}", e.as_deref().unwrap_or("no judgment")),
-            };
-            if let Some(note) = o.note {
-                detail.push_str("; ");
-                detail.push_str(note);
-            }
-            ctx.log.record(
-                if delivered {
-                    AuditEvent::BroadcastDelivered
-                } else {
-                    AuditEvent::BroadcastDropped
-                },
-                ctx.now.wall,
-                AuditEntry {
-                    peer: Some(record.from_peer.clone()),
-                    sender: Some(record.from.clone()),
-                    recipient: Some(address(m, &dir.my_name)),
-                    message_id: Some(record.id.clone()),
-                    body_sha256: Some(record.body_sha256.clone()),
-                    detail,
-                    judged: Some(Judged {
-                        score,
-                        preset: o.preset,
-                        threshold,
-                        delivered,
-                        judge: judge.into(),
-                        error,
-                        stage: Some(o.stage.as_str().into()),
-                        why: o.why,
-                    }),
-                    ..AuditEntry::default()
-                },
-            );
-            if !delivered {
-                dropped += 1;
-                continue;
-            }
+        for (id, mailbox) in decided.copies {
             // Judged again after a crash: the copy is there already.
             if ctx.store.inbox_has(&id).unwrap_or(false) {
                 continue;
             }
-            if let Some(m) = m
-                && let Err(e) = self.wakes.spend(
-                    ctx.store,
-                    m,
-                    crate::mail::wake::wakes::Spend::Broadcast,
-                    ctx.now.wall,
-                )
-            {
-                tracing::error!(error = %e, "cannot record a mailbox's spent wake budget");
+            if let Some(m) = mailbox.as_deref() {
+                let spend = crate::mail::wake::wakes::Spend::Broadcast;
+                if let Err(e) = self.wake.wakes.spend(ctx.store, m, spend, ctx.now.wall) {
+                    tracing::error!(error = %e, "cannot record a mailbox's spent wake budget");
+                }
             }
             copies.push(InboxRecord {
-                seq: self.inbox.seqs().take(),
+                seq: self.post.inbox.seqs().take(),
                 id,
-                mailbox: o.mailbox,
+                mailbox,
                 ..record.clone()
             });
         }
-        let counts = Counts {
-            delivered: u32::try_from(copies.len()).unwrap_or(u32::MAX),
-            dropped,
-        };
+        let counts = decided.counts;
         let from = peer_of(&record.from_peer);
         let report = if from == Some(me) {
             // This machine's own copy: its counts are recorded here.
@@ -519,7 +474,7 @@ impl Mail {
             }
             None
         } else {
-            match seal_counts(&self.mailroom, &record, counts, &mut ctx) {
+            match seal_counts(&self.post.mailroom, &record, counts, &mut ctx) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     // The sender left the team, say: nobody to tell.
@@ -540,7 +495,12 @@ impl Mail {
                 message: pages::view(r),
             })
             .collect();
-        super::heard(&mut self.unread, &mut self.loops, &events, &mut ctx);
+        super::heard(
+            &mut self.post.unread,
+            &mut self.guard.loops,
+            &events,
+            &mut ctx,
+        );
         self.after(AfterFlush::Judged {
             events,
             report: report.map(Box::new),

@@ -28,7 +28,7 @@ impl Mail {
     ) {
         let dir = self.shared.directory();
         let mut ctx = self.shared.lend(&dir);
-        match note_for(&mut self.profiles, mailbox, id, note, &mut ctx) {
+        match note_for(&mut self.bus.profiles, mailbox, id, note, &mut ctx) {
             Ok(view) => self.answer_durably(reply, api::ok(view), vec![]),
             Err(e) => {
                 let _ = reply.send(Err(e));

@@ -27,7 +27,7 @@ pub const MAX_WAITING_PER_SENDER: usize = 32;
 
 /// The broadcasts waiting for their judgment, and the one being judged.
 #[derive(Debug)]
-pub(in crate::mail) struct Bus {
+pub(in crate::mail) struct Queue {
     pub(super) judge: JudgeWith,
     /// By sending machine (its PeerId), oldest first.
     waiting: BTreeMap<String, VecDeque<InboxRecord>>,
@@ -46,11 +46,11 @@ pub(in crate::mail) struct Bus {
     pub(super) agent_calls: super::AgentCalls,
 }
 
-impl Bus {
+impl Queue {
     /// A bus judging with `judge`; `stored` were accepted before a
     /// restart and not judged.
-    pub(in crate::mail) fn new(judge: JudgeWith, stored: Vec<InboxRecord>) -> Bus {
-        let mut bus = Bus {
+    pub(in crate::mail) fn new(judge: JudgeWith, stored: Vec<InboxRecord>) -> Queue {
+        let mut bus = Queue {
             judge,
             waiting: BTreeMap::new(),
             turns: VecDeque::new(),
@@ -86,7 +86,7 @@ impl Bus {
     }
 
     /// `records` were taken from the network: they count as waiting
-    /// until [`Bus::arrived`] queues them, once their flush is done.
+    /// until [`Queue::arrived`] queues them, once their flush is done.
     pub(in crate::mail) fn reserve(&mut self, records: &[InboxRecord]) {
         for r in records {
             *self.reserved.entry(r.from_peer.clone()).or_default() += 1;
@@ -157,7 +157,7 @@ mod tests {
     #[test]
     fn senders_take_turns_and_each_has_its_own_bound() {
         let stored = (1..=10).map(|n| from("busy", n)).collect();
-        let mut bus = Bus::new(JudgeWith::Builtin, stored);
+        let mut bus = Queue::new(JudgeWith::Builtin, stored);
         assert_eq!(bus.room_for("busy"), MAX_WAITING_PER_SENDER - 10);
         assert_eq!(bus.room_for("honest"), MAX_WAITING_PER_SENDER);
         // The busy one's first is being judged when the honest one's

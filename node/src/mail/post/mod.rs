@@ -10,3 +10,17 @@ pub(in crate::mail) mod owed;
 pub(in crate::mail) mod pages;
 pub(in crate::mail) mod receipts;
 pub(in crate::mail) mod unread;
+
+/// A letter's life, its parts.
+#[derive(Debug)]
+pub(in crate::mail) struct Post {
+    pub(in crate::mail) mailroom: mailroom::Mailroom,
+    pub(in crate::mail) courier: courier::Courier,
+    pub(in crate::mail) inbox: inbox::Inbox,
+    pub(in crate::mail) unread: unread::Unread,
+    /// Which mailboxes tell senders their mail was read.
+    pub(in crate::mail) receipts: receipts::Receipts,
+    /// What this machine carries for members that are offline.
+    pub(in crate::mail) carrying: carrying::Carrying,
+    pub(in crate::mail) fanout: fanout::Fanout,
+}

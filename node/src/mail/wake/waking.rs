@@ -47,10 +47,10 @@ impl Mail {
 
     /// Starts a run for `mailbox` if it should have one now.
     pub(in crate::mail) fn wake(&mut self, mailbox: &str) {
-        let Some(agent) = self.wakes.agent(mailbox) else {
+        let Some(agent) = self.wake.wakes.agent(mailbox) else {
             return;
         };
-        if self.runs.busy(mailbox) {
+        if self.wake.runs.busy(mailbox) {
             return;
         }
         let Some(folder) = self
@@ -65,13 +65,15 @@ impl Mail {
         let ctx = self.shared.lend(&dir);
         let now = ctx.now.wall;
         // Custody: a live session's transcript is its person's.
-        if self.wakes.live(mailbox, now).is_some() || self.profiles.attached(Some(mailbox)) {
+        if self.wake.wakes.live(mailbox, now).is_some() || self.bus.profiles.attached(Some(mailbox))
+        {
             return;
         }
-        let found = match self
-            .unread
-            .for_run(ctx.store, mailbox, (wake::MAX_SHOWN, MAX_SCANNED))
-        {
+        let found = match self.post.unread.for_run(
+            ctx.store,
+            mailbox,
+            (wake::MAX_SHOWN, MAX_SCANNED),
+        ) {
             Ok(f) => f,
             Err(e) => {
                 tracing::error!(error = %e, "cannot read a mailbox's unread mail for a wake run");
@@ -81,7 +83,7 @@ impl Mail {
         let recipient = Some(address(Some(mailbox), &dir.my_name));
         if found.shown.is_empty() {
             if let Some(newest) = &found.newest_tainted
-                && self.runs.taint_to_log(mailbox, newest.seq)
+                && self.wake.runs.taint_to_log(mailbox, newest.seq)
             {
                 let entry = AuditEntry {
                     recipient,
@@ -98,27 +100,31 @@ impl Mail {
             return;
         }
         let shown = found.shown;
-        if self.wakes.left(mailbox, now) == 0 {
-            budget_spent(&mut self.wakes, ctx.log, mailbox, &dir.my_name, now);
+        if self.wake.wakes.left(mailbox, now) == 0 {
+            budget_spent(&mut self.wake.wakes, ctx.log, mailbox, &dir.my_name, now);
             return;
         }
-        if !self.runs.has_slot() {
-            self.runs.queue(mailbox);
+        if !self.wake.runs.has_slot() {
+            self.wake.runs.queue(mailbox);
             return;
         }
         let views: Vec<MessageView> = shown.iter().map(pages::view).collect();
         let id = hex(&rand::random::<[u8; 6]>());
-        let session = self.wakes.resumable(mailbox, agent);
+        let session = self.wake.wakes.resumable(mailbox, agent);
         let run = wake::Run {
             agent,
             mailbox,
             session: session.as_ref(),
-            max_budget_usd: self.wakes.max_budget_usd(mailbox),
+            max_budget_usd: self.wake.wakes.max_budget_usd(mailbox),
             cwd: std::path::Path::new(&folder),
-            home: self.wakes.home(),
+            home: self.wake.wakes.home(),
             run_id: &id,
         };
-        let command = wake::command(self.wakes.rules(), &run, &wake::prompt(mailbox, &views));
+        let command = wake::command(
+            self.wake.wakes.rules(),
+            &run,
+            &wake::prompt(mailbox, &views),
+        );
         let start = Start {
             id: id.clone(),
             mailbox: mailbox.to_owned(),
@@ -129,9 +135,10 @@ impl Mail {
                 .iter()
                 .any(|r| r.kind == agentmesh_protocol::envelope::Kind::Broadcast.as_str()),
         };
-        match self.runs.start(ctx.store, start, now) {
+        match self.wake.runs.start(ctx.store, start, now) {
             Ok((_, supervised)) => {
-                self.tasks
+                self.later
+                    .tasks
                     .spawn(async move { Finished::Ended(supervised.await) });
             }
             Err(e) => {
@@ -139,15 +146,15 @@ impl Mail {
                 return;
             }
         }
-        if let Err(e) = self.wakes.spend(ctx.store, mailbox, Spend::Run, now) {
+        if let Err(e) = self.wake.wakes.spend(ctx.store, mailbox, Spend::Run, now) {
             tracing::error!(error = %e, "cannot record a mailbox's spent wake budget");
         }
         // A run is a new turn: its quota counts afresh, and it handles the
         // mail its prompt shows (the hop, the quota and taint carry
         // through it: its hooks never count as its person speaking).
-        self.loops.new_turn(Some(mailbox));
+        self.guard.loops.new_turn(Some(mailbox));
         for r in &shown {
-            self.loops.received(Some(mailbox), r.hop, now);
+            self.guard.loops.received(Some(mailbox), r.hop, now);
         }
         let entry = AuditEntry {
             recipient,
@@ -165,7 +172,7 @@ impl Mail {
                     .map(|r| r.id.as_str())
                     .collect::<Vec<_>>()
                     .join(", "),
-                self.wakes.left(mailbox, now),
+                self.wake.wakes.left(mailbox, now),
             ),
             ..AuditEntry::default()
         };
@@ -180,12 +187,13 @@ impl Mail {
         let dir = self.shared.directory();
         let ctx = self.shared.lend(&dir);
         let now = ctx.now.wall;
-        let resumed = self.runs.resumed(&end.id);
-        let Some(r) = self.runs.ended(ctx.store, &end, now) else {
+        let resumed = self.wake.runs.resumed(&end.id);
+        let Some(r) = self.wake.runs.ended(ctx.store, &end, now) else {
             return;
         };
         let read = match r.status {
             RunStatus::Done => self
+                .post
                 .unread
                 .mark_read(ctx.store, &r.mailbox, &r.shown, now)
                 .unwrap_or_else(|e| {
@@ -195,14 +203,15 @@ impl Mail {
             _ => vec![],
         };
         // Only a run that exited 0 read what it was shown.
-        let read_debts = self.receipts.read(&read, now);
+        let read_debts = self.post.receipts.read(&read, now);
         let read = read.len();
         let session = match (&end.session, r.status) {
             // The run's session, ended: the one the next run resumes.
             (Some(s), RunStatus::Done) => {
                 let ended = api::SessionEvent::End;
                 if let Err(e) =
-                    self.wakes
+                    self.wake
+                        .wakes
                         .session(ctx.store, &r.mailbox, r.agent, s.as_str(), ended, now)
                 {
                     tracing::warn!(error = %e.message, "cannot remember a wake run's session");
@@ -220,7 +229,7 @@ impl Mail {
                 let tried = resumed
                     .as_deref()
                     .map_or_else(|| "no session named".to_owned(), |s| format!("session {s}"));
-                match self.wakes.forget(ctx.store, &r.mailbox, r.agent, now) {
+                match self.wake.wakes.forget(ctx.store, &r.mailbox, r.agent, now) {
                     Ok(0) => tried,
                     Ok(n) => format!(
                         "{tried}; {} forgotten: the next run starts a new one",
@@ -234,7 +243,7 @@ impl Mail {
             }
         };
         if r.status == RunStatus::NotStarted
-            && let Err(e) = self.wakes.refund_run(ctx.store, &r.mailbox, now)
+            && let Err(e) = self.wake.wakes.refund_run(ctx.store, &r.mailbox, now)
         {
             tracing::error!(error = %e, "cannot give back a wake that never ran");
         }
@@ -263,7 +272,7 @@ impl Mail {
         self.owe(read_debts);
         // The mailboxes waiting for a slot first, then this one (which
         // waits behind them if none is left).
-        let queued = self.runs.take_queued();
+        let queued = self.wake.runs.take_queued();
         self.wake_all(queued.iter().map(String::as_str));
         // A failed run's mail waits for new mail, its person or the next
         // day: retrying at once would spend the budget on the same
@@ -276,9 +285,10 @@ impl Mail {
     /// What `status` shows of waking: every mailbox with wake on.
     pub(in crate::mail) fn wake_status(&self) -> Vec<WakeStatusView> {
         let now = crate::clock::now();
-        self.wakes
+        self.wake
+            .wakes
             .mailboxes()
-            .map(|m| wake_status(&self.wakes, &self.runs, m, now))
+            .map(|m| wake_status(&self.wake.wakes, &self.wake.runs, m, now))
             .collect()
     }
 }

@@ -35,7 +35,6 @@ const KNOWN: &[&str] = &[
     "fn node/src/mail/post/inbox.rs:receive_all",
     "fn node/src/mail/post/inbox.rs:verdict",
     "fn node/src/mail/post/mailroom.rs:send",
-    "fn node/src/mail/mod.rs:api",
     "impl judge/src/agent.rs:Preset",
     "impl node/src/mail/bus/mod.rs:Mail",
     "impl node/src/mail/bus/notes.rs:Mail",

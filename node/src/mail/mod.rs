@@ -826,11 +826,10 @@ impl Mail {
     /// Routes a client's request to the part that serves it. Consent
     /// decisions are audited, and answered once the entry is durable.
     fn api(&mut self, who: Who, mailbox: Option<String>, op: Op, reply: oneshot::Sender<Reply>) {
-        let dir = self.shared.directory();
-        let mut ctx = self.shared.lend(&dir);
+        let now = now();
         if who.kind == api::WhoKind::Agent {
             // A hook or tool call: its mailbox's session is working.
-            self.bus.profiles.active(mailbox.as_deref(), ctx.now.wall);
+            self.bus.profiles.active(mailbox.as_deref(), now);
             // A wake run's session did something: its run is no silent
             // wake (`bus stats`).
             if matches!(
@@ -847,6 +846,56 @@ impl Mail {
                 self.wake.runs.acted(run, mailbox.as_deref());
             }
         }
+        match op {
+            Op::Send { .. }
+            | Op::Inbox { .. }
+            | Op::Read { .. }
+            | Op::Outbox
+            | Op::MessageStatus { .. }
+            | Op::Receipts { .. }
+            | Op::Take { .. }
+            | Op::MailboxState { .. }
+            | Op::Audit { .. } => self.post_api(who, mailbox, op, reply),
+            Op::Held
+            | Op::Approve { .. }
+            | Op::Reject { .. }
+            | Op::Trust { .. }
+            | Op::Allow { .. }
+            | Op::Deny { .. }
+            | Op::Mailboxes
+            | Op::Pause
+            | Op::Resume
+            | Op::MailboxFor { .. } => self.consent_api(who, op, reply),
+            Op::HopReset { .. } | Op::Taint { .. } => self.guard_api(mailbox, op, reply),
+            #[cfg(feature = "test-clock")]
+            Op::ClockAdvance { .. } => self.guard_api(mailbox, op, reply),
+            Op::WakeSet { .. }
+            | Op::WakeTest { .. }
+            | Op::WakeList
+            | Op::WakeStop { .. }
+            | Op::Session { .. } => self.wake_api(mailbox, op, reply),
+            Op::ProfileSet { .. }
+            | Op::ProfileShow { .. }
+            | Op::Broadcast { .. }
+            | Op::NotForMe { .. }
+            | Op::BusStats
+            | Op::BusLog { .. } => self.bus_api(who, mailbox, op, reply),
+            _ => {
+                let _ = reply.send(api::err(ErrorCode::Internal, "not a mail operation"));
+            }
+        }
+    }
+
+    /// A letter's ops: send, the inbox and its reads, the outbox and a message's status, receipts, `take`, a mailbox's state, the audit log.
+    fn post_api(
+        &mut self,
+        who: Who,
+        mailbox: Option<String>,
+        op: Op,
+        reply: oneshot::Sender<Reply>,
+    ) {
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
         let answer = match op {
             Op::Send {
                 to,
@@ -943,6 +992,109 @@ impl Mail {
                     Err(e) => Err(e),
                 }
             }
+            Op::Take {
+                mailbox: m,
+                limit,
+                max_bytes,
+                peek,
+                stop,
+            } => {
+                let m = which_mailbox(m, mailbox);
+                return self.take(m, (limit, max_bytes), (peek, stop), reply);
+            }
+            Op::MailboxState { mailbox: m } => {
+                let m = which_mailbox(m, mailbox);
+                ok(mailbox_state_view(
+                    &self.consent,
+                    &self.post.unread,
+                    &self.guard.loops,
+                    m.as_deref(),
+                    &ctx,
+                ))
+            }
+            Op::Audit { since_secs } => ops::audit_list(ctx.store, ctx.now, since_secs),
+            _ => api::err(ErrorCode::Internal, "not a post operation"),
+        };
+        let _ = reply.send(answer);
+    }
+
+    /// `take`: unread mail of mailbox `m` marked read (unless `peek`), at
+    /// most `limit` messages and `max_bytes`; a Stop hook's (`stop`) spends
+    /// a block of the mailbox's budget, and gets none once it is spent.
+    fn take(
+        &mut self,
+        m: Option<String>,
+        (limit, max_bytes): (Option<usize>, Option<usize>),
+        (peek, stop): (bool, bool),
+        reply: oneshot::Sender<Reply>,
+    ) {
+        let dir = self.shared.directory();
+        let ctx = self.shared.lend(&dir);
+        let now = ctx.now.wall;
+        if let Some(name) = m
+            .as_deref()
+            .filter(|n| stop && self.wake.wakes.left(n, now) == 0)
+        {
+            // A Stop hook's block keeps a session working: none
+            // once the budget is spent (the mail stays unread).
+            let machine = &ctx.dir.my_name;
+            waking::budget_spent(&mut self.wake.wakes, ctx.log, name, machine, now);
+            let value = ok(api::Taken {
+                messages: vec![],
+                unread: self.post.unread.count(m.as_deref()),
+                held: self.consent.held_in(m.as_deref()),
+            });
+            return self.answer_durably(reply, value, vec![]);
+        }
+        let limit = limit.unwrap_or(MAX_TAKE);
+        let mut read_debts = vec![];
+        let taken = self
+            .post
+            .unread
+            .take(ctx.store, m.as_deref(), (limit, max_bytes), peek, ctx.now)
+            .map_err(ApiError::from)
+            .and_then(|records| {
+                let own = address(m.as_deref(), &ctx.dir.my_name);
+                for r in records.iter().filter(|r| r.from != own) {
+                    self.guard.loops.received(m.as_deref(), r.hop, ctx.now.wall);
+                }
+                let blocks = m.as_deref().filter(|_| stop && !records.is_empty());
+                if let Some(name) = blocks
+                    && let Err(e) = self
+                        .wake
+                        .wakes
+                        .spend(ctx.store, name, wakes::Spend::Stop, now)
+                {
+                    tracing::error!(error = %e, "cannot spend a Stop-hook block");
+                }
+                let held = self.consent.held_in(m.as_deref());
+                if !peek {
+                    read_debts = self.post.receipts.read(&records, now);
+                }
+                ok(api::Taken {
+                    messages: records.iter().map(pages::view).collect(),
+                    unread: self.post.unread.count(m.as_deref()),
+                    held,
+                })
+            });
+        match taken {
+            // What it marked read, and the receipts it owes, are
+            // durable before it is shown.
+            Ok(value) if !peek => {
+                self.owe(read_debts);
+                return self.answer_durably(reply, Ok(value), vec![]);
+            }
+            other => {
+                let _ = reply.send(other);
+            }
+        }
+    }
+
+    /// Consent ops: held mail and its approval, trust, folders and mailboxes, pause and resume.
+    fn consent_api(&mut self, who: Who, op: Op, reply: oneshot::Sender<Reply>) {
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
+        let answer = match op {
             Op::Held => ops::held_list(ctx.store, ctx.dir),
             Op::Approve { id } => {
                 let decision = ops::Decision::Approve;
@@ -1002,82 +1154,17 @@ impl Mail {
                     }
                 };
             }
-            Op::Take {
-                mailbox: m,
-                limit,
-                max_bytes,
-                peek,
-                stop,
-            } => {
-                let m = which_mailbox(m, mailbox);
-                let now = ctx.now.wall;
-                if let Some(name) = m
-                    .as_deref()
-                    .filter(|n| stop && self.wake.wakes.left(n, now) == 0)
-                {
-                    // A Stop hook's block keeps a session working: none
-                    // once the budget is spent (the mail stays unread).
-                    let machine = &ctx.dir.my_name;
-                    waking::budget_spent(&mut self.wake.wakes, ctx.log, name, machine, now);
-                    let value = ok(api::Taken {
-                        messages: vec![],
-                        unread: self.post.unread.count(m.as_deref()),
-                        held: self.consent.held_in(m.as_deref()),
-                    });
-                    return self.answer_durably(reply, value, vec![]);
-                }
-                let limit = limit.unwrap_or(MAX_TAKE);
-                let mut read_debts = vec![];
-                let taken = self
-                    .post
-                    .unread
-                    .take(ctx.store, m.as_deref(), (limit, max_bytes), peek, ctx.now)
-                    .map_err(ApiError::from)
-                    .and_then(|records| {
-                        let own = address(m.as_deref(), &ctx.dir.my_name);
-                        for r in records.iter().filter(|r| r.from != own) {
-                            self.guard.loops.received(m.as_deref(), r.hop, ctx.now.wall);
-                        }
-                        let blocks = m.as_deref().filter(|_| stop && !records.is_empty());
-                        if let Some(name) = blocks
-                            && let Err(e) =
-                                self.wake
-                                    .wakes
-                                    .spend(ctx.store, name, wakes::Spend::Stop, now)
-                        {
-                            tracing::error!(error = %e, "cannot spend a Stop-hook block");
-                        }
-                        let held = self.consent.held_in(m.as_deref());
-                        if !peek {
-                            read_debts = self.post.receipts.read(&records, now);
-                        }
-                        ok(api::Taken {
-                            messages: records.iter().map(pages::view).collect(),
-                            unread: self.post.unread.count(m.as_deref()),
-                            held,
-                        })
-                    });
-                match taken {
-                    // What it marked read, and the receipts it owes, are
-                    // durable before it is shown.
-                    Ok(value) if !peek => {
-                        self.owe(read_debts);
-                        return self.answer_durably(reply, Ok(value), vec![]);
-                    }
-                    other => other,
-                }
-            }
-            Op::MailboxState { mailbox: m } => {
-                let m = which_mailbox(m, mailbox);
-                ok(mailbox_state_view(
-                    &self.consent,
-                    &self.post.unread,
-                    &self.guard.loops,
-                    m.as_deref(),
-                    &ctx,
-                ))
-            }
             Op::MailboxFor { path } => self.consent.mailbox_for(&path),
+            _ => api::err(ErrorCode::Internal, "not a consent operation"),
+        };
+        let _ = reply.send(answer);
+    }
+
+    /// The guard's ops: a hop reset, taint (and, in test builds, moving the clock, which expires what the calendar does).
+    fn guard_api(&mut self, mailbox: Option<String>, op: Op, reply: oneshot::Sender<Reply>) {
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
+        let answer = match op {
             Op::HopReset { mailbox: m } => {
                 let m = which_mailbox(m, mailbox);
                 self.guard.loops.reset(m.as_deref());
@@ -1122,6 +1209,32 @@ impl Mail {
                     }
                 };
             }
+            #[cfg(feature = "test-clock")]
+            Op::ClockAdvance { secs } => {
+                crate::clock::advance(Duration::from_secs(secs));
+                // Everything that expires by the calendar, at once.
+                ctx.now = Now::current();
+                let (events, expired) =
+                    self.guard
+                        .retention
+                        .run(&mut self.post.courier, &mut self.consent, &mut ctx);
+                self.post.fanout.emit(events);
+                let debts = receipts::expired_unapproved(&expired, ctx.now.wall);
+                self.owe(debts);
+                ok(api::ClockView {
+                    offset_secs: crate::clock::offset().as_secs(),
+                })
+            }
+            _ => api::err(ErrorCode::Internal, "not a guard operation"),
+        };
+        let _ = reply.send(answer);
+    }
+
+    /// Wake ops: settings and budgets, a dry run, the runs, the sessions hooks report.
+    fn wake_api(&mut self, mailbox: Option<String>, op: Op, reply: oneshot::Sender<Reply>) {
+        let dir = self.shared.directory();
+        let ctx = self.shared.lend(&dir);
+        let answer = match op {
             Op::WakeSet {
                 mailbox: m,
                 wake,
@@ -1189,6 +1302,22 @@ impl Mail {
                     };
                 }
             },
+            _ => api::err(ErrorCode::Internal, "not a wake operation"),
+        };
+        let _ = reply.send(answer);
+    }
+
+    /// Bus ops: profiles, broadcasts, not_for_me notes, the bus log and stats.
+    fn bus_api(
+        &mut self,
+        who: Who,
+        mailbox: Option<String>,
+        op: Op,
+        reply: oneshot::Sender<Reply>,
+    ) {
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
+        let answer = match op {
             Op::ProfileSet {
                 mailbox: m,
                 profile,
@@ -1240,7 +1369,6 @@ impl Mail {
                     }
                     ok(shown)
                 }),
-            Op::Audit { since_secs } => ops::audit_list(ctx.store, ctx.now, since_secs),
             Op::Broadcast { text, from_mailbox } => {
                 let req = bus::BroadcastRequest {
                     who,
@@ -1267,23 +1395,7 @@ impl Mail {
                 Some(Ok(a)) => ops::bus_log(ctx.store, ctx.now, since_secs, Some(&a)),
                 None => ops::bus_log(ctx.store, ctx.now, since_secs, None),
             },
-            #[cfg(feature = "test-clock")]
-            Op::ClockAdvance { secs } => {
-                crate::clock::advance(Duration::from_secs(secs));
-                // Everything that expires by the calendar, at once.
-                ctx.now = Now::current();
-                let (events, expired) =
-                    self.guard
-                        .retention
-                        .run(&mut self.post.courier, &mut self.consent, &mut ctx);
-                self.post.fanout.emit(events);
-                let debts = receipts::expired_unapproved(&expired, ctx.now.wall);
-                self.owe(debts);
-                ok(api::ClockView {
-                    offset_secs: crate::clock::offset().as_secs(),
-                })
-            }
-            _ => api::err(ErrorCode::Internal, "not a mail operation"),
+            _ => api::err(ErrorCode::Internal, "not a bus operation"),
         };
         let _ = reply.send(answer);
     }

@@ -1082,7 +1082,7 @@ impl Mail {
             // durable before it is shown.
             Ok(value) if !peek => {
                 self.owe(read_debts);
-                return self.answer_durably(reply, Ok(value), vec![]);
+                self.answer_durably(reply, Ok(value), vec![]);
             }
             other => {
                 let _ = reply.send(other);

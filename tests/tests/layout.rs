@@ -34,7 +34,6 @@ const KNOWN: &[&str] = &[
     "fn node/src/mail/bus/mod.rs:seal_broadcast",
     "fn node/src/mail/post/inbox.rs:receive_all",
     "fn node/src/mail/post/inbox.rs:verdict",
-    "fn node/src/mail/post/mailroom.rs:send",
     "impl judge/src/agent.rs:Preset",
     "impl node/src/mail/bus/mod.rs:Mail",
     "impl node/src/mail/bus/notes.rs:Mail",

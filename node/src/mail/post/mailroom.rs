@@ -149,82 +149,9 @@ impl Mailroom {
     ) -> Result<Outgoing, ApiError> {
         let dir = ctx.dir;
         crate::api::check_text(&req.text)?;
-        // The sending mailbox: the one named (which must exist here, or
-        // replies to it would bounce), else the attached one; `None`
-        // inside: the owner's.
-        let given = match req.from_mailbox.as_deref() {
-            Some(m) => Some(crate::mail::consent::mailboxes::sending_from(
-                m,
-                req.attached.as_deref(),
-                rules.consent,
-                &dir.my_name,
-            )?),
-            None => None,
-        };
-        let found = match &req.reply_to {
-            Some(rid) => Some((rid, ctx.store.inbox_get(rid)?)),
-            None => None,
-        };
-        let chosen = given.or_else(|| req.attached.map(Some));
-        let from_mailbox = match chosen.clone().unwrap_or_else(|| {
-            found
-                .as_ref()
-                .and_then(|(_, o)| o.as_ref().and_then(|o| o.mailbox.clone()))
-        }) {
-            Some(m) => Some(mailbox_name(&m)?),
-            None => None,
-        };
-        // Only mail this mailbox received can be answered from it, and
-        // another mailbox's mail gets the same answer as no message at
-        // all: nothing about it (its sender included) is this one's to see.
-        let original = match found {
-            None => None,
-            Some((rid, o)) => match o {
-                Some(o) if o.mailbox.as_deref() == from_mailbox.as_ref().map(Name::as_str) => {
-                    Some(o)
-                }
-                _ if chosen.is_some() => {
-                    return err(
-                        ErrorCode::UnknownMessage,
-                        format!(
-                            "mailbox {} received no message with id {rid}; reply from the mailbox that received it",
-                            address(from_mailbox.as_ref().map(Name::as_str), &dir.my_name)
-                        ),
-                    );
-                }
-                _ => {
-                    return err(
-                        ErrorCode::UnknownMessage,
-                        format!("no received message has id {rid}"),
-                    );
-                }
-            },
-        };
-        let to = match (req.to.trim(), &original) {
-            ("", Some(o)) => o.from.clone(),
-            ("", None) => {
-                return err(
-                    ErrorCode::BadAddress,
-                    "no address given; write MAILBOX@MACHINE, MAILBOX@ for a mailbox on this machine, or @MACHINE",
-                );
-            }
-            (to, _) => to.to_owned(),
-        };
+        let (from_mailbox, original) = sender_and_original(&req, rules.consent, ctx)?;
+        let to = destination(req.to, original.as_ref(), &dir.my_name)?;
         let (mailbox, machine) = parse_address(&to)?;
-        if let Some(o) = &original {
-            // A reply goes to the sender of what it answers, and nowhere
-            // else: otherwise any stored hop-0 message would let a mailbox
-            // at its limit write hop-0 mail to anyone.
-            if !same_address(&to, &o.from, &dir.my_name) {
-                return err(
-                    ErrorCode::NotTheSender,
-                    format!(
-                        "a reply goes only to the sender of the message it answers ({}); to write to {to}, send a new message",
-                        o.from
-                    ),
-                );
-            }
-        }
         let local = machine.as_ref().is_none_or(|m| m.as_str() == dir.my_name);
         let machine = machine.map_or_else(|| dir.my_name.clone(), |m| m.to_string());
         let target = if local {
@@ -236,17 +163,8 @@ impl Mailroom {
         let to_addr = address(mailbox.as_ref().map(Name::as_str), &machine);
         let now = ctx.now.wall;
         let id = MessageId::random(&mut rand::rng());
-        let parse = |h: &str| {
-            MessageId::parse(h)
-                .ok_or_else(|| ApiError::new(ErrorCode::Store, "a stored id is damaged"))
-        };
         let (kind, thread, in_reply_to, answers) = match &original {
-            Some(o) => (
-                Kind::Reply,
-                parse(&o.thread)?,
-                Some(parse(&o.id)?),
-                Some(o.hop),
-            ),
+            Some(o) => reply_to(o)?,
             None => (if req.ask { Kind::Ask } else { Kind::Tell }, id, None, None),
         };
         let sender = from_mailbox.as_ref().map(Name::as_str);
@@ -269,24 +187,8 @@ impl Mailroom {
         // Everything a tainted mailbox sends carries its taint.
         let taint = rules.loops.taints.is_tainted(sender);
         let who = req.who;
-        let body = Body {
-            who: agentmesh_protocol::Who {
-                kind: who.kind.into(),
-                name: who.name.clone(),
-                session_id: who.session_id.clone(),
-                task: who.task.clone(),
-            },
-            from_mailbox: from_mailbox.clone(),
-            to_mailbox: mailbox.clone(),
-            text: req.text,
-            attachments: vec![],
-        };
+        let (body, body_sha256) = body_of(who, (&from_mailbox, &mailbox), req.text)?;
         let sent_text = body.text.clone();
-        let body_bytes = body.to_bytes();
-        if body_bytes.len() > MAX_BODY_BYTES {
-            return Err(text_too_large(&body));
-        }
-        let body_sha256 = hex(&Sha256::digest(&body_bytes));
         let expires_at = now.saturating_add(self.lifetime);
         let me = self.me.peer_id();
         let (to_peer, envelope, held) = match target {
@@ -329,51 +231,29 @@ impl Mailroom {
             None => rules.loops.count_turn(sender, &thread_text, now),
             Some(what) => rules.loops.count_sent(sender, what, now),
         }
-        let mut outbox = OutboxRecord {
-            id: id.to_string(),
-            to_peer: to_peer.to_string(),
-            to: to_addr.clone(),
-            kind: kind.as_str().into(),
-            envelope,
-            status: if local {
-                OutboxStatus::Delivered
-            } else {
-                OutboxStatus::Queued
+        let mut outbox = outbox_record(
+            Sealed {
+                id,
+                kind,
+                envelope,
+                held: held.is_some(),
+                body_sha256: body_sha256.clone(),
+                copy: crate::store::SentCopy {
+                    text: sent_text,
+                    thread: thread_text.clone(),
+                    in_reply_to: in_reply_to.map(|i| i.to_string()),
+                },
             },
-            reason: None,
-            attempts: 0,
-            created_at: now.as_unix_millis(),
-            expires_at: expires_at.as_unix_millis(),
-            held: held.is_some(),
-            body_sha256: body_sha256.clone(),
-            deferred_until: None,
-            states: vec![],
-            carrier: None,
-            copy: Some(crate::store::SentCopy {
-                text: sent_text,
-                thread: thread_text.clone(),
-                in_reply_to: in_reply_to.map(|i| i.to_string()),
-            }),
-        };
+            (to_peer, &to_addr, local),
+            (now, expires_at),
+        );
         let first = match (local, held.is_some()) {
             (false, _) => MessageState::Queued,
             (true, false) => MessageState::Delivered,
             (true, true) => MessageState::Held,
         };
         outbox.note(first, now.as_unix_millis(), None);
-        let accepted = AuditEntry {
-            peer: Some(to_peer.to_string()),
-            sender: Some(from_addr.clone()),
-            recipient: Some(to_addr.clone()),
-            message_id: Some(outbox.id.clone()),
-            body_sha256: Some(body_sha256.clone()),
-            detail: if local {
-                format!("{} for a mailbox on this machine, hop {hop}", kind.as_str())
-            } else {
-                format!("{} queued for delivery, hop {hop}", kind.as_str())
-            },
-            ..AuditEntry::default()
-        };
+        let accepted = accepted_entry(&outbox, &from_addr, local, hop);
         if !local {
             ctx.log.record(AuditEvent::Accepted, now, accepted);
             let ask = (kind == Kind::Ask).then(|| AskRecord {
@@ -386,24 +266,16 @@ impl Mailroom {
             return Ok(Outgoing::Remote(Box::new((outbox, ask))));
         }
         let record = InboxRecord {
-            seq: 0,
-            id: outbox.id.clone(),
             from_peer: me.to_string(),
             from: from_addr,
             from_owner: (!dir.my_owner.is_empty()).then(|| dir.my_owner.clone()),
             mailbox: mailbox.as_ref().map(ToString::to_string),
             who: who.clone(),
-            kind: kind.as_str().into(),
-            thread: thread.to_string(),
-            in_reply_to: in_reply_to.map(|m| m.to_string()),
             hop,
             taint,
             text: body.text,
-            received_at: now.as_unix_millis(),
-            expires_at: expires_at.as_unix_millis(),
-            read_at: None,
             held: held.map(|h| h.as_str().to_owned()),
-            body_sha256,
+            ..local_record(&outbox, (kind, thread, in_reply_to), body_sha256, now)
         };
         Ok(Outgoing::Local(Box::new(LocalMail {
             record,
@@ -412,6 +284,222 @@ impl Mailroom {
             recipient: to_addr,
             accepted,
         })))
+    }
+}
+
+/// The sending mailbox (the one named, which must exist here, else the
+/// attached one, else for a reply the one that received what it answers;
+/// `None`: the owner's) and, for a reply, the message it answers. Only
+/// mail the sending mailbox received can be answered from it, and another
+/// mailbox's mail gets the same answer as no message at all: nothing
+/// about it (its sender included) is this one's to see.
+fn sender_and_original(
+    req: &SendRequest<'_>,
+    consent: &Consent,
+    ctx: &Ctx<'_>,
+) -> Result<(Option<Name>, Option<InboxRecord>), ApiError> {
+    let dir = ctx.dir;
+    let given = match req.from_mailbox.as_deref() {
+        Some(m) => Some(crate::mail::consent::mailboxes::sending_from(
+            m,
+            req.attached.as_deref(),
+            consent,
+            &dir.my_name,
+        )?),
+        None => None,
+    };
+    let found = match &req.reply_to {
+        Some(rid) => Some((rid, ctx.store.inbox_get(rid)?)),
+        None => None,
+    };
+    let chosen = given.or_else(|| req.attached.clone().map(Some));
+    let from_mailbox = match chosen.clone().unwrap_or_else(|| {
+        found
+            .as_ref()
+            .and_then(|(_, o)| o.as_ref().and_then(|o| o.mailbox.clone()))
+    }) {
+        Some(m) => Some(mailbox_name(&m)?),
+        None => None,
+    };
+    let Some((rid, o)) = found else {
+        return Ok((from_mailbox, None));
+    };
+    match o {
+        Some(o) if o.mailbox.as_deref() == from_mailbox.as_ref().map(Name::as_str) => {
+            Ok((from_mailbox, Some(o)))
+        }
+        _ if chosen.is_some() => err(
+            ErrorCode::UnknownMessage,
+            format!(
+                "mailbox {} received no message with id {rid}; reply from the mailbox that received it",
+                address(from_mailbox.as_ref().map(Name::as_str), &dir.my_name)
+            ),
+        ),
+        _ => err(
+            ErrorCode::UnknownMessage,
+            format!("no received message has id {rid}"),
+        ),
+    }
+}
+
+/// Where a message goes: the address given, or for a reply with none the
+/// sender of what it answers. A reply goes to that sender and nowhere
+/// else: otherwise any stored hop-0 message would let a mailbox at its
+/// limit write hop-0 mail to anyone.
+fn destination(to: &str, original: Option<&InboxRecord>, me: &str) -> Result<String, ApiError> {
+    let to = match (to.trim(), original) {
+        ("", Some(o)) => o.from.clone(),
+        ("", None) => {
+            return err(
+                ErrorCode::BadAddress,
+                "no address given; write MAILBOX@MACHINE, MAILBOX@ for a mailbox on this machine, or @MACHINE",
+            );
+        }
+        (to, _) => to.to_owned(),
+    };
+    match original {
+        Some(o) if !same_address(&to, &o.from, me) => err(
+            ErrorCode::NotTheSender,
+            format!(
+                "a reply goes only to the sender of the message it answers ({}); to write to {to}, send a new message",
+                o.from
+            ),
+        ),
+        _ => Ok(to),
+    }
+}
+
+/// A message as sealed: what its outbox record keeps.
+struct Sealed {
+    id: MessageId,
+    kind: Kind,
+    envelope: Vec<u8>,
+    held: bool,
+    body_sha256: String,
+    copy: crate::store::SentCopy,
+}
+
+/// The outbox record of `sealed`, to `to_peer` at `to` (delivered at once
+/// when `local`), sent `now` and expiring at `expires_at`.
+fn outbox_record(
+    sealed: Sealed,
+    (to_peer, to, local): (agentmesh_protocol::PeerId, &str, bool),
+    (now, expires_at): (agentmesh_protocol::Timestamp, agentmesh_protocol::Timestamp),
+) -> OutboxRecord {
+    OutboxRecord {
+        id: sealed.id.to_string(),
+        to_peer: to_peer.to_string(),
+        to: to.to_owned(),
+        kind: sealed.kind.as_str().into(),
+        envelope: sealed.envelope,
+        status: if local {
+            OutboxStatus::Delivered
+        } else {
+            OutboxStatus::Queued
+        },
+        reason: None,
+        attempts: 0,
+        created_at: now.as_unix_millis(),
+        expires_at: expires_at.as_unix_millis(),
+        held: sealed.held,
+        body_sha256: sealed.body_sha256,
+        deferred_until: None,
+        states: vec![],
+        carrier: None,
+        copy: Some(sealed.copy),
+    }
+}
+
+/// A reply's kind, thread, the id it answers and that message's hop.
+fn reply_to(o: &InboxRecord) -> Result<(Kind, MessageId, Option<MessageId>, Option<u8>), ApiError> {
+    let parse = |h: &str| {
+        MessageId::parse(h).ok_or_else(|| ApiError::new(ErrorCode::Store, "a stored id is damaged"))
+    };
+    Ok((
+        Kind::Reply,
+        parse(&o.thread)?,
+        Some(parse(&o.id)?),
+        Some(o.hop),
+    ))
+}
+
+/// The body a message carries, and its hash for the audit log; refused
+/// when it is over what a message carries.
+fn body_of(
+    who: &Who,
+    (from_mailbox, to_mailbox): (&Option<Name>, &Option<Name>),
+    text: String,
+) -> Result<(Body, String), ApiError> {
+    let body = Body {
+        who: agentmesh_protocol::Who {
+            kind: who.kind.into(),
+            name: who.name.clone(),
+            session_id: who.session_id.clone(),
+            task: who.task.clone(),
+        },
+        from_mailbox: from_mailbox.clone(),
+        to_mailbox: to_mailbox.clone(),
+        text,
+        attachments: vec![],
+    };
+    let body_bytes = body.to_bytes();
+    if body_bytes.len() > MAX_BODY_BYTES {
+        return Err(text_too_large(&body));
+    }
+    let body_sha256 = hex(&Sha256::digest(&body_bytes));
+    Ok((body, body_sha256))
+}
+
+/// The inbox record of a message to a mailbox on this machine, as far as
+/// its outbox record says (the caller fills in who wrote it, to which
+/// mailbox, and what).
+fn local_record(
+    outbox: &OutboxRecord,
+    (kind, thread, in_reply_to): (Kind, MessageId, Option<MessageId>),
+    body_sha256: String,
+    now: agentmesh_protocol::Timestamp,
+) -> InboxRecord {
+    InboxRecord {
+        seq: 0,
+        id: outbox.id.clone(),
+        from_peer: String::new(),
+        from: String::new(),
+        from_owner: None,
+        mailbox: None,
+        who: Who {
+            kind: crate::api::WhoKind::Agent,
+            name: String::new(),
+            session_id: None,
+            task: None,
+        },
+        kind: kind.as_str().into(),
+        thread: thread.to_string(),
+        in_reply_to: in_reply_to.map(|m| m.to_string()),
+        hop: 0,
+        taint: false,
+        text: String::new(),
+        received_at: now.as_unix_millis(),
+        expires_at: outbox.expires_at,
+        read_at: None,
+        held: None,
+        body_sha256,
+    }
+}
+
+/// The audit entry of a message accepted from a client, from `from`.
+fn accepted_entry(outbox: &OutboxRecord, from: &str, local: bool, hop: u8) -> AuditEntry {
+    AuditEntry {
+        peer: Some(outbox.to_peer.clone()),
+        sender: Some(from.to_owned()),
+        recipient: Some(outbox.to.clone()),
+        message_id: Some(outbox.id.clone()),
+        body_sha256: Some(outbox.body_sha256.clone()),
+        detail: if local {
+            format!("{} for a mailbox on this machine, hop {hop}", outbox.kind)
+        } else {
+            format!("{} queued for delivery, hop {hop}", outbox.kind)
+        },
+        ..AuditEntry::default()
     }
 }
 

@@ -20,26 +20,25 @@
 //! sender had sent it (its signature, its standing, its dedup record),
 //! and each sender is told by receipt what became of its message.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use agentmesh_protocol::envelope::{Counts, Envelope, Kind, OpenError, Opened};
+use agentmesh_protocol::envelope::Counts;
 use agentmesh_protocol::receipt::{Receipt, ReceiptEntry};
-use agentmesh_protocol::team::Standing;
-use agentmesh_protocol::time::MAX_CLOCK_SKEW;
-use agentmesh_protocol::{Identity, Name, PeerId, Timestamp, Wire};
-use sha2::{Digest, Sha256};
+use agentmesh_protocol::{Identity, PeerId, Timestamp};
 
-use crate::api::{Event, Who};
+use crate::api::Event;
 use crate::audit::AuditEvent;
 use crate::limits::RateWindow;
 use crate::mail::address::address;
-use crate::mail::consent::{Consent, Decision, HeldReason, NoRoom};
-use crate::mail::ctx::{Ctx, Seqs, hex};
+use crate::mail::consent::Consent;
+use crate::mail::ctx::{Ctx, Seqs};
 use crate::mail::guard::answers::Answers;
 use crate::mail::post::owed::{self, Owed};
 use crate::mail::post::pages::view;
 use crate::mail::post::receipts::Debt;
+use crate::mail::post::verdict;
+pub(in crate::mail) use crate::mail::post::verdict::{Accepted, Batch, Refusal, Sender, Verdict};
 use crate::store::{AskRecord, AuditEntry, InboxRecord};
 use crate::wire::{MAX_BATCH_ENVELOPES, MailOutcome, MailReply, MailRequest};
 
@@ -53,49 +52,6 @@ pub const REFUSAL_AUDIT_WINDOW: Duration = Duration::from_secs(60);
 /// (machine, reason) pairs whose refusals are counted at once; a pair past
 /// it is counted in one tally. Members times the few reasons there are.
 const MAX_REFUSAL_KEYS: usize = 4096;
-
-/// The sender of an inbound batch, as the network authenticated and
-/// checked it.
-#[derive(Debug, Clone, Copy)]
-pub(in crate::mail) struct Sender {
-    /// The machine, as its connection authenticated it.
-    pub peer: PeerId,
-    /// Whether the team revoked it (else it is a current member).
-    pub revoked: bool,
-    /// It is a carrier, bringing mail other members sealed for this
-    /// machine (else the batch is its own mail).
-    pub carrier: bool,
-}
-
-/// Why an envelope is refused: what the sender sees, and what the audit
-/// log records.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(in crate::mail) struct Refusal {
-    /// The code the sender sees.
-    pub code: String,
-    /// Why, for the sender.
-    pub reason: String,
-    /// The message id, if the envelope decoded.
-    pub id: Option<String>,
-}
-
-/// A message to store.
-#[derive(Debug)]
-pub(in crate::mail) struct Accepted {
-    /// Its inbox record (its seq given when the batch is written).
-    pub record: InboxRecord,
-    /// Its dedup key (sender ‖ id) and how long it is kept, Unix ms.
-    pub seen: (Vec<u8>, u64),
-    /// The receiving address, for the audit log.
-    pub recipient: String,
-    /// Why it is held, if it is.
-    pub held: Option<HeldReason>,
-    /// The ask of this machine's it answers, counted once more, if that
-    /// is why it was not held.
-    pub answered: Option<AskRecord>,
-    /// A broadcast, stored to be judged (not into the inbox).
-    pub broadcast: bool,
-}
 
 /// What an inbound batch brought besides inbox mail, for the actor.
 #[derive(Debug, Default)]
@@ -134,56 +90,6 @@ impl Room<'_> {
             broadcasts: crate::mail::MAX_WAITING_BROADCASTS,
             per_sender: &|_| crate::mail::bus::MAX_WAITING_PER_SENDER,
             deferred: &|_| None,
-        }
-    }
-}
-
-/// What becomes of one envelope.
-#[derive(Debug)]
-pub(in crate::mail) enum Verdict {
-    /// Refused with a reason the sender sees.
-    Refused(Refusal),
-    /// Not now: the sender tries again later.
-    Busy,
-    /// Already received.
-    Duplicate,
-    /// Already received, and still held for its person.
-    StillHeld,
-    /// Stored (delivered, or held; or a broadcast, to be judged).
-    Accepted(Box<Accepted>),
-    /// Counts for a broadcast copy this machine sent (from the machine,
-    /// the copy's id).
-    Counts(PeerId, String, Counts),
-    /// A receipt for a message this machine sent (from the machine, the
-    /// message's id).
-    Receipt(PeerId, String, Receipt),
-}
-
-/// What the verdicts so far in one batch decided, which the next ones
-/// depend on.
-#[derive(Debug, Default)]
-pub(in crate::mail) struct Batch {
-    keys: HashSet<Vec<u8>>,
-    ids: HashSet<String>,
-    /// Messages held so far in this batch, per sender (one, unless a
-    /// carrier brought the batch).
-    held: HashMap<String, usize>,
-    /// Replies that passed unheld so far in this batch, per ask.
-    answered: HashMap<String, u32>,
-}
-
-impl Batch {
-    /// Takes a verdict into account.
-    pub(in crate::mail) fn note(&mut self, v: &Verdict) {
-        if let Verdict::Accepted(a) = v {
-            self.keys.insert(a.seen.0.clone());
-            self.ids.insert(a.record.id.clone());
-            if a.held.is_some() {
-                *self.held.entry(a.record.from_peer.clone()).or_default() += 1;
-            }
-            if let Some(ask) = &a.answered {
-                *self.answered.entry(ask.id.clone()).or_default() += 1;
-            }
         }
     }
 }
@@ -421,255 +327,13 @@ impl Inbox {
         consent: &Consent,
         ctx: &Ctx<'_>,
     ) -> Verdict {
-        let (dir, now) = (ctx.dir, ctx.now.wall);
-        let refuse = |code: &str, reason: String, id: Option<String>| {
-            Verdict::Refused(Refusal {
-                code: code.into(),
-                reason,
-                id,
-            })
+        let checks = verdict::Checks {
+            me: &self.me,
+            answers: &self.answers,
+            consent,
+            batch,
         };
-        let envelope = match Envelope::from_wire(bytes) {
-            Ok(e) => e,
-            Err(e) => return refuse(e.name(), e.to_string(), None),
-        };
-        let h = &envelope.header;
-        let id = h.id.to_string();
-        if from.revoked {
-            return refuse(
-                "revoked",
-                "the sender was revoked from the team".into(),
-                Some(id),
-            );
-        }
-        // The machine that sealed it: the connection's, or for carried
-        // mail the one the header names, whose signature `open` checks.
-        let peer = h.from;
-        if from.carrier {
-            match dir.machines.get(&peer) {
-                _ if Some(peer) == dir.me || peer == from.peer => {
-                    return refuse(
-                        "sender_mismatch",
-                        "a carrier brings mail other members sealed for this machine".into(),
-                        Some(id),
-                    );
-                }
-                Some(m) if m.standing == Standing::Current => {}
-                Some(_) => {
-                    return refuse(
-                        "revoked",
-                        "the sender was revoked from the team".into(),
-                        Some(id),
-                    );
-                }
-                // Admitted after this machine last heard from the team:
-                // the carrier brings it again once the blocks arrived
-                // (they come with the sync of the connection it came on).
-                None => return Verdict::Busy,
-            }
-        } else if peer != from.peer {
-            return refuse(
-                "sender_mismatch",
-                "the envelope names another sender than the connection".into(),
-                Some(id),
-            );
-        }
-        if !dir.member || dir.team != Some(h.team) {
-            return refuse(
-                "not_a_member",
-                "this machine is not a member of the sender's team".into(),
-                Some(id),
-            );
-        }
-        // Past its expiry and the allowed skew the dedup record may be gone:
-        // an envelope that old is refused as expired before anything is
-        // looked up, so a late replay never lands and never reads as new.
-        if now > h.expires_at.saturating_add(MAX_CLOCK_SKEW) {
-            let e = OpenError::Expired {
-                expires_at: h.expires_at,
-                now,
-            };
-            return refuse(e.name(), e.to_string(), Some(id));
-        }
-        let key = [peer.to_bytes(), h.id.0.to_vec()].concat();
-        // A store that cannot answer is not an answer of "new": the sender
-        // tries again later.
-        let Ok(seen_before) = ctx.store.seen(&key) else {
-            return Verdict::Busy;
-        };
-        if seen_before
-            && let Ok(Some(r)) = ctx.store.inbox_get(&id)
-            && r.held.is_some()
-            && r.from_peer == peer.to_string()
-        {
-            // Its first answer was lost: the sender learns again that it
-            // is held, not that it was delivered.
-            return Verdict::StillHeld;
-        }
-        if batch.keys.contains(&key) || seen_before {
-            return Verdict::Duplicate;
-        }
-        let Ok(id_in_inbox) = ctx.store.inbox_has(&id) else {
-            return Verdict::Busy;
-        };
-        // Ids are random; one another sender already used would make
-        // `read ID` ambiguous, so it is refused (the sender makes a new one).
-        if batch.ids.contains(&id) || id_in_inbox {
-            return refuse(
-                "id_taken",
-                "another message here already has this id".into(),
-                Some(id),
-            );
-        }
-        let Opened { header, body } = match envelope.open(&self.me, now) {
-            Ok(o) => o,
-            Err(e) => return refuse(e.name(), e.to_string(), Some(id)),
-        };
-        if header.kind == Kind::Counts {
-            return match (header.in_reply_to, Counts::from_body(&body)) {
-                (Some(copy), Ok(counts)) => Verdict::Counts(peer, copy.to_string(), counts),
-                (None, _) => refuse(
-                    "bad_counts",
-                    "counts name no broadcast (in_reply_to is empty)".into(),
-                    Some(id),
-                ),
-                (_, Err(e)) => refuse("bad_counts", e.to_string(), Some(id)),
-            };
-        }
-        if header.kind == Kind::Receipt {
-            // Idempotent, like counts: a receipt told twice notes nothing
-            // new, so no dedup record is kept.
-            return match (header.in_reply_to, Receipt::from_body(&body)) {
-                (Some(message), Ok(r)) => Verdict::Receipt(peer, message.to_string(), r),
-                (None, _) => refuse(
-                    "bad_receipt",
-                    "a receipt names no message (in_reply_to is empty)".into(),
-                    Some(id),
-                ),
-                (_, Err(e)) => refuse("bad_receipt", e.to_string(), Some(id)),
-            };
-        }
-        let broadcast = header.kind == Kind::Broadcast;
-        if broadcast && (body.to_mailbox.is_some() || header.in_reply_to.is_some()) {
-            return refuse(
-                "bad_broadcast",
-                "a broadcast names no mailbox and answers no message; each receiving machine judges its own mailboxes".into(),
-                Some(id),
-            );
-        }
-        let to_mailbox = body.to_mailbox.as_ref().map(Name::as_str);
-        let mut answered = None;
-        // A broadcast is judged for each candidate mailbox (consent
-        // decides which are candidates) once it is stored.
-        let decision = if broadcast {
-            Decision::Deliver
-        } else {
-            consent.decide(peer, to_mailbox, dir)
-        };
-        let held = match decision {
-            Decision::Deliver => None,
-            // Another person's machine answering what this mailbox asked
-            // it: not held (a pause still holds it).
-            Decision::Hold(HeldReason::OtherOwner) => {
-                match self.answers.passes(
-                    ctx.store,
-                    peer,
-                    &header,
-                    to_mailbox,
-                    now,
-                    &batch.answered,
-                ) {
-                    // A pause holds answers too: counted when `resume`
-                    // lets them pass.
-                    Ok(Some(_)) if consent.paused() => Some(HeldReason::Paused),
-                    Ok(Some(ask)) => {
-                        answered = Some(ask);
-                        None
-                    }
-                    Ok(None) => Some(HeldReason::OtherOwner),
-                    // A store that cannot answer: the sender tries again.
-                    Err(_) => return Verdict::Busy,
-                }
-            }
-            Decision::Hold(why) => Some(why),
-            Decision::NoMailbox(m) => {
-                let machine = &dir.my_name;
-                let reason = match crate::mail::consent::mailboxes::near(&m, consent) {
-                    Some(near) => format!("no mailbox {m} on {machine} (did you mean {near}?)"),
-                    None => format!(
-                        "no mailbox {m} on {machine}; its owner can make one with `agentmesh allow FOLDER --mailbox {m}`"
-                    ),
-                };
-                return refuse("no_mailbox", reason, Some(id));
-            }
-            Decision::FolderDenied(m) => {
-                return refuse(
-                    "folder_not_allowed",
-                    format!("the folder of mailbox {m} is not opted in to receiving"),
-                    Some(id),
-                );
-            }
-        };
-        if let Some(why) = held {
-            let held_so_far = batch.held.get(&peer.to_string()).copied();
-            match consent.room_to_hold(peer, why, held_so_far.unwrap_or(0)) {
-                Ok(()) => {}
-                // A pause holds, it does not refuse: the sender keeps the
-                // mail and tries again after the pause.
-                Err(NoRoom::Wait) => return Verdict::Busy,
-                Err(NoRoom::Full) => {
-                    return refuse(
-                        "held_full",
-                        format!(
-                            "{} messages from you already wait for {}'s approval; wait until they are approved or expire",
-                            crate::mail::MAX_HELD_PER_SENDER,
-                            dir.my_owner
-                        ),
-                        Some(id),
-                    );
-                }
-            }
-        }
-        let from_machine = dir.name_of(&peer);
-        let sender = address(body.from_mailbox.as_ref().map(Name::as_str), &from_machine);
-        let recipient = address(body.to_mailbox.as_ref().map(Name::as_str), &dir.my_name);
-        let record = InboxRecord {
-            seq: 0,
-            id,
-            from_peer: peer.to_string(),
-            from: sender,
-            from_owner: dir.machines.get(&peer).map(|m| m.owner.clone()),
-            mailbox: body.to_mailbox.as_ref().map(ToString::to_string),
-            who: Who {
-                kind: body.who.kind.into(),
-                name: body.who.name.clone(),
-                session_id: body.who.session_id.clone(),
-                task: body.who.task.clone(),
-            },
-            kind: header.kind.as_str().into(),
-            thread: header.thread.to_string(),
-            in_reply_to: header.in_reply_to.map(|m| m.to_string()),
-            hop: header.hop,
-            taint: header.taint,
-            body_sha256: hex(&Sha256::digest(body.to_bytes())),
-            text: body.text,
-            received_at: now.as_unix_millis(),
-            expires_at: header.expires_at.as_unix_millis(),
-            read_at: None,
-            held: held.map(|h| h.as_str().to_owned()),
-        };
-        let until = header
-            .expires_at
-            .saturating_add(MAX_CLOCK_SKEW)
-            .as_unix_millis();
-        Verdict::Accepted(Box::new(Accepted {
-            record,
-            seen: (key, until),
-            recipient,
-            held,
-            answered,
-            broadcast,
-        }))
+        checks.verdict(from, bytes, ctx).unwrap_or_else(|v| v)
     }
 
     /// Audits a refusal, but not one entry per envelope of a flood: the

@@ -10,6 +10,7 @@ pub(in crate::mail) mod owed;
 pub(in crate::mail) mod pages;
 pub(in crate::mail) mod receipts;
 pub(in crate::mail) mod unread;
+pub(in crate::mail) mod verdict;
 
 /// A letter's life, its parts.
 #[derive(Debug)]

@@ -31,8 +31,6 @@ const KNOWN: &[&str] = &[
     "fn cli/src/mail.rs:watch",
     "fn cli/src/main.rs:main",
     "fn node/src/daemon.rs:run",
-    "fn node/src/mail/bus/mod.rs:seal_broadcast",
-    "fn node/src/mail/post/inbox.rs:receive_all",
     "impl judge/src/agent.rs:Preset",
     "impl node/src/mail/bus/mod.rs:Mail",
     "impl node/src/mail/bus/notes.rs:Mail",

@@ -30,10 +30,9 @@ mod stats;
 pub(in crate::mail) use queue::Queue;
 pub use queue::{MAX_WAITING_BROADCASTS, MAX_WAITING_PER_SENDER};
 
+use agentmesh_protocol::Name;
 use agentmesh_protocol::Timestamp;
-use agentmesh_protocol::cbor::MAX_BODY_BYTES;
 use agentmesh_protocol::envelope::{Body, Counts, Header, Kind, MessageId};
-use agentmesh_protocol::{Name, Wire};
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
@@ -147,6 +146,150 @@ struct SendParts<'a> {
     waiting: usize,
 }
 
+/// What every copy of one broadcast shares.
+struct Copies<'a> {
+    room: &'a mailroom::Mailroom,
+    body: &'a Body,
+    /// The sending address.
+    from: &'a str,
+    body_sha256: &'a str,
+    thread: MessageId,
+    hop: u8,
+    taint: bool,
+    now: Timestamp,
+    expires_at: Timestamp,
+}
+
+impl Copies<'_> {
+    /// The copy for `machine`, sealed, queued, its counts expected and
+    /// its acceptance audited.
+    fn remote(
+        &self,
+        machine: &str,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<(OutboxRecord, api::BroadcastCopyView), ApiError> {
+        let (peer, key) = remote_target(machine, 0, ctx.dir)?;
+        let header = Header {
+            id: MessageId::random(&mut rand::rng()),
+            team: key.team,
+            from: self.room.peer_id(),
+            to: peer,
+            kind: Kind::Broadcast,
+            in_reply_to: None,
+            thread: self.thread,
+            hop: self.hop,
+            taint: self.taint,
+            sent_at: self.now,
+            expires_at: self.expires_at,
+        };
+        let envelope = self.room.seal(&key.x25519, &header, self.body)?;
+        let to = format!("*@{machine}");
+        let mut record = queued(&header, to.clone(), envelope, self.body_sha256.to_owned());
+        record.copy = Some(crate::store::SentCopy {
+            text: self.body.text.clone(),
+            thread: self.thread.to_string(),
+            in_reply_to: None,
+        });
+        let expected = CountsRecord {
+            to_peer: peer.to_string(),
+            created_at: self.now.as_unix_millis(),
+            reported: None,
+        };
+        ctx.store.put_counts(&record.id, &expected)?;
+        ctx.log.record(
+            AuditEvent::Accepted,
+            self.now,
+            AuditEntry {
+                peer: Some(record.to_peer.clone()),
+                sender: Some(self.from.to_owned()),
+                recipient: Some(to),
+                message_id: Some(record.id.clone()),
+                body_sha256: Some(self.body_sha256.to_owned()),
+                detail: format!("broadcast queued for delivery, hop {}", self.hop),
+                ..AuditEntry::default()
+            },
+        );
+        let view = api::BroadcastCopyView {
+            machine: machine.to_owned(),
+            id: record.id.clone(),
+            local: false,
+        };
+        Ok((record, view))
+    }
+
+    /// This machine's own copy, stored to be judged for its mailboxes,
+    /// its acceptance audited.
+    fn local(
+        &self,
+        who: Who,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<(InboxRecord, api::BroadcastCopyView), ApiError> {
+        let dir = ctx.dir;
+        let me = self.room.peer_id();
+        let id = MessageId::random(&mut rand::rng()).to_string();
+        let local = InboxRecord {
+            seq: 0,
+            id: id.clone(),
+            from_peer: me.to_string(),
+            from: self.from.to_owned(),
+            from_owner: (!dir.my_owner.is_empty()).then(|| dir.my_owner.clone()),
+            mailbox: None,
+            who,
+            kind: Kind::Broadcast.as_str().into(),
+            thread: self.thread.to_string(),
+            in_reply_to: None,
+            hop: self.hop,
+            taint: self.taint,
+            text: self.body.text.clone(),
+            received_at: self.now.as_unix_millis(),
+            expires_at: self.expires_at.as_unix_millis(),
+            read_at: None,
+            held: None,
+            body_sha256: self.body_sha256.to_owned(),
+        };
+        ctx.store
+            .put_broadcasts(std::slice::from_ref(&local), &[])?;
+        ctx.log.record(
+            AuditEvent::Accepted,
+            self.now,
+            AuditEntry {
+                peer: Some(me.to_string()),
+                sender: Some(self.from.to_owned()),
+                recipient: Some(format!("*@{}", dir.my_name)),
+                message_id: Some(id.clone()),
+                body_sha256: Some(self.body_sha256.to_owned()),
+                detail: format!(
+                    "broadcast for the mailboxes on this machine, hop {}",
+                    self.hop
+                ),
+                ..AuditEntry::default()
+            },
+        );
+        let view = api::BroadcastCopyView {
+            machine: dir.my_name.clone(),
+            id,
+            local: true,
+        };
+        Ok((local, view))
+    }
+}
+
+/// The names of the team's current members other than this machine,
+/// sorted: where a broadcast's copies go (none outside a team).
+fn members(dir: &crate::team::Directory, me: agentmesh_protocol::PeerId) -> Vec<String> {
+    if !dir.member || dir.team.is_none() {
+        return vec![];
+    }
+    let mut names: Vec<String> = dir
+        .machines
+        .iter()
+        .filter(|(p, m)| **p != me && m.standing == agentmesh_protocol::team::Standing::Current)
+        .map(|(_, m)| m.name.clone())
+        .collect();
+    names.sort();
+    names
+}
+
 fn seal_broadcast(
     parts: SendParts<'_>,
     req: BroadcastRequest,
@@ -182,36 +325,9 @@ fn seal_broadcast(
         })
         .map_err(|r| mailroom::refuse(r, &from_addr, &everyone, loops, ctx))?;
     let taint = loops.taints.is_tainted(sender);
-    let body = Body {
-        who: agentmesh_protocol::Who {
-            kind: req.who.kind.into(),
-            name: req.who.name.clone(),
-            session_id: req.who.session_id.clone(),
-            task: req.who.task.clone(),
-        },
-        from_mailbox: from_mailbox.clone(),
-        to_mailbox: None,
-        text: req.text,
-        attachments: vec![],
-    };
-    let body_bytes = body.to_bytes();
-    if body_bytes.len() > MAX_BODY_BYTES {
-        return Err(mailroom::text_too_large(&body));
-    }
-    let body_sha256 = hex(&Sha256::digest(&body_bytes));
+    let (body, body_sha256) = mailroom::body_of(&req.who, (&from_mailbox, &None), req.text)?;
     let me = room.peer_id();
-    let members: Vec<String> = if dir.member && dir.team.is_some() {
-        let mut names: Vec<String> = dir
-            .machines
-            .iter()
-            .filter(|(p, m)| **p != me && m.standing == agentmesh_protocol::team::Standing::Current)
-            .map(|(_, m)| m.name.clone())
-            .collect();
-        names.sort();
-        names
-    } else {
-        vec![]
-    };
+    let members = members(dir, me);
     if !members.is_empty() && waiting + members.len() > super::MAX_OUTBOX {
         return api::err(
             ErrorCode::OutboxFull,
@@ -227,102 +343,26 @@ fn seal_broadcast(
     loops.count_sent(sender, Sending::Broadcast, now);
     let thread = MessageId::random(&mut rand::rng());
     let expires_at = now.saturating_add(room.lifetime());
+    let copies = Copies {
+        room,
+        body: &body,
+        from: &from_addr,
+        body_sha256: &body_sha256,
+        thread,
+        hop,
+        taint,
+        now,
+        expires_at,
+    };
     let mut remote = vec![];
     let mut machines = vec![];
     for machine in &members {
-        let (peer, key) = remote_target(machine, 0, dir)?;
-        let id = MessageId::random(&mut rand::rng());
-        let header = Header {
-            id,
-            team: key.team,
-            from: me,
-            to: peer,
-            kind: Kind::Broadcast,
-            in_reply_to: None,
-            thread,
-            hop,
-            taint,
-            sent_at: now,
-            expires_at,
-        };
-        let envelope = room.seal(&key.x25519, &header, &body)?;
-        let to = format!("*@{machine}");
-        let mut record = queued(&header, to.clone(), envelope, body_sha256.clone());
-        record.copy = Some(crate::store::SentCopy {
-            text: body.text.clone(),
-            thread: thread.to_string(),
-            in_reply_to: None,
-        });
-        let expected = CountsRecord {
-            to_peer: peer.to_string(),
-            created_at: now.as_unix_millis(),
-            reported: None,
-        };
-        ctx.store.put_counts(&record.id, &expected)?;
-        ctx.log.record(
-            AuditEvent::Accepted,
-            now,
-            AuditEntry {
-                peer: Some(record.to_peer.clone()),
-                sender: Some(from_addr.clone()),
-                recipient: Some(to),
-                message_id: Some(record.id.clone()),
-                body_sha256: Some(body_sha256.clone()),
-                detail: format!("broadcast queued for delivery, hop {hop}"),
-                ..AuditEntry::default()
-            },
-        );
-        machines.push(api::BroadcastCopyView {
-            machine: machine.clone(),
-            id: record.id.clone(),
-            local: false,
-        });
+        let (record, view) = copies.remote(machine, ctx)?;
+        machines.push(view);
         remote.push(record);
     }
-    let local_id = MessageId::random(&mut rand::rng()).to_string();
-    let local = InboxRecord {
-        seq: 0,
-        id: local_id.clone(),
-        from_peer: me.to_string(),
-        from: from_addr.clone(),
-        from_owner: (!dir.my_owner.is_empty()).then(|| dir.my_owner.clone()),
-        mailbox: None,
-        who: req.who,
-        kind: Kind::Broadcast.as_str().into(),
-        thread: thread.to_string(),
-        in_reply_to: None,
-        hop,
-        taint,
-        text: body.text,
-        received_at: now.as_unix_millis(),
-        expires_at: expires_at.as_unix_millis(),
-        read_at: None,
-        held: None,
-        body_sha256: body_sha256.clone(),
-    };
-    ctx.store
-        .put_broadcasts(std::slice::from_ref(&local), &[])?;
-    ctx.log.record(
-        AuditEvent::Accepted,
-        now,
-        AuditEntry {
-            peer: Some(me.to_string()),
-            sender: Some(from_addr),
-            recipient: Some(everyone),
-            message_id: Some(local_id.clone()),
-            body_sha256: Some(body_sha256),
-            detail: format!("broadcast for the mailboxes on this machine, hop {hop}"),
-            ..AuditEntry::default()
-        },
-    );
-    machines.insert(
-        0,
-        api::BroadcastCopyView {
-            machine: dir.my_name.clone(),
-            id: local_id,
-            local: true,
-        },
-    );
+    let (local, view) = copies.local(req.who, ctx)?;
+    machines.insert(0, view);
     Ok(Sealed {
         view: api::BroadcastView {
             id: thread.to_string(),

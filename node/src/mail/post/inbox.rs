@@ -172,83 +172,9 @@ impl Inbox {
         room: Room<'_>,
         ctx: &mut Ctx<'_>,
     ) -> (MailReply, Vec<Event>, Brought) {
-        let mut batch = Batch::default();
-        let mut verdicts = vec![];
         let deferred = room.deferred;
-        let per_sender = room.per_sender;
-        let mut room = room.broadcasts;
-        // Broadcasts of this batch, by sending machine (a carrier's batch
-        // holds several senders').
-        let mut taken: BTreeMap<String, usize> = BTreeMap::new();
-        for bytes in request.envelopes.iter().take(MAX_BATCH_ENVELOPES) {
-            let v = match self.verdict(from, bytes, &batch, consent, ctx) {
-                // Too many broadcasts wait for their judgment, of all
-                // senders or of this one: the sender keeps this one and
-                // tries again later.
-                Verdict::Accepted(a)
-                    if a.broadcast
-                        && (room == 0
-                            || taken.get(&a.record.from_peer).copied().unwrap_or(0)
-                                >= per_sender(&a.record.from_peer)) =>
-                {
-                    Verdict::Busy
-                }
-                v => v,
-            };
-            if let Verdict::Accepted(a) = &v
-                && a.broadcast
-            {
-                room -= 1;
-                *taken.entry(a.record.from_peer.clone()).or_default() += 1;
-            }
-            batch.note(&v);
-            verdicts.push(v);
-        }
-        for v in &mut verdicts {
-            if let Verdict::Accepted(a) = v
-                && !a.broadcast
-            {
-                a.record.seq = self.seqs.take();
-            }
-        }
-        let accepted = |broadcast: bool| -> (Vec<InboxRecord>, Vec<(Vec<u8>, u64)>) {
-            verdicts
-                .iter()
-                .filter_map(|v| match v {
-                    Verdict::Accepted(a) if a.broadcast == broadcast => {
-                        Some((a.record.clone(), a.seen.clone()))
-                    }
-                    _ => None,
-                })
-                .unzip()
-        };
-        let (records, seen) = accepted(false);
-        let (broadcasts, broadcasts_seen) = accepted(true);
-        let stored_broadcasts = broadcasts.is_empty()
-            || match ctx.store.put_broadcasts(&broadcasts, &broadcasts_seen) {
-                Ok(()) => true,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot store received broadcasts");
-                    false
-                }
-            };
-        // In batch order: where two replies to one ask passed, the second
-        // record (the higher count) is written last.
-        let asks: Vec<AskRecord> = verdicts
-            .iter()
-            .filter_map(|v| match v {
-                Verdict::Accepted(a) => a.answered.clone(),
-                _ => None,
-            })
-            .collect();
-        let stored = records.is_empty()
-            || match ctx.store.put_inbox(&records, &seen, &asks) {
-                Ok(()) => true,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot store received mail");
-                    false
-                }
-            };
+        let verdicts = self.verdicts(from, request, consent, &room, ctx);
+        let (stored, stored_broadcasts) = store(&verdicts, ctx);
         let mut outcomes = vec![];
         let mut events = vec![];
         let mut brought = Brought::default();
@@ -315,6 +241,59 @@ impl Inbox {
             ));
         }
         (MailReply { outcomes }, events, brought)
+    }
+
+    /// The verdict of each envelope of `request` (at most
+    /// [`MAX_BATCH_ENVELOPES`]), in order: a broadcast past the room
+    /// there is to judge it (of all senders, or of its own) is busy; each
+    /// message accepted has its inbox seq.
+    fn verdicts(
+        &mut self,
+        from: Sender,
+        request: &MailRequest,
+        consent: &Consent,
+        room: &Room<'_>,
+        ctx: &Ctx<'_>,
+    ) -> Vec<Verdict> {
+        let mut batch = Batch::default();
+        let mut verdicts = vec![];
+        let per_sender = room.per_sender;
+        let mut room = room.broadcasts;
+        // Broadcasts of this batch, by sending machine (a carrier's batch
+        // holds several senders').
+        let mut taken: BTreeMap<String, usize> = BTreeMap::new();
+        for bytes in request.envelopes.iter().take(MAX_BATCH_ENVELOPES) {
+            let v = match self.verdict(from, bytes, &batch, consent, ctx) {
+                // Too many broadcasts wait for their judgment, of all
+                // senders or of this one: the sender keeps this one and
+                // tries again later.
+                Verdict::Accepted(a)
+                    if a.broadcast
+                        && (room == 0
+                            || taken.get(&a.record.from_peer).copied().unwrap_or(0)
+                                >= per_sender(&a.record.from_peer)) =>
+                {
+                    Verdict::Busy
+                }
+                v => v,
+            };
+            if let Verdict::Accepted(a) = &v
+                && a.broadcast
+            {
+                room -= 1;
+                *taken.entry(a.record.from_peer.clone()).or_default() += 1;
+            }
+            batch.note(&v);
+            verdicts.push(v);
+        }
+        for v in &mut verdicts {
+            if let Verdict::Accepted(a) = v
+                && !a.broadcast
+            {
+                a.record.seq = self.seqs.take();
+            }
+        }
+        verdicts
     }
 
     /// What becomes of one envelope from `from`, after `batch`; reads the
@@ -465,4 +444,47 @@ pub(in crate::mail) fn received(
 /// The calendar clock as a duration, for rate windows: tests move it.
 fn calendar(now: Timestamp) -> Duration {
     Duration::from_millis(now.as_unix_millis())
+}
+/// Stores what `verdicts` accepted, messages and broadcasts apart:
+/// whether each write worked (nothing stored: the senders try again).
+fn store(verdicts: &[Verdict], ctx: &Ctx<'_>) -> (bool, bool) {
+    let accepted = |broadcast: bool| -> (Vec<InboxRecord>, Vec<(Vec<u8>, u64)>) {
+        verdicts
+            .iter()
+            .filter_map(|v| match v {
+                Verdict::Accepted(a) if a.broadcast == broadcast => {
+                    Some((a.record.clone(), a.seen.clone()))
+                }
+                _ => None,
+            })
+            .unzip()
+    };
+    let (records, seen) = accepted(false);
+    let (broadcasts, broadcasts_seen) = accepted(true);
+    let stored_broadcasts = broadcasts.is_empty()
+        || match ctx.store.put_broadcasts(&broadcasts, &broadcasts_seen) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot store received broadcasts");
+                false
+            }
+        };
+    // In batch order: where two replies to one ask passed, the second
+    // record (the higher count) is written last.
+    let asks: Vec<AskRecord> = verdicts
+        .iter()
+        .filter_map(|v| match v {
+            Verdict::Accepted(a) => a.answered.clone(),
+            _ => None,
+        })
+        .collect();
+    let stored = records.is_empty()
+        || match ctx.store.put_inbox(&records, &seen, &asks) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot store received mail");
+                false
+            }
+        };
+    (stored, stored_broadcasts)
 }

@@ -425,7 +425,7 @@ fn reply_to(o: &InboxRecord) -> Result<(Kind, MessageId, Option<MessageId>, Opti
 
 /// The body a message carries, and its hash for the audit log; refused
 /// when it is over what a message carries.
-fn body_of(
+pub(in crate::mail) fn body_of(
     who: &Who,
     (from_mailbox, to_mailbox): (&Option<Name>, &Option<Name>),
     text: String,

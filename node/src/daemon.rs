@@ -11,7 +11,7 @@ use agentmesh_protocol::Multiaddr;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, Settings};
 use crate::home::{Home, HomeError};
 use crate::mail::{Mail, MailSetup};
 use crate::net::{self as swarm, BuildError};
@@ -244,19 +244,9 @@ pub fn stored_team(home: &Home) -> Result<Option<StoredTeam>, DaemonError> {
     }))
 }
 
-/// Runs the daemon for `home` until it is told to stop.
-pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
-    home.create()?;
-    let lock = lock_home(home)?;
-
-    // A person or a service started it (an agent session starts none while
-    // the record is there): `agentmesh down` no longer holds.
-    if home.clear_stopped_by_down()? {
-        tracing::info!("started after `agentmesh down`: agent sessions may start the daemon again");
-    }
-
-    raise_open_file_limit();
-    let mut settings = Config::load_settings(&home.config_file())?;
+/// The settings of config.toml with the command line's `overrides` over
+/// them (a relay or bootstrap address given is added, once).
+fn settings_with(mut settings: Settings, overrides: Overrides) -> Settings {
     if !overrides.listen.is_empty() {
         settings.config.listen = overrides.listen.iter().map(ToString::to_string).collect();
         settings.listen = overrides.listen;
@@ -284,6 +274,47 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
             }
         }
     }
+    settings
+}
+
+/// Stops the daemon's tasks (aborting those still running after
+/// [`STOP_TIMEOUT`]), then lets the flusher write what they submitted,
+/// then flushes the store.
+async fn stop(mut tasks: JoinSet<()>, flusher: std::thread::JoinHandle<()>, store: &SledStore) {
+    if tokio::time::timeout(STOP_TIMEOUT, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await
+    .is_err()
+    {
+        tracing::warn!("tasks did not stop within {STOP_TIMEOUT:?}; aborting them");
+        tasks.abort_all();
+    }
+    // Every actor has stopped and dropped its handle to the flusher: what
+    // they submitted is written, then the flusher's thread ends.
+    let joined = tokio::task::spawn_blocking(move || flusher.join());
+    if tokio::time::timeout(STOP_TIMEOUT, joined).await.is_err() {
+        tracing::error!("the flusher did not finish within {STOP_TIMEOUT:?}");
+    }
+    // Peer records and statuses written without a flush reach the disk now.
+    if let Err(e) = Store::flush(store) {
+        tracing::error!(error = %e, "cannot flush the store at shutdown");
+    }
+}
+
+/// Runs the daemon for `home` until it is told to stop.
+pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
+    home.create()?;
+    let lock = lock_home(home)?;
+
+    // A person or a service started it (an agent session starts none while
+    // the record is there): `agentmesh down` no longer holds.
+    if home.clear_stopped_by_down()? {
+        tracing::info!("started after `agentmesh down`: agent sessions may start the daemon again");
+    }
+
+    raise_open_file_limit();
+    let settings = settings_with(Config::load_settings(&home.config_file())?, overrides);
     probe_ports(&settings.listen)?;
     let (identity, created) = home.load_or_create_identity()?;
     if created {
@@ -387,25 +418,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     net.run(cancel.clone()).await;
 
     cancel.cancel();
-    if tokio::time::timeout(STOP_TIMEOUT, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await
-    .is_err()
-    {
-        tracing::warn!("tasks did not stop within {STOP_TIMEOUT:?}; aborting them");
-        tasks.abort_all();
-    }
-    // Every actor has stopped and dropped its handle to the flusher: what
-    // they submitted is written, then the flusher's thread ends.
-    let joined = tokio::task::spawn_blocking(move || flusher.join());
-    if tokio::time::timeout(STOP_TIMEOUT, joined).await.is_err() {
-        tracing::error!("the flusher did not finish within {STOP_TIMEOUT:?}");
-    }
-    // Peer records and statuses written without a flush reach the disk now.
-    if let Err(e) = Store::flush(store.as_ref()) {
-        tracing::error!(error = %e, "cannot flush the store at shutdown");
-    }
+    stop(tasks, flusher, store.as_ref()).await;
     let _ = fs::remove_file(&socket);
     let _ = fs::remove_file(&pid_path);
     drop(lock);

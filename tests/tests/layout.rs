@@ -30,7 +30,6 @@ const KNOWN: &[&str] = &[
     "fn cli/src/inspect.rs:doctor",
     "fn cli/src/mail.rs:watch",
     "fn cli/src/main.rs:main",
-    "fn node/src/daemon.rs:run",
     "impl judge/src/agent.rs:Preset",
     "impl node/src/mail/bus/mod.rs:Mail",
     "impl node/src/mail/bus/notes.rs:Mail",

@@ -25,6 +25,7 @@ mod team;
 mod term;
 mod ui;
 mod wake;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -607,57 +608,71 @@ fn main() -> ExitCode {
     let chosen = cli.home.is_some()
         || std::env::var_os(agentmesh_node::home::HOME_ENV).is_some_and(|h| !h.is_empty());
     let agent_home = chosen.then(|| home.root().to_owned());
-    let result = match cli.command {
-        Command::Daemon(args) => daemonctl::daemon(&home, &args, json),
-        Command::Up(args) => daemonctl::up(&home, agent_home.as_deref(), &args, json),
-        Command::Down => daemonctl::down(&home, json),
+    match dispatch(cli.command, &home, agent_home.as_deref(), json) {
+        Ok(code) => code,
+        Err(e) => term::fail(&e, json),
+    }
+}
+
+/// Runs `command` against the daemon of `home` (`agent_home`: the home
+/// agents' servers and hooks must name, when it is not the default).
+fn dispatch(
+    command: Command,
+    home: &Home,
+    agent_home: Option<&std::path::Path>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Daemon(args) => daemonctl::daemon(home, &args, json),
+        Command::Up(args) => daemonctl::up(home, agent_home, &args, json),
+        Command::Down => daemonctl::down(home, json),
         Command::Init {
             name,
             new_identity: true,
             yes,
-        } => daemonctl::new_identity(&home, name.as_deref(), yes, json),
+        } => daemonctl::new_identity(home, name.as_deref(), yes, json),
         Command::Init { name, .. } => {
-            daemonctl::init(&home, name.as_deref().unwrap_or_default(), json)
+            daemonctl::init(home, name.as_deref().unwrap_or_default(), json)
         }
-        Command::Status => inspect::status(&home, json),
-        Command::Peers => inspect::peers(&home, json),
-        Command::Doctor => inspect::doctor(&home, json),
+        Command::Status => inspect::status(home, json),
+        Command::Peers => inspect::peers(home, json),
+        Command::Doctor => inspect::doctor(home, json),
         Command::Config { command } => match command {
-            ConfigCommand::Show => inspect::config_show(&home, json),
-            ConfigCommand::Set { key, value } => settings::set(&home, &key, Some(&value), json),
-            ConfigCommand::Unset { key } => settings::set(&home, &key, None, json),
+            ConfigCommand::Show => inspect::config_show(home, json),
+            ConfigCommand::Set { key, value } => settings::set(home, &key, Some(&value), json),
+            ConfigCommand::Unset { key } => settings::set(home, &key, None, json),
         },
         Command::Team { command } => match command {
-            TeamCommand::Create { name, owner } => team::create(&home, &name, owner, json),
-            TeamCommand::Show => team::show(&home, json),
-            TeamCommand::Leave { yes } => team::leave(&home, yes, json),
-            TeamCommand::Person { machine, person } => team::person(&home, &machine, &person, json),
+            TeamCommand::Create { name, owner } => team::create(home, &name, owner, json),
+            TeamCommand::Show => team::show(home, json),
+            TeamCommand::Leave { yes } => team::leave(home, yes, json),
+            TeamCommand::Person { machine, person } => team::person(home, &machine, &person, json),
         },
-        Command::Invite { ttl } => team::invite(&home, ttl.as_deref(), json),
+        Command::Invite { ttl } => team::invite(home, ttl.as_deref(), json),
         Command::Join {
             ticket,
             name,
             owner,
-        } => team::join(&home, &ticket, name, owner, json),
-        Command::Admit { person } => team::admit(&home, person.as_deref(), json),
-        Command::Revoke { name, yes } => team::revoke(&home, &name, yes, json),
-        Command::Connect { addr } => team::connect(&home, &addr, json),
+        } => team::join(home, &ticket, name, owner, json),
+        Command::Admit { person } => team::admit(home, person.as_deref(), json),
+        Command::Revoke { name, yes } => team::revoke(home, &name, yes, json),
+        Command::Connect { addr } => team::connect(home, &addr, json),
         Command::Demo => demo::demo(json),
-        Command::Ui { no_open } => ui::run(&home, no_open, json),
+        Command::Ui { no_open } => ui::run(home, no_open, json),
         Command::Judge {
             preset,
             builtin,
             eval,
-        } => judge::judge_with(&home, builtin).and_then(|with| match eval {
-            Some(file) => judge::eval(&home, &file, with, json),
-            None => judge::run(&home, preset.into(), with, json),
+        } => judge::judge_with(home, builtin).and_then(|with| match eval {
+            Some(file) => judge::eval(home, &file, with, json),
+            None => judge::run(home, preset.into(), with, json),
         }),
-        Command::Mcp(args) => agents::mcp::run(&home, args),
+        Command::Mcp(args) => agents::mcp::run(home, args),
         Command::Hook {
             agent,
             event,
             mailbox,
-        } => Ok(agents::hooks::run(&home, agent, &event, mailbox.as_deref())),
+        } => Ok(agents::hooks::run(home, agent, &event, mailbox.as_deref())),
         Command::Send {
             to,
             text,
@@ -665,68 +680,68 @@ fn main() -> ExitCode {
             reply_to,
             from,
             no_wait,
-        } => mail::send(&home, &to, &text, (ask, no_wait), reply_to, from, json),
+        } => mail::send(home, &to, &text, (ask, no_wait), reply_to, from, json),
         Command::Inbox {
             mailbox,
             unread,
             limit,
-        } => mail::inbox(&home, mailbox, unread, limit, json),
-        Command::Read { id } => mail::read(&home, &id, json),
-        Command::Reply { id, text } => mail::reply(&home, &id, &text, json),
-        Command::Outbox { id: Some(id), .. } => receipts::one(&home, &id, json),
-        Command::Outbox { id: None, limit } => mail::outbox(&home, limit, json),
-        Command::Receipts { mailbox, read } => receipts::receipts(&home, &mailbox, read, json),
+        } => mail::inbox(home, mailbox, unread, limit, json),
+        Command::Read { id } => mail::read(home, &id, json),
+        Command::Reply { id, text } => mail::reply(home, &id, &text, json),
+        Command::Outbox { id: Some(id), .. } => receipts::one(home, &id, json),
+        Command::Outbox { id: None, limit } => mail::outbox(home, limit, json),
+        Command::Receipts { mailbox, read } => receipts::receipts(home, &mailbox, read, json),
         Command::Watch {
             mailbox,
             no_reconnect,
-        } => mail::watch(&home, mailbox, no_reconnect, json),
+        } => watch::watch(home, mailbox, no_reconnect, json),
         Command::Allow {
             path,
             mailbox,
             wake,
-        } => mail::allow(&home, &path, mailbox, wake, json),
+        } => mail::allow(home, &path, mailbox, wake, json),
         Command::Wake(WakeCommand::Set {
             mailbox,
             wake,
             budget,
             max_budget_usd,
-        }) => wake::set(&home, &mailbox, wake, (budget, max_budget_usd), json),
-        Command::Wake(WakeCommand::Test { mailbox }) => wake::test(&home, &mailbox, json),
-        Command::Wake(WakeCommand::List) => wake::list(&home, json),
-        Command::Wake(WakeCommand::Stop { run }) => wake::stop(&home, &run, json),
+        }) => wake::set(home, &mailbox, wake, (budget, max_budget_usd), json),
+        Command::Wake(WakeCommand::Test { mailbox }) => wake::test(home, &mailbox, json),
+        Command::Wake(WakeCommand::List) => wake::list(home, json),
+        Command::Wake(WakeCommand::Stop { run }) => wake::stop(home, &run, json),
         Command::Deny { path, mailbox } => {
-            mail::deny(&home, path.as_deref().unwrap_or_default(), mailbox, json)
+            mail::deny(home, path.as_deref().unwrap_or_default(), mailbox, json)
         }
-        Command::Held => mail::held(&home, json),
-        Command::Mailboxes => mail::mailboxes(&home, json),
+        Command::Held => mail::held(home, json),
+        Command::Mailboxes => mail::mailboxes(home, json),
         Command::Profile(ProfileCommand::Set {
             mailbox,
             profile,
             goal,
             preset,
-        }) => bus::set(&home, &mailbox, profile, goal, preset, json),
-        Command::Profile(ProfileCommand::Show { mailbox }) => bus::show(&home, mailbox, json),
-        Command::Directory => bus::directory(&home, json),
-        Command::Broadcast { text, from } => bus::broadcast(&home, &text, from, json),
-        Command::Taint { mailbox, off } => bus::taint(&home, &mailbox, !off, json),
+        }) => bus::set(home, &mailbox, profile, goal, preset, json),
+        Command::Profile(ProfileCommand::Show { mailbox }) => bus::show(home, mailbox, json),
+        Command::Directory => bus::directory(home, json),
+        Command::Broadcast { text, from } => bus::broadcast(home, &text, from, json),
+        Command::Taint { mailbox, off } => bus::taint(home, &mailbox, !off, json),
         Command::Bus(BusCommand::Log { since, mailbox }) => {
-            bus::log(&home, since.as_deref(), mailbox, json)
+            bus::log(home, since.as_deref(), mailbox, json)
         }
-        Command::Bus(BusCommand::Stats) => bus::stats(&home, json),
-        Command::Approve { id } => mail::decide(&home, &id, true, None, json),
-        Command::Reject { id, reason } => mail::decide(&home, &id, false, reason, json),
-        Command::Trust { machine } => mail::trust(&home, &machine, json),
-        Command::Pause => mail::pause(&home, true, json),
-        Command::Resume => mail::pause(&home, false, json),
-        Command::Audit { since } => mail::audit(&home, since.as_deref(), json),
+        Command::Bus(BusCommand::Stats) => bus::stats(home, json),
+        Command::Approve { id } => mail::decide(home, &id, true, None, json),
+        Command::Reject { id, reason } => mail::decide(home, &id, false, reason, json),
+        Command::Trust { machine } => mail::trust(home, &machine, json),
+        Command::Pause => mail::pause(home, true, json),
+        Command::Resume => mail::pause(home, false, json),
+        Command::Audit { since } => mail::audit(home, since.as_deref(), json),
         Command::Setup {
             agent,
             scope,
             dry_run,
             uninstall,
         } => setup::run(
-            &home,
-            agent_home.as_deref(),
+            home,
+            agent_home,
             &setup::Request {
                 agent,
                 scope,
@@ -735,10 +750,6 @@ fn main() -> ExitCode {
             },
             json,
         ),
-    };
-    match result {
-        Ok(code) => code,
-        Err(e) => term::fail(&e, json),
     }
 }
 

@@ -28,8 +28,6 @@ const MAX_FN_LINES: usize = 150;
 const KNOWN: &[&str] = &[
     "fn cli/src/demo.rs:run",
     "fn cli/src/inspect.rs:doctor",
-    "fn cli/src/mail.rs:watch",
-    "fn cli/src/main.rs:main",
     "impl judge/src/agent.rs:Preset",
     "impl node/src/mail/bus/mod.rs:Mail",
     "impl node/src/mail/bus/notes.rs:Mail",

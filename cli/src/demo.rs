@@ -153,6 +153,221 @@ pub fn demo(json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// demo-alice founds a team and admits demo-bob, a person on each side
+/// comparing codes.
+async fn pair_up(a: &mut Client, b: &mut Client) -> anyhow::Result<()> {
+    step("demo-alice founds a team and invites demo-bob");
+    a.call::<agentmesh_node::api::TeamView>(Op::TeamCreate {
+        name: "demo".into(),
+        owner: "Alice".into(),
+    })
+    .await?;
+    let invite: agentmesh_node::api::Invite = a.call(Op::Invite { ttl_secs: None }).await?;
+    say!("ticket: {}", invite.ticket);
+
+    step("demo-bob asks to join; a person on each side compares codes");
+    let started: JoinStarted = b
+        .call(Op::JoinStart {
+            ticket: invite.ticket.clone(),
+            name: "demo-bob".into(),
+            owner: "Bob".into(),
+        })
+        .await?;
+    say!(
+        "demo-bob shows the pairing code     {}",
+        started.pairing_code
+    );
+    let request: JoinRequestView = until("the join request", async || {
+        let list: Vec<JoinRequestView> = a.call(Op::AdmitList).await?;
+        Ok(list.into_iter().next())
+    })
+    .await?;
+    say!(
+        "demo-alice's person types it into `agentmesh admit` ({} asks to join)",
+        request.name
+    );
+    let matched: AdmitMatched = a
+        .call(Op::AdmitCode {
+            request_id: request.request_id,
+            code: started.pairing_code.clone(),
+        })
+        .await?;
+    say!(
+        "the code matches; whose machine is it? It says its owner is {}; Alice's person says: a new person, Bob",
+        matched.claimed_owner
+    );
+    let approved: AdmitApproved = a
+        .call(Op::AdmitPerson {
+            request_id: request.request_id,
+            person: "Bob".into(),
+            existing: false,
+        })
+        .await?;
+    say!("demo-alice shows the team code      {}", approved.team_code);
+    let state: JoinState = until("the founder's approval", async || {
+        let s: JoinState = b
+            .call(Op::JoinStatus {
+                join_id: started.join_id,
+            })
+            .await?;
+        Ok((s.state != "waiting").then_some(s))
+    })
+    .await?;
+    let shown = state.team_code.unwrap_or_default();
+    say!("demo-bob computed the team code     {shown}");
+    anyhow::ensure!(shown == approved.team_code, "the team codes differ");
+    say!("they match, so demo-bob's person confirms");
+    b.call::<JoinState>(Op::JoinConfirm {
+        join_id: started.join_id,
+        accept: true,
+    })
+    .await?;
+    Ok(())
+}
+
+/// Each machine opts a folder in; api@demo-alice asks pipeline@demo-bob,
+/// whose person approves it; the reply comes back unheld; Bob trusts
+/// demo-alice. The ids of the ask and its reply.
+async fn converse(a: &mut Client, b: &mut Client, root: &Path) -> anyhow::Result<(String, String)> {
+    step("each machine opts a project folder in: its mailbox receives");
+    for (c, folder) in [(&mut *a, "api"), (&mut *b, "pipeline")] {
+        let path = root.join("projects").join(folder);
+        std::fs::create_dir_all(&path)?;
+        let v: agentmesh_node::api::BindingView = c
+            .call(Op::Allow {
+                path: path.display().to_string(),
+                mailbox: None,
+            })
+            .await?;
+        say!("{} -> mailbox {}", path.display(), v.mailbox);
+    }
+
+    step("api@demo-alice asks pipeline@demo-bob a question");
+    let ask: agentmesh_node::api::SentView = a
+        .call(Op::Send {
+            to: "pipeline@demo-bob".into(),
+            text: "Before I change the schema: how do you handle late-arriving rows?".into(),
+            ask: true,
+            reply_to: None,
+            from_mailbox: Some("api".into()),
+            wait_first_answer_ms: None,
+        })
+        .await?;
+    let ask_id = ask.id;
+    say!("sent {ask_id}");
+    let held: MessageView = until("the ask to be held at demo-bob", async || {
+        let held: Vec<MessageView> = b.call(Op::Held).await?;
+        Ok(held.into_iter().find(|m| m.id == ask_id))
+    })
+    .await?;
+    say!(
+        "held at demo-bob ({}): mail from another person's machine waits for its person (`agentmesh held`)",
+        held.held.as_deref().unwrap_or_default()
+    );
+    say!("Bob approves it (`agentmesh approve {}`)", &ask_id[..8]);
+    b.call::<agentmesh_node::api::ResolvedView>(Op::Approve { id: ask_id.clone() })
+        .await?;
+    arrived(&mut *b, "the ask", &ask_id).await?;
+
+    step("pipeline@demo-bob replies, in the same thread");
+    let reply: agentmesh_node::api::SentView = b
+        .call(Op::Send {
+            to: "api@demo-alice".into(),
+            text: "They go to a side table and are merged hourly.".into(),
+            ask: false,
+            reply_to: Some(ask_id.clone()),
+            from_mailbox: Some("pipeline".into()),
+            wait_first_answer_ms: None,
+        })
+        .await?;
+    let reply_id = reply.id;
+    arrived(&mut *a, "the reply", &reply_id).await?;
+    say!("not held at demo-alice: it answers the question api@demo-alice asked demo-bob");
+
+    step("Bob trusts demo-alice: her machine's mail is no longer held");
+    b.call::<agentmesh_node::api::TrustedView>(Op::Trust {
+        machine: "demo-alice".into(),
+    })
+    .await?;
+    let thanks: agentmesh_node::api::SentView = a
+        .call(Op::Send {
+            to: "pipeline@demo-bob".into(),
+            text: "Thanks! Merging hourly works for the schema change.".into(),
+            ask: false,
+            reply_to: None,
+            from_mailbox: Some("api".into()),
+            wait_first_answer_ms: None,
+        })
+        .await?;
+    let thanks_id = thanks.id;
+    arrived(&mut *b, "the thanks", &thanks_id).await?;
+    say!("delivered straight to pipeline@demo-bob (`agentmesh trust demo-alice`)");
+    Ok((ask_id, reply_id))
+}
+
+/// demo-alice's peer table, both inboxes and both audit trails.
+async fn show(a: &mut Client, b: &mut Client) -> anyhow::Result<()> {
+    step("demo-alice's peer table");
+    let peers: Vec<PeerRow> = a.peers().await?;
+    for p in &peers {
+        say!(
+            "{:<10} {}  {:<8} {:<7} {}",
+            p.name.clone().unwrap_or_default(),
+            term::short_peer(&p.peer_id),
+            p.membership,
+            p.connection,
+            p.addresses.first().cloned().unwrap_or_default()
+        );
+    }
+    for (label, c) in [("demo-bob's", &mut *b), ("demo-alice's", &mut *a)] {
+        step(&format!("{label} inbox"));
+        let page: InboxPage = c
+            .call(Op::Inbox {
+                mailbox: None,
+                unread: false,
+                after_seq: None,
+                limit: None,
+            })
+            .await?;
+        for m in page.messages {
+            say!(
+                "{} {} from {} to {}@ ({} {}): {}",
+                m.kind,
+                m.id,
+                m.from,
+                m.mailbox.unwrap_or_default(),
+                if m.who.kind == WhoKind::Agent {
+                    "agent"
+                } else {
+                    "human"
+                },
+                m.who.name,
+                m.text
+            );
+            if let Some(r) = m.in_reply_to {
+                say!("    in reply to {r}, thread {}", m.thread);
+            }
+        }
+    }
+    for (label, c) in [("demo-alice's", &mut *a), ("demo-bob's", &mut *b)] {
+        step(&format!("{label} audit trail (body hashes, never bodies)"));
+        let audit: Vec<agentmesh_node::api::AuditView> =
+            c.call(Op::Audit { since_secs: None }).await?;
+        for e in audit {
+            say!(
+                "{} {:<14} {} {}",
+                e.at,
+                e.event,
+                e.id.unwrap_or_default(),
+                e.body_sha256
+                    .map(|h| format!("sha256 {}…", &h[..12]))
+                    .unwrap_or(e.detail)
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Runs the demo; the ids of the ask and its reply.
 fn run(root: &Path) -> anyhow::Result<(String, String)> {
     step("starting two daemons on loopback, in temporary homes");
@@ -164,209 +379,9 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
         let mut b = attach(&bob, None).await?;
         say!("demo-alice is {}\ndemo-bob   is {}", a.peer_id, b.peer_id);
 
-        step("demo-alice founds a team and invites demo-bob");
-        a.call::<agentmesh_node::api::TeamView>(Op::TeamCreate {
-            name: "demo".into(),
-            owner: "Alice".into(),
-        })
-        .await?;
-        let invite: agentmesh_node::api::Invite = a.call(Op::Invite { ttl_secs: None }).await?;
-        say!("ticket: {}", invite.ticket);
-
-        step("demo-bob asks to join; a person on each side compares codes");
-        let started: JoinStarted = b
-            .call(Op::JoinStart {
-                ticket: invite.ticket.clone(),
-                name: "demo-bob".into(),
-                owner: "Bob".into(),
-            })
-            .await?;
-        say!(
-            "demo-bob shows the pairing code     {}",
-            started.pairing_code
-        );
-        let request: JoinRequestView = until("the join request", async || {
-            let list: Vec<JoinRequestView> = a.call(Op::AdmitList).await?;
-            Ok(list.into_iter().next())
-        })
-        .await?;
-        say!(
-            "demo-alice's person types it into `agentmesh admit` ({} asks to join)",
-            request.name
-        );
-        let matched: AdmitMatched = a
-            .call(Op::AdmitCode {
-                request_id: request.request_id,
-                code: started.pairing_code.clone(),
-            })
-            .await?;
-        say!(
-            "the code matches; whose machine is it? It says its owner is {}; Alice's person says: a new person, Bob",
-            matched.claimed_owner
-        );
-        let approved: AdmitApproved = a
-            .call(Op::AdmitPerson {
-                request_id: request.request_id,
-                person: "Bob".into(),
-                existing: false,
-            })
-            .await?;
-        say!("demo-alice shows the team code      {}", approved.team_code);
-        let state: JoinState = until("the founder's approval", async || {
-            let s: JoinState = b
-                .call(Op::JoinStatus {
-                    join_id: started.join_id,
-                })
-                .await?;
-            Ok((s.state != "waiting").then_some(s))
-        })
-        .await?;
-        let shown = state.team_code.unwrap_or_default();
-        say!("demo-bob computed the team code     {shown}");
-        anyhow::ensure!(shown == approved.team_code, "the team codes differ");
-        say!("they match, so demo-bob's person confirms");
-        b.call::<JoinState>(Op::JoinConfirm {
-            join_id: started.join_id,
-            accept: true,
-        })
-        .await?;
-
-        step("each machine opts a project folder in: its mailbox receives");
-        for (c, folder) in [(&mut a, "api"), (&mut b, "pipeline")] {
-            let path = root.join("projects").join(folder);
-            std::fs::create_dir_all(&path)?;
-            let v: agentmesh_node::api::BindingView = c
-                .call(Op::Allow {
-                    path: path.display().to_string(),
-                    mailbox: None,
-                })
-                .await?;
-            say!(
-                "{} -> mailbox {}",
-                path.display(),
-                v.mailbox
-            );
-        }
-
-        step("api@demo-alice asks pipeline@demo-bob a question");
-        let ask: agentmesh_node::api::SentView = a
-            .call(Op::Send {
-                to: "pipeline@demo-bob".into(),
-                text: "Before I change the schema: how do you handle late-arriving rows?".into(),
-                ask: true,
-                reply_to: None,
-                from_mailbox: Some("api".into()),
-                wait_first_answer_ms: None,
-            })
-            .await?;
-        let ask_id = ask.id;
-        say!("sent {ask_id}");
-        let held: MessageView = until("the ask to be held at demo-bob", async || {
-            let held: Vec<MessageView> = b.call(Op::Held).await?;
-            Ok(held.into_iter().find(|m| m.id == ask_id))
-        })
-        .await?;
-        say!(
-            "held at demo-bob ({}): mail from another person's machine waits for its person (`agentmesh held`)",
-            held.held.as_deref().unwrap_or_default()
-        );
-        say!("Bob approves it (`agentmesh approve {}`)", &ask_id[..8]);
-        b.call::<agentmesh_node::api::ResolvedView>(Op::Approve { id: ask_id.clone() })
-            .await?;
-        arrived(&mut b, "the ask", &ask_id).await?;
-
-        step("pipeline@demo-bob replies, in the same thread");
-        let reply: agentmesh_node::api::SentView = b
-            .call(Op::Send {
-                to: "api@demo-alice".into(),
-                text: "They go to a side table and are merged hourly.".into(),
-                ask: false,
-                reply_to: Some(ask_id.clone()),
-                from_mailbox: Some("pipeline".into()),
-                wait_first_answer_ms: None,
-            })
-            .await?;
-        let reply_id = reply.id;
-        arrived(&mut a, "the reply", &reply_id).await?;
-        say!("not held at demo-alice: it answers the question api@demo-alice asked demo-bob");
-
-        step("Bob trusts demo-alice: her machine's mail is no longer held");
-        b.call::<agentmesh_node::api::TrustedView>(Op::Trust {
-            machine: "demo-alice".into(),
-        })
-        .await?;
-        let thanks: agentmesh_node::api::SentView = a
-            .call(Op::Send {
-                to: "pipeline@demo-bob".into(),
-                text: "Thanks! Merging hourly works for the schema change.".into(),
-                ask: false,
-                reply_to: None,
-                from_mailbox: Some("api".into()),
-                wait_first_answer_ms: None,
-            })
-            .await?;
-        let thanks_id = thanks.id;
-        arrived(&mut b, "the thanks", &thanks_id).await?;
-        say!("delivered straight to pipeline@demo-bob (`agentmesh trust demo-alice`)");
-
-        step("demo-alice's peer table");
-        let peers: Vec<PeerRow> = a.peers().await?;
-        for p in &peers {
-            say!(
-                "{:<10} {}  {:<8} {:<7} {}",
-                p.name.clone().unwrap_or_default(),
-                term::short_peer(&p.peer_id),
-                p.membership,
-                p.connection,
-                p.addresses.first().cloned().unwrap_or_default()
-            );
-        }
-        for (label, c) in [("demo-bob's", &mut b), ("demo-alice's", &mut a)] {
-            step(&format!("{label} inbox"));
-            let page: InboxPage = c
-                .call(Op::Inbox {
-                    mailbox: None,
-                    unread: false,
-                    after_seq: None,
-                    limit: None,
-                })
-                .await?;
-            for m in page.messages {
-                say!(
-                    "{} {} from {} to {}@ ({} {}): {}",
-                    m.kind,
-                    m.id,
-                    m.from,
-                    m.mailbox.unwrap_or_default(),
-                    if m.who.kind == WhoKind::Agent {
-                        "agent"
-                    } else {
-                        "human"
-                    },
-                    m.who.name,
-                    m.text
-                );
-                if let Some(r) = m.in_reply_to {
-                    say!("    in reply to {r}, thread {}", m.thread);
-                }
-            }
-        }
-        for (label, c) in [("demo-alice's", &mut a), ("demo-bob's", &mut b)] {
-            step(&format!("{label} audit trail (body hashes, never bodies)"));
-            let audit: Vec<agentmesh_node::api::AuditView> =
-                c.call(Op::Audit { since_secs: None }).await?;
-            for e in audit {
-                say!(
-                    "{} {:<14} {} {}",
-                    e.at,
-                    e.event,
-                    e.id.unwrap_or_default(),
-                    e.body_sha256
-                        .map(|h| format!("sha256 {}…", &h[..12]))
-                        .unwrap_or(e.detail)
-                );
-            }
-        }
+        pair_up(&mut a, &mut b).await?;
+        let (ask_id, reply_id) = converse(&mut a, &mut b, root).await?;
+        show(&mut a, &mut b).await?;
         step("stopping the demo's daemons");
         for c in [&mut a, &mut b] {
             let _ = c.call::<agentmesh_node::api::Done>(Op::Shutdown).await;

@@ -329,217 +329,10 @@ fn stuck_mail(outbox: &[OutboxView], peers: &[PeerRow]) -> Vec<(String, usize, S
 /// `agentmesh doctor`: every check reads; nothing is created, opened for
 /// writing, or changed, so it is safe to run at any time.
 pub fn doctor(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
-    let mut checks = vec![];
-    let mut check = |status: &'static str, what: String, fix: Option<String>| {
-        checks.push(Check { status, what, fix })
-    };
-    let pass = |ok: bool| if ok { "ok" } else { "fail" };
-    let root = home.root();
-    match mode_of(root) {
-        None => check(
-            "fail",
-            format!("home {} does not exist", root.display()),
-            Some("start agentmesh with `agentmesh up`, which creates it".into()),
-        ),
-        Some(m) if m & 0o022 != 0 => check(
-            "fail",
-            format!(
-                "home {} has mode {m:o}: other users can write to it, so the daemon refuses it",
-                root.display()
-            ),
-            Some(format!("chmod 700 {}", root.display())),
-        ),
-        Some(m) if m & 0o077 != 0 => check(
-            "warn",
-            format!(
-                "home {} has mode {m:o}: other users can look inside",
-                root.display()
-            ),
-            Some(format!("chmod 700 {}", root.display())),
-        ),
-        Some(_) => check(
-            "ok",
-            format!("home {} is private (700)", root.display()),
-            None,
-        ),
-    }
-    match mode_of(&home.key_file()) {
-        None => check(
-            "fail",
-            "no identity yet".into(),
-            Some("run `agentmesh init --name NAME` or `agentmesh up`".into()),
-        ),
-        Some(m) if m & 0o077 != 0 => check(
-            "fail",
-            format!("key file has mode {m:o}: other users can read this machine's keys"),
-            Some(format!("chmod 600 {}", home.key_file().display())),
-        ),
-        Some(_) => match home.read_identity() {
-            Ok(Some(id)) => check(
-                "ok",
-                format!("identity {} (key file 600)", id.peer_id()),
-                None,
-            ),
-            Ok(None) => check(
-                "fail",
-                "no identity yet".into(),
-                Some("run `agentmesh up`".into()),
-            ),
-            Err(e) => check("fail", format!("key file unusable: {e}"), None),
-        },
-    }
-    let configured = Config::load_settings(&home.config_file());
-    match &configured {
-        Ok(s) => check(
-            "ok",
-            format!("configuration valid (machine name {})", s.name),
-            None,
-        ),
-        Err(e) => check(
-            "fail",
-            format!("configuration: {e}"),
-            Some(match e.field() {
-                Some(field) => format!(
-                    "`agentmesh config set {field} VALUE` or `agentmesh config unset {field}`, or edit {}",
-                    home.config_file().display()
-                ),
-                None => format!("edit {}", home.config_file().display()),
-            }),
-        ),
-    }
-    match mode_of(&home.run_dir()) {
-        Some(m) if m & 0o077 != 0 => check(
-            "fail",
-            format!("socket directory has mode {m:o}"),
-            Some(format!("chmod 700 {}", home.run_dir().display())),
-        ),
-        Some(_) => check("ok", "socket directory is private (700)".into(), None),
-        None => {}
-    }
-    if let Some(m) = mode_of(&home.socket())
-        && m & 0o077 != 0
-    {
-        check(
-            "fail",
-            format!("socket has mode {m:o}"),
-            Some(format!("chmod 600 {}", home.socket().display())),
-        );
-    }
-    let rt = term::runtime()?;
-    type Seen = (Status, Option<TeamView>, Vec<OutboxView>, Vec<PeerRow>);
-    let daemon: anyhow::Result<Seen> = rt.block_on(async {
-        let mut c = term::client(home).await?;
-        let s = c.status().await?;
-        let team = c.call(Op::TeamShow).await.ok();
-        let outbox = c.call(Op::Outbox).await.unwrap_or_default();
-        let peers = c.peers().await.unwrap_or_default();
-        Ok((s, team, outbox, peers))
-    });
-    match daemon {
-        Err(e) => {
-            let (what, fix) = match term::not_running(&e) {
-                Some(n) if n.stopped_by_down => (
-                    "the daemon is not running: it was stopped with `agentmesh down`, so agent sessions start none".into(),
-                    "start it with `agentmesh up`",
-                ),
-                Some(_) => ("the daemon is not running".into(), "start it with `agentmesh up`"),
-                None => (format!("the daemon: {e:#}"), "start it with `agentmesh up`"),
-            };
-            check("fail", what, Some(fix.into()));
-        }
-        Ok((s, team, outbox, peers)) => {
-            check(
-                "ok",
-                format!("daemon running (pid {}), socket answers", s.pid),
-                None,
-            );
-            match team {
-                Some(t) => {
-                    let me = t.members.iter().find(|m| m.this_machine);
-                    let ok = me.is_some_and(|m| m.standing == Standing::Current);
-                    check(
-                        pass(ok),
-                        format!(
-                            "team {}: {} members, this machine {}",
-                            t.name,
-                            t.members.iter().filter(|m| m.standing == Standing::Current).count(),
-                            me.map_or("not listed", |m| m.standing.as_str())
-                        ),
-                        (!ok).then(|| match me.map(|m| m.standing.as_str()) {
-                            Some("name_taken") => "another machine holds this machine's name; the founder can revoke it, or make a new identity under another name (`agentmesh init --new-identity --name OTHER`) and join again".into(),
-                            _ => "this machine's key can never rejoin; make a new identity (`agentmesh init --new-identity`), then join again with a new ticket".into(),
-                        }),
-                    );
-                    if let (Some(me), Ok(settings)) = (me, &configured)
-                        && ok
-                        && me.name != settings.name.as_str()
-                    {
-                        check(
-                            "warn",
-                            format!(
-                                "config.toml names this machine {}, but its team knows it as {}; the team's name is the one used",
-                                settings.name, me.name
-                            ),
-                            Some(format!(
-                                "set `name = \"{}\"` in {}",
-                                me.name,
-                                home.config_file().display()
-                            )),
-                        );
-                    }
-                }
-                None => check(
-                    "ok",
-                    "no team yet".into(),
-                    Some(format!(
-                        "create one with `agentmesh team create NAME --owner {}` or join one with `agentmesh join TICKET`",
-                        term::login_name()
-                    )),
-                ),
-            }
-            let ok = !s.listen_addrs.is_empty();
-            check(
-                pass(ok),
-                if ok {
-                    format!("listening on {}", s.listen_addrs.join(", "))
-                } else {
-                    "not listening on any address".into()
-                },
-                (!ok).then(|| "check `listen` in config.toml and the daemon log".into()),
-            );
-            if s.paused {
-                check(
-                    "warn",
-                    "inbound mail is paused: everything that arrives is held".into(),
-                    Some("`agentmesh resume` delivers it again".into()),
-                );
-            }
-            if s.held > 0 {
-                check(
-                    "warn",
-                    format!(
-                        "{} for approval",
-                        term::count_with(s.held, "message", "waits", "wait")
-                    ),
-                    Some("see them with `agentmesh held`".into()),
-                );
-            }
-            for (machine, n, oldest) in stuck_mail(&outbox, &peers) {
-                check(
-                    "warn",
-                    format!(
-                        "{} to {machine} {} in the outbox (the oldest sent {}); {machine} is not reachable now",
-                        agentmesh_protocol::time::count(n as u64, "message"),
-                        if n == 1 { "waits" } else { "wait" },
-                        term::ago(&oldest)
-                    ),
-                    Some(format!(
-                        "check that {machine}'s daemon runs; if it moved, `agentmesh connect /ip4/ADDRESS/tcp/PORT/p2p/PEER` reaches it (its address is in its `agentmesh status`)"
-                    )),
-                );
-            }
-        }
-    }
+    let mut checks = Checks::default();
+    let configured = check_files(home, &mut checks);
+    check_daemon(home, &configured, &mut checks)?;
+    let checks = checks.0;
     let failed = checks.iter().any(|c| c.status == "fail");
     if json {
         term::json(&serde_json::json!({ "ok": !failed, "checks": checks }))?;
@@ -561,4 +354,244 @@ pub fn doctor(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The checks `doctor` makes, in order.
+#[derive(Default)]
+struct Checks(Vec<Check>);
+
+impl Checks {
+    fn add(&mut self, status: &'static str, what: String, fix: Option<String>) {
+        self.0.push(Check { status, what, fix });
+    }
+}
+
+/// `ok` or `fail`.
+fn pass(ok: bool) -> &'static str {
+    if ok { "ok" } else { "fail" }
+}
+
+/// The home, its key, its configuration (returned) and its socket: modes
+/// and contents.
+fn check_files(
+    home: &Home,
+    checks: &mut Checks,
+) -> Result<agentmesh_node::config::Settings, agentmesh_node::config::ConfigError> {
+    let root = home.root();
+    match mode_of(root) {
+        None => checks.add(
+            "fail",
+            format!("home {} does not exist", root.display()),
+            Some("start agentmesh with `agentmesh up`, which creates it".into()),
+        ),
+        Some(m) if m & 0o022 != 0 => checks.add(
+            "fail",
+            format!(
+                "home {} has mode {m:o}: other users can write to it, so the daemon refuses it",
+                root.display()
+            ),
+            Some(format!("chmod 700 {}", root.display())),
+        ),
+        Some(m) if m & 0o077 != 0 => checks.add(
+            "warn",
+            format!(
+                "home {} has mode {m:o}: other users can look inside",
+                root.display()
+            ),
+            Some(format!("chmod 700 {}", root.display())),
+        ),
+        Some(_) => checks.add(
+            "ok",
+            format!("home {} is private (700)", root.display()),
+            None,
+        ),
+    }
+    match mode_of(&home.key_file()) {
+        None => checks.add(
+            "fail",
+            "no identity yet".into(),
+            Some("run `agentmesh init --name NAME` or `agentmesh up`".into()),
+        ),
+        Some(m) if m & 0o077 != 0 => checks.add(
+            "fail",
+            format!("key file has mode {m:o}: other users can read this machine's keys"),
+            Some(format!("chmod 600 {}", home.key_file().display())),
+        ),
+        Some(_) => match home.read_identity() {
+            Ok(Some(id)) => checks.add(
+                "ok",
+                format!("identity {} (key file 600)", id.peer_id()),
+                None,
+            ),
+            Ok(None) => checks.add(
+                "fail",
+                "no identity yet".into(),
+                Some("run `agentmesh up`".into()),
+            ),
+            Err(e) => checks.add("fail", format!("key file unusable: {e}"), None),
+        },
+    }
+    let configured = Config::load_settings(&home.config_file());
+    match &configured {
+        Ok(s) => checks.add(
+            "ok",
+            format!("configuration valid (machine name {})", s.name),
+            None,
+        ),
+        Err(e) => checks.add(
+            "fail",
+            format!("configuration: {e}"),
+            Some(match e.field() {
+                Some(field) => format!(
+                    "`agentmesh config set {field} VALUE` or `agentmesh config unset {field}`, or edit {}",
+                    home.config_file().display()
+                ),
+                None => format!("edit {}", home.config_file().display()),
+            }),
+        ),
+    }
+    match mode_of(&home.run_dir()) {
+        Some(m) if m & 0o077 != 0 => checks.add(
+            "fail",
+            format!("socket directory has mode {m:o}"),
+            Some(format!("chmod 700 {}", home.run_dir().display())),
+        ),
+        Some(_) => checks.add("ok", "socket directory is private (700)".into(), None),
+        None => {}
+    }
+    if let Some(m) = mode_of(&home.socket())
+        && m & 0o077 != 0
+    {
+        checks.add(
+            "fail",
+            format!("socket has mode {m:o}"),
+            Some(format!("chmod 600 {}", home.socket().display())),
+        );
+    }
+    configured
+}
+
+/// The daemon, as its answers show it: running, its team, what it
+/// listens on, paused or held mail, mail stuck for a machine away.
+fn check_daemon(
+    home: &Home,
+    configured: &Result<agentmesh_node::config::Settings, agentmesh_node::config::ConfigError>,
+    checks: &mut Checks,
+) -> anyhow::Result<()> {
+    let rt = term::runtime()?;
+    type Seen = (Status, Option<TeamView>, Vec<OutboxView>, Vec<PeerRow>);
+    let daemon: anyhow::Result<Seen> = rt.block_on(async {
+        let mut c = term::client(home).await?;
+        let s = c.status().await?;
+        let team = c.call(Op::TeamShow).await.ok();
+        let outbox = c.call(Op::Outbox).await.unwrap_or_default();
+        let peers = c.peers().await.unwrap_or_default();
+        Ok((s, team, outbox, peers))
+    });
+    match daemon {
+        Err(e) => {
+            let (what, fix) = match term::not_running(&e) {
+                Some(n) if n.stopped_by_down => (
+                    "the daemon is not running: it was stopped with `agentmesh down`, so agent sessions start none".into(),
+                    "start it with `agentmesh up`",
+                ),
+                Some(_) => ("the daemon is not running".into(), "start it with `agentmesh up`"),
+                None => (format!("the daemon: {e:#}"), "start it with `agentmesh up`"),
+            };
+            checks.add("fail", what, Some(fix.into()));
+        }
+        Ok((s, team, outbox, peers)) => {
+            checks.add(
+                "ok",
+                format!("daemon running (pid {}), socket answers", s.pid),
+                None,
+            );
+            match team {
+                Some(t) => {
+                    let me = t.members.iter().find(|m| m.this_machine);
+                    let ok = me.is_some_and(|m| m.standing == Standing::Current);
+                    checks.add(
+                        pass(ok),
+                        format!(
+                            "team {}: {} members, this machine {}",
+                            t.name,
+                            t.members.iter().filter(|m| m.standing == Standing::Current).count(),
+                            me.map_or("not listed", |m| m.standing.as_str())
+                        ),
+                        (!ok).then(|| match me.map(|m| m.standing.as_str()) {
+                            Some("name_taken") => "another machine holds this machine's name; the founder can revoke it, or make a new identity under another name (`agentmesh init --new-identity --name OTHER`) and join again".into(),
+                            _ => "this machine's key can never rejoin; make a new identity (`agentmesh init --new-identity`), then join again with a new ticket".into(),
+                        }),
+                    );
+                    if let (Some(me), Ok(settings)) = (me, &configured)
+                        && ok
+                        && me.name != settings.name.as_str()
+                    {
+                        checks.add(
+                            "warn",
+                            format!(
+                                "config.toml names this machine {}, but its team knows it as {}; the team's name is the one used",
+                                settings.name, me.name
+                            ),
+                            Some(format!(
+                                "set `name = \"{}\"` in {}",
+                                me.name,
+                                home.config_file().display()
+                            )),
+                        );
+                    }
+                }
+                None => checks.add(
+                    "ok",
+                    "no team yet".into(),
+                    Some(format!(
+                        "create one with `agentmesh team create NAME --owner {}` or join one with `agentmesh join TICKET`",
+                        term::login_name()
+                    )),
+                ),
+            }
+            let ok = !s.listen_addrs.is_empty();
+            checks.add(
+                pass(ok),
+                if ok {
+                    format!("listening on {}", s.listen_addrs.join(", "))
+                } else {
+                    "not listening on any address".into()
+                },
+                (!ok).then(|| "check `listen` in config.toml and the daemon log".into()),
+            );
+            if s.paused {
+                checks.add(
+                    "warn",
+                    "inbound mail is paused: everything that arrives is held".into(),
+                    Some("`agentmesh resume` delivers it again".into()),
+                );
+            }
+            if s.held > 0 {
+                checks.add(
+                    "warn",
+                    format!(
+                        "{} for approval",
+                        term::count_with(s.held, "message", "waits", "wait")
+                    ),
+                    Some("see them with `agentmesh held`".into()),
+                );
+            }
+            for (machine, n, oldest) in stuck_mail(&outbox, &peers) {
+                checks.add(
+                    "warn",
+                    format!(
+                        "{} to {machine} {} in the outbox (the oldest sent {}); {machine} is not reachable now",
+                        agentmesh_protocol::time::count(n as u64, "message"),
+                        if n == 1 { "waits" } else { "wait" },
+                        term::ago(&oldest)
+                    ),
+                    Some(format!(
+                        "check that {machine}'s daemon runs; if it moved, `agentmesh connect /ip4/ADDRESS/tcp/PORT/p2p/PEER` reaches it (its address is in its `agentmesh status`)"
+                    )),
+                );
+            }
+        }
+    }
+    Ok(())
 }

@@ -15,7 +15,7 @@ impl Net {
         message: &libp2p::gossipsub::Message,
         now: Instant,
     ) {
-        let directory = message.topic == super::behaviour::directory_topic().hash();
+        let directory = message.topic == crate::net::behaviour::directory_topic().hash();
         self.with_team(now, |team, port| {
             if directory {
                 team.on_directory_gossip(port, message.source, via, &message.data);

@@ -30,8 +30,6 @@ const KNOWN: &[&str] = &[
     "impl node/src/mail/bus/mod.rs:Mail",
     "impl node/src/mail/bus/notes.rs:Mail",
     "impl node/src/mail/wake/waking.rs:Mail",
-    "impl node/src/store/sled_carry.rs:SledStore",
-    "impl node/src/store/sled_outbox.rs:SledStore",
     "lines cli/src/agents/mcp.rs",
     "lines node/src/api/mod.rs",
     "lines node/src/api/views.rs",

@@ -18,10 +18,7 @@ use agentmesh_protocol::{PeerId, Timestamp};
 mod flush;
 mod migrations;
 mod records;
-mod sled_bus;
-mod sled_carry;
 mod sled_codec;
-mod sled_outbox;
 mod sled_store;
 #[cfg(test)]
 pub(crate) mod testing;

@@ -1,6 +1,10 @@
 //! The sled implementation of the store (its migrations are in
 //! [`super::migrations`]).
 
+mod bus;
+mod carry;
+mod outbox;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -4,8 +4,9 @@
 
 use agentmesh_protocol::Timestamp;
 
-use super::sled_codec::{from_record, to_record};
-use super::{OutboxRecord, OutboxStatus, SledStore, StoreError};
+use super::SledStore;
+use crate::store::sled_codec::{from_record, to_record};
+use crate::store::{OutboxRecord, OutboxStatus, StoreError};
 
 fn done_key(r: &OutboxRecord) -> Vec<u8> {
     [&r.created_at.to_be_bytes()[..], r.id.as_bytes()].concat()

@@ -3,13 +3,14 @@
 use sled::Transactional;
 use sled::transaction::{TransactionError, TransactionalTree};
 
-use super::sled_codec::{from_record, to_record};
-use super::sled_store::{INBOX_SEQ_KEY, insert_inbox};
+use super::{INBOX_SEQ_KEY, insert_inbox};
+use crate::store::sled_codec::{from_record, to_record};
 use agentmesh_protocol::Timestamp;
 
-use super::{
-    BusStore, CountsRecord, InboxRecord, OutboxRecord, RunRecord, SessionRecord, SledStore,
-    SpentRecord, StoreError, TaintRecord, WakeRecord,
+use super::SledStore;
+use crate::store::{
+    BusStore, CountsRecord, InboxRecord, OutboxRecord, RunRecord, SessionRecord, SpentRecord,
+    StoreError, TaintRecord, WakeRecord,
 };
 
 fn store_error(e: TransactionError<()>) -> StoreError {

@@ -2,8 +2,9 @@
 //! its bytes in `carried_bytes`, under the same key. Loading reads only
 //! the records, so a carrier holding 256 MiB starts without reading it.
 
-use super::sled_codec::{from_record, to_record, tx_error};
-use super::{CarriedRecord, CarryStore, SledStore, StoreError};
+use super::SledStore;
+use crate::store::sled_codec::{from_record, to_record, tx_error};
+use crate::store::{CarriedRecord, CarryStore, StoreError};
 
 /// Carried envelopes deleted in one transaction, at most (64 KiB
 /// each at most: 4 MiB read at once).

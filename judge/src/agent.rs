@@ -13,7 +13,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::command::cut;
-use crate::{Input, Preset, notes_read};
+use crate::{Input, notes_read};
 
 /// The most of a broadcast put to the agent, bytes.
 pub const MAX_BROADCAST: usize = 4 * 1024;
@@ -290,19 +290,6 @@ pub fn parse_answer(cli: AgentCli, stdout: &str) -> Result<AgentAnswer, String> 
         })
         .collect();
     Ok(AgentAnswer { p, why })
-}
-
-impl Preset {
-    /// The agent's `p` a broadcast must reach at this preset. Chosen, not
-    /// calibrated (no agent runs here): the agent is asked for a
-    /// probability, and these read it as one.
-    pub fn agent_threshold(self) -> f64 {
-        match self {
-            Preset::Strict => 0.7,
-            Preset::Balanced => 0.5,
-            Preset::Loose => 0.3,
-        }
-    }
 }
 
 #[cfg(test)]

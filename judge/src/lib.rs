@@ -68,6 +68,17 @@ impl Preset {
     pub fn parse(name: &str) -> Option<Preset> {
         Preset::ALL.into_iter().find(|p| p.as_str() == name)
     }
+
+    /// The agent's `p` a broadcast must reach at this preset. Chosen, not
+    /// calibrated (no agent runs here): the agent is asked for a
+    /// probability, and these read it as one.
+    pub fn agent_threshold(self) -> f64 {
+        match self {
+            Preset::Strict => 0.7,
+            Preset::Balanced => 0.5,
+            Preset::Loose => 0.3,
+        }
+    }
 }
 
 impl std::fmt::Display for Preset {

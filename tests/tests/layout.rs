@@ -29,7 +29,6 @@ const KNOWN: &[&str] = &[
     "impl node/src/mail/bus/mod.rs:Mail",
     "impl node/src/mail/bus/notes.rs:Mail",
     "impl node/src/mail/wake/waking.rs:Mail",
-    "lines cli/src/agents/mcp.rs",
     "lines node/src/mail/mod.rs",
     "lines protocol/src/envelope.rs",
     "lines protocol/src/team.rs",

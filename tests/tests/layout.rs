@@ -30,8 +30,6 @@ const KNOWN: &[&str] = &[
     "impl node/src/mail/bus/notes.rs:Mail",
     "impl node/src/mail/wake/waking.rs:Mail",
     "lines node/src/mail/mod.rs",
-    "lines protocol/src/envelope.rs",
-    "lines protocol/src/team.rs",
 ];
 
 /// Structs that mirror a contract field for field (the API's views, the

@@ -1384,7 +1384,13 @@ impl Mail {
                 mailbox: m,
             } => {
                 let m = which_mailbox(m, mailbox);
-                return self.not_for_me(m, &id, note, reply);
+                let profiles = &mut self.bus.profiles;
+                return match bus::notes::note_for(profiles, m, &id, note, &mut ctx) {
+                    Ok(view) => self.answer_durably(reply, ok(view), vec![]),
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                };
             }
             Op::BusStats => bus::bus_stats(ctx.store, &self.wake.runs, &ctx.dir.my_name),
             Op::BusLog {

@@ -4,40 +4,18 @@
 //! judge's probability for broadcasts like it.
 
 use agentmesh_protocol::envelope::Kind;
-use tokio::sync::oneshot;
 
-use crate::api::{self, ApiError, Reply};
+use crate::api::{self, ApiError};
 use crate::audit::AuditEvent;
 use crate::bus::{MAX_NOTED_TEXT, judge};
 use crate::codes::ErrorCode;
-use crate::mail::{Ctx, Mail, address};
+use crate::mail::{Ctx, address};
 use crate::store::AuditEntry;
 
-impl Mail {
-    /// `not_for_me`: a session says the broadcast `id` delivered to its
-    /// mailboxes was not for it; the note (with the start of the
-    /// broadcast's text) lowers the judge's probability for broadcasts
-    /// like it. Kept, audited (its size, never its text), answered once
-    /// durable.
-    pub(in crate::mail) fn not_for_me(
-        &mut self,
-        mailbox: Option<String>,
-        id: &str,
-        note: String,
-        reply: oneshot::Sender<Reply>,
-    ) {
-        let dir = self.shared.directory();
-        let mut ctx = self.shared.lend(&dir);
-        match note_for(&mut self.bus.profiles, mailbox, id, note, &mut ctx) {
-            Ok(view) => self.answer_durably(reply, api::ok(view), vec![]),
-            Err(e) => {
-                let _ = reply.send(Err(e));
-            }
-        }
-    }
-}
-
-fn note_for(
+/// The note `note` of mailbox `mailbox` about broadcast `id`, kept
+/// (with the start of the broadcast's text) and audited (its size, never
+/// its text).
+pub(in crate::mail) fn note_for(
     profiles: &mut crate::mail::bus::profiles::Profiles,
     mailbox: Option<String>,
     id: &str,

@@ -607,7 +607,7 @@ impl Mail {
             held: self.consent.held_total(),
             outbox_waiting: self.post.courier.waiting(),
             carrying: self.post.carrying.len(),
-            wake: self.wake_status(),
+            wake: waking::statuses(&self.wake),
         });
     }
 
@@ -1404,6 +1404,50 @@ impl Mail {
             _ => api::err(ErrorCode::Internal, "not a bus operation"),
         };
         let _ = reply.send(answer);
+    }
+
+    /// Mail reached these mailboxes (or a run of them ended): a run
+    /// starts for each that should have one.
+    fn wake_all<'a>(&mut self, mailboxes: impl IntoIterator<Item = &'a str>) {
+        let mut seen: Vec<&str> = vec![];
+        for m in mailboxes {
+            if !seen.contains(&m) {
+                seen.push(m);
+                self.wake(m);
+            }
+        }
+    }
+
+    /// Starts a run for `mailbox` if it should have one now, as a task of
+    /// the actor's.
+    fn wake(&mut self, mailbox: &str) {
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
+        let mut lent = waking::Lent {
+            consent: &self.consent,
+            profiles: &self.bus.profiles,
+            unread: &mut self.post.unread,
+            loops: &mut self.guard.loops,
+            ctx: &mut ctx,
+        };
+        if let Some(run) = waking::wake(&mut self.wake, mailbox, &mut lent) {
+            self.later
+                .tasks
+                .spawn(async move { Finished::Ended(run.await) });
+        }
+    }
+
+    /// A run ended: what it read owes its receipts, and its mailbox and
+    /// those waiting for a slot get their turn.
+    fn on_run_ended(&mut self, end: runs::RunEnded) {
+        let dir = self.shared.directory();
+        let mut ctx = self.shared.lend(&dir);
+        let parts = (&mut self.post.unread, &self.post.receipts);
+        let Some((debts, next)) = waking::run_ended(&mut self.wake, end, parts, &mut ctx) else {
+            return;
+        };
+        self.owe(debts);
+        self.wake_all(next.iter().map(String::as_str));
     }
 
     /// Writes a message to a mailbox on this machine, as the inbox writes

@@ -24,273 +24,265 @@ use crate::audit::AuditEvent;
 use crate::store::AuditEntry;
 use crate::wake;
 
+use crate::mail::wake::Wake;
 use crate::mail::wake::runs::{RunEnded, Start};
 use crate::mail::wake::wakes::Spend;
-use crate::mail::{Finished, Mail, address, hex, post::pages};
+use crate::mail::{Ctx, address, hex, post::pages};
 
 /// Unread messages of a mailbox looked at for a run, at most: tainted
 /// mail at the head of its inbox hides no more than this much of the rest.
 pub(in crate::mail) const MAX_SCANNED: usize = 1000;
 
-impl Mail {
-    /// Mail reached these mailboxes (or a run of them ended): a run
-    /// starts for each that should have one.
-    pub(in crate::mail) fn wake_all<'a>(&mut self, mailboxes: impl IntoIterator<Item = &'a str>) {
-        let mut seen: Vec<&str> = vec![];
-        for m in mailboxes {
-            if !seen.contains(&m) {
-                seen.push(m);
-                self.wake(m);
-            }
-        }
-    }
+/// What waking reads and records of the other wings, lent for one call.
+pub(in crate::mail) struct Lent<'a, 'c> {
+    pub consent: &'a crate::mail::consent::Consent,
+    pub profiles: &'a crate::mail::bus::profiles::Profiles,
+    pub unread: &'a mut crate::mail::post::unread::Unread,
+    pub loops: &'a mut crate::mail::guard::loops::Loops,
+    pub ctx: &'a mut Ctx<'c>,
+}
 
-    /// Starts a run for `mailbox` if it should have one now.
-    pub(in crate::mail) fn wake(&mut self, mailbox: &str) {
-        let Some(agent) = self.wake.wakes.agent(mailbox) else {
-            return;
-        };
-        if self.wake.runs.busy(mailbox) {
-            return;
+/// Starts a run for `mailbox` if it should have one now: its record
+/// durable, its supervisor returned for the actor to run as its task.
+pub(in crate::mail) fn wake(
+    w: &mut Wake,
+    mailbox: &str,
+    lent: &mut Lent<'_, '_>,
+) -> Option<impl Future<Output = RunEnded> + Send + use<>> {
+    let agent = w.wakes.agent(mailbox)?;
+    if w.runs.busy(mailbox) {
+        return None;
+    }
+    let folder = lent
+        .consent
+        .binding(mailbox)
+        .filter(|b| b.allowed && !b.path.is_empty())
+        .map(|b| b.path.clone())?;
+    let ctx = &mut *lent.ctx;
+    let dir = ctx.dir;
+    let now = ctx.now.wall;
+    // Custody: a live session's transcript is its person's.
+    if w.wakes.live(mailbox, now).is_some() || lent.profiles.attached(Some(mailbox)) {
+        return None;
+    }
+    let found = match lent
+        .unread
+        .for_run(ctx.store, mailbox, (wake::MAX_SHOWN, MAX_SCANNED))
+    {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot read a mailbox's unread mail for a wake run");
+            return None;
         }
-        let Some(folder) = self
-            .consent
-            .binding(mailbox)
-            .filter(|b| b.allowed && !b.path.is_empty())
-            .map(|b| b.path.clone())
-        else {
-            return;
-        };
-        let dir = self.shared.directory();
-        let ctx = self.shared.lend(&dir);
-        let now = ctx.now.wall;
-        // Custody: a live session's transcript is its person's.
-        if self.wake.wakes.live(mailbox, now).is_some() || self.bus.profiles.attached(Some(mailbox))
+    };
+    let recipient = Some(address(Some(mailbox), &dir.my_name));
+    if found.shown.is_empty() {
+        if let Some(newest) = &found.newest_tainted
+            && w.runs.taint_to_log(mailbox, newest.seq)
         {
-            return;
+            let entry = AuditEntry {
+                recipient,
+                sender: Some(newest.from.clone()),
+                message_id: Some(newest.id.clone()),
+                detail: format!(
+                    "taint: {} of tainted mail started no wake run; it waits, unread, for its person's own session",
+                    agentmesh_protocol::time::count(found.tainted as u64, "message")
+                ),
+                ..AuditEntry::default()
+            };
+            ctx.log.record(AuditEvent::TaintWaits, now, entry);
         }
-        let found = match self.post.unread.for_run(
-            ctx.store,
-            mailbox,
-            (wake::MAX_SHOWN, MAX_SCANNED),
-        ) {
-            Ok(f) => f,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot read a mailbox's unread mail for a wake run");
-                return;
-            }
-        };
-        let recipient = Some(address(Some(mailbox), &dir.my_name));
-        if found.shown.is_empty() {
-            if let Some(newest) = &found.newest_tainted
-                && self.wake.runs.taint_to_log(mailbox, newest.seq)
-            {
-                let entry = AuditEntry {
-                    recipient,
-                    sender: Some(newest.from.clone()),
-                    message_id: Some(newest.id.clone()),
-                    detail: format!(
-                        "taint: {} of tainted mail started no wake run; it waits, unread, for its person's own session",
-                        agentmesh_protocol::time::count(found.tainted as u64, "message")
-                    ),
-                    ..AuditEntry::default()
-                };
-                ctx.log.record(AuditEvent::TaintWaits, now, entry);
-            }
-            return;
+        return None;
+    }
+    let shown = found.shown;
+    if w.wakes.left(mailbox, now) == 0 {
+        budget_spent(&mut w.wakes, ctx.log, mailbox, &dir.my_name, now);
+        return None;
+    }
+    if !w.runs.has_slot() {
+        w.runs.queue(mailbox);
+        return None;
+    }
+    let views: Vec<MessageView> = shown.iter().map(pages::view).collect();
+    let id = hex(&rand::random::<[u8; 6]>());
+    let session = w.wakes.resumable(mailbox, agent);
+    let run = wake::Run {
+        agent,
+        mailbox,
+        session: session.as_ref(),
+        max_budget_usd: w.wakes.max_budget_usd(mailbox),
+        cwd: std::path::Path::new(&folder),
+        home: w.wakes.home(),
+        run_id: &id,
+    };
+    let command = wake::command(w.wakes.rules(), &run, &wake::prompt(mailbox, &views));
+    let start = Start {
+        id: id.clone(),
+        mailbox: mailbox.to_owned(),
+        agent,
+        command,
+        shown: shown.iter().map(|r| (r.seq, r.id.clone())).collect(),
+        broadcast: shown
+            .iter()
+            .any(|r| r.kind == agentmesh_protocol::envelope::Kind::Broadcast.as_str()),
+    };
+    let supervised = match w.runs.start(ctx.store, start, now) {
+        Ok((_, supervised)) => supervised,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot record a wake run; none was started");
+            return None;
         }
-        let shown = found.shown;
-        if self.wake.wakes.left(mailbox, now) == 0 {
-            budget_spent(&mut self.wake.wakes, ctx.log, mailbox, &dir.my_name, now);
-            return;
-        }
-        if !self.wake.runs.has_slot() {
-            self.wake.runs.queue(mailbox);
-            return;
-        }
-        let views: Vec<MessageView> = shown.iter().map(pages::view).collect();
-        let id = hex(&rand::random::<[u8; 6]>());
-        let session = self.wake.wakes.resumable(mailbox, agent);
-        let run = wake::Run {
-            agent,
-            mailbox,
-            session: session.as_ref(),
-            max_budget_usd: self.wake.wakes.max_budget_usd(mailbox),
-            cwd: std::path::Path::new(&folder),
-            home: self.wake.wakes.home(),
-            run_id: &id,
-        };
-        let command = wake::command(
-            self.wake.wakes.rules(),
-            &run,
-            &wake::prompt(mailbox, &views),
-        );
-        let start = Start {
-            id: id.clone(),
-            mailbox: mailbox.to_owned(),
-            agent,
-            command,
-            shown: shown.iter().map(|r| (r.seq, r.id.clone())).collect(),
-            broadcast: shown
+    };
+    if let Err(e) = w.wakes.spend(ctx.store, mailbox, Spend::Run, now) {
+        tracing::error!(error = %e, "cannot record a mailbox's spent wake budget");
+    }
+    // A run is a new turn: its quota counts afresh, and it handles the
+    // mail its prompt shows (the hop, the quota and taint carry
+    // through it: its hooks never count as its person speaking).
+    lent.loops.new_turn(Some(mailbox));
+    for r in &shown {
+        lent.loops.received(Some(mailbox), r.hop, now);
+    }
+    let entry = AuditEntry {
+        recipient,
+        message_id: shown.first().map(|r| r.id.clone()),
+        detail: format!(
+            "wake_started: run {id}: {} {} in {folder}, showing {} ({}); {} of today's budget left",
+            agent.name(),
+            match &session {
+                Some(s) => format!("resumes session {s}"),
+                None => "starts a new session".to_owned(),
+            },
+            agentmesh_protocol::time::count(shown.len() as u64, "message"),
+            shown
                 .iter()
-                .any(|r| r.kind == agentmesh_protocol::envelope::Kind::Broadcast.as_str()),
-        };
-        match self.wake.runs.start(ctx.store, start, now) {
-            Ok((_, supervised)) => {
-                self.later
-                    .tasks
-                    .spawn(async move { Finished::Ended(supervised.await) });
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot record a wake run; none was started");
-                return;
-            }
-        }
-        if let Err(e) = self.wake.wakes.spend(ctx.store, mailbox, Spend::Run, now) {
-            tracing::error!(error = %e, "cannot record a mailbox's spent wake budget");
-        }
-        // A run is a new turn: its quota counts afresh, and it handles the
-        // mail its prompt shows (the hop, the quota and taint carry
-        // through it: its hooks never count as its person speaking).
-        self.guard.loops.new_turn(Some(mailbox));
-        for r in &shown {
-            self.guard.loops.received(Some(mailbox), r.hop, now);
-        }
-        let entry = AuditEntry {
-            recipient,
-            message_id: shown.first().map(|r| r.id.clone()),
-            detail: format!(
-                "wake_started: run {id}: {} {} in {folder}, showing {} ({}); {} of today's budget left",
-                agent.name(),
-                match &session {
-                    Some(s) => format!("resumes session {s}"),
-                    None => "starts a new session".to_owned(),
-                },
-                agentmesh_protocol::time::count(shown.len() as u64, "message"),
-                shown
-                    .iter()
-                    .map(|r| r.id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                self.wake.wakes.left(mailbox, now),
-            ),
-            ..AuditEntry::default()
-        };
-        ctx.log.record(AuditEvent::WakeStarted, now, entry);
-    }
+                .map(|r| r.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            w.wakes.left(mailbox, now),
+        ),
+        ..AuditEntry::default()
+    };
+    ctx.log.record(AuditEvent::WakeStarted, now, entry);
+    Some(supervised)
+}
 
-    /// A run ended: its record final; done, its mail read and its
-    /// session remembered; otherwise the session it resumed forgotten;
-    /// then its mailbox (mail that came meanwhile) and the mailboxes
-    /// waiting for a slot get their turn.
-    pub(in crate::mail) fn on_run_ended(&mut self, end: RunEnded) {
-        let dir = self.shared.directory();
-        let ctx = self.shared.lend(&dir);
-        let now = ctx.now.wall;
-        let resumed = self.wake.runs.resumed(&end.id);
-        let Some(r) = self.wake.runs.ended(ctx.store, &end, now) else {
-            return;
-        };
-        let read = match r.status {
-            RunStatus::Done => self
-                .post
-                .unread
-                .mark_read(ctx.store, &r.mailbox, &r.shown, now)
-                .unwrap_or_else(|e| {
-                    tracing::error!(error = %e, "cannot mark a run's messages read");
-                    vec![]
-                }),
-            _ => vec![],
-        };
-        // Only a run that exited 0 read what it was shown.
-        let read_debts = self.post.receipts.read(&read, now);
-        let read = read.len();
-        let session = match (&end.session, r.status) {
-            // The run's session, ended: the one the next run resumes.
-            (Some(s), RunStatus::Done) => {
-                let ended = api::SessionEvent::End;
-                if let Err(e) =
-                    self.wake
-                        .wakes
-                        .session(ctx.store, &r.mailbox, r.agent, s.as_str(), ended, now)
-                {
-                    tracing::warn!(error = %e.message, "cannot remember a wake run's session");
-                }
-                format!("session {s}")
+/// A run ended: its record final; done, its mail read and its session
+/// remembered; otherwise the session it resumed forgotten. The receipts
+/// its reading owes, and the mailboxes to look at again (those waiting
+/// for a slot, then its own unless it failed).
+pub(in crate::mail) fn run_ended(
+    w: &mut Wake,
+    end: RunEnded,
+    (unread, receipts): (
+        &mut crate::mail::post::unread::Unread,
+        &crate::mail::post::receipts::Receipts,
+    ),
+    ctx: &mut Ctx<'_>,
+) -> Option<(Debts, Vec<String>)> {
+    let dir = ctx.dir;
+    let now = ctx.now.wall;
+    let resumed = w.runs.resumed(&end.id);
+    let r = w.runs.ended(ctx.store, &end, now)?;
+    let read = match r.status {
+        RunStatus::Done => unread
+            .mark_read(ctx.store, &r.mailbox, &r.shown, now)
+            .unwrap_or_else(|e| {
+                tracing::error!(error = %e, "cannot mark a run's messages read");
+                vec![]
+            }),
+        _ => vec![],
+    };
+    // Only a run that exited 0 read what it was shown.
+    let read_debts = receipts.read(&read, now);
+    let read = read.len();
+    let session = match (&end.session, r.status) {
+        // The run's session, ended: the one the next run resumes.
+        (Some(s), RunStatus::Done) => {
+            let ended = api::SessionEvent::End;
+            if let Err(e) = w
+                .wakes
+                .session(ctx.store, &r.mailbox, r.agent, s.as_str(), ended, now)
+            {
+                tracing::warn!(error = %e.message, "cannot remember a wake run's session");
             }
-            // It never ran: nothing of it can be at fault.
-            (_, RunStatus::NotStarted) => "no session named".to_owned(),
-            // A run that failed, or named no session of its own: no
-            // session it could have touched is resumed again (its output
-            // can't have chosen the next run's session, and a session a
-            // run can't finish in is not retried for ever); the next run
-            // starts a new one.
-            _ => {
-                let tried = resumed
-                    .as_deref()
-                    .map_or_else(|| "no session named".to_owned(), |s| format!("session {s}"));
-                match self.wake.wakes.forget(ctx.store, &r.mailbox, r.agent, now) {
-                    Ok(0) => tried,
-                    Ok(n) => format!(
-                        "{tried}; {} forgotten: the next run starts a new one",
-                        agentmesh_protocol::time::count(n as u64, "session")
-                    ),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot forget a wake run's sessions");
-                        tried
-                    }
+            format!("session {s}")
+        }
+        // It never ran: nothing of it can be at fault.
+        (_, RunStatus::NotStarted) => "no session named".to_owned(),
+        // A run that failed, or named no session of its own: no
+        // session it could have touched is resumed again (its output
+        // can't have chosen the next run's session, and a session a
+        // run can't finish in is not retried for ever); the next run
+        // starts a new one.
+        _ => {
+            let tried = resumed
+                .as_deref()
+                .map_or_else(|| "no session named".to_owned(), |s| format!("session {s}"));
+            match w.wakes.forget(ctx.store, &r.mailbox, r.agent, now) {
+                Ok(0) => tried,
+                Ok(n) => format!(
+                    "{tried}; {} forgotten: the next run starts a new one",
+                    agentmesh_protocol::time::count(n as u64, "session")
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot forget a wake run's sessions");
+                    tried
                 }
             }
-        };
-        if r.status == RunStatus::NotStarted
-            && let Err(e) = self.wake.wakes.refund_run(ctx.store, &r.mailbox, now)
-        {
-            tracing::error!(error = %e, "cannot give back a wake that never ran");
         }
-        let took = r.ended.unwrap_or(r.started).saturating_sub(r.started);
-        let entry = AuditEntry {
-            recipient: Some(address(Some(&r.mailbox), &dir.my_name)),
-            message_id: r.messages.first().cloned(),
-            detail: format!(
-                "wake_ended: run {} {} after {} ms ({}); {}; {} of {} shown marked read{}",
-                r.id,
-                r.status.as_str(),
-                took,
-                end.exit,
-                session,
-                read,
-                r.messages.len(),
-                if r.status.failed() {
-                    "; they stay unread for a later run"
-                } else {
-                    ""
-                }
-            ),
-            ..AuditEntry::default()
-        };
-        ctx.log.record(AuditEvent::WakeEnded, now, entry);
-        self.owe(read_debts);
-        // The mailboxes waiting for a slot first, then this one (which
-        // waits behind them if none is left).
-        let queued = self.wake.runs.take_queued();
-        self.wake_all(queued.iter().map(String::as_str));
-        // A failed run's mail waits for new mail, its person or the next
-        // day: retrying at once would spend the budget on the same
-        // failure.
-        if !r.status.failed() {
-            self.wake(&r.mailbox);
-        }
+    };
+    if r.status == RunStatus::NotStarted
+        && let Err(e) = w.wakes.refund_run(ctx.store, &r.mailbox, now)
+    {
+        tracing::error!(error = %e, "cannot give back a wake that never ran");
     }
+    let took = r.ended.unwrap_or(r.started).saturating_sub(r.started);
+    let entry = AuditEntry {
+        recipient: Some(address(Some(&r.mailbox), &dir.my_name)),
+        message_id: r.messages.first().cloned(),
+        detail: format!(
+            "wake_ended: run {} {} after {} ms ({}); {}; {} of {} shown marked read{}",
+            r.id,
+            r.status.as_str(),
+            took,
+            end.exit,
+            session,
+            read,
+            r.messages.len(),
+            if r.status.failed() {
+                "; they stay unread for a later run"
+            } else {
+                ""
+            }
+        ),
+        ..AuditEntry::default()
+    };
+    ctx.log.record(AuditEvent::WakeEnded, now, entry);
+    // The mailboxes waiting for a slot first, then this one (which
+    // waits behind them if none is left). A failed run's mail waits
+    // for new mail, its person or the next day: retrying at once
+    // would spend the budget on the same failure.
+    let mut next = w.runs.take_queued();
+    if !r.status.failed() {
+        next.push(r.mailbox.clone());
+    }
+    Some((read_debts, next))
+}
 
-    /// What `status` shows of waking: every mailbox with wake on.
-    pub(in crate::mail) fn wake_status(&self) -> Vec<WakeStatusView> {
-        let now = crate::clock::now();
-        self.wake
-            .wakes
-            .mailboxes()
-            .map(|m| wake_status(&self.wake.wakes, &self.wake.runs, m, now))
-            .collect()
-    }
+/// Receipts owed: to whom, and what they say.
+type Debts = Vec<(
+    crate::mail::post::receipts::Debt,
+    Vec<agentmesh_protocol::receipt::ReceiptEntry>,
+)>;
+
+/// What `status` shows of waking: every mailbox with wake on.
+pub(in crate::mail) fn statuses(w: &Wake) -> Vec<WakeStatusView> {
+    let now = crate::clock::now();
+    w.wakes
+        .mailboxes()
+        .map(|m| wake_status(&w.wakes, &w.runs, m, now))
+        .collect()
 }
 
 /// `mailbox`'s budget and runs, as `status` shows them.

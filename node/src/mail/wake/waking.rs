@@ -24,9 +24,9 @@ use crate::audit::AuditEvent;
 use crate::store::AuditEntry;
 use crate::wake;
 
-use crate::mail::wake::Wake;
 use crate::mail::wake::runs::{RunEnded, Start};
 use crate::mail::wake::wakes::Spend;
+use crate::mail::wake::{Wake, decide};
 use crate::mail::{Ctx, address, hex, post::pages};
 
 /// Unread messages of a mailbox looked at for a run, at most: tainted
@@ -49,22 +49,26 @@ pub(in crate::mail) fn wake(
     mailbox: &str,
     lent: &mut Lent<'_, '_>,
 ) -> Option<impl Future<Output = RunEnded> + Send + use<>> {
-    let agent = w.wakes.agent(mailbox)?;
-    if w.runs.busy(mailbox) {
-        return None;
-    }
+    let ctx = &mut *lent.ctx;
+    let dir = ctx.dir;
+    let now = ctx.now.wall;
     let folder = lent
         .consent
         .binding(mailbox)
         .filter(|b| b.allowed && !b.path.is_empty())
-        .map(|b| b.path.clone())?;
-    let ctx = &mut *lent.ctx;
-    let dir = ctx.dir;
-    let now = ctx.now.wall;
-    // Custody: a live session's transcript is its person's.
-    if w.wakes.live(mailbox, now).is_some() || lent.profiles.attached(Some(mailbox)) {
+        .map(|b| b.path.clone());
+    let agent = w.wakes.agent(mailbox);
+    let gate = decide::Gate {
+        on: agent.is_some(),
+        running: w.runs.busy(mailbox),
+        folder: folder.is_some(),
+        // Custody: a live session's transcript is its person's.
+        custody: w.wakes.live(mailbox, now).is_some() || lent.profiles.attached(Some(mailbox)),
+    };
+    if decide::gate(gate).is_some() {
         return None;
     }
+    let (agent, folder) = (agent?, folder?);
     let found = match lent
         .unread
         .for_run(ctx.store, mailbox, (wake::MAX_SHOWN, MAX_SCANNED))
@@ -75,34 +79,45 @@ pub(in crate::mail) fn wake(
             return None;
         }
     };
+    let facts = decide::Facts {
+        gate,
+        shown: found.shown.len(),
+        tainted: found.newest_tainted.is_some(),
+        left: w.wakes.left(mailbox, now),
+        slot: w.runs.has_slot(),
+    };
     let recipient = Some(address(Some(mailbox), &dir.my_name));
-    if found.shown.is_empty() {
-        if let Some(newest) = &found.newest_tainted
-            && w.runs.taint_to_log(mailbox, newest.seq)
-        {
-            let entry = AuditEntry {
-                recipient,
-                sender: Some(newest.from.clone()),
-                message_id: Some(newest.id.clone()),
-                detail: format!(
-                    "taint: {} of tainted mail started no wake run; it waits, unread, for its person's own session",
-                    agentmesh_protocol::time::count(found.tainted as u64, "message")
-                ),
-                ..AuditEntry::default()
-            };
-            ctx.log.record(AuditEvent::TaintWaits, now, entry);
+    match decide::decide(facts) {
+        decide::Decision::Start => {}
+        decide::Decision::Queue => {
+            w.runs.queue(mailbox);
+            return None;
         }
-        return None;
+        decide::Decision::Skip(decide::Skip::BudgetSpent) => {
+            budget_spent(&mut w.wakes, ctx.log, mailbox, &dir.my_name, now);
+            return None;
+        }
+        decide::Decision::Skip(decide::Skip::Tainted) => {
+            if let Some(newest) = &found.newest_tainted
+                && w.runs.taint_to_log(mailbox, newest.seq)
+            {
+                let entry = AuditEntry {
+                    recipient,
+                    sender: Some(newest.from.clone()),
+                    message_id: Some(newest.id.clone()),
+                    detail: format!(
+                        "taint: {} of tainted mail started no wake run; it waits, unread, for its person's own session",
+                        agentmesh_protocol::time::count(found.tainted as u64, "message")
+                    ),
+                    ..AuditEntry::default()
+                };
+                ctx.log.record(AuditEvent::TaintWaits, now, entry);
+            }
+            return None;
+        }
+        decide::Decision::Skip(_) => return None,
     }
     let shown = found.shown;
-    if w.wakes.left(mailbox, now) == 0 {
-        budget_spent(&mut w.wakes, ctx.log, mailbox, &dir.my_name, now);
-        return None;
-    }
-    if !w.runs.has_slot() {
-        w.runs.queue(mailbox);
-        return None;
-    }
     let views: Vec<MessageView> = shown.iter().map(pages::view).collect();
     let id = hex(&rand::random::<[u8; 6]>());
     let session = w.wakes.resumable(mailbox, agent);

@@ -357,6 +357,9 @@ fn destination(to: &str, original: Option<&InboxRecord>, me: &str) -> Result<Str
         }
         (to, _) => to.to_owned(),
     };
+    // An address that does not parse is refused as such, before it is
+    // compared with the sender's.
+    parse_address(&to)?;
     match original {
         Some(o) if !same_address(&to, &o.from, me) => err(
             ErrorCode::NotTheSender,
@@ -676,4 +679,21 @@ fn audit_refusal(event: AuditEvent, from: &str, to: &str, detail: String, ctx: &
             ..AuditEntry::default()
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_to_an_address_that_does_not_parse_is_a_bad_address() {
+        let original = crate::store::testing::inbox_record(1, None, false, false);
+        let bad = destination("bob", Some(&original), "me").unwrap_err();
+        assert_eq!(bad.code, ErrorCode::BadAddress, "{bad:?}");
+        let other = destination("@carol", Some(&original), "me").unwrap_err();
+        assert_eq!(other.code, ErrorCode::NotTheSender, "{other:?}");
+        assert_eq!(destination("", Some(&original), "me").unwrap(), "@alpha");
+        let none = destination(" ", None, "me").unwrap_err();
+        assert_eq!(none.code, ErrorCode::BadAddress, "{none:?}");
+    }
 }

@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use agentmesh_node::api::{self, Op};
+use agentmesh_node::api::{self, ops};
 use agentmesh_node::bus::Preset;
 use agentmesh_node::home::Home;
 
@@ -100,11 +100,11 @@ pub fn broadcast(
     let text = crate::mail::message_text(text)?;
     // Typed at a terminal, it is the person speaking, as `send` is.
     let reset = crate::mail::person_speaks().then(|| crate::mail::reset_of(from.clone()));
-    let op = Op::Broadcast {
+    let op = ops::Broadcast {
         text,
         from_mailbox: from,
     };
-    crate::call::spoken::<api::BroadcastView>(home, reset, op, json, |v| {
+    crate::call::spoken(home, reset, op, json, |v| {
         crate::say!(
             "Broadcast {} to {}: {}.",
             v.id,
@@ -132,11 +132,11 @@ pub fn log(
     mailbox: Option<String>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let op = Op::BusLog {
+    let op = ops::BusLog {
         since_secs: crate::mail::since_secs(since)?,
         mailbox,
     };
-    crate::call::simple::<api::BusLogView>(home, op, json, |v| {
+    crate::call::simple(home, op, json, |v| {
         if v.entries.is_empty() {
             crate::say!("No decisions of the bus yet.");
         }
@@ -194,13 +194,13 @@ pub fn set(
             "nothing to set: give --profile TEXT, --goal TEXT or --preset strict|balanced|loose"
         );
     }
-    let op = Op::ProfileSet {
+    let op = ops::ProfileSet {
         mailbox: Some(mailbox.to_owned()),
         profile,
         goal,
         preset: preset.map(Into::into),
     };
-    crate::call::simple::<api::ProfileView>(home, op, json, |p| {
+    crate::call::simple(home, op, json, |p| {
         crate::say!("Set. Members see it in their directory within seconds.");
         show_profile(p);
     })
@@ -218,11 +218,11 @@ pub fn taint(home: &Home, mailbox: &str, on: bool, json: bool) -> anyhow::Result
             ),
         ));
     }
-    let op = Op::Taint {
+    let op = ops::Taint {
         mailbox: mailbox.to_owned(),
         on,
     };
-    crate::call::simple::<api::TaintView>(home, op, json, |t| {
+    crate::call::simple(home, op, json, |t| {
         if t.tainted {
             crate::say!(
                 "{} is tainted{}: what it sends carries taint, and it can't change its profile.",
@@ -249,7 +249,7 @@ pub fn taint(home: &Home, mailbox: &str, on: bool, json: bool) -> anyhow::Result
 
 /// `agentmesh profile show [MAILBOX]`.
 pub fn show(home: &Home, mailbox: Option<String>, json: bool) -> anyhow::Result<ExitCode> {
-    crate::call::simple::<api::ProfilesView>(home, Op::ProfileShow { mailbox }, json, |v| {
+    crate::call::simple(home, ops::ProfileShow { mailbox }, json, |v| {
         for p in &v.mailboxes {
             show_profile(p);
         }
@@ -266,7 +266,7 @@ pub fn directory(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
         // A page per machine at least: a bound even if a member lies.
         for _ in 0..10_000 {
             let page: api::DirectoryPage = c
-                .call(Op::Directory {
+                .call(ops::Directory {
                     after: after.clone(),
                     max_bytes: None,
                 })
@@ -342,7 +342,7 @@ pub fn directory(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
 
 /// `agentmesh bus stats`.
 pub fn stats(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
-    crate::call::simple::<api::BusStatsView>(home, Op::BusStats, json, |v| {
+    crate::call::simple(home, ops::BusStats, json, |v| {
         if v.mailboxes.is_empty() {
             crate::say!("No broadcast judged here yet.");
             return;

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use agentmesh_node::api::{ConfigShown, Op, TeamStanding};
+use agentmesh_node::api::{ConfigShown, Standing, ops};
 use agentmesh_node::client::ClientError;
 use agentmesh_node::config::Config;
 use agentmesh_node::config::edit::{self, ConfigFile};
@@ -190,7 +190,7 @@ fn up_daemon(home: &Home, args: &StartArgs, json: bool) -> anyhow::Result<ExitCo
     let rt = term::runtime()?;
     if let Ok(mut c) = rt.block_on(term::client(home)) {
         let s = rt.block_on(c.status())?;
-        let shown: ConfigShown = rt.block_on(c.call(Op::ConfigShow))?;
+        let shown: ConfigShown = rt.block_on(c.call(ops::ConfigShow))?;
         // A person ran `up`: whatever `down` recorded no longer holds.
         home.clear_stopped_by_down()?;
         let differ = differences(&shown.config, &wanted);
@@ -388,7 +388,7 @@ pub fn down(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     home.record_stopped_by_down(Some(pid))?;
     // The daemon may close the connection before its answer is written:
     // either way it is stopping, and the lock below says when it is gone.
-    match rt.block_on(c.call::<agentmesh_node::api::Done>(Op::Shutdown)) {
+    match rt.block_on(c.call(ops::Shutdown)) {
         Ok(_) | Err(ClientError::Io(_)) => {}
         Err(e) => {
             home.clear_stopped_by_down()?;
@@ -464,7 +464,7 @@ pub fn init(home: &Home, name: &str, json: bool) -> anyhow::Result<ExitCode> {
     match running {
         Ok(mut c) => {
             let s = rt.block_on(c.status())?;
-            if let (Some(team), Some(TeamStanding::Member)) = (&s.team, s.team_standing)
+            if let (Some(team), Some(Standing::Current)) = (&s.team, s.team_standing)
                 && s.name != name.as_str()
             {
                 return Err(renaming_a_member(&s.name, &team.name, name.as_str()));

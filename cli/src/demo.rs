@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use agentmesh_node::api::{
     AdmitApproved, AdmitMatched, InboxPage, JoinRequestView, JoinStarted, JoinState, MessageView,
-    Op, PeerRow, WhoKind,
+    PeerRow, WhoKind, ops,
 };
 use agentmesh_node::client::Client;
 use agentmesh_node::config::Config;
@@ -120,7 +120,7 @@ async fn until<T>(
 async fn arrived(client: &mut Client, what: &str, id: &str) -> anyhow::Result<()> {
     until(&format!("{what} to arrive"), async || {
         let page: InboxPage = client
-            .call(Op::Inbox {
+            .call(ops::Inbox {
                 mailbox: None,
                 unread: false,
                 after_seq: None,
@@ -157,17 +157,17 @@ pub fn demo(json: bool) -> anyhow::Result<ExitCode> {
 /// comparing codes.
 async fn pair_up(a: &mut Client, b: &mut Client) -> anyhow::Result<()> {
     step("demo-alice founds a team and invites demo-bob");
-    a.call::<agentmesh_node::api::TeamView>(Op::TeamCreate {
+    a.call(ops::TeamCreate {
         name: "demo".into(),
         owner: "Alice".into(),
     })
     .await?;
-    let invite: agentmesh_node::api::Invite = a.call(Op::Invite { ttl_secs: None }).await?;
+    let invite: agentmesh_node::api::Invite = a.call(ops::Invite { ttl_secs: None }).await?;
     say!("ticket: {}", invite.ticket);
 
     step("demo-bob asks to join; a person on each side compares codes");
     let started: JoinStarted = b
-        .call(Op::JoinStart {
+        .call(ops::JoinStart {
             ticket: invite.ticket.clone(),
             name: "demo-bob".into(),
             owner: "Bob".into(),
@@ -178,7 +178,7 @@ async fn pair_up(a: &mut Client, b: &mut Client) -> anyhow::Result<()> {
         started.pairing_code
     );
     let request: JoinRequestView = until("the join request", async || {
-        let list: Vec<JoinRequestView> = a.call(Op::AdmitList).await?;
+        let list: Vec<JoinRequestView> = a.call(ops::AdmitList).await?;
         Ok(list.into_iter().next())
     })
     .await?;
@@ -187,7 +187,7 @@ async fn pair_up(a: &mut Client, b: &mut Client) -> anyhow::Result<()> {
         request.name
     );
     let matched: AdmitMatched = a
-        .call(Op::AdmitCode {
+        .call(ops::AdmitCode {
             request_id: request.request_id,
             code: started.pairing_code.clone(),
         })
@@ -197,7 +197,7 @@ async fn pair_up(a: &mut Client, b: &mut Client) -> anyhow::Result<()> {
         matched.claimed_owner
     );
     let approved: AdmitApproved = a
-        .call(Op::AdmitPerson {
+        .call(ops::AdmitPerson {
             request_id: request.request_id,
             person: "Bob".into(),
             existing: false,
@@ -206,18 +206,18 @@ async fn pair_up(a: &mut Client, b: &mut Client) -> anyhow::Result<()> {
     say!("demo-alice shows the team code      {}", approved.team_code);
     let state: JoinState = until("the founder's approval", async || {
         let s: JoinState = b
-            .call(Op::JoinStatus {
+            .call(ops::JoinStatus {
                 join_id: started.join_id,
             })
             .await?;
-        Ok((s.state != "waiting").then_some(s))
+        Ok((s.state != agentmesh_node::api::JoinPhase::Waiting).then_some(s))
     })
     .await?;
     let shown = state.team_code.unwrap_or_default();
     say!("demo-bob computed the team code     {shown}");
     anyhow::ensure!(shown == approved.team_code, "the team codes differ");
     say!("they match, so demo-bob's person confirms");
-    b.call::<JoinState>(Op::JoinConfirm {
+    b.call(ops::JoinConfirm {
         join_id: started.join_id,
         accept: true,
     })
@@ -234,7 +234,7 @@ async fn converse(a: &mut Client, b: &mut Client, root: &Path) -> anyhow::Result
         let path = root.join("projects").join(folder);
         std::fs::create_dir_all(&path)?;
         let v: agentmesh_node::api::BindingView = c
-            .call(Op::Allow {
+            .call(ops::Allow {
                 path: path.display().to_string(),
                 mailbox: None,
             })
@@ -244,7 +244,7 @@ async fn converse(a: &mut Client, b: &mut Client, root: &Path) -> anyhow::Result
 
     step("api@demo-alice asks pipeline@demo-bob a question");
     let ask: agentmesh_node::api::SentView = a
-        .call(Op::Send {
+        .call(ops::Send {
             to: "pipeline@demo-bob".into(),
             text: "Before I change the schema: how do you handle late-arriving rows?".into(),
             ask: true,
@@ -256,22 +256,23 @@ async fn converse(a: &mut Client, b: &mut Client, root: &Path) -> anyhow::Result
     let ask_id = ask.id;
     say!("sent {ask_id}");
     let held: MessageView = until("the ask to be held at demo-bob", async || {
-        let held: Vec<MessageView> = b.call(Op::Held).await?;
+        let held: Vec<MessageView> = b.call(ops::Held).await?;
         Ok(held.into_iter().find(|m| m.id == ask_id))
     })
     .await?;
     say!(
         "held at demo-bob ({}): mail from another person's machine waits for its person (`agentmesh held`)",
-        held.held.as_deref().unwrap_or_default()
+        held.held
+            .map(agentmesh_node::api::HeldReason::as_str)
+            .unwrap_or_default()
     );
     say!("Bob approves it (`agentmesh approve {}`)", &ask_id[..8]);
-    b.call::<agentmesh_node::api::ResolvedView>(Op::Approve { id: ask_id.clone() })
-        .await?;
+    b.call(ops::Approve { id: ask_id.clone() }).await?;
     arrived(&mut *b, "the ask", &ask_id).await?;
 
     step("pipeline@demo-bob replies, in the same thread");
     let reply: agentmesh_node::api::SentView = b
-        .call(Op::Send {
+        .call(ops::Send {
             to: "api@demo-alice".into(),
             text: "They go to a side table and are merged hourly.".into(),
             ask: false,
@@ -285,12 +286,12 @@ async fn converse(a: &mut Client, b: &mut Client, root: &Path) -> anyhow::Result
     say!("not held at demo-alice: it answers the question api@demo-alice asked demo-bob");
 
     step("Bob trusts demo-alice: her machine's mail is no longer held");
-    b.call::<agentmesh_node::api::TrustedView>(Op::Trust {
+    b.call(ops::Trust {
         machine: "demo-alice".into(),
     })
     .await?;
     let thanks: agentmesh_node::api::SentView = a
-        .call(Op::Send {
+        .call(ops::Send {
             to: "pipeline@demo-bob".into(),
             text: "Thanks! Merging hourly works for the schema change.".into(),
             ask: false,
@@ -322,7 +323,7 @@ async fn show(a: &mut Client, b: &mut Client) -> anyhow::Result<()> {
     for (label, c) in [("demo-bob's", &mut *b), ("demo-alice's", &mut *a)] {
         step(&format!("{label} inbox"));
         let page: InboxPage = c
-            .call(Op::Inbox {
+            .call(ops::Inbox {
                 mailbox: None,
                 unread: false,
                 after_seq: None,
@@ -352,7 +353,7 @@ async fn show(a: &mut Client, b: &mut Client) -> anyhow::Result<()> {
     for (label, c) in [("demo-alice's", &mut *a), ("demo-bob's", &mut *b)] {
         step(&format!("{label} audit trail (body hashes, never bodies)"));
         let audit: Vec<agentmesh_node::api::AuditView> =
-            c.call(Op::Audit { since_secs: None }).await?;
+            c.call(ops::Audit { since_secs: None }).await?;
         for e in audit {
             say!(
                 "{} {:<14} {} {}",
@@ -384,7 +385,7 @@ fn run(root: &Path) -> anyhow::Result<(String, String)> {
         show(&mut a, &mut b).await?;
         step("stopping the demo's daemons");
         for c in [&mut a, &mut b] {
-            let _ = c.call::<agentmesh_node::api::Done>(Op::Shutdown).await;
+            let _ = c.call(ops::Shutdown).await;
         }
         anyhow::Ok((ask_id, reply_id))
     })?;

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use agentmesh_node::api::{
-    ConfigShown, Connection, Op, OutboxView, PeerRow, Standing, Status, TeamStanding, TeamView,
+    ConfigShown, Connection, OutboxView, PeerRow, Standing, Status, TeamView, ops,
 };
 use agentmesh_node::config::Config;
 use agentmesh_node::home::Home;
@@ -19,10 +19,10 @@ pub fn print_status(s: &Status) {
     crate::say!("peer id    {}", s.peer_id);
     let me = term::login_name();
     match (&s.team, s.team_standing) {
-        (Some(t), Some(TeamStanding::Member)) => {
+        (Some(t), Some(Standing::Current)) => {
             crate::say!("team       {} ({})", t.name, &t.team_id[..12])
         }
-        (Some(t), Some(TeamStanding::NameTaken)) => {
+        (Some(t), Some(Standing::NameTaken)) => {
             crate::say!(
                 "team       {} ({}): not a member while another machine holds the name {} (admitted first)",
                 t.name,
@@ -38,8 +38,8 @@ pub fn print_status(s: &Status) {
         }
         (Some(t), standing) => {
             let how = match standing {
-                Some(TeamStanding::Left) => "it left",
-                Some(TeamStanding::Revoked) => "it was revoked",
+                Some(Standing::Left) => "it left",
+                Some(Standing::Revoked) => "it was revoked",
                 _ => "it is not listed",
             };
             crate::say!(
@@ -251,7 +251,7 @@ pub fn config_show(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     let running = rt.block_on(async {
         let mut c = term::client(home).await?;
         let pid = c.status().await?.pid;
-        let shown: ConfigShown = c.call(Op::ConfigShow).await?;
+        let shown: ConfigShown = c.call(ops::ConfigShow).await?;
         anyhow::Ok((pid, shown))
     });
     let (source, config, toml) = match running {
@@ -483,8 +483,8 @@ fn check_daemon(
     let daemon: anyhow::Result<Seen> = rt.block_on(async {
         let mut c = term::client(home).await?;
         let s = c.status().await?;
-        let team = c.call(Op::TeamShow).await.ok();
-        let outbox = c.call(Op::Outbox).await.unwrap_or_default();
+        let team = c.call(ops::TeamShow).await.ok();
+        let outbox = c.call(ops::Outbox).await.unwrap_or_default();
         let peers = c.peers().await.unwrap_or_default();
         Ok((s, team, outbox, peers))
     });

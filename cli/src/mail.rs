@@ -7,8 +7,8 @@ use std::io::Read as _;
 use std::process::ExitCode;
 
 use agentmesh_node::api::{
-    AuditView, BindingView, InboxPage, MailboxStateView, MessageView, Op, OutboxView, PausedView,
-    Resolution, ResolvedView, SentView, Status, TrustedView, WakeView,
+    BindingView, InboxPage, MessageView, OutboxView, PausedView, Request, Resolution, ResolvedView,
+    SentView, Status, WakeView, ops,
 };
 use agentmesh_node::home::Home;
 
@@ -62,8 +62,8 @@ pub(crate) fn person_speaks() -> bool {
 
 /// The `hop_reset` of the person speaking from `mailbox` (the owner's
 /// when none is named).
-pub(crate) fn reset_of(mailbox: Option<String>) -> Op {
-    Op::HopReset {
+pub(crate) fn reset_of(mailbox: Option<String>) -> ops::HopReset {
+    ops::HopReset {
         mailbox: Some(mailbox.unwrap_or_else(|| "@".into())),
     }
 }
@@ -83,7 +83,7 @@ pub fn send(
     let text = message_text(text)?;
     let person = person_speaks();
     let reset = reset_of(from.clone());
-    let op = Op::Send {
+    let op = ops::Send {
         to: to.into(),
         text,
         ask,
@@ -98,7 +98,7 @@ pub fn send(
         if person {
             // A mailbox that does not exist has no hop to reset; the send
             // says why it is refused.
-            let _ = c.call::<MailboxStateView>(reset).await;
+            let _ = c.call(reset).await;
         }
         let sent: SentView = c.call(op).await?;
         let answer = if wait {
@@ -135,7 +135,7 @@ pub fn send(
 pub fn reply(home: &Home, id: &str, text: &str, json: bool) -> anyhow::Result<ExitCode> {
     let text = message_text(text)?;
     let person = person_speaks();
-    let op = Op::Send {
+    let op = ops::Send {
         to: String::new(),
         text,
         ask: false,
@@ -149,8 +149,8 @@ pub fn reply(home: &Home, id: &str, text: &str, json: bool) -> anyhow::Result<Ex
         if person {
             // Held mail can't be read: it keeps its hop, and the send says
             // whether it may be answered.
-            if let Ok(m) = c.call::<MessageView>(Op::Read { id: id.into() }).await {
-                let _ = c.call::<MailboxStateView>(reset_of(m.mailbox)).await;
+            if let Ok(m) = c.call(ops::Read { id: id.into() }).await {
+                let _ = c.call(reset_of(m.mailbox)).await;
             }
         }
         anyhow::Ok(c.call(op).await?)
@@ -191,8 +191,7 @@ pub fn print_message(m: &MessageView) {
         m.id,
         if m.read { "" } else { " [unread]" },
         m.held
-            .as_deref()
-            .map(|h| format!(" [held: {}]", term::held_words(h)))
+            .map(|h| format!(" [held: {}]", h.words()))
             .unwrap_or_default(),
     );
     if let Some(gone) = &m.sender_gone {
@@ -232,7 +231,7 @@ pub fn inbox(
         let mut after = None;
         loop {
             let page: InboxPage = c
-                .call(Op::Inbox {
+                .call(ops::Inbox {
                     mailbox: mailbox.clone(),
                     unread,
                     after_seq: after,
@@ -279,7 +278,7 @@ pub fn inbox(
 
 /// `agentmesh read ID`.
 pub fn read(home: &Home, id: &str, json: bool) -> anyhow::Result<ExitCode> {
-    simple::<MessageView>(home, Op::Read { id: id.into() }, json, print_message)
+    simple(home, ops::Read { id: id.into() }, json, print_message)
 }
 
 /// `agentmesh outbox`: with `limit`, only the newest that many.
@@ -287,7 +286,7 @@ pub fn outbox(home: &Home, limit: Option<usize>, json: bool) -> anyhow::Result<E
     let rt = term::runtime()?;
     let mut rows: Vec<OutboxView> = rt.block_on(async {
         let mut c = term::client(home).await?;
-        anyhow::Ok(c.call(Op::Outbox).await?)
+        anyhow::Ok(c.call(ops::Outbox).await?)
     })?;
     if let Some(l) = limit {
         // Oldest first: the newest are the last.
@@ -339,7 +338,7 @@ fn print_outbox(rows: &[OutboxView]) {
                         Some(o) => format!("{} [{}]", r.to, term::clean(o)),
                         None => r.to.clone(),
                     },
-                    r.kind.clone(),
+                    r.kind.to_string(),
                     status,
                     crate::receipts::states_line(&r.states),
                     term::clean(&term::refusal_words(
@@ -357,7 +356,7 @@ fn print_outbox(rows: &[OutboxView]) {
 
 /// `agentmesh held`.
 pub fn held(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
-    simple::<Vec<MessageView>>(home, Op::Held, json, |rows| {
+    simple(home, ops::Held, json, |rows| {
         if rows.is_empty() {
             crate::say!("No mail is held.");
         }
@@ -372,7 +371,7 @@ pub fn held(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
 
 /// `agentmesh mailboxes`.
 pub fn mailboxes(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
-    simple::<Vec<BindingView>>(home, Op::Mailboxes, json, |rows| {
+    simple(home, ops::Mailboxes, json, |rows| {
         if rows.is_empty() {
             crate::say!("No mailboxes. Opt a folder in with `agentmesh allow FOLDER`.");
         }
@@ -395,28 +394,26 @@ pub fn decide(
     reason: Option<String>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let op = if approve {
-        Op::Approve { id: id.into() }
-    } else {
-        Op::Reject {
-            id: id.into(),
-            reason,
-        }
-    };
-    simple::<ResolvedView>(home, op, json, |v| {
+    let said = |v: &ResolvedView| {
         let done = match v.outcome {
             Resolution::Approved => "Approved",
             Resolution::Rejected => "Rejected",
         };
         crate::say!("{done} {}.", v.id);
-    })
+    };
+    if approve {
+        simple(home, ops::Approve { id: id.into() }, json, said)
+    } else {
+        let id = id.into();
+        simple(home, ops::Reject { id, reason }, json, said)
+    }
 }
 
 /// `agentmesh trust MACHINE`.
 pub fn trust(home: &Home, machine: &str, json: bool) -> anyhow::Result<ExitCode> {
-    simple::<TrustedView>(
+    simple(
         home,
-        Op::Trust {
+        ops::Trust {
             machine: machine.into(),
         },
         json,
@@ -434,11 +431,11 @@ pub fn allow(
     wake: Option<crate::wake::WakeArg>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let op = Op::Allow {
+    let op = ops::Allow {
         path: absolute(path),
         mailbox,
     };
-    folder(home, op, wake, json)
+    folder(home, (op, true), wake, json)
 }
 
 /// `agentmesh deny PATH` / `agentmesh deny --mailbox NAME`.
@@ -448,11 +445,11 @@ pub fn deny(
     mailbox: Option<String>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let op = Op::Deny {
+    let op = ops::Deny {
         path: absolute(path),
         mailbox,
     };
-    folder(home, op, None, json)
+    folder(home, (op, false), None, json)
 }
 
 /// `path` made absolute (empty stays empty: the mailbox is named alone).
@@ -467,13 +464,12 @@ fn absolute(path: &str) -> String {
 }
 
 /// Allows or denies a folder (`op`), then sets its mailbox's wake.
-fn folder(
+fn folder<R: Request<Answer = BindingView>>(
     home: &Home,
-    op: Op,
+    (op, allowed): (R, bool),
     wake: Option<crate::wake::WakeArg>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let allowed = matches!(op, Op::Allow { .. });
     let rt = term::runtime()?;
     let (machine, v, woken): (String, BindingView, Option<WakeView>) = rt.block_on(async {
         let mut c = term::client(home).await?;
@@ -516,11 +512,14 @@ fn folder(
 
 /// `agentmesh pause` / `agentmesh resume`.
 pub fn pause(home: &Home, paused: bool, json: bool) -> anyhow::Result<ExitCode> {
-    let op = if paused { Op::Pause } else { Op::Resume };
     let rt = term::runtime()?;
     let (v, held) = rt.block_on(async {
         let mut c = term::client(home).await?;
-        let v: PausedView = c.call(op).await?;
+        let v: PausedView = if paused {
+            c.call(ops::Pause).await?
+        } else {
+            c.call(ops::Resume).await?
+        };
         // What waits for approval now, whatever held it: mail from
         // another person's machine was held for that from the start.
         let held = c.status().await.map_or(0, |s| s.held);
@@ -564,7 +563,7 @@ pub(crate) fn since_secs(since: Option<&str>) -> anyhow::Result<Option<u64>> {
 /// `agentmesh audit [--since DURATION]`.
 pub fn audit(home: &Home, since: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
     let since_secs = since_secs(since)?;
-    simple::<Vec<AuditView>>(home, Op::Audit { since_secs }, json, |rows| {
+    simple(home, ops::Audit { since_secs }, json, |rows| {
         for r in rows {
             let mut parts = vec![format!("{} ({})", r.at, term::ago(&r.at)), r.event.clone()];
             if let Some(id) = &r.id {

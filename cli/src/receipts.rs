@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use agentmesh_node::api::{MessageState, Op, OutboxView, ReceiptsView, SentView, StateView};
+use agentmesh_node::api::{MessageState, OutboxView, SentView, StateView, ops};
 use agentmesh_node::client::Client;
 use agentmesh_node::home::Home;
 use serde::Serialize;
@@ -38,7 +38,7 @@ pub struct SendOutput {
 pub async fn first_answer(c: &mut Client, id: &str) -> anyhow::Result<OutboxView> {
     let deadline = Instant::now() + FIRST_ANSWER_WAIT;
     loop {
-        let v: OutboxView = c.call(Op::MessageStatus { id: id.into() }).await?;
+        let v: OutboxView = c.call(ops::MessageStatus { id: id.into() }).await?;
         if v.status != MessageState::Queued || v.offline || Instant::now() >= deadline {
             return Ok(v);
         }
@@ -95,7 +95,7 @@ pub fn states_line(states: &[StateView]) -> String {
 /// `agentmesh outbox ID`: one sent message and every state it went
 /// through.
 pub fn one(home: &Home, id: &str, json: bool) -> anyhow::Result<ExitCode> {
-    crate::call::simple::<OutboxView>(home, Op::MessageStatus { id: id.into() }, json, |v| {
+    crate::call::simple(home, ops::MessageStatus { id: id.into() }, json, |v| {
         crate::say!("{} to {} ({})", v.id, v.to, v.kind);
         crate::say!("status: {}", answer_line(v));
         if let Some(c) = &v.carrier {
@@ -119,11 +119,11 @@ pub fn receipts(
     read: Option<bool>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let op = Op::Receipts {
+    let op = ops::Receipts {
         mailbox: mailbox.into(),
         read,
     };
-    crate::call::simple::<ReceiptsView>(home, op, json, |v| {
+    crate::call::simple(home, op, json, |v| {
         let who = if v.mailbox == "@" {
             "the owner's mailbox".to_owned()
         } else {

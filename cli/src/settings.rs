@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agentmesh_node::api::{ConfigShown, Op};
+use agentmesh_node::api::{ConfigShown, ops};
 use agentmesh_node::config::Config;
 use agentmesh_node::config::edit::{self, ConfigFile};
 use agentmesh_node::daemon::Overrides;
@@ -82,7 +82,7 @@ fn running(home: &Home) -> anyhow::Result<Option<(u32, Config)>> {
             Err(e) => return Err(e),
         };
         let pid = c.status().await?.pid;
-        let shown: ConfigShown = c.call(Op::ConfigShow).await?;
+        let shown: ConfigShown = c.call(ops::ConfigShow).await?;
         Ok(Some((pid, shown.config)))
     })
 }

@@ -4,8 +4,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use agentmesh_node::api::{
-    AdmitApproved, AdmitMatched, AdmitState, Connected, Invite, JoinRequestView, JoinStarted,
-    JoinState, Op, PersonMoved, PersonView, Standing, TeamView,
+    AdmitApproved, AdmitMatched, AdmitPhase, AdmitState, Connected, Invite, JoinPhase,
+    JoinRequestView, JoinStarted, JoinState, PersonMoved, PersonView, RequestPhase, Standing,
+    TeamView, ops,
 };
 use agentmesh_node::client::Client;
 use agentmesh_node::codes::ErrorCode;
@@ -66,7 +67,7 @@ pub fn create(
     let t: TeamView = rt.block_on(async {
         let mut c = term::client(home).await?;
         anyhow::Ok(
-            c.call(Op::TeamCreate {
+            c.call(ops::TeamCreate {
                 name: name.into(),
                 owner,
             })
@@ -87,7 +88,7 @@ pub fn show(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
     let t: TeamView = rt.block_on(async {
         let mut c = term::client(home).await?;
-        anyhow::Ok(c.call(Op::TeamShow).await?)
+        anyhow::Ok(c.call(ops::TeamShow).await?)
     })?;
     if json {
         term::json(&t)?;
@@ -102,7 +103,7 @@ pub fn leave(home: &Home, yes: bool, json: bool) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
     let v = rt.block_on(async {
         let mut c = term::client(home).await?;
-        let t: TeamView = c.call(Op::TeamShow).await?;
+        let t: TeamView = c.call(ops::TeamShow).await?;
         // Whether it can leave at all is said before anything is asked.
         let me = t.members.iter().find(|m| m.this_machine);
         match me {
@@ -134,7 +135,7 @@ pub fn leave(home: &Home, yes: bool, json: bool) -> anyhow::Result<ExitCode> {
         )? {
             return Err(term::cli_error("declined", "not left: you answered no"));
         }
-        anyhow::Ok(c.call::<agentmesh_node::api::LeftView>(Op::TeamLeave).await?)
+        anyhow::Ok(c.call(ops::TeamLeave).await?)
     })?;
     if json {
         term::json(&v)?;
@@ -158,7 +159,7 @@ pub fn invite(home: &Home, ttl: Option<&str>, json: bool) -> anyhow::Result<Exit
     let rt = term::runtime()?;
     let invite: Invite = rt.block_on(async {
         let mut c = term::client(home).await?;
-        anyhow::Ok(c.call(Op::Invite { ttl_secs }).await?)
+        anyhow::Ok(c.call(ops::Invite { ttl_secs }).await?)
     })?;
     if json {
         term::json(&invite)?;
@@ -207,7 +208,7 @@ pub fn join(
         let owner = owner.unwrap_or_else(term::login_name);
         let spin = term::spinner("contacting the founder…");
         let started: Result<JoinStarted, _> = c
-            .call(Op::JoinStart {
+            .call(ops::JoinStart {
                 ticket: ticket.into(),
                 name: name.clone(),
                 owner: owner.clone(),
@@ -226,8 +227,8 @@ pub fn join(
         let spin = term::spinner("waiting for the founder… (Ctrl-C withdraws the request)");
         let wait = async {
             loop {
-                let s: JoinState = c.call(Op::JoinStatus { join_id: started.join_id }).await?;
-                if s.state != "waiting" {
+                let s: JoinState = c.call(ops::JoinStatus { join_id: started.join_id }).await?;
+                if s.state != JoinPhase::Waiting {
                     break anyhow::Ok(s);
                 }
                 tokio::time::sleep(POLL).await;
@@ -239,7 +240,7 @@ pub fn join(
                 spin.finish_and_clear();
                 // Withdrawn, so the founder's `admit` no longer lists it.
                 let withdrawn = c
-                    .call::<JoinState>(Op::JoinConfirm { join_id: started.join_id, accept: false })
+                    .call(ops::JoinConfirm { join_id: started.join_id, accept: false })
                     .await;
                 return Err(term::cli_error(
                     "interrupted",
@@ -251,9 +252,9 @@ pub fn join(
             }
         };
         spin.finish_and_clear();
-        match state.state.as_str() {
-            "approved" => {}
-            "refused" => {
+        match state.state {
+            JoinPhase::Approved => {}
+            JoinPhase::Refused => {
                 return Err(term::cli_error(
                     "join_refused",
                     format!("the founder refused: {}", state.reason.unwrap_or_default()),
@@ -274,7 +275,7 @@ pub fn join(
         let answer = term::prompt("Does the founder's screen show this same team code? [y/N] ")?;
         let accept = matches!(answer.to_lowercase().as_str(), "y" | "yes");
         let done: JoinState = c
-            .call(Op::JoinConfirm {
+            .call(ops::JoinConfirm {
                 join_id: started.join_id,
                 accept,
             })
@@ -305,12 +306,12 @@ pub fn join(
 async fn pick_request(c: &mut Client, say: &impl Fn(&str)) -> anyhow::Result<JoinRequestView> {
     let mut spin = None;
     let requests = loop {
-        let list: Vec<JoinRequestView> = c.call(Op::AdmitList).await?;
+        let list: Vec<JoinRequestView> = c.call(ops::AdmitList).await?;
         // A request whose code matched in an `admit` that stopped before
         // saying whose machine it is can be picked up again.
         let waiting: Vec<JoinRequestView> = list
             .into_iter()
-            .filter(|r| r.state == "waiting" || r.state == "matched")
+            .filter(|r| matches!(r.state, RequestPhase::Waiting | RequestPhase::Matched))
             .collect();
         if !waiting.is_empty() {
             break waiting;
@@ -462,7 +463,7 @@ pub fn admit(home: &Home, person: Option<&str>, json: bool) -> anyhow::Result<Ex
         let matched: AdmitMatched = loop {
             let typed = term::prompt(&format!("Type the pairing code shown on {}: ", r.name))?;
             if typed.eq_ignore_ascii_case("reject") {
-                c.call::<agentmesh_node::api::Done>(Op::AdmitReject { request_id: r.request_id })
+                c.call(ops::AdmitReject { request_id: r.request_id })
                     .await?;
                 if json {
                     term::json(&serde_json::json!({ "rejected": r.name, "peer_id": r.peer_id }))?;
@@ -472,7 +473,7 @@ pub fn admit(home: &Home, person: Option<&str>, json: bool) -> anyhow::Result<Ex
                 return Ok(ExitCode::FAILURE);
             }
             match c
-                .call::<AdmitMatched>(Op::AdmitCode {
+                .call(ops::AdmitCode {
                     request_id: r.request_id,
                     code: typed,
                 })
@@ -488,7 +489,7 @@ pub fn admit(home: &Home, person: Option<&str>, json: bool) -> anyhow::Result<Ex
             let (chosen, existing) =
                 whose(&r.name, &matched.claimed_owner, &matched.persons, person, &say)?;
             match c
-                .call::<AdmitApproved>(Op::AdmitPerson {
+                .call(ops::AdmitPerson {
                     request_id: r.request_id,
                     person: chosen,
                     existing,
@@ -509,15 +510,15 @@ pub fn admit(home: &Home, person: Option<&str>, json: bool) -> anyhow::Result<Ex
         say(&format!("Read this team code to {}; they confirm it on their screen.", r.name));
         let spin = term::spinner(&format!("waiting for {} to confirm…", r.name));
         let end = loop {
-            let s: AdmitState = c.call(Op::AdmitStatus { request_id: r.request_id }).await?;
-            if s.state != "awaiting_confirmation" {
+            let s: AdmitState = c.call(ops::AdmitStatus { request_id: r.request_id }).await?;
+            if s.state != AdmitPhase::AwaitingConfirmation {
                 break s;
             }
             tokio::time::sleep(POLL).await;
         };
         spin.finish_and_clear();
-        match end.state.as_str() {
-            "admitted" => {
+        match end.state {
+            AdmitPhase::Admitted => {
                 if json {
                     term::json(&serde_json::json!({
                         "admitted": r.name,
@@ -535,7 +536,7 @@ pub fn admit(home: &Home, person: Option<&str>, json: bool) -> anyhow::Result<Ex
                 }
                 Ok(ExitCode::SUCCESS)
             }
-            "declined" => Err(term::cli_error(
+            AdmitPhase::Declined => Err(term::cli_error(
                 "declined",
                 format!(
                     "{} said the team codes differ, so it was not admitted; someone may be in the middle",
@@ -559,7 +560,7 @@ pub fn person(home: &Home, machine: &str, person: &str, json: bool) -> anyhow::R
     let moved: PersonMoved = rt.block_on(async {
         let mut c = term::client(home).await?;
         anyhow::Ok(
-            c.call(Op::TeamPerson {
+            c.call(ops::TeamPerson {
                 machine: machine.into(),
                 person: person.into(),
             })
@@ -595,7 +596,7 @@ pub fn revoke(home: &Home, name: &str, yes: bool, json: bool) -> anyhow::Result<
     let rt = term::runtime()?;
     let v: agentmesh_node::api::RevokedView = rt.block_on(async {
         let mut c = term::client(home).await?;
-        let t: TeamView = c.call(Op::TeamShow).await?;
+        let t: TeamView = c.call(ops::TeamShow).await?;
         let target = t.members.iter().find(|m| {
             m.name == name && m.standing != Standing::Revoked && m.standing != Standing::Left
         });
@@ -616,7 +617,7 @@ pub fn revoke(home: &Home, name: &str, yes: bool, json: bool) -> anyhow::Result<
         {
             return Err(term::cli_error("declined", "not revoked: you answered no"));
         }
-        anyhow::Ok(c.call(Op::Revoke { name: name.into() }).await?)
+        anyhow::Ok(c.call(ops::Revoke { name: name.into() }).await?)
     })?;
     if json {
         term::json(&v)?;
@@ -634,7 +635,7 @@ pub fn connect(home: &Home, addr: &str, json: bool) -> anyhow::Result<ExitCode> 
     let rt = term::runtime()?;
     let c: Connected = rt.block_on(async {
         let mut c = term::client(home).await?;
-        anyhow::Ok(c.call(Op::Connect { addr: addr.into() }).await?)
+        anyhow::Ok(c.call(ops::Connect { addr: addr.into() }).await?)
     })?;
     if json {
         term::json(&c)?;

@@ -207,7 +207,8 @@ pub fn ago(rfc3339: &str) -> String {
 /// which `--json` keeps) as words. A code this build does not know is
 /// shown as it is.
 pub fn held_words(code: &str) -> String {
-    agentmesh_node::mail::HeldReason::words(code)
+    agentmesh_node::api::HeldReason::parse(code)
+        .map_or_else(|| code.to_owned(), |r| r.words().to_owned())
 }
 
 /// A refusal as the outbox records it (`bravo refused it (no_mailbox):
@@ -237,7 +238,7 @@ pub fn held_detail_words(detail: &str) -> String {
         .chars()
         .take_while(|c| c.is_ascii_lowercase() || *c == '_')
         .collect();
-    match agentmesh_node::mail::HeldReason::parse(&code) {
+    match agentmesh_node::api::HeldReason::parse(&code) {
         Some(_) => format!("held: {}{}", held_words(&code), &rest[code.len()..]),
         None => detail.to_owned(),
     }

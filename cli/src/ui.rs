@@ -8,7 +8,7 @@
 
 use std::process::ExitCode;
 
-use agentmesh_node::api::{Op, UiView};
+use agentmesh_node::api::{UiView, ops};
 use agentmesh_node::home::Home;
 
 use crate::term;
@@ -32,7 +32,7 @@ struct UiOutput {
 pub fn run(home: &Home, no_open: bool, json: bool) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
     let view: UiView = rt
-        .block_on(async { Ok::<_, anyhow::Error>(term::client(home).await?.call(Op::Ui).await?) })
+        .block_on(async { Ok::<_, anyhow::Error>(term::client(home).await?.call(ops::Ui).await?) })
         .map_err(|e| match term::not_running(&e) {
             Some(n) => term::cli_error(n.code(), n.message.clone()),
             None => e,

@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use agentmesh_node::api::{self, Op, WakeChoice};
+use agentmesh_node::api::{self, WakeChoice, ops};
 
 use crate::setup::shell_line;
 use agentmesh_node::home::Home;
@@ -32,8 +32,8 @@ impl WakeArg {
 }
 
 /// The op `wake set` sends.
-pub fn set_op(mailbox: &str, wake: WakeArg, budget: Option<u32>, usd: Option<f64>) -> Op {
-    Op::WakeSet {
+pub fn set_op(mailbox: &str, wake: WakeArg, budget: Option<u32>, usd: Option<f64>) -> ops::WakeSet {
+    ops::WakeSet {
         mailbox: mailbox.to_owned(),
         wake: wake.choice(),
         budget,
@@ -50,7 +50,7 @@ pub fn set(
     (budget, usd): (Option<u32>, Option<f64>),
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    crate::call::simple::<api::WakeView>(home, set_op(mailbox, wake, budget, usd), json, show)
+    crate::call::simple(home, set_op(mailbox, wake, budget, usd), json, show)
 }
 
 /// A mailbox's wake setting, for a person.
@@ -89,10 +89,10 @@ pub fn show(w: &api::WakeView) {
 
 /// `agentmesh wake test MAILBOX`: the exact command, run nothing.
 pub fn test(home: &Home, mailbox: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let op = Op::WakeTest {
+    let op = ops::WakeTest {
         mailbox: mailbox.to_owned(),
     };
-    crate::call::simple::<api::WakeTestView>(home, op, json, |t| {
+    crate::call::simple(home, op, json, |t| {
         if let Some(c) = &t.command {
             crate::say!("In {}, a run would start (nothing was run):", c.cwd);
             let env: Vec<String> = c.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -127,7 +127,7 @@ pub fn test(home: &Home, mailbox: &str, json: bool) -> anyhow::Result<ExitCode> 
 
 /// `agentmesh wake list`: recent runs, newest first.
 pub fn list(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
-    crate::call::simple::<api::WakeListView>(home, Op::WakeList, json, |l| {
+    crate::call::simple(home, ops::WakeList, json, |l| {
         if l.runs.is_empty() {
             crate::say!(
                 "No wake run yet. Mail to a mailbox with wake on (`agentmesh wake set MAILBOX claude`) starts one when none of its sessions is open."
@@ -180,10 +180,10 @@ pub fn list(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
 
 /// `agentmesh wake stop RUN`.
 pub fn stop(home: &Home, run: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let op = Op::WakeStop {
+    let op = ops::WakeStop {
         run: run.to_owned(),
     };
-    crate::call::simple::<api::RunView>(home, op, json, |r| {
+    crate::call::simple(home, op, json, |r| {
         if r.status == api::RunStatus::Running {
             crate::say!(
                 "Stopping run {} of {}: SIGTERM to its process group now, SIGKILL in 10 s; its messages stay unread. `agentmesh wake list` shows when it ended.",

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use agentmesh_node::api::{Event, InboxPage, Op, ResolvedView};
+use agentmesh_node::api::{Event, InboxPage, ops};
 use agentmesh_node::client::Client;
 use agentmesh_node::home::Home;
 
@@ -32,7 +32,10 @@ fn show_event(event: Event, json: bool, after: &mut Option<u64>) -> anyhow::Resu
         Event::Held { message } => {
             crate::say!(
                 "HELD for approval ({}):",
-                term::held_words(message.held.as_deref().unwrap_or_default())
+                message
+                    .held
+                    .map(agentmesh_node::api::HeldReason::words)
+                    .unwrap_or_default()
             );
             print_message(&message);
             crate::say!(
@@ -55,20 +58,21 @@ fn show_event(event: Event, json: bool, after: &mut Option<u64>) -> anyhow::Resu
 /// Answers a line typed at `watch`: `approve ID` or `reject ID [REASON]`.
 async fn answer_line(l: &str, commands: &mut Client, json: bool) -> anyhow::Result<()> {
     let mut words = l.split_whitespace();
-    let op = match (words.next(), words.next()) {
-        (Some("approve"), Some(id)) => Some(Op::Approve { id: id.into() }),
-        (Some("reject"), Some(id)) => Some(Op::Reject {
-            id: id.into(),
-            reason: Some(words.collect::<Vec<_>>().join(" ")),
-        }),
+    let answered = match (words.next(), words.next()) {
+        (Some("approve"), Some(id)) => Some(commands.call(ops::Approve { id: id.into() }).await),
+        (Some("reject"), Some(id)) => {
+            let reason = Some(words.collect::<Vec<_>>().join(" "));
+            let id = id.into();
+            Some(commands.call(ops::Reject { id, reason }).await)
+        }
         (None, _) => None,
         _ => {
             crate::say!("type `approve ID` or `reject ID [REASON]`");
             None
         }
     };
-    if let Some(op) = op {
-        match commands.call::<ResolvedView>(op).await {
+    if let Some(answered) = answered {
+        match answered {
             Ok(v) if json => println!("{}", serde_json::to_string(&v)?),
             Ok(v) => crate::say!("{}: {}", v.id, v.outcome.as_str()),
             Err(e) if json => println!(
@@ -127,7 +131,7 @@ pub fn watch(
         rt.block_on(async {
             let mut c = term::client(home).await?;
             let _: InboxPage = c
-                .call(Op::Inbox {
+                .call(ops::Inbox {
                     mailbox: Some(m.clone()),
                     unread: true,
                     after_seq: Some(u64::MAX),

@@ -21,7 +21,10 @@ use serde::de::DeserializeOwned;
 use tokio::net::UnixStream;
 use tokio_util::codec::Framed;
 
-use crate::api::{self, API_VERSION, ApiError, ClientFrame, DaemonFrame, MAX_FRAME_BYTES, Op, Who};
+use crate::api::{
+    self, API_VERSION, ApiError, ClientFrame, DaemonFrame, MAX_FRAME_BYTES, MailOp, Op, PostOp,
+    Request, Who, ops,
+};
 use crate::codes::ErrorCode;
 use crate::frames::{Line, LineCodec};
 use crate::home::Home;
@@ -174,8 +177,15 @@ impl Client {
         }
     }
 
-    /// Runs `op` and reads its result as `T`.
-    pub async fn call<T: DeserializeOwned>(&mut self, op: Op) -> Result<T, ClientError> {
+    /// Makes request `r`; its answer.
+    pub async fn call<R: Request>(&mut self, r: R) -> Result<R::Answer, ClientError> {
+        self.call_as(r.into_op()).await
+    }
+
+    /// Runs `op` and reads its result as `T`: what [`Client::call`] does,
+    /// for a caller that reads an answer as something else than its
+    /// request names (a test of what the socket carries).
+    pub async fn call_as<T: DeserializeOwned>(&mut self, op: Op) -> Result<T, ClientError> {
         too_large(&op)?;
         // Idle for about as long as the daemon keeps such a connection:
         // a new one, rather than a request it may close unread.
@@ -294,7 +304,7 @@ impl Client {
 
     /// `status`.
     pub async fn status(&mut self) -> Result<api::Status, ClientError> {
-        self.call(Op::Status).await
+        self.call(ops::Status).await
     }
 
     /// Every row of the peer table, gathered page by page.
@@ -302,7 +312,7 @@ impl Client {
         let mut rows = vec![];
         let mut after = None;
         loop {
-            let page: api::PeersPage = self.call(Op::Peers { after, limit: None }).await?;
+            let page: api::PeersPage = self.call(ops::Peers { after, limit: None }).await?;
             rows.extend(page.peers);
             match page.next_after {
                 Some(next) => after = Some(next),
@@ -335,7 +345,7 @@ impl Client {
 /// A message too large (or empty) is said here, before the text is
 /// escaped into a frame whose own limit would give a less useful answer.
 fn too_large(op: &Op) -> Result<(), ClientError> {
-    if let Op::Send { text, .. } = op {
+    if let Op::Mail(MailOp::Post(PostOp::Send(ops::Send { text, .. }))) = op {
         api::check_text(text).map_err(ClientError::Api)?;
     }
     Ok(())
@@ -447,8 +457,13 @@ impl Requests {
         self.out.is_closed()
     }
 
-    /// Runs `op` and reads its result as `T`.
-    pub async fn call<T: DeserializeOwned>(&self, op: Op) -> Result<T, ClientError> {
+    /// Makes request `r`; its answer.
+    pub async fn call<R: Request>(&self, r: R) -> Result<R::Answer, ClientError> {
+        self.call_as(r.into_op()).await
+    }
+
+    /// Runs `op` and reads its result as `T` (see [`Client::call_as`]).
+    pub async fn call_as<T: DeserializeOwned>(&self, op: Op) -> Result<T, ClientError> {
         too_large(&op)?;
         let (answer, rx) = tokio::sync::oneshot::channel();
         let gone = || ClientError::Io("the daemon closed the connection".into());

@@ -142,7 +142,7 @@ fn frame_ends(m: &MessageView) -> (String, &'static str) {
         "from=\"{}\" who=\"{}\" kind=\"{}\" id=\"{}\" thread=\"{}\" hop=\"{}\"",
         escape(&m.from),
         escape(&who_of(m)),
-        escape(&m.kind),
+        escape(m.kind.as_str()),
         escape(&m.id),
         escape(&m.thread),
         m.hop

@@ -36,12 +36,13 @@ use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
-    API_VERSION, ClientFrame, DaemonFrame, Event, InboxPage, MAX_FRAME_BYTES, Op, Who, WhoKind,
+    API_VERSION, ApiError, ClientFrame, DaemonFrame, Event, MAX_FRAME_BYTES, NetOp, Op, SocketOp,
+    Status, Who, WhoKind, answer, ops,
 };
 use crate::codes::ErrorCode;
 use crate::frames::{Line, LineCodec, parse_strict};
 use crate::mail::MailHandle;
-use crate::net::Handle;
+use crate::net::{Handle, NodeOp};
 use tokio::sync::broadcast;
 
 /// The most clients attached at once, of both kinds. Each costs a task,
@@ -310,7 +311,7 @@ fn response(id: u64, answer: crate::api::Reply) -> DaemonFrame {
         Ok(result) => DaemonFrame::Response {
             id,
             ok: true,
-            result: Some(result),
+            result: Some(result.to_json()),
             error: None,
         },
         Err(error) => DaemonFrame::Response {
@@ -616,45 +617,51 @@ impl Client {
                     id,
                     ok: false,
                     result: None,
-                    error: Some(crate::api::ApiError::new(
+                    error: Some(ApiError::new(
                         ErrorCode::NotAttached,
                         "send an attach frame before any request",
                     )),
                 })
             }
             Ok(ClientFrame::Request { id, op }) => {
-                // Each op to its owner: the mail actor, or the network's
-                // loop (which runs the team's ops too).
-                let answer = match (&self.attached, op.owner() == crate::api::Owner::Mail) {
-                    (_, false) if op == Op::Ui => crate::api::ok(self.ui.view()),
-                    (Some(a), true) if may_defer && op.waits() => {
+                // Each op to its owner: the mail actor, the network's
+                // loop (which runs the team's ops too), or this server.
+                let Some(a) = &self.attached else {
+                    unreachable!("a request before attach is answered above")
+                };
+                let answer = match op {
+                    Op::Socket(SocketOp::Ui) => answer::<ops::Ui>(Ok(self.ui.view())),
+                    Op::Mail(op) if may_defer && op.waits() => {
                         let answer = self.mail.submit(a.who.clone(), a.mailbox.clone(), op);
                         self.later = Some((id, Box::pin(answer.await)));
                         return Ok(None);
                     }
-                    (Some(a), true) => {
+                    Op::Mail(op) => {
                         self.mail
                             .request(a.who.clone(), a.mailbox.clone(), op)
                             .await
                     }
-                    (_, false) if op == Op::Status => {
+                    Op::Net(NetOp::Status) => {
                         // The node's part, then the mailroom's, as typed
                         // parts of one `Status`.
-                        self.node.request(op).await.and_then(|v| {
-                            let mut s: crate::api::Status =
-                                serde_json::from_value(v).map_err(|e| {
-                                    crate::api::ApiError::new(ErrorCode::Internal, e.to_string())
-                                })?;
+                        let status = self.node.request(NodeOp::Net(NetOp::Status)).await;
+                        let status = status.and_then(|s| {
+                            s.take::<Status>().map_err(|_| {
+                                ApiError::new(ErrorCode::Internal, "status answered another type")
+                            })
+                        });
+                        answer::<ops::Status>(status.map(|mut s| {
                             let m = self.mail.summary();
                             s.paused = m.paused;
                             s.held = m.held;
                             s.outbox_waiting = m.outbox_waiting;
                             s.carrying = m.carrying;
                             s.wake = m.wake;
-                            crate::api::ok(s)
-                        })
+                            s
+                        }))
                     }
-                    _ => self.node.request(op).await,
+                    Op::Net(op) => self.node.request(NodeOp::Net(op)).await,
+                    Op::Team(op) => self.node.request(NodeOp::Team(op)).await,
                 };
                 Some(response(id, answer))
             }
@@ -711,10 +718,7 @@ impl Client {
         else {
             return;
         };
-        let Ok(value) = self.mail.request(a.who, a.mailbox, Op::Held).await else {
-            return;
-        };
-        let Ok(held) = serde_json::from_value::<Vec<crate::api::MessageView>>(value) else {
+        let Ok(held) = self.mail.call(a.who, a.mailbox, ops::Held).await else {
             return;
         };
         for message in held {
@@ -734,7 +738,7 @@ impl Client {
             return;
         };
         loop {
-            let op = Op::Inbox {
+            let op = ops::Inbox {
                 mailbox: if a.owner_only {
                     Some("@".into())
                 } else {
@@ -744,14 +748,7 @@ impl Client {
                 after_seq: Some(after),
                 limit: None,
             };
-            let Ok(value) = self
-                .mail
-                .request(a.who.clone(), a.mailbox.clone(), op)
-                .await
-            else {
-                return;
-            };
-            let Ok(page) = serde_json::from_value::<InboxPage>(value) else {
+            let Ok(page) = self.mail.call(a.who.clone(), a.mailbox.clone(), op).await else {
                 return;
             };
             for message in page.messages {

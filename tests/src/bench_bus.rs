@@ -167,7 +167,7 @@ pub fn run(rounds: usize, broadcasts: usize) -> Figures {
 
 /// The broadcast part of the figures (the judge's left zero).
 fn broadcast(n: usize) -> Figures {
-    use agentmesh_node::api::{InboxPage, Op, WhoKind};
+    use agentmesh_node::api::{InboxPage, WhoKind, ops};
     let [sender, mut r1, mut r2, mut r3] = crate::team([
         ("sender", "Ada"),
         ("r1", "Bob"),
@@ -209,7 +209,7 @@ fn broadcast(n: usize) -> Figures {
     // round, and the newest seq seen.
     let copies = |c: &mut crate::ApiClient, after: u64, thread: &str| -> (usize, u64) {
         let page: InboxPage = serde_json::from_value(
-            c.call(Op::Inbox {
+            c.call(ops::Inbox {
                 mailbox: None,
                 unread: false,
                 after_seq: Some(after),
@@ -229,7 +229,7 @@ fn broadcast(n: usize) -> Figures {
     for round in 0..=n {
         let start = Instant::now();
         let sent = from
-            .call(Op::Broadcast {
+            .call(ops::Broadcast {
                 text: NEWS.into(),
                 from_mailbox: None,
             })
@@ -301,7 +301,7 @@ fn broadcast(n: usize) -> Figures {
 /// untimed broadcast asks).
 fn counts_arrived(from: &mut crate::ApiClient, i: usize) -> bool {
     let rows = from
-        .call(agentmesh_node::api::Op::Outbox)
+        .call(agentmesh_node::api::ops::Outbox)
         .expect("the sender answers");
     let to = format!("*@r{}", i + 1);
     rows.as_array().is_some_and(|rows| {

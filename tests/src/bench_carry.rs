@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use agentmesh_node::api::{Op, WhoKind};
+use agentmesh_node::api::{WhoKind, ops};
 
 use crate::bench_mcp::percentile;
 use crate::bench_messaging::{Observer, rss_mib, text_1k};
@@ -102,7 +102,7 @@ pub fn run(messages: usize, receipts: usize) -> CarryFigures {
         // figure): the status op is a local socket round trip.
         let start = Instant::now();
         loop {
-            let m = sender.call(Op::MessageStatus { id: id.clone() });
+            let m = sender.call(ops::MessageStatus { id: id.clone() });
             if m.is_ok_and(|m| m["status"] == "delivered") {
                 break;
             }

@@ -14,7 +14,7 @@
 use std::time::{Duration, Instant};
 
 use agentmesh_judge::{self as judge, Input, tune};
-use agentmesh_node::api::{Op, WhoKind};
+use agentmesh_node::api::{WhoKind, ops};
 use agentmesh_node::bus::Preset;
 use serde::{Deserialize, Serialize};
 
@@ -98,7 +98,7 @@ fn api_sends_per_s(a: &crate::Node) -> f64 {
     let mut c = ApiClient::attach(a, who(WhoKind::Agent, "sequential"), None);
     let send = |c: &mut ApiClient, i: usize| {
         let v = c
-            .call(Op::Send {
+            .call(ops::Send {
                 to: "@receiver".into(),
                 text: text_1k(i),
                 ask: false,

@@ -583,12 +583,12 @@ impl ApiClient {
         ApiClient { rt, client }
     }
 
-    /// Runs an op.
-    pub fn call(
+    /// Makes a request; its answer as the socket carries it.
+    pub fn call<R: agentmesh_node::api::Request>(
         &mut self,
-        op: agentmesh_node::api::Op,
+        r: R,
     ) -> Result<Value, agentmesh_node::client::ClientError> {
-        self.rt.block_on(self.client.call(op))
+        self.rt.block_on(self.client.call_as(r.into_op()))
     }
 
     /// Sends a message; its id, or why not.
@@ -597,7 +597,7 @@ impl ApiClient {
         to: &str,
         text: &str,
     ) -> Result<String, agentmesh_node::client::ClientError> {
-        let v = self.call(agentmesh_node::api::Op::Send {
+        let v = self.call(agentmesh_node::api::ops::Send {
             to: to.into(),
             text: text.into(),
             ask: false,
@@ -615,7 +615,7 @@ impl ApiClient {
         id: &str,
         text: &str,
     ) -> Result<String, agentmesh_node::client::ClientError> {
-        let v = self.call(agentmesh_node::api::Op::Send {
+        let v = self.call(agentmesh_node::api::ops::Send {
             to: String::new(),
             text: text.into(),
             ask: false,

@@ -438,7 +438,7 @@ fn hop_of_blocking(node: &Node, mailbox: &str) -> u64 {
         Some(mailbox),
     );
     let v = c
-        .call(agentmesh_node::api::Op::MailboxState { mailbox: None })
+        .call(agentmesh_node::api::ops::MailboxState { mailbox: None })
         .unwrap();
     v["hop"].as_u64().unwrap()
 }
@@ -539,7 +539,7 @@ fn claims_change_no_hop_and_without_hooks_the_hop_falls_back_after_ten_minutes()
         .unwrap()
         .to_owned();
     let reply = client(Agent, "b")
-        .call(agentmesh_node::api::Op::Send {
+        .call(agentmesh_node::api::ops::Send {
             to: String::new(),
             text: "a reply".into(),
             ask: false,

@@ -10,7 +10,7 @@
 use agentmesh_node::codes::ErrorCode;
 use std::time::Duration;
 
-use agentmesh_node::api::{Event, Op, Status, WhoKind};
+use agentmesh_node::api::{Event, WhoKind, ops};
 use agentmesh_node::client::Client;
 use agentmesh_node::home::Home;
 use agentmesh_tests::{team, who};
@@ -38,7 +38,7 @@ fn the_event_half_waits_while_the_request_half_calls() {
         // connection: nothing waits for the event.
         let calls = (0..20).map(|_| {
             let r = requests.clone();
-            async move { r.call::<Status>(Op::Status).await.unwrap() }
+            async move { r.call(ops::Status).await.unwrap() }
         });
         for status in futures::future::join_all(calls).await {
             assert_eq!(status.name, "bravo");
@@ -51,10 +51,10 @@ fn the_event_half_waits_while_the_request_half_calls() {
             .unwrap();
         assert_eq!(text, "to the event half");
         // And a call after it still works, with its own errors.
-        let read: serde_json::Value = requests.call(Op::Read { id }).await.unwrap();
-        assert_eq!(read["text"], "to the event half");
+        let read = requests.call(ops::Read { id }).await.unwrap();
+        assert_eq!(read.text, "to the event half");
         let e = requests
-            .call::<serde_json::Value>(Op::Revoke {
+            .call(ops::Revoke {
                 name: "alpha".into(),
             })
             .await

@@ -7,7 +7,7 @@
 use agentmesh_node::codes::ErrorCode;
 use std::time::Duration;
 
-use agentmesh_node::api::{Event, Op, WhoKind};
+use agentmesh_node::api::{Event, WhoKind, ops};
 use agentmesh_tests::{ApiClient, Node, team, wait_for, wait_for_within, who};
 use serde_json::Value;
 
@@ -29,7 +29,7 @@ fn held_mail_first_answer_wins_across_two_people() {
         match c.event() {
             Event::Held { message } => {
                 assert_eq!(message.id, id);
-                assert_eq!(message.held.as_deref(), Some("other_owner"));
+                assert_eq!(message.held.map(|h| h.as_str()), Some("other_owner"));
                 assert_eq!(message.who.name, "human");
             }
             other => panic!("expected a held prompt, got {other:?}"),
@@ -43,8 +43,8 @@ fn held_mail_first_answer_wins_across_two_people() {
         (m["status"] == "held" && m["held"] == true).then_some(())
     });
     // The first answer wins and clears the prompt everywhere.
-    first.call(Op::Approve { id: id.clone() }).unwrap();
-    let late = second.call(Op::Approve { id: id.clone() }).unwrap_err();
+    first.call(ops::Approve { id: id.clone() }).unwrap();
+    let late = second.call(ops::Approve { id: id.clone() }).unwrap_err();
     assert_eq!(late.code(), Some(ErrorCode::NotHeld), "{late}");
     for c in [&mut first, &mut second] {
         let mut saw = (false, false);
@@ -186,7 +186,7 @@ fn resume_keeps_held_what_the_pause_did_not_hold_alone() {
         Event::Held { message } => assert_eq!(message.id, id),
         other => panic!("expected the held prompt on attach, got {other:?}"),
     }
-    ada.call(Op::Approve { id: id.clone() }).unwrap();
+    ada.call(ops::Approve { id: id.clone() }).unwrap();
     assert_eq!(a.inbox_all()[0]["id"], id.as_str());
 }
 

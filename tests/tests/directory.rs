@@ -462,7 +462,7 @@ fn the_directory_comes_a_page_of_about_24_kib_at_a_time() {
     let mut pages = 0;
     loop {
         let v = c
-            .call(agentmesh_node::api::Op::Directory {
+            .call(agentmesh_node::api::ops::Directory {
                 after: after.clone(),
                 max_bytes: None,
             })

@@ -35,7 +35,7 @@ use agentmesh_node::codes::ErrorCode;
 use std::io::{BufRead, BufReader, Write};
 use std::time::Duration;
 
-use agentmesh_node::api::{Op, WhoKind};
+use agentmesh_node::api::{WhoKind, ops};
 use agentmesh_node::net::{JOIN_PROTOCOL, MAIL_PROTOCOL, SYNC_PROTOCOL};
 use agentmesh_node::wire::{JoinMsg, JoinReply, MailOutcome, SyncReply, SyncRequest};
 use agentmesh_protocol::join::JoinRequest;
@@ -172,7 +172,7 @@ fn rows() -> Vec<Row> {
                 );
                 assert!(audited(c, "turn_limit", "pong@alpha"));
                 // Its person speaks (the prompt hook's reset): it may answer again.
-                pong.call(Op::HopReset { mailbox: None }).unwrap();
+                pong.call(ops::HopReset { mailbox: None }).unwrap();
                 pong.reply(&newest_id(c, "pong"), "my person says: enough")
                     .unwrap();
             },
@@ -193,7 +193,7 @@ fn rows() -> Vec<Row> {
                 // ...and aiming it elsewhere tells xray nothing of it (its
                 // sender included): the answer is that of no such message.
                 let e = xray
-                    .call(Op::Send {
+                    .call(ops::Send {
                         to: "third@".into(),
                         text: "who wrote it?".into(),
                         ask: false,
@@ -206,7 +206,7 @@ fn rows() -> Vec<Row> {
                 assert!(!e.to_string().contains("asker"), "{e}");
                 // ...nor can a reply be aimed at anyone but the sender.
                 let e = held
-                    .call(Op::Send {
+                    .call(ops::Send {
                         to: "third@".into(),
                         text: "a reply that goes elsewhere".into(),
                         ask: false,

@@ -405,11 +405,11 @@ fn outbox_limit_shows_the_newest() {
 /// most 10 s whatever is asked. Without it the answer is as before.
 #[test]
 fn a_send_waits_for_its_first_answer_in_one_round_trip() {
-    use agentmesh_node::api::Op;
+    use agentmesh_node::api::ops;
     let (a, mut b) = pair();
     let mut c = ApiClient::attach(&a, who(WhoKind::Human, "Ada"), None);
     let send = |c: &mut ApiClient, text: &str, wait: Option<u64>| {
-        c.call(Op::Send {
+        c.call(ops::Send {
             to: "@bravo".into(),
             text: text.into(),
             ask: false,
@@ -425,7 +425,7 @@ fn a_send_waits_for_its_first_answer_in_one_round_trip() {
     assert_eq!(v["mailbox_state"]["address"], "@alpha", "{v}");
     assert!(v["mailbox_state"]["unread"].is_u64(), "{v}");
     let status = c
-        .call(Op::MessageStatus {
+        .call(ops::MessageStatus {
             id: v["id"].as_str().unwrap().into(),
         })
         .unwrap();
@@ -460,7 +460,7 @@ fn a_send_waits_for_its_first_answer_in_one_round_trip() {
 /// send's answer still comes, with its first answer.
 #[test]
 fn a_waiting_send_does_not_hold_up_the_requests_behind_it() {
-    use agentmesh_node::api::{MailboxStateView, Op, SentView};
+    use agentmesh_node::api::{MailboxStateView, SentView, ops};
     let (a, _b) = pair();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -478,7 +478,7 @@ fn a_waiting_send_does_not_hold_up_the_requests_behind_it() {
             let (requests, order_tx) = (requests.clone(), order_tx.clone());
             async move {
                 let v: SentView = requests
-                    .call(Op::Send {
+                    .call(ops::Send {
                         to: "@bravo".into(),
                         text: "waits for bravo".into(),
                         ask: false,
@@ -496,7 +496,7 @@ fn a_waiting_send_does_not_hold_up_the_requests_behind_it() {
             // Asked once the send is on its way to the daemon.
             tokio::task::yield_now().await;
             let s: MailboxStateView = requests
-                .call(Op::MailboxState { mailbox: None })
+                .call(ops::MailboxState { mailbox: None })
                 .await
                 .unwrap();
             order_tx.send("state").unwrap();

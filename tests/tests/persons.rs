@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
-use agentmesh_node::api::{Op, WhoKind};
+use agentmesh_node::api::{WhoKind, ops};
 use agentmesh_node::codes::ErrorCode;
 use agentmesh_tests::{ApiClient, Node, exit_code, read_code, wait_for, who};
 use serde_json::Value;
@@ -164,7 +164,7 @@ fn a_claim_equal_to_a_person_is_never_merged_without_a_yes() {
     // The API refuses a merge that was not said to be one.
     let mut api = ApiClient::attach(&a, who(WhoKind::Human, "ada"), None);
     let e = api
-        .call(Op::AdmitPerson {
+        .call(ops::AdmitPerson {
             request_id: 999,
             person: "root".into(),
             existing: false,
@@ -172,7 +172,7 @@ fn a_claim_equal_to_a_person_is_never_merged_without_a_yes() {
         .unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::PersonExists), "{e}");
     let e = api
-        .call(Op::AdmitPerson {
+        .call(ops::AdmitPerson {
             request_id: 999,
             person: "Nobody".into(),
             existing: true,
@@ -409,7 +409,7 @@ fn ctrl_c_on_join_withdraws_the_request() {
     read_code(&mut j, "Pairing code");
     let mut api = ApiClient::attach(&a, who(WhoKind::Human, "ada"), None);
     wait_for("the request to reach the founder", || {
-        let list = api.call(Op::AdmitList).unwrap();
+        let list = api.call(ops::AdmitList).unwrap();
         (!list.as_array().unwrap().is_empty()).then_some(())
     });
     j.exp_string("Ctrl-C withdraws").unwrap();
@@ -418,7 +418,7 @@ fn ctrl_c_on_join_withdraws_the_request() {
     j.exp_eof().unwrap();
     assert_ne!(exit_code(&j), Some(0));
     wait_for("the founder's list to be empty", || {
-        let list = api.call(Op::AdmitList).unwrap();
+        let list = api.call(ops::AdmitList).unwrap();
         list.as_array().unwrap().is_empty().then_some(())
     });
     assert!(a.json(&["audit"]).as_array().unwrap().iter().any(|e| {

@@ -45,7 +45,7 @@ fn idle_sockets_never_lock_a_client_out() {
     let idle: Vec<UnixStream> = (0..1000).map(|_| socket(&a)).collect();
     let started = Instant::now();
     let mut c = ApiClient::attach(&a, who(WhoKind::Human, "ada"), None);
-    let status = c.call(agentmesh_node::api::Op::Status).unwrap();
+    let status = c.call(agentmesh_node::api::ops::Status).unwrap();
     let took = started.elapsed();
     assert_eq!(status["name"], "alpha");
     assert!(
@@ -214,15 +214,15 @@ fn the_typed_client_connects_again_after_the_daemon_closed_it_as_idle() {
             who(WhoKind::Human, "ada"),
         ))
         .unwrap();
-    let status: serde_json::Value = rt
-        .block_on(c.call(agentmesh_node::api::Op::Status))
+    let status = rt
+        .block_on(c.call(agentmesh_node::api::ops::Status))
         .unwrap();
-    assert_eq!(status["name"], "alpha");
+    assert_eq!(status.name, "alpha");
     let send_after_a_long_prompt = |c: &mut agentmesh_node::client::Client, text: &str| {
         // A person reads a prompt for longer than the daemon keeps it.
         std::thread::sleep(REQUEST_IDLE + Duration::from_secs(1));
-        let sent: serde_json::Value = rt
-            .block_on(c.call(agentmesh_node::api::Op::Send {
+        let sent = rt
+            .block_on(c.call(agentmesh_node::api::ops::Send {
                 to: "@".into(),
                 text: text.into(),
                 ask: false,
@@ -231,7 +231,7 @@ fn the_typed_client_connects_again_after_the_daemon_closed_it_as_idle() {
                 wait_first_answer_ms: None,
             }))
             .unwrap();
-        let id = sent["id"].as_str().unwrap().to_owned();
+        let id = sent.id;
         let inbox = a.json(&["inbox"]);
         assert_eq!(
             inbox

@@ -573,11 +573,11 @@ fn the_receiver_pays_a_woken_turn_has_a_quota_and_taint_carries_through_a_run() 
     // next is clean and wakes a run.
     let mut ada = ApiClient::attach(a, who(WhoKind::Human, "ada"), Some("@"));
     assert_eq!(
-        ada.call(agentmesh_node::api::Op::MailboxState { mailbox: None })
+        ada.call(agentmesh_node::api::ops::MailboxState { mailbox: None })
             .unwrap()["tainted"],
         true
     );
-    ada.call(agentmesh_node::api::Op::HopReset { mailbox: None })
+    ada.call(agentmesh_node::api::ops::HopReset { mailbox: None })
         .unwrap();
 
     // Run 3 is the budget's last: later mail is delivered, unread, starts
@@ -587,7 +587,7 @@ fn the_receiver_pays_a_woken_turn_has_a_quota_and_taint_carries_through_a_run() 
     t.reply_to(&m3);
     t.ended(3);
     // (That reply was tainted too: Ada speaks again.)
-    ada.call(agentmesh_node::api::Op::HopReset { mailbox: None })
+    ada.call(agentmesh_node::api::ops::HopReset { mailbox: None })
         .unwrap();
     let m4 = a.send("api@bravo", "one more");
     let entry = wait_for("alpha's outbox to say deferred", || {

@@ -162,7 +162,7 @@ fn watch_on_a_mailbox_shows_only_its_mail_with_its_senders_who() {
         None,
     );
     let id = agent
-        .call(agentmesh_node::api::Op::Send {
+        .call(agentmesh_node::api::ops::Send {
             to: "planner@bravo".into(),
             text: "for the planner".into(),
             ask: true,

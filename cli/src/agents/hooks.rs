@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use agentmesh_node::api::{Op, SessionEvent, Taken, WakeAgent, Who, WhoKind};
+use agentmesh_node::api::{SessionEvent, Taken, WakeAgent, Who, WhoKind, ops};
 use agentmesh_node::client::{Client, ClientError};
 use agentmesh_node::home::Home;
 
@@ -261,7 +261,7 @@ async fn mail(
     if let (Some(session_id), false) = (session, woken) {
         // Custody: a session is live from its start to its end; a run
         // never resumes a live one. What this answers changes nothing here.
-        let op = Op::Session {
+        let op = ops::Session {
             mailbox: mailbox.clone(),
             agent: agent.wake_agent(),
             session_id,
@@ -271,7 +271,7 @@ async fn mail(
                 _ => SessionEvent::Seen,
             },
         };
-        let seen = requests.call::<agentmesh_node::api::SessionView>(op);
+        let seen = requests.call(op);
         let _ = tokio::time::timeout(REACH, seen).await;
     }
     if event == HookEvent::SessionEnd || woken {
@@ -281,7 +281,7 @@ async fn mail(
         // waits for the next run.
         return Ok(None);
     }
-    let take = Op::Take {
+    let take = ops::Take {
         mailbox: mailbox.clone(),
         limit: Some(MAX_MESSAGES),
         max_bytes: Some(MAX_INJECTED),
@@ -293,8 +293,7 @@ async fn mail(
         .map_err(|_| slow())??;
     if event == HookEvent::UserPromptSubmit {
         // What was taken is shown whatever this answers.
-        let reset =
-            requests.call::<agentmesh_node::api::MailboxStateView>(Op::HopReset { mailbox });
+        let reset = requests.call(ops::HopReset { mailbox });
         let _ = tokio::time::timeout(REACH, reset).await;
     }
     Ok(Some(taken))

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentmesh_node::api::{
-    self, Connection, Event, MailboxFor, MailboxStateView, MessageView, Op, Taken, Who, WhoKind,
+    self, Connection, Event, MailboxFor, MailboxStateView, MessageView, Taken, Who, WhoKind, ops,
 };
 use agentmesh_node::client::{Client, ClientError, Events, Requests};
 use agentmesh_node::home::Home;
@@ -208,9 +208,9 @@ impl Mesh {
         let after = params.0.after;
         let inner = &self.inner;
         let state = inner.state().await.map_err(|e| self.inner.fail(e))?;
-        let team: Option<api::TeamView> = inner.call(|_| Op::TeamShow).await.ok();
+        let team: Option<api::TeamView> = inner.call(|_| ops::TeamShow).await.ok();
         let page: api::PeersPage = inner
-            .call(|_| Op::Peers {
+            .call(|_| ops::Peers {
                 after: None,
                 limit: None,
             })
@@ -219,7 +219,7 @@ impl Mesh {
         // Escaping can grow text: ask for a page that stays about 24 KiB
         // once escaped.
         let directory: api::DirectoryPage = inner
-            .call(|_| Op::Directory {
+            .call(|_| ops::Directory {
                 after: after.clone(),
                 max_bytes: Some(MAX_RESULT_BYTES * 2 / 3),
             })
@@ -288,7 +288,7 @@ impl Mesh {
         let SetProfileArgs { profile, goal } = params.0;
         let view: api::ProfileView = self
             .inner
-            .call(|mailbox| Op::ProfileSet {
+            .call(|mailbox| ops::ProfileSet {
                 mailbox: Some(mailbox.to_owned()),
                 profile: profile.clone(),
                 goal: goal.clone(),
@@ -317,7 +317,7 @@ impl Mesh {
         let BroadcastArgs { text } = params.0;
         let view: api::BroadcastView = self
             .inner
-            .call(|mailbox| Op::Broadcast {
+            .call(|mailbox| ops::Broadcast {
                 text: text.clone(),
                 from_mailbox: Some(mailbox.to_owned()),
             })
@@ -343,7 +343,7 @@ impl Mesh {
         let NotForMeArgs { id, note } = params.0;
         let view: api::NotForMeView = self
             .inner
-            .call(|mailbox| Op::NotForMe {
+            .call(|mailbox| ops::NotForMe {
                 id: id.clone(),
                 note: note.clone(),
                 mailbox: Some(mailbox.to_owned()),
@@ -365,7 +365,7 @@ impl Mesh {
     )]
     async fn send_message(&self, params: Parameters<SendArgs>) -> Result<Json<SentResult>, String> {
         let SendArgs { to, text, kind } = params.0;
-        let op = |mailbox: &str| Op::Send {
+        let op = |mailbox: &str| ops::Send {
             to: to.clone(),
             text: text.clone(),
             ask: kind == Some(SendKind::Ask),
@@ -389,7 +389,7 @@ impl Mesh {
         let StatusArgs { id } = params.0;
         let v: api::OutboxView = self
             .inner
-            .call(|_| Op::MessageStatus { id: id.clone() })
+            .call(|_| ops::MessageStatus { id: id.clone() })
             .await
             .map_err(|e| self.inner.fail(e))?;
         Ok(Json(StatusResult {
@@ -417,7 +417,7 @@ impl Mesh {
     )]
     async fn reply(&self, params: Parameters<ReplyArgs>) -> Result<Json<SentResult>, String> {
         let ReplyArgs { id, text } = params.0;
-        let op = |mailbox: &str| Op::Send {
+        let op = |mailbox: &str| ops::Send {
             to: String::new(),
             text: text.clone(),
             ask: false,
@@ -441,7 +441,7 @@ impl Mesh {
         let CheckArgs { peek, limit } = params.0;
         let taken: Taken = self
             .inner
-            .call(|mailbox| Op::Take {
+            .call(|mailbox| ops::Take {
                 mailbox: Some(mailbox.to_owned()),
                 limit: limit.map(|l| usize::try_from(l.0).unwrap_or(usize::MAX)),
                 max_bytes: Some(MAX_RESULT_BYTES),

@@ -22,7 +22,7 @@ pub mod tools;
 
 use std::path::Path;
 
-use agentmesh_node::api::{MailboxFor, Op};
+use agentmesh_node::api::{MailboxFor, ops};
 use agentmesh_node::client::{ClientError, Requests};
 
 /// The mailbox a session in `cwd` serves: `given` (`--mailbox`), else the
@@ -39,7 +39,7 @@ pub async fn resolve_mailbox(
         return Ok(given_mailbox(m));
     }
     requests
-        .call(Op::MailboxFor {
+        .call(ops::MailboxFor {
             path: cwd.display().to_string(),
         })
         .await

@@ -32,14 +32,16 @@ use serde::{Deserialize, Serialize};
 
 mod answers;
 mod bus;
-mod ops;
+pub mod ops;
 mod sent;
 mod views;
 mod wake;
 mod words;
 pub use answers::*;
 pub use bus::*;
-pub use ops::*;
+pub use ops::{
+    BusOp, ConsentOp, GuardOp, MailOp, NetOp, Op, PostOp, Request, SocketOp, TeamOp, WakeOp,
+};
 pub use sent::*;
 pub use views::*;
 pub use wake::*;
@@ -303,12 +305,68 @@ pub fn too_large_text(len: u64) -> String {
     )
 }
 
-/// An API answer.
-pub type Reply = Result<serde_json::Value, ApiError>;
+/// A request's answer inside the daemon: the typed value its handler
+/// returned, serialised only at the socket's edge ([`Answer::to_json`]).
+pub type Reply = Result<Answer, ApiError>;
+
+/// A typed answer, as its handler made it.
+#[derive(Debug)]
+pub struct Answer(Box<dyn AnswerBody>);
+
+/// What an answer can be: any serialisable value.
+trait AnswerBody: Send + std::fmt::Debug + 'static {
+    fn json(&self) -> serde_json::Result<serde_json::Value>;
+    fn any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
+    fn type_id_of(&self) -> std::any::TypeId;
+}
+
+impl<T: Serialize + Send + std::fmt::Debug + 'static> AnswerBody for T {
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        serde_json::to_value(self)
+    }
+    fn any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        self
+    }
+    fn type_id_of(&self) -> std::any::TypeId {
+        std::any::TypeId::of::<T>()
+    }
+}
+
+impl Answer {
+    /// `value` as an answer.
+    pub fn new<T: Serialize + Send + std::fmt::Debug + 'static>(value: T) -> Answer {
+        Answer(Box::new(value))
+    }
+
+    /// It as the socket carries it.
+    pub fn to_json(&self) -> serde_json::Value {
+        self.0.json().expect("API results always serialise")
+    }
+
+    /// It as the type its handler made, or itself if it is another.
+    pub fn take<T: 'static>(self) -> Result<T, Answer> {
+        // Asked first, so a wrong guess keeps the answer whole.
+        if (*self.0).type_id_of() == std::any::TypeId::of::<T>() {
+            Ok(*self
+                .0
+                .any()
+                .downcast::<T>()
+                .expect("the type was just compared"))
+        } else {
+            Err(self)
+        }
+    }
+}
 
 /// `value` as an answer.
-pub fn ok<T: Serialize>(value: T) -> Reply {
-    Ok(serde_json::to_value(value).expect("API results always serialise"))
+pub fn ok<T: Serialize + Send + std::fmt::Debug + 'static>(value: T) -> Reply {
+    Ok(Answer::new(value))
+}
+
+/// A handler's typed answer to request `R`, as the daemon passes it on:
+/// the compiler holds the handler to the answer `R` names.
+pub fn answer<R: Request>(answer: Result<R::Answer, ApiError>) -> Reply {
+    answer.map(Answer::new)
 }
 
 /// An error answer with `code` and `message`.
@@ -349,7 +407,7 @@ mod tests {
             req,
             ClientFrame::Request {
                 id: 7,
-                op: Op::Revoke { name: "x".into() }
+                op: ops::Revoke { name: "x".into() }.into_op()
             }
         );
         let unit: ClientFrame =
@@ -358,12 +416,12 @@ mod tests {
             unit,
             ClientFrame::Request {
                 id: 1,
-                op: Op::Status
+                op: ops::Status.into_op()
             }
         );
         let back = serde_json::to_string(&ClientFrame::Request {
             id: 1,
-            op: Op::Status,
+            op: ops::Status.into_op(),
         })
         .unwrap();
         assert_eq!(back, r#"{"type":"request","id":1,"op":"status"}"#);

@@ -11,8 +11,8 @@ pub struct OutboxView {
     pub id: String,
     /// The recipient.
     pub to: String,
-    /// `tell`, `ask`, `reply`.
-    pub kind: String,
+    /// `tell`, `ask`, `reply`, `broadcast`, `receipt`, `counts`.
+    pub kind: super::MessageKind,
     /// The conversation, as its envelope's header says (absent for this
     /// machine's own copy of a broadcast).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -16,7 +16,8 @@ pub struct Status {
     pub team: Option<TeamRef>,
     /// Where this machine stands in that team: `member`, `revoked` (revoked
     /// or left), or `name_taken`.
-    pub team_standing: Option<super::TeamStanding>,
+    #[serde(with = "super::team_standing")]
+    pub team_standing: Option<super::Standing>,
     /// Addresses it listens on.
     pub listen_addrs: Vec<String>,
     /// Addresses others observed or confirmed for it.
@@ -228,7 +229,7 @@ pub struct JoinStarted {
 pub struct JoinState {
     /// `waiting` (for the founder), `approved` (team code to confirm),
     /// `joined`, `refused`, or `declined`.
-    pub state: String,
+    pub state: super::JoinPhase,
     /// The team code to confirm, once approved.
     pub team_code: Option<String>,
     /// Why, when refused.
@@ -258,7 +259,7 @@ pub struct JoinRequestView {
     pub attempts_left: u32,
     /// `waiting`, `matched` (the code matched; whose machine it is comes
     /// next), or `approved` (the person chosen; the joiner confirms).
-    pub state: String,
+    pub state: super::RequestPhase,
     /// The machine that held the name before (revoked or departed), if
     /// any: admitted, this machine's mail shows under the same name.
     #[serde(default)]
@@ -311,7 +312,7 @@ pub struct PersonMoved {
 pub struct AdmitState {
     /// `waiting`, `awaiting_confirmation`, `admitted`, `declined`, or
     /// `cancelled` (three wrong codes, refused, or expired).
-    pub state: String,
+    pub state: super::AdmitPhase,
     /// Why, when cancelled.
     pub reason: Option<String>,
 }
@@ -376,7 +377,7 @@ pub struct MessageView {
     /// The sender's identity stamp, as claimed.
     pub who: Who,
     /// `tell`, `ask`, `reply`, `broadcast`.
-    pub kind: String,
+    pub kind: super::MessageKind,
     /// The conversation.
     pub thread: String,
     /// The message answered.
@@ -390,7 +391,7 @@ pub struct MessageView {
     /// The receiving mailbox (null: the owner's).
     pub mailbox: Option<String>,
     /// Why it is held, if it is.
-    pub held: Option<String>,
+    pub held: Option<super::HeldReason>,
     /// The person who runs the sending machine, as its Admit says.
     #[serde(default)]
     pub from_owner: Option<String>,

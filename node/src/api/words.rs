@@ -22,6 +22,14 @@ macro_rules! words {
                     $($name::$variant => $word,)+
                 }
             }
+
+            /// The variant whose word `word` is.
+            pub fn parse(word: &str) -> Option<$name> {
+                match word {
+                    $($word => Some($name::$variant),)+
+                    _ => None,
+                }
+            }
         }
 
         impl std::fmt::Display for $name {
@@ -75,17 +83,37 @@ words! {
     }
 }
 
-words! {
-    /// Where this machine stands in its team (`status`' `team_standing`).
-    TeamStanding {
-        /// A current member.
-        Member = "member",
-        /// It left.
-        Left = "left",
-        /// It was revoked.
-        Revoked = "revoked",
-        /// Its name was taken by an earlier member.
-        NameTaken = "name_taken",
+/// `status`' `team_standing`: the same [`Standing`], whose `current` that
+/// field has always called `member`.
+pub mod team_standing {
+    use super::Standing;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// The word `status` uses for `s`.
+    pub fn word(s: Standing) -> &'static str {
+        match s {
+            Standing::Current => "member",
+            other => other.as_str(),
+        }
+    }
+
+    /// Writes `s` as `status` words it.
+    pub fn serialize<S: Serializer>(s: &Option<Standing>, out: S) -> Result<S::Ok, S::Error> {
+        s.map(word).serialize(out)
+    }
+
+    /// Reads `status`' word.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Standing>, D::Error> {
+        let Some(w) = Option::<String>::deserialize(d)? else {
+            return Ok(None);
+        };
+        match w.as_str() {
+            "member" => Ok(Some(Standing::Current)),
+            "current" => Err(serde::de::Error::custom("unknown variant `current`")),
+            other => Standing::parse(other)
+                .map(Some)
+                .ok_or_else(|| serde::de::Error::custom(format!("unknown variant `{other}`"))),
+        }
     }
 }
 
@@ -140,6 +168,113 @@ words! {
     }
 }
 
+words! {
+    /// What a message is (`kind`): the envelope's kind, as the API and
+    /// the store name it.
+    MessageKind {
+        /// Information; no answer expected.
+        Tell = "tell",
+        /// A question; a reply is expected.
+        Ask = "ask",
+        /// An answer to an ask.
+        Reply = "reply",
+        /// One copy of a message sent to many mailboxes.
+        Broadcast = "broadcast",
+        /// What a machine did with a broadcast it judged.
+        Counts = "counts",
+        /// What a recipient machine did with a message.
+        Receipt = "receipt",
+    }
+}
+
+impl From<agentmesh_protocol::envelope::Kind> for MessageKind {
+    fn from(k: agentmesh_protocol::envelope::Kind) -> Self {
+        use agentmesh_protocol::envelope::Kind;
+        match k {
+            Kind::Tell => MessageKind::Tell,
+            Kind::Ask => MessageKind::Ask,
+            Kind::Reply => MessageKind::Reply,
+            Kind::Broadcast => MessageKind::Broadcast,
+            Kind::Counts => MessageKind::Counts,
+            Kind::Receipt => MessageKind::Receipt,
+        }
+    }
+}
+
+words! {
+    /// Why a message is held for approval (`held`). The words are a
+    /// contract: `agentmesh held --json` shows them.
+    HeldReason {
+        /// Inbound mail is paused.
+        Paused = "paused",
+        /// Its sender's machine is another person's, and not trusted.
+        OtherOwner = "other_owner",
+        /// Its mailbox was denied or removed while pause held it.
+        FolderNotAllowed = "folder_not_allowed",
+        /// Its sending machine left or was revoked while pause held it:
+        /// it can only be rejected (a machine now of its name is another
+        /// key).
+        SenderRevoked = "sender_revoked",
+    }
+}
+
+impl HeldReason {
+    /// Why it is held, for people (`--json` keeps the word).
+    pub fn words(self) -> &'static str {
+        match self {
+            HeldReason::Paused => "inbound mail is paused",
+            HeldReason::OtherOwner => "from another person's machine",
+            HeldReason::FolderNotAllowed => "its folder is opted out",
+            HeldReason::SenderRevoked => "its sending machine left or was revoked since",
+        }
+    }
+}
+
+words! {
+    /// Where a join stands, for the joiner (`join_status`' `state`).
+    JoinPhase {
+        /// Waiting for the founder to type the pairing code.
+        Waiting = "waiting",
+        /// The founder approved: the team code is to confirm.
+        Approved = "approved",
+        /// Admitted and synced.
+        Joined = "joined",
+        /// The founder refused, or could not be reached (`reason`).
+        Refused = "refused",
+        /// This machine's person declined (the team codes differed).
+        Declined = "declined",
+    }
+}
+
+words! {
+    /// Where a join request stands, for the founder (`admit_list`'
+    /// `state`).
+    RequestPhase {
+        /// Waiting for its pairing code.
+        Waiting = "waiting",
+        /// The code matched; whose machine it is comes next.
+        Matched = "matched",
+        /// The person chosen; the joiner confirms.
+        Approved = "approved",
+    }
+}
+
+words! {
+    /// Where an approved request stands (`admit_status`' `state`).
+    AdmitPhase {
+        /// Waiting for its code.
+        Waiting = "waiting",
+        /// Approved; the joiner has not confirmed yet.
+        AwaitingConfirmation = "awaiting_confirmation",
+        /// The joiner confirmed: it is a member.
+        Admitted = "admitted",
+        /// The joiner declined.
+        Declined = "declined",
+        /// Three wrong codes, refused, or expired (`reason`).
+        Cancelled = "cancelled",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +296,24 @@ mod tests {
             ReservationState::NotNeeded
         );
         assert!(serde_json::from_str::<Connection>("\"teleported\"").is_err());
+        // `status` says `member` for a current member, as it always did.
+        #[derive(Serialize, Deserialize)]
+        struct S {
+            #[serde(with = "team_standing")]
+            s: Option<Standing>,
+        }
+        let member = serde_json::to_string(&S {
+            s: Some(Standing::Current),
+        })
+        .unwrap();
+        assert_eq!(member, r#"{"s":"member"}"#);
+        let back: S = serde_json::from_str(r#"{"s":"name_taken"}"#).unwrap();
+        assert_eq!(back.s, Some(Standing::NameTaken));
+        assert!(serde_json::from_str::<S>(r#"{"s":"current"}"#).is_err());
+        assert_eq!(
+            HeldReason::parse("other_owner"),
+            Some(HeldReason::OtherOwner)
+        );
         // Tables pad them like the strings they were.
         assert_eq!(format!("{:<8}|", Membership::Member), "member  |");
     }

@@ -20,12 +20,17 @@ use crate::mail::post::courier::{BACKOFF_MAX, Carrier, Courier, PeerQueue, backo
 use crate::mail::post::inbox::{Inbox, Sender};
 use crate::mail::post::pages::inbox_page;
 use crate::net::{Carry, CarryHandle, Handle, Undelivered, Via};
+use crate::store::OutboxRecord;
 use crate::store::testing::Flaky;
 use crate::store::{
     AuditEntry, AuditStore, BusStore, InboxRecord, MailStore, OutboxStatus, SledStore,
 };
 use crate::team::Machine;
+use crate::wire::MailReply;
 use crate::wire::{MAX_BATCH_BYTES, MAX_BATCH_ENVELOPES, MailOutcome, MailRequest};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::{mpsc, watch};
 
 mod carried;
 
@@ -432,7 +437,7 @@ fn accepted_mail_is_stored_audited_and_announced_and_other_owners_mail_held() {
     );
     assert_eq!(r.outcomes, [MailOutcome::accepted(true)]);
     assert!(
-        matches!(&ev[..], [Event::Held { message }] if message.held.as_deref() == Some("other_owner"))
+        matches!(&ev[..], [Event::Held { message }] if message.held == Some(HeldReason::OtherOwner))
     );
     assert_eq!(consent.held_total(), 1);
     assert_eq!(events(&d.log), ["received", "held"]);
@@ -636,7 +641,7 @@ fn resume_lets_answers_pass_and_keeps_a_revoked_senders_mail_held() {
     let mut held: Vec<(String, Option<String>)> = consent::held_records(d.store.as_ref())
         .unwrap()
         .into_iter()
-        .map(|r| (r.from, r.held))
+        .map(|r| (r.from, r.held.map(|h| h.as_str().to_owned())))
         .collect();
     held.sort();
     assert_eq!(
@@ -714,7 +719,7 @@ fn resume_releases_only_what_the_consent_rule_delivers() {
     let mut held: Vec<(String, Option<String>)> = consent::held_records(d.store.as_ref())
         .unwrap()
         .into_iter()
-        .map(|r| (r.from, r.held))
+        .map(|r| (r.from, r.held.map(|h| h.as_str().to_owned())))
         .collect();
     held.sort();
     assert_eq!(
@@ -880,7 +885,7 @@ fn outbox_record(n: usize, to: PeerId, envelope_bytes: usize) -> OutboxRecord {
         id: format!("{n:032x}"),
         to_peer: to.to_string(),
         to: "@alpha".into(),
-        kind: "tell".into(),
+        kind: api::MessageKind::Tell,
         envelope: vec![7; envelope_bytes],
         status: OutboxStatus::Queued,
         reason: None,
@@ -1332,7 +1337,7 @@ async fn a_send_is_carried_and_its_answer_delivers_it() {
     let setup = setup(t.me.clone(), store, t.dir.clone(), net, link);
     let (mail, task) = Mail::start(setup).unwrap();
     let _task = tokio::spawn(task);
-    let send = Op::Send {
+    let send = api::ops::Send {
         to: "@alpha".into(),
         text: "hello".into(),
         ask: false,
@@ -1340,16 +1345,13 @@ async fn a_send_is_carried_and_its_answer_delivers_it() {
         from_mailbox: None,
         wait_first_answer_ms: None,
     };
-    let id = mail.request(ada(), None, send).await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = mail.call(ada(), None, send).await.unwrap().id;
     let carried = ends.carried.recv().await.unwrap();
     assert_eq!(carried.peer, t.alpha.peer_id());
     assert_eq!(carried.request.envelopes.len(), 1);
-    let status = |v: serde_json::Value| v[0]["status"].as_str().unwrap().to_owned();
-    let outbox = mail.request(ada(), None, Op::Outbox).await.unwrap();
-    assert_eq!(status(outbox), "queued", "no answer yet");
+    let status = |v: &[api::OutboxView]| v[0].status;
+    let outbox = mail.call(ada(), None, api::ops::Outbox).await.unwrap();
+    assert_eq!(status(&outbox).as_str(), "queued", "no answer yet");
     ends.delivered
         .send(Delivered {
             batch: carried.batch,
@@ -1362,12 +1364,12 @@ async fn a_send_is_carried_and_its_answer_delivers_it() {
     // Delivered once the answer is handled; polled, it is a queue.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let outbox = mail.request(ada(), None, Op::Outbox).await.unwrap();
-        if status(outbox.clone()) == "delivered" {
-            assert_eq!(outbox[0]["id"], id.as_str());
+        let outbox = mail.call(ada(), None, api::ops::Outbox).await.unwrap();
+        if status(&outbox).as_str() == "delivered" {
+            assert_eq!(outbox[0].id, id);
             break;
         }
-        assert!(Instant::now() < deadline, "not delivered: {outbox}");
+        assert!(Instant::now() < deadline, "not delivered: {outbox:?}");
         tokio::task::yield_now().await;
     }
     assert!(ends.carried.try_recv().is_err(), "carried once");

@@ -439,7 +439,7 @@ mod tests {
 
     fn code(answer: &Answer) -> String {
         match &answer.1 {
-            Ok(v) => v["membership"].as_str().unwrap().to_owned(),
+            Ok(v) => v.to_json()["membership"].as_str().unwrap().to_owned(),
             Err(e) => e.code.to_string(),
         }
     }
@@ -457,7 +457,7 @@ mod tests {
         assert_eq!(done.len(), 1);
         let (reply, answer) = done.into_iter().next().unwrap();
         reply.send(answer).unwrap();
-        assert_eq!(rx.try_recv().unwrap().unwrap()["new_blocks"], 3);
+        assert_eq!(rx.try_recv().unwrap().unwrap().to_json()["new_blocks"], 3);
     }
 
     #[test]

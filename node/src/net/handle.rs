@@ -9,12 +9,21 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::carriage::Carry;
 #[cfg(test)]
 use super::carriage::MailLink;
-use crate::api::{ApiError, Op, Reply};
+use crate::api::{ApiError, NetOp, Reply, TeamOp};
 use crate::wire::MailReply;
 
 /// Commands waiting for the node: API requests from every attached client.
 /// Small, because each client waits for its answer before asking again.
 pub const COMMAND_QUEUE: usize = 64;
+
+/// The ops the network's loop serves: its own and the team's.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeOp {
+    /// The network's.
+    Net(NetOp),
+    /// The team part's.
+    Team(TeamOp),
+}
 
 /// What the API asks of the network's event loop.
 #[derive(Debug)]
@@ -22,7 +31,7 @@ pub enum Command {
     /// Run `op` and answer on `reply`.
     Api {
         /// The operation.
-        op: Op,
+        op: NodeOp,
         /// Where the answer goes.
         reply: oneshot::Sender<Reply>,
     },
@@ -87,7 +96,7 @@ impl Handle {
     }
 
     /// Runs `op` on the node.
-    pub async fn request(&self, op: Op) -> Reply {
+    pub async fn request(&self, op: NodeOp) -> Reply {
         let (reply, rx) = oneshot::channel();
         if self.tx.send(Command::Api { op, reply }).await.is_err() {
             return Err(ApiError::shutting_down());

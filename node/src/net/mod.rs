@@ -37,7 +37,7 @@ pub use behaviour::{
     MAIL_PROTOCOL, MAX_CONNECTIONS, SYNC_PROTOCOL, blocks_topic, build,
 };
 pub use carriage::{Carry, Delivered, MAIL_EVENTS, MailEvent, MailLink, Undelivered, Via};
-pub use handle::{CarryHandle, Command, Handle};
+pub use handle::{CarryHandle, Command, Handle, NodeOp};
 
 pub use node::{Net, NetSetup};
 

@@ -21,11 +21,11 @@ use super::awaiting::ANSWER_DEADLINE;
 use super::carriage::{Carriage, Exchange, MAX_INBOUND_PENDING, Sender};
 use super::connect::{Answer, Connects};
 use super::guard::Guard;
-use super::handle::Inbox;
+use super::handle::{Inbox, NodeOp};
 use super::peers::{Conn, ConnKind, PeerTable, without_peer};
 use super::port::{Port, Waiting, dialable};
 use super::reach::Reach;
-use crate::api::{self, Op, Reply, err, ok};
+use crate::api::{self, NetOp, Reply, answer, err, ops};
 use crate::audit::AuditLog;
 use crate::codes::ErrorCode;
 use crate::config::Settings;
@@ -38,9 +38,6 @@ use super::{
 };
 
 mod team_events;
-
-/// What an op sent to the part that does not serve it is answered.
-const WRONG_PART: &str = "an operation reached the wrong part";
 
 /// How often the loop polls joins, expires requests and connects. A
 /// person is waiting on a join's answer, so this sets how long after the
@@ -636,40 +633,37 @@ impl Net {
 
     // ----- the network's API ops -------------------------------------------
 
-    fn op(&mut self, op: Op, reply: oneshot::Sender<Reply>) {
+    fn op(&mut self, op: NodeOp, reply: oneshot::Sender<Reply>) {
         let now = Instant::now();
-        let answer = match op.owner() {
-            api::Owner::Team => {
-                let handed = self.with_team(now, |team, port| team.op(port, op, reply, now));
-                if let Err((_, reply)) = handed {
-                    let _ = reply.send(err(ErrorCode::Internal, WRONG_PART));
-                }
-                return;
+        let op = match op {
+            NodeOp::Team(op) => {
+                return self.with_team(now, |team, port| team.op(port, op, reply, now));
             }
-            api::Owner::Mail | api::Owner::Socket => err(ErrorCode::Internal, WRONG_PART),
-            api::Owner::Net => match op {
-                Op::Status => self.status(),
-                Op::Peers { after, limit } => ok(self.peers.page(
-                    self.swarm.local_peer_id(),
-                    self.team.state(),
-                    after.as_ref(),
-                    limit,
-                )),
-                Op::Connect { addr } => return self.connect(&addr, reply, now),
-                Op::Shutdown => {
-                    self.stopping = true;
-                    ok(api::Done {})
-                }
-                Op::ConfigShow => ok(api::ConfigShown::of(&self.team.settings().config)),
-                _ => err(ErrorCode::Internal, WRONG_PART),
-            },
+            NodeOp::Net(op) => op,
+        };
+        let answer = match op {
+            NetOp::Status => answer::<ops::Status>(Ok(self.status())),
+            NetOp::Peers(ops::Peers { after, limit }) => answer::<ops::Peers>(Ok(self.peers.page(
+                self.swarm.local_peer_id(),
+                self.team.state(),
+                after.as_ref(),
+                limit,
+            ))),
+            NetOp::Connect(ops::Connect { addr }) => return self.connect(&addr, reply, now),
+            NetOp::Shutdown => {
+                self.stopping = true;
+                answer::<ops::Shutdown>(Ok(api::Done {}))
+            }
+            NetOp::ConfigShow => {
+                answer::<ops::ConfigShow>(Ok(api::ConfigShown::of(&self.team.settings().config)))
+            }
         };
         let _ = reply.send(answer);
     }
 
-    fn status(&self) -> Reply {
+    fn status(&self) -> api::Status {
         let own = self.team.own_standing();
-        ok(api::Status {
+        api::Status {
             peer_id: self.swarm.local_peer_id().to_string(),
             name: own.name,
             team: own.team,
@@ -702,7 +696,7 @@ impl Net {
             carrying: 0,
             wake: vec![],
             test_build: crate::clock::TEST_BUILD,
-        })
+        }
     }
 
     fn connect(&mut self, addr: &str, reply: oneshot::Sender<Reply>, now: Instant) {

@@ -139,8 +139,8 @@ pub struct OutboxRecord {
     pub to_peer: String,
     /// The recipient, as `mailbox@machine`.
     pub to: String,
-    /// `tell`, `ask`, `reply`.
-    pub kind: String,
+    /// `tell`, `ask`, `reply`, `broadcast`, `receipt`, `counts`.
+    pub kind: crate::api::MessageKind,
     /// The sealed envelope.
     #[serde(with = "serde_bytes")]
     pub envelope: Vec<u8>,
@@ -314,7 +314,7 @@ pub struct InboxRecord {
     /// The sender's identity stamp.
     pub who: crate::api::Who,
     /// `tell`, `ask`, `reply`, `broadcast`.
-    pub kind: String,
+    pub kind: crate::api::MessageKind,
     /// The conversation, hex.
     pub thread: String,
     /// The message answered, hex.
@@ -332,7 +332,7 @@ pub struct InboxRecord {
     /// Whether a client read it, and when (Unix ms).
     pub read_at: Option<u64>,
     /// Why it is held for approval, if it is (`other_owner`, `paused`).
-    pub held: Option<String>,
+    pub held: Option<crate::api::HeldReason>,
     /// The SHA-256 of the sealed body, hex.
     pub body_sha256: String,
 }

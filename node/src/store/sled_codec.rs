@@ -39,3 +39,43 @@ pub(super) fn to_record<T: Serialize>(value: &T) -> Vec<u8> {
 pub(super) fn from_record<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, StoreError> {
     ciborium::from_reader(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{HeldReason, MessageKind};
+    use crate::store::InboxRecord;
+
+    /// A message's kind and held reason are enums in the code and the
+    /// same words on disk: a record written when they were strings reads
+    /// as the enum, and a record written now is the words it always was
+    /// (so the store needs no rewrite for them).
+    #[test]
+    fn kind_and_held_are_the_words_they_were_on_disk() {
+        let mut record = crate::store::testing::inbox_record(1, None, false, true);
+        record.kind = MessageKind::Ask;
+        let bytes = to_record(&record);
+        let mut value: ciborium::Value = ciborium::from_reader(&bytes[..]).unwrap();
+        let field = |v: &ciborium::Value, name: &str| {
+            v.as_map()
+                .unwrap()
+                .iter()
+                .find(|(k, _)| k.as_text() == Some(name))
+                .map(|(_, v)| v.clone())
+                .unwrap()
+        };
+        assert_eq!(field(&value, "kind").as_text(), Some("ask"));
+        assert_eq!(field(&value, "held").as_text(), Some("paused"));
+        // An older record's words read as the enums.
+        for (k, v) in value.as_map_mut().unwrap() {
+            if k.as_text() == Some("held") {
+                *v = ciborium::Value::Text("other_owner".into());
+            }
+        }
+        let mut old = vec![];
+        ciborium::into_writer(&value, &mut old).unwrap();
+        let back: InboxRecord = from_record(&old).unwrap();
+        assert_eq!(back.held, Some(HeldReason::OtherOwner));
+        assert_eq!(back.kind, MessageKind::Ask);
+    }
+}

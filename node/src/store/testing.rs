@@ -421,7 +421,7 @@ pub fn inbox_record(seq: u64, mailbox: Option<&str>, read: bool, held: bool) -> 
             session_id: None,
             task: None,
         },
-        kind: "tell".into(),
+        kind: crate::api::MessageKind::Tell,
         thread: format!("{seq:032x}"),
         in_reply_to: None,
         hop: 0,
@@ -430,7 +430,7 @@ pub fn inbox_record(seq: u64, mailbox: Option<&str>, read: bool, held: bool) -> 
         received_at: 1,
         expires_at: u64::MAX,
         read_at: read.then_some(2),
-        held: held.then(|| "paused".to_owned()),
+        held: held.then_some(crate::api::HeldReason::Paused),
         body_sha256: String::new(),
     }
 }

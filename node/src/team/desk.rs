@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use agentmesh_protocol::PeerId;
 use agentmesh_protocol::join::{Code, Codes, JoinOffer, JoinRequest};
 
-use crate::api::JoinRequestView;
+use crate::api::{self, JoinRequestView};
 use crate::limits::RateWindow;
 
 /// Wrong pairing codes before a request is cancelled.
@@ -292,9 +292,9 @@ impl Desk {
                 age_secs: now.duration_since(r.arrived).as_secs(),
                 attempts_left: r.attempts_left,
                 state: match r.state {
-                    DeskState::Approved => "approved".into(),
-                    DeskState::Matched => "matched".into(),
-                    _ => "waiting".into(),
+                    DeskState::Approved => api::RequestPhase::Approved,
+                    DeskState::Matched => api::RequestPhase::Matched,
+                    _ => api::RequestPhase::Waiting,
                 },
                 name_was: None,
             })
@@ -365,11 +365,11 @@ mod tests {
         let rid = desk.file(id.peer_id(), req, offer, c, now);
         let typed = c.pairing.to_string().to_lowercase().replace('-', " ");
         assert_eq!(desk.check_code(rid, &typed, now), CodeOutcome::Matched);
-        assert_eq!(desk.views(now)[0].state, "matched");
+        assert_eq!(desk.views(now)[0].state, api::RequestPhase::Matched);
         // The team code only once whose machine it is was said.
         let ada = Owner::parse("Ada").unwrap();
         assert_eq!(desk.choose_person(rid, ada.clone()), Some(c.team));
-        assert_eq!(desk.views(now)[0].state, "approved");
+        assert_eq!(desk.views(now)[0].state, api::RequestPhase::Approved);
         assert_eq!(desk.get(rid).unwrap().person, Some(ada.clone()));
         // Once: a second choice changes nothing.
         assert_eq!(desk.choose_person(rid, ada), None);

@@ -23,7 +23,7 @@ use super::desk::{CodeOutcome, Desk, DeskState};
 use super::network::Network;
 use super::random16;
 use super::state::{NOT_IN_TEAM, TeamCore};
-use crate::api::{self, ApiError, Done, Reply, err, ok, rfc3339};
+use crate::api::{self, ApiError, Done, err, rfc3339};
 use crate::audit::AuditEvent;
 use crate::codes::ErrorCode;
 use crate::wire::{JoinMsg, JoinReply};
@@ -284,7 +284,11 @@ impl Founder {
     }
 
     /// `invite`: a single-use ticket, stored before it is shown.
-    pub fn invite(core: &mut TeamCore, net: &dyn Network, ttl_secs: Option<u64>) -> Reply {
+    pub fn invite(
+        core: &mut TeamCore,
+        net: &dyn Network,
+        ttl_secs: Option<u64>,
+    ) -> Result<api::Invite, ApiError> {
         if !core.am_admin() {
             return if core.am_member() {
                 err(
@@ -326,14 +330,18 @@ impl Founder {
             None,
             format!("ticket valid until {}", rfc3339(expires_at)),
         );
-        ok(api::Invite {
+        Ok(api::Invite {
             ticket: ticket.to_string(),
             expires_at: rfc3339(expires_at),
         })
     }
 
     /// `admit` (the list): requests waiting for this admin.
-    pub fn list(&self, core: &TeamCore, now: Instant) -> Reply {
+    pub fn list(
+        &self,
+        core: &TeamCore,
+        now: Instant,
+    ) -> Result<Vec<api::JoinRequestView>, ApiError> {
         if !core.am_admin() {
             return err(
                 ErrorCode::NotAdmin,
@@ -350,11 +358,17 @@ impl Founder {
                     .cloned();
             }
         }
-        ok(views)
+        Ok(views)
     }
 
     /// `admit ID CODE`: checks the pairing code a person typed.
-    pub fn code(&mut self, core: &mut TeamCore, id: u64, code: &str, now: Instant) -> Reply {
+    pub fn code(
+        &mut self,
+        core: &mut TeamCore,
+        id: u64,
+        code: &str,
+        now: Instant,
+    ) -> Result<api::AdmitMatched, ApiError> {
         if !core.am_admin() {
             return err(
                 ErrorCode::NotAdmin,
@@ -370,7 +384,7 @@ impl Founder {
             None => (String::new(), None, String::new()),
         };
         match self.desk.check_code(id, code, now) {
-            CodeOutcome::Matched => ok(api::AdmitMatched {
+            CodeOutcome::Matched => Ok(api::AdmitMatched {
                 claimed_owner: claimed,
                 persons: persons(core),
             }),
@@ -414,7 +428,13 @@ impl Founder {
     /// their machines is never held). A claim is never merged silently: a
     /// name that is a person already is refused unless `existing` says
     /// so, and the other way round.
-    pub fn person(&mut self, core: &mut TeamCore, id: u64, person: &str, existing: bool) -> Reply {
+    pub fn person(
+        &mut self,
+        core: &mut TeamCore,
+        id: u64,
+        person: &str,
+        existing: bool,
+    ) -> Result<api::AdmitApproved, ApiError> {
         if !core.am_admin() {
             return err(
                 ErrorCode::NotAdmin,
@@ -456,7 +476,7 @@ impl Founder {
             );
         }
         match self.desk.choose_person(id, person.clone()) {
-            Some(team) => ok(api::AdmitApproved {
+            Some(team) => Ok(api::AdmitApproved {
                 team_code: team.to_string(),
                 person: person.to_string(),
             }),
@@ -468,25 +488,23 @@ impl Founder {
     }
 
     /// Where an approved request stands.
-    pub fn status(&mut self, id: u64) -> Reply {
+    pub fn status(&mut self, id: u64) -> Result<api::AdmitState, ApiError> {
+        use api::AdmitPhase;
         let Some(r) = self.desk.get(id) else {
             return err(ErrorCode::UnknownRequest, "no join request with that id");
         };
         let (state, reason) = match &r.state {
-            DeskState::Waiting | DeskState::Matched => ("waiting", None),
-            DeskState::Approved => ("awaiting_confirmation", None),
-            DeskState::Admitted => ("admitted", None),
-            DeskState::Declined => ("declined", None),
-            DeskState::Cancelled(why) => ("cancelled", Some(why.clone())),
+            DeskState::Waiting | DeskState::Matched => (AdmitPhase::Waiting, None),
+            DeskState::Approved => (AdmitPhase::AwaitingConfirmation, None),
+            DeskState::Admitted => (AdmitPhase::Admitted, None),
+            DeskState::Declined => (AdmitPhase::Declined, None),
+            DeskState::Cancelled(why) => (AdmitPhase::Cancelled, Some(why.clone())),
         };
-        ok(api::AdmitState {
-            state: state.into(),
-            reason,
-        })
+        Ok(api::AdmitState { state, reason })
     }
 
     /// `admit reject ID`.
-    pub fn reject(&mut self, core: &mut TeamCore, id: u64, now: Instant) -> Reply {
+    pub fn reject(&mut self, core: &mut TeamCore, id: u64, now: Instant) -> Result<Done, ApiError> {
         if !core.am_admin() {
             return err(
                 ErrorCode::NotAdmin,
@@ -506,7 +524,7 @@ impl Founder {
             Some(&peer),
             "refused by the founder",
         );
-        ok(Done {})
+        Ok(Done {})
     }
 }
 

@@ -23,7 +23,7 @@ use super::network::{JoinWaiter, Network};
 use super::random16;
 use super::state::TeamCore;
 use super::sync::Sync;
-use crate::api::{self, ApiError, Reply, err, ok};
+use crate::api::{self, ApiError, Reply, answer, err, ok, ops};
 use crate::audit::AuditEvent;
 use crate::codes::ErrorCode;
 use crate::wire::{JoinMsg, JoinReply};
@@ -127,7 +127,8 @@ pub struct JoinStart<'a> {
 
 impl Joiner {
     /// Where join `join` stands, as `join` shows it.
-    pub fn state(&self, join: u64) -> Reply {
+    pub fn state(&self, join: u64) -> Result<api::JoinState, ApiError> {
+        use api::JoinPhase as Word;
         let Some(s) = self.joins.get(&join) else {
             return err(
                 ErrorCode::UnknownJoin,
@@ -139,14 +140,14 @@ impl Joiner {
             _ => None,
         };
         let (state, reason, team, person) = match &s.state {
-            JoinPhase::Offering | JoinPhase::Waiting => ("waiting", None, None, None),
-            JoinPhase::Approved | JoinPhase::Confirming => ("approved", None, None, None),
-            JoinPhase::Joined(t, p) => ("joined", None, Some(t.clone()), Some(p.clone())),
-            JoinPhase::Refused(r) => ("refused", Some(r.clone()), None, None),
-            JoinPhase::Declined => ("declined", None, None, None),
+            JoinPhase::Offering | JoinPhase::Waiting => (Word::Waiting, None, None, None),
+            JoinPhase::Approved | JoinPhase::Confirming => (Word::Approved, None, None, None),
+            JoinPhase::Joined(t, p) => (Word::Joined, None, Some(t.clone()), Some(p.clone())),
+            JoinPhase::Refused(r) => (Word::Refused, Some(r.clone()), None, None),
+            JoinPhase::Declined => (Word::Declined, None, None, None),
         };
-        ok(api::JoinState {
-            state: state.into(),
+        Ok(api::JoinState {
+            state,
             team_code,
             reason,
             team,
@@ -408,7 +409,9 @@ impl Joiner {
                     core.reply(reply, err(ErrorCode::FounderUnreachable, why));
                 }
             }
-            JoinWaiter::Decline(join, reply) => core.reply(reply, self.state(join)),
+            JoinWaiter::Decline(join, reply) => {
+                core.reply(reply, answer::<ops::JoinConfirm>(self.state(join)))
+            }
         }
     }
 
@@ -469,13 +472,15 @@ impl Joiner {
                             Some(founder) if sync.is_open(&founder) => {
                                 self.joined_waiting.push((founder, join, reply));
                             }
-                            _ => core.reply(reply, self.state(join)),
+                            _ => core.reply(reply, answer::<ops::JoinConfirm>(self.state(join))),
                         }
                     }
                     Err(e) => core.reply(reply, Err(e)),
                 }
             }
-            JoinWaiter::Decline(join, reply) => core.reply(reply, self.state(join)),
+            JoinWaiter::Decline(join, reply) => {
+                core.reply(reply, answer::<ops::JoinConfirm>(self.state(join)))
+            }
         }
     }
 
@@ -489,7 +494,7 @@ impl Joiner {
             .partition(|(founder, _, _)| !sync.is_open(founder));
         self.joined_waiting = waiting;
         for (_, join, reply) in done {
-            core.reply(reply, self.state(join));
+            core.reply(reply, answer::<ops::JoinConfirm>(self.state(join)));
         }
     }
 

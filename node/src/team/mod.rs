@@ -36,7 +36,7 @@ pub use network::JoinWaiter;
 pub use network::Network;
 pub use state::{Membership, NOT_IN_TEAM, load_team};
 
-use crate::api::{self, ApiError, LeftView, Op, Reply, RevokedView, err, ok};
+use crate::api::{self, ApiError, LeftView, Reply, RevokedView, TeamOp, answer, err, ops};
 use crate::audit::{AuditEvent, AuditLog};
 use crate::codes::ErrorCode;
 use crate::config::Settings;
@@ -71,7 +71,7 @@ pub struct OwnStanding {
     /// The team.
     pub team: Option<api::TeamRef>,
     /// `member`, `left`, `revoked`, `name_taken`, if it is in a team.
-    pub standing: Option<api::TeamStanding>,
+    pub standing: Option<api::Standing>,
 }
 
 impl Team {
@@ -152,7 +152,7 @@ impl Team {
                 |m| m.name.to_string(),
             ),
             team: self.core.team_ref(),
-            standing: member.map(state::own_standing_word),
+            standing: member.map(state::standing_word),
         }
     }
 
@@ -349,24 +349,28 @@ impl Team {
     // ----- the team's API ops ---------------------------------------------
 
     /// Runs a team op; the answer goes to `reply` (once what it audited
-    /// is durable). Hands back ops that are not the team's.
+    /// is durable).
     pub fn op(
         &mut self,
         net: &mut dyn Network,
-        op: Op,
+        op: TeamOp,
         reply: oneshot::Sender<Reply>,
         now: Instant,
-    ) -> Result<(), (Op, oneshot::Sender<Reply>)> {
+    ) {
         let answer = match op {
-            Op::TeamShow => self.core.team_view(),
-            Op::TeamCreate { name, owner } => self.team_create(net, &name, &owner),
-            Op::TeamLeave => self.team_leave(net),
-            Op::Invite { ttl_secs } => Founder::invite(&mut self.core, net, ttl_secs),
-            Op::JoinStart {
+            TeamOp::TeamShow => answer::<ops::TeamShow>(self.core.team_view()),
+            TeamOp::TeamCreate(ops::TeamCreate { name, owner }) => {
+                answer::<ops::TeamCreate>(self.team_create(net, &name, &owner))
+            }
+            TeamOp::TeamLeave => answer::<ops::TeamLeave>(self.team_leave(net)),
+            TeamOp::Invite(ops::Invite { ttl_secs }) => {
+                answer::<ops::Invite>(Founder::invite(&mut self.core, net, ttl_secs))
+            }
+            TeamOp::JoinStart(ops::JoinStart {
                 ticket,
                 name,
                 owner,
-            } => {
+            }) => {
                 let start = JoinStart {
                     ticket: &ticket,
                     name: &name,
@@ -376,43 +380,59 @@ impl Team {
                 };
                 self.joiner.start(&mut self.core, net, start);
                 self.settle(net);
-                return Ok(());
+                return;
             }
-            Op::JoinStatus { join_id } => self.joiner.state(join_id),
-            Op::JoinConfirm { join_id, accept } => {
+            TeamOp::JoinStatus(ops::JoinStatus { join_id }) => {
+                answer::<ops::JoinStatus>(self.joiner.state(join_id))
+            }
+            TeamOp::JoinConfirm(ops::JoinConfirm { join_id, accept }) => {
                 self.joiner
                     .confirm(&mut self.core, net, join_id, accept, reply);
                 self.settle(net);
-                return Ok(());
+                return;
             }
-            Op::AdmitList => self.founder.list(&self.core, now),
-            Op::AdmitCode { request_id, code } => {
-                self.founder.code(&mut self.core, request_id, &code, now)
+            TeamOp::AdmitList => answer::<ops::AdmitList>(self.founder.list(&self.core, now)),
+            TeamOp::AdmitCode(ops::AdmitCode { request_id, code }) => {
+                answer::<ops::AdmitCode>(self.founder.code(&mut self.core, request_id, &code, now))
             }
-            Op::AdmitPerson {
+            TeamOp::AdmitPerson(ops::AdmitPerson {
                 request_id,
                 person,
                 existing,
-            } => self
-                .founder
-                .person(&mut self.core, request_id, &person, existing),
-            Op::TeamPerson { machine, person } => self.team_person(net, &machine, &person),
-            Op::AdmitStatus { request_id } => self.founder.status(request_id),
-            Op::AdmitReject { request_id } => self.founder.reject(&mut self.core, request_id, now),
-            Op::Revoke { name } => self.revoke(net, &name),
-            Op::Directory { after, max_bytes } => ok(self.sync.directory.page(
-                &self.core,
-                after.as_deref(),
-                max_bytes.unwrap_or(records::MAX_DIRECTORY_PAGE),
+            }) => answer::<ops::AdmitPerson>(self.founder.person(
+                &mut self.core,
+                request_id,
+                &person,
+                existing,
             )),
-            other => return Err((other, reply)),
+            TeamOp::TeamPerson(ops::TeamPerson { machine, person }) => {
+                answer::<ops::TeamPerson>(self.team_person(net, &machine, &person))
+            }
+            TeamOp::AdmitStatus(ops::AdmitStatus { request_id }) => {
+                answer::<ops::AdmitStatus>(self.founder.status(request_id))
+            }
+            TeamOp::AdmitReject(ops::AdmitReject { request_id }) => {
+                answer::<ops::AdmitReject>(self.founder.reject(&mut self.core, request_id, now))
+            }
+            TeamOp::Revoke(ops::Revoke { name }) => answer::<ops::Revoke>(self.revoke(net, &name)),
+            TeamOp::Directory(ops::Directory { after, max_bytes }) => {
+                answer::<ops::Directory>(Ok(self.sync.directory.page(
+                    &self.core,
+                    after.as_deref(),
+                    max_bytes.unwrap_or(records::MAX_DIRECTORY_PAGE),
+                )))
+            }
         };
         self.core.reply(reply, answer);
         self.settle(net);
-        Ok(())
     }
 
-    fn team_create(&mut self, net: &mut dyn Network, name: &str, owner: &str) -> Reply {
+    fn team_create(
+        &mut self,
+        net: &mut dyn Network,
+        name: &str,
+        owner: &str,
+    ) -> Result<api::TeamView, ApiError> {
         let core = &mut self.core;
         if core.am_member() {
             return err(
@@ -445,7 +465,7 @@ impl Team {
         core.team_view()
     }
 
-    fn team_leave(&mut self, net: &mut dyn Network) -> Reply {
+    fn team_leave(&mut self, net: &mut dyn Network) -> Result<LeftView, ApiError> {
         let core = &mut self.core;
         if !core.am_member() {
             return err(ErrorCode::NotInTeam, NOT_IN_TEAM);
@@ -471,14 +491,19 @@ impl Team {
             }),
         )?;
         core.audit(AuditEvent::Left, Some(&me), "this machine left its team");
-        ok(LeftView {
+        Ok(LeftView {
             left: team.to_string(),
         })
     }
 
     /// `team person MACHINE PERSON`: a Person block, one sequence number
     /// past the machine's last.
-    fn team_person(&mut self, net: &mut dyn Network, machine: &str, person: &str) -> Reply {
+    fn team_person(
+        &mut self,
+        net: &mut dyn Network,
+        machine: &str,
+        person: &str,
+    ) -> Result<api::PersonMoved, ApiError> {
         let core = &mut self.core;
         if !core.am_admin() {
             return if core.am_member() {
@@ -516,7 +541,7 @@ impl Team {
         let (peer, was, id) = (member.peer, member.owner.to_string(), team.id());
         let new_person = !team.persons().contains_key(&person);
         if was == person.as_str() {
-            return ok(api::PersonMoved {
+            return Ok(api::PersonMoved {
                 machine: machine.into(),
                 was: was.clone(),
                 person: was,
@@ -540,7 +565,7 @@ impl Team {
             Some(&peer),
             format!("{machine} moved from {was} to {person} here (sequence {seq})"),
         );
-        ok(api::PersonMoved {
+        Ok(api::PersonMoved {
             machine: machine.into(),
             was,
             person: person.to_string(),
@@ -548,7 +573,7 @@ impl Team {
         })
     }
 
-    fn revoke(&mut self, net: &mut dyn Network, name: &str) -> Reply {
+    fn revoke(&mut self, net: &mut dyn Network, name: &str) -> Result<RevokedView, ApiError> {
         let core = &mut self.core;
         if !core.am_admin() {
             return if core.am_member() {
@@ -604,7 +629,7 @@ impl Team {
             Some(&peer),
             format!("{name} revoked here"),
         );
-        ok(RevokedView {
+        Ok(RevokedView {
             revoked: peer.to_string(),
             name: name.to_owned(),
         })

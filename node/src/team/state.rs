@@ -12,7 +12,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::Directory;
 use super::network::Network;
-use crate::api::{self, ApiError, Reply, err, ok, rfc3339};
+use crate::api::{self, ApiError, Reply, err, rfc3339};
 use crate::audit::{AuditEvent, AuditLog};
 use crate::codes::ErrorCode;
 use crate::config::Settings;
@@ -65,17 +65,6 @@ pub fn standing_word(m: &Member) -> api::Standing {
     use api::Standing as W;
     match m.standing {
         Standing::Current => W::Current,
-        Standing::Revoked if m.left => W::Left,
-        Standing::Revoked => W::Revoked,
-        Standing::NameTaken => W::NameTaken,
-    }
-}
-
-/// This machine's own standing as `status` words it (`team_standing`).
-pub fn own_standing_word(m: &Member) -> api::TeamStanding {
-    use api::TeamStanding as W;
-    match m.standing {
-        Standing::Current => W::Member,
         Standing::Revoked if m.left => W::Left,
         Standing::Revoked => W::Revoked,
         Standing::NameTaken => W::NameTaken,
@@ -404,14 +393,14 @@ impl TeamCore {
     }
 
     /// The team as `team show` shows it.
-    pub fn team_view(&self) -> Reply {
+    pub fn team_view(&self) -> Result<api::TeamView, ApiError> {
         let Some(team) = &self.state else {
             return err(ErrorCode::NotInTeam, NOT_IN_TEAM);
         };
         let Some(g) = team.genesis() else {
             return err(ErrorCode::NotInTeam, NOT_IN_TEAM);
         };
-        ok(api::TeamView {
+        Ok(api::TeamView {
             team_id: team.id().to_string(),
             name: g.team_name.to_string(),
             founder: g.founder.to_string(),

@@ -55,10 +55,19 @@ fn machine(name: &str) -> Machine {
 
 /// Runs `op` and waits for its answer (it comes once what it audited is
 /// durable, from the flusher's thread).
-fn op(m: &mut Machine, op: Op) -> Reply {
+fn op<R: api::Request>(m: &mut Machine, r: R) -> Result<serde_json::Value, ApiError> {
+    let op = team_op(r);
     let (tx, rx) = oneshot::channel();
-    m.team.op(&mut m.net, op, tx, Instant::now()).unwrap();
-    rx.blocking_recv().unwrap()
+    m.team.op(&mut m.net, op, tx, Instant::now());
+    rx.blocking_recv().unwrap().map(|a| a.to_json())
+}
+
+/// `r` as the team's op.
+fn team_op<R: api::Request>(r: R) -> TeamOp {
+    let api::Op::Team(op) = r.into_op() else {
+        panic!("not a team op")
+    };
+    op
 }
 
 /// Carries the sync requests `from` sent to `to`, and the answers back.
@@ -134,7 +143,7 @@ fn nothing_team_derived_is_sent_to_a_stranger() {
     let mut a = machine("alpha");
     op(
         &mut a,
-        Op::TeamCreate {
+        ops::TeamCreate {
             name: "ward".into(),
             owner: "ada".into(),
         },
@@ -169,7 +178,7 @@ fn a_member_missing_more_than_a_fetch_syncs_again_until_it_has_every_block() {
     let (mut a, mut b) = (machine("alpha"), machine("bravo"));
     op(
         &mut a,
-        Op::TeamCreate {
+        ops::TeamCreate {
             name: "ward".into(),
             owner: "ada".into(),
         },
@@ -224,7 +233,7 @@ fn directory_records_travel_a_page_of_64_kib_at_a_time_and_only_members_are_kept
     let (mut a, mut b) = (machine("alpha"), machine("bravo"));
     op(
         &mut a,
-        Op::TeamCreate {
+        ops::TeamCreate {
             name: "ward".into(),
             owner: "ada".into(),
         },
@@ -314,7 +323,7 @@ fn a_sync_on_a_closed_connection_is_tried_again_while_another_is_up() {
     let (mut a, mut b) = (machine("alpha"), machine("bravo"));
     op(
         &mut a,
-        Op::TeamCreate {
+        ops::TeamCreate {
             name: "ward".into(),
             owner: "ada".into(),
         },
@@ -344,24 +353,24 @@ fn a_join_runs_from_ticket_to_member_without_a_swarm() {
     let (mut a, mut b) = (machine("alpha"), machine("bravo"));
     op(
         &mut a,
-        Op::TeamCreate {
+        ops::TeamCreate {
             name: "ward".into(),
             owner: "ada".into(),
         },
     )
     .unwrap();
-    let ticket = op(&mut a, Op::Invite { ttl_secs: None }).unwrap()["ticket"]
+    let ticket = op(&mut a, ops::Invite { ttl_secs: None }).unwrap()["ticket"]
         .as_str()
         .unwrap()
         .to_owned();
     // The joiner's request goes to the founder; its offer comes back.
     let (tx, rx) = oneshot::channel();
-    let start = Op::JoinStart {
+    let start = ops::JoinStart {
         ticket,
         name: "bravo".into(),
         owner: "ada".into(),
     };
-    b.team.op(&mut b.net, start, tx, Instant::now()).unwrap();
+    b.team.op(&mut b.net, team_op(start), tx, Instant::now());
     let carry = |from: &mut Machine, to: &mut Machine| {
         let call = from
             .net
@@ -382,7 +391,7 @@ fn a_join_runs_from_ticket_to_member_without_a_swarm() {
         reply
     };
     assert!(matches!(carry(&mut b, &mut a), JoinReply::Offer(_)));
-    let started = rx.blocking_recv().unwrap().unwrap();
+    let started = rx.blocking_recv().unwrap().unwrap().to_json();
     let (join_id, code) = (
         started["join_id"].as_u64().unwrap(),
         started["pairing_code"].as_str().unwrap().to_owned(),
@@ -390,9 +399,9 @@ fn a_join_runs_from_ticket_to_member_without_a_swarm() {
     // Polled while nobody typed the code.
     b.team.tick(&mut b.net, Instant::now());
     assert_eq!(carry(&mut b, &mut a), JoinReply::Waiting);
-    let list = op(&mut a, Op::AdmitList).unwrap();
+    let list = op(&mut a, ops::AdmitList).unwrap();
     let request_id = list[0]["request_id"].as_u64().unwrap();
-    let matched = op(&mut a, Op::AdmitCode { request_id, code }).unwrap();
+    let matched = op(&mut a, ops::AdmitCode { request_id, code }).unwrap();
     assert!(matched["persons"].is_array(), "{matched}");
     // Matched, but whose machine it is was not said yet: still waiting.
     b.team
@@ -400,7 +409,7 @@ fn a_join_runs_from_ticket_to_member_without_a_swarm() {
     assert_eq!(carry(&mut b, &mut a), JoinReply::Waiting);
     op(
         &mut a,
-        Op::AdmitPerson {
+        ops::AdmitPerson {
             request_id,
             person: "Bea".into(),
             existing: false,
@@ -411,22 +420,22 @@ fn a_join_runs_from_ticket_to_member_without_a_swarm() {
     b.team
         .tick(&mut b.net, Instant::now() + Duration::from_secs(1));
     assert_eq!(carry(&mut b, &mut a), JoinReply::Approved);
-    let state = op(&mut b, Op::JoinStatus { join_id }).unwrap();
+    let state = op(&mut b, ops::JoinStatus { join_id }).unwrap();
     assert_eq!(state["state"], "approved");
     // Confirmed: admitted, and answered once the first sync with the
     // founder ended.
     a.net.connected = vec![b.id];
     b.net.connected = vec![a.id];
     let (tx, mut rx) = oneshot::channel();
-    let confirm = Op::JoinConfirm {
+    let confirm = ops::JoinConfirm {
         join_id,
         accept: true,
     };
-    b.team.op(&mut b.net, confirm, tx, Instant::now()).unwrap();
+    b.team.op(&mut b.net, team_op(confirm), tx, Instant::now());
     assert!(matches!(carry(&mut b, &mut a), JoinReply::Admitted(_)));
     assert!(rx.try_recv().is_err(), "not before the first sync");
     pump(&mut a, &mut b);
-    let joined = rx.blocking_recv().unwrap().unwrap();
+    let joined = rx.blocking_recv().unwrap().unwrap().to_json();
     assert_eq!(joined["state"], "joined");
     // Admitted as the person the founder chose.
     assert_eq!(joined["person"], "Bea");
@@ -459,11 +468,11 @@ fn a_full_group_commit_queue_delays_answers_without_blocking() {
     let mut net = FakeNet::default();
     team.start(&mut net);
     let (tx, mut rx) = oneshot::channel();
-    let create = Op::TeamCreate {
+    let create = ops::TeamCreate {
         name: "ward".into(),
         owner: "ada".into(),
     };
-    team.op(&mut net, create, tx, Instant::now()).unwrap();
+    team.op(&mut net, team_op(create), tx, Instant::now());
     assert!(
         rx.try_recv().is_err(),
         "not answered before its entry is written"
@@ -476,7 +485,7 @@ fn a_full_group_commit_queue_delays_answers_without_blocking() {
     assert_eq!(writes.audit[0].event, "team_created");
     assert!(rx.try_recv().is_err(), "still not before it is durable");
     then.unwrap()();
-    assert_eq!(rx.try_recv().unwrap().unwrap()["name"], "ward");
+    assert_eq!(rx.try_recv().unwrap().unwrap().to_json()["name"], "ward");
 }
 
 /// No mailboxes published (the receiver keeps the value after its sender

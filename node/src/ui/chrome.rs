@@ -5,7 +5,7 @@
 use hyper::StatusCode;
 
 use super::Site;
-use crate::api::{Op, Who, WhoKind};
+use crate::api::{Request, Who, WhoKind};
 use crate::client::{Client, ClientError};
 
 /// The page's views, each a link from every page.
@@ -150,11 +150,8 @@ pub async fn connect(site: &Site) -> Result<Client, (StatusCode, String)> {
 }
 
 /// One typed call.
-pub async fn call<T: serde::de::DeserializeOwned>(
-    c: &mut Client,
-    op: Op,
-) -> Result<T, (StatusCode, String)> {
-    c.call(op).await.map_err(failed)
+pub async fn call<R: Request>(c: &mut Client, r: R) -> Result<R::Answer, (StatusCode, String)> {
+    c.call(r).await.map_err(failed)
 }
 
 pub(super) fn failed(e: ClientError) -> (StatusCode, String) {

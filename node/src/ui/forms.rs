@@ -9,7 +9,7 @@ use subtle::ConstantTimeEq;
 use super::Site;
 use super::chrome::{self, View};
 use super::pages;
-use crate::api::{MessageView, Op, ResolvedView, SentView, Standing, TeamView, TrustedView};
+use crate::api::{MessageView, ResolvedView, SentView, Standing, TeamView, TrustedView, ops};
 
 /// A posted form's fields.
 #[derive(Debug, Default)]
@@ -122,12 +122,12 @@ async fn act(
     let mut c = chrome::connect(site).await?;
     match action {
         Action::Approve(id) => {
-            let _: ResolvedView = chrome::call(&mut c, Op::Approve { id }).await?;
+            let _: ResolvedView = chrome::call(&mut c, ops::Approve { id }).await?;
             Ok("approved")
         }
         Action::Reject(id) => {
             let reason = form.reason.trim();
-            let op = Op::Reject {
+            let op = ops::Reject {
                 id,
                 reason: (!reason.is_empty()).then(|| reason.to_owned()),
             };
@@ -135,7 +135,7 @@ async fn act(
             Ok("rejected")
         }
         Action::Trust(id) => {
-            let held: Vec<MessageView> = chrome::call(&mut c, Op::Held).await?;
+            let held: Vec<MessageView> = chrome::call(&mut c, ops::Held).await?;
             let Some(m) = held.iter().find(|m| m.id == id) else {
                 return Err((
                     StatusCode::CONFLICT,
@@ -146,7 +146,7 @@ async fn act(
             // Trust goes by name: only while the name is still the key
             // that sent this message.
             let machine = pages::machine_of(&m.from).to_owned();
-            let team: TeamView = chrome::call(&mut c, Op::TeamShow).await?;
+            let team: TeamView = chrome::call(&mut c, ops::TeamShow).await?;
             let same = team.members.iter().any(|t| {
                 t.name == machine && t.peer_id == m.from_peer && t.standing == Standing::Current
             });
@@ -158,11 +158,11 @@ async fn act(
                     ),
                 ));
             }
-            let _: TrustedView = chrome::call(&mut c, Op::Trust { machine }).await?;
+            let _: TrustedView = chrome::call(&mut c, ops::Trust { machine }).await?;
             Ok("trusted")
         }
         Action::Send => {
-            let op = Op::Send {
+            let op = ops::Send {
                 to: form.to.trim().to_owned(),
                 text: form.text,
                 ask: form.ask,
@@ -175,7 +175,7 @@ async fn act(
             Ok("sent")
         }
         Action::Reply => {
-            let op = Op::Send {
+            let op = ops::Send {
                 to: String::new(),
                 text: form.text,
                 ask: false,
@@ -194,7 +194,7 @@ async fn act(
 /// at a terminal.
 async fn person_spoke(c: &mut crate::client::Client) {
     let _ = c
-        .call::<crate::api::MailboxStateView>(Op::HopReset {
+        .call(ops::HopReset {
             mailbox: Some("@".into()),
         })
         .await;

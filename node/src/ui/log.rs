@@ -5,7 +5,7 @@ use askama::Template;
 use hyper::StatusCode;
 
 use super::chrome::{Chrome, call, param, when};
-use crate::api::{self, AuditView, BusLogView, Op, Status, WakeListView};
+use crate::api::{self, AuditView, BusLogView, Status, WakeListView, ops};
 use crate::client::Client;
 
 /// Audit entries per page, and bus entries shown.
@@ -54,15 +54,15 @@ struct RunLine {
 pub(super) async fn bus(page: Chrome, c: &mut Client) -> Result<BusPage, (StatusCode, String)> {
     let log: BusLogView = call(
         c,
-        Op::BusLog {
+        ops::BusLog {
             since_secs: None,
             mailbox: None,
         },
     )
     .await?;
-    let runs: WakeListView = call(c, Op::WakeList).await?;
-    let stats: api::BusStatsView = call(c, Op::BusStats).await?;
-    let status: Status = call(c, Op::Status).await?;
+    let runs: WakeListView = call(c, ops::WakeList).await?;
+    let stats: api::BusStatsView = call(c, ops::BusStats).await?;
+    let status: Status = call(c, ops::Status).await?;
     let entries = log
         .entries
         .iter()
@@ -151,7 +151,7 @@ pub(super) async fn audit(
     c: &mut Client,
     query: &str,
 ) -> Result<AuditPage, (StatusCode, String)> {
-    let all: Vec<AuditView> = call(c, Op::Audit { since_secs: None }).await?;
+    let all: Vec<AuditView> = call(c, ops::Audit { since_secs: None }).await?;
     let q = param(query, "q").unwrap_or_default();
     let needle = q.trim().to_lowercase();
     let mut matched: Vec<AuditView> = all

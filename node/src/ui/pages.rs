@@ -8,8 +8,8 @@ use hyper::StatusCode;
 use super::Site;
 use super::chrome::{Chrome, View, call, connect, failed, notice, when};
 use crate::api::{
-    self, Connection, DirectoryPage, Event, InboxPage, MessageView, Op, OutboxView, PeerRow,
-    Status, TeamView, Who,
+    self, Connection, DirectoryPage, Event, InboxPage, MessageView, OutboxView, PeerRow, Status,
+    TeamView, Who, ops,
 };
 use crate::client::{Client, ClientError};
 
@@ -46,7 +46,7 @@ pub async fn render_with(
     error: Option<String>,
 ) -> Rendered {
     let mut c = connect(site).await?;
-    let held: Vec<MessageView> = call(&mut c, Op::Held).await?;
+    let held: Vec<MessageView> = call(&mut c, ops::Held).await?;
     let mut page = Chrome::new(view, site, csrf, held.len());
     page.notice = notice(query);
     page.error = error;
@@ -143,7 +143,7 @@ impl PeerLine {
 }
 
 async fn peers(page: Chrome, c: &mut Client) -> Result<PeersPage, (StatusCode, String)> {
-    let s: Status = call(c, Op::Status).await?;
+    let s: Status = call(c, ops::Status).await?;
     let rows = c.peers().await.map_err(failed)?;
     let team = match (&s.team, s.team_standing) {
         (Some(t), Some(standing)) => format!("{} ({standing})", t.name),
@@ -196,7 +196,7 @@ struct MemberLine {
 }
 
 async fn team(page: Chrome, c: &mut Client) -> Result<TeamPage, (StatusCode, String)> {
-    let view: Option<TeamView> = match c.call(Op::TeamShow).await {
+    let view: Option<TeamView> = match c.call(ops::TeamShow).await {
         Ok(v) => Some(v),
         Err(ClientError::Api(e)) if e.code == crate::codes::ErrorCode::NotInTeam => None,
         Err(e) => return Err(failed(e)),
@@ -207,7 +207,7 @@ async fn team(page: Chrome, c: &mut Client) -> Result<TeamPage, (StatusCode, Str
         loop {
             let p: DirectoryPage = call(
                 c,
-                Op::Directory {
+                ops::Directory {
                     after,
                     max_bytes: None,
                 },
@@ -318,7 +318,7 @@ async fn threads(
     let mut received: Vec<MessageView> = vec![];
     let mut after_seq = None;
     loop {
-        let op = Op::Inbox {
+        let op = ops::Inbox {
             mailbox: None,
             unread: false,
             after_seq,
@@ -335,7 +335,7 @@ async fn threads(
         }
     }
     received.extend(held.iter().cloned());
-    let sent: Vec<OutboxView> = call(c, Op::Outbox).await?;
+    let sent: Vec<OutboxView> = call(c, ops::Outbox).await?;
     let mut by_thread: std::collections::HashMap<String, Thread> = Default::default();
     let mut add = |thread: String, item: Item, received_id: Option<String>| {
         let t = by_thread.entry(thread.clone()).or_insert_with(|| Thread {
@@ -372,7 +372,7 @@ async fn threads(
                 from: m.from.clone(),
                 who: who_words(&m.who),
                 to,
-                kind: m.kind.clone(),
+                kind: m.kind.to_string(),
                 hop: m.hop,
                 taint: m.taint,
                 state: state.into(),
@@ -384,7 +384,7 @@ async fn threads(
     }
     for s in sent
         .iter()
-        .filter(|s| s.kind != "receipt" && s.kind != "counts")
+        .filter(|s| !matches!(s.kind, api::MessageKind::Receipt | api::MessageKind::Counts))
     {
         add(
             s.thread.clone().unwrap_or_else(|| s.id.clone()),
@@ -394,7 +394,7 @@ async fn threads(
                 from: "this machine".into(),
                 who: String::new(),
                 to: s.to.clone(),
-                kind: s.kind.clone(),
+                kind: s.kind.to_string(),
                 hop: 0,
                 taint: false,
                 state: s.status.to_string(),
@@ -465,10 +465,14 @@ impl HeldLine {
                 .mailbox
                 .clone()
                 .map_or_else(|| "@".into(), |b| format!("{b}@")),
-            kind: m.kind.clone(),
+            kind: m.kind.to_string(),
             hop: m.hop,
             taint: m.taint,
-            why: crate::mail::HeldReason::words(m.held.as_deref().unwrap_or_default()),
+            why: m
+                .held
+                .map(api::HeldReason::words)
+                .unwrap_or_default()
+                .into(),
             gone: m.sender_gone.clone(),
             at: when(&m.received_at),
             text: m.text.clone(),

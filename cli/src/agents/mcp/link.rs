@@ -5,6 +5,7 @@
 //! notifications.
 
 use super::*;
+use agentmesh_node::api::{MailOp, Op, PostOp, Request};
 
 /// What the server knows and holds, shared by its tool calls and its pump.
 #[derive(Debug)]
@@ -203,14 +204,14 @@ impl Inner {
 
     /// Runs the op `make` gives for the mailbox, attaching (again) when
     /// there is no live connection.
-    pub(super) async fn call<T: serde::de::DeserializeOwned>(
+    pub(super) async fn call<R: Request>(
         &self,
-        make: impl Fn(&str) -> Op,
-    ) -> Result<T, Failure> {
+        make: impl Fn(&str) -> R,
+    ) -> Result<R::Answer, Failure> {
         for attempt in 0..2 {
             let (mailbox, requests) = self.link().await?;
-            let op = make(&mailbox);
-            match requests.call(op.clone()).await {
+            let op = make(&mailbox).into_op();
+            match requests.call_as::<R::Answer>(op.clone()).await {
                 // The daemon went (or restarted): attach again, and ask
                 // again once, unless asking again could do it twice (a
                 // send, or a take that marks read).
@@ -260,7 +261,7 @@ impl Inner {
     }
 
     pub(super) async fn state(&self) -> Result<MailboxStateView, Failure> {
-        self.call(|m| Op::MailboxState {
+        self.call(|m| ops::MailboxState {
             mailbox: Some(m.to_owned()),
         })
         .await
@@ -273,7 +274,7 @@ impl Inner {
     pub(super) async fn send(
         &self,
         to: String,
-        make: impl Fn(&str) -> Op,
+        make: impl Fn(&str) -> ops::Send,
     ) -> Result<SentResult, Failure> {
         let sent: api::SentView = self.call(make).await?;
         let first = sent.first;
@@ -307,7 +308,12 @@ impl Inner {
 
 /// Whether asking again after a lost answer is harmless.
 pub(super) fn repeatable(op: &Op) -> bool {
-    !matches!(op, Op::Send { .. } | Op::Take { peek: false, .. })
+    !matches!(
+        op,
+        Op::Mail(MailOp::Post(
+            PostOp::Send(_) | PostOp::Take(ops::Take { peek: false, .. })
+        ))
+    )
 }
 
 /// The pump: pushes every new message of the mailbox to the session as a
@@ -408,7 +414,7 @@ pub(super) fn inbox_message(m: MessageView) -> InboxMessage {
         },
         id: m.id,
         from: m.from,
-        kind: m.kind,
+        kind: m.kind.to_string(),
         thread: m.thread,
         in_reply_to: m.in_reply_to,
         hop: m.hop.into(),

@@ -21,9 +21,11 @@
 //! written twice is one copy.
 
 mod judged;
+pub(in crate::mail) mod judging;
 pub(in crate::mail) mod notes;
 pub(in crate::mail) mod profiles;
 mod queue;
+pub(in crate::mail) mod serve;
 mod stages;
 mod stats;
 
@@ -34,12 +36,11 @@ use agentmesh_protocol::Name;
 use agentmesh_protocol::Timestamp;
 use agentmesh_protocol::envelope::{Body, Counts, Header, Kind, MessageId};
 use sha2::{Digest, Sha256};
-use tokio::sync::oneshot;
 
 use super::address::mailbox_name;
 use super::consent::{Consent, Decision};
-use super::{AfterFlush, Ctx, Finished, Mail, address, hex, pages, peer_of};
-use crate::api::{self, ApiError, Event, Reply, Who};
+use super::{Ctx, address, hex, peer_of};
+use crate::api::{self, ApiError, Who};
 use crate::audit::AuditEvent;
 use crate::bus::JudgeWith;
 use crate::bus::judge::Input;
@@ -48,7 +49,7 @@ use crate::mail::guard::loops::Sending;
 use crate::mail::post::mailroom::{self, remote_target};
 use crate::store::{AuditEntry, CountsRecord, InboxRecord, OutboxRecord, OutboxStatus};
 pub(in crate::mail) use stages::AgentCalls;
-use stages::{Candidate, Judging, Outcome};
+use stages::{Candidate, Outcome};
 pub(in crate::mail) use stats::bus_stats;
 
 /// Broadcasts and the profiles they are judged against, the bus's parts.
@@ -102,39 +103,6 @@ pub(super) struct Sealed {
     remote: Vec<OutboxRecord>,
     /// This machine's copy, judged here.
     local: InboxRecord,
-}
-
-impl Mail {
-    /// `broadcast`: seals one copy per member machine and judges this
-    /// machine's own; answers once all are durable.
-    pub(super) fn broadcast(&mut self, req: BroadcastRequest, reply: oneshot::Sender<Reply>) {
-        let dir = self.shared.directory();
-        let mut ctx = self.shared.lend(&dir);
-        let parts = SendParts {
-            room: &self.post.mailroom,
-            consent: &self.consent,
-            loops: &mut self.guard.loops,
-            waiting: self.post.courier.waiting(),
-        };
-        match seal_broadcast(parts, req, &mut ctx) {
-            Ok(sealed) => {
-                for r in &sealed.remote {
-                    self.post.courier.write(r.clone());
-                }
-                let me = self.post.mailroom.peer_id();
-                self.post
-                    .courier
-                    .write(local_outbox(&sealed.local, me, &dir.my_name));
-                self.after(AfterFlush::Broadcast {
-                    reply,
-                    sealed: Box::new(sealed),
-                });
-            }
-            Err(e) => {
-                let _ = reply.send(Err(e));
-            }
-        }
-    }
 }
 
 /// What sealing a broadcast reads and counts in.
@@ -235,7 +203,7 @@ impl Copies<'_> {
             from_owner: (!dir.my_owner.is_empty()).then(|| dir.my_owner.clone()),
             mailbox: None,
             who,
-            kind: Kind::Broadcast.as_str().into(),
+            kind: Kind::Broadcast.into(),
             thread: self.thread.to_string(),
             in_reply_to: None,
             hop: self.hop,
@@ -373,182 +341,6 @@ fn seal_broadcast(
     })
 }
 
-impl Mail {
-    /// A broadcast is durable: answer, hand its copies to the courier,
-    /// judge this machine's own.
-    pub(super) fn broadcast_durable(&mut self, reply: oneshot::Sender<Reply>, sealed: Sealed) {
-        let _ = reply.send(api::ok(sealed.view));
-        let dir = self.shared.directory();
-        let mut ctx = self.shared.lend(&dir);
-        for r in sealed.remote {
-            self.post.courier.queue(r, &self.net, &mut ctx);
-        }
-        self.bus.queue.enqueue([sealed.local]);
-        self.judge_next();
-    }
-
-    /// Starts judging the next waiting broadcast (round robin over the
-    /// sending machines), unless one is being judged already.
-    pub(super) fn judge_next(&mut self) {
-        if self.bus.queue.judging.is_some() {
-            return;
-        }
-        let Some(record) = self.bus.queue.take_next() else {
-            return;
-        };
-        let dir = self.shared.directory();
-        let now = crate::clock::now();
-        let me = self.post.mailroom.peer_id();
-        let mut candidates = candidates(&record, me, &self.consent, &self.bus.profiles, &dir, now);
-        // A mailbox whose wake budget is spent is no candidate: a
-        // broadcast delivered costs a wake.
-        candidates.retain(|c| {
-            let Some(m) = c.mailbox.as_deref() else {
-                return true;
-            };
-            if self.wake.wakes.left(m, now) > 0 {
-                return true;
-            }
-            let log = &mut self.shared.log;
-            crate::mail::wake::waking::budget_spent(
-                &mut self.wake.wakes,
-                log,
-                m,
-                &dir.my_name,
-                now,
-            );
-            false
-        });
-        for c in &mut candidates {
-            c.agent = c
-                .mailbox
-                .as_deref()
-                .and_then(|m| self.wake.wakes.agent(m))
-                .map(|a| match a {
-                    api::WakeAgent::Claude => agentmesh_judge::agent::AgentCli::Claude,
-                    api::WakeAgent::Codex => agentmesh_judge::agent::AgentCli::Codex,
-                });
-        }
-        let calls_left = match &self.bus.queue.judge {
-            JudgeWith::Agent(r) => {
-                let ctx = self.shared.lend(&dir);
-                self.bus
-                    .queue
-                    .agent_calls
-                    .left(ctx.store, now, r.calls_per_day)
-            }
-            _ => 0,
-        };
-        let judging = Judging {
-            with: self.bus.queue.judge.clone(),
-            calls_left,
-            cwd: self.wake.wakes.home().join("run").join("judge"),
-        };
-        self.bus.queue.judging = Some(record.from_peer.clone());
-        // A task of the actor's: one stopped with the daemon leaves its
-        // broadcast in the store, judged at the next start.
-        self.later.tasks.spawn(async move {
-            let (outcomes, agent_calls) =
-                stages::judge_all(judging, &record.text, candidates).await;
-            Finished::Judged(Box::new(Judgments {
-                record,
-                outcomes,
-                agent_calls,
-            }))
-        });
-    }
-
-    /// A broadcast judged: its copies delivered, each judgment audited,
-    /// its counts sealed for the sender, in one write.
-    pub(super) fn on_judged(&mut self, j: Judgments) {
-        self.bus.queue.judging = None;
-        let dir = self.shared.directory();
-        let mut ctx = self.shared.lend(&dir);
-        let Judgments {
-            record,
-            outcomes,
-            agent_calls,
-        } = j;
-        self.bus.queue.agent_calls.spend(agent_calls);
-        let me = self.post.mailroom.peer_id();
-        let judge = self.bus.queue.judge.as_str();
-        let decided = judged::judged(&record, outcomes, judge, &dir.my_name);
-        for (event, entry) in decided.audits {
-            ctx.log.record(event, ctx.now.wall, entry);
-        }
-        let mut copies = vec![];
-        for (id, mailbox) in decided.copies {
-            // Judged again after a crash: the copy is there already.
-            if ctx.store.inbox_has(&id).unwrap_or(false) {
-                continue;
-            }
-            if let Some(m) = mailbox.as_deref() {
-                let spend = crate::mail::wake::wakes::Spend::Broadcast;
-                if let Err(e) = self.wake.wakes.spend(ctx.store, m, spend, ctx.now.wall) {
-                    tracing::error!(error = %e, "cannot record a mailbox's spent wake budget");
-                }
-            }
-            copies.push(InboxRecord {
-                seq: self.post.inbox.seqs().take(),
-                id,
-                mailbox,
-                ..record.clone()
-            });
-        }
-        let counts = decided.counts;
-        let from = peer_of(&record.from_peer);
-        let report = if from == Some(me) {
-            // This machine's own copy: its counts are recorded here.
-            let reported = crate::store::Reported {
-                delivered: counts.delivered,
-                dropped: counts.dropped,
-                at: ctx.now.wall.as_unix_millis(),
-            };
-            let c = CountsRecord {
-                to_peer: me.to_string(),
-                created_at: record.received_at,
-                reported: Some(reported),
-            };
-            if let Err(e) = ctx.store.put_counts(&record.id, &c) {
-                tracing::warn!(error = %e, "cannot record a broadcast's counts");
-            }
-            None
-        } else {
-            match seal_counts(&self.post.mailroom, &record, counts, &mut ctx) {
-                Ok(r) => Some(r),
-                Err(e) => {
-                    // The sender left the team, say: nobody to tell.
-                    tracing::info!(error = %e.message, "broadcast counts not sent");
-                    None
-                }
-            }
-        };
-        if let Err(e) = ctx.store.put_judged(&record.id, &copies, report.as_ref()) {
-            // Still in the store: judged again at the next start.
-            tracing::error!(error = %e, "cannot store a judged broadcast");
-            self.judge_next();
-            return;
-        }
-        let events: Vec<Event> = copies
-            .iter()
-            .map(|r| Event::Message {
-                message: pages::view(r),
-            })
-            .collect();
-        super::heard(
-            &mut self.post.unread,
-            &mut self.guard.loops,
-            &events,
-            &mut ctx,
-        );
-        self.after(AfterFlush::Judged {
-            events,
-            report: report.map(Box::new),
-        });
-        self.judge_next();
-    }
-}
-
 /// The counts envelope for `record`'s sender.
 fn seal_counts(
     room: &mailroom::Mailroom,
@@ -601,7 +393,7 @@ fn queued(header: &Header, to: String, envelope: Vec<u8>, body_sha256: String) -
         id: header.id.to_string(),
         to_peer: header.to.to_string(),
         to,
-        kind: header.kind.as_str().into(),
+        kind: header.kind.into(),
         envelope,
         status: OutboxStatus::Queued,
         reason: None,
@@ -667,7 +459,7 @@ fn local_outbox(
         id: local.id.clone(),
         to_peer: me.to_string(),
         to: format!("*@{machine}"),
-        kind: local.kind.clone(),
+        kind: local.kind,
         envelope: vec![],
         status: OutboxStatus::Delivered,
         reason: None,

@@ -3,8 +3,6 @@
 //! against its mailbox (the last [`crate::bus::MAX_NOTES`]) and lowers the
 //! judge's probability for broadcasts like it.
 
-use agentmesh_protocol::envelope::Kind;
-
 use crate::api::{self, ApiError};
 use crate::audit::AuditEvent;
 use crate::bus::{MAX_NOTED_TEXT, judge};
@@ -44,7 +42,7 @@ pub(in crate::mail) fn note_for(
             );
         }
     };
-    if record.kind != Kind::Broadcast.as_str() {
+    if record.kind != api::MessageKind::Broadcast {
         return api::err(
             ErrorCode::NotABroadcast,
             format!(

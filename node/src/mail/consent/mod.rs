@@ -25,6 +25,7 @@
 //! `approved` when a person approves it and `released` when `resume` does.
 
 pub(in crate::mail) mod mailboxes;
+pub(in crate::mail) mod serve;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -45,59 +46,7 @@ use crate::team::Directory;
 /// the disk.
 pub const MAX_HELD_PER_SENDER: usize = 100;
 
-/// Why a message is held for approval. The words are a contract:
-/// `agentmesh held --json` shows them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HeldReason {
-    /// Inbound mail is paused.
-    Paused,
-    /// Its sender's machine is another person's, and not trusted.
-    OtherOwner,
-    /// Its mailbox was denied or removed while pause held it.
-    FolderNotAllowed,
-    /// Its sending machine left or was revoked while pause held it: it
-    /// can only be rejected (a machine now of its name is another key).
-    SenderRevoked,
-}
-
-impl HeldReason {
-    /// The word records and clients use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HeldReason::Paused => "paused",
-            HeldReason::OtherOwner => "other_owner",
-            HeldReason::FolderNotAllowed => "folder_not_allowed",
-            HeldReason::SenderRevoked => "sender_revoked",
-        }
-    }
-
-    /// The reason a record names.
-    pub fn parse(word: &str) -> Option<HeldReason> {
-        [
-            HeldReason::Paused,
-            HeldReason::OtherOwner,
-            HeldReason::FolderNotAllowed,
-            HeldReason::SenderRevoked,
-        ]
-        .into_iter()
-        .find(|r| r.as_str() == word)
-    }
-
-    /// Why a message is held, for people: the reason's code (`other_owner`,
-    /// which `--json` keeps) as words. A code this build does not know is
-    /// shown as it is.
-    pub fn words(code: &str) -> String {
-        match HeldReason::parse(code) {
-            Some(HeldReason::Paused) => "inbound mail is paused".into(),
-            Some(HeldReason::OtherOwner) => "from another person's machine".into(),
-            Some(HeldReason::FolderNotAllowed) => "its folder is opted out".into(),
-            Some(HeldReason::SenderRevoked) => {
-                "its sending machine left or was revoked since".into()
-            }
-            None => code.to_owned(),
-        }
-    }
-}
+pub use crate::api::HeldReason;
 
 /// What consent says of a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -621,7 +570,7 @@ impl Consent {
         let mut events = vec![];
         let by_pause = held_records(ctx.store)?
             .into_iter()
-            .filter(|r| r.held.as_deref().and_then(HeldReason::parse) == Some(HeldReason::Paused));
+            .filter(|r| r.held == Some(HeldReason::Paused));
         for mut r in by_pause {
             let mut why = self.still_held(&r, ctx.dir);
             // An answer to this mailbox's own ask passes, as it would have
@@ -634,7 +583,7 @@ impl Consent {
                 why = None;
             }
             if let Some(why) = why {
-                r.held = Some(why.as_str().into());
+                r.held = Some(why);
                 ctx.store.update_inbox(std::slice::from_ref(&r))?;
                 still_held += 1;
                 let detail = format!(

@@ -274,7 +274,7 @@ impl Mailroom {
             hop,
             taint,
             text: body.text,
-            held: held.map(|h| h.as_str().to_owned()),
+            held,
             ..local_record(&outbox, (kind, thread, in_reply_to), body_sha256, now)
         };
         Ok(Outgoing::Local(Box::new(LocalMail {
@@ -393,7 +393,7 @@ fn outbox_record(
         id: sealed.id.to_string(),
         to_peer: to_peer.to_string(),
         to: to.to_owned(),
-        kind: sealed.kind.as_str().into(),
+        kind: sealed.kind.into(),
         envelope: sealed.envelope,
         status: if local {
             OutboxStatus::Delivered
@@ -475,7 +475,7 @@ fn local_record(
             session_id: None,
             task: None,
         },
-        kind: kind.as_str().into(),
+        kind: kind.into(),
         thread: thread.to_string(),
         in_reply_to: in_reply_to.map(|m| m.to_string()),
         hop: 0,

@@ -152,9 +152,12 @@ pub(in crate::mail) fn message_status(courier: &Courier, id: &str, ctx: &Ctx<'_>
 /// and the newest of what is done. Counts and receipts are this
 /// machine's reports, not mail anyone sent.
 fn sent_records(courier: &Courier, ctx: &Ctx<'_>) -> Result<Vec<OutboxRecord>, ApiError> {
-    use agentmesh_protocol::envelope::Kind;
-    let report =
-        |r: &OutboxRecord| r.kind == Kind::Counts.as_str() || r.kind == Kind::Receipt.as_str();
+    let report = |r: &OutboxRecord| {
+        matches!(
+            r.kind,
+            crate::api::MessageKind::Counts | crate::api::MessageKind::Receipt
+        )
+    };
     let mut all: Vec<OutboxRecord> = courier.listed().filter(|r| !report(r)).cloned().collect();
     let known: HashSet<String> = all.iter().map(|r| r.id.clone()).collect();
     all.extend(
@@ -175,7 +178,7 @@ pub(in crate::mail) fn sent_view(
     ctx: &Ctx<'_>,
 ) -> crate::api::OutboxView {
     let mut v = outbox_view(r, ctx.now.wall);
-    if r.kind == agentmesh_protocol::envelope::Kind::Broadcast.as_str() {
+    if r.kind == crate::api::MessageKind::Broadcast {
         v.counts = ctx
             .store
             .counts(&r.id)

@@ -101,7 +101,7 @@ pub(in crate::mail) fn refused(code: &str, bytes: &[u8]) -> Option<Debt> {
         id: h.id.to_string(),
         from_peer: h.from.to_string(),
         thread: h.thread.to_string(),
-        kind: h.kind.as_str().into(),
+        kind: h.kind.into(),
     })
 }
 

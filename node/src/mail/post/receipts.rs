@@ -42,7 +42,7 @@ pub(in crate::mail) struct Debt {
     /// Its thread, hex.
     pub thread: String,
     /// Its kind.
-    pub kind: String,
+    pub kind: crate::api::MessageKind,
 }
 
 impl From<&InboxRecord> for Debt {
@@ -51,7 +51,7 @@ impl From<&InboxRecord> for Debt {
             id: r.id.clone(),
             from_peer: r.from_peer.clone(),
             thread: r.thread.clone(),
-            kind: r.kind.clone(),
+            kind: r.kind,
         }
     }
 }
@@ -240,7 +240,7 @@ fn seal(
         id: header.id.to_string(),
         to_peer: peer.to_string(),
         to: address(None, &m.name),
-        kind: Kind::Receipt.as_str().into(),
+        kind: Kind::Receipt.into(),
         envelope,
         status: OutboxStatus::Queued,
         reason: None,
@@ -338,7 +338,7 @@ mod tests {
             id: "aa".into(),
             to_peer: "bob".into(),
             to: "@bravo".into(),
-            kind: "tell".into(),
+            kind: crate::api::MessageKind::Tell,
             envelope: vec![],
             status: OutboxStatus::Queued,
             reason: None,

@@ -403,7 +403,7 @@ fn record(
             session_id: body.who.session_id.clone(),
             task: body.who.task.clone(),
         },
-        kind: header.kind.as_str().into(),
+        kind: header.kind.into(),
         thread: header.thread.to_string(),
         in_reply_to: header.in_reply_to.map(|m| m.to_string()),
         hop: header.hop,
@@ -413,6 +413,6 @@ fn record(
         received_at: ctx.now.wall.as_unix_millis(),
         expires_at: header.expires_at.as_unix_millis(),
         read_at: None,
-        held: held.map(|h| h.as_str().to_owned()),
+        held,
     }
 }

@@ -2,6 +2,7 @@
 
 pub(in crate::mail) mod decide;
 pub(in crate::mail) mod runs;
+pub(in crate::mail) mod serve;
 pub(in crate::mail) mod wakes;
 pub(in crate::mail) mod waking;
 

@@ -137,9 +137,7 @@ pub(in crate::mail) fn wake(
         agent,
         command,
         shown: shown.iter().map(|r| (r.seq, r.id.clone())).collect(),
-        broadcast: shown
-            .iter()
-            .any(|r| r.kind == agentmesh_protocol::envelope::Kind::Broadcast.as_str()),
+        broadcast: shown.iter().any(|r| r.kind == api::MessageKind::Broadcast),
     };
     let supervised = match w.runs.start(ctx.store, start, now) {
         Ok((_, supervised)) => supervised,

@@ -77,7 +77,12 @@ impl SledStore {
         // Counts and receipts are this machine's reports, not mail anyone
         // sent: skipped before the limit, so a machine that reads much
         // still lists what it sent.
-        let report = |r: &OutboxRecord| r.kind == "counts" || r.kind == "receipt";
+        let report = |r: &OutboxRecord| {
+            matches!(
+                r.kind,
+                crate::api::MessageKind::Counts | crate::api::MessageKind::Receipt
+            )
+        };
         let mut out = vec![];
         for kv in self.outbox_done.iter().rev() {
             let r: OutboxRecord = from_record(&kv?.1)?;

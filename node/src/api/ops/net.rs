@@ -1,0 +1,76 @@
+//! The network's ops, and the socket server's own.
+
+use serde::{Deserialize, Serialize};
+
+use super::requests;
+use crate::api;
+
+/// The network's loop's operations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", content = "args", rename_all = "snake_case")]
+pub enum NetOp {
+    /// [`Status`].
+    Status,
+    /// [`Peers`].
+    Peers(Peers),
+    /// [`Connect`].
+    Connect(Connect),
+    /// [`Shutdown`].
+    Shutdown,
+    /// [`ConfigShow`].
+    ConfigShow,
+}
+
+/// The socket server's own operations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", content = "args", rename_all = "snake_case")]
+pub enum SocketOp {
+    /// [`Ui`].
+    Ui,
+}
+
+/// The daemon's identity, team and addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Status;
+
+/// The peer table, a page at a time (members first, then by name and
+/// PeerId).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Peers {
+    /// Only rows after this one (paging; from `next_after`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<api::PeerCursor>,
+    /// At most this many rows (default and cap: 500).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+/// Dial an address and sync the team with whoever answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Connect {
+    /// A multiaddr, ending in `/p2p/PEER` or not.
+    pub addr: String,
+}
+
+/// Stop the daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shutdown;
+
+/// The configuration the running daemon uses (command-line overrides
+/// included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConfigShow;
+
+/// Where the local web page is, and the URL that signs a browser in
+/// ([`UiView`](api::UiView)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ui;
+
+requests! {
+    Status => api::Status = |_| NetOp::Status;
+    Peers => api::PeersPage = NetOp::Peers;
+    Connect => api::Connected = NetOp::Connect;
+    Shutdown => api::Done = |_| NetOp::Shutdown;
+    ConfigShow => api::ConfigShown = |_| NetOp::ConfigShow;
+    Ui => api::UiView = |_| SocketOp::Ui;
+}

@@ -1,0 +1,101 @@
+//! Consent's ops: held mail and its approval, trust, folders and
+//! mailboxes, pause and resume. Each returns what the actor carries out.
+
+use agentmesh_protocol::receipt::{ReceiptEntry, ReceiptState};
+
+use crate::api::{ConsentOp, Event, Who, answer, ops as req};
+use crate::mail::ctx::Ctx;
+use crate::mail::desk::{Parts, Then};
+use crate::mail::post::{ops, receipts};
+
+/// Serves `op` for a client attached as `who`.
+pub(in crate::mail) fn serve(op: ConsentOp, who: &Who, p: Parts<'_>, ctx: &mut Ctx<'_>) -> Then {
+    match op {
+        ConsentOp::Held => Then::Now(ops::held_list(ctx.store, ctx.dir)),
+        ConsentOp::Approve(req::Approve { id }) => {
+            resolve(who, &id, ops::Decision::Approve, p, ctx)
+        }
+        ConsentOp::Reject(req::Reject { id, reason }) => {
+            let decision = ops::Decision::Reject(reason.unwrap_or_default());
+            resolve(who, &id, decision, p, ctx)
+        }
+        ConsentOp::Trust(req::Trust { machine }) => {
+            Then::Durably(p.consent.trust(who, &machine, ctx), vec![])
+        }
+        ConsentOp::Allow(req::Allow { path, mailbox }) => {
+            let allowed = p.consent.allow(who, &path, mailbox.as_deref(), true, ctx);
+            folders(allowed)
+        }
+        ConsentOp::Deny(req::Deny { path, mailbox }) => {
+            let denied = p.consent.allow(who, &path, mailbox.as_deref(), false, ctx);
+            folders(denied)
+        }
+        ConsentOp::Mailboxes => Then::Now(p.consent.mailboxes()),
+        ConsentOp::Pause => Then::Durably(p.consent.pause(who, ctx), vec![]),
+        ConsentOp::Resume => match p.consent.resume(who, p.post.inbox.seqs_and_answers(), ctx) {
+            Ok((value, events)) => {
+                crate::mail::guard::heard(&mut p.post.unread, &mut p.guard.loops, &events, ctx);
+                Then::Durably(answer::<req::Resume>(Ok(value)), events)
+            }
+            Err(e) => Then::Now(Err(e)),
+        },
+        ConsentOp::MailboxFor(req::MailboxFor { path }) => Then::Now(p.consent.mailbox_for(&path)),
+    }
+}
+
+/// A folder allowed or denied: answered once durable, and clients that
+/// keep a folder's mailbox hear of it.
+fn folders(answer: crate::api::Reply) -> Then {
+    let events = if answer.is_ok() {
+        vec![Event::Folders]
+    } else {
+        vec![]
+    };
+    Then::Durably(answer, events)
+}
+
+/// A held message approved or rejected; its sender is owed a receipt.
+fn resolve(who: &Who, id: &str, decision: ops::Decision, p: Parts<'_>, ctx: &mut Ctx<'_>) -> Then {
+    let decision_state: Result<(), String> = match &decision {
+        ops::Decision::Approve => Ok(()),
+        ops::Decision::Reject(reason) if reason.is_empty() => {
+            Err("its person rejected it".to_owned())
+        }
+        ops::Decision::Reject(reason) => Err(reason.clone()),
+    };
+    let held = ops::full_id(ctx.store, id)
+        .ok()
+        .and_then(|id| ctx.store.inbox_get(&id).ok().flatten());
+    let resolved = ops::full_id(ctx.store, id)
+        .and_then(|id| ops::resolve(who, &id, decision, p.consent, p.post.inbox.seqs(), ctx));
+    let (value, events) = match resolved {
+        Ok(done) => done,
+        // Answered at once: nothing was decided.
+        Err(e) => return Then::Now(Err(e)),
+    };
+    crate::mail::guard::heard(&mut p.post.unread, &mut p.guard.loops, &events, ctx);
+    // The sender learns what its person decided.
+    let now = ctx.now.wall;
+    let mut debts = vec![];
+    if let Some(r) = held {
+        let mut entries = vec![match &decision_state {
+            Ok(()) => ReceiptEntry::new(ReceiptState::Approved, now),
+            Err(reason) => ReceiptEntry {
+                reason: Some(reason.clone()),
+                ..ReceiptEntry::new(ReceiptState::Rejected, now)
+            },
+        }];
+        let deferred = r
+            .mailbox
+            .as_deref()
+            .and_then(|m| p.wake.wakes.deferred_until(m, now));
+        if let (Ok(()), Some(until)) = (&decision_state, deferred) {
+            entries.push(ReceiptEntry {
+                until: Some(until),
+                ..ReceiptEntry::new(ReceiptState::Deferred, now)
+            });
+        }
+        debts.push((receipts::Debt::from(&r), entries));
+    }
+    Then::Owing(debts, answer::<req::Approve>(Ok(value)), events)
+}

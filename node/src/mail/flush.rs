@@ -1,0 +1,105 @@
+//! What waits for durability: the work the mail actor hands to the group
+//! commit, which comes back to it once the store has what it waited for,
+//! and the actor's tasks.
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+
+use crate::api::{Event, Reply};
+use crate::mail::{bus, wake::runs};
+use crate::store::OutboxRecord;
+use crate::wire::MailReply;
+
+/// Work that waits for durable storage.
+#[derive(Debug)]
+pub(super) enum AfterFlush {
+    /// Answer a `send` and hand the message to the courier.
+    Sent {
+        /// The client's answer.
+        reply: oneshot::Sender<Reply>,
+        /// The message.
+        record: Box<OutboxRecord>,
+        /// Answer at its first answer instead, waiting at most this long,
+        /// with this mailbox's state.
+        wait: Option<FirstWait>,
+    },
+    /// Acknowledge an inbound batch, then tell clients.
+    Received {
+        /// The batch.
+        token: u64,
+        /// Its outcomes.
+        reply: MailReply,
+        /// Events for attached clients.
+        events: Vec<Event>,
+        /// Broadcasts it brought, stored: judged once acknowledged.
+        broadcasts: Vec<crate::store::InboxRecord>,
+    },
+    /// These finished outbox records are in the store now.
+    Settled(Vec<(String, usize)>),
+    /// Answer a `broadcast`, hand its copies to the courier, judge this
+    /// machine's own.
+    Broadcast {
+        /// The client's answer.
+        reply: oneshot::Sender<Reply>,
+        /// The broadcast.
+        sealed: Box<bus::Sealed>,
+    },
+    /// A judged broadcast is durable: tell clients of its copies, send its
+    /// counts.
+    Judged {
+        /// The copies delivered.
+        events: Vec<Event>,
+        /// The counts envelope for its sender.
+        report: Option<Box<OutboxRecord>>,
+    },
+    /// Hand these durable outbox records (receipts) to the courier.
+    Queue(Vec<OutboxRecord>),
+    /// Answer a client, then tell clients.
+    Answer {
+        /// The client's answer.
+        reply: oneshot::Sender<Reply>,
+        /// It.
+        value: Reply,
+        /// Events for attached clients.
+        events: Vec<Event>,
+    },
+}
+
+/// What comes back to the mail actor later.
+#[derive(Debug)]
+pub(super) struct Later {
+    /// The other end of [`Inboxes::flushed`], which each job's `then`
+    /// sends on.
+    pub(super) flushed: mpsc::UnboundedSender<AfterFlush>,
+    /// Its tasks: judgings and wake runs' supervisors.
+    pub(super) tasks: JoinSet<Finished>,
+}
+
+/// What a task of the mail actor ends with.
+#[derive(Debug)]
+pub(super) enum Finished {
+    /// A broadcast judged.
+    Judged(Box<bus::Judgments>),
+    /// A wake run ended.
+    Ended(runs::RunEnded),
+}
+
+/// How a send waits for its first answer.
+#[derive(Debug)]
+pub(super) struct FirstWait {
+    /// At most this long.
+    pub(super) longest: Duration,
+    /// The sending mailbox, whose state the answer carries.
+    pub(super) mailbox: Option<String>,
+}
+
+/// Ready when the first wait for a first answer ends; never when none
+/// waits.
+pub(super) async fn first_due(deadline: Option<Instant>) {
+    match deadline {
+        Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
+        None => std::future::pending().await,
+    }
+}

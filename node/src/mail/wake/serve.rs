@@ -1,0 +1,81 @@
+//! Wake's ops: settings and budgets, a dry run, the runs, the sessions
+//! hooks report. Each returns what the actor carries out.
+
+use crate::api::{ApiError, WakeOp, answer, ops as req};
+use crate::codes::ErrorCode;
+use crate::mail::consent::mailboxes;
+use crate::mail::ctx::Ctx;
+use crate::mail::desk::{Parts, Then, which_mailbox};
+use crate::mail::post::pages;
+use crate::mail::wake::{runs, wakes};
+
+/// Serves `op` for a client attached to `attached`.
+pub(in crate::mail) fn serve(
+    op: WakeOp,
+    attached: Option<String>,
+    p: Parts<'_>,
+    ctx: &mut Ctx<'_>,
+) -> Then {
+    let now = ctx.now.wall;
+    match op {
+        WakeOp::WakeSet(req::WakeSet {
+            mailbox: m,
+            wake,
+            budget,
+            max_budget_usd,
+        }) => {
+            let set = mailboxes::existing(&m, p.consent).and_then(|()| {
+                p.wake
+                    .wakes
+                    .set(ctx.store, &m, wake.agent(), budget, max_budget_usd)
+            });
+            match set {
+                Ok(()) => {
+                    let view = p.wake.wakes.view(&m, now);
+                    Then::Durably(answer::<req::WakeSet>(Ok(view)), vec![])
+                }
+                Err(e) => Then::Now(Err(e)),
+            }
+        }
+        WakeOp::WakeTest(req::WakeTest { mailbox: m }) => {
+            let test = mailboxes::existing(&m, p.consent)
+                .and_then(|()| {
+                    pages::inbox_page(ctx.store, Some(&m), true, 0, crate::wake::MAX_SHOWN)
+                })
+                .map(|page| {
+                    let folder = p.consent.binding(&m);
+                    let attached = p.bus.profiles.attached(Some(&m));
+                    p.wake.wakes.test(&m, folder, &page.messages, attached, now)
+                });
+            Then::Now(answer::<req::WakeTest>(test))
+        }
+        WakeOp::WakeList => Then::Now(answer::<req::WakeList>(Ok(p.wake.runs.list(now)))),
+        WakeOp::WakeStop(req::WakeStop { run }) => Then::Now(answer::<req::WakeStop>(
+            p.wake.runs.stop(&run).map(|r| runs::view(r, now)),
+        )),
+        WakeOp::Session(req::Session {
+            mailbox: m,
+            agent,
+            session_id,
+            event,
+        }) => match which_mailbox(m, attached).filter(|m| m != "@") {
+            None => Then::Now(Err(ApiError::new(
+                ErrorCode::BadMailbox,
+                "a session is reported from its folder's mailbox: attach to it (the hooks do, from the session's folder)",
+            ))),
+            Some(m) => {
+                let seen = p
+                    .wake
+                    .wakes
+                    .session(ctx.store, &m, agent, &session_id, event, now);
+                match seen {
+                    Ok(s) => {
+                        let view = wakes::session_view(&s, now);
+                        Then::Durably(answer::<req::Session>(Ok(view)), vec![])
+                    }
+                    Err(e) => Then::Now(Err(e)),
+                }
+            }
+        },
+    }
+}

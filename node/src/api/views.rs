@@ -16,7 +16,7 @@ pub struct Status {
     pub team: Option<TeamRef>,
     /// Where this machine stands in that team: `member`, `revoked` (revoked
     /// or left), or `name_taken`.
-    #[serde(with = "super::team_standing")]
+    #[serde(default, with = "super::team_standing")]
     pub team_standing: Option<super::Standing>,
     /// Addresses it listens on.
     pub listen_addrs: Vec<String>,

@@ -42,6 +42,10 @@ pub(super) enum Then {
     /// Owe these receipts (written with the same flush), then answer as
     /// [`Then::Durably`].
     Owing(Debts, Reply, Vec<Event>),
+    /// Owe these receipts, and answer now (what decided them needs no
+    /// flush to be true: the clock moved).
+    #[cfg(feature = "test-clock")]
+    OwingNow(Debts, Reply),
     /// A message for another machine, written to the outbox: answered
     /// once durable (or at its first answer), then handed to the courier.
     Sent(Box<OutboxRecord>, Option<FirstWait>),

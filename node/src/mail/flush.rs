@@ -8,8 +8,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
 use crate::api::{Event, Reply};
+use crate::audit::AuditLog;
+use crate::mail::post::Post;
 use crate::mail::{bus, wake::runs};
 use crate::store::OutboxRecord;
+use crate::store::{Done, Writes};
 use crate::wire::MailReply;
 
 /// Work that waits for durable storage.
@@ -101,5 +104,35 @@ pub(super) async fn first_due(deadline: Option<Instant>) {
     match deadline {
         Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
         None => std::future::pending().await,
+    }
+}
+
+impl Later {
+    /// Hands what was recorded so far (the outbox's writes, the asks' and
+    /// the audit entries) to the group commit; once it is durable, `work`
+    /// comes back on [`Later::flushed`], and the courier forgets the
+    /// finished outbox records it kept listing until the store had them.
+    pub(super) fn submit(&self, post: &mut Post, log: &mut AuditLog, work: Option<AfterFlush>) {
+        let (outbox, settle) = post.courier.take_writes();
+        let writes = Writes {
+            outbox,
+            asks: post.inbox.answers().take_writes(),
+            ..Writes::default()
+        };
+        let then: Option<Done> = if work.is_none() && settle.is_empty() {
+            None
+        } else {
+            let back = self.flushed.clone();
+            Some(Box::new(move || {
+                // The actor gone means the daemon is stopping.
+                if !settle.is_empty() {
+                    let _ = back.send(AfterFlush::Settled(settle));
+                }
+                if let Some(work) = work {
+                    let _ = back.send(work);
+                }
+            }))
+        };
+        log.submit(writes, then);
     }
 }

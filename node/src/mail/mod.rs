@@ -28,11 +28,11 @@ use agentmesh_protocol::Identity;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{self, BusOp, Event, MailOp, PostOp, Reply, Who, ok};
+use crate::api::{self, Event, MailOp, Reply, Who};
 use crate::audit::AuditLog;
 use crate::clock::now;
 use crate::net::{CarryHandle, Delivered, MailEvent, MailLink, Via};
-use crate::store::{Done, GroupCommit, Store, StoreError, Writes};
+use crate::store::{GroupCommit, Store, StoreError};
 use crate::team::Directory;
 
 mod address;
@@ -189,7 +189,7 @@ impl Mail {
         // goes after the restart; it is answered so, not failed (its agent
         // would send it again).
         for w in self.post.courier.firsts().drain() {
-            let _ = w.reply.send(ok(w.sent));
+            let _ = w.reply.send(api::answer::<api::ops::Send>(Ok(w.sent)));
         }
         // Its tasks end with it: a judging stopped, a run's process group
         // killed (a run shows `interrupted` at the next start).
@@ -211,31 +211,11 @@ impl Mail {
         self.submit(Some(work));
     }
 
-    /// Hands what was recorded so far to the group commit; once it is
-    /// durable, `work` comes back, and the courier forgets the finished
-    /// outbox records it kept listing until the store had them.
+    /// Hands what was recorded so far to the group commit; `work` comes
+    /// back once it is durable.
     fn submit(&mut self, work: Option<AfterFlush>) {
-        let (outbox, settle) = self.post.courier.take_writes();
-        let writes = Writes {
-            outbox,
-            asks: self.post.inbox.answers().take_writes(),
-            ..Writes::default()
-        };
-        let then: Option<Done> = if work.is_none() && settle.is_empty() {
-            None
-        } else {
-            let back = self.later.flushed.clone();
-            Some(Box::new(move || {
-                // The actor gone means the daemon is stopping.
-                if !settle.is_empty() {
-                    let _ = back.send(AfterFlush::Settled(settle));
-                }
-                if let Some(work) = work {
-                    let _ = back.send(work);
-                }
-            }))
-        };
-        self.shared.log.submit(writes, then);
+        self.later
+            .submit(&mut self.post, &mut self.shared.log, work);
     }
 
     /// Answers once everything written so far, audit entries included, is
@@ -389,23 +369,7 @@ impl Mail {
         op: MailOp,
         reply: oneshot::Sender<Reply>,
     ) {
-        let now = now();
-        if who.kind == api::WhoKind::Agent {
-            // A hook or tool call: its mailbox's session is working.
-            self.bus.profiles.active(mailbox.as_deref(), now);
-            // A wake run's session did something: its run is no silent
-            // wake (`bus stats`).
-            if matches!(
-                op,
-                MailOp::Post(PostOp::Send(_) | PostOp::Read(_) | PostOp::Take(_))
-                    | MailOp::Bus(BusOp::Broadcast(_) | BusOp::NotForMe(_))
-            ) {
-                let run = (who.name == crate::wake::RUN_WHO)
-                    .then_some(who.session_id.as_deref())
-                    .flatten();
-                self.wake.runs.acted(run, mailbox.as_deref());
-            }
-        }
+        wake::serve::acted(&who, mailbox.as_deref(), &op, parts!(self));
         let then = {
             let dir = self.shared.directory();
             let mut ctx = self.shared.lend(&dir);
@@ -428,6 +392,11 @@ impl Mail {
                 let _ = reply.send(answer);
             }
             Then::Durably(answer, events) => self.answer_durably(reply, answer, events),
+            #[cfg(feature = "test-clock")]
+            Then::OwingNow(debts, answer) => {
+                self.owe(debts);
+                let _ = reply.send(answer);
+            }
             Then::Owing(debts, answer, events) => {
                 self.owe(debts);
                 self.answer_durably(reply, answer, events);

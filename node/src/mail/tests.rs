@@ -14,6 +14,7 @@ use agentmesh_protocol::{Name, PeerId, Timestamp};
 use serde_bytes::ByteBuf;
 
 use super::*;
+use crate::api;
 use crate::api::{HeldOutcome, WhoKind};
 use crate::mail::consent::{Consent, Decision, HeldReason};
 use crate::mail::post::courier::{BACKOFF_MAX, Carrier, Courier, PeerQueue, backoff};

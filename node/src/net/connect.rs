@@ -20,7 +20,7 @@ use libp2p::swarm::{ConnectionId, DialError};
 use tokio::sync::oneshot;
 
 use super::peers::without_peer;
-use crate::api::{self, Reply, err, ok};
+use crate::api::{self, Reply, err};
 use crate::codes::ErrorCode;
 use crate::team::Membership;
 
@@ -68,8 +68,13 @@ pub struct Up {
     pub sync: bool,
 }
 
+/// `connect`'s answer, held to the answer its request names.
+fn connected_answer(c: api::Connected) -> Reply {
+    api::answer::<api::ops::Connect>(Ok(c))
+}
+
 fn connected(peer: PeerId, membership: Membership) -> Reply {
-    ok(api::Connected {
+    connected_answer(api::Connected {
         peer_id: peer.to_string(),
         membership: membership.word(),
         new_blocks: 0,
@@ -161,7 +166,7 @@ impl Connects {
                     format!("{peer} was revoked from the team; this machine refuses it"),
                 )
             } else {
-                ok(api::Connected {
+                connected_answer(api::Connected {
                     peer_id: peer.to_string(),
                     membership: membership.word(),
                     new_blocks: 0,
@@ -240,7 +245,7 @@ impl Connects {
             .into_iter()
             .map(|c| {
                 let answer = match outcome {
-                    Ok(()) => ok(api::Connected {
+                    Ok(()) => connected_answer(api::Connected {
                         peer_id: peer.to_string(),
                         membership,
                         new_blocks: added,

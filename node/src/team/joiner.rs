@@ -23,7 +23,7 @@ use super::network::{JoinWaiter, Network};
 use super::random16;
 use super::state::TeamCore;
 use super::sync::Sync;
-use crate::api::{self, ApiError, Reply, answer, err, ok, ops};
+use crate::api::{self, ApiError, Reply, answer, err, ops};
 use crate::audit::AuditEvent;
 use crate::codes::ErrorCode;
 use crate::wire::{JoinMsg, JoinReply};
@@ -540,7 +540,7 @@ impl Joiner {
             founder: offer.founder.to_string(),
         };
         s.offer = Some(offer);
-        ok(started)
+        answer::<ops::JoinStart>(Ok(started))
     }
 
     /// Checks the blocks the founder sent and, if they make this machine a

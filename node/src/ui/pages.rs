@@ -146,7 +146,9 @@ async fn peers(page: Chrome, c: &mut Client) -> Result<PeersPage, (StatusCode, S
     let s: Status = call(c, ops::Status).await?;
     let rows = c.peers().await.map_err(failed)?;
     let team = match (&s.team, s.team_standing) {
-        (Some(t), Some(standing)) => format!("{} ({standing})", t.name),
+        (Some(t), Some(standing)) => {
+            format!("{} ({})", t.name, api::team_standing::word(standing))
+        }
         (Some(t), None) => t.name.clone(),
         (None, _) => "no team yet".into(),
     };

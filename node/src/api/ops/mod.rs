@@ -154,6 +154,10 @@ impl<'de> Deserialize<'de> for Op {
         // As a struct of `op` and `args`: what a frame that flattens it
         // hands over (and takes from its own fields).
         let value = d.deserialize_struct("Op", &["op", "args"], Fields)?;
+        let word = value.get("op").and_then(|w| w.as_str()).unwrap_or_default();
+        // What serde says of an op word a group does not have (and not of
+        // an argument's word, which the group that has the op says).
+        let not_here = format!("{UNKNOWN} `{word}`");
         let mut known = vec![];
         macro_rules! try_group {
             ($group:ty) => {
@@ -161,7 +165,7 @@ impl<'de> Deserialize<'de> for Op {
                     Ok(op) => return Ok(Op::from(op)),
                     Err(e) => {
                         let e = e.to_string();
-                        if !e.starts_with(UNKNOWN) {
+                        if !e.starts_with(&not_here) {
                             return Err(D::Error::custom(e));
                         }
                         // `expected one of `a`, `b``, `expected `a` or
@@ -182,11 +186,8 @@ impl<'de> Deserialize<'de> for Op {
         try_group!(GuardOp);
         try_group!(BusOp);
         try_group!(WakeOp);
-        let word = value
-            .get("op")
-            .map_or_else(String::new, ToString::to_string);
         Err(D::Error::custom(format!(
-            "{UNKNOWN} {word}, expected one of {}",
+            "{not_here}, expected one of {}",
             known.join(", ")
         )))
     }
@@ -223,9 +224,16 @@ mod tests {
         // Its arguments: the group that knows the word says what is wrong.
         let e = read(r#"{"op":"send","args":{"text":"hi"}}"#).unwrap_err();
         assert!(e.contains("missing field `to`"), "{e}");
+        // A word of its arguments that is not one: said as such, by it.
+        let e = read(r#"{"op":"wake_set","args":{"mailbox":"m","wake":"bogus"}}"#).unwrap_err();
+        assert!(e.starts_with("unknown variant `bogus`, expected"), "{e}");
+        assert!(!e.contains("`status`"), "not a list of ops: {e}");
         // A word no group knows: unknown, with every group's words.
         let e = read(r#"{"op":"teleport"}"#).unwrap_err();
-        assert!(e.starts_with("unknown variant \"teleport\""), "{e}");
+        assert!(
+            e.starts_with("unknown variant `teleport`, expected one of `status`"),
+            "{e}"
+        );
         for word in [
             "`status`",
             "`team_show`",

@@ -54,17 +54,21 @@ pub(in crate::mail) fn serve(
                 Err(e) => Then::Now(Err(e)),
             }
         }
-        BusOp::BusStats => Then::Now(bus::bus_stats(ctx.store, &p.wake.runs, &ctx.dir.my_name)),
+        BusOp::BusStats => Then::Now(answer::<req::BusStats>(bus::bus_stats(
+            ctx.store,
+            &p.wake.runs,
+            &ctx.dir.my_name,
+        ))),
         BusOp::BusLog(req::BusLog {
             since_secs,
             mailbox: m,
-        }) => Then::Now(
+        }) => Then::Now(answer::<req::BusLog>(
             match m.as_deref().map(|m| bus_log_address(m, &ctx.dir.my_name)) {
                 Some(Err(e)) => Err(e),
                 Some(Ok(a)) => ops::bus_log(ctx.store, ctx.now, since_secs, Some(&a)),
                 None => ops::bus_log(ctx.store, ctx.now, since_secs, None),
             },
-        ),
+        )),
     }
 }
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use agentmesh_protocol::Timestamp;
 
-use crate::api::{self, BusStatsRow, BusStatsView, Reply, RunStatus};
+use crate::api::{self, ApiError, BusStatsRow, BusStatsView, RunStatus};
 use crate::audit::AuditEvent;
 use crate::mail::address::address;
 use crate::mail::wake::runs::Runs;
@@ -30,7 +30,11 @@ fn row(mailbox: String) -> BusStatsRow {
 }
 
 /// The counts, as `bus stats` answers them.
-pub(in crate::mail) fn bus_stats(store: &dyn Store, runs: &Runs, my_name: &str) -> Reply {
+pub(in crate::mail) fn bus_stats(
+    store: &dyn Store,
+    runs: &Runs,
+    my_name: &str,
+) -> Result<BusStatsView, ApiError> {
     let mut rows: BTreeMap<String, BusStatsRow> = BTreeMap::new();
     let mut since = None;
     for e in store.audit_since(Timestamp::from_unix_millis(0), MAX_SCAN)? {
@@ -73,7 +77,7 @@ pub(in crate::mail) fn bus_stats(store: &dyn Store, runs: &Runs, my_name: &str) 
         total.silent_runs += r.silent_runs;
     }
     total.silent_wake_share = share(total.silent_runs, total.wake_runs);
-    api::ok(BusStatsView {
+    Ok(BusStatsView {
         judged_since: since.map(api::rfc3339_ms),
         runs_kept: crate::mail::wake::runs::MAX_RUNS_KEPT,
         mailboxes: rows.into_values().collect(),

@@ -32,7 +32,7 @@ use std::path::PathBuf;
 
 use agentmesh_protocol::PeerId;
 
-use crate::api::{ApiError, Event, PausedView, Reply, Who, err, ok};
+use crate::api::{ApiError, Event, PausedView, Who, err};
 use crate::audit::AuditEvent;
 use crate::codes::ErrorCode;
 use crate::mail::address::mailbox_name;
@@ -317,7 +317,10 @@ impl Consent {
     /// mailbox, or that folds to nothing (`/`, a name of symbols), is no
     /// mailbox: a second clone named `api` must not read the real `api`'s
     /// mail, and unrelated folders must not share one.
-    pub(in crate::mail) fn mailbox_for(&self, path: &str) -> Reply {
+    pub(in crate::mail) fn mailbox_for(
+        &self,
+        path: &str,
+    ) -> Result<crate::api::MailboxFor, ApiError> {
         let given = std::path::Path::new(path);
         let path = std::fs::canonicalize(given)
             .or_else(|_| std::path::absolute(given))
@@ -332,7 +335,7 @@ impl Consent {
             self.folders.values().find(|b| b.path == text)
         });
         if let Some(b) = bound {
-            return ok(crate::api::MailboxFor {
+            return Ok(crate::api::MailboxFor {
                 mailbox: Some(b.mailbox.clone()),
                 bound_path: Some(b.path.clone()),
                 receives: b.allowed,
@@ -352,7 +355,7 @@ impl Consent {
                     other.path
                 ),
                 None => {
-                    return ok(crate::api::MailboxFor {
+                    return Ok(crate::api::MailboxFor {
                         mailbox: Some(name.to_string()),
                         bound_path: None,
                         receives: false,
@@ -364,7 +367,7 @@ impl Consent {
                 "{shown} is not set up for agentmesh: its name gives no mailbox name; a person gives it one with `agentmesh allow {shown} --mailbox NAME`"
             ),
         };
-        ok(crate::api::MailboxFor {
+        Ok(crate::api::MailboxFor {
             mailbox: None,
             bound_path: None,
             receives: false,
@@ -375,14 +378,19 @@ impl Consent {
     // ----- the API --------------------------------------------------------
 
     /// `mailboxes`: every binding, by name.
-    pub(in crate::mail) fn mailboxes(&self) -> Reply {
+    pub(in crate::mail) fn mailboxes(&self) -> Result<Vec<crate::api::BindingView>, ApiError> {
         let mut rows: Vec<&FolderBinding> = self.folders.values().collect();
         rows.sort_by(|a, b| a.mailbox.cmp(&b.mailbox));
-        ok(rows.iter().map(|b| binding_json(b)).collect::<Vec<_>>())
+        Ok(rows.iter().map(|b| binding_json(b)).collect::<Vec<_>>())
     }
 
     /// `trust MACHINE`: its mail is no longer held.
-    pub(in crate::mail) fn trust(&mut self, who: &Who, machine: &str, ctx: &mut Ctx<'_>) -> Reply {
+    pub(in crate::mail) fn trust(
+        &mut self,
+        who: &Who,
+        machine: &str,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<crate::api::TrustedView, ApiError> {
         let Some((peer, _)) = ctx.dir.current(machine) else {
             return err(
                 ErrorCode::UnknownMachine,
@@ -393,7 +401,7 @@ impl Consent {
         self.trusted.insert(peer);
         let detail = format!("mail from {machine} is no longer held");
         decided(who, AuditEvent::Trust, Some(peer.to_string()), detail, ctx);
-        ok(crate::api::TrustedView {
+        Ok(crate::api::TrustedView {
             trusted: machine.to_owned(),
             peer_id: peer.to_string(),
         })
@@ -407,7 +415,7 @@ impl Consent {
         mailbox: Option<&str>,
         allowed: bool,
         ctx: &mut Ctx<'_>,
-    ) -> Reply {
+    ) -> Result<crate::api::BindingView, ApiError> {
         let b = self.bind(path, mailbox, allowed, ctx.store)?;
         let (event, detail) = if allowed {
             (
@@ -421,7 +429,7 @@ impl Consent {
             )
         };
         decided(who, event, None, detail, ctx);
-        ok(binding_json(&b))
+        Ok(binding_json(&b))
     }
 
     fn bind(
@@ -544,11 +552,15 @@ impl Consent {
     }
 
     /// `pause`: inbound mail is held until `resume`.
-    pub(in crate::mail) fn pause(&mut self, who: &Who, ctx: &mut Ctx<'_>) -> Reply {
+    pub(in crate::mail) fn pause(
+        &mut self,
+        who: &Who,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<PausedView, ApiError> {
         self.set_paused(true, ctx.store)?;
         let detail = "inbound mail is held until resume".to_owned();
         decided(who, AuditEvent::Pause, None, detail, ctx);
-        ok(PausedView {
+        Ok(PausedView {
             paused: true,
             released: None,
             still_held: None,

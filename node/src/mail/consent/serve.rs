@@ -11,7 +11,7 @@ use crate::mail::post::{ops, receipts};
 /// Serves `op` for a client attached as `who`.
 pub(in crate::mail) fn serve(op: ConsentOp, who: &Who, p: Parts<'_>, ctx: &mut Ctx<'_>) -> Then {
     match op {
-        ConsentOp::Held => Then::Now(ops::held_list(ctx.store, ctx.dir)),
+        ConsentOp::Held => Then::Now(answer::<req::Held>(ops::held_list(ctx.store, ctx.dir))),
         ConsentOp::Approve(req::Approve { id }) => {
             resolve(who, &id, ops::Decision::Approve, p, ctx)
         }
@@ -19,19 +19,20 @@ pub(in crate::mail) fn serve(op: ConsentOp, who: &Who, p: Parts<'_>, ctx: &mut C
             let decision = ops::Decision::Reject(reason.unwrap_or_default());
             resolve(who, &id, decision, p, ctx)
         }
-        ConsentOp::Trust(req::Trust { machine }) => {
-            Then::Durably(p.consent.trust(who, &machine, ctx), vec![])
-        }
+        ConsentOp::Trust(req::Trust { machine }) => Then::Durably(
+            answer::<req::Trust>(p.consent.trust(who, &machine, ctx)),
+            vec![],
+        ),
         ConsentOp::Allow(req::Allow { path, mailbox }) => {
             let allowed = p.consent.allow(who, &path, mailbox.as_deref(), true, ctx);
-            folders(allowed)
+            folders(answer::<req::Allow>(allowed))
         }
         ConsentOp::Deny(req::Deny { path, mailbox }) => {
             let denied = p.consent.allow(who, &path, mailbox.as_deref(), false, ctx);
-            folders(denied)
+            folders(answer::<req::Deny>(denied))
         }
-        ConsentOp::Mailboxes => Then::Now(p.consent.mailboxes()),
-        ConsentOp::Pause => Then::Durably(p.consent.pause(who, ctx), vec![]),
+        ConsentOp::Mailboxes => Then::Now(answer::<req::Mailboxes>(p.consent.mailboxes())),
+        ConsentOp::Pause => Then::Durably(answer::<req::Pause>(p.consent.pause(who, ctx)), vec![]),
         ConsentOp::Resume => match p.consent.resume(who, p.post.inbox.seqs_and_answers(), ctx) {
             Ok((value, events)) => {
                 crate::mail::guard::heard(&mut p.post.unread, &mut p.guard.loops, &events, ctx);
@@ -39,7 +40,9 @@ pub(in crate::mail) fn serve(op: ConsentOp, who: &Who, p: Parts<'_>, ctx: &mut C
             }
             Err(e) => Then::Now(Err(e)),
         },
-        ConsentOp::MailboxFor(req::MailboxFor { path }) => Then::Now(p.consent.mailbox_for(&path)),
+        ConsentOp::MailboxFor(req::MailboxFor { path }) => {
+            Then::Now(answer::<req::MailboxFor>(p.consent.mailbox_for(&path)))
+        }
     }
 }
 

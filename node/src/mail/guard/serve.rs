@@ -66,7 +66,7 @@ pub(in crate::mail) fn serve(
             let view = api::ClockView {
                 offset_secs: crate::clock::offset().as_secs(),
             };
-            Then::Owing(debts, answer::<req::ClockAdvance>(Ok(view)), vec![])
+            Then::OwingNow(debts, answer::<req::ClockAdvance>(Ok(view)))
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use crate::api::{ApiError, Event, Reply, Resolution, ResolvedView, Who, err, ok};
+use crate::api::{ApiError, Event, Resolution, ResolvedView, Who, err};
 use crate::codes::ErrorCode;
 use crate::store::{InboxRecord, MailStore, OutboxRecord, OutboxStatus, Store};
 
@@ -70,7 +70,13 @@ pub(in crate::mail) fn read(
     id: &str,
     unread: &mut Unread,
     now: Now,
-) -> Result<(Reply, Option<InboxRecord>), ApiError> {
+) -> Result<
+    (
+        Result<crate::api::MessageView, ApiError>,
+        Option<InboxRecord>,
+    ),
+    ApiError,
+> {
     let answer = match store.inbox_get(id) {
         Ok(Some(mut r)) if r.held.is_none() => {
             let mut newly = None;
@@ -80,7 +86,7 @@ pub(in crate::mail) fn read(
                 unread.remove(r.mailbox.as_deref(), r.seq);
                 newly = Some(r.clone());
             }
-            return Ok((ok(view(&r)), newly));
+            return Ok((Ok(view(&r)), newly));
         }
         Ok(Some(_)) => err(
             ErrorCode::Held,
@@ -97,15 +103,22 @@ pub(in crate::mail) fn read(
 
 /// `outbox`: what is still on its way, current in memory (attempts,
 /// status), and the newest of what is done.
-pub(in crate::mail) fn outbox_list(courier: &Courier, ctx: &Ctx<'_>) -> Reply {
+pub(in crate::mail) fn outbox_list(
+    courier: &Courier,
+    ctx: &Ctx<'_>,
+) -> Result<Vec<crate::api::OutboxView>, ApiError> {
     let all = sent_records(courier, ctx)?;
     let views: Vec<_> = all.iter().map(|r| sent_view(r, courier, ctx)).collect();
-    ok(within_page(views, json_size))
+    Ok(within_page(views, json_size))
 }
 
 /// `message_status ID`: one sent message, by its id or a unique prefix of
 /// it among those `outbox` lists.
-pub(in crate::mail) fn message_status(courier: &Courier, id: &str, ctx: &Ctx<'_>) -> Reply {
+pub(in crate::mail) fn message_status(
+    courier: &Courier,
+    id: &str,
+    ctx: &Ctx<'_>,
+) -> Result<crate::api::OutboxView, ApiError> {
     let given = id.trim().to_ascii_lowercase();
     let found = match ctx.store.outbox_get(&given)? {
         Some(r) if r.id.len() == given.len() => vec![r],
@@ -131,7 +144,7 @@ pub(in crate::mail) fn message_status(courier: &Courier, id: &str, ctx: &Ctx<'_>
             .unwrap_or(r)
     };
     match <[OutboxRecord; 1]>::try_from(found) {
-        Ok([r]) => ok(sent_view(&current(r), courier, ctx)),
+        Ok([r]) => Ok(sent_view(&current(r), courier, ctx)),
         Err(v) if v.is_empty() => err(
             ErrorCode::UnknownMessage,
             format!(
@@ -205,7 +218,10 @@ pub(in crate::mail) fn sent_view(
 
 /// `held`: the oldest first (they expire first). What does not fit one
 /// page shows once these are decided.
-pub(in crate::mail) fn held_list(store: &dyn MailStore, dir: &Directory) -> Reply {
+pub(in crate::mail) fn held_list(
+    store: &dyn MailStore,
+    dir: &Directory,
+) -> Result<Vec<crate::api::MessageView>, ApiError> {
     let views = held_records(store)?
         .iter()
         .map(|r| {
@@ -214,7 +230,7 @@ pub(in crate::mail) fn held_list(store: &dyn MailStore, dir: &Directory) -> Repl
             v
         })
         .collect();
-    ok(first_page(views, json_size))
+    Ok(first_page(views, json_size))
 }
 
 /// `left` or `revoked` if the machine `peer` is no longer a member of the
@@ -226,13 +242,14 @@ pub(in crate::mail) fn sender_gone(dir: &Directory, peer: &str) -> Option<String
 }
 
 /// `audit`: the newest entries that fit one page.
-pub(in crate::mail) fn audit_list(store: &dyn Store, now: Now, since_secs: Option<u64>) -> Reply {
-    ok(crate::audit::list(
-        store,
-        now.wall,
-        since_secs,
-        |entries| within_page(entries, |e| json_size(e) + 100),
-    )?)
+pub(in crate::mail) fn audit_list(
+    store: &dyn Store,
+    now: Now,
+    since_secs: Option<u64>,
+) -> Result<Vec<crate::api::AuditView>, ApiError> {
+    crate::audit::list(store, now.wall, since_secs, |entries| {
+        within_page(entries, |e| json_size(e) + 100)
+    })
 }
 
 /// Audit entries `bus log` looks through, at most (the newest).
@@ -246,7 +263,7 @@ pub(in crate::mail) fn bus_log(
     now: Now,
     since_secs: Option<u64>,
     mailbox: Option<&str>,
-) -> Reply {
+) -> Result<crate::api::BusLogView, ApiError> {
     let since = since_secs.map_or(agentmesh_protocol::Timestamp::from_unix_millis(0), |s| {
         now.wall.saturating_sub(std::time::Duration::from_secs(s))
     });
@@ -277,7 +294,7 @@ pub(in crate::mail) fn bus_log(
             })
         })
         .collect();
-    ok(crate::api::BusLogView {
+    Ok(crate::api::BusLogView {
         entries: within_page(entries, json_size),
     })
 }

@@ -29,7 +29,7 @@ pub(in crate::mail) fn serve(
             unread,
             after_seq,
             limit,
-        }) => Then::Now(
+        }) => Then::Now(answer::<req::Inbox>(
             mailbox
                 .as_deref()
                 .map_or(Ok(()), |m| mailboxes::existing(m, p.consent))
@@ -41,25 +41,27 @@ pub(in crate::mail) fn serve(
                         after_seq.unwrap_or(0),
                         limit.unwrap_or(pages::MAX_INBOX_PAGE),
                     )
-                })
-                .and_then(api::ok),
-        ),
+                }),
+        )),
         PostOp::Read(req::Read { id }) => match ops::full_id(ctx.store, &id)
             .and_then(|id| ops::read(ctx.store, &id, &mut p.post.unread, ctx.now))
         {
             // Answered once what it wrote, and the receipt it owes, are
             // durable.
-            Ok((answer, newly)) => {
+            Ok((read_answer, newly)) => {
                 let read = newly.map(|r| vec![r]).unwrap_or_default();
                 let debts = p.post.receipts.read(&read, ctx.now.wall);
-                Then::Owing(debts, answer, vec![])
+                Then::Owing(debts, answer::<req::Read>(read_answer), vec![])
             }
             Err(e) => Then::Now(Err(e)),
         },
-        PostOp::Outbox => Then::Now(ops::outbox_list(&p.post.courier, ctx)),
-        PostOp::MessageStatus(req::MessageStatus { id }) => {
-            Then::Now(ops::message_status(&p.post.courier, &id, ctx))
-        }
+        PostOp::Outbox => Then::Now(answer::<req::Outbox>(ops::outbox_list(
+            &p.post.courier,
+            ctx,
+        ))),
+        PostOp::MessageStatus(req::MessageStatus { id }) => Then::Now(
+            answer::<req::MessageStatus>(ops::message_status(&p.post.courier, &id, ctx)),
+        ),
         PostOp::Receipts(req::Receipts { mailbox: m, read }) => {
             let set = mailboxes::existing(&m, p.consent).and_then(|()| match read {
                 Some(on) => p.post.receipts.set_reads(ctx.store, &m, on),
@@ -79,9 +81,9 @@ pub(in crate::mail) fn serve(
                 mailbox_state_view(p.consent, &p.post.unread, &p.guard.loops, m.as_deref(), ctx);
             Then::Now(answer::<req::MailboxState>(Ok(view)))
         }
-        PostOp::Audit(req::Audit { since_secs }) => {
-            Then::Now(ops::audit_list(ctx.store, ctx.now, since_secs))
-        }
+        PostOp::Audit(req::Audit { since_secs }) => Then::Now(answer::<req::Audit>(
+            ops::audit_list(ctx.store, ctx.now, since_secs),
+        )),
     }
 }
 

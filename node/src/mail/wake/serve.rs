@@ -1,7 +1,7 @@
 //! Wake's ops: settings and budgets, a dry run, the runs, the sessions
 //! hooks report. Each returns what the actor carries out.
 
-use crate::api::{ApiError, WakeOp, answer, ops as req};
+use crate::api::{ApiError, BusOp, MailOp, PostOp, WakeOp, Who, WhoKind, answer, ops as req};
 use crate::codes::ErrorCode;
 use crate::mail::consent::mailboxes;
 use crate::mail::ctx::Ctx;
@@ -77,5 +77,26 @@ pub(in crate::mail) fn serve(
                 }
             }
         },
+    }
+}
+
+/// A client's op, as the sessions' statuses count it: an agent's hook or
+/// tool call says its mailbox's session is working, and what a wake run's
+/// session did (sent, read, took, broadcast, noted) makes its run no
+/// silent wake (`bus stats`).
+pub(in crate::mail) fn acted(who: &Who, mailbox: Option<&str>, op: &MailOp, p: Parts<'_>) {
+    if who.kind != WhoKind::Agent {
+        return;
+    }
+    p.bus.profiles.active(mailbox, crate::clock::now());
+    if matches!(
+        op,
+        MailOp::Post(PostOp::Send(_) | PostOp::Read(_) | PostOp::Take(_))
+            | MailOp::Bus(BusOp::Broadcast(_) | BusOp::NotForMe(_))
+    ) {
+        let run = (who.name == crate::wake::RUN_WHO)
+            .then_some(who.session_id.as_deref())
+            .flatten();
+        p.wake.runs.acted(run, mailbox);
     }
 }

@@ -1,7 +1,7 @@
 //! Messaging: one task, the mail actor, over five wings. The actor owns
 //! the order (one mailbox state, consent and group commit need one
 //! owner); each wing owns its state and serves its own ops
-//! (`*/serve.rs`), deciding what is to be done ([`desk::Then`]) for the
+//! (`*/serve.rs`), deciding what is to be done (`desk::Then`) for the
 //! actor to carry out.
 //!
 //! ```text

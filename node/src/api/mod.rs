@@ -358,11 +358,6 @@ impl Answer {
     }
 }
 
-/// `value` as an answer.
-pub fn ok<T: Serialize + Send + std::fmt::Debug + 'static>(value: T) -> Reply {
-    Ok(Answer::new(value))
-}
-
 /// A handler's typed answer to request `R`, as the daemon passes it on:
 /// the compiler holds the handler to the answer `R` names.
 pub fn answer<R: Request>(answer: Result<R::Answer, ApiError>) -> Reply {

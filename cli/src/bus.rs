@@ -4,8 +4,8 @@
 
 use std::process::ExitCode;
 
+use agentmesh_node::api::Preset;
 use agentmesh_node::api::{self, ops};
-use agentmesh_node::bus::Preset;
 use agentmesh_node::home::Home;
 
 use crate::term;

@@ -12,9 +12,9 @@
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
-use agentmesh_node::bus::Preset;
-use agentmesh_node::bus::judge::eval::{self, Evaluation, PresetFigures};
-use agentmesh_node::bus::judge::{self, Input, Judgment};
+use agentmesh_judge::eval::{self, Evaluation, PresetFigures};
+use agentmesh_judge::{self as judge, Input, Judgment};
+use agentmesh_node::api::Preset;
 use agentmesh_node::codes::ErrorCode;
 use serde::Serialize;
 
@@ -110,13 +110,13 @@ fn read_line(input: &mut impl BufRead) -> std::io::Result<Option<Result<Vec<u8>,
 pub fn judge_with(
     home: &agentmesh_node::home::Home,
     builtin: bool,
-) -> anyhow::Result<agentmesh_node::bus::JudgeWith> {
+) -> anyhow::Result<agentmesh_node::judge::JudgeWith> {
     if builtin {
-        return Ok(agentmesh_node::bus::JudgeWith::Builtin);
+        return Ok(agentmesh_node::judge::JudgeWith::Builtin);
     }
     let path = home.config_file();
     if !path.exists() {
-        return Ok(agentmesh_node::bus::JudgeWith::Builtin);
+        return Ok(agentmesh_node::judge::JudgeWith::Builtin);
     }
     Ok(agentmesh_node::config::Config::load_settings(&path)?.judge)
 }
@@ -124,7 +124,7 @@ pub fn judge_with(
 /// How this run judges, and what it needs to.
 #[derive(Debug)]
 struct Judging {
-    with: agentmesh_node::bus::JudgeWith,
+    with: agentmesh_node::judge::JudgeWith,
     rt: tokio::runtime::Runtime,
     /// Where agent judgments run: the home's `run/judge`.
     folder: std::path::PathBuf,
@@ -133,7 +133,7 @@ struct Judging {
 impl Judging {
     fn new(
         home: &agentmesh_node::home::Home,
-        with: agentmesh_node::bus::JudgeWith,
+        with: agentmesh_node::judge::JudgeWith,
     ) -> anyhow::Result<Judging> {
         Ok(Judging {
             with,
@@ -148,12 +148,12 @@ impl Judging {
 /// the home's `run/judge` as the daemon's (never a guessable folder of
 /// /tmp that another user could fill with a CLAUDE.md).
 fn staged(
-    rules: &agentmesh_node::bus::AgentRules,
+    rules: &agentmesh_node::judge::AgentRules,
     j: &Judging,
     input: &Input,
     preset: Preset,
 ) -> Line {
-    use agentmesh_node::bus::agent::{self, Staged};
+    use agentmesh_node::judge::agent::{self, Staged};
     let first = judge::probability(input);
     let mut unbounded = u32::MAX;
     let staged = agent::staged(
@@ -194,11 +194,11 @@ fn staged(
 fn judged(j: &Judging, input: &Input, preset: Preset) -> Line {
     let rt = &j.rt;
     match &j.with {
-        agentmesh_node::bus::JudgeWith::Agent(rules) => staged(rules, j, input, preset),
-        agentmesh_node::bus::JudgeWith::Builtin => Line::Judged(judge::judge(input, preset)),
-        agentmesh_node::bus::JudgeWith::Command(cmd) => {
+        agentmesh_node::judge::JudgeWith::Agent(rules) => staged(rules, j, input, preset),
+        agentmesh_node::judge::JudgeWith::Builtin => Line::Judged(judge::judge(input, preset)),
+        agentmesh_node::judge::JudgeWith::Command(cmd) => {
             let asked = rt
-                .block_on(agentmesh_node::bus::command::ask(cmd, input, preset))
+                .block_on(agentmesh_node::judge::command::ask(cmd, input, preset))
                 .map_err(|e| format!("{}: {e}", e.code()));
             match asked {
                 Ok(p) => Line::Judged(judge::verdict(p, preset)),
@@ -215,7 +215,7 @@ fn judged(j: &Judging, input: &Input, preset: Preset) -> Line {
 pub fn run(
     home: &agentmesh_node::home::Home,
     preset: Preset,
-    with: agentmesh_node::bus::JudgeWith,
+    with: agentmesh_node::judge::JudgeWith,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let stdin = std::io::stdin();
@@ -283,10 +283,10 @@ pub const MAX_EVAL_FILE: u64 = 64 * 1024 * 1024;
 pub fn eval(
     home: &agentmesh_node::home::Home,
     file: &std::path::Path,
-    with: agentmesh_node::bus::JudgeWith,
+    with: agentmesh_node::judge::JudgeWith,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    if let agentmesh_node::bus::JudgeWith::Agent(r) = &with
+    if let agentmesh_node::judge::JudgeWith::Agent(r) = &with
         && r.default_cli.is_none()
     {
         return Err(cli_error(
@@ -331,7 +331,7 @@ pub fn eval(
         bar.finish_and_clear();
     }
     let thresholds = match &judging.with {
-        agentmesh_node::bus::JudgeWith::Agent(_) => Preset::ALL.map(Preset::agent_threshold),
+        agentmesh_node::judge::JudgeWith::Agent(_) => Preset::ALL.map(Preset::agent_threshold),
         _ => eval::builtin_thresholds(),
     };
     let e = eval::evaluate(&scored, thresholds);

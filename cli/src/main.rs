@@ -542,9 +542,9 @@ enum PresetArg {
     Loose,
 }
 
-impl From<PresetArg> for agentmesh_node::bus::Preset {
+impl From<PresetArg> for agentmesh_node::api::Preset {
     fn from(p: PresetArg) -> Self {
-        use agentmesh_node::bus::Preset;
+        use agentmesh_node::api::Preset;
         match p {
             PresetArg::Strict => Preset::Strict,
             PresetArg::Balanced => Preset::Balanced,

@@ -295,11 +295,12 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// Who this command is: a human, named after the login user.
 pub fn who() -> Who {
     // A wake run's commands are its agent's, never its person's.
-    if let Some(run) = std::env::var_os(agentmesh_node::wake::RUN_MARKER).filter(|v| !v.is_empty())
+    if let Some(run) =
+        std::env::var_os(agentmesh_node::agents::run::RUN_MARKER).filter(|v| !v.is_empty())
     {
         return Who {
             kind: WhoKind::Agent,
-            name: agentmesh_node::wake::RUN_WHO.into(),
+            name: agentmesh_node::agents::run::RUN_WHO.into(),
             session_id: Some(run.to_string_lossy().into_owned()),
             task: None,
         };

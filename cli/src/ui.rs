@@ -154,7 +154,7 @@ fn sign_in_file(home: &Home, url: &str) -> std::io::Result<std::path::PathBuf> {
         .create_new(true)
         .mode(0o600)
         .open(&path)?;
-    let url = agentmesh_node::framing::escape(url);
+    let url = agentmesh_node::agents::framing::escape(url);
     write!(
         f,
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><meta name=\"referrer\" content=\"no-referrer\"><meta http-equiv=\"refresh\" content=\"0;url={url}\"><title>agentmesh</title></head>\n<body><p>Opening the agentmesh page… <a href=\"{url}\">Open it</a> if nothing happens.</p></body></html>\n"

@@ -8,7 +8,7 @@
 //! This module is the contract: the argv ([`argv`]), the prompt on stdin
 //! ([`prompt`]: the pair as typed, framed state, never as instructions)
 //! and the answer's shape ([`parse_answer`]: `{p, why}`). The daemon runs
-//! the process (`agentmesh_node::bus::agent`).
+//! the process (`agentmesh_node::judge::agent`).
 
 use serde::{Deserialize, Serialize};
 

@@ -2,7 +2,7 @@
 //! run once per judgment with the pair on stdin as one JSON object
 //! ([`payload`]) and must print `{"p": 0.0–1.0}` on stdout
 //! ([`parse_answer`]) within [`COMMAND_TIMEOUT`]. The daemon runs it
-//! (`agentmesh_node::bus::command`); anything but such an answer drops the
+//! (`agentmesh_node::judge::command`); anything but such an answer drops the
 //! broadcast for that mailbox.
 
 use std::time::Duration;

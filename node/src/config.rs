@@ -429,9 +429,9 @@ pub struct Settings {
     /// How long the audit log keeps entries.
     pub audit_retention: Duration,
     /// The preset of mailboxes that chose none.
-    pub preset: crate::bus::Preset,
+    pub preset: agentmesh_judge::Preset,
     /// How broadcasts are judged.
-    pub judge: crate::bus::JudgeWith,
+    pub judge: crate::judge::JudgeWith,
     /// How idle sessions are woken.
     pub wake: WakeRules,
     /// `carry` and `[carrier]`.
@@ -611,7 +611,7 @@ impl Config {
         };
         let wake = self.wake.rules()?;
         let mut judge = self.bus.judge_with()?;
-        if let crate::bus::JudgeWith::Agent(r) = &mut judge {
+        if let crate::judge::JudgeWith::Agent(r) = &mut judge {
             r.programs = (wake.claude.clone(), wake.codex.clone());
         }
         let carry = self.carrier.rules(self.carry)?;

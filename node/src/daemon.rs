@@ -343,7 +343,7 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
     // This machine's mailboxes: the mail actor publishes them, the team
     // signs them into its directory record.
     let (local_tx, local_rx) =
-        tokio::sync::watch::channel(Arc::new(crate::bus::LocalDirectory::default()));
+        tokio::sync::watch::channel(Arc::new(crate::team::records::LocalDirectory::default()));
     let (net, handle, carrier, link) = Net::new(NetSetup {
         swarm,
         me: identity.clone(),

@@ -10,14 +10,16 @@
 //!   deadlines; it runs [`team`] and tells [`mail`] what happens as events.
 //! - [`team`]: the team's state, sync, joining (both sides) and team ops,
 //!   as a state machine the network drives through [`team::Network`].
-//! - [`mail`]: messaging, one actor: the mailroom, the courier, the
-//!   inbox, consent, receipts, carrying, fan-out to attached clients and
-//!   retention; broadcasts and their judging; wake runs and budgets; loops
-//!   and taint. Its tasks (judgings, runs' supervisors) are its own.
-//! - [`wake`]: what a wake run is: the agent's command line and its
-//!   prompt, built from a mailbox's settings.
-//! - [`framing`]: how a peer's message is framed for a model: marked as
-//!   another machine's words, never the user's instruction.
+//! - [`mail`]: messaging, one actor over five wings (post, consent,
+//!   guard, bus, wake) and a clerk that carries out what they decide: a
+//!   letter's life, folders and trust, loops and taint, broadcasts and
+//!   their judging, wake runs and budgets. Its tasks (judgings, runs'
+//!   supervisors) are its own.
+//! - [`agents`]: how the daemon speaks to agents: a peer's message
+//!   framed for a model (another machine's words, never the user's
+//!   instruction), and a wake run's command line and prompt.
+//! - [`judge`]: the broadcast judge as the daemon runs it: built in, the
+//!   user's command, or an agent for what the built-in one is unsure of.
 //! - [`wire`]: what machines say to each other (no libp2p types).
 //! - [`store`]: what the daemon keeps between runs, behind traits split by
 //!   owner, in sled; the group commit every durable write goes through.
@@ -25,7 +27,6 @@
 //! - [`api`], [`codes`], [`frames`], [`server`], [`client`]: the local API:
 //!   its frames and error codes, how lines are read, the Unix socket
 //!   server, and the typed client (split into requests and events).
-//! - [`bus`]: the directory's and the broadcast judge's shared words.
 //! - [`limits`]: bounded per-key rate windows.
 //! - [`ui`]: the local web page, a client of the socket like any other.
 //! - [`home`], [`config`], [`clock`]: where a node keeps its files, its
@@ -33,17 +34,17 @@
 
 #![deny(missing_docs)]
 
+pub mod agents;
 pub mod api;
 pub mod audit;
-pub mod bus;
 pub mod client;
 pub mod clock;
 pub mod codes;
 pub mod config;
 pub mod daemon;
 pub mod frames;
-pub mod framing;
 pub mod home;
+pub mod judge;
 pub mod limits;
 pub mod mail;
 pub mod net;
@@ -51,7 +52,6 @@ pub mod server;
 pub mod store;
 pub mod team;
 pub mod ui;
-pub mod wake;
 pub mod wire;
 
 use agentmesh_protocol::Identity;

@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use agentmesh_judge::{self as judge, Input, tune};
-use agentmesh_node::bus::Preset;
+use agentmesh_node::api::Preset;
 use serde::Serialize;
 
 use crate::bench_mcp::percentile;

@@ -14,8 +14,8 @@
 use std::time::{Duration, Instant};
 
 use agentmesh_judge::{self as judge, Input, tune};
+use agentmesh_node::api::Preset;
 use agentmesh_node::api::{WhoKind, ops};
-use agentmesh_node::bus::Preset;
 use serde::{Deserialize, Serialize};
 
 use crate::bench_messaging::{Observer, crypto_floor, pair, text_1k, throughput};

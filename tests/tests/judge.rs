@@ -7,7 +7,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use agentmesh_judge::{self as judge, Input, tune};
-use agentmesh_node::bus::Preset;
+use agentmesh_node::api::Preset;
 
 fn run(args: &[&str], stdin: &str) -> (std::process::ExitStatus, String, String) {
     let home = tempfile::tempdir().unwrap();

@@ -257,7 +257,8 @@ async fn mail(
     // A woken run's prompt is agentmesh's, not its person's: every limit
     // (hop, quota, taint) carries through the run, and its session is in
     // the daemon's custody, not reported as its person's.
-    let woken = std::env::var_os(agentmesh_node::wake::RUN_MARKER).is_some_and(|v| !v.is_empty());
+    let woken =
+        std::env::var_os(agentmesh_node::agents::run::RUN_MARKER).is_some_and(|v| !v.is_empty());
     if let (Some(session_id), false) = (session, woken) {
         // Custody: a session is live from its start to its end; a run
         // never resumes a live one. What this answers changes nothing here.

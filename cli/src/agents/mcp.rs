@@ -548,5 +548,5 @@ impl ServerHandler for Mesh {
 /// Whether this process runs inside an agent's broadcast judgment (the
 /// daemon sets the marker for the agent it asks).
 pub fn in_judgment() -> bool {
-    std::env::var_os(agentmesh_node::bus::agent::JUDGE_CALL_MARKER).is_some_and(|v| !v.is_empty())
+    std::env::var_os(agentmesh_node::judge::agent::JUDGE_CALL_MARKER).is_some_and(|v| !v.is_empty())
 }

@@ -55,4 +55,4 @@ pub fn given_mailbox(m: &str) -> MailboxFor {
     }
 }
 
-pub use agentmesh_node::framing::*;
+pub use agentmesh_node::agents::framing::*;

@@ -142,7 +142,7 @@ pub struct BusLogEntry {
     pub score: Option<f64>,
     /// The preset, and its threshold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub preset: Option<crate::bus::Preset>,
+    pub preset: Option<crate::api::Preset>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// The preset's threshold.
     pub threshold: Option<f64>,
@@ -236,12 +236,12 @@ pub struct ProfileView {
     /// Its current objective (at most 256 bytes).
     pub goal: String,
     /// What its session is doing.
-    pub status: crate::bus::Status,
+    pub status: crate::api::SessionStatus,
     /// When a session of it was last active (RFC 3339), if since the
     /// daemon started.
     pub last_active: Option<String>,
     /// The preset its broadcasts are judged with.
-    pub preset: crate::bus::Preset,
+    pub preset: crate::api::Preset,
     /// Whether that is the machine's default (`[bus] preset`), not its own.
     pub preset_is_default: bool,
     /// Its `not_for_me` notes, oldest first (the last 20; the judge reads
@@ -272,7 +272,7 @@ pub struct DirectoryMailboxView {
     /// Its current objective, as written by them.
     pub goal: String,
     /// What its session is doing, as its machine says.
-    pub status: crate::bus::Status,
+    pub status: crate::api::SessionStatus,
     /// When a session of it was last active (RFC 3339), if known.
     pub last_active: Option<String>,
 }
@@ -311,3 +311,14 @@ pub struct DirectoryPage {
     /// Give this as `after` for the next page; `None` on the last.
     pub next_after: Option<String>,
 }
+
+/// A mailbox's `not_for_me` notes kept (the judge reads the last
+/// [`agentmesh_judge::NOTES_READ`]).
+pub const MAX_NOTES: usize = 20;
+
+/// The longest `not_for_me` note, bytes.
+pub const MAX_NOTE_BYTES: usize = 1024;
+
+/// How much of a broadcast's text is kept with a note about it, bytes:
+/// what the judge compares later broadcasts with.
+pub const MAX_NOTED_TEXT: usize = 2048;

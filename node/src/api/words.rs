@@ -5,6 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The judge's words: how eagerly a mailbox takes broadcasts, and what a
+/// mailbox's session is doing (the directory's status).
+pub use agentmesh_judge::{Preset, Status as SessionStatus};
+
 /// Defines an enum of API words, with `as_str` and `Display` giving the
 /// word as it is on the wire.
 macro_rules! words {

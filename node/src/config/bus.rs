@@ -7,7 +7,7 @@ use agentmesh_judge::agent::{AgentCli, AgentSettings};
 use serde::{Deserialize, Serialize};
 
 use super::{ConfigError, duration, invalid};
-use crate::bus::{AgentRules, JudgeWith};
+use crate::judge::{AgentRules, JudgeWith};
 
 /// `[bus]` in config.toml.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -15,7 +15,7 @@ use crate::bus::{AgentRules, JudgeWith};
 pub struct BusConfig {
     /// The preset a mailbox's broadcasts are judged with unless it chose
     /// its own (`agentmesh profile set MAILBOX --preset`).
-    pub preset: crate::bus::Preset,
+    pub preset: agentmesh_judge::Preset,
     /// How broadcasts are judged: "builtin", "agent" (the built-in judge,
     /// then the mailbox's agent for what it is not sure of) or "command"
     /// (`judge_command`). Empty, the default: "command" when
@@ -48,7 +48,7 @@ impl Default for BusConfig {
     fn default() -> Self {
         let s = AgentSettings::default();
         BusConfig {
-            preset: crate::bus::Preset::default(),
+            preset: agentmesh_judge::Preset::default(),
             judge: String::new(),
             judge_command: String::new(),
             agent: String::new(),

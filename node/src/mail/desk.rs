@@ -28,6 +28,20 @@ pub(super) struct Parts<'a> {
     pub wake: &'a mut wake::Wake,
 }
 
+impl Parts<'_> {
+    /// The same wings, lent again for a shorter while (to one call, with
+    /// these kept for the next).
+    pub(super) fn again(&mut self) -> Parts<'_> {
+        Parts {
+            post: self.post,
+            consent: self.consent,
+            guard: self.guard,
+            bus: self.bus,
+            wake: self.wake,
+        }
+    }
+}
+
 /// Receipts owed to senders: each debt, and its entries.
 pub(super) type Debts = Vec<(receipts::Debt, Vec<ReceiptEntry>)>;
 

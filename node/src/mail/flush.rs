@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
-use crate::api::{Event, Reply};
+use crate::api::{Event, Reply, SentView};
 use crate::audit::AuditLog;
 use crate::mail::post::Post;
 use crate::mail::{bus, wake::runs};
@@ -18,12 +18,12 @@ use crate::wire::MailReply;
 /// Work that waits for durable storage.
 #[derive(Debug)]
 pub(super) enum AfterFlush {
-    /// Answer a `send` and hand the message to the courier.
+    /// Answer a `send` (its message went to the courier when written).
     Sent {
         /// The client's answer.
         reply: oneshot::Sender<Reply>,
-        /// The message.
-        record: Box<OutboxRecord>,
+        /// What it answers, and the recipient's machine.
+        sent: Box<(SentView, Option<agentmesh_protocol::PeerId>)>,
         /// Answer at its first answer instead, waiting at most this long,
         /// with this mailbox's state.
         wait: Option<FirstWait>,

@@ -28,15 +28,16 @@ use agentmesh_protocol::Identity;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{self, Event, MailOp, Reply, Who};
+use crate::api::{MailOp, Reply, Who};
 use crate::audit::AuditLog;
 use crate::clock::now;
-use crate::net::{CarryHandle, Delivered, MailEvent, MailLink, Via};
+use crate::net::{CarryHandle, MailLink};
 use crate::store::{GroupCommit, Store, StoreError};
 use crate::team::Directory;
 
 mod address;
 mod bus;
+mod clerk;
 mod consent;
 mod ctx;
 mod desk;
@@ -53,10 +54,10 @@ pub use address::{address, parse_address};
 use bus::profiles;
 pub use bus::{MAX_WAITING_BROADCASTS, MAX_WAITING_PER_SENDER};
 pub use carrying::MAX_CARRIED;
+use clerk::Clerk;
 pub use consent::MAX_HELD_PER_SENDER;
 pub use courier::MAX_IN_FLIGHT;
 use ctx::{Ctx, MAX_REMOTE_REASON, Now, Shared, hex, peer_of, sha, who_label};
-use desk::Then;
 pub use fanout::EVENT_QUEUE;
 use flush::{AfterFlush, Finished, Later, first_due};
 use guard::{loops, retention, taint};
@@ -71,7 +72,7 @@ pub use retention::{HELD_EXPIRY, OUTBOX_KEEP, READ_EXPIRY};
 use setup::Inboxes;
 pub use setup::MailSetup;
 pub use unread::MAX_TAKE;
-use wake::{runs, wakes, waking};
+use wake::{runs, wakes};
 
 /// The wings of a [`Mail`], lent to one handler (field by field, so the
 /// actor's context stays borrowable beside them).
@@ -92,15 +93,12 @@ pub const MAIL_QUEUE: usize = 1024;
 /// How often the actor looks at its timers (courier retries, retention,
 /// refusal counts): a retry is at most this late.
 const TICK: Duration = Duration::from_millis(100);
-/// The mail actor: a router over its five wings, and what they need from
-/// outside.
+/// The mail actor: a router over its five wings, and its clerk, which
+/// carries out what they decide.
 #[derive(Debug)]
 pub struct Mail {
-    shared: Shared,
-    net: CarryHandle,
-    /// What comes back to the actor later: work a flush made durable, and
-    /// its tasks.
-    later: Later,
+    /// The store, the network, what comes back later; it carries out.
+    clerk: Clerk,
     /// A letter's life.
     post: post::Post,
     /// Folders, trust, pause, held mail, mailboxes.
@@ -128,21 +126,20 @@ impl Mail {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Mail that waited for a run when the daemon stopped.
-        let waiting: Vec<String> = self.wake.wakes.mailboxes().map(str::to_owned).collect();
-        self.wake_all(waiting.iter().map(String::as_str));
+        self.clerk.wake_waiting(parts!(self));
         loop {
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break,
                 // The actor holds a sender itself: this never closes.
-                Some(done) = inboxes.flushed.recv() => self.after_flush(done),
+                Some(done) = inboxes.flushed.recv() => self.clerk.after_flush(done, parts!(self)),
                 delivered = inboxes.link.delivered.recv() => match delivered {
                     None => break,
-                    Some(d) => self.on_delivered(d),
+                    Some(d) => self.clerk.delivered(d, &mut self.post),
                 },
                 event = inboxes.link.events.recv() => match event {
                     None => break,
-                    Some(e) => self.on_event(e),
+                    Some(e) => self.clerk.inbound(e, parts!(self)),
                 },
                 msg = inboxes.rx.recv() => match msg {
                     None => break,
@@ -151,19 +148,9 @@ impl Mail {
                         self.publish_local();
                     }
                 },
-                Some(done) = self.later.tasks.join_next() => match done {
-                    Ok(Finished::Judged(j)) => {
-                        let work = {
-                            let dir = self.shared.directory();
-                            let mut ctx = self.shared.lend(&dir);
-                            bus::judging::judged(*j, parts!(self), &mut ctx)
-                        };
-                        if let Some(work) = work {
-                            self.after(work);
-                        }
-                        self.judge_next();
-                    }
-                    Ok(Finished::Ended(e)) => self.on_run_ended(e),
+                Some(done) = self.clerk.later.tasks.join_next() => match done {
+                    Ok(Finished::Judged(j)) => self.clerk.judged(*j, parts!(self)),
+                    Ok(Finished::Ended(e)) => self.clerk.run_ended(e, parts!(self)),
                     // A judging task that panicked: its broadcast stays
                     // in the store, judged again at the next start; a
                     // supervisor's: its run shows `interrupted` then.
@@ -175,62 +162,31 @@ impl Mail {
                     // A session's MCP server left (a run's own, too): mail
                     // it did not read may wake a run now.
                     if let (false, Some(m)) = (p.attached, &p.mailbox) {
-                        self.wake(m);
+                        self.clerk.wake(m, parts!(self));
                     }
                 },
-                _ = tick.tick() => self.tick(),
+                _ = tick.tick() => {
+                    self.clerk.tick(parts!(self));
+                    // Statuses change with time (working turns idle).
+                    self.publish_local();
+                }
                 () = first_due(self.post.courier.firsts().next_deadline()) => {}
             }
-            self.write_pending();
-            self.answer_firsts();
-            self.publish_summary();
+            // Pending writes go to the flusher even if nothing waits for
+            // them.
+            self.clerk.submit(None, &mut self.post);
+            self.clerk.answer_firsts(parts!(self));
+            Clerk::publish_summary(parts!(self));
         }
-        // Stopping: a send that waits for its first answer is durable, and
-        // goes after the restart; it is answered so, not failed (its agent
-        // would send it again).
-        for w in self.post.courier.firsts().drain() {
-            let _ = w.reply.send(api::answer::<api::ops::Send>(Ok(w.sent)));
-        }
-        // Its tasks end with it: a judging stopped, a run's process group
-        // killed (a run shows `interrupted` at the next start).
-        self.later.tasks.shutdown().await;
+        self.clerk.stop(&mut self.post).await;
     }
 
-    /// Answers the sends whose first answer came, or whose wait ended.
-    fn answer_firsts(&mut self) {
-        if self.post.courier.firsts().is_empty() {
-            return;
-        }
-        let dir = self.shared.directory();
-        let ctx = self.shared.lend(&dir);
-        post::arrive::answer_firsts(parts!(self), &ctx);
-    }
-
-    /// Runs `work` once everything recorded so far is durable.
-    fn after(&mut self, work: AfterFlush) {
-        self.submit(Some(work));
-    }
-
-    /// Hands what was recorded so far to the group commit; `work` comes
-    /// back once it is durable.
-    fn submit(&mut self, work: Option<AfterFlush>) {
-        self.later
-            .submit(&mut self.post, &mut self.shared.log, work);
-    }
-
-    /// Answers once everything written so far, audit entries included, is
-    /// durable.
-    fn answer_durably(&mut self, reply: oneshot::Sender<Reply>, value: Reply, events: Vec<Event>) {
-        self.after(AfterFlush::Answer {
-            reply,
-            value,
-            events,
-        });
-    }
-
-    /// Hands pending writes to the flusher even if nothing waits for them.
-    fn write_pending(&mut self) {
-        self.submit(None);
+    /// Loaded: broadcasts accepted before a restart and not judged are
+    /// judged; clients and the team see where things stand.
+    fn ready(&mut self) {
+        self.clerk.judge_next(parts!(self));
+        Clerk::publish_summary(parts!(self));
+        self.publish_local();
     }
 
     /// Publishes this machine's mailboxes for the directory (if they
@@ -244,124 +200,8 @@ impl Mail {
         self.bus.profiles.publish(names, now());
     }
 
-    fn publish_summary(&self) {
-        self.post.fanout.publish(MailSummary {
-            paused: self.consent.paused(),
-            held: self.consent.held_total(),
-            outbox_waiting: self.post.courier.waiting(),
-            carrying: self.post.carrying.len(),
-            wake: waking::statuses(&self.wake),
-        });
-    }
-
-    fn after_flush(&mut self, work: AfterFlush) {
-        match work {
-            AfterFlush::Sent {
-                reply,
-                record,
-                wait,
-            } => {
-                let dir = self.shared.directory();
-                let mut ctx = self.shared.lend(&dir);
-                let parts = (&mut self.post, &self.net);
-                post::arrive::sent(reply, record, wait, parts, &mut ctx);
-            }
-            AfterFlush::Received {
-                token,
-                reply,
-                events,
-                broadcasts,
-            } => {
-                self.net.answer_mail(token, reply);
-                self.emit_and_wake(events);
-                if !broadcasts.is_empty() {
-                    self.bus.queue.arrived(broadcasts);
-                    self.judge_next();
-                }
-            }
-            AfterFlush::Settled(ids) => self.post.courier.settled(&ids),
-            AfterFlush::Queue(records) => {
-                let dir = self.shared.directory();
-                let mut ctx = self.shared.lend(&dir);
-                for r in records {
-                    self.post.courier.queue(r, &self.net, &mut ctx);
-                }
-            }
-            AfterFlush::Broadcast { reply, sealed } => {
-                let dir = self.shared.directory();
-                let mut ctx = self.shared.lend(&dir);
-                let parts = (&mut self.post, &mut self.bus.queue, &self.net);
-                bus::judging::durable(reply, *sealed, parts, &mut ctx);
-                self.judge_next();
-            }
-            AfterFlush::Judged { events, report } => {
-                self.emit_and_wake(events);
-                if let Some(r) = report {
-                    let dir = self.shared.directory();
-                    let mut ctx = self.shared.lend(&dir);
-                    self.post.courier.queue(*r, &self.net, &mut ctx);
-                }
-            }
-            AfterFlush::Answer {
-                reply,
-                value,
-                events,
-            } => {
-                let _ = reply.send(value);
-                self.emit_and_wake(events);
-            }
-        }
-    }
-
-    /// Tells attached clients of `events`; then the mailboxes they
-    /// delivered mail to may wake a run.
-    fn emit_and_wake(&mut self, events: Vec<Event>) {
-        let woken = delivered_to(&events);
-        self.post.fanout.emit(events);
-        self.wake_all(woken.iter().map(String::as_str));
-    }
-
-    fn on_event(&mut self, event: MailEvent) {
-        let arrived = {
-            let dir = self.shared.directory();
-            let mut ctx = self.shared.lend(&dir);
-            post::arrive::inbound(event, parts!(self), &self.net, &mut ctx)
-        };
-        self.owe(arrived.debts);
-        if let Some(work) = arrived.work {
-            self.after(work);
-        }
-    }
-
-    fn on_delivered(&mut self, d: Delivered) {
-        let dir = self.shared.directory();
-        let mut ctx = self.shared.lend(&dir);
-        match d.via {
-            Via::Mail => self.post.courier.delivered(d, &self.net, &mut ctx),
-            Via::Hold => self.post.courier.handed(d, &mut ctx),
-            Via::Deliver => self.post.carrying.delivered(d, &self.net, &mut ctx),
-        }
-    }
-
-    fn tick(&mut self) {
-        // A new local day: spent budgets are whole again, and mail they
-        // deferred may wake a run.
-        if self.wake.wakes.day_turned(now()) {
-            let waiting: Vec<String> = self.wake.wakes.mailboxes().map(str::to_owned).collect();
-            self.wake_all(waiting.iter().map(String::as_str));
-        }
-        let owed = {
-            let dir = self.shared.directory();
-            let mut ctx = self.shared.lend(&dir);
-            guard::serve::tick(parts!(self), &self.net, &mut ctx)
-        };
-        // Statuses change with time (working turns idle).
-        self.publish_local();
-        self.owe(owed);
-    }
-
-    /// Routes a client's request to the part that serves it. Consent
-    /// decisions are audited, and answered once the entry is durable.
+    /// Routes a client's request to the wing that serves it; the clerk
+    /// carries out what it decided.
     fn api(
         &mut self,
         who: Who,
@@ -371,8 +211,9 @@ impl Mail {
     ) {
         wake::serve::acted(&who, mailbox.as_deref(), &op, parts!(self));
         let then = {
-            let dir = self.shared.directory();
-            let mut ctx = self.shared.lend(&dir);
+            let shared = &mut self.clerk.shared;
+            let dir = shared.directory();
+            let mut ctx = shared.lend(&dir);
             let p = parts!(self);
             match op {
                 MailOp::Post(op) => post::serve::serve(op, &who, mailbox, p, &mut ctx),
@@ -382,122 +223,6 @@ impl Mail {
                 MailOp::Bus(op) => bus::serve::serve(op, &who, mailbox, p, &mut ctx),
             }
         };
-        self.carry_out(then, reply);
+        self.clerk.carry_out(then, reply, parts!(self));
     }
-
-    /// Carries out what an op's handler decided.
-    fn carry_out(&mut self, then: Then, reply: oneshot::Sender<Reply>) {
-        match then {
-            Then::Now(answer) => {
-                let _ = reply.send(answer);
-            }
-            Then::Durably(answer, events) => self.answer_durably(reply, answer, events),
-            #[cfg(feature = "test-clock")]
-            Then::OwingNow(debts, answer) => {
-                self.owe(debts);
-                let _ = reply.send(answer);
-            }
-            Then::Owing(debts, answer, events) => {
-                self.owe(debts);
-                self.answer_durably(reply, answer, events);
-            }
-            Then::Sent(record, wait) => self.after(AfterFlush::Sent {
-                reply,
-                record,
-                wait,
-            }),
-            Then::Here(local, wait) => {
-                let then = {
-                    let dir = self.shared.directory();
-                    let mut ctx = self.shared.lend(&dir);
-                    post::arrive::here(*local, wait, parts!(self), &mut ctx)
-                };
-                self.carry_out(then, reply);
-            }
-            Then::Sealed(sealed) => self.after(AfterFlush::Broadcast { reply, sealed }),
-        }
-    }
-
-    /// Mail reached these mailboxes (or a run of them ended): a run
-    /// starts for each that should have one.
-    fn wake_all<'a>(&mut self, mailboxes: impl IntoIterator<Item = &'a str>) {
-        let mut seen: Vec<&str> = vec![];
-        for m in mailboxes {
-            if !seen.contains(&m) {
-                seen.push(m);
-                self.wake(m);
-            }
-        }
-    }
-
-    /// Starts a run for `mailbox` if it should have one now, as a task of
-    /// the actor's.
-    fn wake(&mut self, mailbox: &str) {
-        let dir = self.shared.directory();
-        let mut ctx = self.shared.lend(&dir);
-        let mut lent = waking::Lent {
-            consent: &self.consent,
-            profiles: &self.bus.profiles,
-            unread: &mut self.post.unread,
-            loops: &mut self.guard.loops,
-            ctx: &mut ctx,
-        };
-        if let Some(run) = waking::wake(&mut self.wake, mailbox, &mut lent) {
-            self.later
-                .tasks
-                .spawn(async move { Finished::Ended(run.await) });
-        }
-    }
-
-    /// A run ended: what it read owes its receipts, and its mailbox and
-    /// those waiting for a slot get their turn.
-    fn on_run_ended(&mut self, end: runs::RunEnded) {
-        let dir = self.shared.directory();
-        let mut ctx = self.shared.lend(&dir);
-        let parts = (&mut self.post.unread, &self.post.receipts);
-        let Some((debts, next)) = waking::run_ended(&mut self.wake, end, parts, &mut ctx) else {
-            return;
-        };
-        self.owe(debts);
-        self.wake_all(next.iter().map(String::as_str));
-    }
-
-    /// Judges the next waiting broadcast, as a task of the actor's: one
-    /// stopped with the daemon leaves its broadcast in the store, judged
-    /// at the next start.
-    fn judge_next(&mut self) {
-        let dir = self.shared.directory();
-        let mut ctx = self.shared.lend(&dir);
-        if let Some(judging) = bus::judging::next(parts!(self), &mut ctx) {
-            self.later
-                .tasks
-                .spawn(async move { Finished::Judged(Box::new(judging.await)) });
-        }
-    }
-
-    /// Receipts owed to the senders of `debts`, written with the next
-    /// flush and queued once durable.
-    fn owe(&mut self, debts: desk::Debts) {
-        if debts.is_empty() {
-            return;
-        }
-        let dir = self.shared.directory();
-        let ctx = self.shared.lend(&dir);
-        let remote = post::arrive::owe(debts, &mut self.post, &ctx);
-        if !remote.is_empty() {
-            self.after(AfterFlush::Queue(remote));
-        }
-    }
-}
-
-/// The mailboxes (on this machine, not the owner's) these events deliver
-/// mail to: mail a session may be woken for.
-fn delivered_to(events: &[Event]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Message { message } if message.held.is_none() => message.mailbox.clone(),
-            _ => None,
-        })
-        .collect()
 }

@@ -35,11 +35,11 @@ pub struct MailSetup {
     /// another person's machine.
     pub replies_per_ask: u32,
     /// The preset of mailboxes that chose none (`[bus] preset`).
-    pub preset: crate::bus::Preset,
+    pub preset: crate::api::Preset,
     /// How broadcasts are judged (`[bus] judge_command`).
-    pub judge: crate::bus::JudgeWith,
+    pub judge: crate::judge::JudgeWith,
     /// Where this machine's mailboxes are published for the directory.
-    pub local_directory: watch::Sender<Arc<crate::bus::LocalDirectory>>,
+    pub local_directory: watch::Sender<Arc<crate::team::records::LocalDirectory>>,
     /// `[wake]`.
     pub wake: crate::config::WakeRules,
     /// The daemon's home (what a wake run's AGENTMESH_HOME names).
@@ -108,15 +108,17 @@ pub(super) fn start(
     let (presence_tx, presence) = mpsc::unbounded_channel();
     let bus_queue = bus::Queue::new(judge, store.broadcasts()?);
     let mut mail = Mail {
-        shared: Shared {
-            store,
-            dir: directory,
-            log: AuditLog::new(commit),
-        },
-        net,
-        later: Later {
-            flushed: flushed_tx,
-            tasks: JoinSet::new(),
+        clerk: Clerk {
+            shared: Shared {
+                store,
+                dir: directory,
+                log: AuditLog::new(commit),
+            },
+            net,
+            later: Later {
+                flushed: flushed_tx,
+                tasks: JoinSet::new(),
+            },
         },
         post: post::Post {
             mailroom: mailroom::Mailroom::new(me.clone(), lifetime),
@@ -138,10 +140,7 @@ pub(super) fn start(
         },
         wake: wake::Wake { wakes, runs },
     };
-    // Broadcasts accepted before a restart and not judged.
-    mail.judge_next();
-    mail.publish_summary();
-    mail.publish_local();
+    mail.ready();
     let (events, newest, summary) = mail.post.fanout.ends();
     let handle = MailHandle {
         tx,

@@ -15,12 +15,12 @@ use serde_bytes::ByteBuf;
 
 use super::*;
 use crate::api;
-use crate::api::{HeldOutcome, WhoKind};
+use crate::api::{Event, HeldOutcome, WhoKind};
 use crate::mail::consent::{Consent, Decision, HeldReason};
 use crate::mail::post::courier::{BACKOFF_MAX, Carrier, Courier, PeerQueue, backoff};
 use crate::mail::post::inbox::{Inbox, Sender};
 use crate::mail::post::pages::inbox_page;
-use crate::net::{Carry, CarryHandle, Handle, Undelivered, Via};
+use crate::net::{Carry, CarryHandle, Delivered, Handle, MailEvent, Undelivered, Via};
 use crate::store::OutboxRecord;
 use crate::store::testing::Flaky;
 use crate::store::{
@@ -1247,9 +1247,10 @@ fn setup(
         audit_retention: Duration::from_secs(90 * 24 * 3600),
         loops: LoopRules::default(),
         replies_per_ask: crate::config::DEFAULT_REPLIES_PER_ASK,
-        preset: crate::bus::Preset::Balanced,
-        judge: crate::bus::JudgeWith::Builtin,
-        local_directory: watch::channel(Arc::new(crate::bus::LocalDirectory::default())).0,
+        preset: api::Preset::Balanced,
+        judge: crate::judge::JudgeWith::Builtin,
+        local_directory: watch::channel(Arc::new(crate::team::records::LocalDirectory::default()))
+            .0,
         wake: crate::config::WakeRules::default(),
         home: std::path::PathBuf::from("/nonexistent/home"),
         carry: crate::config::CarryRules::default(),

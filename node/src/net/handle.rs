@@ -48,7 +48,7 @@ pub struct Inbox {
     pub carry: mpsc::UnboundedReceiver<Carry>,
     /// This machine's mailboxes, as the mail actor publishes them (the
     /// team signs them into its directory record).
-    pub local: watch::Receiver<Arc<crate::bus::LocalDirectory>>,
+    pub local: watch::Receiver<Arc<crate::team::records::LocalDirectory>>,
 }
 
 /// A cloneable handle to the network's event loop, for the local API.
@@ -78,7 +78,7 @@ impl Handle {
     )]
     pub fn new(
         pending: usize,
-        local: watch::Receiver<Arc<crate::bus::LocalDirectory>>,
+        local: watch::Receiver<Arc<crate::team::records::LocalDirectory>>,
     ) -> (Handle, CarryHandle, Inbox) {
         let (tx, commands) = mpsc::channel(COMMAND_QUEUE);
         let (answers, answers_rx) = mpsc::channel(pending);
@@ -112,7 +112,7 @@ impl Handle {
         reason = "the test ends mirror the carriage's delivery queue"
     )]
     pub(crate) fn for_tests() -> (CarryHandle, MailLink, TestEnds) {
-        let local = watch::channel(Arc::new(crate::bus::LocalDirectory::default())).1;
+        let local = watch::channel(Arc::new(crate::team::records::LocalDirectory::default())).1;
         let (_, carrier, inbox) = Handle::new(16, local);
         let (events_tx, events) = mpsc::channel(16);
         let (delivered_tx, delivered) = mpsc::unbounded_channel();

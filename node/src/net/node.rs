@@ -106,7 +106,7 @@ pub struct NetSetup {
     /// The group commit the team's audit entries go through.
     pub commit: GroupCommit,
     /// This machine's mailboxes as the mail actor publishes them.
-    pub local_directory: watch::Receiver<Arc<crate::bus::LocalDirectory>>,
+    pub local_directory: watch::Receiver<Arc<crate::team::records::LocalDirectory>>,
 }
 
 impl std::fmt::Debug for NetSetup {

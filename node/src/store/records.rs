@@ -54,7 +54,7 @@ pub struct Judged {
     /// The judge's probability; `None` when a judge command failed.
     pub score: Option<f64>,
     /// The preset it was judged with.
-    pub preset: crate::bus::Preset,
+    pub preset: crate::api::Preset,
     /// The preset's threshold.
     pub threshold: f64,
     /// Delivered (else dropped).
@@ -351,9 +351,9 @@ pub struct ProfileRecord {
     pub goal: String,
     /// The preset it chose; the machine's default if none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub preset: Option<crate::bus::Preset>,
+    pub preset: Option<crate::api::Preset>,
     /// Its `not_for_me` notes, oldest first (the last
-    /// [`crate::bus::MAX_NOTES`]).
+    /// [`crate::api::MAX_NOTES`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<NoteRecord>,
 }
@@ -366,9 +366,9 @@ pub struct NoteRecord {
     pub at: u64,
     /// The delivered copy it was said of.
     pub id: String,
-    /// What the session said (at most [`crate::bus::MAX_NOTE_BYTES`]).
+    /// What the session said (at most [`crate::api::MAX_NOTE_BYTES`]).
     pub note: String,
-    /// The broadcast's text, its first [`crate::bus::MAX_NOTED_TEXT`]
+    /// The broadcast's text, its first [`crate::api::MAX_NOTED_TEXT`]
     /// bytes: what the judge compares the next broadcasts with.
     pub broadcast: String,
 }

@@ -81,7 +81,7 @@ impl Team {
         settings: Settings,
         store: Arc<dyn Store>,
         audit: AuditLog,
-        local: watch::Receiver<Arc<crate::bus::LocalDirectory>>,
+        local: watch::Receiver<Arc<records::LocalDirectory>>,
     ) -> Result<Team, StoreError> {
         let always_on = settings.carry.carry;
         Ok(Team {

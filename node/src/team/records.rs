@@ -3,7 +3,7 @@
 //! by the sync on every new connection, and announced by gossip when one
 //! changes. Owned by the team part (it runs inside the network's loop);
 //! this machine's own mailboxes come from the mail actor
-//! ([`crate::bus::LocalDirectory`]).
+//! ([`LocalDirectory`]).
 //!
 //! ```text
 //!  LocalDirectory changed ── profile, goal or mailboxes: republish now
@@ -29,8 +29,8 @@ use tokio::sync::watch;
 use super::network::Network;
 use super::state::TeamCore;
 use crate::api;
+use crate::api::SessionStatus as Status;
 use crate::audit::AuditEvent;
-use crate::bus::{LocalDirectory, LocalMailbox, Status};
 use crate::wire::{
     DIRECTORY_RECORD, MAX_RECORD_BYTES_PER_SYNC, MAX_RECORDS_PER_SYNC, RecordHave, TypedRecord,
 };
@@ -494,4 +494,27 @@ fn held(core: &TeamCore, peer: &PeerId) -> Option<SignedDirectory> {
         .ok()
         .flatten()
         .and_then(|b| SignedDirectory::from_bytes(&b).ok())
+}
+
+/// One of this machine's mailboxes, as the mail actor publishes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalMailbox {
+    /// Its name; `None` for the owner's.
+    pub mailbox: Option<String>,
+    /// Its profile.
+    pub profile: String,
+    /// Its goal.
+    pub goal: String,
+    /// What its session is doing.
+    pub status: Status,
+    /// When a session of it was last active.
+    pub last_active: Option<Timestamp>,
+}
+
+/// This machine's mailboxes, the owner's first, then by name; at most
+/// [`MAX_DIRECTORY_MAILBOXES`](agentmesh_protocol::directory::MAX_DIRECTORY_MAILBOXES).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LocalDirectory {
+    /// The mailboxes.
+    pub mailboxes: Vec<LocalMailbox>,
 }

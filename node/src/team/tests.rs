@@ -490,6 +490,6 @@ fn a_full_group_commit_queue_delays_answers_without_blocking() {
 
 /// No mailboxes published (the receiver keeps the value after its sender
 /// is gone).
-fn local_none() -> watch::Receiver<Arc<crate::bus::LocalDirectory>> {
-    watch::channel(Arc::new(crate::bus::LocalDirectory::default())).1
+fn local_none() -> watch::Receiver<Arc<records::LocalDirectory>> {
+    watch::channel(Arc::new(records::LocalDirectory::default())).1
 }

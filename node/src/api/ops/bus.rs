@@ -40,7 +40,7 @@ pub struct ProfileSet {
     pub goal: Option<String>,
     /// The preset its broadcasts are judged with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub preset: Option<crate::bus::Preset>,
+    pub preset: Option<api::Preset>,
 }
 
 /// This machine's mailboxes' profiles, goals, statuses and presets

@@ -117,7 +117,7 @@ fn detail(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bus::Preset;
+    use crate::api::Preset;
     use crate::codes::ErrorCode;
 
     fn outcome(mailbox: Option<&str>, p: Result<f64, (ErrorCode, String)>) -> Outcome {

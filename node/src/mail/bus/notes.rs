@@ -1,14 +1,15 @@
 //! `not_for_me`: a session says a broadcast delivered to it was not for
 //! it, and why; the note, with the start of the broadcast's text, is kept
-//! against its mailbox (the last [`crate::bus::MAX_NOTES`]) and lowers the
+//! against its mailbox (the last [`crate::api::MAX_NOTES`]) and lowers the
 //! judge's probability for broadcasts like it.
 
+use crate::api::MAX_NOTED_TEXT;
 use crate::api::{self, ApiError};
 use crate::audit::AuditEvent;
-use crate::bus::{MAX_NOTED_TEXT, judge};
 use crate::codes::ErrorCode;
 use crate::mail::{Ctx, address};
 use crate::store::AuditEntry;
+use agentmesh_judge as judge;
 
 /// The note `note` of mailbox `mailbox` about broadcast `id`, kept
 /// (with the start of the broadcast's text) and audited (its size, never
@@ -21,13 +22,13 @@ pub(in crate::mail) fn note_for(
     ctx: &mut Ctx<'_>,
 ) -> Result<api::NotForMeView, ApiError> {
     let note = note.trim().to_owned();
-    if note.len() > crate::bus::MAX_NOTE_BYTES {
+    if note.len() > api::MAX_NOTE_BYTES {
         return api::err(
             ErrorCode::TooLarge,
             format!(
                 "the note is {} bytes, over the limit of {} bytes; say in a sentence why it was not for this session",
                 note.len(),
-                crate::bus::MAX_NOTE_BYTES
+                api::MAX_NOTE_BYTES
             ),
         );
     }

@@ -19,9 +19,14 @@ use agentmesh_protocol::directory::{MAX_DIRECTORY_MAILBOXES, MAX_GOAL_BYTES, MAX
 use tokio::sync::watch;
 
 use crate::api::{self, ApiError};
-use crate::bus::{LocalDirectory, LocalMailbox, Preset, Status};
+use crate::api::{Preset, SessionStatus as Status};
 use crate::codes::ErrorCode;
 use crate::store::{ProfileRecord, Store, StoreError};
+use crate::team::records::{LocalDirectory, LocalMailbox};
+
+/// How long after a hook or tool call a mailbox with a session attached
+/// counts as `working`.
+pub(in crate::mail) const WORKING_FOR: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// A session attaching to or leaving a mailbox (`None`: the owner's).
 #[derive(Debug, Clone)]
@@ -110,8 +115,7 @@ impl Profiles {
             return Status::Offline;
         }
         let recent = self.last_active.get(&k).is_some_and(|t| {
-            now.as_unix_millis().saturating_sub(t.as_unix_millis())
-                < crate::bus::WORKING_FOR.as_millis() as u64
+            now.as_unix_millis().saturating_sub(t.as_unix_millis()) < WORKING_FOR.as_millis() as u64
         });
         if recent {
             Status::Working
@@ -259,7 +263,7 @@ impl Profiles {
     }
 
     /// Keeps a `not_for_me` note of `mailbox`'s (the last
-    /// [`crate::bus::MAX_NOTES`]), durably; how many it has now.
+    /// [`crate::api::MAX_NOTES`]), durably; how many it has now.
     pub(in crate::mail) fn add_note(
         &mut self,
         store: &dyn Store,
@@ -272,7 +276,7 @@ impl Profiles {
             ..ProfileRecord::default()
         });
         record.notes.push(note);
-        let extra = record.notes.len().saturating_sub(crate::bus::MAX_NOTES);
+        let extra = record.notes.len().saturating_sub(api::MAX_NOTES);
         record.notes.drain(..extra);
         store.put_profile(&record)?;
         let n = record.notes.len();
@@ -365,7 +369,7 @@ pub(in crate::mail) struct ForJudge {
 }
 
 /// A note as the judge reads it: what the session said, and the start of
-/// the broadcast it said it of (cut to [`crate::bus::MAX_NOTED_TEXT`] when kept).
+/// the broadcast it said it of (cut to [`crate::api::MAX_NOTED_TEXT`] when kept).
 pub(in crate::mail) fn note_for_judge(note: &str, broadcast: &str) -> String {
     format!("{note}\n{broadcast}")
 }

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::bus::JudgeWith;
+use crate::judge::JudgeWith;
 use crate::store::InboxRecord;
 
 /// Broadcasts stored and waiting for their judgment, at most; past it an

@@ -8,9 +8,10 @@ use std::path::PathBuf;
 
 use agentmesh_judge::agent::AgentCli;
 
-use crate::bus::judge::{self, Broadcast, Input};
-use crate::bus::{JudgeWith, Preset, agent, command};
+use crate::api::Preset;
 use crate::codes::ErrorCode;
+use crate::judge::{JudgeWith, agent, command};
+use agentmesh_judge::{self as judge, Broadcast, Input};
 
 /// Which stage decided a judgment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -252,15 +252,19 @@ pub(in crate::mail) fn answer_firsts(p: Parts<'_>, ctx: &Ctx<'_>) {
     }
 }
 
-/// A send to another machine is durable: handed to the courier, and
-/// answered now, or at its first answer if it waits for one.
-pub(in crate::mail) fn sent(
-    reply: tokio::sync::oneshot::Sender<api::Reply>,
-    record: Box<OutboxRecord>,
-    wait: Option<FirstWait>,
+/// A send to another machine is written (its flush under way): handed to
+/// the courier at once, so that the envelope crosses while the outbox's
+/// flush runs. What its answer says, and the recipient's machine.
+///
+/// The client is still answered only once the outbox is durable
+/// ([`sent`]). A crash before that flush ends can leave a copy at the
+/// recipient of a message its sender has no record of and was never told
+/// was accepted: a send that may be made again, never one that is lost.
+pub(in crate::mail) fn hand_over(
+    record: OutboxRecord,
     (post, net): (&mut Post, &CarryHandle),
     ctx: &mut Ctx<'_>,
-) {
+) -> (api::SentView, Option<agentmesh_protocol::PeerId>) {
     let sent = api::SentView {
         id: record.id.clone(),
         to: record.to.clone(),
@@ -269,9 +273,22 @@ pub(in crate::mail) fn sent(
         first: None,
         mailbox_state: None,
     };
-    let queued_at = ctx.now.mono;
     let peer = crate::mail::ctx::peer_of(&record.to_peer);
-    post.courier.queue(*record, net, ctx);
+    post.courier.queue_written(record, net, ctx);
+    (sent, peer)
+}
+
+/// A send to another machine is durable (and with the courier since it
+/// was written): answered now, or at its first answer if it waits for
+/// one (an answer that came before the flush ended counts at once).
+pub(in crate::mail) fn sent(
+    reply: tokio::sync::oneshot::Sender<api::Reply>,
+    (sent, peer): (api::SentView, Option<agentmesh_protocol::PeerId>),
+    wait: Option<FirstWait>,
+    post: &mut Post,
+    ctx: &Ctx<'_>,
+) {
+    post.courier.durable(&sent.id);
     let Some(wait) = wait else {
         let _ = reply.send(answer::<req::Send>(Ok(sent)));
         return;
@@ -280,7 +297,7 @@ pub(in crate::mail) fn sent(
         reply,
         sent,
         mailbox: wait.mailbox,
-        deadline: queued_at + wait.longest,
+        deadline: ctx.now.mono + wait.longest,
         peer,
     };
     // Too many wait already: answered as without the wait.

@@ -98,6 +98,10 @@ pub(in crate::mail) struct Courier {
     handoff: handoff::Handoff,
     /// Sends waiting for their first answer.
     firsts: firsts::FirstAnswers,
+    /// Envelopes written and not durable yet, by id: sent from here while
+    /// the outbox's flush runs (the store has them once it ends, and they
+    /// go from here then).
+    fresh: HashMap<String, Vec<u8>>,
 }
 
 impl Courier {
@@ -112,19 +116,35 @@ impl Courier {
         }
     }
 
-    fn enqueue(&mut self, peer: PeerId, r: OutboxRecord) {
+    fn enqueue(&mut self, peer: PeerId, mut r: OutboxRecord) {
         let relayed = self.relayed.contains(&peer);
         let q = self.queues.entry(peer).or_default();
         q.relayed = relayed;
         q.pending.push_back(r.id.clone());
         // Memory holds what schedules delivery, not the mail.
-        self.outbox.insert(
-            r.id.clone(),
-            OutboxRecord {
-                envelope: vec![],
-                ..r
-            },
-        );
+        r.envelope = vec![];
+        self.outbox.insert(r.id.clone(), r);
+    }
+
+    /// Takes on a message just written, its flush under way: it goes
+    /// now, its envelope sent from memory until [`Courier::durable`].
+    pub(in crate::mail) fn queue_written(
+        &mut self,
+        mut record: OutboxRecord,
+        net: &dyn Carrier,
+        ctx: &mut Ctx<'_>,
+    ) {
+        if peer_of(&record.to_peer).is_some() {
+            let envelope = std::mem::take(&mut record.envelope);
+            self.fresh.insert(record.id.clone(), envelope);
+        }
+        self.queue(record, net, ctx);
+    }
+
+    /// The message `id`'s write is durable: its envelope is read from
+    /// the store from now on.
+    pub(in crate::mail) fn durable(&mut self, id: &str) {
+        self.fresh.remove(id);
     }
 
     /// Writes `record` with the next flush.
@@ -341,7 +361,11 @@ impl Courier {
             if ids.len() == MAX_BATCH_ENVELOPES {
                 break;
             }
-            let envelope = match ctx.store.outbox_envelope(id) {
+            let stored = match self.fresh.get(id) {
+                Some(e) => Ok(Some(e.clone())),
+                None => ctx.store.outbox_envelope(id),
+            };
+            let envelope = match stored {
                 Ok(Some(e)) => e,
                 Ok(None) => {
                     gone.insert(id.clone());

@@ -31,10 +31,10 @@ use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 use tokio_util::sync::CancellationToken;
 
+use crate::agents::run::SessionId;
 use crate::api::{self, ApiError, RunStatus, RunView, WakeAgent, WakeCommandView, WakeListView};
 use crate::codes::ErrorCode;
 use crate::store::{RunRecord, Store, StoreError};
-use crate::wake::SessionId;
 
 /// Runs kept for `wake list` (their logs with them); a running one is
 /// never forgotten.
@@ -369,7 +369,7 @@ fn kill_orphans(ids: &[String]) {
     }
     let wanted: Vec<Vec<u8>> = ids
         .iter()
-        .map(|id| format!("{}={id}", crate::wake::RUN_MARKER).into_bytes())
+        .map(|id| format!("{}={id}", crate::agents::run::RUN_MARKER).into_bytes())
         .collect();
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return;

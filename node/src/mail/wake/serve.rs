@@ -40,7 +40,7 @@ pub(in crate::mail) fn serve(
         WakeOp::WakeTest(req::WakeTest { mailbox: m }) => {
             let test = mailboxes::existing(&m, p.consent)
                 .and_then(|()| {
-                    pages::inbox_page(ctx.store, Some(&m), true, 0, crate::wake::MAX_SHOWN)
+                    pages::inbox_page(ctx.store, Some(&m), true, 0, crate::agents::run::MAX_SHOWN)
                 })
                 .map(|page| {
                     let folder = p.consent.binding(&m);
@@ -94,7 +94,7 @@ pub(in crate::mail) fn acted(who: &Who, mailbox: Option<&str>, op: &MailOp, p: P
         MailOp::Post(PostOp::Send(_) | PostOp::Read(_) | PostOp::Take(_))
             | MailOp::Bus(BusOp::Broadcast(_) | BusOp::NotForMe(_))
     ) {
-        let run = (who.name == crate::wake::RUN_WHO)
+        let run = (who.name == crate::agents::run::RUN_WHO)
             .then_some(who.session_id.as_deref())
             .flatten();
         p.wake.runs.acted(run, mailbox);

@@ -21,13 +21,13 @@ use std::time::Duration;
 
 use agentmesh_protocol::Timestamp;
 
+use crate::agents::run::{self as wake, Run, SessionId};
 use crate::api::{
     self, ApiError, MessageView, SessionEvent, SessionView, WakeAgent, WakeTestView, WakeView,
 };
 use crate::codes::ErrorCode;
 use crate::config::WakeRules;
 use crate::store::{FolderBinding, SessionRecord, SpentRecord, Store, StoreError, WakeRecord};
-use crate::wake::{self, Run, SessionId};
 
 /// A session with no hook for this long is no longer live (Codex has no
 /// SessionEnd hook; a laptop that slept kills none either).

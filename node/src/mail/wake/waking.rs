@@ -19,10 +19,10 @@
 //!               starts a new one
 //! ```
 
+use crate::agents::run as wake;
 use crate::api::{self, MessageView, RunStatus, WakeStatusView};
 use crate::audit::AuditEvent;
 use crate::store::AuditEntry;
-use crate::wake;
 
 use crate::mail::wake::runs::{RunEnded, Start};
 use crate::mail::wake::wakes::Spend;

@@ -13,8 +13,8 @@ use agentmesh_judge::{Preset, first_stage_threshold};
 
 use super::AgentRules;
 use super::command::{RunFailure, run};
-use super::judge::Input;
 use crate::codes::ErrorCode;
+use agentmesh_judge::Input;
 
 /// Set in a judgment's environment: `agentmesh mcp` and `agentmesh hook`
 /// started inside one do nothing (a broadcast being judged must not reach

@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::judge::Input;
-use super::judge::command::{COMMAND_OUTPUT_MAX, COMMAND_TIMEOUT, parse_answer, payload};
-use crate::bus::Preset;
 use crate::codes::ErrorCode;
+use agentmesh_judge::Input;
+use agentmesh_judge::Preset;
+use agentmesh_judge::command::{COMMAND_OUTPUT_MAX, COMMAND_TIMEOUT, parse_answer, payload};
 
 /// Why a judge command gave no probability.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -220,7 +220,7 @@ pub(crate) async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bus::Status;
+    use agentmesh_judge::Status;
 
     fn input() -> Input {
         Input {

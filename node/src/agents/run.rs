@@ -20,9 +20,9 @@
 
 use std::path::Path;
 
+use crate::agents::framing;
 use crate::api::{MessageView, WakeAgent, WakeCommandView};
 use crate::config::WakeRules;
-use crate::framing;
 
 /// The MCP tools a Claude Code run may call without a prompt: answer,
 /// read its mail, look at the team. Never send, broadcast or set_profile.

@@ -125,8 +125,7 @@ pub fn run(home: &Home, args: McpArgs) -> anyhow::Result<ExitCode> {
             ),
         }),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async {

@@ -312,6 +312,8 @@ fn print_outbox(rows: &[OutboxView]) {
             .map(|r| {
                 let machine = r.to.rsplit('@').next().unwrap_or_default();
                 let mut status = r.status.to_string();
+                // Who decided it, when a carrier was involved.
+                status.push_str(&crate::receipts::deciders(r));
                 if let Some(t) = &r.deferred_until {
                     // The recipient's wake budget is spent: in its inbox,
                     // and nothing wakes a session for it before then.
@@ -327,9 +329,6 @@ fn print_outbox(rows: &[OutboxView]) {
                 }
                 if r.offline {
                     status.push_str(&format!(" ({machine} offline)"));
-                }
-                if let Some(c) = &r.carrier {
-                    status.push_str(&format!(" (by {c})"));
                 }
                 vec![
                     term::ago(&r.created_at),

@@ -92,6 +92,33 @@ pub fn states_line(states: &[StateView]) -> String {
         .join(" → ")
 }
 
+/// Who decided a carried message's status, for the outbox's status
+/// column: ` by RECIPIENT (carried by CARRIER)`, ` by CARRIER` while it
+/// is only carried; nothing for mail no carrier touched (its recipient
+/// is in the TO column).
+pub fn deciders(r: &OutboxView) -> String {
+    let Some(carrier) = &r.carrier else {
+        return String::new();
+    };
+    let carrier = term::clean(carrier);
+    match r.status {
+        MessageState::Carried => format!(" by {carrier}"),
+        MessageState::Queued | MessageState::Failed => format!(" (carried by {carrier})"),
+        _ => {
+            let by = r
+                .states
+                .iter()
+                .rev()
+                .find(|s| s.state == r.status)
+                .and_then(|s| s.by.as_deref());
+            match by {
+                Some(by) => format!(" by {} (carried by {carrier})", term::clean(by)),
+                None => format!(" (carried by {carrier})"),
+            }
+        }
+    }
+}
+
 /// `agentmesh outbox ID`: one sent message and every state it went
 /// through.
 pub fn one(home: &Home, id: &str, json: bool) -> anyhow::Result<ExitCode> {
@@ -107,7 +134,17 @@ pub fn one(home: &Home, id: &str, json: bool) -> anyhow::Result<ExitCode> {
                 .as_deref()
                 .map(|r| format!(": {r}"))
                 .unwrap_or_default();
-            crate::say!("  {:<10} {}{}", s.state.as_str(), term::ago(&s.at), why);
+            let by =
+                s.by.as_deref()
+                    .map(|b| format!(" by {}", term::clean(b)))
+                    .unwrap_or_default();
+            crate::say!(
+                "  {:<10} {}{}{}",
+                s.state.as_str(),
+                term::ago(&s.at),
+                by,
+                why
+            );
         }
     })
 }

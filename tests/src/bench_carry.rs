@@ -54,7 +54,16 @@ pub struct CarryFigures {
 /// with its settings, alpha and bravo know charlie's new address, and
 /// both know charlie carries.
 pub fn carrier_team_with(settings: &[(&str, &str)]) -> [Node; 3] {
-    let [mut a, mut b, mut c] = team([("alpha", "Ada"), ("bravo", "Ada"), ("charlie", "Ada")]);
+    carrier_team_of(["Ada", "Ada", "Ada"], settings)
+}
+
+/// [`carrier_team_with`], the three machines owned by `owners`.
+pub fn carrier_team_of(owners: [&str; 3], settings: &[(&str, &str)]) -> [Node; 3] {
+    let [mut a, mut b, mut c] = team([
+        ("alpha", owners[0]),
+        ("bravo", owners[1]),
+        ("charlie", owners[2]),
+    ]);
     c.ok(&["config", "set", "carry", "true"]);
     for (key, value) in settings {
         c.ok(&["config", "set", key, value]);

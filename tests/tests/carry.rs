@@ -387,3 +387,70 @@ fn kill_9_of_sender_carrier_and_recipient_at_each_step_loses_and_duplicates_noth
         "{counts:?}"
     );
 }
+
+/// Who decided each state of a carried message: `by` in `states[]`.
+fn deciders(m: &Value) -> Vec<(String, String)> {
+    m["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let by = s["by"].as_str().unwrap_or("(none)");
+            (s["state"].as_str().unwrap().to_owned(), by.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn the_outbox_names_who_decided_each_state_and_never_the_carrier_for_the_recipient() {
+    // Bravo is Bob's: Ada's mail is held there until Bob approves it.
+    let [a, mut b, c] = agentmesh_tests::bench_carry::carrier_team_of(["Ada", "Bob", "Ada"], &[]);
+    b.stop();
+    let id = a.send("@bravo", "may I run the migration?");
+    let m = a.reaches(&id, "carried");
+    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(s, b)| (s.to_string(), b.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        deciders(&m),
+        pairs(&[("queued", "alpha"), ("carried", "charlie")]),
+        "{m}"
+    );
+    assert!(
+        a.ok(&["outbox"]).contains("carried by charlie"),
+        "{}",
+        a.ok(&["outbox"])
+    );
+    b.start();
+    b.ok(&["connect", &c.addr()]);
+    wait_for("bravo to hold the carried message", || {
+        b.json(&["held"])
+            .as_array()?
+            .iter()
+            .any(|h| h["id"] == id.as_str())
+            .then_some(())
+    });
+    b.ok(&["approve", &id]);
+    let m = a.reaches(&id, "approved");
+    assert_eq!(
+        deciders(&m),
+        pairs(&[
+            ("queued", "alpha"),
+            ("carried", "charlie"),
+            ("held", "bravo"),
+            ("approved", "bravo"),
+        ]),
+        "{m}"
+    );
+    let table = a.ok(&["outbox"]);
+    assert!(
+        table.contains("approved by bravo (carried by charlie)"),
+        "{table}"
+    );
+    assert!(!table.contains("by alpha"), "{table}");
+    let one = a.ok(&["outbox", &id]);
+    assert!(one.contains("by charlie"), "{one}");
+    assert!(one.contains("by bravo"), "{one}");
+}

@@ -188,6 +188,13 @@ pub struct StateView {
     /// For `deferred`: until when, RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<String>,
+    /// The machine that decided it: the recipient for what it reported
+    /// (delivered, held, approved, rejected, deferred, read, refused), the
+    /// carrier for `carried`, the sending machine for `queued` and
+    /// `failed`. (Absent from a daemon older than the field, or for a
+    /// `carried` whose carrier was not recorded.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// What a machine did with a broadcast copy: delivered to so many of its

@@ -77,8 +77,9 @@ impl Clerk {
         match work {
             AfterFlush::Sent { reply, sent, wait } => {
                 let dir = self.shared.directory();
-                let ctx = self.shared.lend(&dir);
-                post::arrive::sent(reply, *sent, wait, p.post, &ctx);
+                let mut ctx = self.shared.lend(&dir);
+                let parts = (&mut *p.post, &self.net);
+                post::arrive::sent(reply, *sent, wait, parts, &mut ctx);
             }
             AfterFlush::Received {
                 token,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
-use crate::api::{Event, Reply, SentView};
+use crate::api::{Event, Reply};
 use crate::audit::AuditLog;
 use crate::mail::post::Post;
 use crate::mail::{bus, wake::runs};
@@ -22,8 +22,9 @@ pub(super) enum AfterFlush {
     Sent {
         /// The client's answer.
         reply: oneshot::Sender<Reply>,
-        /// What it answers, and the recipient's machine.
-        sent: Box<(SentView, Option<agentmesh_protocol::PeerId>)>,
+        /// What it answers, the recipient's machine, the record if the
+        /// courier takes it only now.
+        sent: Box<crate::mail::post::arrive::Handed>,
         /// Answer at its first answer instead, waiting at most this long,
         /// with this mailbox's state.
         wait: Option<FirstWait>,

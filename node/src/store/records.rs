@@ -214,6 +214,11 @@ pub struct StateRecord {
     /// Until when (deferred), Unix ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<u64>,
+    /// Who decided it, when this machine could not tell from the
+    /// message alone: the carrier's name, for `carried`. (The recipient
+    /// decides what it reports, this machine `queued` and `failed`.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 impl OutboxRecord {
@@ -227,6 +232,7 @@ impl OutboxRecord {
             reason,
             code: None,
             until: None,
+            by: None,
         })
     }
 

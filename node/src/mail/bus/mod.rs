@@ -475,6 +475,7 @@ fn local_outbox(
             reason: None,
             code: None,
             until: None,
+            by: None,
         }],
         carrier: None,
         copy: Some(crate::store::SentCopy {

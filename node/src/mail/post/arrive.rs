@@ -166,6 +166,7 @@ pub(in crate::mail) fn here(
                 reason: None,
                 code: None,
                 until: outbox.deferred_until,
+                by: None,
             });
         }
     }
@@ -252,9 +253,20 @@ pub(in crate::mail) fn answer_firsts(p: Parts<'_>, ctx: &Ctx<'_>) {
     }
 }
 
+/// A send to another machine, written, its flush under way: what its
+/// answer says, the recipient's machine, and the record if the courier
+/// takes it only once durable.
+#[derive(Debug)]
+pub(in crate::mail) struct Handed {
+    sent: api::SentView,
+    peer: Option<agentmesh_protocol::PeerId>,
+    later: Option<OutboxRecord>,
+}
+
 /// A send to another machine is written (its flush under way): handed to
 /// the courier at once, so that the envelope crosses while the outbox's
-/// flush runs. What its answer says, and the recipient's machine.
+/// flush runs (unless [`MAX_FRESH`](crate::mail::post::courier::MAX_FRESH)
+/// wait for theirs already: then once durable, as before).
 ///
 /// The client is still answered only once the outbox is durable
 /// ([`sent`]). A crash before that flush ends can leave a copy at the
@@ -264,7 +276,7 @@ pub(in crate::mail) fn hand_over(
     record: OutboxRecord,
     (post, net): (&mut Post, &CarryHandle),
     ctx: &mut Ctx<'_>,
-) -> (api::SentView, Option<agentmesh_protocol::PeerId>) {
+) -> Handed {
     let sent = api::SentView {
         id: record.id.clone(),
         to: record.to.clone(),
@@ -274,21 +286,26 @@ pub(in crate::mail) fn hand_over(
         mailbox_state: None,
     };
     let peer = crate::mail::ctx::peer_of(&record.to_peer);
-    post.courier.queue_written(record, net, ctx);
-    (sent, peer)
+    let later = post.courier.queue_written(record, net, ctx);
+    Handed { sent, peer, later }
 }
 
-/// A send to another machine is durable (and with the courier since it
-/// was written): answered now, or at its first answer if it waits for
-/// one (an answer that came before the flush ended counts at once).
+/// A send to another machine is durable (and with the courier, since it
+/// was written or from now): answered now, or at its first answer if it
+/// waits for one (an answer that came before the flush ended counts at
+/// once).
 pub(in crate::mail) fn sent(
     reply: tokio::sync::oneshot::Sender<api::Reply>,
-    (sent, peer): (api::SentView, Option<agentmesh_protocol::PeerId>),
+    handed: Handed,
     wait: Option<FirstWait>,
-    post: &mut Post,
-    ctx: &Ctx<'_>,
+    (post, net): (&mut Post, &CarryHandle),
+    ctx: &mut Ctx<'_>,
 ) {
-    post.courier.durable(&sent.id);
+    let Handed { sent, peer, later } = handed;
+    match later {
+        Some(record) => post.courier.queue(record, net, ctx),
+        None => post.courier.durable(&sent.id),
+    }
     let Some(wait) = wait else {
         let _ = reply.send(answer::<req::Send>(Ok(sent)));
         return;

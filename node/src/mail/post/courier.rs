@@ -37,6 +37,11 @@ use crate::wire::{MAX_BATCH_ENVELOPES, MailOutcome, MailReply, MailRequest, batc
 /// Batches on their way to one recipient at once: while it stores one,
 /// the next is already opening.
 pub const MAX_IN_FLIGHT: usize = 2;
+/// Messages sent from memory while their outbox write is flushed, at
+/// most: past it (a disk that is slow or fails) a message goes once it is
+/// durable, as before the overlap, so a stalled disk never lets more than
+/// this many leave unrecorded.
+pub const MAX_FRESH: usize = 64;
 /// The first retry of an undelivered batch waits this long, doubling.
 pub(in crate::mail) const BACKOFF_MIN: Duration = Duration::from_secs(1);
 /// Retries never wait longer than this.
@@ -127,18 +132,25 @@ impl Courier {
     }
 
     /// Takes on a message just written, its flush under way: it goes
-    /// now, its envelope sent from memory until [`Courier::durable`].
+    /// now, its envelope sent from memory until [`Courier::durable`]. Not
+    /// while [`MAX_FRESH`] such wait for their flush already (the disk is
+    /// slow or failing: what was not made durable must not keep leaving):
+    /// then it is given back, to be queued once durable.
     pub(in crate::mail) fn queue_written(
         &mut self,
         mut record: OutboxRecord,
         net: &dyn Carrier,
         ctx: &mut Ctx<'_>,
-    ) {
+    ) -> Option<OutboxRecord> {
+        if self.fresh.len() >= MAX_FRESH {
+            return Some(record);
+        }
         if peer_of(&record.to_peer).is_some() {
             let envelope = std::mem::take(&mut record.envelope);
             self.fresh.insert(record.id.clone(), envelope);
         }
         self.queue(record, net, ctx);
+        None
     }
 
     /// The message `id`'s write is durable: its envelope is read from
@@ -198,8 +210,11 @@ impl Courier {
     /// failed), or its recipient's machine could not be reached at all
     /// (as `agentmesh send` at a terminal stops waiting). What
     /// `message_status` shows then is not `queued`, or is `offline`.
+    /// A waiter is registered once its message is durable, so one that
+    /// is no longer in memory finished and is in the store (it failed or
+    /// was answered in the flush that made it durable): answered too.
     fn first_answered(&self, id: &str, peer: Option<&PeerId>) -> bool {
-        self.current(id).is_some_and(|r| {
+        self.current(id).is_none_or(|r| {
             r.states
                 .last()
                 .is_some_and(|s| s.state != MessageState::Queued)
@@ -672,6 +687,7 @@ impl Courier {
                             reason: None,
                             code: None,
                             until: deferred_until,
+                            by: None,
                         });
                     }
                 }
@@ -702,6 +718,7 @@ impl Courier {
                         reason: Some(cut(&reason, MAX_REMOTE_REASON)),
                         code: Some(cut(&code, 40)),
                         until: None,
+                        by: None,
                     });
                 }
                 MailOutcome::Busy => {
@@ -757,6 +774,9 @@ impl Courier {
         }
         if roomy(self.outbox.len(), self.outbox.capacity()) {
             self.outbox.shrink_to(self.outbox.len() * 2);
+        }
+        if self.fresh.is_empty() {
+            self.fresh.shrink_to_fit();
         }
         for q in self.queues.values_mut() {
             if roomy(q.pending.len(), q.pending.capacity()) {

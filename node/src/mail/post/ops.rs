@@ -190,7 +190,7 @@ pub(in crate::mail) fn sent_view(
     courier: &Courier,
     ctx: &Ctx<'_>,
 ) -> crate::api::OutboxView {
-    let mut v = outbox_view(r, ctx.now.wall);
+    let mut v = outbox_view(r, ctx.now.wall, &ctx.dir.my_name);
     if r.kind == crate::api::MessageKind::Broadcast {
         v.counts = ctx
             .store

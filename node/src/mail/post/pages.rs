@@ -152,10 +152,12 @@ pub(in crate::mail) fn view(r: &InboxRecord) -> MessageView {
 /// A sent message as `outbox` shows it, before what only the courier
 /// knows (retry, offline) and the directory (owner) are added. Its
 /// status is the latest state, but a deferral whose time passed is over:
-/// then it is the state before it.
+/// then it is the state before it. Each state names the machine that
+/// decided it ([`decided_by`]); `me` is this machine's name.
 pub(in crate::mail) fn outbox_view(
     r: &OutboxRecord,
     now: agentmesh_protocol::Timestamp,
+    me: &str,
 ) -> OutboxView {
     let states = if r.states.is_empty() {
         legacy_states(r)
@@ -194,6 +196,7 @@ pub(in crate::mail) fn outbox_view(
                 reason: s.reason.clone(),
                 code: s.code.clone(),
                 until: s.until.map(rfc3339_ms),
+                by: decided_by(s, r, me),
             })
             .collect(),
         carrier: r.carrier.clone(),
@@ -209,6 +212,26 @@ pub(in crate::mail) fn outbox_view(
     }
 }
 
+/// The machine that decided state `s` of `r`: the carrier for `carried`
+/// (as recorded; a carrier only carries), this machine for `queued` and
+/// `failed`, the recipient's machine for everything it reported.
+pub(in crate::mail) fn decided_by(s: &StateRecord, r: &OutboxRecord, me: &str) -> Option<String> {
+    match s.state {
+        MessageState::Carried => s.by.clone(),
+        MessageState::Queued | MessageState::Failed => Some(me.to_owned()),
+        MessageState::Delivered
+        | MessageState::Held
+        | MessageState::Approved
+        | MessageState::Rejected
+        | MessageState::Deferred
+        | MessageState::Read
+        | MessageState::Refused => {
+            let machine = r.to.rsplit_once('@').map_or(r.to.as_str(), |(_, m)| m);
+            (!machine.is_empty()).then(|| machine.to_owned())
+        }
+    }
+}
+
 fn deferred_state(at: u64) -> StateRecord {
     StateRecord {
         state: MessageState::Deferred,
@@ -216,6 +239,7 @@ fn deferred_state(at: u64) -> StateRecord {
         reason: None,
         code: None,
         until: None,
+        by: None,
     }
 }
 
@@ -239,6 +263,7 @@ fn legacy_states(r: &OutboxRecord) -> Vec<StateRecord> {
             if r.deferred_until.is_some() {
                 out.note_record(StateRecord {
                     until: r.deferred_until,
+                    by: None,
                     ..deferred_state(at)
                 });
             }

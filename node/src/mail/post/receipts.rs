@@ -316,6 +316,7 @@ pub(in crate::mail) fn state_of(e: &ReceiptEntry) -> StateRecord {
         reason: cut(&e.reason),
         code: cut(&e.code).map(|c| c.chars().take(40).collect()),
         until: e.until.map(|t| t.as_unix_millis()),
+        by: None,
     }
 }
 
@@ -330,6 +331,7 @@ mod tests {
             reason: None,
             code: None,
             until: None,
+            by: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The courier: batches, backoff, answers, expiry, a send carried while its write is flushed.
 
 use super::*;
+use crate::mail::post::courier::MAX_FRESH;
 
 #[test]
 fn batches_respect_the_in_flight_cap_and_the_batch_limits() {
@@ -421,4 +422,53 @@ async fn a_send_is_carried_and_its_answer_delivers_it() {
         tokio::task::yield_now().await;
     }
     assert!(ends.carried.try_recv().is_err(), "carried once");
+}
+
+#[test]
+fn no_more_than_max_fresh_messages_leave_before_their_write_is_durable() {
+    let t = team();
+    let mut d = desk();
+    let alpha = t.alpha.peer_id();
+    let net = Collect::default();
+    let mut courier = Courier::default();
+    let mut ctx = Ctx {
+        store: d.store.as_ref(),
+        dir: &t.dir,
+        log: &mut d.log,
+        now: at(T0, Instant::now()),
+    };
+    // Written, none durable (the store has none of them): each of the
+    // first MAX_FRESH goes from memory, envelope and all.
+    for n in 0..MAX_FRESH {
+        let r = outbox_record(n, alpha, 10);
+        assert!(courier.queue_written(r, &net, &mut ctx).is_none(), "{n}");
+    }
+    // The next is given back, to be queued once durable.
+    let back = courier.queue_written(outbox_record(MAX_FRESH, alpha, 10), &net, &mut ctx);
+    assert_eq!(back.map(|r| r.id), Some(format!("{MAX_FRESH:032x}")));
+    // All of them reach the network, batch after batch as the in-flight
+    // cap allows, each envelope from memory (the store has none: read
+    // from there, they would be missing and fail).
+    let mut envelopes = 0;
+    let mut carried = net.take();
+    while !carried.is_empty() {
+        for c in &carried {
+            assert!(c.request.envelopes.iter().all(|e| e.as_ref() == [7; 10]));
+            envelopes += c.request.envelopes.len();
+            let n = c.request.envelopes.len();
+            courier.delivered(answer(c, accepted(n)), &net, &mut ctx);
+        }
+        carried = net.take();
+    }
+    assert_eq!(envelopes, MAX_FRESH);
+    // Once durable, a message's envelope is read from the store; and the
+    // room frees: the next goes from memory again.
+    for n in 0..MAX_FRESH {
+        courier.durable(&format!("{n:032x}"));
+    }
+    assert!(
+        courier
+            .queue_written(outbox_record(MAX_FRESH + 1, alpha, 10), &net, &mut ctx)
+            .is_none()
+    );
 }

@@ -25,7 +25,7 @@ use super::{Carrier, Courier, backoff, past_sending};
 use crate::audit::AuditEvent;
 use crate::mail::{Ctx, sha};
 use crate::net::{Carry, Delivered, Via};
-use crate::store::{AuditEntry, MessageState, OutboxRecord};
+use crate::store::{AuditEntry, MessageState, OutboxRecord, StateRecord};
 use crate::wire::{MAX_BATCH_ENVELOPES, MailOutcome, MailRequest, batch_bytes};
 
 /// A carrier's refusals that may not hold later: it is full, or has not
@@ -269,13 +269,16 @@ impl Courier {
             };
             r.carrier = Some(name.clone());
             let to = r.to.clone();
-            r.note(
-                MessageState::Carried,
+            r.note_record(StateRecord {
+                state: MessageState::Carried,
                 at,
-                Some(format!(
+                reason: Some(format!(
                     "{name} took a copy to carry to {to} when it connects"
                 )),
-            );
+                code: None,
+                until: None,
+                by: Some(name.clone()),
+            });
             ctx.log.record(
                 AuditEvent::Carried,
                 ctx.now.wall,

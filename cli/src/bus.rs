@@ -199,6 +199,9 @@ pub fn set(
         profile,
         goal,
         preset: preset.map(Into::into),
+        // A tainted mailbox's profile is its person's to set, at a
+        // terminal; an agent's shell has none.
+        at_terminal: term::interactive(),
     };
     crate::call::simple(home, op, json, |p| {
         crate::say!("Set. Members see it in their directory within seconds.");

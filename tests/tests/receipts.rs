@@ -58,6 +58,11 @@ fn every_state_at_the_recipient_reaches_the_senders_outbox() {
     let last = m["states"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["reason"], "not this week", "{m}");
     assert_eq!(states(&m), ["queued", "held", "rejected"], "{m}");
+    // The row's own reason says it too, and so does the table.
+    assert_eq!(m["reason"], "not this week", "{m}");
+    let table = a.ok(&["outbox"]);
+    let row = table.lines().find(|l| l.contains(&rejected)).unwrap();
+    assert!(row.contains("not this week"), "{table}");
 
     // A mailbox whose budget allows one wake today: what a Stop hook
     // takes is read (and spends it); what comes next is deferred.

@@ -147,6 +147,16 @@ async fn taint_travels_with_what_a_tainted_session_sends_until_its_person_speaks
     let err = a.fails(&["taint", "reader", "--off", "--json"]);
     assert_eq!(error_code(&err), "not_interactive", "{err}");
     assert_eq!(a.json(&["taint", "reader"])["tainted"], true);
+    // Its person may still set its profile, at a terminal; with none (an
+    // agent's shell) it is refused, and the mailbox stays tainted.
+    let err = a.fails(&["profile", "set", "reader", "--profile", "x", "--json"]);
+    assert_eq!(error_code(&err), "tainted", "{err}");
+    let mut set = a.pty(&["profile", "set", "reader", "--profile", "Reads the issues."]);
+    set.exp_string("Set.").unwrap();
+    set.exp_eof().unwrap();
+    let shown = a.json(&["profile", "show", "reader"]);
+    assert!(shown.to_string().contains("Reads the issues."), "{shown}");
+    assert_eq!(a.json(&["taint", "reader"])["tainted"], true);
     // The owner's mailbox caught it too: "after" reached alpha's `@`.
     let t = a.json(&["taint", "@"]);
     assert_eq!(t["tainted"], true, "{t}");

@@ -292,6 +292,8 @@ impl Mesh {
                 profile: profile.clone(),
                 goal: goal.clone(),
                 preset: None,
+                // An agent's session: never its person at a terminal.
+                at_terminal: false,
             })
             .await
             .map_err(|e| self.inner.fail(e))?;

@@ -41,6 +41,12 @@ pub struct ProfileSet {
     /// The preset its broadcasts are judged with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset: Option<api::Preset>,
+    /// Set by the CLI when its person runs it at an interactive terminal:
+    /// then a tainted mailbox's profile may be set too (its person's
+    /// decision, as clearing the taint is). An agent session's call, or a
+    /// command with no terminal, is refused while the mailbox is tainted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_terminal: bool,
 }
 
 /// This machine's mailboxes' profiles, goals, statuses and presets

@@ -1,7 +1,7 @@
 //! The bus's ops: profiles, broadcasts, not_for_me notes, the bus's log
 //! and stats. Each returns what the actor carries out.
 
-use crate::api::{BusOp, Who, answer, ops as req};
+use crate::api::{BusOp, Who, WhoKind, answer, ops as req};
 use crate::audit::AuditEvent;
 use crate::mail::address::address;
 use crate::mail::bus::{self, profiles};
@@ -72,8 +72,9 @@ pub(in crate::mail) fn serve(
     }
 }
 
-/// `set_profile`: refused (and audited) for a tainted mailbox; answered
-/// once it and its audit entry are durable.
+/// `set_profile`: refused (and audited) for a tainted mailbox, unless its
+/// person asks at a terminal; answered once it and its audit entry are
+/// durable.
 fn profile_set(
     r: req::ProfileSet,
     who: &Who,
@@ -82,9 +83,10 @@ fn profile_set(
     ctx: &mut Ctx<'_>,
 ) -> Then {
     let m = which_mailbox(r.mailbox, attached);
+    let person = who.kind == WhoKind::Human && r.at_terminal;
     if let Some(name) = m
         .as_deref()
-        .filter(|_| p.guard.loops.taints.is_tainted(m.as_deref()))
+        .filter(|_| !person && p.guard.loops.taints.is_tainted(m.as_deref()))
     {
         let entry = AuditEntry {
             recipient: Some(address(m.as_deref(), &ctx.dir.my_name)),

@@ -268,7 +268,14 @@ pub(in crate::mail) fn apply(r: &mut OutboxRecord, states: Vec<StateRecord>) -> 
         }
         match s.state {
             MessageState::Held => r.held = true,
-            MessageState::Approved | MessageState::Rejected => r.held = false,
+            MessageState::Approved => r.held = false,
+            // Its person's words (or why it expired unapproved) are the
+            // message's reason now, as a refusal's is.
+            MessageState::Rejected if !r.reached(MessageState::Rejected) => {
+                r.held = false;
+                r.reason.clone_from(&s.reason);
+            }
+            MessageState::Rejected => r.held = false,
             MessageState::Deferred => r.deferred_until = s.until,
             _ => {}
         }

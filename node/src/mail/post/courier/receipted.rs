@@ -39,10 +39,13 @@ impl Courier {
             return;
         }
         // Given up on (expired here), yet it arrived after all: the
-        // failure's reason is no longer what happened.
+        // failure's reason is no longer what happened (a rejection's is).
         if r.status == OutboxStatus::Failed
             && r.states.last().is_some_and(|s| {
-                s.state != MessageState::Failed && s.state != MessageState::Refused
+                !matches!(
+                    s.state,
+                    MessageState::Failed | MessageState::Refused | MessageState::Rejected
+                )
             })
         {
             r.reason = None;

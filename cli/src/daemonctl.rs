@@ -212,15 +212,25 @@ fn up_daemon(home: &Home, args: &StartArgs, json: bool) -> anyhow::Result<ExitCo
                     ),
                 ));
             }
+            // Saved as asked: done, not an error; the running daemon keeps
+            // its settings until it restarts, which is the person's call.
             (Some(saved), false) => {
-                return Err(term::cli_error(
-                    "restart_needed",
-                    format!(
-                        "{} The running daemon (pid {}) was not changed and keeps its settings until it restarts:{lines}\nRestart it to use the saved ones: `agentmesh down && agentmesh up`.",
+                if json {
+                    term::json(&serde_json::json!({
+                        "started": false,
+                        "status": s,
+                        "saved": saved,
+                        "restart_needed": true,
+                        "differences": differ,
+                    }))?;
+                } else {
+                    crate::say!(
+                        "{} The running daemon (pid {}) keeps its settings until it restarts:{lines}\nRestart it to use the saved ones: `agentmesh down && agentmesh up`.",
                         saved.line(),
                         s.pid
-                    ),
-                ));
+                    );
+                }
+                return Ok(ExitCode::SUCCESS);
             }
             (saved, true) => {
                 if json {

@@ -37,7 +37,7 @@ macro_rules! say {
         if NARRATE_TO_STDERR.load(std::sync::atomic::Ordering::Relaxed) {
             eprintln!($($arg)*);
         } else {
-            println!($($arg)*);
+            crate::outln!($($arg)*);
         }
     };
 }

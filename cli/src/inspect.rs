@@ -279,7 +279,7 @@ pub fn config_show(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
         term::json(&serde_json::json!({ "source": source, "config": config }))?;
     } else {
         crate::say!("# {source}");
-        print!("{toml}");
+        term::out_raw(&toml);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -336,9 +336,9 @@ pub fn eval(
     };
     let e = eval::evaluate(&scored, thresholds);
     if json {
-        println!("{}", serde_json::to_string(&e)?);
+        crate::outln!("{}", serde_json::to_string(&e)?);
     } else {
-        print!("{}", table(&e, judging.with.as_str()));
+        term::out_raw(&table(&e, judging.with.as_str()));
     }
     Ok(ExitCode::SUCCESS)
 }

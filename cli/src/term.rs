@@ -395,7 +395,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
             .enumerate()
             .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
             .collect();
-        println!("{}", padded.join("  ").trim_end());
+        out(format_args!("{}", padded.join("  ").trim_end()));
     };
     line(header.iter().map(|h| (*h).to_owned()).collect());
     for row in rows {
@@ -405,7 +405,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
 
 /// Prints `value` as pretty JSON.
 pub fn json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    out(format_args!("{}", serde_json::to_string_pretty(value)?));
     Ok(())
 }
 
@@ -435,15 +435,46 @@ pub fn clean_lines(text: &str) -> String {
     text.split('\n').map(clean).collect::<Vec<_>>().join("\n")
 }
 
+/// Writes `text` and a line break to standard output (see [`out_raw`]).
+pub fn out(text: std::fmt::Arguments<'_>) {
+    out_raw(&format!("{text}\n"));
+}
+
+/// Writes `text` to standard output as it is. A reader that went away
+/// (`agentmesh peers | head -c 1`) ends the command as a closed pipe ends
+/// other tools: quietly, exit code 141 (128 + SIGPIPE), never a panic;
+/// another failure to write says so and exits 1.
+pub fn out_raw(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+        eprintln!("error: cannot write the output: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// `println!` through [`out`]: a closed pipe ends the command quietly.
+#[macro_export]
+macro_rules! outln {
+    () => { $crate::term::out(format_args!("")) };
+    ($($arg:tt)*) => { $crate::term::out(format_args!($($arg)*)) };
+}
+
 /// `println!` for text output: the line is [`clean_lines`]d, so no string
 /// from the mesh printed in it (an address, a name, a reason) can act on
 /// the terminal. JSON output is printed as it is: serde_json escapes
-/// control characters.
+/// control characters. Through [`out`].
 #[macro_export]
 macro_rules! say {
-    () => { println!() };
+    () => { $crate::outln!() };
     ($($arg:tt)*) => {
-        println!("{}", $crate::term::clean_lines(&format!($($arg)*)))
+        $crate::outln!("{}", $crate::term::clean_lines(&format!($($arg)*)))
     };
 }
 

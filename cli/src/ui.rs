@@ -68,7 +68,7 @@ pub fn run(home: &Home, no_open: bool, json: bool) -> anyhow::Result<ExitCode> {
             eprintln!("No browser to open here; open this address on this machine:");
         }
         // The URL alone on stdout, for scripts; it holds the page's secret.
-        println!("{url}");
+        crate::outln!("{url}");
     }
     Ok(ExitCode::SUCCESS)
 }

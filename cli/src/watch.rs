@@ -20,7 +20,7 @@ fn show_event(event: Event, json: bool, after: &mut Option<u64>) -> anyhow::Resu
         *after = Some(after.unwrap_or(0).max(message.seq));
     }
     if json {
-        println!("{}", serde_json::to_string(&event)?);
+        crate::outln!("{}", serde_json::to_string(&event)?);
     }
     match event {
         Event::Lagged { after_seq, .. } if json => {
@@ -73,9 +73,9 @@ async fn answer_line(l: &str, commands: &mut Client, json: bool) -> anyhow::Resu
     };
     if let Some(answered) = answered {
         match answered {
-            Ok(v) if json => println!("{}", serde_json::to_string(&v)?),
+            Ok(v) if json => crate::outln!("{}", serde_json::to_string(&v)?),
             Ok(v) => crate::say!("{}: {}", v.id, v.outcome.as_str()),
-            Err(e) if json => println!(
+            Err(e) if json => crate::outln!(
                 "{}",
                 serde_json::json!({ "event": "error", "code": e.code(), "message": e.to_string() })
             ),
@@ -88,7 +88,7 @@ async fn answer_line(l: &str, commands: &mut Client, json: bool) -> anyhow::Resu
 /// Prints one line of `watch` for people, or as one JSON object.
 fn watch_say(json: bool, value: serde_json::Value, text: &str) {
     if json {
-        println!("{value}");
+        crate::outln!("{value}");
     } else {
         crate::say!("{text}");
     }

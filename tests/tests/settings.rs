@@ -108,16 +108,27 @@ fn up_with_other_settings_changes_nothing_and_save_makes_them_stick() {
     std::fs::write(&config, &mine).unwrap();
     let mut save = with_relay.clone();
     save.push("--save");
-    let e = json_error(&n, &save);
-    assert_eq!(e["code"], "restart_needed", "{e}");
-    let message = e["message"].as_str().unwrap();
+    // Saved as asked: exit 0 and no "error:", saying the daemon keeps
+    // its settings until it restarts.
+    let message = n.ok(&save);
     assert!(
         message.starts_with(&format!("Saved to {}: listen = [\"/ip4/127.0.0.1/tcp/0\"], mdns = false, relays = [\"{relay}\"].", config.display())),
         "{message}"
     );
+    assert!(!message.contains("error"), "{message}");
     assert!(
-        message.ends_with("Restart it to use the saved ones: `agentmesh down && agentmesh up`."),
+        message
+            .trim_end()
+            .ends_with("Restart it to use the saved ones: `agentmesh down && agentmesh up`."),
         "{message}"
+    );
+    save.push("--json");
+    let v: Value = serde_json::from_str(&n.ok(&save)).unwrap();
+    assert_eq!(v["restart_needed"], true, "{v}");
+    assert_eq!(v["started"], false, "{v}");
+    assert!(
+        v["differences"][0].as_str().unwrap().starts_with("relays:"),
+        "{v}"
     );
     let saved = std::fs::read_to_string(&config).unwrap();
     assert!(saved.starts_with("# my machine\n"), "{saved}");
@@ -488,4 +499,35 @@ fn a_daemon_whose_log_reader_went_still_stops_on_sigterm() {
         child.try_wait().unwrap()
     });
     assert!(status.success(), "{status}");
+}
+
+/// Runs `args` with its standard output a pipe whose reader is already
+/// gone, as `agentmesh ARGS | head -c 1` is once `head` has its byte.
+fn into_a_closed_pipe(n: &Node, args: &[&str]) -> std::process::Output {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    n.command(args)
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn commands_end_quietly_when_their_reader_goes() {
+    let n = Node::new("piped");
+    n.ok(&UP);
+    let _down = Down(&n);
+    for args in [&["peers"][..], &["status"], &["up"], &["status", "--json"]] {
+        let out = into_a_closed_pipe(&n, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(
+            matches!(out.status.code(), Some(0 | 141)),
+            "{args:?} exited {:?}: {stderr}",
+            out.status
+        );
+        // Nothing to read it: it could not have ended with 0 by writing.
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {stderr}");
+    }
 }

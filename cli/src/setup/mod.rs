@@ -478,15 +478,15 @@ fn print_report(r: &Report, nothing: bool) {
     };
     if nothing {
         if let Some((headline, others)) = r.notes.split_last() {
-            println!("{headline}.");
+            crate::outln!("{headline}.");
             for n in others {
-                println!("note: {n}");
+                crate::outln!("note: {n}");
             }
         }
         return;
     }
     if r.dry_run {
-        println!(
+        crate::outln!(
             "{} {title} ({scope} scope), dry run: nothing was written.",
             if r.uninstall {
                 "Removing agentmesh from"
@@ -495,13 +495,13 @@ fn print_report(r: &Report, nothing: bool) {
             },
         );
         for f in r.changed.iter().filter(|f| f.diff.is_some()) {
-            print!("{}", f.diff.as_deref().unwrap_or_default());
+            term::out_raw(f.diff.as_deref().unwrap_or_default());
         }
         for c in &r.commands {
-            println!("would run: {}", shell_line(&c[0], &c[1..]));
+            crate::outln!("would run: {}", shell_line(&c[0], &c[1..]));
         }
     } else {
-        println!(
+        crate::outln!(
             "{} {title} ({scope} scope):",
             if r.uninstall {
                 "Removed agentmesh from"
@@ -510,21 +510,21 @@ fn print_report(r: &Report, nothing: bool) {
             },
         );
         for c in &r.commands {
-            println!("  ran        {}", shell_line(&c[0], &c[1..]));
+            crate::outln!("  ran        {}", shell_line(&c[0], &c[1..]));
         }
         for f in &r.changed {
-            println!("  {:<10} {}", f.action.as_str(), f.path.display());
+            crate::outln!("  {:<10} {}", f.action.as_str(), f.path.display());
         }
     }
     for n in &r.notes {
-        println!("note: {n}");
+        crate::outln!("note: {n}");
     }
     if !r.uninstall && !r.dry_run {
         let check = match r.agent {
             Agent::Claude => "`claude mcp list` shows agentmesh ✔ Connected",
             Agent::Codex => "`codex mcp list` lists agentmesh",
         };
-        println!(
+        crate::outln!(
             "Check it: {check}. Remove it: `agentmesh setup {}{again} --uninstall`.",
             r.agent.name()
         );
@@ -577,7 +577,7 @@ fn offer_one(home: &Home, agent: Agent, agent_home: Option<&Path>) -> anyhow::Re
     ))?;
     if !matches!(answer.to_lowercase().as_str(), "y" | "yes") {
         records.decline(agent.name())?;
-        println!(
+        crate::outln!(
             "Not set up; run `agentmesh setup {}` any time.",
             agent.name()
         );

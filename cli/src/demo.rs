@@ -288,6 +288,8 @@ async fn converse(a: &mut Client, b: &mut Client, root: &Path) -> anyhow::Result
     step("Bob trusts demo-alice: her machine's mail is no longer held");
     b.call(ops::Trust {
         machine: "demo-alice".into(),
+        off: false,
+        approve_held: false,
     })
     .await?;
     let thanks: agentmesh_node::api::SentView = a

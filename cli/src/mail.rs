@@ -409,17 +409,46 @@ pub fn decide(
 }
 
 /// `agentmesh trust MACHINE`.
-pub fn trust(home: &Home, machine: &str, json: bool) -> anyhow::Result<ExitCode> {
-    simple(
-        home,
-        ops::Trust {
-            machine: machine.into(),
-        },
-        json,
-        |_| {
-            crate::say!("Mail from {machine} is no longer held.");
-        },
-    )
+pub fn trust(
+    home: &Home,
+    machine: &str,
+    (off, approve_held): (bool, bool),
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let op = ops::Trust {
+        machine: machine.into(),
+        off,
+        approve_held,
+    };
+    simple(home, op, json, |v| {
+        if !v.trusting {
+            crate::say!(
+                "Mail from {machine} is held again for your approval (what it sent before stays delivered)."
+            );
+            return;
+        }
+        crate::say!("Mail from {machine} is no longer held.");
+        if v.approved > 0 {
+            crate::say!(
+                "Approved {} held message{} from it.",
+                v.approved,
+                plural(v.approved)
+            );
+        }
+        if v.held > 0 {
+            crate::say!(
+                "{} message{} from it {} still held: `agentmesh held` lists them, `agentmesh trust {machine} --approve-held` approves them.",
+                v.held,
+                plural(v.held),
+                if v.held == 1 { "is" } else { "are" }
+            );
+        }
+    })
+}
+
+/// "s" for a count other than one.
+fn plural(n: u64) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }
 
 /// `agentmesh allow PATH [--mailbox NAME] [--wake AGENT]`.

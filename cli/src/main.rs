@@ -309,10 +309,17 @@ enum Command {
         #[arg(long)]
         reason: Option<String>,
     },
-    /// Stop holding a machine's mail.
+    /// Stop holding a machine's mail (what is held from it already stays
+    /// held unless --approve-held), or with --off hold it again.
     Trust {
         /// Its machine name.
         machine: String,
+        /// Hold its mail again (what was delivered stays delivered).
+        #[arg(long, conflicts_with = "approve_held")]
+        off: bool,
+        /// Also approve every message held from it now.
+        #[arg(long)]
+        approve_held: bool,
     },
     /// Hold all inbound mail until `resume`.
     Pause,
@@ -730,7 +737,11 @@ fn dispatch(
         Command::Bus(BusCommand::Stats) => bus::stats(home, json),
         Command::Approve { id } => mail::decide(home, &id, true, None, json),
         Command::Reject { id, reason } => mail::decide(home, &id, false, reason, json),
-        Command::Trust { machine } => mail::trust(home, &machine, json),
+        Command::Trust {
+            machine,
+            off,
+            approve_held,
+        } => mail::trust(home, &machine, (off, approve_held), json),
         Command::Pause => mail::pause(home, true, json),
         Command::Resume => mail::pause(home, false, json),
         Command::Audit { since } => mail::audit(home, since.as_deref(), json),

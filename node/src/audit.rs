@@ -75,6 +75,8 @@ pub enum AuditEvent {
     Released,
     /// A machine's mail is no longer held.
     Trust,
+    /// A machine's mail is held again (`trust --off`).
+    Untrust,
     /// A folder was opted in.
     Allow,
     /// A folder was opted out.
@@ -166,6 +168,7 @@ impl AuditEvent {
             AuditEvent::Rejected => "rejected",
             AuditEvent::Released => "released",
             AuditEvent::Trust => "trust",
+            AuditEvent::Untrust => "untrust",
             AuditEvent::Allow => "allow",
             AuditEvent::Deny => "deny",
             AuditEvent::Pause => "pause",
@@ -358,6 +361,7 @@ mod tests {
             Rejected,
             Released,
             Trust,
+            Untrust,
             Allow,
             Deny,
             Pause,

@@ -463,3 +463,87 @@ fn held_mail_reads_in_words_and_counts_in_english() {
     );
     a.ok(&["approve", &second]);
 }
+
+/// The ids held at `n`.
+fn held_ids(n: &Node) -> Vec<String> {
+    n.json(&["held"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn trust_says_what_is_held_approves_it_when_asked_and_can_be_undone() {
+    let (a, b) = two_people();
+    // Bob's mail waits for Ada.
+    let first = b.send("@alpha", "one");
+    let second = b.send("@alpha", "two");
+    wait_for("both to be held", || {
+        (held_ids(&a).len() == 2).then_some(())
+    });
+    // Trusting says what is already held, and leaves it held.
+    let out = a.ok(&["trust", "bravo"]);
+    assert!(
+        out.contains("2 messages from it are still held")
+            && out.contains("agentmesh trust bravo --approve-held"),
+        "{out}"
+    );
+    let v = a.json(&["trust", "bravo"]);
+    assert_eq!(
+        (v["held"].as_u64(), v["approved"].as_u64()),
+        (Some(2), Some(0)),
+        "{v}"
+    );
+    assert_eq!(v["trusting"], true, "{v}");
+    // New mail passes.
+    let third = b.send("@alpha", "three");
+    b.reaches(&third, "delivered");
+    // --approve-held approves each, audited as the person's, and each
+    // sender learns it.
+    let v = a.json(&["trust", "bravo", "--approve-held"]);
+    assert_eq!(
+        (v["held"].as_u64(), v["approved"].as_u64()),
+        (Some(0), Some(2)),
+        "{v}"
+    );
+    assert!(held_ids(&a).is_empty());
+    let audit = a.json(&["audit"]);
+    for id in [&first, &second] {
+        let e = audit
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["event"] == "approved" && e["id"] == id.as_str())
+            .unwrap_or_else(|| panic!("no approved entry for {id} in {audit}"));
+        assert!(e["detail"].as_str().unwrap().contains("by human"), "{e}");
+        b.reaches(id, "approved");
+    }
+    // --off holds its mail again; what was delivered stays.
+    let out = a.ok(&["trust", "bravo", "--off"]);
+    assert!(out.contains("held again"), "{out}");
+    let fourth = b.send("@alpha", "four");
+    b.reaches(&fourth, "held");
+    assert_eq!(held_ids(&a), [fourth.clone()]);
+    let inbox: Vec<String> = a
+        .inbox_all()
+        .iter()
+        .filter(|m| m["held"].is_null())
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect();
+    for id in [&first, &second, &third] {
+        assert!(inbox.contains(id), "{id} left the inbox: {inbox:?}");
+    }
+    assert!(
+        a.json(&["audit"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "untrust"),
+        "no untrust entry"
+    );
+    // A machine that is not a member is refused, saying so.
+    let e = a.fails(&["trust", "nobody", "--off"]);
+    assert!(e.contains("no current member is named nobody"), "{e}");
+}

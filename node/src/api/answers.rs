@@ -61,6 +61,20 @@ pub struct TrustedView {
     pub trusted: String,
     /// Its PeerId.
     pub peer_id: String,
+    /// Whether its mail passes unheld now (`false` after `trust --off`).
+    #[serde(default = "yes")]
+    pub trusting: bool,
+    /// Its messages still held here after this (`trust` releases none
+    /// unless asked: `--approve-held`).
+    #[serde(default)]
+    pub held: u64,
+    /// Its held messages this approved (`--approve-held`).
+    #[serde(default)]
+    pub approved: u64,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// `pause` / `resume`.

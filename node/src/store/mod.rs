@@ -220,6 +220,8 @@ pub trait MailStore: Send + Sync + std::fmt::Debug {
     fn trusted(&self) -> Result<Vec<String>, StoreError>;
     /// Trusts a machine (durable on return).
     fn put_trusted(&self, peer: &str) -> Result<(), StoreError>;
+    /// Trusts a machine no more (durable on return).
+    fn remove_trusted(&self, peer: &str) -> Result<(), StoreError>;
     /// Whether inbound delivery is paused.
     fn paused(&self) -> Result<bool, StoreError>;
     /// Pauses or resumes inbound delivery (durable on return).

@@ -703,6 +703,12 @@ impl MailStore for SledStore {
         self.sync()
     }
 
+    fn remove_trusted(&self, peer: &str) -> Result<(), StoreError> {
+        self.consent
+            .remove([TRUSTED_PREFIX, peer.as_bytes()].concat())?;
+        self.sync()
+    }
+
     fn paused(&self) -> Result<bool, StoreError> {
         Ok(self.consent.get(PAUSED_KEY)?.is_some())
     }

@@ -289,6 +289,10 @@ impl MailStore for Flaky {
         self.inner.put_trusted(peer)
     }
 
+    fn remove_trusted(&self, peer: &str) -> Result<(), StoreError> {
+        self.inner.remove_trusted(peer)
+    }
+
     fn paused(&self) -> Result<bool, StoreError> {
         self.inner.paused()
     }

@@ -158,7 +158,15 @@ async fn act(
                     ),
                 ));
             }
-            let _: TrustedView = chrome::call(&mut c, ops::Trust { machine }).await?;
+            let _: TrustedView = chrome::call(
+                &mut c,
+                ops::Trust {
+                    machine,
+                    off: false,
+                    approve_held: false,
+                },
+            )
+            .await?;
             Ok("trusted")
         }
         Action::Send => {

@@ -53,11 +53,18 @@ pub struct Reject {
     pub reason: Option<String>,
 }
 
-/// Stop holding a machine's mail.
+/// Stop holding a machine's mail (or, `off`, hold it again).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Trust {
     /// Its machine name.
     pub machine: String,
+    /// Hold its mail again: what was delivered stays delivered.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub off: bool,
+    /// Also approve what is held from it now (each audited `approved`,
+    /// by whoever asked).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approve_held: bool,
 }
 
 /// Opt a folder in: its mailbox receives.

@@ -389,6 +389,7 @@ impl Consent {
         &mut self,
         who: &Who,
         machine: &str,
+        on: bool,
         ctx: &mut Ctx<'_>,
     ) -> Result<crate::api::TrustedView, ApiError> {
         let Some((peer, _)) = ctx.dir.current(machine) else {
@@ -397,14 +398,35 @@ impl Consent {
                 format!("no current member is named {machine}"),
             );
         };
-        ctx.store.put_trusted(&peer.to_string())?;
-        self.trusted.insert(peer);
-        let detail = format!("mail from {machine} is no longer held");
-        decided(who, AuditEvent::Trust, Some(peer.to_string()), detail, ctx);
+        if on {
+            ctx.store.put_trusted(&peer.to_string())?;
+            self.trusted.insert(peer);
+            let detail = format!("mail from {machine} is no longer held");
+            decided(who, AuditEvent::Trust, Some(peer.to_string()), detail, ctx);
+        } else {
+            ctx.store.remove_trusted(&peer.to_string())?;
+            self.trusted.remove(&peer);
+            let detail = format!("mail from {machine} is held again (what was delivered stays)");
+            decided(
+                who,
+                AuditEvent::Untrust,
+                Some(peer.to_string()),
+                detail,
+                ctx,
+            );
+        }
         Ok(crate::api::TrustedView {
             trusted: machine.to_owned(),
             peer_id: peer.to_string(),
+            trusting: on,
+            held: 0,
+            approved: 0,
         })
+    }
+
+    /// Messages held from `peer`.
+    pub(in crate::mail) fn held_from_peer(&self, peer: &PeerId) -> usize {
+        self.held_from.get(peer).copied().unwrap_or_default()
     }
 
     /// `allow` (`allowed`) or `deny` a folder, audited when it succeeds.

@@ -4,8 +4,9 @@
 use agentmesh_protocol::receipt::{ReceiptEntry, ReceiptState};
 
 use crate::api::{ConsentOp, Event, Who, answer, ops as req};
+use crate::mail::consent::held_records;
 use crate::mail::ctx::Ctx;
-use crate::mail::desk::{Parts, Then};
+use crate::mail::desk::{Debts, Parts, Then};
 use crate::mail::post::{ops, receipts};
 
 /// Serves `op` for a client attached as `who`.
@@ -19,10 +20,11 @@ pub(in crate::mail) fn serve(op: ConsentOp, who: &Who, p: Parts<'_>, ctx: &mut C
             let decision = ops::Decision::Reject(reason.unwrap_or_default());
             resolve(who, &id, decision, p, ctx)
         }
-        ConsentOp::Trust(req::Trust { machine }) => Then::Durably(
-            answer::<req::Trust>(p.consent.trust(who, &machine, ctx)),
-            vec![],
-        ),
+        ConsentOp::Trust(req::Trust {
+            machine,
+            off,
+            approve_held,
+        }) => trust(who, &machine, (!off, approve_held), p, ctx),
         ConsentOp::Allow(req::Allow { path, mailbox }) => {
             let allowed = p.consent.allow(who, &path, mailbox.as_deref(), true, ctx);
             folders(answer::<req::Allow>(allowed))
@@ -57,8 +59,68 @@ fn folders(answer: crate::api::Reply) -> Then {
     Then::Durably(answer, events)
 }
 
+/// `trust MACHINE` (`on`), or `trust --off`; with `approve_held`, what
+/// is held from it now is approved too, each as `approve` would (audited,
+/// its sender owed `approved`). Answered once durable.
+fn trust(
+    who: &Who,
+    machine: &str,
+    (on, approve_held): (bool, bool),
+    mut p: Parts<'_>,
+    ctx: &mut Ctx<'_>,
+) -> Then {
+    let mut view = match p.consent.trust(who, machine, on, ctx) {
+        Ok(v) => v,
+        Err(e) => return Then::Now(Err(e)),
+    };
+    let (mut debts, mut events) = (vec![], vec![]);
+    if on && approve_held {
+        let ids: Vec<String> = match held_records(ctx.store) {
+            Ok(held) => held
+                .into_iter()
+                .filter(|r| r.from_peer == view.peer_id)
+                .map(|r| r.id)
+                .collect(),
+            Err(e) => return Then::Now(Err(e.into())),
+        };
+        for id in ids {
+            match decide(who, &id, ops::Decision::Approve, p.again(), ctx) {
+                Ok((_, more_events, more_debts)) => {
+                    events.extend(more_events);
+                    debts.extend(more_debts);
+                    view.approved += 1;
+                }
+                // Decided meanwhile, or from an old key of that name: it
+                // stays as it is, and `held` counts it.
+                Err(e) => tracing::debug!(%id, error = %e, "a held message was not approved"),
+            }
+        }
+    }
+    view.held = view
+        .peer_id
+        .parse()
+        .map_or(0, |peer| p.consent.held_from_peer(&peer) as u64);
+    Then::Owing(debts, answer::<req::Trust>(Ok(view)), events)
+}
+
 /// A held message approved or rejected; its sender is owed a receipt.
 fn resolve(who: &Who, id: &str, decision: ops::Decision, p: Parts<'_>, ctx: &mut Ctx<'_>) -> Then {
+    match decide(who, id, decision, p, ctx) {
+        Ok((value, events, debts)) => Then::Owing(debts, answer::<req::Approve>(Ok(value)), events),
+        // Answered at once: nothing was decided.
+        Err(e) => Then::Now(Err(e)),
+    }
+}
+
+/// Approves or rejects the held message `id`: what to answer, the events,
+/// and the receipt its sender is owed.
+fn decide(
+    who: &Who,
+    id: &str,
+    decision: ops::Decision,
+    p: Parts<'_>,
+    ctx: &mut Ctx<'_>,
+) -> Result<(crate::api::ResolvedView, Vec<Event>, Debts), crate::api::ApiError> {
     let decision_state: Result<(), String> = match &decision {
         ops::Decision::Approve => Ok(()),
         ops::Decision::Reject(reason) if reason.is_empty() => {
@@ -71,11 +133,7 @@ fn resolve(who: &Who, id: &str, decision: ops::Decision, p: Parts<'_>, ctx: &mut
         .and_then(|id| ctx.store.inbox_get(&id).ok().flatten());
     let resolved = ops::full_id(ctx.store, id)
         .and_then(|id| ops::resolve(who, &id, decision, p.consent, p.post.inbox.seqs(), ctx));
-    let (value, events) = match resolved {
-        Ok(done) => done,
-        // Answered at once: nothing was decided.
-        Err(e) => return Then::Now(Err(e)),
-    };
+    let (value, events) = resolved?;
     crate::mail::guard::heard(&mut p.post.unread, &mut p.guard.loops, &events, ctx);
     // The sender learns what its person decided.
     let now = ctx.now.wall;
@@ -100,5 +158,5 @@ fn resolve(who: &Who, id: &str, decision: ops::Decision, p: Parts<'_>, ctx: &mut
         }
         debts.push((receipts::Debt::from(&r), entries));
     }
-    Then::Owing(debts, answer::<req::Approve>(Ok(value)), events)
+    Ok((value, events, debts))
 }

@@ -29,7 +29,7 @@ fn consent_holds_paused_and_other_owners_mail_and_not_unknown_senders() {
         log: &mut d.log,
         now,
     };
-    consent.trust(&ada(), "carol", &mut ctx).unwrap();
+    consent.trust(&ada(), "carol", true, &mut ctx).unwrap();
     assert_eq!(consent.decide(carol, None, &t.dir), Decision::Deliver);
     let folder = tempfile::tempdir().unwrap();
     let path = folder.path().display().to_string();

@@ -525,7 +525,7 @@ fn trust_says_what_is_held_approves_it_when_asked_and_can_be_undone() {
     assert!(out.contains("held again"), "{out}");
     let fourth = b.send("@alpha", "four");
     b.reaches(&fourth, "held");
-    assert_eq!(held_ids(&a), [fourth.clone()]);
+    assert_eq!(held_ids(&a), std::slice::from_ref(&fourth));
     let inbox: Vec<String> = a
         .inbox_all()
         .iter()

@@ -151,3 +151,34 @@ fn a_member_that_moved_is_found_through_another_member() {
         })
     });
 }
+
+#[test]
+fn peers_shows_the_address_in_use_first_with_its_transport() {
+    let [a, b] = team([("alpha", "Ada"), ("bravo", "Ada")]);
+    let row = wait_for("alpha to be connected to bravo", || {
+        a.peer_row(&b.peer_id())
+            .filter(|r| r["connection"] == "direct")
+    });
+    let first = row["addresses"][0].as_str().unwrap().to_owned();
+    let quic = first.contains("/quic");
+    assert_eq!(
+        row["transport"],
+        if quic { "quic" } else { "tcp" },
+        "the transport column is the first address's: {row}"
+    );
+    // Each address once.
+    let all: Vec<&str> = row["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let mut unique = all.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), all.len(), "{row}");
+    // The table shows that address beside that transport.
+    let table = a.ok(&["peers"]);
+    let line = table.lines().find(|l| l.contains("bravo")).unwrap();
+    assert!(line.contains(&first), "{table}");
+}

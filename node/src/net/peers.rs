@@ -128,6 +128,34 @@ impl Conn {
     }
 }
 
+/// Whether `a` is a loopback address (127.0.0.0/8, ::1): reachable only
+/// from the machine itself.
+pub fn is_loopback(a: &Multiaddr) -> bool {
+    a.iter().any(|p| match p {
+        Protocol::Ip4(ip) => ip.is_loopback(),
+        Protocol::Ip6(ip) => ip.is_loopback(),
+        _ => false,
+    })
+}
+
+/// The addresses `peers` shows for a peer: the one its connection in use
+/// reaches first (so the transport column is that address's), then the
+/// others it is known by, newest first, without its loopback addresses
+/// unless it is reached over loopback itself (another machine's 127.0.0.1
+/// is this machine).
+fn shown_addresses(in_use: Option<&Multiaddr>, known: &[Multiaddr]) -> Vec<String> {
+    let same_host = in_use.is_some_and(is_loopback);
+    in_use
+        .into_iter()
+        .chain(
+            known
+                .iter()
+                .filter(|a| Some(*a) != in_use && (same_host || !is_loopback(a))),
+        )
+        .map(ToString::to_string)
+        .collect()
+}
+
 /// The connection `peers` reports among several: direct and hole-punched
 /// before relayed, then the oldest.
 pub fn best(conns: &[&Conn]) -> Option<Conn> {
@@ -507,7 +535,8 @@ impl PeerTable {
                 let conns: Vec<&Conn> = entry
                     .map(|e| e.connections.values().collect())
                     .unwrap_or_default();
-                let (connection, relay, transport) = match best(&conns) {
+                let in_use = best(&conns);
+                let (connection, relay, transport) = match &in_use {
                     Some(c) => (
                         c.kind.word(),
                         relay_of(&c.addr).map(|r| r.to_string()),
@@ -529,9 +558,10 @@ impl PeerTable {
                     connection,
                     relay,
                     transport,
-                    addresses: entry
-                        .map(|e| e.addrs.iter().map(ToString::to_string).collect())
-                        .unwrap_or_default(),
+                    addresses: shown_addresses(
+                        in_use.as_ref().map(|c| &c.addr),
+                        entry.map_or(&[][..], |e| &e.addrs),
+                    ),
                     // A round trip measured on a connection that is gone
                     // says nothing about the peer now.
                     rtt_ms: entry
@@ -569,6 +599,38 @@ impl PeerTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peers_shows_the_address_in_use_first_and_no_other_machines_loopback() {
+        let a = |s: &str| -> Multiaddr { s.parse().unwrap() };
+        let known = [
+            a("/ip4/127.0.0.1/tcp/7650"),
+            a("/ip4/10.0.0.2/tcp/7650"),
+            a("/ip4/10.0.0.2/udp/7650/quic-v1"),
+            a("/ip6/::1/udp/7650/quic-v1"),
+        ];
+        // Reached over QUIC: that address first, once; its loopback
+        // addresses (this machine's own, not the peer's) left out.
+        let quic = a("/ip4/10.0.0.2/udp/7650/quic-v1");
+        assert_eq!(
+            shown_addresses(Some(&quic), &known),
+            ["/ip4/10.0.0.2/udp/7650/quic-v1", "/ip4/10.0.0.2/tcp/7650"]
+        );
+        assert_eq!(transport_of(&quic), Transport::Quic);
+        // Not connected: what it is known by, without loopback.
+        assert_eq!(
+            shown_addresses(None, &known),
+            ["/ip4/10.0.0.2/tcp/7650", "/ip4/10.0.0.2/udp/7650/quic-v1"]
+        );
+        // Reached over loopback (the same host): its loopback addresses
+        // are real for it.
+        let lo = a("/ip4/127.0.0.1/tcp/7650");
+        assert_eq!(shown_addresses(Some(&lo), &known).len(), 4);
+        assert_eq!(
+            shown_addresses(Some(&lo), &known)[0],
+            "/ip4/127.0.0.1/tcp/7650"
+        );
+    }
 
     #[test]
     fn relayed_addresses_name_their_relay() {

@@ -12,7 +12,7 @@ use super::awaiting::Awaiting;
 use super::behaviour::{Behaviour, blocks_topic, directory_topic};
 use super::connect::Connects;
 use super::guard::Guard;
-use super::peers::PeerTable;
+use super::peers::{PeerTable, is_loopback};
 use super::reach::Reach;
 use tokio::sync::oneshot;
 
@@ -67,14 +67,6 @@ fn is_unspecified(a: &Multiaddr) -> bool {
 fn is_link_local(a: &Multiaddr) -> bool {
     a.iter().any(|p| match p {
         Protocol::Ip6(ip) => ip.is_unicast_link_local(),
-        _ => false,
-    })
-}
-
-fn is_loopback(a: &Multiaddr) -> bool {
-    a.iter().any(|p| match p {
-        Protocol::Ip4(ip) => ip.is_loopback(),
-        Protocol::Ip6(ip) => ip.is_loopback(),
         _ => false,
     })
 }

@@ -332,3 +332,38 @@ fn hole_punching_runs_with_members_only_and_on_few_addresses() {
         greedy_traps.hits()
     );
 }
+
+/// A relay's text log read by a journal or a file (no terminal) is plain
+/// text: no colour codes.
+#[test]
+fn a_relays_text_log_has_no_colour_codes_without_a_terminal() {
+    let key = tempfile::tempdir().unwrap();
+    let mut child = Command::new(relay_bin())
+        .args(["--identity", key.path().join("relay.key").to_str().unwrap()])
+        .args(["--listen", "/ip4/127.0.0.1/tcp/0"])
+        .args(["--log-format", "text"])
+        .env_remove("NO_COLOR")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            log.read_line(&mut line).unwrap() > 0,
+            "the relay exited: {seen}"
+        );
+        seen.push_str(&line);
+        if line.contains("listening") {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        !seen.contains('\u{1b}'),
+        "colour codes in the log: {seen:?}"
+    );
+}

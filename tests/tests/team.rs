@@ -115,6 +115,12 @@ fn three_machines_join_revoke_while_one_is_away_and_sync() {
     wait_for("alpha to learn that bravo left", || {
         (a.member("bravo").unwrap()["revoked"] == true).then_some(())
     });
+    // Mail to it says it left (it was not revoked).
+    let e = a.fails(&["send", "@bravo", "still there?"]);
+    assert!(
+        e.contains("bravo left the team; it receives nothing"),
+        "{e}"
+    );
     let e = b.fails(&["invite"]);
     assert!(e.contains("not in a team"), "{e}");
 }

@@ -141,10 +141,10 @@ pub fn is_loopback(a: &Multiaddr) -> bool {
 /// The addresses `peers` shows for a peer: the one its connection in use
 /// reaches first (so the transport column is that address's), then the
 /// others it is known by, newest first, without its loopback addresses
-/// unless it is reached over loopback itself (another machine's 127.0.0.1
-/// is this machine).
+/// (another machine's 127.0.0.1 is this machine) unless it is reached
+/// over loopback itself or knows no other address (then it runs here).
 fn shown_addresses(in_use: Option<&Multiaddr>, known: &[Multiaddr]) -> Vec<String> {
-    let same_host = in_use.is_some_and(is_loopback);
+    let same_host = in_use.map_or_else(|| known.iter().all(is_loopback), is_loopback);
     in_use
         .into_iter()
         .chain(
@@ -630,6 +630,9 @@ mod tests {
             shown_addresses(Some(&lo), &known)[0],
             "/ip4/127.0.0.1/tcp/7650"
         );
+        // Known only by loopback addresses: it runs here; they are shown.
+        let here = [a("/ip4/127.0.0.1/tcp/7651")];
+        assert_eq!(shown_addresses(None, &here), ["/ip4/127.0.0.1/tcp/7651"]);
     }
 
     #[test]

@@ -557,14 +557,19 @@ pub(in crate::mail) fn remote_target(
         );
     }
     let Some((peer, m)) = dir.current(machine) else {
-        let revoked = dir
+        let gone = dir
             .machines
             .values()
-            .any(|m| m.name == machine && m.standing == Standing::Revoked);
-        return if revoked {
+            .find(|m| m.name == machine && m.standing == Standing::Revoked);
+        return if let Some(gone) = gone {
+            let how = if gone.left {
+                "left the team"
+            } else {
+                "was revoked from the team"
+            };
             err(
                 ErrorCode::RevokedRecipient,
-                format!("{machine} was revoked from the team; it receives nothing"),
+                format!("{machine} {how}; it receives nothing"),
             )
         } else {
             let names: Vec<&str> = dir

@@ -513,9 +513,12 @@ fn check_daemon(
                     checks.add(
                         pass(ok),
                         format!(
-                            "team {}: {} members, this machine {}",
+                            "team {}: {}, this machine {}",
                             t.name,
-                            t.members.iter().filter(|m| m.standing == Standing::Current).count(),
+                            term::count(
+                                t.members.iter().filter(|m| m.standing == Standing::Current).count(),
+                                "member"
+                            ),
                             me.map_or("not listed", |m| m.standing.as_str())
                         ),
                         (!ok).then(|| match me.map(|m| m.standing.as_str()) {

@@ -393,7 +393,11 @@ fn whose(
     }
     say("  n. a new person");
     loop {
-        let answer = term::prompt(&format!("Which? [1-{}, or n] ", persons.len()))?;
+        let range = match persons.len() {
+            1 => "1".to_owned(),
+            n => format!("1-{n}"),
+        };
+        let answer = term::prompt(&format!("Which? [{range}, or n] "))?;
         let chosen = if answer.eq_ignore_ascii_case("n") {
             let typed = term::prompt(&format!("The new person's name [{claimed}]: "))?;
             let name = if typed.is_empty() {

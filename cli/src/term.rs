@@ -429,6 +429,15 @@ pub fn clean(text: &str) -> String {
         .collect()
 }
 
+/// `n` and `noun`, plural unless one: `1 member`, `2 members`.
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// [`clean`], keeping line breaks: for whole lines of output whose
 /// remote parts are one line each (names, addresses, owners).
 pub fn clean_lines(text: &str) -> String {
@@ -481,6 +490,13 @@ macro_rules! say {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_of_a_thing_is_not_plural() {
+        assert_eq!(count(1, "member"), "1 member");
+        assert_eq!(count(0, "member"), "0 members");
+        assert_eq!(count(3, "peer"), "3 peers");
+    }
 
     #[test]
     fn codes_in_text_output_become_words() {

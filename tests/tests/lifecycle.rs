@@ -135,7 +135,7 @@ fn doctor_reports_and_never_writes() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{text}");
     assert!(
-        text.contains("ok   team ward: 1 members, this machine current"),
+        text.contains("ok   team ward: 1 member, this machine current"),
         "{text}"
     );
     assert!(

@@ -24,7 +24,7 @@ pub(super) enum AfterFlush {
         reply: oneshot::Sender<Reply>,
         /// What it answers, the recipient's machine, the record if the
         /// courier takes it only now.
-        sent: Box<crate::mail::post::arrive::Handed>,
+        sent: Box<Handed>,
         /// Answer at its first answer instead, waiting at most this long,
         /// with this mailbox's state.
         wait: Option<FirstWait>,
@@ -69,6 +69,19 @@ pub(super) enum AfterFlush {
         /// Events for attached clients.
         events: Vec<Event>,
     },
+}
+
+/// A send to another machine, written, its flush under way: what its
+/// answer says, the recipient's machine, and the record if the courier
+/// takes it only once durable (`post::arrive::hand_over`).
+#[derive(Debug)]
+pub(in crate::mail) struct Handed {
+    /// What the send's answer says.
+    pub(in crate::mail) sent: crate::api::SentView,
+    /// The recipient's machine.
+    pub(in crate::mail) peer: Option<agentmesh_protocol::PeerId>,
+    /// The record, when the courier takes it only once durable.
+    pub(in crate::mail) later: Option<OutboxRecord>,
 }
 
 /// What comes back to the mail actor later.

@@ -7,7 +7,7 @@ use crate::audit::AuditEvent;
 use crate::mail::bus;
 use crate::mail::ctx::Ctx;
 use crate::mail::desk::{Debts, Parts, Then, mailbox_state_view};
-use crate::mail::flush::{AfterFlush, FirstWait};
+use crate::mail::flush::{AfterFlush, FirstWait, Handed};
 use crate::mail::guard;
 use crate::mail::post::{Post, inbox, mailroom, ops, receipts};
 use crate::net::{CarryHandle, MailEvent, Via};
@@ -251,16 +251,6 @@ pub(in crate::mail) fn answer_firsts(p: Parts<'_>, ctx: &Ctx<'_>) {
         sent.mailbox_state = Some(state);
         let _ = w.reply.send(answer::<req::Send>(Ok(sent)));
     }
-}
-
-/// A send to another machine, written, its flush under way: what its
-/// answer says, the recipient's machine, and the record if the courier
-/// takes it only once durable.
-#[derive(Debug)]
-pub(in crate::mail) struct Handed {
-    sent: api::SentView,
-    peer: Option<agentmesh_protocol::PeerId>,
-    later: Option<OutboxRecord>,
 }
 
 /// A send to another machine is written (its flush under way): handed to

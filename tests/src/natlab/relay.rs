@@ -1,0 +1,185 @@
+//! The real `agentmesh-relay` on the lab's relay host.
+
+use super::*;
+
+/// The `agentmesh-relay` binary built alongside the tests (`cargo test
+/// --workspace` builds it), or the one [`RELAY_BIN_ENV`] names.
+pub fn relay_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os(RELAY_BIN_ENV) {
+        return PathBuf::from(path);
+    }
+    crate::built_bin("agentmesh-relay")
+}
+
+/// The real `agentmesh-relay` running on the lab's [`Host::Relay`], with
+/// a fresh identity, listening on TCP and QUIC port [`RELAY_PORT`] and
+/// announcing [`RELAY_IP`]. Killed on drop.
+#[derive(Debug)]
+pub struct RelayProc {
+    child: Option<Child>,
+    peer_id: String,
+    dir: tempfile::TempDir,
+}
+
+impl RelayProc {
+    /// Starts the relay in `lab` with `extra` arguments after the standard
+    /// ones (limits flags such as `--max-circuit-bytes 1000000`), logging
+    /// JSON to [`RelayProc::log_path`] at `info` (`debug` for the relay's
+    /// own events: reservations and circuits), and waits until it listens
+    /// on both addresses. Panics, with the log, if it exits or takes longer
+    /// than [`crate::DEADLINE`].
+    pub fn start(lab: &Lab, extra: &[&str]) -> RelayProc {
+        RelayProc::start_on(lab, true, true, extra)
+    }
+
+    /// [`RelayProc::start`] listening and announcing only on TCP (`tcp`),
+    /// only on QUIC (`quic`), or both: a scenario "over TCP" must not let
+    /// a machine reach the relay over QUIC instead.
+    pub fn start_on(lab: &Lab, tcp_on: bool, quic_on: bool, extra: &[&str]) -> RelayProc {
+        RelayProc::start_keyed(lab, None, tcp_on, quic_on, extra)
+    }
+
+    /// [`RelayProc::start_on`] with the key in `key` (created if missing),
+    /// so the relay keeps its PeerId from one lab to the next (the
+    /// benchmark's daemons keep naming it), or a fresh one.
+    pub fn start_keyed(
+        lab: &Lab,
+        key: Option<&std::path::Path>,
+        tcp_on: bool,
+        quic_on: bool,
+        extra: &[&str],
+    ) -> RelayProc {
+        let dir = tempfile::Builder::new()
+            .prefix("am-relay-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let key = key.map_or_else(|| dir.path().join("relay.key"), ToOwned::to_owned);
+        let key = key.to_str().unwrap();
+        let out = Command::new(relay_bin())
+            .args(["--identity", key, "peer-id"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "agentmesh-relay peer-id failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let peer_id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        let (tcp, quic) = (
+            format!("/ip4/{RELAY_IP}/tcp/{RELAY_PORT}"),
+            format!("/ip4/{RELAY_IP}/udp/{RELAY_PORT}/quic-v1"),
+        );
+        let (tcp_any, quic_any) = (
+            format!("/ip4/0.0.0.0/tcp/{RELAY_PORT}"),
+            format!("/ip4/0.0.0.0/udp/{RELAY_PORT}/quic-v1"),
+        );
+        let log = std::fs::File::create(dir.path().join("relay.log")).unwrap();
+        let mut command = lab.command(Netns::Relay, relay_bin().to_str().unwrap());
+        command.args(["--identity", key]);
+        if tcp_on {
+            command.args(["--listen", &tcp_any, "--external-addr", &tcp]);
+        }
+        if quic_on {
+            command.args(["--listen", &quic_any, "--external-addr", &quic]);
+        }
+        crate::reaper::adopt(&mut command);
+        let child = command
+            .args(["--log-format", "json"])
+            .args(extra)
+            .env("RUST_LOG", "info,libp2p_kad=error,agentmesh_relay=debug")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut relay = RelayProc {
+            child: Some(child),
+            peer_id,
+            dir,
+        };
+        let want: Vec<String> = [(tcp_on, relay.tcp_addr()), (quic_on, relay.quic_addr())]
+            .into_iter()
+            .filter_map(|(on, a)| on.then_some(a))
+            .collect();
+        wait_for("the relay to listen on TCP and QUIC", || {
+            if let Some(Ok(Some(status))) = relay.child.as_mut().map(Child::try_wait) {
+                panic!("the relay exited at start ({status}):\n{}", relay.log());
+            }
+            let listening = relay.listening();
+            want.iter().all(|w| listening.contains(w)).then_some(())
+        });
+        relay
+    }
+
+    /// The addresses the relay's log says it listens on, with `/p2p/`.
+    pub fn listening(&self) -> Vec<String> {
+        self.log()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["fields"]["message"] == "listening")
+            .filter_map(|v| v["fields"]["address"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// The relay's PeerId.
+    pub fn peer_id(&self) -> &str {
+        &self.peer_id
+    }
+
+    /// `/ip4/198.51.100.1/tcp/4001/p2p/PEER`.
+    pub fn tcp_addr(&self) -> String {
+        format!("/ip4/{RELAY_IP}/tcp/{RELAY_PORT}/p2p/{}", self.peer_id)
+    }
+
+    /// `/ip4/198.51.100.1/udp/4001/quic-v1/p2p/PEER`.
+    pub fn quic_addr(&self) -> String {
+        format!(
+            "/ip4/{RELAY_IP}/udp/{RELAY_PORT}/quic-v1/p2p/{}",
+            self.peer_id
+        )
+    }
+
+    /// The relay's log file (JSON lines).
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("relay.log")
+    }
+
+    /// The relay's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// The relay process's id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Stops the relay with SIGTERM, as an operator would, and waits (at
+    /// most [`crate::DEADLINE`]) for it to exit; whether it exited cleanly (0).
+    pub fn stop(&mut self) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return false;
+        };
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let status = wait_for("the relay to exit after SIGTERM", || {
+            child.try_wait().unwrap()
+        });
+        status.success()
+    }
+
+    /// Kills the relay with SIGKILL.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for RelayProc {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}

@@ -104,25 +104,103 @@ pub fn broadcast(
         text,
         from_mailbox: from,
     };
-    crate::call::spoken(home, reset, op, json, |v| {
-        crate::say!(
-            "Broadcast {} to {}: {}.",
-            v.id,
-            if v.machines.len() == 1 {
-                "1 machine".to_owned()
-            } else {
-                format!("{} machines", v.machines.len())
-            },
-            v.machines
-                .iter()
-                .map(|m| term::clean(&m.machine))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+    // At a terminal it waits (as `send` does for its first answer) for
+    // what each machine did with its copy.
+    let wait = reset.is_some();
+    let rt = term::runtime()?;
+    let (v, reports) = rt.block_on(async {
+        let mut c = term::client(home).await?;
+        if let Some(reset) = reset {
+            let _ = c.call(reset).await;
+        }
+        let v: api::BroadcastView = c.call(op).await?;
+        let reports = if wait {
+            let ids: Vec<String> = v.machines.iter().map(|m| m.id.clone()).collect();
+            Some(crate::receipts::first_counts(&mut c, &ids).await?)
+        } else {
+            None
+        };
+        anyhow::Ok((v, reports))
+    })?;
+    if json {
+        term::json(&BroadcastOutput {
+            reports: reports.as_ref().map(|r| {
+                v.machines
+                    .iter()
+                    .zip(r)
+                    .map(|(m, o)| CopyReport {
+                        machine: m.machine.clone(),
+                        id: m.id.clone(),
+                        status: o.status,
+                        offline: o.offline,
+                        counts: o.counts.clone(),
+                    })
+                    .collect()
+            }),
+            sent: v,
+        })?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    crate::say!(
+        "Broadcast {} to {}: {}.",
+        v.id,
+        term::count(v.machines.len(), "machine"),
+        v.machines
+            .iter()
+            .map(|m| term::clean(&m.machine))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let Some(reports) = reports else {
         crate::say!(
             "Each machine judges its own mailboxes. `agentmesh outbox` shows what each one delivered and dropped as it reports; `agentmesh bus log` shows this machine's judgments."
         );
-    })
+        return Ok(ExitCode::SUCCESS);
+    };
+    let mut skipped = vec![];
+    for (m, o) in v.machines.iter().zip(&reports) {
+        let machine = term::clean(&m.machine);
+        match &o.counts {
+            Some(c) => {
+                if c.skipped > 0 {
+                    skipped.push(machine.clone());
+                }
+                crate::say!("  {}", term::clean(&c.words));
+            }
+            None if o.offline => crate::say!(
+                "  {machine} is offline: its copy goes when it connects, and it judges it then"
+            ),
+            None => crate::say!("  {machine}: no counts yet"),
+        }
+    }
+    if !skipped.is_empty() {
+        crate::say!("Not judged on {}: see above.", skipped.join(", "));
+    }
+    crate::say!(
+        "`agentmesh outbox` shows what each machine did as it reports; `agentmesh bus log` shows this machine's judgments."
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `broadcast --json` prints: the daemon's answer, and what each
+/// machine reported within the wait (absent when it did not wait).
+#[derive(Debug, serde::Serialize)]
+struct BroadcastOutput {
+    #[serde(flatten)]
+    sent: api::BroadcastView,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reports: Option<Vec<CopyReport>>,
+}
+
+/// One machine's copy when the wait ended.
+#[derive(Debug, serde::Serialize)]
+struct CopyReport {
+    machine: String,
+    id: String,
+    status: api::MessageState,
+    offline: bool,
+    /// What it did with it, if it reported (see `outbox`).
+    counts: Option<api::CountsView>,
 }
 
 /// `agentmesh bus log [--since DURATION] [--mailbox MAILBOX]`.
@@ -145,6 +223,7 @@ pub fn log(
                 api::BusEvent::BroadcastDelivered => "delivered",
                 api::BusEvent::BroadcastDropped => "dropped",
                 api::BusEvent::BroadcastCounts => "counts",
+                api::BusEvent::BroadcastSkipped => "skipped",
                 api::BusEvent::NotForMe => "not for me",
                 api::BusEvent::DirectoryRefused => "record refused",
                 api::BusEvent::Tainted => "tainted",

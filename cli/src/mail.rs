@@ -340,9 +340,13 @@ fn print_outbox(rows: &[OutboxView]) {
                     r.kind.to_string(),
                     status,
                     crate::receipts::states_line(&r.states),
-                    term::clean(&term::refusal_words(
-                        r.reason.as_deref().unwrap_or_default(),
-                    )),
+                    match &r.counts {
+                        // What the machine did with a broadcast copy.
+                        Some(c) => term::clean(&c.words),
+                        None => term::clean(&term::refusal_words(
+                            r.reason.as_deref().unwrap_or_default(),
+                        )),
+                    },
                 ]
             })
             .collect();

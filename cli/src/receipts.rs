@@ -46,6 +46,26 @@ pub async fn first_answer(c: &mut Client, id: &str) -> anyhow::Result<OutboxView
     }
 }
 
+/// Waits up to [`FIRST_ANSWER_WAIT`] for what each machine did with its
+/// copy of a broadcast (`ids`): returns as soon as every copy has its
+/// counts or its machine is found offline; the views as they stand then,
+/// in the order of `ids`.
+pub async fn first_counts(c: &mut Client, ids: &[String]) -> anyhow::Result<Vec<OutboxView>> {
+    let deadline = Instant::now() + FIRST_ANSWER_WAIT;
+    loop {
+        let mut views = Vec::with_capacity(ids.len());
+        for id in ids {
+            let v: OutboxView = c.call(ops::MessageStatus { id: id.clone() }).await?;
+            views.push(v);
+        }
+        let done = views.iter().all(|v| v.counts.is_some() || v.offline);
+        if done || Instant::now() >= deadline {
+            return Ok(views);
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
 /// One line for people: what the recipient said first, or that it has
 /// not answered yet.
 pub fn answer_line(v: &OutboxView) -> String {

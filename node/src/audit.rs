@@ -109,6 +109,10 @@ pub enum AuditEvent {
     BroadcastDropped,
     /// A machine reported what it did with a broadcast copy sent to it.
     BroadcastCounts,
+    /// A broadcast was judged for none (or not all) of this machine's
+    /// mailboxes: mail from its sender is held here, inbound mail is
+    /// paused, or the mailboxes' wake budgets are spent.
+    BroadcastSkipped,
     /// A session said a broadcast delivered to it was not for it.
     NotForMe,
     /// A mailbox handling peer mail sent its turn's quota; a send past it
@@ -183,6 +187,7 @@ impl AuditEvent {
             AuditEvent::BroadcastDelivered => "broadcast_delivered",
             AuditEvent::BroadcastDropped => "broadcast_dropped",
             AuditEvent::BroadcastCounts => "broadcast_counts",
+            AuditEvent::BroadcastSkipped => "broadcast_skipped",
             AuditEvent::NotForMe => "not_for_me",
             AuditEvent::TurnQuota => "turn_quota",
             AuditEvent::Tainted => "tainted",
@@ -376,6 +381,7 @@ mod tests {
             BroadcastDelivered,
             BroadcastDropped,
             BroadcastCounts,
+            BroadcastSkipped,
             NotForMe,
             TurnQuota,
             Tainted,

@@ -15,7 +15,7 @@
 //! check fails (see [`OpenError`]). docs/protocol.md is the byte-exact spec.
 
 mod body;
-pub use body::{Attachment, Body, COUNTS_MEDIA_TYPE, Counts, Who, WhoKind};
+pub use body::{Attachment, Body, COUNTS_MEDIA_TYPE, Counts, SkipReason, Who, WhoKind};
 pub(crate) use body::{report_body, report_data};
 
 use std::fmt;

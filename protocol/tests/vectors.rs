@@ -194,6 +194,7 @@ fn generate() -> Vectors {
     let b3 = Counts {
         delivered: 2,
         dropped: 5,
+        ..Counts::default()
     }
     .to_body(who);
     let env3 = seal(&bob.id, &alice.id.x25519_public(), &h3, &b3, &mut rng(102)).unwrap();
@@ -575,8 +576,15 @@ fn the_counts_vector_carries_its_counts_and_other_bodies_are_refused() {
         Counts::from_body(&body).unwrap(),
         Counts {
             delivered: 2,
-            dropped: 5
+            dropped: 5,
+            ..Counts::default()
         }
+    );
+    // Nothing skipped: the short form, byte for byte the vector's, which
+    // a build that knows no skips reads.
+    assert_eq!(
+        Counts::from_body(&body).unwrap().to_body(body.who.clone()),
+        body
     );
     // A body that carries no counts attachment is no counts.
     let mut other = body.clone();
@@ -584,6 +592,43 @@ fn the_counts_vector_carries_its_counts_and_other_bodies_are_refused() {
     assert!(Counts::from_body(&other).is_err());
     other.attachments.clear();
     assert!(Counts::from_body(&other).is_err());
+}
+
+#[test]
+fn counts_that_skipped_mailboxes_say_how_many_and_why() {
+    use agentmesh_protocol::envelope::SkipReason;
+    for reason in [
+        Some(SkipReason::HeldSender),
+        Some(SkipReason::Paused),
+        Some(SkipReason::Busy),
+        None,
+    ] {
+        let c = Counts {
+            delivered: 1,
+            dropped: 0,
+            skipped: 3,
+            reason,
+        };
+        assert_eq!(Counts::from_bytes(&c.to_bytes()).unwrap(), c);
+    }
+    // The long form with a reason code this build does not know: the
+    // counts stand, the reason is unknown.
+    let later = ciborium::Value::Array(vec![
+        1u64.into(),
+        0u64.into(),
+        0u64.into(),
+        2u64.into(),
+        99u64.into(),
+    ]);
+    let mut bytes = vec![];
+    ciborium::into_writer(&later, &mut bytes).unwrap();
+    let c = Counts::from_bytes(&bytes).unwrap();
+    assert_eq!((c.skipped, c.reason), (2, None));
+    // Four items is neither form.
+    let odd = ciborium::Value::Array(vec![1u64.into(), 0u64.into(), 0u64.into(), 2u64.into()]);
+    let mut bytes = vec![];
+    ciborium::into_writer(&odd, &mut bytes).unwrap();
+    assert!(Counts::from_bytes(&bytes).is_err());
 }
 
 #[test]

@@ -449,3 +449,114 @@ async fn the_readmes_broadcast_reaches_the_session_it_concerns_through_mcp() {
         s.close().await;
     }
 }
+
+/// The row of `broadcast`'s copy `id` in `node`'s outbox once its machine
+/// reported its counts.
+fn counted(node: &Node, id: &str) -> Value {
+    wait_for("the copy's counts in the outbox", || {
+        let r = node.outbox_entry(id);
+        r["counts"].is_object().then_some(r)
+    })
+}
+
+/// Issue 36, point 1: a broadcast to a machine that holds the sender's
+/// mail is not lost without a word. The receiver logs it skipped (with
+/// the sender and why); the counts tell the sender how many mailboxes were
+/// not judged and why; the outbox says it in words with what to do; and
+/// `broadcast` at a terminal waits for the counts and names the machine.
+#[test]
+fn a_broadcast_a_machine_did_not_judge_says_where_and_why() {
+    let [a, b] = team([("alpha", "Ada"), ("bravo", "Bob")]);
+    mailbox(
+        &b,
+        "pipeline",
+        "Maintains the CI pipeline: GitHub Actions workflows, the Docker build images and the release scripts.",
+    );
+    // Bravo holds alpha's mail (another person's machine, not trusted).
+    let sent = a.json(&["broadcast", NEWS]);
+    let to_bravo = copy_to(&sent, "bravo");
+    let row = counted(&a, &to_bravo);
+    let c = &row["counts"];
+    assert_eq!(
+        (c["delivered"].as_u64(), c["dropped"].as_u64()),
+        (Some(0), Some(0)),
+        "{row}"
+    );
+    // The owner's mailbox and pipeline.
+    assert_eq!(c["skipped"], 2, "{row}");
+    assert_eq!(c["reason"], "held_sender", "{row}");
+    let words = c["words"].as_str().unwrap();
+    assert!(
+        words.starts_with("bravo judged none of its mailboxes: it holds mail from alpha; `agentmesh trust alpha` there"),
+        "{words}"
+    );
+    // The outbox table says it in words.
+    let table = a.ok(&["outbox"]);
+    assert!(
+        table.contains("bravo judged none of its mailboxes"),
+        "{table}"
+    );
+    // Bravo's bus log names the sender and why; nothing was judged.
+    let log = bus_log(&b);
+    let skipped: Vec<&Value> = log
+        .iter()
+        .filter(|e| e["event"] == "broadcast_skipped" && e["id"] == to_bravo)
+        .collect();
+    assert_eq!(skipped.len(), 1, "{log:?}");
+    assert_eq!(skipped[0]["sender"], "@alpha");
+    assert_eq!(skipped[0]["skipped"], 2);
+    assert_eq!(skipped[0]["reason"], "held_sender");
+    assert!(
+        skipped[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("agentmesh trust alpha"),
+        "{}",
+        skipped[0]
+    );
+    assert!(judged(&b, &to_bravo).is_empty(), "{log:?}");
+    let text = b.ok(&["bus", "log"]);
+    assert!(text.contains("skipped"), "{text}");
+
+    // Trusted, it is judged: nothing skipped.
+    b.ok(&["trust", "alpha"]);
+    let sent = a.json(&["broadcast", AGAIN]);
+    let to_bravo = copy_to(&sent, "bravo");
+    let row = counted(&a, &to_bravo);
+    let c = &row["counts"];
+    assert_eq!(c["skipped"], 0, "{row}");
+    assert!(c.get("reason").is_none(), "{row}");
+    assert_eq!(
+        c["delivered"].as_u64().unwrap() + c["dropped"].as_u64().unwrap(),
+        2,
+        "{row}"
+    );
+    assert_eq!(judged(&b, &to_bravo).len(), 2);
+
+    // Paused, its mailboxes are skipped as paused.
+    b.ok(&["pause"]);
+    let sent = a.json(&[
+        "broadcast",
+        "The staging database is read-only tonight from 22:00.",
+    ]);
+    let row = counted(&a, &copy_to(&sent, "bravo"));
+    assert_eq!(row["counts"]["skipped"], 2, "{row}");
+    assert_eq!(row["counts"]["reason"], "paused", "{row}");
+    assert!(
+        row["counts"]["words"]
+            .as_str()
+            .unwrap()
+            .contains("`agentmesh resume` there"),
+        "{row}"
+    );
+    b.ok(&["resume"]);
+
+    // At a terminal, `broadcast` waits for the counts and names the
+    // machine that judged none of its mailboxes.
+    b.ok(&["trust", "alpha", "--off"]);
+    let mut s = a.pty(&["broadcast", "The release train leaves at 16:00 today."]);
+    s.exp_string("bravo judged none of its mailboxes: it holds mail from alpha")
+        .unwrap();
+    s.exp_string("Not judged on bravo").unwrap();
+    s.exp_eof().unwrap();
+}

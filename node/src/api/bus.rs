@@ -58,6 +58,9 @@ pub enum BusEvent {
     BroadcastDropped,
     /// A machine reported what it did with a broadcast copy.
     BroadcastCounts,
+    /// A broadcast was judged for none (or not all) of this machine's
+    /// mailboxes (`skipped`, `reason`).
+    BroadcastSkipped,
     /// A session said a broadcast was not for it.
     NotForMe,
     /// A member's directory record was refused whole.
@@ -80,10 +83,11 @@ pub enum BusEvent {
 }
 
 impl BusEvent {
-    const ALL: [BusEvent; 12] = [
+    const ALL: [BusEvent; 13] = [
         BusEvent::BroadcastDelivered,
         BusEvent::BroadcastDropped,
         BusEvent::BroadcastCounts,
+        BusEvent::BroadcastSkipped,
         BusEvent::NotForMe,
         BusEvent::DirectoryRefused,
         BusEvent::Tainted,
@@ -106,6 +110,7 @@ impl BusEvent {
             BusEvent::BroadcastDelivered => "broadcast_delivered",
             BusEvent::BroadcastDropped => "broadcast_dropped",
             BusEvent::BroadcastCounts => "broadcast_counts",
+            BusEvent::BroadcastSkipped => "broadcast_skipped",
             BusEvent::NotForMe => "not_for_me",
             BusEvent::DirectoryRefused => "directory_refused",
             BusEvent::Tainted => "tainted",
@@ -159,6 +164,12 @@ pub struct BusLogEntry {
     /// Why a judge gave no score (its code and message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// For `broadcast_skipped`: how many mailboxes were not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<u32>,
+    /// For `broadcast_skipped`: why (`held_sender`, `paused`, `busy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<crate::api::SkipReason>,
     /// The decision in words.
     pub detail: String,
 }

@@ -198,11 +198,63 @@ pub struct StateView {
 }
 
 /// What a machine did with a broadcast copy: delivered to so many of its
-/// mailboxes, dropped for so many.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// mailboxes, dropped for so many, and judged so many not at all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CountsView {
     /// Mailboxes it was delivered to.
     pub delivered: u32,
     /// Candidate mailboxes it was dropped for.
     pub dropped: u32,
+    /// Mailboxes it did not judge it for at all.
+    #[serde(default)]
+    pub skipped: u32,
+    /// Why it skipped them: `held_sender` (it holds mail from this
+    /// machine), `paused` (its person paused inbound mail), `busy` (the
+    /// mailboxes' wake budgets are spent); absent when none was skipped
+    /// (or the machine did not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<super::SkipReason>,
+    /// All of it in words, with what to do about mailboxes skipped
+    /// ("bob-laptop judged none of its mailboxes: it holds mail from
+    /// ada-desk; …").
+    #[serde(default)]
+    pub words: String,
+}
+
+impl CountsView {
+    /// What `machine` did with a copy `sender` (this machine) sent it, in
+    /// words, with what to do about mailboxes it skipped.
+    pub fn sentence(&self, machine: &str, sender: &str) -> String {
+        let judged = format!(
+            "{machine} delivered it to {} of its mailboxes, dropped it for {}",
+            self.delivered, self.dropped
+        );
+        if self.skipped == 0 {
+            return judged;
+        }
+        let why = match self.reason {
+            Some(super::SkipReason::HeldSender) => format!(
+                "it holds mail from {sender}; `agentmesh trust {sender}` there lets it judge the next"
+            ),
+            Some(super::SkipReason::Paused) => {
+                "its person paused inbound mail; `agentmesh resume` there lets it judge the next"
+                    .to_owned()
+            }
+            Some(super::SkipReason::Busy) => {
+                "their daily wake budgets are spent; `agentmesh wake set MAILBOX claude|codex --budget N` there raises one"
+                    .to_owned()
+            }
+            None => "it did not say why".to_owned(),
+        };
+        if self.delivered == 0 && self.dropped == 0 {
+            format!("{machine} judged none of its mailboxes: {why}")
+        } else {
+            let mailboxes = if self.skipped == 1 {
+                "1 mailbox".to_owned()
+            } else {
+                format!("{} mailboxes", self.skipped)
+            };
+            format!("{judged}, and judged {mailboxes} not at all: {why}")
+        }
+    }
 }

@@ -235,6 +235,42 @@ impl HeldReason {
 }
 
 words! {
+    /// Why a machine judged a broadcast for none (or not all) of its
+    /// mailboxes (`outbox`'s `counts.reason`, `bus log`'s `reason`).
+    SkipReason {
+        /// It holds mail from the broadcast's sender (another person's
+        /// machine it does not trust).
+        HeldSender = "held_sender",
+        /// Its person paused inbound mail.
+        Paused = "paused",
+        /// The mailboxes' daily wake budgets are spent.
+        Busy = "busy",
+    }
+}
+
+impl From<agentmesh_protocol::envelope::SkipReason> for SkipReason {
+    fn from(r: agentmesh_protocol::envelope::SkipReason) -> Self {
+        use agentmesh_protocol::envelope::SkipReason as W;
+        match r {
+            W::HeldSender => SkipReason::HeldSender,
+            W::Paused => SkipReason::Paused,
+            W::Busy => SkipReason::Busy,
+        }
+    }
+}
+
+impl From<SkipReason> for agentmesh_protocol::envelope::SkipReason {
+    fn from(r: SkipReason) -> Self {
+        use agentmesh_protocol::envelope::SkipReason as W;
+        match r {
+            SkipReason::HeldSender => W::HeldSender,
+            SkipReason::Paused => W::Paused,
+            SkipReason::Busy => W::Busy,
+        }
+    }
+}
+
+words! {
     /// Where a join stands, for the joiner (`join_status`' `state`).
     JoinPhase {
         /// Waiting for the founder to type the pairing code.

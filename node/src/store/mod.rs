@@ -30,8 +30,8 @@ pub use records::carried_key;
 pub use records::{
     AskRecord, AuditEntry, CarriedRecord, Caught, CountsRecord, FolderBinding, InboxRecord, Judged,
     MAX_STATES, MessageState, NoteRecord, OutboxRecord, OutboxStatus, PeerRecord, ProfileRecord,
-    Reported, RunRecord, RunStatus, SentCopy, SessionRecord, SpentRecord, StateRecord, TaintRecord,
-    WakeAgent, WakeRecord,
+    Reported, RunRecord, RunStatus, SentCopy, SessionRecord, Skipped, SpentRecord, StateRecord,
+    TaintRecord, WakeAgent, WakeRecord,
 };
 pub use sled_store::SledStore;
 

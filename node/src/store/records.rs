@@ -46,6 +46,19 @@ pub struct AuditEntry {
     /// mailbox (the mailbox is `recipient`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judged: Option<Judged>,
+    /// For a broadcast judged for none (or not all) of this machine's
+    /// mailboxes: how many, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<Skipped>,
+}
+
+/// Mailboxes a broadcast was not judged for, as the audit log keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    /// How many.
+    pub count: u32,
+    /// Why (the main reason).
+    pub reason: Option<crate::api::SkipReason>,
 }
 
 /// A broadcast judged for one mailbox, as the audit log keeps it.
@@ -278,6 +291,12 @@ pub struct Reported {
     pub delivered: u32,
     /// Candidate mailboxes it was dropped for.
     pub dropped: u32,
+    /// Mailboxes it did not judge it for.
+    #[serde(default)]
+    pub skipped: u32,
+    /// Why it skipped them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<crate::api::SkipReason>,
     /// When the report arrived, Unix ms.
     pub at: u64,
 }

@@ -81,6 +81,7 @@ pub(super) async fn bus(page: Chrome, c: &mut Client) -> Result<BusPage, (Status
                 verdict: match e.event {
                     B::BroadcastDelivered => "delivered",
                     B::BroadcastDropped => "dropped",
+                    B::BroadcastSkipped => "skipped",
                     B::NotForMe => "not for me",
                     B::Budget | B::Taint | B::TaintRefused | B::DirectoryRefused => "held back",
                     _ => "",

@@ -161,14 +161,53 @@ pub const COUNTS_MEDIA_TYPE: &str = "application/vnd.agentmesh.counts+cbor";
 /// What a machine did with a broadcast: the body of a [`Kind::Counts`]
 /// envelope, sealed to the broadcast's sender and signed like any
 /// envelope. Its bytes are one attachment named `counts` of media type
-/// [`COUNTS_MEDIA_TYPE`]: `[version, delivered, dropped]`; the body's
-/// text is empty.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// [`COUNTS_MEDIA_TYPE`]: `[version, delivered, dropped]`, or
+/// `[version, delivered, dropped, skipped, reason]` when mailboxes were
+/// not judged (`reason` a [`SkipReason`] code, `null` for none known);
+/// the body's text is empty. A build that knows no skips reads the short
+/// form only, so the short form is sent whenever nothing was skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Counts {
     /// Mailboxes it was delivered to.
     pub delivered: u32,
     /// Candidate mailboxes it was dropped for.
     pub dropped: u32,
+    /// Mailboxes that were not judged at all.
+    pub skipped: u32,
+    /// Why (the main reason, when there were several), if any were.
+    pub reason: Option<SkipReason>,
+}
+
+/// Why a machine judged a broadcast for none (or not all) of its
+/// mailboxes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SkipReason {
+    /// The machine holds mail from the broadcast's sender (another
+    /// person's machine it does not trust).
+    HeldSender,
+    /// The machine's person paused inbound mail.
+    Paused,
+    /// The mailboxes' daily wake budgets are spent.
+    Busy,
+}
+
+impl SkipReason {
+    fn code(self) -> u64 {
+        match self {
+            SkipReason::HeldSender => 0,
+            SkipReason::Paused => 1,
+            SkipReason::Busy => 2,
+        }
+    }
+
+    fn from_code(code: u64) -> Option<Self> {
+        Some(match code {
+            0 => SkipReason::HeldSender,
+            1 => SkipReason::Paused,
+            2 => SkipReason::Busy,
+            _ => return None,
+        })
+    }
 }
 
 impl Wire for Counts {
@@ -176,19 +215,39 @@ impl Wire for Counts {
     const MAX_BYTES: usize = 64;
 
     fn to_value(&self) -> Value {
-        Value::Array(vec![
+        let mut items = vec![
             cbor::uint(crate::PROTOCOL_VERSION),
             cbor::uint(self.delivered.into()),
             cbor::uint(self.dropped.into()),
-        ])
+        ];
+        if self.skipped > 0 || self.reason.is_some() {
+            items.push(cbor::uint(self.skipped.into()));
+            items.push(match self.reason {
+                Some(r) => cbor::uint(r.code()),
+                None => Value::Null,
+            });
+        }
+        Value::Array(items)
     }
 
     fn from_value(value: Value) -> Result<Self, DecodeError> {
-        let mut f = Fields::versioned(Self::WHAT, value, 3)?;
-        Ok(Counts {
+        let long = matches!(&value, Value::Array(items) if items.len() == 5);
+        let mut f = Fields::versioned(Self::WHAT, value, if long { 5 } else { 3 })?;
+        let mut counts = Counts {
             delivered: f.uint("delivered", u32::MAX.into())? as u32,
             dropped: f.uint("dropped", u32::MAX.into())? as u32,
-        })
+            ..Counts::default()
+        };
+        if long {
+            counts.skipped = f.uint("skipped", u32::MAX.into())? as u32;
+            // A reason this build does not know is a reason unknown.
+            counts.reason = match f.value("reason")? {
+                Value::Null => None,
+                Value::Integer(i) => u64::try_from(i).ok().and_then(SkipReason::from_code),
+                _ => return Err(f.error("reason", "is neither a reason code nor null")),
+            };
+        }
+        Ok(counts)
     }
 }
 

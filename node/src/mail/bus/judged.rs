@@ -7,7 +7,7 @@
 use agentmesh_protocol::envelope::Counts;
 
 use super::copy_id;
-use super::stages::{Outcome, Stage};
+use super::stages::{Outcome, Skips, Stage};
 use crate::audit::AuditEvent;
 use crate::mail::address::address;
 use crate::store::{AuditEntry, InboxRecord, Judged};
@@ -24,14 +24,21 @@ pub(super) struct Delivery {
 }
 
 /// What `outcomes` decide for `record`, judged by `judge` on machine
-/// `machine`.
+/// `machine`, with the mailboxes it was not judged for (`skips`).
 pub(super) fn judged(
     record: &InboxRecord,
-    outcomes: Vec<Outcome>,
+    (outcomes, skips): (Vec<Outcome>, Skips),
     judge: &str,
     machine: &str,
 ) -> Delivery {
     let mut audits = vec![];
+    let (skipped, reason) = skips.total();
+    if skipped > 0 {
+        audits.push((
+            AuditEvent::BroadcastSkipped,
+            skipped_entry(record, skips, machine),
+        ));
+    }
     let mut copies = vec![];
     let mut dropped = 0u32;
     for o in outcomes {
@@ -82,11 +89,50 @@ pub(super) fn judged(
     let counts = Counts {
         delivered: u32::try_from(copies.len()).unwrap_or(u32::MAX),
         dropped,
+        skipped,
+        reason: reason.map(Into::into),
     };
     Delivery {
         audits,
         copies,
         counts,
+    }
+}
+
+/// The audit entry of the mailboxes `record` was not judged for: the
+/// sender named, and why in words.
+fn skipped_entry(record: &InboxRecord, skips: Skips, machine: &str) -> AuditEntry {
+    let (count, reason) = skips.total();
+    let sender = record.from.rsplit('@').next().unwrap_or_default();
+    let mut why = vec![];
+    if skips.held_sender > 0 {
+        why.push(format!(
+            "{} held: mail from {sender} is held here (`agentmesh trust {sender}` lets its next broadcast be judged)",
+            skips.held_sender
+        ));
+    }
+    if skips.paused > 0 {
+        why.push(format!(
+            "{} held: inbound mail is paused here (`agentmesh resume`)",
+            skips.paused
+        ));
+    }
+    if skips.busy > 0 {
+        why.push(format!(
+            "{} busy: its daily wake budget is spent",
+            skips.busy
+        ));
+    }
+    let mailboxes = if count == 1 { "mailbox" } else { "mailboxes" };
+    AuditEntry {
+        peer: Some(record.from_peer.clone()),
+        sender: Some(record.from.clone()),
+        recipient: Some(format!("*@{machine}")),
+        message_id: Some(record.id.clone()),
+        body_sha256: Some(record.body_sha256.clone()),
+        detail: format!("not judged for {count} {mailboxes}: {}", why.join("; ")),
+        skipped: Some(crate::store::Skipped { count, reason }),
+        ..AuditEntry::default()
     }
 }
 
@@ -141,7 +187,12 @@ mod tests {
             outcome(None, Err((ErrorCode::Internal, "judge failed".into()))),
             outcome(Some("billing"), Ok(0.9)),
         ];
-        let d = judged(&record, outcomes, "builtin", "bob-laptop");
+        let d = judged(
+            &record,
+            (outcomes, Skips::default()),
+            "builtin",
+            "bob-laptop",
+        );
         let mailboxes: Vec<_> = d.copies.iter().map(|(_, m)| m.as_deref()).collect();
         assert_eq!(mailboxes, vec![Some("pipeline"), Some("billing")]);
         assert_eq!((d.counts.delivered, d.counts.dropped), (2, 2));
@@ -173,5 +224,51 @@ mod tests {
         assert!(failed.detail.contains("judge failed"), "{}", failed.detail);
         let judged = failed.judged.as_ref().unwrap();
         assert_eq!((judged.score, judged.delivered), (None, false));
+    }
+
+    #[test]
+    fn mailboxes_not_judged_are_counted_audited_and_named_by_the_first_reason() {
+        let record = crate::store::testing::inbox_record(7, None, false, false);
+        let skips = Skips {
+            held_sender: 2,
+            paused: 0,
+            busy: 1,
+        };
+        let outcomes = vec![outcome(Some("billing"), Ok(0.9))];
+        let d = judged(&record, (outcomes, skips), "builtin", "bob-laptop");
+        assert_eq!(
+            (d.counts.delivered, d.counts.dropped, d.counts.skipped),
+            (1, 0, 3)
+        );
+        assert_eq!(
+            d.counts.reason,
+            Some(agentmesh_protocol::envelope::SkipReason::HeldSender)
+        );
+        let (event, entry) = &d.audits[0];
+        assert_eq!(*event, AuditEvent::BroadcastSkipped);
+        assert_eq!(entry.recipient.as_deref(), Some("*@bob-laptop"));
+        assert_eq!(entry.sender.as_deref(), Some(record.from.as_str()));
+        let s = entry.skipped.unwrap();
+        assert_eq!(
+            (s.count, s.reason),
+            (3, Some(crate::api::SkipReason::HeldSender))
+        );
+        assert!(entry.detail.contains("2 held"), "{}", entry.detail);
+        assert!(entry.detail.contains("1 busy"), "{}", entry.detail);
+        // Nothing skipped: no entry, and the counts' short form.
+        let d = judged(&record, (vec![], Skips::default()), "builtin", "bob-laptop");
+        assert!(d.audits.is_empty());
+        assert_eq!((d.counts.skipped, d.counts.reason), (0, None));
+        // Paused alone names paused; a budget alone, busy.
+        let paused = Skips {
+            paused: 1,
+            ..Skips::default()
+        };
+        assert_eq!(paused.total(), (1, Some(crate::api::SkipReason::Paused)));
+        let busy = Skips {
+            busy: 2,
+            ..Skips::default()
+        };
+        assert_eq!(busy.total(), (2, Some(crate::api::SkipReason::Busy)));
     }
 }

@@ -69,7 +69,8 @@ pub(in crate::mail) fn next(
     let record = p.bus.queue.take_next()?;
     let now = crate::clock::now();
     let me = p.post.mailroom.peer_id();
-    let mut candidates = candidates(&record, me, p.consent, &p.bus.profiles, ctx.dir, now);
+    let (mut candidates, mut skips) =
+        candidates(&record, me, p.consent, &p.bus.profiles, ctx.dir, now);
     // A mailbox whose wake budget is spent is no candidate: a broadcast
     // delivered costs a wake.
     candidates.retain(|c| {
@@ -81,6 +82,7 @@ pub(in crate::mail) fn next(
         }
         let machine = &ctx.dir.my_name;
         crate::mail::wake::waking::budget_spent(&mut p.wake.wakes, ctx.log, m, machine, now);
+        skips.busy += 1;
         false
     });
     for c in &mut candidates {
@@ -112,6 +114,7 @@ pub(in crate::mail) fn next(
         Judgments {
             record,
             outcomes,
+            skips,
             agent_calls,
         }
     })
@@ -125,12 +128,13 @@ pub(in crate::mail) fn judged(j: Judgments, p: Parts<'_>, ctx: &mut Ctx<'_>) -> 
     let Judgments {
         record,
         outcomes,
+        skips,
         agent_calls,
     } = j;
     p.bus.queue.agent_calls.spend(agent_calls);
     let me = p.post.mailroom.peer_id();
     let judge = p.bus.queue.judge.as_str();
-    let decided = judged::judged(&record, outcomes, judge, &ctx.dir.my_name);
+    let decided = judged::judged(&record, (outcomes, skips), judge, &ctx.dir.my_name);
     for (event, entry) in decided.audits {
         ctx.log.record(event, ctx.now.wall, entry);
     }
@@ -159,6 +163,8 @@ pub(in crate::mail) fn judged(j: Judgments, p: Parts<'_>, ctx: &mut Ctx<'_>) -> 
         let reported = crate::store::Reported {
             delivered: counts.delivered,
             dropped: counts.dropped,
+            skipped: counts.skipped,
+            reason: counts.reason.map(Into::into),
             at: ctx.now.wall.as_unix_millis(),
         };
         let c = CountsRecord {

@@ -49,7 +49,7 @@ use crate::mail::post::mailroom::{self, remote_target};
 use crate::store::{AuditEntry, CountsRecord, InboxRecord, OutboxRecord, OutboxStatus};
 use agentmesh_judge::Input;
 pub(in crate::mail) use stages::AgentCalls;
-use stages::{Candidate, Outcome};
+use stages::{Candidate, Outcome, Skips};
 pub(in crate::mail) use stats::bus_stats;
 
 /// Broadcasts and the profiles they are judged against, the bus's parts.
@@ -67,6 +67,8 @@ pub(in crate::mail) struct Bus {
 pub(super) struct Judgments {
     record: InboxRecord,
     outcomes: Vec<Outcome>,
+    /// The mailboxes it was not judged for.
+    skips: Skips,
     /// Agent calls the judging made.
     agent_calls: u32,
 }
@@ -426,6 +428,8 @@ pub(super) fn on_counts(
     c.reported = Some(crate::store::Reported {
         delivered: counts.delivered,
         dropped: counts.dropped,
+        skipped: counts.skipped,
+        reason: counts.reason.map(Into::into),
         at: ctx.now.wall.as_unix_millis(),
     });
     if let Err(e) = ctx.store.put_counts(id, &c) {
@@ -440,10 +444,14 @@ pub(super) fn on_counts(
             peer: Some(peer.to_string()),
             recipient: Some(format!("*@{machine}")),
             message_id: Some(id.to_owned()),
-            detail: format!(
-                "{machine} delivered it to {} of its mailboxes, dropped it for {}",
-                counts.delivered, counts.dropped
-            ),
+            detail: api::CountsView {
+                delivered: counts.delivered,
+                dropped: counts.dropped,
+                skipped: counts.skipped,
+                reason: counts.reason.map(Into::into),
+                words: String::new(),
+            }
+            .sentence(&machine, &ctx.dir.my_name),
             ..AuditEntry::default()
         },
     );
@@ -488,7 +496,8 @@ fn local_outbox(
 
 /// The candidate mailboxes of a broadcast, with what the judge is given
 /// for each: every mailbox here consent would deliver the sender's mail
-/// to, but the sending mailbox itself.
+/// to, but the sending mailbox itself; and those consent would hold it
+/// for, counted by why.
 fn candidates(
     record: &InboxRecord,
     me: agentmesh_protocol::PeerId,
@@ -496,9 +505,10 @@ fn candidates(
     profiles: &profiles::Profiles,
     dir: &crate::team::Directory,
     now: Timestamp,
-) -> Vec<Candidate> {
+) -> (Vec<Candidate>, Skips) {
+    let mut skips = Skips::default();
     let Some(from) = peer_of(&record.from_peer) else {
-        return vec![];
+        return (vec![], skips);
     };
     // Revoked (or gone) since it was accepted: nobody's candidate.
     let current = dir
@@ -506,16 +516,27 @@ fn candidates(
         .get(&from)
         .is_some_and(|m| m.standing == agentmesh_protocol::team::Standing::Current);
     if from != me && !current {
-        return vec![];
+        return (vec![], skips);
     }
     let names = consent
         .bindings()
         .filter(|b| b.allowed)
         .map(|b| Some(b.mailbox.clone()));
-    std::iter::once(None)
+    let candidates = std::iter::once(None)
         .chain(names)
-        .filter(|m| matches!(consent.decide(from, m.as_deref(), dir), Decision::Deliver))
         .filter(|m| !(from == me && address(m.as_deref(), &dir.my_name) == record.from))
+        .filter(|m| match consent.decide(from, m.as_deref(), dir) {
+            Decision::Deliver => true,
+            Decision::Hold(api::HeldReason::Paused) => {
+                skips.paused += 1;
+                false
+            }
+            Decision::Hold(_) => {
+                skips.held_sender += 1;
+                false
+            }
+            Decision::NoMailbox(_) | Decision::FolderDenied(_) => false,
+        })
         .map(|m| {
             let j = profiles.for_judge(m.as_deref(), now);
             Candidate {
@@ -533,5 +554,6 @@ fn candidates(
                 mailbox: m,
             }
         })
-        .collect()
+        .collect();
+    (candidates, skips)
 }

@@ -63,6 +63,36 @@ pub(super) struct Outcome {
     pub note: Option<&'static str>,
 }
 
+/// Mailboxes a broadcast is not judged for, by why: consent would hold
+/// the sender's mail there, or the mailbox's wake budget is spent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(in crate::mail) struct Skips {
+    /// Mail from the sender is held here (another person's machine,
+    /// not trusted).
+    pub held_sender: u32,
+    /// Inbound mail is paused here.
+    pub paused: u32,
+    /// The mailbox's wake budget for today is spent.
+    pub busy: u32,
+}
+
+impl Skips {
+    /// How many in all, and the reason the sender is told: the one its
+    /// person can act on first (trust before resume before a budget).
+    pub(in crate::mail) fn total(self) -> (u32, Option<crate::api::SkipReason>) {
+        use crate::api::SkipReason as R;
+        let reason = [
+            (self.held_sender, R::HeldSender),
+            (self.paused, R::Paused),
+            (self.busy, R::Busy),
+        ]
+        .into_iter()
+        .find(|(n, _)| *n > 0)
+        .map(|(_, r)| r);
+        (self.held_sender + self.paused + self.busy, reason)
+    }
+}
+
 /// What judging needs besides the candidates.
 #[derive(Debug)]
 pub(super) struct Judging {

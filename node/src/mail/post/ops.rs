@@ -198,9 +198,17 @@ pub(in crate::mail) fn sent_view(
             .ok()
             .flatten()
             .and_then(|c| c.reported)
-            .map(|r| crate::api::CountsView {
-                delivered: r.delivered,
-                dropped: r.dropped,
+            .map(|reported| {
+                let mut c = crate::api::CountsView {
+                    delivered: reported.delivered,
+                    dropped: reported.dropped,
+                    skipped: reported.skipped,
+                    reason: reported.reason,
+                    words: String::new(),
+                };
+                let machine = r.to.rsplit('@').next().unwrap_or_default();
+                c.words = c.sentence(machine, &ctx.dir.my_name);
+                c
             });
     }
     let peer = peer_of(&r.to_peer);
@@ -290,6 +298,8 @@ pub(in crate::mail) fn bus_log(
                 stage: j.as_ref().and_then(|j| j.stage.clone()),
                 why: j.as_ref().and_then(|j| j.why.clone()),
                 error: j.and_then(|j| j.error),
+                skipped: e.skipped.map(|s| s.count),
+                reason: e.skipped.and_then(|s| s.reason),
                 detail: e.detail,
             })
         })

@@ -141,6 +141,8 @@ fn counts_are_kept_only_from_the_machine_the_copy_went_to() {
     let counts = |delivered| agentmesh_protocol::envelope::Counts {
         delivered,
         dropped: 1,
+        skipped: 3,
+        reason: Some(agentmesh_protocol::envelope::SkipReason::Paused),
     };
     // Carol claims counts for a copy that went to alpha: ignored.
     bus::on_counts(t.carol.peer_id(), id, counts(7), &mut ctx);
@@ -150,6 +152,11 @@ fn counts_are_kept_only_from_the_machine_the_copy_went_to() {
     bus::on_counts(t.alpha.peer_id(), id, counts(9), &mut ctx);
     let r = d.store.counts(id).unwrap().unwrap().reported.unwrap();
     assert_eq!((r.delivered, r.dropped), (2, 1));
+    // What it skipped, and why, are kept with them.
+    assert_eq!(
+        (r.skipped, r.reason),
+        (3, Some(api::SkipReason::Paused))
+    );
     // Counts for a copy never sent: nothing.
     bus::on_counts(t.alpha.peer_id(), "ffff", counts(1), &mut ctx);
     assert_eq!(d.store.counts("ffff").unwrap(), None);

@@ -237,6 +237,7 @@ async fn converse(a: &mut Client, b: &mut Client, root: &Path) -> anyhow::Result
             .call(ops::Allow {
                 path: path.display().to_string(),
                 mailbox: None,
+                move_bound: false,
             })
             .await?;
         say!("{} -> mailbox {}", path.display(), v.mailbox);

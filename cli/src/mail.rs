@@ -383,7 +383,11 @@ pub fn mailboxes(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
                 "{:<20} {:<8} {}",
                 term::clean(&b.mailbox),
                 if b.allowed { "allowed" } else { "denied" },
-                term::clean(&b.path),
+                if b.path.is_empty() {
+                    "(no folder: `agentmesh allow FOLDER --mailbox NAME` gives it one)".to_owned()
+                } else {
+                    term::clean(&b.path)
+                },
             );
         }
     })
@@ -458,14 +462,46 @@ fn plural(n: u64) -> &'static str {
 /// `agentmesh allow PATH [--mailbox NAME] [--wake AGENT]`.
 pub fn allow(
     home: &Home,
-    path: &str,
-    mailbox: Option<String>,
+    (path, mailbox): (&str, Option<String>),
+    (move_bound, yes): (bool, bool),
     wake: Option<crate::wake::WakeArg>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
+    let path = absolute(path);
+    if move_bound && !yes && term::interactive() {
+        // A person at a terminal is asked before a mailbox moves; a
+        // script (no terminal) moves it, as --yes would.
+        let name = mailbox.clone().or_else(|| {
+            std::path::Path::new(&path)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        });
+        let rt = term::runtime()?;
+        let bindings: Vec<BindingView> = rt.block_on(async {
+            let mut c = term::client(home).await?;
+            anyhow::Ok(c.call(ops::Mailboxes).await?)
+        })?;
+        let canonical = std::fs::canonicalize(&path)
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| path.clone());
+        let bound = bindings
+            .iter()
+            .find(|b| Some(&b.mailbox) == name.as_ref() && b.allowed && b.path != canonical);
+        if let Some(b) = bound {
+            let question = format!(
+                "Mailbox {} receives in {} now. Move it to {canonical} (its inbox, profile and wake settings come along; its address stays)?",
+                b.mailbox, b.path
+            );
+            if !term::confirm(&question, "moving a mailbox", false)? {
+                crate::say!("Nothing moved.");
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+    }
     let op = ops::Allow {
-        path: absolute(path),
+        path,
         mailbox,
+        move_bound,
     };
     folder(home, (op, true), wake, json)
 }
@@ -531,10 +567,23 @@ fn folder<R: Request<Answer = BindingView>>(
         return Ok(ExitCode::SUCCESS);
     }
     let (mailbox, path) = (&v.mailbox, &v.path);
-    if allowed {
-        crate::say!("{path} receives mail as mailbox {mailbox} (address: {mailbox}@{machine}).");
-    } else {
-        crate::say!("{path} (mailbox {mailbox}) no longer receives mail.");
+    match (allowed, &v.moved_from) {
+        (true, Some(from)) => {
+            let from = if from.is_empty() {
+                "no folder".to_owned()
+            } else {
+                from.clone()
+            };
+            crate::say!(
+                "Mailbox {mailbox} moved from {from} to {path}: it receives mail there, with its inbox, profile and wake settings (address unchanged: {mailbox}@{machine})."
+            );
+        }
+        (true, None) => {
+            crate::say!("{path} receives mail as mailbox {mailbox} (address: {mailbox}@{machine}).")
+        }
+        (false, _) => crate::say!(
+            "{path} (mailbox {mailbox}) no longer receives mail. The mailbox keeps its inbox, profile and wake settings; `agentmesh allow FOLDER --mailbox {mailbox}` gives it a folder again."
+        ),
     }
     if let Some(w) = &woken {
         crate::wake::show(w);

@@ -244,6 +244,14 @@ enum Command {
         /// The mailbox name (default: the folder's name).
         #[arg(long)]
         mailbox: Option<String>,
+        /// Move the mailbox here when it is bound to another folder (its
+        /// inbox, profile and wake settings come along; its address
+        /// stays). Asks first at a terminal.
+        #[arg(long = "move")]
+        move_bound: bool,
+        /// With --move: move without asking.
+        #[arg(long, short = 'y')]
+        yes: bool,
         /// And wake an idle session of this agent there when mail arrives
         /// (as `agentmesh wake set MAILBOX AGENT`).
         #[arg(long, value_name = "AGENT")]
@@ -705,8 +713,10 @@ fn dispatch(
         Command::Allow {
             path,
             mailbox,
+            move_bound,
+            yes,
             wake,
-        } => mail::allow(home, &path, mailbox, wake, json),
+        } => mail::allow(home, (&path, mailbox), (move_bound, yes), wake, json),
         Command::Wake(WakeCommand::Set {
             mailbox,
             wake,

@@ -100,8 +100,9 @@ error_codes! {
     JudgeUnavailable = "judge_unavailable",
     /// `join_refused`.
     JoinRefused = "join_refused",
-    /// `mailbox_taken`.
-    MailboxTaken = "mailbox_taken",
+    /// `mailbox_bound`: the mailbox is bound to another folder (`allow
+    /// --move` moves it).
+    MailboxBound = "mailbox_bound",
     /// `malformed_frame`.
     MalformedFrame = "malformed_frame",
     /// `no_addresses`.

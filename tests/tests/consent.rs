@@ -547,3 +547,116 @@ fn trust_says_what_is_held_approves_it_when_asked_and_can_be_undone() {
     let e = a.fails(&["trust", "nobody", "--off"]);
     assert!(e.contains("no current member is named nobody"), "{e}");
 }
+
+/// The `code` of the JSON error a failed `--json` command ends with.
+fn code_of(n: &Node, args: &[&str]) -> (String, String) {
+    let e = n.fails(args);
+    let last: Value =
+        serde_json::from_str(e.lines().last().unwrap()).unwrap_or_else(|err| panic!("{err}: {e}"));
+    (
+        last["code"].as_str().unwrap().to_owned(),
+        last["message"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+/// The binding of `mailbox` in `mailboxes --json`.
+fn binding(n: &Node, mailbox: &str) -> Value {
+    n.json(&["mailboxes"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["mailbox"] == mailbox)
+        .cloned()
+        .unwrap_or_else(|| panic!("no mailbox {mailbox}"))
+}
+
+/// Issue 36, point 3: a mailbox moves to another folder (the new-laptop
+/// step), keeping its inbox, profile and wake settings and its address.
+/// `deny` frees the folder and keeps the mailbox; `allow NEW --mailbox
+/// NAME` binds a freed name; a bound one moves only with `--move` (asked
+/// at a terminal, not without one), else `mailbox_bound` names its folder
+/// and `--move`.
+#[test]
+fn a_mailbox_moves_to_another_folder_with_its_inbox_and_settings() {
+    let [a, b] = team([("alpha", "Ada"), ("bravo", "Ada")]);
+    let root = tempfile::tempdir().unwrap();
+    let folder = |p: &str| {
+        let d = root.path().join(p);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::canonicalize(&d).unwrap().display().to_string()
+    };
+    let (old, new, third) = (
+        folder("old/pipeline"),
+        folder("src/pipeline"),
+        folder("elsewhere/ci"),
+    );
+    a.ok(&["allow", &old]);
+    a.ok(&["profile", "set", "pipeline", "--profile", "Keeps CI green."]);
+    a.ok(&["wake", "set", "pipeline", "claude", "--budget", "7"]);
+    let before = b.send("pipeline@alpha", "before the move");
+    b.reaches(&before, "delivered");
+
+    // Bound elsewhere: refused, naming its folder and --move.
+    for args in [
+        vec!["allow", new.as_str(), "--json"],
+        vec!["allow", new.as_str(), "--mailbox", "pipeline", "--json"],
+    ] {
+        let (code, message) = code_of(&a, &args);
+        assert_eq!(code, "mailbox_bound", "{message}");
+        assert!(
+            message.contains(&old) && message.contains("--move"),
+            "{message}"
+        );
+    }
+    assert_eq!(binding(&a, "pipeline")["path"], old.as_str());
+
+    // deny keeps the mailbox; allow binds the freed name to the new folder.
+    a.ok(&["deny", &old]);
+    let moved = a.json(&["allow", &new]);
+    assert_eq!(moved["mailbox"], "pipeline", "{moved}");
+    assert_eq!(moved["path"], new.as_str(), "{moved}");
+    assert_eq!(moved["moved_from"], old.as_str(), "{moved}");
+    let shown = &a.json(&["profile", "show", "pipeline"])["mailboxes"][0];
+    assert_eq!(shown["profile"], "Keeps CI green.", "{shown}");
+    assert_eq!(shown["wake"]["wake"], "claude", "{shown}");
+    assert_eq!(shown["wake"]["budget"], 7, "{shown}");
+    // Its inbox came along, and the address teammates use still reaches it.
+    let after = b.send("pipeline@alpha", "after the move");
+    b.reaches(&after, "delivered");
+    let inbox = a.json(&["inbox", "--mailbox", "pipeline"]);
+    let ids: Vec<&str> = inbox
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&before.as_str()) && ids.contains(&after.as_str()),
+        "{inbox}"
+    );
+    // The old folder is free: it may receive as another mailbox.
+    let other = a.json(&["allow", &old, "--mailbox", "archive"]);
+    assert_eq!(other["mailbox"], "archive", "{other}");
+
+    // At a terminal, --move asks first; "n" moves nothing.
+    let mut s = a.pty(&["allow", &third, "--mailbox", "pipeline", "--move"]);
+    s.exp_string("Move it to").unwrap();
+    s.send_line("n").unwrap();
+    s.exp_string("Nothing moved.").unwrap();
+    s.exp_eof().unwrap();
+    assert_eq!(binding(&a, "pipeline")["path"], new.as_str());
+    // Without a terminal, --move moves at once (as --yes would).
+    let moved = a.json(&["allow", &third, "--mailbox", "pipeline", "--move"]);
+    assert_eq!(moved["moved_from"], new.as_str(), "{moved}");
+    assert_eq!(binding(&a, "pipeline")["path"], third.as_str());
+    assert_eq!(binding(&a, "pipeline")["allowed"], true);
+    let last = b.send("pipeline@alpha", "in its third folder");
+    b.reaches(&last, "delivered");
+    assert_eq!(
+        a.json(&["inbox", "--mailbox", "pipeline"])
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+}

@@ -100,6 +100,10 @@ pub struct BindingView {
     pub path: String,
     /// Whether it receives (`allow`), or not (`deny`).
     pub allowed: bool,
+    /// `allow` moved the mailbox here: the folder it was bound to before
+    /// (empty when `deny` had left it none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_from: Option<String>,
 }
 
 /// `ui`: where the daemon serves the local web page.

@@ -75,6 +75,10 @@ pub struct Allow {
     /// The mailbox name; default: the folder's base name.
     #[serde(default)]
     pub mailbox: Option<String>,
+    /// Move the mailbox here when it is bound to another folder (else
+    /// that is refused `mailbox_bound`).
+    #[serde(default, rename = "move", skip_serializing_if = "std::ops::Not::not")]
+    pub move_bound: bool,
 }
 
 /// Opt a folder out: its mailbox refuses mail.

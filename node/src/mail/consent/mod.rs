@@ -430,38 +430,55 @@ impl Consent {
     }
 
     /// `allow` (`allowed`) or `deny` a folder, audited when it succeeds.
+    /// `allow` may move a mailbox to another folder: one `deny` freed,
+    /// or (`move_bound`) one bound now.
     pub(in crate::mail) fn allow(
         &mut self,
         who: &Who,
-        path: &str,
-        mailbox: Option<&str>,
-        allowed: bool,
+        (path, mailbox): (&str, Option<&str>),
+        (allowed, move_bound): (bool, bool),
         ctx: &mut Ctx<'_>,
     ) -> Result<crate::api::BindingView, ApiError> {
-        let b = self.bind(path, mailbox, allowed, ctx.store)?;
-        let (event, detail) = if allowed {
-            (
+        let (b, moved_from) = if allowed {
+            self.bind(path, mailbox, move_bound, ctx.store)?
+        } else {
+            (self.unbind(path, mailbox, ctx.store)?, None)
+        };
+        let (event, detail) = match (allowed, &moved_from) {
+            (true, Some(from)) => (
+                AuditEvent::Allow,
+                format!(
+                    "mailbox {} moved from {} to {}, and receives",
+                    b.mailbox,
+                    if from.is_empty() { "no folder" } else { from },
+                    b.path
+                ),
+            ),
+            (true, None) => (
                 AuditEvent::Allow,
                 format!("{} receives as mailbox {}", b.path, b.mailbox),
-            )
-        } else {
-            (
+            ),
+            (false, _) => (
                 AuditEvent::Deny,
                 format!("{} (mailbox {}) no longer receives", b.path, b.mailbox),
-            )
+            ),
         };
         decided(who, event, None, detail, ctx);
-        Ok(binding_json(&b))
+        let mut view = binding_json(&b);
+        view.moved_from = moved_from;
+        Ok(view)
     }
 
-    fn bind(
+    /// `deny`: the mailbox refuses mail and its folder is free; the
+    /// mailbox keeps its name (its inbox, profile, wake settings and
+    /// budget are kept under it) until `allow` gives it a folder again.
+    fn unbind(
         &mut self,
         path: &str,
         mailbox: Option<&str>,
-        allowed: bool,
         store: &dyn MailStore,
     ) -> Result<FolderBinding, ApiError> {
-        if !allowed && let Some(b) = self.binding_named(path, mailbox) {
+        if let Some(b) = self.binding_named(path, mailbox) {
             // Denying works by the path as it was allowed, or by mailbox
             // name, even once the folder is gone.
             let b = FolderBinding {
@@ -472,7 +489,7 @@ impl Consent {
             self.folders.insert(b.mailbox.clone(), b.clone());
             return Ok(b);
         }
-        if !allowed && path.is_empty() {
+        if path.is_empty() {
             return err(
                 ErrorCode::NotBound,
                 format!(
@@ -481,78 +498,104 @@ impl Consent {
                 ),
             );
         }
-        let path = PathBuf::from(path);
-        let path = std::fs::canonicalize(&path).map_err(|e| {
-            ApiError::new(
-                ErrorCode::BadPath,
-                format!("{}: {e}; give an existing folder", path.display()),
-            )
-        })?;
-        if !path.is_dir() {
-            return err(
-                ErrorCode::BadPath,
-                format!("{} is not a folder", path.display()),
-            );
-        }
-        let path_text = path.display().to_string();
-        let existing = self.folders.values().find(|f| f.path == path_text).cloned();
-        let binding = match (existing, allowed) {
-            (Some(mut b), _) => {
-                if let Some(m) = mailbox
-                    && m != b.mailbox
-                {
-                    return err(
-                        ErrorCode::Bound,
-                        format!("{path_text} is already bound to mailbox {}", b.mailbox),
-                    );
-                }
-                b.allowed = allowed;
-                b
+        let path = canonical_folder(path)?;
+        match self.folders.values().find(|f| f.path == path).cloned() {
+            Some(mut b) => {
+                b.allowed = false;
+                store.put_folder(&b)?;
+                self.folders.insert(b.mailbox.clone(), b.clone());
+                Ok(b)
             }
-            (None, false) => {
+            None => err(
+                ErrorCode::NotBound,
+                format!("{path} was never opted in; nothing to deny"),
+            ),
+        }
+    }
+
+    /// `allow`: the folder receives as its mailbox (the one named, else
+    /// its base name). A name that is free (never bound, or denied) is
+    /// bound to it, bringing the mailbox's inbox and settings; a name
+    /// bound to another folder moves only with `move_bound`. Returns the
+    /// binding, and the folder the mailbox moved from, if it moved.
+    fn bind(
+        &mut self,
+        path: &str,
+        mailbox: Option<&str>,
+        move_bound: bool,
+        store: &dyn MailStore,
+    ) -> Result<(FolderBinding, Option<String>), ApiError> {
+        let path_text = canonical_folder(path)?;
+        let name = match mailbox {
+            Some(m) => Some(mailbox_name(m)?),
+            None => None,
+        };
+        let mut freed = None;
+        if let Some(mut b) = self.folders.values().find(|f| f.path == path_text).cloned() {
+            if name.as_ref().is_none_or(|n| n.as_str() == b.mailbox) {
+                // Allowed again (or already).
+                b.allowed = true;
+                store.put_folder(&b)?;
+                self.folders.insert(b.mailbox.clone(), b.clone());
+                return Ok((b, None));
+            }
+            if b.allowed {
                 return err(
-                    ErrorCode::NotBound,
-                    format!("{path_text} was never opted in; nothing to deny"),
+                    ErrorCode::Bound,
+                    format!(
+                        "{path_text} is already bound to mailbox {}; `agentmesh deny {path_text}` frees it first",
+                        b.mailbox
+                    ),
                 );
             }
-            (None, true) => {
-                let name = match mailbox {
-                    Some(m) => mailbox_name(m)?,
-                    None => crate::config::try_fold_name(
-                        &path
-                            .file_name()
-                            .map(|n| n.to_string_lossy().into_owned())
-                            .unwrap_or_default(),
-                    )
-                    .ok_or_else(|| {
-                        ApiError::new(
-                            ErrorCode::BadMailbox,
-                            format!(
-                                "{path_text}'s name gives no mailbox name; choose one with --mailbox NAME"
-                            ),
-                        )
-                    })?,
-                };
-                if let Some(other) = self.folders.get(name.as_str()) {
-                    return err(
-                        ErrorCode::MailboxTaken,
-                        format!(
-                            "mailbox {name} is already bound to {}; choose another with --mailbox",
-                            other.path
-                        ),
-                    );
-                }
-                FolderBinding {
-                    mailbox: name.to_string(),
-                    path: path_text,
-                    allowed: true,
-                }
-            }
+            // Denied: the folder is free. Its old mailbox keeps its name,
+            // with no folder, once this one is bound.
+            b.path = String::new();
+            freed = Some(b);
+        }
+        let name = match name {
+            Some(n) => n,
+            None => crate::config::try_fold_name(
+                &std::path::Path::new(&path_text)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            )
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::BadMailbox,
+                    format!(
+                        "{path_text}'s name gives no mailbox name; choose one with --mailbox NAME"
+                    ),
+                )
+            })?,
         };
+        let moved_from = match self.folders.get(name.as_str()) {
+            None => None,
+            Some(other) if other.allowed && !move_bound => {
+                return err(
+                    ErrorCode::MailboxBound,
+                    format!(
+                        "mailbox {name} is bound to {}; `agentmesh allow {path_text} --mailbox {name} --move` moves it here (its inbox, profile and wake settings come along, and its address stays), or choose another name with --mailbox NAME",
+                        other.path
+                    ),
+                );
+            }
+            Some(other) => Some(other.path.clone()),
+        };
+        let binding = FolderBinding {
+            mailbox: name.to_string(),
+            path: path_text,
+            allowed: true,
+        };
+        if let Some(f) = &freed {
+            store.put_folder(f)?;
+            self.folders.insert(f.mailbox.clone(), f.clone());
+        }
         store.put_folder(&binding)?;
         self.folders
             .insert(binding.mailbox.clone(), binding.clone());
-        Ok(binding)
+        Ok((binding, moved_from))
     }
 
     /// The binding `deny` names without resolving the folder: by its
@@ -680,5 +723,23 @@ fn binding_json(b: &FolderBinding) -> crate::api::BindingView {
         mailbox: b.mailbox.clone(),
         path: b.path.clone(),
         allowed: b.allowed,
+        moved_from: None,
     }
+}
+
+/// `path` as an existing folder's canonical path, in text.
+fn canonical_folder(path: &str) -> Result<String, ApiError> {
+    let path = std::fs::canonicalize(PathBuf::from(path)).map_err(|e| {
+        ApiError::new(
+            ErrorCode::BadPath,
+            format!("{path}: {e}; give an existing folder"),
+        )
+    })?;
+    if !path.is_dir() {
+        return err(
+            ErrorCode::BadPath,
+            format!("{} is not a folder", path.display()),
+        );
+    }
+    Ok(path.display().to_string())
 }

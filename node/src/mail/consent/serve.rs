@@ -25,12 +25,18 @@ pub(in crate::mail) fn serve(op: ConsentOp, who: &Who, p: Parts<'_>, ctx: &mut C
             off,
             approve_held,
         }) => trust(who, &machine, (!off, approve_held), p, ctx),
-        ConsentOp::Allow(req::Allow { path, mailbox }) => {
-            let allowed = p.consent.allow(who, &path, mailbox.as_deref(), true, ctx);
+        ConsentOp::Allow(req::Allow {
+            path,
+            mailbox,
+            move_bound,
+        }) => {
+            let target = (path.as_str(), mailbox.as_deref());
+            let allowed = p.consent.allow(who, target, (true, move_bound), ctx);
             folders(answer::<req::Allow>(allowed))
         }
         ConsentOp::Deny(req::Deny { path, mailbox }) => {
-            let denied = p.consent.allow(who, &path, mailbox.as_deref(), false, ctx);
+            let target = (path.as_str(), mailbox.as_deref());
+            let denied = p.consent.allow(who, target, (false, false), ctx);
             folders(answer::<req::Deny>(denied))
         }
         ConsentOp::Mailboxes => Then::Now(answer::<req::Mailboxes>(p.consent.mailboxes())),

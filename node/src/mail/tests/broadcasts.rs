@@ -153,10 +153,7 @@ fn counts_are_kept_only_from_the_machine_the_copy_went_to() {
     let r = d.store.counts(id).unwrap().unwrap().reported.unwrap();
     assert_eq!((r.delivered, r.dropped), (2, 1));
     // What it skipped, and why, are kept with them.
-    assert_eq!(
-        (r.skipped, r.reason),
-        (3, Some(api::SkipReason::Paused))
-    );
+    assert_eq!((r.skipped, r.reason), (3, Some(api::SkipReason::Paused)));
     // Counts for a copy never sent: nothing.
     bus::on_counts(t.alpha.peer_id(), "ffff", counts(1), &mut ctx);
     assert_eq!(d.store.counts("ffff").unwrap(), None);

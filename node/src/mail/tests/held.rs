@@ -34,14 +34,14 @@ fn consent_holds_paused_and_other_owners_mail_and_not_unknown_senders() {
     let folder = tempfile::tempdir().unwrap();
     let path = folder.path().display().to_string();
     consent
-        .allow(&ada(), &path, Some("docs"), true, &mut ctx)
+        .allow(&ada(), (&path, Some("docs")), (true, false), &mut ctx)
         .unwrap();
     assert_eq!(
         consent.decide(alpha, Some("docs"), &t.dir),
         Decision::Deliver
     );
     consent
-        .allow(&ada(), "", Some("docs"), false, &mut ctx)
+        .allow(&ada(), ("", Some("docs")), (false, false), &mut ctx)
         .unwrap();
     assert_eq!(
         consent.decide(alpha, Some("docs"), &t.dir),
@@ -186,7 +186,7 @@ fn resume_releases_only_what_the_consent_rule_delivers() {
         now,
     };
     consent
-        .allow(&ada(), &path, Some("docs"), true, &mut ctx)
+        .allow(&ada(), (&path, Some("docs")), (true, false), &mut ctx)
         .unwrap();
     consent.pause(&ada(), &mut ctx).unwrap();
     let alpha = member(t.alpha.peer_id());
@@ -208,7 +208,7 @@ fn resume_releases_only_what_the_consent_rule_delivers() {
     assert_eq!(r.outcomes, [MailOutcome::accepted(true)]);
     assert_eq!(consent.held_total(), 4);
     consent
-        .allow(&ada(), "", Some("docs"), false, &mut ctx)
+        .allow(&ada(), ("", Some("docs")), (false, false), &mut ctx)
         .unwrap();
 
     let (value, events) = consent

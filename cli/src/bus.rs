@@ -385,11 +385,21 @@ pub fn directory(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
         );
     }
     for m in &machines {
+        let reach = if m.this_machine {
+            ", this machine".to_owned()
+        } else if m.reachable {
+            ", reachable".to_owned()
+        } else {
+            match &m.last_seen {
+                Some(t) => format!(", unreachable (last seen {})", term::ago(t)),
+                None => ", unreachable (not seen since this daemon started)".to_owned(),
+            }
+        };
         crate::say!(
             "{} ({}){}{}{}",
             term::clean(&m.name),
             term::clean(&m.owner),
-            if m.this_machine { ", this machine" } else { "" },
+            reach,
             if m.always_on {
                 ", carrier (always on: holds mail for members that are offline)"
             } else {
@@ -403,7 +413,7 @@ pub fn directory(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
         );
         for b in &m.mailboxes {
             crate::say!(
-                "  {:<28} {:<8}{}",
+                "  {:<28} {:<11}{}",
                 term::clean(&b.address),
                 b.status.as_str(),
                 b.last_active

@@ -102,7 +102,11 @@ async fn a_profile_set_over_mcp_reaches_the_team_and_a_revoked_machine_vanishes(
     wait_for("charlie's ops mailbox on alpha and bravo", || {
         (row(&a, "ops@charlie").is_some() && row(&b, "ops@charlie").is_some()).then_some(())
     });
-    assert_eq!(row(&b, "ops@charlie").unwrap()["status"], "offline");
+    // No session open on charlie: offline (once bravo has reached it:
+    // until then it reads unreachable).
+    wait_for("ops@charlie offline (not unreachable) on bravo", || {
+        (row(&b, "ops@charlie")?["status"] == "offline").then_some(())
+    });
 
     // Revoked: gone from both.
     a.ok(&["revoke", "charlie", "--yes"]);
@@ -492,4 +496,76 @@ fn the_directory_comes_a_page_of_about_24_kib_at_a_time() {
             .len(),
         41
     );
+}
+
+/// Issue 36, point 4: liveness in the directory. `directory --json` and
+/// MCP `list_team` show whether each machine is reachable now and when it
+/// was last seen; a mailbox of a machine that does not answer reads
+/// `unreachable`, not `offline` (no session open). A machine suspended
+/// (SIGSTOP: its connections stay open, it answers nothing) reads
+/// unreachable within a minute, and reachable again once it answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_directory_tells_a_machine_that_does_not_answer_from_a_mailbox_with_no_session() {
+    let [a, b] = team([("alpha", "Ada"), ("bravo", "Ada")]);
+    mailbox(&b, "docs");
+    let seen = wait_for(
+        "bravo reachable, with its docs mailbox, in alpha's directory",
+        || {
+            let m = machine(&a, "bravo")?;
+            (m["reachable"] == true && row(&a, "docs@bravo").is_some()).then_some(m)
+        },
+    );
+    assert!(seen["last_seen"].is_string(), "{seen}");
+    assert_eq!(seen["peer_id"], b.peer_id().as_str(), "{seen}");
+    assert_eq!(row(&a, "docs@bravo").unwrap()["status"], "offline");
+    let me = machine(&a, "alpha").unwrap();
+    assert_eq!(me["reachable"], true, "{me}");
+
+    // Suspended: its connection stays open and answers nothing.
+    let pid = nix::unistd::Pid::from_raw(b.pid());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let stopped = Instant::now();
+    let gone = agentmesh_tests::wait_for_within(
+        "bravo unreachable in alpha's directory",
+        Duration::from_secs(60),
+        || {
+            let m = machine(&a, "bravo")?;
+            (m["reachable"] == false).then_some(m)
+        },
+    );
+    println!(
+        "a suspended machine read unreachable {:.1} s after it stopped",
+        stopped.elapsed().as_secs_f64()
+    );
+    assert!(gone["last_seen"].is_string(), "{gone}");
+    assert_eq!(row(&a, "docs@bravo").unwrap()["status"], "unreachable");
+    let text = a.ok(&["directory"]);
+    assert!(
+        text.contains("bravo (Ada), unreachable (last seen"),
+        "{text}"
+    );
+    // The agent's view says the same.
+    let dir = a.home().join("work").join("api");
+    std::fs::create_dir_all(&dir).unwrap();
+    a.ok(&["allow", dir.to_str().unwrap(), "--mailbox", "api"]);
+    let s = Session::spawn(&a, &dir, "claude-code", &[]).await;
+    let t = s.ok("list_team", json!({})).await;
+    let bravo = t["machines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "bravo")
+        .unwrap()
+        .clone();
+    assert_eq!(bravo["reachable"], false, "{t}");
+    assert!(bravo["last_seen"].is_string(), "{t}");
+    assert_eq!(listed(&t, "docs@bravo").unwrap()["status"], "unreachable");
+    s.close().await;
+
+    // Continued, it answers again: reachable.
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    wait_for("bravo reachable again", || {
+        (machine(&a, "bravo")?["reachable"] == true).then_some(())
+    });
+    assert_eq!(row(&a, "docs@bravo").unwrap()["status"], "offline");
 }

@@ -248,6 +248,8 @@ impl Mesh {
                 this_machine: d.this_machine,
                 online: d.this_machine || reached != "none",
                 reached,
+                reachable: d.reachable,
+                last_seen: d.last_seen.clone(),
                 mailboxes: d.known.then_some(names),
                 directory: d
                     .mailboxes

@@ -147,6 +147,12 @@ pub struct MachineRow {
     pub this_machine: bool,
     /// Whether it is connected now (mail to it waits in the outbox if not).
     pub online: bool,
+    /// Whether it is reachable now: connected, and it answered within the
+    /// last 45 s (its mailboxes read `unreachable` when not).
+    pub reachable: bool,
+    /// When it was last heard from (RFC 3339), if ever since this
+    /// machine's daemon started.
+    pub last_seen: Option<String>,
     /// How it is reached: `this machine`, `direct`, `relayed`, or `none`.
     pub reached: String,
     /// Its mailboxes' names, when known (from its directory record).
@@ -169,7 +175,9 @@ pub struct MailboxRow {
     /// Whose sessions wrote `profile` and `goal`.
     pub written_by: String,
     /// `working` (a session active in the last 2 minutes), `idle`
-    /// (attached, quiet) or `offline` (no session attached).
+    /// (attached, quiet), `offline` (no session attached) or
+    /// `unreachable` (its machine does not answer now: what its sessions
+    /// do is unknown).
     pub status: String,
     /// When a session of it was last active, if known.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -282,8 +282,9 @@ pub struct DirectoryMailboxView {
     pub profile: String,
     /// Its current objective, as written by them.
     pub goal: String,
-    /// What its session is doing, as its machine says.
-    pub status: crate::api::SessionStatus,
+    /// What its session is doing, as its machine says; `unreachable`
+    /// when its machine is not reachable from here now.
+    pub status: crate::api::MailboxStatus,
     /// When a session of it was last active (RFC 3339), if known.
     pub last_active: Option<String>,
 }
@@ -295,8 +296,19 @@ pub struct DirectoryMachineView {
     pub name: String,
     /// The person who runs it.
     pub owner: String,
+    /// Its PeerId.
+    #[serde(default)]
+    pub peer_id: String,
     /// Whether it is this machine.
     pub this_machine: bool,
+    /// Whether it is reachable now: connected, and heard from (a ping
+    /// answered) in the last 45 s. This machine always is.
+    #[serde(default)]
+    pub reachable: bool,
+    /// When it was last heard from (RFC 3339): now while reachable; null
+    /// if never since this daemon started.
+    #[serde(default)]
+    pub last_seen: Option<String>,
     /// Whether its directory record has reached this machine (a member
     /// that never connected since, or runs an older version, has none).
     pub known: bool,

@@ -235,6 +235,33 @@ impl HeldReason {
 }
 
 words! {
+    /// What a mailbox's session is doing, as the directory shows it: its
+    /// machine's word (`working`, `idle`, `offline`: no session open), or
+    /// `unreachable` when its machine is not reachable from here now.
+    MailboxStatus {
+        /// A session is attached and was active in the last two minutes.
+        Working = "working",
+        /// A session is attached and quiet.
+        Idle = "idle",
+        /// No session is open (its machine is reachable).
+        Offline = "offline",
+        /// Its machine is not reachable from here: what its sessions do
+        /// is unknown.
+        Unreachable = "unreachable",
+    }
+}
+
+impl From<SessionStatus> for MailboxStatus {
+    fn from(s: SessionStatus) -> Self {
+        match s {
+            SessionStatus::Working => MailboxStatus::Working,
+            SessionStatus::Idle => MailboxStatus::Idle,
+            SessionStatus::Offline => MailboxStatus::Offline,
+        }
+    }
+}
+
+words! {
     /// Why a machine judged a broadcast for none (or not all) of its
     /// mailboxes (`outbox`'s `counts.reason`, `bus log`'s `reason`).
     SkipReason {

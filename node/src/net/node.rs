@@ -307,7 +307,7 @@ impl Net {
                 let keep = endpoint.is_dialer() && conn.kind != ConnKind::HolePunched;
                 tracing::debug!(peer = %peer_id, kind = conn.kind.as_str(), addr = %conn.addr, "connected");
                 e.connections.insert(connection_id, conn);
-                e.last_seen = Some(SystemTime::now());
+                self.peers.heard(peer_id, now);
                 if keep {
                     self.peers.add_addr(peer_id, &remote);
                 }
@@ -487,6 +487,7 @@ impl Net {
                 ..
             }) => {
                 self.peers.entry(peer).rtt = Some(rtt);
+                self.peers.heard(peer, Instant::now());
             }
             BehaviourEvent::Mdns(mdns::Event::Discovered(found)) => {
                 for (peer, addr) in found {
@@ -657,8 +658,38 @@ impl Net {
             NetOp::ConfigShow => {
                 answer::<ops::ConfigShow>(Ok(api::ConfigShown::of(&self.team.settings().config)))
             }
+            NetOp::Directory(ops::Directory { after, max_bytes }) => {
+                let mut page = self.team.directory_page(after.as_deref(), max_bytes);
+                self.liveness(&mut page, now);
+                answer::<ops::Directory>(Ok(page))
+            }
         };
         let _ = reply.send(answer);
+    }
+
+    /// Whether each machine of a directory page is reachable now, and
+    /// when it was last heard from; an unreachable machine's mailboxes
+    /// read `unreachable` (what its sessions do is unknown).
+    fn liveness(&self, page: &mut api::DirectoryPage, now: Instant) {
+        for m in &mut page.machines {
+            if m.this_machine {
+                m.reachable = true;
+                m.last_seen =
+                    Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
+                continue;
+            }
+            let Ok(peer) = m.peer_id.parse::<PeerId>() else {
+                continue;
+            };
+            let (reachable, seen) = self.peers.liveness(&peer, now);
+            m.reachable = reachable;
+            m.last_seen = seen.map(|t| humantime::format_rfc3339_seconds(t).to_string());
+            if !reachable {
+                for b in &mut m.mailboxes {
+                    b.status = api::MailboxStatus::Unreachable;
+                }
+            }
+        }
     }
 
     fn status(&self) -> api::Status {

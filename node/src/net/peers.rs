@@ -31,6 +31,12 @@ pub const MAX_PEERS: usize = 1024;
 /// was last seen.
 pub const STRANGER_TTL: Duration = Duration::from_secs(600);
 
+/// A connected peer heard from (a connection up, a ping answered) within
+/// this long is reachable: pings go every 15 s, so a live one is never
+/// near it, and a machine that stopped answering reads unreachable within
+/// a minute of its last answer, connection or not.
+pub const REACHABLE_WITHIN: Duration = Duration::from_secs(45);
+
 /// Rows in one `peers` answer page, at most; pages are also sized by their
 /// JSON to fit the API frame.
 pub const MAX_PEERS_PAGE: usize = 500;
@@ -45,8 +51,11 @@ pub struct PeerEntry {
     pub addrs: Vec<Multiaddr>,
     /// Last round-trip time.
     pub rtt: Option<Duration>,
-    /// Last time it was connected.
+    /// Last time it was connected, or answered a ping.
     pub last_seen: Option<SystemTime>,
+    /// When it was last heard from: a connection came up, or a ping was
+    /// answered.
+    pub heard: Option<Instant>,
     /// Open connections: the remote address and kind of each.
     pub connections: HashMap<ConnectionId, Conn>,
     /// Whether it serves circuit relay.
@@ -404,6 +413,31 @@ impl PeerTable {
         e.last_seen = Some(SystemTime::now());
     }
 
+    /// `peer` was heard from `now` (a connection came up, a ping was
+    /// answered).
+    pub fn heard(&mut self, peer: PeerId, now: Instant) {
+        let e = self.entry(peer);
+        e.heard = Some(now);
+        e.last_seen = Some(SystemTime::now());
+    }
+
+    /// Whether `peer` is reachable `now` (connected, and heard from within
+    /// [`REACHABLE_WITHIN`]), and when it was last heard from.
+    pub fn liveness(&self, peer: &PeerId, now: Instant) -> (bool, Option<SystemTime>) {
+        let Some(e) = self.peers.get(peer) else {
+            return (false, None);
+        };
+        let reachable = !e.connections.is_empty()
+            && e.heard
+                .is_some_and(|h| now.saturating_duration_since(h) <= REACHABLE_WITHIN);
+        let seen = if reachable {
+            Some(SystemTime::now())
+        } else {
+            e.last_seen
+        };
+        (reachable, seen)
+    }
+
     /// Whether a direct connection to `peer` coming up `now` is DCUtR's
     /// work: a relayed one is open, or closed a moment ago.
     pub fn recently_relayed(&self, peer: &PeerId, now: Instant) -> bool {
@@ -633,6 +667,36 @@ mod tests {
         // Known only by loopback addresses: it runs here; they are shown.
         let here = [a("/ip4/127.0.0.1/tcp/7651")];
         assert_eq!(shown_addresses(None, &here), ["/ip4/127.0.0.1/tcp/7651"]);
+    }
+
+    #[test]
+    fn a_peer_is_reachable_while_connected_and_heard_from_lately() {
+        let peer = PeerId::random();
+        let t0 = Instant::now();
+        let mut t = PeerTable::default();
+        assert_eq!(t.liveness(&peer, t0), (false, None), "never seen");
+        let addr: Multiaddr = "/ip4/10.0.0.2/tcp/7650".parse().unwrap();
+        t.entry(peer)
+            .connections
+            .insert(ConnectionId::new_unchecked(1), Conn::new(addr, false, t0));
+        t.heard(peer, t0);
+        assert!(t.liveness(&peer, t0 + REACHABLE_WITHIN).0);
+        // Connected, but silent past the window (a machine suspended or
+        // gone with its connection still open): unreachable, and when it
+        // was last heard from is kept.
+        let (reachable, seen) = t.liveness(&peer, t0 + REACHABLE_WITHIN + Duration::from_secs(1));
+        assert!(!reachable);
+        assert!(seen.is_some());
+        // A ping answered: reachable again.
+        t.heard(peer, t0 + Duration::from_secs(50));
+        assert!(t.liveness(&peer, t0 + Duration::from_secs(51)).0);
+        // Its connection closed: unreachable at once.
+        t.closed(
+            peer,
+            ConnectionId::new_unchecked(1),
+            t0 + Duration::from_secs(52),
+        );
+        assert!(!t.liveness(&peer, t0 + Duration::from_secs(52)).0);
     }
 
     #[test]

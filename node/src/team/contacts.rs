@@ -106,6 +106,12 @@ impl Contacts {
                 continue;
             }
             net.add_addresses(peer, &reach_addrs(contact.record()));
+            // Where a member is reached is news: try it now rather than
+            // at the next redial (so the directory can say it is
+            // reachable, and mail to it goes, without waiting 20 s).
+            if !net.is_connected(&peer) {
+                net.dial(peer);
+            }
         }
     }
 }

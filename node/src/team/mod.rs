@@ -117,6 +117,20 @@ impl Team {
         self.core.directory()
     }
 
+    /// A page of the team's directory (`directory`), without liveness:
+    /// the network's loop adds whether each machine is reachable.
+    pub fn directory_page(
+        &self,
+        after: Option<&str>,
+        max_bytes: Option<usize>,
+    ) -> api::DirectoryPage {
+        self.sync.directory.page(
+            &self.core,
+            after,
+            max_bytes.unwrap_or(records::MAX_DIRECTORY_PAGE),
+        )
+    }
+
     /// The team, if this machine is in one.
     pub fn state(&self) -> Option<&TeamState> {
         self.core.state()
@@ -415,13 +429,6 @@ impl Team {
                 answer::<ops::AdmitReject>(self.founder.reject(&mut self.core, request_id, now))
             }
             TeamOp::Revoke(ops::Revoke { name }) => answer::<ops::Revoke>(self.revoke(net, &name)),
-            TeamOp::Directory(ops::Directory { after, max_bytes }) => {
-                answer::<ops::Directory>(Ok(self.sync.directory.page(
-                    &self.core,
-                    after.as_deref(),
-                    max_bytes.unwrap_or(records::MAX_DIRECTORY_PAGE),
-                )))
-            }
         };
         self.core.reply(reply, answer);
         self.settle(net);

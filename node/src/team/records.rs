@@ -403,7 +403,7 @@ impl Published {
                         address: address(m.mailbox.as_deref(), &name),
                         profile: m.profile.clone(),
                         goal: m.goal.clone(),
-                        status: m.status,
+                        status: m.status.into(),
                         last_active: m.last_active.map(api::rfc3339),
                     })
                     .collect()
@@ -416,7 +416,7 @@ impl Published {
                             address: address(m.mailbox.as_ref().map(Name::as_str), &name),
                             profile: m.profile.clone(),
                             goal: m.goal.clone(),
-                            status: from_wire(m.status),
+                            status: from_wire(m.status).into(),
                             last_active: m.last_active.map(api::rfc3339),
                         })
                         .collect()
@@ -425,7 +425,11 @@ impl Published {
             let mut view = api::DirectoryMachineView {
                 name: name.clone(),
                 owner,
+                peer_id: peer.to_string(),
                 this_machine: this,
+                // The network's loop says (this machine always is).
+                reachable: this,
+                last_seen: None,
                 known: this || record.is_some(),
                 always_on: if this {
                     core.settings.carry.carry

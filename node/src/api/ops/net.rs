@@ -19,6 +19,8 @@ pub enum NetOp {
     Shutdown,
     /// [`ConfigShow`].
     ConfigShow,
+    /// [`Directory`].
+    Directory(Directory),
 }
 
 /// The socket server's own operations.
@@ -66,9 +68,25 @@ pub struct ConfigShow;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ui;
 
+/// The team's directory: every member machine with its mailboxes,
+/// profiles, goals and statuses, and whether it is reachable now, a page
+/// at a time (served by the network's loop, which knows both)
+/// ([`DirectoryPage`](api::DirectoryPage)).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Directory {
+    /// Only mailboxes after this one (paging; from `next_after`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    /// At most about this many bytes (as JSON) per page, and at least
+    /// one mailbox (default and cap: 24 KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<usize>,
+}
+
 requests! {
     Status => api::Status = |_| NetOp::Status;
     Peers => api::PeersPage = NetOp::Peers;
+    Directory => api::DirectoryPage = NetOp::Directory;
     Connect => api::Connected = NetOp::Connect;
     Shutdown => api::Done = |_| NetOp::Shutdown;
     ConfigShow => api::ConfigShown = |_| NetOp::ConfigShow;

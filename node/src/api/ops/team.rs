@@ -38,8 +38,6 @@ pub enum TeamOp {
     TeamPerson(TeamPerson),
     /// [`Revoke`].
     Revoke(Revoke),
-    /// [`Directory`].
-    Directory(Directory),
 }
 
 /// The team and its members.
@@ -152,20 +150,6 @@ pub struct Revoke {
     pub name: String,
 }
 
-/// The team's directory: every member machine with its mailboxes,
-/// profiles, goals and statuses, a page at a time
-/// ([`DirectoryPage`](api::DirectoryPage)).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Directory {
-    /// Only mailboxes after this one (paging; from `next_after`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub after: Option<String>,
-    /// At most about this many bytes (as JSON) per page, and at least
-    /// one mailbox (default and cap: 24 KiB).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_bytes: Option<usize>,
-}
-
 requests! {
     TeamShow => api::TeamView = |_| TeamOp::TeamShow;
     TeamCreate => api::TeamView = TeamOp::TeamCreate;
@@ -181,5 +165,4 @@ requests! {
     AdmitReject => api::Done = TeamOp::AdmitReject;
     TeamPerson => api::PersonMoved = TeamOp::TeamPerson;
     Revoke => api::RevokedView = TeamOp::Revoke;
-    Directory => api::DirectoryPage = TeamOp::Directory;
 }

@@ -170,9 +170,30 @@ pub fn status(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
         term::json(&s)?;
     } else {
         crate::say!("agentmesh {} is running (pid {})", s.version, s.pid);
+        if let Some(a) = &s.another_copy {
+            crate::say!("WARNING: {}", another_copy_words(a));
+            crate::say!("  -> {ANOTHER_COPY_FIX}");
+        }
         print_status(&s);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What to do about another daemon with this machine's key.
+const ANOTHER_COPY_FIX: &str = "stop one of them for good (`agentmesh down` there), or give the second machine its own identity (`agentmesh init --new-identity`, then join); docs/operations.md, \"Two copies of one machine\"";
+
+/// Another daemon with this machine's key, in words.
+fn another_copy_words(a: &agentmesh_node::api::AnotherCopyView) -> String {
+    format!(
+        "another daemon runs with this machine's key: a member passed on its contact record (seq {}, addresses {}) at {}; each copy gets part of the mail and neither all of it",
+        a.seq,
+        if a.addrs.is_empty() {
+            "none".to_owned()
+        } else {
+            term::clean(&a.addrs.join(", "))
+        },
+        a.seen_at
+    )
 }
 
 /// `agentmesh peers`.
@@ -506,6 +527,9 @@ fn check_daemon(
                 format!("daemon running (pid {}), socket answers", s.pid),
                 None,
             );
+            if let Some(a) = &s.another_copy {
+                checks.add("fail", another_copy_words(a), Some(ANOTHER_COPY_FIX.into()));
+            }
             match team {
                 Some(t) => {
                     let me = t.members.iter().find(|m| m.this_machine);

@@ -147,6 +147,39 @@ impl Node {
         node
     }
 
+    /// A second node whose home is a copy of `other`'s, taken while its
+    /// daemon is stopped: the same key, name and membership (two copies
+    /// of one machine, as a home copied to a new laptop and the old one
+    /// started again). Not yet running.
+    pub fn copy_of(other: &Node) -> Node {
+        let base =
+            std::env::var_os(TMPDIR_ENV).map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+        let home = tempfile::Builder::new()
+            .prefix("am-")
+            .tempdir_in(base)
+            .unwrap();
+        let copied = Command::new("cp")
+            .arg("-a")
+            .arg(other.home.path().join("."))
+            .arg(home.path())
+            .status()
+            .unwrap();
+        assert!(copied.success(), "cp -a of {}'s home", other.name);
+        // Its socket, lock and pid are the original's.
+        let _ = std::fs::remove_dir_all(home.path().join("run"));
+        reaper::track_home(home.path());
+        Node {
+            name: other.name.clone(),
+            home,
+            daemon: None,
+            listen: other.listen.clone(),
+            mdns: false,
+            wrapper: vec![],
+            daemon_args: other.daemon_args.clone(),
+            daemon_env: other.daemon_env.clone(),
+        }
+    }
+
     /// The home directory.
     pub fn home(&self) -> PathBuf {
         self.home.path().to_owned()

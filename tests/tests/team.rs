@@ -188,3 +188,64 @@ fn peers_shows_the_address_in_use_first_with_its_transport() {
     let line = table.lines().find(|l| l.contains("bravo")).unwrap();
     assert!(line.contains(&first), "{table}");
 }
+
+/// Issue 36, point 4: two live copies of one machine (a home copied to a
+/// new laptop while the old one runs on) split its mail silently; now the
+/// copy that sees a contact record of its own key it did not make says so
+/// in `status`, `doctor` and its log.
+#[test]
+fn a_second_copy_of_a_machine_is_named_in_status_doctor_and_the_log() {
+    let [a, mut b] = team([("alpha", "Ada"), ("bravo", "Ada")]);
+    assert!(b.status().get("another_copy").is_none());
+    b.stop();
+    let mut twin = Node::copy_of(&b);
+    b.start();
+    twin.start();
+    for n in [&b, &twin] {
+        n.ok(&["connect", &a.addr()]);
+    }
+    let (warned, seen) = wait_for("one copy to see the other's contact record", || {
+        [&b, &twin].into_iter().find_map(|n| {
+            let s = n.status();
+            let seen = s.get("another_copy")?.clone();
+            Some((n, seen))
+        })
+    });
+    let other = if std::ptr::eq(warned, &b) { &twin } else { &b };
+    // The addresses it names are the other copy's.
+    let theirs = other.addr();
+    let tcp = theirs.split("/p2p/").next().unwrap();
+    let addrs = seen["addrs"].as_array().unwrap();
+    assert!(addrs.iter().any(|x| x == tcp), "{seen} vs {theirs}");
+    // Not its own.
+    let mine = warned.addr();
+    let mine = mine.split("/p2p/").next().unwrap();
+    assert!(!addrs.iter().any(|x| x == mine), "{seen} vs {mine}");
+    let text = warned.ok(&["status"]);
+    assert!(
+        text.contains("WARNING: another daemon runs with this machine's key"),
+        "{text}"
+    );
+    let out = warned.run(&["doctor", "--json"]);
+    assert!(!out.status.success(), "doctor fails while two copies run");
+    let doctor: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let failed: Vec<&serde_json::Value> = doctor["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "fail")
+        .collect();
+    assert!(
+        failed
+            .iter()
+            .any(|c| c["what"].as_str().unwrap().contains("another daemon runs")),
+        "{doctor}"
+    );
+    assert!(
+        warned
+            .log()
+            .contains("another daemon runs with this machine's key"),
+        "{}",
+        warned.log()
+    );
+}

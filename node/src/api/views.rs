@@ -57,6 +57,23 @@ pub struct Status {
     /// today, their runs, a failed one.
     #[serde(default)]
     pub wake: Vec<super::WakeStatusView>,
+    /// Another daemon runs with this machine's key (a copy of its home
+    /// started beside it): the last sign of it in the last hour. Each copy
+    /// gets part of the mail and neither all of it; stop one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub another_copy: Option<AnotherCopyView>,
+}
+
+/// The last sign of another daemon with this machine's key: a contact
+/// record signed by it that this daemon did not make.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnotherCopyView {
+    /// When it was seen, RFC 3339.
+    pub seen_at: String,
+    /// The record's sequence number.
+    pub seq: u64,
+    /// The addresses the other copy published.
+    pub addrs: Vec<String>,
 }
 
 /// `config_show`: the configuration the running daemon uses, command-line

@@ -726,6 +726,7 @@ impl Net {
             outbox_waiting: 0,
             carrying: 0,
             wake: vec![],
+            another_copy: self.team.another_copy(),
             test_build: crate::clock::TEST_BUILD,
         }
     }

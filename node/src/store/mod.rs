@@ -107,6 +107,10 @@ pub trait TeamStore: Send + Sync + std::fmt::Debug {
     fn put_contact(&self, peer: &PeerId, record: &[u8]) -> Result<(), StoreError>;
     /// The sequence number of this machine's last contact record.
     fn next_contact_seq(&self) -> Result<u64, StoreError>;
+    /// Makes the next contact sequence number higher than `seen` (a
+    /// record of this machine's key numbered `seen` is out there: this
+    /// machine's next must supersede it).
+    fn raise_contact_seq(&self, seen: u64) -> Result<(), StoreError>;
     /// The latest signed directory record of each machine, by PeerId
     /// (this machine's own included).
     fn directory_records(&self) -> Result<BTreeMap<PeerId, Vec<u8>>, StoreError>;

@@ -305,6 +305,16 @@ impl TeamStore for SledStore {
         next_seq(&self.meta, CONTACT_SEQ_KEY)
     }
 
+    fn raise_contact_seq(&self, seen: u64) -> Result<(), StoreError> {
+        self.meta.update_and_fetch(CONTACT_SEQ_KEY, |old| {
+            let n = old
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map_or(0, u64::from_be_bytes);
+            Some(n.max(seen).to_be_bytes().to_vec())
+        })?;
+        Ok(())
+    }
+
     fn directory_records(&self) -> Result<BTreeMap<PeerId, Vec<u8>>, StoreError> {
         by_peer(&self.directory)
     }

@@ -110,6 +110,10 @@ impl TeamStore for Flaky {
         self.inner.next_contact_seq()
     }
 
+    fn raise_contact_seq(&self, seen: u64) -> Result<(), StoreError> {
+        self.inner.raise_contact_seq(seen)
+    }
+
     fn directory_records(&self) -> Result<BTreeMap<PeerId, Vec<u8>>, StoreError> {
         self.inner.directory_records()
     }

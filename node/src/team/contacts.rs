@@ -17,6 +17,26 @@ pub struct Contacts {
     mine: Option<SignedContact>,
     mine_addrs: (Vec<Multiaddr>, Vec<Multiaddr>),
     rotation: usize,
+    /// A record of this machine's key that this daemon did not make: a
+    /// second copy of this machine runs somewhere.
+    another: Option<AnotherCopy>,
+    /// Whether this run numbered its record above one it did not make
+    /// (once a run: two live copies must not outbid each other for ever).
+    raised: bool,
+}
+
+/// The last sign of a second daemon running with this machine's key: a
+/// contact record signed by it that this daemon did not make (a higher
+/// sequence than its own newest, or its own sequence with other
+/// addresses), as a member passed it on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnotherCopy {
+    /// When it was seen.
+    pub seen_at: agentmesh_protocol::Timestamp,
+    /// The record's sequence number.
+    pub seq: u64,
+    /// The addresses the other copy published.
+    pub addrs: Vec<Multiaddr>,
 }
 
 impl Contacts {
@@ -79,16 +99,71 @@ impl Contacts {
         out
     }
 
+    /// The last sign of another copy of this machine, if any.
+    pub fn another_copy(&self) -> Option<&AnotherCopy> {
+        self.another.as_ref()
+    }
+
+    /// A record of this machine's own key from a member: a sign of a
+    /// second copy if this daemon did not make it. Logged once per record.
+    fn own(&mut self, core: &TeamCore, net: &dyn Network, contact: &SignedContact) {
+        let Some(mine) = self.mine(core, net) else {
+            return;
+        };
+        let theirs = contact.record();
+        let ours_seq = mine.record().seq;
+        let made_here = theirs.seq < ours_seq || contact.bytes() == mine.bytes();
+        if made_here {
+            return;
+        }
+        let known = self
+            .another
+            .as_ref()
+            .is_some_and(|a| a.seq == theirs.seq && a.addrs == theirs.addrs);
+        if !known {
+            let addrs: Vec<String> = theirs.addrs.iter().map(ToString::to_string).collect();
+            tracing::warn!(
+                seq = theirs.seq,
+                addrs = %addrs.join(" "),
+                "another daemon runs with this machine's key: a member passed on a contact record of it that this daemon did not make; each copy gets part of the mail and neither all of it. Stop one of them for good (docs/operations.md, \"Two copies of one machine\")"
+            );
+        }
+        let seq = theirs.seq;
+        self.another = Some(AnotherCopy {
+            seen_at: core.wall(),
+            seq,
+            addrs: theirs.addrs.clone(),
+        });
+        // Members keep the higher number: a home restored from a backup
+        // (the original gone) would never be found at its new addresses.
+        // Its next record goes above the one seen, once a run.
+        if !self.raised && seq >= ours_seq {
+            self.raised = true;
+            match core.store.raise_contact_seq(seq) {
+                Ok(()) => self.mine = None,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot renumber this machine's contact record")
+                }
+            }
+        }
+    }
+
     /// Keeps the records that verify, name a member, and supersede what
-    /// is stored; their addresses go to the address book.
-    pub fn take(core: &TeamCore, net: &mut dyn Network, contacts: &[ByteBuf]) {
+    /// is stored; their addresses go to the address book. A record of
+    /// this machine's own key that it did not make is noted (another copy
+    /// of this machine runs).
+    pub fn take(&mut self, core: &TeamCore, net: &mut dyn Network, contacts: &[ByteBuf]) {
         for bytes in contacts.iter().take(MAX_CONTACTS_PER_SYNC) {
             let Ok(contact) = SignedContact::from_bytes(bytes) else {
                 tracing::debug!("ignoring a contact record that does not verify");
                 continue;
             };
             let peer = contact.record().peer;
-            if peer == core.me.peer_id() || !core.is_member(&peer) {
+            if peer == core.me.peer_id() {
+                self.own(core, net, &contact);
+                continue;
+            }
+            if !core.is_member(&peer) {
                 continue;
             }
             let newer = core

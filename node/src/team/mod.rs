@@ -54,6 +54,11 @@ fn random16() -> [u8; 16] {
     b
 }
 
+/// How long `status` shows the last sign of another copy of this machine
+/// (each sync with a member that holds the other copy's record shows it
+/// again while that copy runs).
+pub const ANOTHER_COPY_SHOWN: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// The team part of the daemon.
 #[derive(Debug)]
 pub struct Team {
@@ -129,6 +134,19 @@ impl Team {
             after,
             max_bytes.unwrap_or(records::MAX_DIRECTORY_PAGE),
         )
+    }
+
+    /// Another daemon with this machine's key, as `status` shows it: the
+    /// last sign of one, if it was seen in the last hour.
+    pub fn another_copy(&self) -> Option<api::AnotherCopyView> {
+        let a = self.sync.another_copy()?;
+        let now = self.core.wall();
+        let recent = now.saturating_sub(ANOTHER_COPY_SHOWN) <= a.seen_at;
+        recent.then(|| api::AnotherCopyView {
+            seen_at: api::rfc3339(a.seen_at),
+            seq: a.seq,
+            addrs: a.addrs.iter().map(ToString::to_string).collect(),
+        })
     }
 
     /// The team, if this machine is in one.

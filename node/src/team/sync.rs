@@ -157,6 +157,13 @@ pub struct Sync {
 }
 
 impl Sync {
+    /// The last sign of another copy of this machine, if any.
+    pub fn another_copy(&self) -> Option<&super::contacts::AnotherCopy> {
+        self.contacts.another_copy()
+    }
+}
+
+impl Sync {
     /// The sync part, publishing this machine's mailboxes from `directory`.
     pub fn new(directory: Published) -> Sync {
         Sync {
@@ -308,7 +315,7 @@ impl Sync {
             } => {
                 let same = digest[..] == team.digest();
                 let hashes = bufs(team.hashes().iter().map(|h| &h.0[..]));
-                Contacts::take(core, net, &contacts);
+                self.contacts.take(core, net, &contacts);
                 let contacts = self.contacts.share(core, net);
                 // Directory records travel only in answers, a page at a time.
                 let (records, more_records) = self.directory.share(core, &directory);
@@ -359,7 +366,7 @@ impl Sync {
                 records,
                 more_records,
             } => {
-                Contacts::take(core, net, &contacts);
+                self.contacts.take(core, net, &contacts);
                 self.take_records(core, peer, &records, more_records);
                 self.done(core, net, peer, Ok(()));
             }
@@ -369,7 +376,7 @@ impl Sync {
                 records,
                 more_records,
             } => {
-                Contacts::take(core, net, &contacts);
+                self.contacts.take(core, net, &contacts);
                 self.take_records(core, peer, &records, more_records);
                 let Some(team) = core.state() else {
                     return self.done(core, net, peer, Ok(()));

@@ -25,6 +25,9 @@
   function busy() {
     const a = document.activeElement;
     if (pointerDown) return true;
+    // A form that failed shows why, and keeps what was typed: a reload
+    // would wipe both.
+    if (document.querySelector(".error")) return true;
     if (!a) return false;
     if (a.tagName === "BUTTON") return true;
     return (a.tagName === "TEXTAREA" || a.tagName === "INPUT") && a.value !== "";

@@ -97,6 +97,18 @@ pub struct Chrome {
     pub(super) refresh: u32,
     pub(super) notice: Option<&'static str>,
     pub(super) error: Option<String>,
+    /// What the person typed in the Send form, kept when it failed.
+    pub(super) draft: Option<Draft>,
+}
+
+/// A Send form that failed, as typed, and the known address nearest what
+/// was typed in To, if one is near enough to be a slip.
+#[derive(Debug, Clone, Default)]
+pub struct Draft {
+    pub(super) to: String,
+    pub(super) text: String,
+    pub(super) ask: bool,
+    pub(super) suggest: Option<String>,
 }
 
 impl Chrome {
@@ -119,6 +131,7 @@ impl Chrome {
             refresh: if view == View::Peers { 5 } else { 0 },
             notice: None,
             error: None,
+            draft: None,
         }
     }
 }

@@ -105,10 +105,17 @@ pub async fn post(path: &str, form: Form, site: &Site, csrf: &str) -> Posted {
         return Posted::NotFound;
     };
     let view = action.view();
+    // A Send that fails keeps what was typed.
+    let draft = matches!(action, Action::Send).then(|| chrome::Draft {
+        to: form.to.trim().to_owned(),
+        text: form.text.clone(),
+        ask: form.ask,
+        suggest: None,
+    });
     match act(action, form, site).await {
         Ok(done) => Posted::Done(format!("{}?done={done}", view.path())),
         Err((StatusCode::CONFLICT, why)) => {
-            Posted::Refused(pages::render_with(view, "", site, csrf, Some(why)).await)
+            Posted::Refused(pages::render_with(view, "", site, csrf, Some(why), draft).await)
         }
         Err(e) => Posted::Failed(e),
     }

@@ -139,12 +139,51 @@ fn log_tail(path: &str) -> String {
 pub(super) struct AuditPage {
     page: Chrome,
     q: String,
-    entries: Vec<AuditView>,
+    entries: Vec<AuditLine>,
     total: usize,
     number: usize,
     pages: usize,
     prev: Option<String>,
     next: Option<String>,
+}
+
+/// An audit entry as the page shows it: the machine by name (its PeerId
+/// on hover), the id shortened (whole on hover).
+#[derive(Debug)]
+struct AuditLine {
+    at: String,
+    event: String,
+    /// The machine's name, else the PeerId shortened; empty for none.
+    machine: String,
+    peer: String,
+    sender: String,
+    recipient: String,
+    id: String,
+    id_short: String,
+    detail: String,
+}
+
+impl AuditLine {
+    fn of(e: AuditView, names: &std::collections::HashMap<String, String>) -> AuditLine {
+        let peer = e.peer.unwrap_or_default();
+        let machine = match names.get(&peer) {
+            Some(n) => n.clone(),
+            None if peer.is_empty() => String::new(),
+            None => super::pages::short(&peer),
+        };
+        let id = e.id.unwrap_or_default();
+        AuditLine {
+            at: when(&e.at),
+            event: e.event,
+            machine,
+            peer,
+            sender: e.sender.unwrap_or_default(),
+            recipient: e.recipient.unwrap_or_default(),
+            id_short: id.chars().take(8).collect(),
+            id,
+            detail: e.detail,
+        }
+    }
 }
 
 pub(super) async fn audit(
@@ -153,6 +192,16 @@ pub(super) async fn audit(
     query: &str,
 ) -> Result<AuditPage, (StatusCode, String)> {
     let all: Vec<AuditView> = call(c, ops::Audit { since_secs: None }).await?;
+    // Machines by PeerId: the team's members (revoked ones too), and this
+    // one.
+    let mut names: std::collections::HashMap<String, String> = Default::default();
+    if let Ok(team) = call(c, ops::TeamShow).await {
+        for m in team.members {
+            names.insert(m.peer_id, m.name);
+        }
+    }
+    let status: Status = call(c, ops::Status).await?;
+    names.insert(status.peer_id, status.name);
     let q = param(query, "q").unwrap_or_default();
     let needle = q.trim().to_lowercase();
     let mut matched: Vec<AuditView> = all
@@ -179,10 +228,11 @@ pub(super) async fn audit(
         .and_then(|p| p.parse::<usize>().ok())
         .unwrap_or(1)
         .clamp(1, pages);
-    let entries: Vec<AuditView> = matched
+    let entries: Vec<AuditLine> = matched
         .drain(..)
         .skip((number - 1) * AUDIT_PAGE)
         .take(AUDIT_PAGE)
+        .map(|e| AuditLine::of(e, &names))
         .collect();
     let link = |n: usize| {
         let mut s = form_urlencoded::Serializer::new(String::new());

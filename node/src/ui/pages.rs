@@ -34,7 +34,7 @@ pub fn event_word(e: &Event) -> &'static str {
 
 /// Renders `view`, with `error` (a form's failure) above it.
 pub async fn render(view: View, query: &str, site: &Site, csrf: &str) -> Rendered {
-    render_with(view, query, site, csrf, None).await
+    render_with(view, query, site, csrf, None, None).await
 }
 
 /// [`render`], with a form's failure shown above the view.
@@ -44,12 +44,14 @@ pub async fn render_with(
     site: &Site,
     csrf: &str,
     error: Option<String>,
+    draft: Option<super::chrome::Draft>,
 ) -> Rendered {
     let mut c = connect(site).await?;
     let held: Vec<MessageView> = call(&mut c, ops::Held).await?;
     let mut page = Chrome::new(view, site, csrf, held.len());
     page.notice = notice(query);
     page.error = error;
+    page.draft = draft;
     let html = match view {
         View::Peers => peers(page, &mut c).await?.render(),
         View::Team => team(page, &mut c).await?.render(),
@@ -65,7 +67,7 @@ pub async fn render_with(
     html.map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
-fn short(peer_id: &str) -> String {
+pub(super) fn short(peer_id: &str) -> String {
     let n = peer_id.len();
     if n > 12 {
         format!("…{}", &peer_id[n - 8..])
@@ -304,6 +306,21 @@ struct Item {
     text: String,
 }
 
+/// The known address nearest `typed`, if it is not `typed` itself and is
+/// within a third of its length in edits (a slip of the keyboard: a swap
+/// of two letters is one edit).
+fn nearest_address(typed: &str, known: &[String]) -> Option<String> {
+    let typed = typed.trim();
+    let room = (typed.chars().count() / 3).max(1);
+    known
+        .iter()
+        .filter(|k| k.as_str() != typed)
+        .map(|k| (strsim::damerau_levenshtein(typed, k), k))
+        .filter(|(d, _)| *d <= room)
+        .min()
+        .map(|(_, k)| k.clone())
+}
+
 fn who_words(w: &Who) -> String {
     let kind = w.kind.as_str();
     match &w.session_id {
@@ -417,8 +434,25 @@ async fn threads(
     threads.truncate(MAX_THREADS);
     let mut addresses: Vec<String> = received.iter().map(|m| m.from.clone()).collect();
     addresses.extend(sent.iter().map(|s| s.to.clone()));
+    // Every mailbox of the team's directory (its first page) too.
+    let op = ops::Directory {
+        after: None,
+        max_bytes: None,
+    };
+    if let Ok(d) = call(c, op).await {
+        addresses.extend(
+            d.machines
+                .iter()
+                .flat_map(|m| m.mailboxes.iter().map(|b| b.address.clone())),
+        );
+    }
+    addresses.retain(|a| !a.starts_with('*'));
     addresses.sort();
     addresses.dedup();
+    let mut page = page;
+    if let Some(d) = &mut page.draft {
+        d.suggest = nearest_address(&d.to, &addresses);
+    }
     Ok(ThreadsPage {
         page,
         threads,

@@ -144,7 +144,7 @@ pub fn reply(home: &Home, id: &str, text: &str, json: bool) -> anyhow::Result<Ex
         wait_first_answer_ms: None,
     };
     let rt = term::runtime()?;
-    let value: SentView = rt.block_on(async {
+    let (sent, answer) = rt.block_on(async {
         let mut c = term::client(home).await?;
         if person {
             // Held mail can't be read: it keeps its hop, and the send says
@@ -153,14 +153,33 @@ pub fn reply(home: &Home, id: &str, text: &str, json: bool) -> anyhow::Result<Ex
                 let _ = c.call(reset_of(m.mailbox)).await;
             }
         }
-        anyhow::Ok(c.call(op).await?)
+        let sent: SentView = c.call(op).await?;
+        // At a terminal, the first answer, as `send` waits for it.
+        let answer = if person {
+            Some(crate::receipts::first_answer(&mut c, &sent.id).await?)
+        } else {
+            None
+        };
+        anyhow::Ok((sent, answer))
     })?;
+    let failed = answer.as_ref().is_some_and(crate::receipts::failed);
     if json {
-        term::json(&value)?;
+        term::json(&crate::receipts::SendOutput {
+            status: answer.as_ref().map(|a| a.status),
+            states: answer.map(|a| a.states),
+            sent,
+        })?;
     } else {
-        crate::say!("{}", value.id);
+        crate::say!("{}", sent.id);
+        if let Some(a) = &answer {
+            crate::say!("{}", crate::receipts::answer_line(a));
+        }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Prints a message for people: who sent it (machine and owner), as whom

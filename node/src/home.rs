@@ -380,7 +380,7 @@ impl Home {
 
     /// Replaces the identity with a fresh one (`init --new-identity`): the
     /// new key is written beside the old, the old one is kept as
-    /// `identity.key.replaced-UNIXSECS` (0600: the way back, by hand, if
+    /// `identity.key.replaced-DATE` (`2026-12-06T08-13-03Z`; 0600: the way back, by hand, if
     /// this was a mistake), then the new one takes its place. A crash in
     /// between leaves no `identity.key`, and the next start makes a fresh
     /// one: never the old key half-replaced. The new identity, and where
@@ -399,6 +399,13 @@ impl Home {
         f.write_all(&id.to_key_file())
             .and_then(|()| f.sync_all())
             .map_err(io_err("cannot write", &tmp))?;
+        // When it was replaced, readable and without colons (a file name
+        // on every system): 2026-12-06T08-13-03Z.
+        let stamp = humantime::format_rfc3339_seconds(
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(now_secs),
+        )
+        .to_string()
+        .replace(':', "-");
         // A name no earlier kept key has (two replacements in one second
         // must not overwrite the first).
         let kept = (0u32..)
@@ -409,7 +416,7 @@ impl Home {
                     format!("-{n}")
                 };
                 self.root
-                    .join(format!("identity.key.replaced-{now_secs}{suffix}"))
+                    .join(format!("identity.key.replaced-{stamp}{suffix}"))
             })
             .find(|p| !p.exists())
             .expect("some name is free");

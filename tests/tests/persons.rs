@@ -315,6 +315,18 @@ fn a_machine_that_left_takes_a_new_identity_and_joins_again() {
     assert_eq!(made["old_peer_id"], old.as_str());
     assert_eq!(made["team_forgotten"], "core");
     let kept = made["old_key_kept_at"].as_str().unwrap();
+    // Its name says when, readably: identity.key.replaced-2026-12-06T08-13-03Z.
+    let name = std::path::Path::new(kept)
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap();
+    let stamp = name.strip_prefix("identity.key.replaced-").unwrap();
+    let shape: String = stamp
+        .chars()
+        .map(|c| if c.is_ascii_digit() { 'd' } else { c })
+        .collect();
+    assert_eq!(shape, "dddd-dd-ddTdd-dd-ddZ", "{name}");
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(kept).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "{kept}");

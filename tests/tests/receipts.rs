@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
-use agentmesh_tests::{exit_code, states, team};
+use agentmesh_tests::{exit_code, states, team, wait_for};
 
 #[test]
 fn every_state_at_the_recipient_reaches_the_senders_outbox() {
@@ -169,4 +169,20 @@ fn a_typo_in_a_mailbox_is_refused_at_the_terminal_within_two_seconds() {
     // A script (no terminal) is not kept waiting: it gets the id.
     let v = a.json(&["send", "pipelin@bravo", "from a script"]);
     assert!(v["status"].is_null(), "{v}");
+
+    // `reply` at a terminal prints the first answer too (issue 36).
+    let ask = b.send("@alpha", "which branch?");
+    wait_for("bravo's ask at alpha", || {
+        a.inbox_all()
+            .iter()
+            .any(|m| m["id"] == ask.as_str())
+            .then_some(())
+    });
+    let mut s = a.pty(&["reply", &ask, "main"]);
+    s.exp_string("delivered").unwrap();
+    assert_eq!(exit_code(&s), Some(0));
+    // From a script, the id only, as before.
+    let v = a.json(&["reply", &ask, "main, again"]);
+    assert!(v["status"].is_null(), "{v}");
+    assert_eq!(v["id"].as_str().unwrap().len(), 32, "{v}");
 }

@@ -325,6 +325,31 @@ fn setup_merges_into_settings_json_and_uninstall_restores_it_byte_for_byte() {
         text.contains("\n    \"model\": \"opus\""),
         "indent kept:\n{text}"
     );
+    // docs/agents.md ("What setup installs") names every event setup
+    // hooks in Claude Code.
+    let docs =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/agents.md"))
+            .unwrap();
+    let section = docs
+        .split("## What setup installs")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let hooked: Vec<&String> = after["hooks"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|e| *e != "PreToolUse")
+        .collect();
+    assert_eq!(hooked.len(), CLAUDE_EVENTS.len(), "{hooked:?}");
+    for event in hooked {
+        assert!(
+            section.contains(&format!("`{event}`")),
+            "docs/agents.md's \"What setup installs\" does not name {event}"
+        );
+    }
     // Ours: after the user's Stop hook, and one per event.
     let home = s.agentmesh_home();
     for event in CLAUDE_EVENTS {

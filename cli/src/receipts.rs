@@ -95,6 +95,36 @@ pub fn answer_line(v: &OutboxView) -> String {
     }
 }
 
+/// Why a message still `queued` waits, in words: its machine offline or
+/// not answered yet, when the next attempt is, and what the last one
+/// met (`last`: for a person; an agent is not shown the last attempt's
+/// words, which may be a peer's). `None` past `queued`.
+pub fn waiting_words(v: &OutboxView, last: bool) -> Option<String> {
+    if v.status != MessageState::Queued {
+        return None;
+    }
+    let machine = v.to.rsplit('@').next().unwrap_or_default();
+    let mut words = if v.offline {
+        format!(
+            "{machine} is offline (the last attempt could not reach it): it goes when {machine} connects"
+        )
+    } else if v.attempts == 0 {
+        format!("not yet sent to {machine}: it is next in this machine's outbox")
+    } else {
+        format!("sent to {machine}, which has not answered yet")
+    };
+    if let Some(ms) = v.retry_in_ms {
+        words.push_str(&format!(
+            "; next attempt in {}",
+            agentmesh_protocol::time::human_duration(Duration::from_millis(ms))
+        ));
+    }
+    if let Some(r) = v.reason.as_deref().filter(|r| last && !r.is_empty()) {
+        words.push_str(&format!("; the last attempt: {}", term::clean(r)));
+    }
+    Some(words)
+}
+
 /// Whether the sender should hear it failed: refused, rejected or failed.
 pub fn failed(v: &OutboxView) -> bool {
     matches!(
@@ -145,6 +175,9 @@ pub fn one(home: &Home, id: &str, json: bool) -> anyhow::Result<ExitCode> {
     crate::call::simple(home, ops::MessageStatus { id: id.into() }, json, |v| {
         crate::say!("{} to {} ({})", v.id, v.to, v.kind);
         crate::say!("status: {}", answer_line(v));
+        if let Some(w) = waiting_words(v, true) {
+            crate::say!("waiting: {w}");
+        }
         if let Some(c) = &v.carrier {
             crate::say!("carrier: {c}");
         }

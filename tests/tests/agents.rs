@@ -966,6 +966,41 @@ async fn send_message_and_reply_refuse_empty_text() {
     s.close().await;
 }
 
+/// Issue 36, LOW: `message_status` of a message still queued says why it
+/// waits (its machine is offline), and `outbox ID` says it to a person.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_status_of_a_queued_message_says_why_it_waits() {
+    let [a, mut b] = team([("alpha", "Ada"), ("bravo", "Ada")]);
+    b.stop();
+    let planner = mailbox(&a, "planner");
+    let sa = Session::spawn(&a, &planner, "claude-code", &[]).await;
+    let sent = sa
+        .ok(
+            "send_message",
+            json!({"to": "@bravo", "text": "are you back?", "kind": "tell"}),
+        )
+        .await;
+    let id = sent["id"].as_str().unwrap().to_owned();
+    let mut st = json!(null);
+    for _ in 0..600 {
+        st = sa.ok("message_status", json!({ "id": id })).await;
+        if st["waiting"]
+            .as_str()
+            .is_some_and(|w| w.contains("bravo is offline"))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(st["status"], "queued", "{st}");
+    let waiting = st["waiting"].as_str().unwrap_or_default();
+    assert!(waiting.contains("bravo is offline"), "{st}");
+    assert!(waiting.contains("it goes when bravo connects"), "{st}");
+    let text = a.ok(&["outbox", &id]);
+    assert!(text.contains("waiting: bravo is offline"), "{text}");
+    sa.close().await;
+}
+
 /// Issue 33, finding 6: what a recipient said of a message (a `rejected`
 /// receipt's reason, its person's words; a refusal's, its daemon's)
 /// reaches an agent framed as the recipient's words, as peer messages

@@ -383,7 +383,7 @@ impl Mesh {
     /// Where one sent message stands.
     #[tool(
         name = "message_status",
-        description = "Where a message you sent stands (its `id` from send_message or reply): `status` is the furthest of `states`, each with its time: queued (on its way), carried (an always-on member took a copy to deliver when the recipient is back; `carrier` names it), delivered, held (waits for the recipient's person), approved, rejected, deferred (the recipient's daily wake budget is spent), read, failed or refused (with the reason)."
+        description = "Where a message you sent stands (its `id` from send_message or reply): `status` is the furthest of `states`, each with its time: queued (on its way; `waiting` says why it waits), carried (an always-on member took a copy to deliver when the recipient is back; `carrier` names it), delivered, held (waits for the recipient's person), approved, rejected, deferred (the recipient's daily wake budget is spent), read, failed or refused (with the reason)."
     )]
     async fn message_status(
         &self,
@@ -395,7 +395,9 @@ impl Mesh {
             .call(|_| ops::MessageStatus { id: id.clone() })
             .await
             .map_err(|e| self.inner.fail(e))?;
+        let waiting = crate::receipts::waiting_words(&v, false);
         Ok(Json(StatusResult {
+            waiting,
             states: v
                 .states
                 .into_iter()

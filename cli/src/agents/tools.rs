@@ -120,6 +120,10 @@ pub struct StatusResult {
     /// The machine carrying it for its offline recipient, if one is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub carrier: Option<String>,
+    /// While it is `queued`: why it waits (its machine offline, or not
+    /// answered yet), when the next attempt is, what the last one met.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
     /// Something to tell the user, once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,

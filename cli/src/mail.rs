@@ -182,6 +182,28 @@ pub fn reply(home: &Home, id: &str, text: &str, json: bool) -> anyhow::Result<Ex
     })
 }
 
+/// When a message was sent; with when it arrived too when that was over a
+/// minute later (a carrier brought it, or its machine was offline).
+fn when_sent(m: &MessageView) -> String {
+    let Some(sent) = &m.sent_at else {
+        return m.received_at.clone();
+    };
+    let late = match (
+        humantime::parse_rfc3339(sent),
+        humantime::parse_rfc3339(&m.received_at),
+    ) {
+        (Ok(s), Ok(r)) => r
+            .duration_since(s)
+            .is_ok_and(|d| d > std::time::Duration::from_secs(60)),
+        _ => false,
+    };
+    if late {
+        format!("{sent} (arrived {})", m.received_at)
+    } else {
+        sent.clone()
+    }
+}
+
 /// Prints a message for people: who sent it (machine and owner), as whom
 /// (human or agent, as claimed), when, and its text, made terminal-safe.
 pub fn print_message(m: &MessageView) {
@@ -205,7 +227,7 @@ pub fn print_message(m: &MessageView) {
     };
     crate::say!(
         "{} {} {} from {from} ({who}) to {to}{}{}",
-        m.received_at,
+        when_sent(m),
         m.kind,
         m.id,
         if m.read { "" } else { " [unread]" },

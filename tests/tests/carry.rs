@@ -425,13 +425,20 @@ fn the_outbox_names_who_decided_each_state_and_never_the_carrier_for_the_recipie
     );
     b.start();
     b.ok(&["connect", &c.addr()]);
-    wait_for("bravo to hold the carried message", || {
+    let held = wait_for("bravo to hold the carried message", || {
         b.json(&["held"])
             .as_array()?
             .iter()
-            .any(|h| h["id"] == id.as_str())
-            .then_some(())
+            .find(|h| h["id"] == id.as_str())
+            .cloned()
     });
+    // The held list says when Ada sent it, not when the carrier brought
+    // it (issue 36, LOW).
+    let sent = held["sent_at"].as_str().unwrap();
+    let received = held["received_at"].as_str().unwrap();
+    assert!(sent < received, "{held}");
+    let carried_at = m["states"].as_array().unwrap()[1]["at"].as_str().unwrap().to_owned();
+    assert!(sent < carried_at.as_str(), "{held} vs carried at {carried_at}");
     b.ok(&["approve", &id]);
     let m = a.reaches(&id, "approved");
     assert_eq!(

@@ -403,6 +403,10 @@ pub struct MessageView {
     pub text: String,
     /// When it arrived, RFC 3339.
     pub received_at: String,
+    /// When its sender sent it, RFC 3339 (a carrier may bring it much
+    /// later); absent for mail kept before this was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_at: Option<String>,
     /// Whether it was read.
     pub read: bool,
     /// The receiving mailbox (null: the owner's).

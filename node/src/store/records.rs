@@ -360,6 +360,10 @@ pub struct InboxRecord {
     pub held: Option<crate::api::HeldReason>,
     /// The SHA-256 of the sealed body, hex.
     pub body_sha256: String,
+    /// When its sender sealed it (its envelope's `sent_at`), Unix ms: a
+    /// carrier may bring it much later. Absent in records kept before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_at: Option<u64>,
 }
 
 /// What a mailbox says of itself in the team's directory, and the preset

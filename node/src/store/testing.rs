@@ -440,6 +440,7 @@ pub fn inbox_record(seq: u64, mailbox: Option<&str>, read: bool, held: bool) -> 
         read_at: read.then_some(2),
         held: held.then_some(crate::api::HeldReason::Paused),
         body_sha256: String::new(),
+        sent_at: None,
     }
 }
 

@@ -510,7 +510,8 @@ impl HeldLine {
                 .unwrap_or_default()
                 .into(),
             gone: m.sender_gone.clone(),
-            at: when(&m.received_at),
+            // When it was sent (a carrier may have brought it later).
+            at: when(m.sent_at.as_deref().unwrap_or(&m.received_at)),
             text: m.text.clone(),
         }
     }

@@ -216,6 +216,7 @@ impl Copies<'_> {
             read_at: None,
             held: None,
             body_sha256: self.body_sha256.to_owned(),
+            sent_at: Some(self.now.as_unix_millis()),
         };
         ctx.store
             .put_broadcasts(std::slice::from_ref(&local), &[])?;

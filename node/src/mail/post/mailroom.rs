@@ -486,6 +486,7 @@ fn local_record(
         read_at: None,
         held: None,
         body_sha256,
+        sent_at: Some(now.as_unix_millis()),
     }
 }
 

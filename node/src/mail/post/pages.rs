@@ -138,6 +138,7 @@ pub(in crate::mail) fn view(r: &InboxRecord) -> MessageView {
         in_reply_to: r.in_reply_to.clone(),
         text: r.text.clone(),
         received_at: rfc3339_ms(r.received_at),
+        sent_at: r.sent_at.map(rfc3339_ms),
         read: r.read_at.is_some(),
         mailbox: r.mailbox.clone(),
         held: r.held,

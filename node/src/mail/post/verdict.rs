@@ -414,5 +414,6 @@ fn record(
         expires_at: header.expires_at.as_unix_millis(),
         read_at: None,
         held,
+        sent_at: Some(header.sent_at.as_unix_millis()),
     }
 }

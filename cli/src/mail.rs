@@ -212,9 +212,15 @@ pub fn print_message(m: &MessageView) {
     } else {
         "human"
     };
+    // A person named only by their kind ("human") is not "human human".
+    let named = if m.who.name.is_empty() || m.who.name == kind {
+        kind.to_owned()
+    } else {
+        format!("{kind} {}", m.who.name)
+    };
     let who = match &m.who.session_id {
-        Some(s) => format!("{kind} {} (session {s})", m.who.name),
-        None => format!("{kind} {}", m.who.name),
+        Some(s) => format!("{named} (session {s})"),
+        None => named,
     };
     let to = m
         .mailbox

@@ -275,14 +275,10 @@ pub fn confirm(question: &str, what: &str, yes: bool) -> anyhow::Result<bool> {
     Ok(matches!(answer.to_lowercase().as_str(), "y" | "yes"))
 }
 
-/// The login name: `$USER`, else `$LOGNAME`, else `human`.
+/// The person at this terminal, as the web page names them too
+/// ([`agentmesh_node::home::login_name`]).
 pub fn login_name() -> String {
-    std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .ok()
-        .filter(|n| !n.is_empty())
-        .map(|n| agentmesh_protocol::names::to_one_line(&n, 64))
-        .unwrap_or_else(|| "human".into())
+    agentmesh_node::home::login_name()
 }
 
 /// A runtime for one command.

@@ -449,6 +449,24 @@ fn absolute(dir: &Path) -> PathBuf {
     std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned())
 }
 
+/// The person using this machine, as the CLI and the web page both name
+/// them: `$USER`, else `$LOGNAME`, else the account name of the user this
+/// process runs as, else `owner`; one line, at most 64 bytes.
+pub fn login_name() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .ok()
+        .filter(|n| !n.trim().is_empty())
+        .or_else(|| {
+            nix::unistd::User::from_uid(nix::unistd::geteuid())
+                .ok()
+                .flatten()
+                .map(|u| u.name)
+        })
+        .map(|n| agentmesh_protocol::names::to_one_line(&n, 64))
+        .unwrap_or_else(|| "owner".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -437,8 +437,14 @@ fn the_outbox_names_who_decided_each_state_and_never_the_carrier_for_the_recipie
     let sent = held["sent_at"].as_str().unwrap();
     let received = held["received_at"].as_str().unwrap();
     assert!(sent < received, "{held}");
-    let carried_at = m["states"].as_array().unwrap()[1]["at"].as_str().unwrap().to_owned();
-    assert!(sent < carried_at.as_str(), "{held} vs carried at {carried_at}");
+    let carried_at = m["states"].as_array().unwrap()[1]["at"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        sent < carried_at.as_str(),
+        "{held} vs carried at {carried_at}"
+    );
     b.ok(&["approve", &id]);
     let m = a.reaches(&id, "approved");
     assert_eq!(

@@ -306,6 +306,26 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
         "the reply is in the thread it answers:\n{thread}"
     );
     shots.take(&tab, "threads");
+    // The page and the CLI name the person the same way (bravo's broadcast
+    // came from its CLI; the page's reply box names alpha's person), and
+    // never "human human".
+    let placeholder = eval(
+        &tab,
+        "document.querySelector('form.reply textarea').getAttribute('placeholder')",
+    );
+    let person = placeholder
+        .as_str()
+        .unwrap()
+        .strip_prefix("Reply as ")
+        .and_then(|p| p.strip_suffix(" (web page)"))
+        .unwrap()
+        .to_owned();
+    let main = text(&tab, "main");
+    assert!(!main.contains("human human"), "{main}");
+    assert!(
+        main.contains(&format!("as human {person}")),
+        "{person}: {main}"
+    );
 
     go(&tab, port, "/bus");
     let bus = text(&tab, "main");

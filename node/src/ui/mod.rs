@@ -334,10 +334,7 @@ pub async fn serve(
     cancel: CancellationToken,
 ) {
     let me = nix::unistd::geteuid();
-    let person = nix::unistd::User::from_uid(me)
-        .ok()
-        .flatten()
-        .map_or_else(|| "owner".to_owned(), |u| u.name);
+    let person = crate::home::login_name();
     let site = Arc::new(Site {
         home,
         port: bound.port,

@@ -323,9 +323,15 @@ fn nearest_address(typed: &str, known: &[String]) -> Option<String> {
 
 fn who_words(w: &Who) -> String {
     let kind = w.kind.as_str();
+    // A person named only by their kind ("human") is not "human human".
+    let name = if w.name.is_empty() || w.name == kind {
+        kind.to_owned()
+    } else {
+        format!("{kind} {}", w.name)
+    };
     match &w.session_id {
-        Some(s) => format!("{kind} {} (session {s})", w.name),
-        None => format!("{kind} {}", w.name),
+        Some(s) => format!("{name} (session {s})"),
+        None => name,
     }
 }
 

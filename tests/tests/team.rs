@@ -123,6 +123,14 @@ fn three_machines_join_revoke_while_one_is_away_and_sync() {
     );
     let e = b.fails(&["invite"]);
     assert!(e.contains("not in a team"), "{e}");
+    // A machine that left is gone from `peers` once its connection is
+    // (`team show` keeps it, as left).
+    let bravo = b.peer_id();
+    b.stop();
+    wait_for("bravo gone from alpha's peers", || {
+        a.peer_row(&bravo).is_none().then_some(())
+    });
+    assert_eq!(a.member("bravo").unwrap()["revoked"], true);
 }
 
 #[test]

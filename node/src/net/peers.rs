@@ -614,6 +614,9 @@ impl PeerTable {
         };
         let mut keyed: Vec<(PeerCursor, PeerRow)> = rows
             .into_iter()
+            // A machine that left the team is gone from `peers` (`team
+            // show` keeps it), unless it is connected now.
+            .filter(|r| !(r.left && r.connection == Connection::None))
             .map(|r| {
                 (
                     PeerCursor {

@@ -222,10 +222,7 @@ pub fn print_message(m: &MessageView) {
         Some(s) => format!("{named} (session {s})"),
         None => named,
     };
-    let to = m
-        .mailbox
-        .as_deref()
-        .map_or_else(|| "@".to_owned(), |b| format!("{b}@"));
+    let to = term::here(m.mailbox.as_deref());
     let who = term::clean(&who);
     let from = match &m.from_owner {
         Some(owner) => format!("{} [{}]", m.from, term::clean(owner)),

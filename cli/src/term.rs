@@ -313,12 +313,30 @@ pub fn who() -> Who {
 /// saying why.
 pub async fn client(home: &Home) -> anyhow::Result<Client> {
     match Client::connect(home, who()).await {
-        Ok(c) => Ok(c),
+        Ok(c) => {
+            // The machine this command talks to: what an address on it
+            // (`pipeline@`) is printed with.
+            let _ = MACHINE.set(c.name.clone());
+            Ok(c)
+        }
         Err(agentmesh_node::client::ClientError::NotRunning { socket }) => {
             Err(NotRunning::of(home, &socket).into())
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The name of the machine whose daemon this command reached, once it did.
+static MACHINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// `mailbox@` (a mailbox of this machine, `None` the owner's) with this
+/// machine's name, once the daemon told it.
+pub fn here(mailbox: Option<&str>) -> String {
+    format!(
+        "{}@{}",
+        mailbox.unwrap_or_default(),
+        MACHINE.get().map(String::as_str).unwrap_or_default()
+    )
 }
 
 /// Whether a person is at this terminal: standard input and output are both

@@ -634,6 +634,9 @@ fn a_mailbox_moves_to_another_folder_with_its_inbox_and_settings() {
         ids.contains(&before.as_str()) && ids.contains(&after.as_str()),
         "{inbox}"
     );
+    // Printed with its machine: `to pipeline@alpha`, not `to pipeline@`.
+    let text = a.ok(&["inbox", "--mailbox", "pipeline"]);
+    assert!(text.contains(" to pipeline@alpha"), "{text}");
     // The old folder is free: it may receive as another mailbox.
     let other = a.json(&["allow", &old, "--mailbox", "archive"]);
     assert_eq!(other["mailbox"], "archive", "{other}");

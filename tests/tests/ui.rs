@@ -153,6 +153,10 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
 
     go(&tab, port, "/held");
     let held_text = text(&tab, "main");
+    assert!(
+        held_text.contains("→ @alpha"),
+        "with its machine:\n{held_text}"
+    );
     for shown in [BODY_XSS, IMG_XSS, NAME_XSS] {
         assert!(
             held_text.contains(shown),

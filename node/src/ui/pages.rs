@@ -57,7 +57,10 @@ pub async fn render_with(
         View::Team => team(page, &mut c).await?.render(),
         View::Threads => threads(page, &mut c, &held).await?.render(),
         View::Held => HeldPage {
-            held: held.iter().map(HeldLine::of).collect(),
+            held: held
+                .iter()
+                .map(|m| HeldLine::of(m, &page.machine))
+                .collect(),
             page,
         }
         .render(),
@@ -340,6 +343,7 @@ async fn threads(
     c: &mut Client,
     held: &[MessageView],
 ) -> Result<ThreadsPage, (StatusCode, String)> {
+    let here = page.machine.clone();
     let mut received: Vec<MessageView> = vec![];
     let mut after_seq = None;
     loop {
@@ -385,10 +389,7 @@ async fn threads(
             (None, false) => "unread",
         };
         let reply = m.held.is_none().then(|| m.id.clone());
-        let to = m
-            .mailbox
-            .clone()
-            .map_or_else(|| "@".into(), |b| format!("{b}@"));
+        let to = format!("{}@{}", m.mailbox.as_deref().unwrap_or_default(), here);
         add(
             m.thread.clone(),
             Item {
@@ -497,16 +498,13 @@ impl HeldLine {
         machine_of(&self.from)
     }
 
-    fn of(m: &MessageView) -> HeldLine {
+    fn of(m: &MessageView, here: &str) -> HeldLine {
         HeldLine {
             id: m.id.clone(),
             from: m.from.clone(),
             owner: m.from_owner.clone().unwrap_or_default(),
             who: who_words(&m.who),
-            to: m
-                .mailbox
-                .clone()
-                .map_or_else(|| "@".into(), |b| format!("{b}@")),
+            to: format!("{}@{here}", m.mailbox.as_deref().unwrap_or_default()),
             kind: m.kind.to_string(),
             hop: m.hop,
             taint: m.taint,

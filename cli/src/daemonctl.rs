@@ -433,12 +433,22 @@ pub fn down(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Why `init --name` can't rename a machine that is in a team.
-fn renaming_a_member(name: &str, team: &str, wanted: &str) -> anyhow::Error {
+/// Why `init --name` can't rename a machine that is in a team (the
+/// founder's way out differs: it can't leave).
+fn renaming_a_member(name: &str, team: &str, wanted: &str, founder: bool) -> anyhow::Error {
+    let what_works = if founder {
+        format!(
+            "this machine founded the team and its key is the team's admin key, so it can't leave or take a new identity without ending the team for everyone. What works: keep the name {name} (its mailboxes' addresses and the team's admissions use it), or found a new team under the new name (on a fresh home: `agentmesh init --name {wanted}`, `agentmesh team create`) and admit every member again"
+        )
+    } else {
+        format!(
+            "What works: leave (`agentmesh team leave`), make a new identity under the new name (`agentmesh init --new-identity --name {wanted}`), and be admitted again with a new ticket (`agentmesh join TICKET`); to the team that is a new machine"
+        )
+    };
     term::cli_error(
         "admitted",
         format!(
-            "this machine is {name} in team {team}, the name its admission gave it, and members know it by that name; no block renames a member, so it can't become {wanted} while it is one. What works: leave (`agentmesh team leave`), make a new identity under the new name (`agentmesh init --new-identity --name {wanted}`), and be admitted again with a new ticket (`agentmesh join TICKET`); to the team that is a new machine"
+            "this machine is {name} in team {team}, the name its admission gave it, and members know it by that name; no block renames a member, so it can't become {wanted} while it is one. {what_works}"
         ),
     )
 }
@@ -477,7 +487,15 @@ pub fn init(home: &Home, name: &str, json: bool) -> anyhow::Result<ExitCode> {
             if let (Some(team), Some(Standing::Current)) = (&s.team, s.team_standing)
                 && s.name != name.as_str()
             {
-                return Err(renaming_a_member(&s.name, &team.name, name.as_str()));
+                let founder = rt
+                    .block_on(c.call(ops::TeamShow))
+                    .is_ok_and(|t| t.members.iter().any(|m| m.this_machine && m.admin));
+                return Err(renaming_a_member(
+                    &s.name,
+                    &team.name,
+                    name.as_str(),
+                    founder,
+                ));
             }
             if c.name != name.as_str() {
                 return Err(term::cli_error(
@@ -491,10 +509,10 @@ pub fn init(home: &Home, name: &str, json: bool) -> anyhow::Result<ExitCode> {
         }
         Err(e) if term::not_running(&e).is_none() => return Err(e),
         Err(_) => {
-            if let Some((current, team)) = daemon::stored_membership(home)?
+            if let Some((current, team, founder)) = daemon::stored_membership(home)?
                 && current != name.as_str()
             {
-                return Err(renaming_a_member(&current, &team, name.as_str()));
+                return Err(renaming_a_member(&current, &team, name.as_str(), founder));
             }
         }
     }

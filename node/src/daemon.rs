@@ -118,7 +118,7 @@ fn lock_home(home: &Home) -> Result<fs::File, DaemonError> {
 /// read from the store of a home whose daemon is not running (taking the
 /// daemon lock meanwhile, so none starts). `None` without a store, an
 /// identity or a team.
-pub fn stored_membership(home: &Home) -> Result<Option<(String, String)>, DaemonError> {
+pub fn stored_membership(home: &Home) -> Result<Option<(String, String, bool)>, DaemonError> {
     if !home.data_dir().exists() {
         return Ok(None);
     }
@@ -140,6 +140,7 @@ pub fn stored_membership(home: &Home) -> Result<Option<(String, String)>, Daemon
                 team.genesis()
                     .map(|g| g.team_name.to_string())
                     .unwrap_or_default(),
+                team.genesis().is_some_and(|g| g.founder == me),
             )
         }))
 }

@@ -374,6 +374,17 @@ fn one_machine_name_from_init_to_join_and_no_rename_after() {
     assert_eq!(b.status()["name"], "bravo");
     let cfg = std::fs::read_to_string(b.home().join("config.toml")).unwrap();
     assert!(!cfg.contains("robert"), "{cfg}");
+    // The founder can't leave: its advice is another (issue 36, LOW).
+    for running in [true, false] {
+        if !running {
+            a.stop();
+        }
+        let e = a.fails(&["init", "--name", "ada-desk"]);
+        assert!(
+            e.contains("this machine founded the team") && !e.contains("team leave"),
+            "running {running}: {e}"
+        );
+    }
 }
 
 #[test]

@@ -377,7 +377,7 @@ pub fn start(
 /// with one running: either way, afterwards it is down.
 pub fn down(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
-    let mut c = match rt.block_on(term::client(home)) {
+    let c = match rt.block_on(term::client(home)) {
         Ok(c) => c,
         Err(e) if term::not_running(&e).is_some() => {
             home.record_stopped_by_down(None)?;
@@ -392,6 +392,25 @@ pub fn down(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e),
     };
+    let pid = stop_running(home, &rt, c)?;
+    if json {
+        term::json(&serde_json::json!({ "stopped": true, "pid": pid }))?;
+    } else {
+        crate::say!(
+            "agentmesh stopped (pid {pid}); agent sessions won't start it again until `agentmesh up`."
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Stops the daemon `c` is attached to, as `down` does (agent sessions
+/// start none until `up` clears the record), and waits until its process
+/// is gone; its pid.
+fn stop_running(
+    home: &Home,
+    rt: &tokio::runtime::Runtime,
+    mut c: agentmesh_node::client::Client,
+) -> anyhow::Result<u32> {
     let pid = rt.block_on(c.status())?.pid;
     // Recorded first: an agent session starting meanwhile must not start
     // the daemon again.
@@ -423,14 +442,7 @@ pub fn down(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
         std::thread::sleep(Duration::from_millis(50));
     }
     drop(lock);
-    if json {
-        term::json(&serde_json::json!({ "stopped": true, "pid": pid }))?;
-    } else {
-        crate::say!(
-            "agentmesh stopped (pid {pid}); agent sessions won't start it again until `agentmesh up`."
-        );
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(pid)
 }
 
 /// Why `init --name` can't rename a machine that is in a team (the
@@ -498,13 +510,44 @@ pub fn init(home: &Home, name: &str, json: bool) -> anyhow::Result<ExitCode> {
                 ));
             }
             if c.name != name.as_str() {
-                return Err(term::cli_error(
-                    "daemon_running",
-                    format!(
-                        "the daemon is running as {:?}; stop it with `agentmesh down`, run this again, then `agentmesh up`",
-                        c.name
-                    ),
-                ));
+                // In no team, the name is only this machine's: the daemon
+                // restarts under it, unless it runs with settings a
+                // restart would lose (flags not saved).
+                let shown: ConfigShown = rt.block_on(c.call(ops::ConfigShow))?;
+                let file = Config::load(&home.config_file())?;
+                if s.team.is_some() || shown.config != file {
+                    return Err(term::cli_error(
+                        "daemon_running",
+                        format!(
+                            "the daemon is running as {:?}{}; stop it with `agentmesh down`, run this again, then `agentmesh up`",
+                            c.name,
+                            if s.team.is_some() {
+                                ""
+                            } else {
+                                " with settings that are not in config.toml (flags of `up`), which a restart would lose"
+                            }
+                        ),
+                    ));
+                }
+                let was = c.name.clone();
+                let pid = stop_running(home, &rt, c)?;
+                write_name(home, &name)?;
+                home.clear_stopped_by_down()?;
+                let status = start(home, &NetArgs::default(), 0)?;
+                if json {
+                    term::json(&serde_json::json!({
+                        "name": name.as_str(),
+                        "peer_id": status.peer_id,
+                        "created": false,
+                        "restarted": {"was": was, "old_pid": pid, "pid": status.pid},
+                    }))?;
+                } else {
+                    crate::say!(
+                        "This machine is {name} now (it was {was}); its daemon restarted under the new name (pid {}).",
+                        status.pid
+                    );
+                }
+                return Ok(ExitCode::SUCCESS);
             }
         }
         Err(e) if term::not_running(&e).is_none() => return Err(e),

@@ -36,7 +36,13 @@ fn up_status_down_like_a_newcomer() {
         .or_else(|_| std::env::var("LOGNAME"))
         .ok()
         .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| "human".into());
+        .or_else(|| {
+            nix::unistd::User::from_uid(nix::unistd::geteuid())
+                .ok()
+                .flatten()
+                .map(|u| u.name)
+        })
+        .unwrap_or_else(|| "owner".into());
     assert!(
         status.contains(&format!("agentmesh team create NAME --owner {login}")),
         "{status}"
@@ -72,8 +78,24 @@ fn up_status_down_like_a_newcomer() {
     // init is idempotent: same identity, same name.
     let again = n.ok(&["init", "--name", "fresh"]);
     assert!(again.contains(json["peer_id"].as_str().unwrap()), "{again}");
+    // Running with flags not in config.toml: a restart would lose them.
     let e = n.fails(&["init", "--name", "renamed"]);
-    assert!(e.contains("agentmesh down"), "{e}");
+    assert!(
+        e.contains("agentmesh down") && e.contains("not in config.toml"),
+        "{e}"
+    );
+    // With its settings saved, in no team: the daemon restarts under the
+    // new name (issue 36, LOW: the README's `up` came before `init`).
+    n.ok(&["down"]);
+    let mut saved = up.to_vec();
+    saved.insert(1, "--save");
+    n.ok(&saved);
+    let renamed = n.ok(&["init", "--name", "renamed"]);
+    assert!(
+        renamed.contains("This machine is renamed now (it was fresh)"),
+        "{renamed}"
+    );
+    assert_eq!(n.status()["name"], "renamed");
     let stopped = n.ok(&["down"]);
     assert!(stopped.contains("stopped"), "{stopped}");
     let e = n.fails(&["status"]);

@@ -554,13 +554,9 @@ fn join_ticket_with(
 }
 
 /// The owner a joiner claims when not told one: the login name, as the
-/// CLI takes it (`$USER`, else `$LOGNAME`, else `human`).
+/// CLI takes it (`agentmesh_node::home::login_name`).
 pub fn claimed_owner() -> String {
-    ["USER", "LOGNAME"]
-        .iter()
-        .filter_map(|v| std::env::var(v).ok())
-        .find(|n| !n.is_empty())
-        .unwrap_or_else(|| "human".into())
+    agentmesh_node::home::login_name()
 }
 
 /// A client of one node's local API, as the CLI uses it, for tests that

@@ -30,7 +30,7 @@ fn held_mail_first_answer_wins_across_two_people() {
             Event::Held { message } => {
                 assert_eq!(message.id, id);
                 assert_eq!(message.held.map(|h| h.as_str()), Some("other_owner"));
-                assert_eq!(message.who.name, "human");
+                assert_eq!(message.who.name, agentmesh_node::home::login_name());
             }
             other => panic!("expected a held prompt, got {other:?}"),
         }

@@ -260,6 +260,14 @@ pub fn print_message(m: &MessageView) {
     }
 }
 
+/// Says, on standard error (standard output may be JSON), that what
+/// follows was read from the store of a daemon that is not running.
+fn stored_note() {
+    eprintln!(
+        "agentmesh is not running: this is what its store holds (nothing is marked read, retries and offline machines are unknown); `agentmesh up` starts it"
+    );
+}
+
 /// `agentmesh inbox`.
 pub fn inbox(
     home: &Home,
@@ -269,7 +277,7 @@ pub fn inbox(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
-    let messages = rt.block_on(async {
+    let read = rt.block_on(async {
         let mut c = term::client(home).await?;
         let mut all: Vec<MessageView> = vec![];
         let mut after = None;
@@ -288,12 +296,26 @@ pub fn inbox(
                 _ => break,
             }
         }
-        if let Some(l) = limit {
-            let skip = all.len().saturating_sub(l);
-            all.drain(..skip);
-        }
         anyhow::Ok(all)
-    })?;
+    });
+    let mut messages = match read {
+        Ok(all) => all,
+        // The daemon is down: what its store holds (nothing marked read).
+        Err(e) if term::not_running(&e).is_some() => {
+            match agentmesh_node::daemon::stored_inbox(home, mailbox.as_deref(), unread)? {
+                Some(all) => {
+                    stored_note();
+                    all
+                }
+                None => return Err(e),
+            }
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(l) = limit {
+        let skip = messages.len().saturating_sub(l);
+        messages.drain(..skip);
+    }
     if json {
         term::json(&messages)?;
     } else if messages.is_empty() {
@@ -328,10 +350,24 @@ pub fn read(home: &Home, id: &str, json: bool) -> anyhow::Result<ExitCode> {
 /// `agentmesh outbox`: with `limit`, only the newest that many.
 pub fn outbox(home: &Home, limit: Option<usize>, json: bool) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
-    let mut rows: Vec<OutboxView> = rt.block_on(async {
+    let read = rt.block_on(async {
         let mut c = term::client(home).await?;
         anyhow::Ok(c.call(ops::Outbox).await?)
-    })?;
+    });
+    let mut rows: Vec<OutboxView> = match read {
+        Ok(rows) => rows,
+        // The daemon is down: what its store holds.
+        Err(e) if term::not_running(&e).is_some() => {
+            match agentmesh_node::daemon::stored_outbox(home)? {
+                Some(rows) => {
+                    stored_note();
+                    rows
+                }
+                None => return Err(e),
+            }
+        }
+        Err(e) => return Err(e),
+    };
     if let Some(l) = limit {
         // Oldest first: the newest are the last.
         rows.drain(..rows.len().saturating_sub(l));

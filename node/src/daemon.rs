@@ -145,6 +145,51 @@ pub fn stored_membership(home: &Home) -> Result<Option<(String, String, bool)>, 
         }))
 }
 
+/// The inbox of a home whose daemon is not running (`agentmesh inbox`
+/// with the daemon down), read from its store while holding the daemon's
+/// lock, so none starts meanwhile; nothing is marked read. `None` without
+/// a store.
+pub fn stored_inbox(
+    home: &Home,
+    mailbox: Option<&str>,
+    unread: bool,
+) -> Result<Option<Vec<crate::api::MessageView>>, DaemonError> {
+    with_stored(home, |store, _| {
+        crate::mail::stored::inbox(store, mailbox, unread)
+    })
+}
+
+/// The outbox of a home whose daemon is not running, as
+/// [`stored_inbox`] reads the inbox.
+pub fn stored_outbox(home: &Home) -> Result<Option<Vec<crate::api::OutboxView>>, DaemonError> {
+    with_stored(home, |store, me| crate::mail::stored::outbox(store, me))
+}
+
+/// `read` over the store of a home whose daemon is not running, with
+/// this machine's name (its team's name for it, else its configured
+/// one).
+fn with_stored<T>(
+    home: &Home,
+    read: impl FnOnce(&SledStore, &str) -> Result<T, crate::api::ApiError>,
+) -> Result<Option<T>, DaemonError> {
+    if !home.data_dir().exists() {
+        return Ok(None);
+    }
+    let _lock = lock_home(home)?;
+    let store = SledStore::open(&home.data_dir(), 1024 * 1024)?;
+    let member = match (home.read_identity()?, crate::team::load_team(&store)?) {
+        (Some(id), Some(team)) => team.member(&id.peer_id()).map(|m| m.name.to_string()),
+        _ => None,
+    };
+    let me = match member {
+        Some(n) => n,
+        None => Config::load_settings(&home.config_file())?.name.to_string(),
+    };
+    read(&store, &me)
+        .map(Some)
+        .map_err(|e| DaemonError::Store(StoreError::Corrupt(e.message)))
+}
+
 /// What `init --new-identity` did.
 #[derive(Debug)]
 pub struct NewIdentity {

@@ -421,8 +421,8 @@ fn held_mail_reads_in_words_and_counts_in_english() {
     assert_eq!(
         first,
         format!(
-            "{} tell {id} from @bravo [Bob] (human {}) to @ [unread] [held: from another person's machine]",
-            held["received_at"].as_str().unwrap(),
+            "{} tell {id} from @bravo [Bob] (human {}) to @alpha [unread] [held: from another person's machine]",
+            held["sent_at"].as_str().unwrap(),
             held["who"]["name"].as_str().unwrap()
         )
     );

@@ -240,3 +240,55 @@ fn the_demo_shows_the_whole_job_and_cleans_up() {
         .collect();
     assert!(leftovers.is_empty(), "the demo left {leftovers:?}");
 }
+
+/// Issue 36, LOW: `inbox` and `outbox` read with the daemon down: what
+/// the store holds, said to be so on standard error, nothing marked read.
+#[test]
+fn inbox_and_outbox_are_read_from_the_store_with_the_daemon_down() {
+    let [mut a, b] = agentmesh_tests::team([("alpha", "Ada"), ("bravo", "Ada")]);
+    let to_a = b.send("@alpha", "read me later");
+    b.reaches(&to_a, "delivered");
+    let from_a = a.send("@bravo", "sent before the stop");
+    a.reaches(&from_a, "delivered");
+    a.stop();
+    let out = a.run(&["inbox", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let inbox: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let m = inbox
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == to_a.as_str())
+        .unwrap_or_else(|| panic!("{inbox}"));
+    assert_eq!(m["read"], false, "{m}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("agentmesh is not running"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = a.ok(&["inbox"]);
+    assert!(text.contains("read me later"), "{text}");
+    let outbox = a.json(&["outbox"]);
+    let sent = outbox
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == from_a.as_str())
+        .unwrap_or_else(|| panic!("{outbox}"));
+    assert_eq!(sent["status"], "delivered", "{sent}");
+    // Nothing was marked read, and the daemon starts as before.
+    a.start();
+    let unread = a.json(&["inbox", "--unread"]);
+    assert!(
+        unread
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["id"] == to_a.as_str()),
+        "{unread}"
+    );
+}

@@ -671,6 +671,38 @@ fn the_receiver_pays_a_woken_turn_has_a_quota_and_taint_carries_through_a_run() 
     assert_eq!(runs[0]["agent"], "codex");
 }
 
+/// Issue 36, LOW: a higher wake budget decides the mail the spent one
+/// deferred at once: a run starts now, not at midnight. Setting the same
+/// budget again (or another agent) starts nothing.
+#[test]
+fn a_higher_budget_wakes_the_deferred_mail_at_once() {
+    let t = Bench::new("");
+    let (a, b) = (&t.a, &t.b);
+    b.ok(&["wake", "set", "api", "claude", "--budget", "1"]);
+    t.mode("reply");
+    let m1 = a.send("api@bravo", "the first today");
+    t.reply_to(&m1);
+    t.ended(1);
+    let m2 = a.send("api@bravo", "the second today");
+    wait_for("alpha's outbox to say deferred", || {
+        (a.outbox_entry(&m2)["status"] == "deferred").then_some(())
+    });
+    // The same budget again: still spent, nothing starts.
+    b.ok(&["wake", "set", "api", "claude", "--budget", "1"]);
+    assert_eq!(t.runs().len(), 1, "no run on an unchanged budget");
+    assert!(t.unread().contains(&m2));
+    // Raised: the deferred mail wakes a run at once.
+    b.ok(&["wake", "set", "api", "claude", "--budget", "2"]);
+    let runs = t.ended(2);
+    assert_eq!(
+        runs[0]["messages"],
+        serde_json::json!([m2]),
+        "{:?}",
+        runs[0]
+    );
+    t.reply_to(&m2);
+}
+
 /// Whether `s` is a session id in the agents' own shape (a UUID).
 fn is_uuid(s: &str) -> bool {
     s.len() == 36

@@ -46,6 +46,7 @@ mod guard;
 mod handle;
 mod post;
 mod setup;
+pub(crate) mod stored;
 #[cfg(test)]
 mod tests;
 mod wake;
@@ -210,6 +211,18 @@ impl Mail {
         reply: oneshot::Sender<Reply>,
     ) {
         wake::serve::acted(&who, mailbox.as_deref(), &op, parts!(self));
+        // A spent budget raised: the mail it deferred is decided again at
+        // once, not at midnight.
+        let rewake = match &op {
+            MailOp::Wake(crate::api::WakeOp::WakeSet(s))
+                if s.budget
+                    .is_some_and(|b| b > self.wake.wakes.budget(&s.mailbox))
+                    && self.wake.wakes.left(&s.mailbox, now()) == 0 =>
+            {
+                Some(s.mailbox.clone())
+            }
+            _ => None,
+        };
         let then = {
             let shared = &mut self.clerk.shared;
             let dir = shared.directory();
@@ -224,5 +237,8 @@ impl Mail {
             }
         };
         self.clerk.carry_out(then, reply, parts!(self));
+        if let Some(m) = rewake {
+            self.clerk.wake(&m, parts!(self));
+        }
     }
 }

@@ -182,3 +182,13 @@ pub(super) fn when(rfc3339: &str) -> String {
         .trim_end_matches('Z')
         .to_owned()
 }
+
+/// A PeerId shortened for the page (its end; the whole on hover).
+pub(super) fn short(peer_id: &str) -> String {
+    let n = peer_id.len();
+    if n > 12 {
+        format!("…{}", &peer_id[n - 8..])
+    } else {
+        peer_id.to_owned()
+    }
+}

@@ -169,7 +169,7 @@ impl AuditLine {
         let machine = match names.get(&peer) {
             Some(n) => n.clone(),
             None if peer.is_empty() => String::new(),
-            None => super::pages::short(&peer),
+            None => super::chrome::short(&peer),
         };
         let id = e.id.unwrap_or_default();
         AuditLine {

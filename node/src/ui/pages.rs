@@ -6,7 +6,7 @@ use askama::Template;
 use hyper::StatusCode;
 
 use super::Site;
-use super::chrome::{Chrome, View, call, connect, failed, notice, when};
+use super::chrome::{Chrome, View, call, connect, failed, notice, short, when};
 use crate::api::{
     self, Connection, DirectoryPage, Event, InboxPage, MessageView, OutboxView, PeerRow, Status,
     TeamView, Who, ops,
@@ -68,15 +68,6 @@ pub async fn render_with(
         View::Audit => super::log::audit(page, &mut c, query).await?.render(),
     };
     html.map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
-}
-
-pub(super) fn short(peer_id: &str) -> String {
-    let n = peer_id.len();
-    if n > 12 {
-        format!("…{}", &peer_id[n - 8..])
-    } else {
-        peer_id.to_owned()
-    }
 }
 
 // ---- Peers ----

@@ -183,6 +183,59 @@ fn sent_records(courier: &Courier, ctx: &Ctx<'_>) -> Result<Vec<OutboxRecord>, A
     Ok(all)
 }
 
+/// What the machine a broadcast copy `r` went to reported of it, once it
+/// did (`None` for anything else); `me` is this machine's name.
+pub(in crate::mail) fn counts_of(
+    store: &dyn Store,
+    r: &OutboxRecord,
+    me: &str,
+) -> Option<crate::api::CountsView> {
+    if r.kind != crate::api::MessageKind::Broadcast {
+        return None;
+    }
+    let reported = store.counts(&r.id).ok().flatten()?.reported?;
+    let mut c = crate::api::CountsView {
+        delivered: reported.delivered,
+        dropped: reported.dropped,
+        skipped: reported.skipped,
+        reason: reported.reason,
+        words: String::new(),
+    };
+    let machine = r.to.rsplit('@').next().unwrap_or_default();
+    c.words = c.sentence(machine, me);
+    Some(c)
+}
+
+/// `outbox` read from the store of a home whose daemon is not running:
+/// what is on its way and the newest of what is done, oldest first,
+/// without what only a running courier knows (retries, offline).
+pub(in crate::mail) fn stored_outbox(
+    store: &dyn Store,
+    me: &str,
+    now: agentmesh_protocol::Timestamp,
+) -> Result<Vec<crate::api::OutboxView>, ApiError> {
+    let report = |r: &OutboxRecord| {
+        matches!(
+            r.kind,
+            crate::api::MessageKind::Counts | crate::api::MessageKind::Receipt
+        )
+    };
+    let mut all: Vec<OutboxRecord> = store.outbox()?;
+    let known: HashSet<String> = all.iter().map(|r| r.id.clone()).collect();
+    let done = store.outbox_done(MAX_OUTBOX_LISTED)?;
+    all.extend(done.into_iter().filter(|r| !known.contains(&r.id)));
+    all.retain(|r| !report(r));
+    all.sort_by_key(|r| r.created_at);
+    Ok(all
+        .iter()
+        .map(|r| {
+            let mut v = outbox_view(r, now, me);
+            v.counts = counts_of(store, r, me);
+            v
+        })
+        .collect())
+}
+
 /// A sent message as `outbox` shows it, with what the courier and the
 /// directory add.
 pub(in crate::mail) fn sent_view(
@@ -191,26 +244,7 @@ pub(in crate::mail) fn sent_view(
     ctx: &Ctx<'_>,
 ) -> crate::api::OutboxView {
     let mut v = outbox_view(r, ctx.now.wall, &ctx.dir.my_name);
-    if r.kind == crate::api::MessageKind::Broadcast {
-        v.counts = ctx
-            .store
-            .counts(&r.id)
-            .ok()
-            .flatten()
-            .and_then(|c| c.reported)
-            .map(|reported| {
-                let mut c = crate::api::CountsView {
-                    delivered: reported.delivered,
-                    dropped: reported.dropped,
-                    skipped: reported.skipped,
-                    reason: reported.reason,
-                    words: String::new(),
-                };
-                let machine = r.to.rsplit('@').next().unwrap_or_default();
-                c.words = c.sentence(machine, &ctx.dir.my_name);
-                c
-            });
-    }
+    v.counts = counts_of(ctx.store, r, &ctx.dir.my_name);
     let peer = peer_of(&r.to_peer);
     v.to_owner = peer
         .and_then(|p| ctx.dir.machines.get(&p))

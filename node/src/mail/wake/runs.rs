@@ -99,9 +99,35 @@ pub(in crate::mail) struct Runs {
     records: VecDeque<RunRecord>,
     stops: BTreeMap<String, CancellationToken>,
     queued: VecDeque<String>,
-    /// Per mailbox, the newest tainted message logged as waiting (`taint`
-    /// is logged once per message that arrived, not per look).
-    taint_logged: BTreeMap<String, u64>,
+    /// Per mailbox, the id of the newest tainted message logged as
+    /// waiting (`taint` is logged once per message that arrived, not per
+    /// look, nor again at each start: seeded from the audit log).
+    taint_logged: BTreeMap<String, String>,
+}
+
+/// Audit entries read at start for the taint notes already written, at
+/// most (the newest), and how far back.
+const TAINT_SCAN: usize = 20_000;
+const TAINT_SCAN_AGE: Duration = Duration::from_secs(8 * 24 * 3600);
+
+/// Per mailbox, the message the last `taint` note named, from the audit
+/// log: a restart does not write the same note again.
+fn taint_logged(store: &dyn Store, now: Timestamp) -> BTreeMap<String, String> {
+    let since = now.saturating_sub(TAINT_SCAN_AGE);
+    let event = crate::audit::AuditEvent::TaintWaits.as_str();
+    let mut out = BTreeMap::new();
+    for e in store.audit_since(since, TAINT_SCAN).unwrap_or_default() {
+        if e.event != event {
+            continue;
+        }
+        if let (Some(r), Some(id)) = (e.recipient, e.message_id)
+            && let Some((mailbox, _)) = r.split_once('@')
+        {
+            // Oldest first: the last one wins.
+            out.insert(mailbox.to_owned(), id);
+        }
+    }
+    out
 }
 
 impl Runs {
@@ -140,7 +166,7 @@ impl Runs {
             records: records.into(),
             stops: BTreeMap::new(),
             queued: VecDeque::new(),
-            taint_logged: BTreeMap::new(),
+            taint_logged: taint_logged(store, now),
         })
     }
 
@@ -174,14 +200,14 @@ impl Runs {
 
     /// Whether tainted mail up to `seq` waiting in `mailbox` is news for
     /// the log.
-    pub(in crate::mail) fn taint_to_log(&mut self, mailbox: &str, seq: u64) -> bool {
-        if self.taint_logged.get(mailbox).is_some_and(|s| *s >= seq) {
+    pub(in crate::mail) fn taint_to_log(&mut self, mailbox: &str, id: &str) -> bool {
+        if self.taint_logged.get(mailbox).is_some_and(|s| s == id) {
             return false;
         }
         if self.taint_logged.len() >= 4096 {
             self.taint_logged.clear();
         }
-        self.taint_logged.insert(mailbox.to_owned(), seq);
+        self.taint_logged.insert(mailbox.to_owned(), id.to_owned());
         true
     }
 
@@ -728,6 +754,43 @@ mod tests {
     #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
     use super::*;
+
+    #[test]
+    fn a_taint_note_written_before_a_restart_is_not_written_again() {
+        use crate::store::AuditStore;
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::SledStore::open(dir.path(), 1 << 20).unwrap();
+        let now = Timestamp::from_unix_millis(1_800_000_000_000);
+        let note = |id: &str, at: Timestamp| crate::store::AuditEntry {
+            at: at.as_unix_millis(),
+            event: crate::audit::AuditEvent::TaintWaits.as_str().into(),
+            recipient: Some("api@bravo".into()),
+            message_id: Some(id.into()),
+            ..crate::store::AuditEntry::default()
+        };
+        store
+            .audit_many(&[
+                note("older", now.saturating_sub(Duration::from_secs(60))),
+                note("newest", now.saturating_sub(Duration::from_secs(30))),
+            ])
+            .unwrap();
+        let mut runs = Runs {
+            max_runs: 1,
+            run_limit: Duration::from_secs(60),
+            dir: dir.path().join("wake"),
+            records: VecDeque::new(),
+            stops: BTreeMap::new(),
+            queued: VecDeque::new(),
+            taint_logged: taint_logged(&store, now),
+        };
+        // The note the last start wrote is not written again...
+        assert!(!runs.taint_to_log("api", "newest"));
+        // ...a newer tainted message gets its own, once.
+        assert!(runs.taint_to_log("api", "newer still"));
+        assert!(!runs.taint_to_log("api", "newer still"));
+        // Another mailbox has its own.
+        assert!(runs.taint_to_log("docs", "newest"));
+    }
 
     const S: &str = "9f1c0000-aaaa-4bbb-8ccc-0123456789ab";
 

@@ -99,7 +99,7 @@ pub(in crate::mail) fn wake(
         }
         decide::Decision::Skip(decide::Skip::Tainted) => {
             if let Some(newest) = &found.newest_tainted
-                && w.runs.taint_to_log(mailbox, newest.seq)
+                && w.runs.taint_to_log(mailbox, &newest.id)
             {
                 let entry = AuditEntry {
                     recipient,

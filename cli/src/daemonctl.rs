@@ -445,6 +445,16 @@ fn stop_running(
     Ok(pid)
 }
 
+/// Whether the process `pid` was started by a service manager (systemd
+/// gives each service's processes `INVOCATION_ID`): `init --name` must not
+/// restart such a daemon outside it. False where it can't be read.
+fn under_a_service_manager(pid: u32) -> bool {
+    fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+        env.split(|b| *b == 0)
+            .any(|v| v.starts_with(b"INVOCATION_ID="))
+    })
+}
+
 /// Why `init --name` can't rename a machine that is in a team (the
 /// founder's way out differs: it can't leave).
 fn renaming_a_member(name: &str, team: &str, wanted: &str, founder: bool) -> anyhow::Error {
@@ -515,17 +525,25 @@ pub fn init(home: &Home, name: &str, json: bool) -> anyhow::Result<ExitCode> {
                 // restart would lose (flags not saved).
                 let shown: ConfigShown = rt.block_on(c.call(ops::ConfigShow))?;
                 let file = Config::load(&home.config_file())?;
-                if s.team.is_some() || shown.config != file {
+                let why = if s.team.is_some() {
+                    Some("")
+                } else if shown.config != file {
+                    Some(
+                        " with settings other than config.toml's (flags given to `up`, or settings saved since it started)",
+                    )
+                } else if under_a_service_manager(s.pid) {
+                    Some(
+                        " under a service manager (systemd), which started it and would not start it again",
+                    )
+                } else {
+                    None
+                };
+                if let Some(why) = why {
                     return Err(term::cli_error(
                         "daemon_running",
                         format!(
-                            "the daemon is running as {:?}{}; stop it with `agentmesh down`, run this again, then `agentmesh up`",
+                            "the daemon is running as {:?}{why}; stop it with `agentmesh down`, run this again, then start it again as it was started (`agentmesh up`)",
                             c.name,
-                            if s.team.is_some() {
-                                ""
-                            } else {
-                                " with settings that are not in config.toml (flags of `up`), which a restart would lose"
-                            }
                         ),
                     ));
                 }

@@ -303,7 +303,8 @@ pub fn inbox(
         // The daemon is down: what its store holds (nothing marked read).
         Err(e) if term::not_running(&e).is_some() => {
             match agentmesh_node::daemon::stored_inbox(home, mailbox.as_deref(), unread)? {
-                Some(all) => {
+                Some((machine, all)) => {
+                    term::set_machine(machine);
                     stored_note();
                     all
                 }
@@ -551,10 +552,14 @@ pub fn allow(
     if move_bound && !yes && term::interactive() {
         // A person at a terminal is asked before a mailbox moves; a
         // script (no terminal) moves it, as --yes would.
+        // The name the daemon would use: the one given, else the
+        // folder's base name folded as a mailbox name (`My_App` is
+        // `my-app`).
         let name = mailbox.clone().or_else(|| {
             std::path::Path::new(&path)
                 .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
+                .and_then(|n| agentmesh_node::config::try_fold_name(&n.to_string_lossy()))
+                .map(|n| n.to_string())
         });
         let rt = term::runtime()?;
         let bindings: Vec<BindingView> = rt.block_on(async {

@@ -329,6 +329,12 @@ pub async fn client(home: &Home) -> anyhow::Result<Client> {
 /// The name of the machine whose daemon this command reached, once it did.
 static MACHINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
+/// The machine's name when it was learnt without its daemon (read from
+/// its store).
+pub fn set_machine(name: String) {
+    let _ = MACHINE.set(name);
+}
+
 /// `mailbox@` (a mailbox of this machine, `None` the owner's) with this
 /// machine's name, once the daemon told it.
 pub fn here(mailbox: Option<&str>) -> String {

@@ -147,15 +147,16 @@ pub fn stored_membership(home: &Home) -> Result<Option<(String, String, bool)>, 
 
 /// The inbox of a home whose daemon is not running (`agentmesh inbox`
 /// with the daemon down), read from its store while holding the daemon's
-/// lock, so none starts meanwhile; nothing is marked read. `None` without
+/// lock, so none starts meanwhile; nothing is marked read. With this
+/// machine's name (what its mailboxes' addresses end with); `None` without
 /// a store.
 pub fn stored_inbox(
     home: &Home,
     mailbox: Option<&str>,
     unread: bool,
-) -> Result<Option<Vec<crate::api::MessageView>>, DaemonError> {
-    with_stored(home, |store, _| {
-        crate::mail::stored::inbox(store, mailbox, unread)
+) -> Result<Option<(String, Vec<crate::api::MessageView>)>, DaemonError> {
+    with_stored(home, |store, me| {
+        crate::mail::stored::inbox(store, mailbox, unread).map(|all| (me.to_owned(), all))
     })
 }
 

@@ -141,9 +141,13 @@ impl SignedContact {
         &self.bytes
     }
 
-    /// Whether this record should replace `other`: same machine, higher seq.
+    /// Whether this record should replace `other`: same machine, and a
+    /// higher seq, or the same seq made later (two copies of one machine
+    /// numbering from one backup: the newer wins, so each copy can see the
+    /// other's).
     pub fn supersedes(&self, other: &SignedContact) -> bool {
-        self.record.peer == other.record.peer && self.record.seq > other.record.seq
+        self.record.peer == other.record.peer
+            && (self.record.seq, self.record.at) > (other.record.seq, other.record.at)
     }
 }
 

@@ -648,6 +648,15 @@ fn a_mailbox_moves_to_another_folder_with_its_inbox_and_settings() {
     s.exp_string("Nothing moved.").unwrap();
     s.exp_eof().unwrap();
     assert_eq!(binding(&a, "pipeline")["path"], new.as_str());
+    // The folder's own name, folded as the daemon folds it (`Pipeline` is
+    // pipeline), is asked about too.
+    let capital = folder("more/Pipeline");
+    let mut s = a.pty(&["allow", &capital, "--move"]);
+    s.exp_string("Move it to").unwrap();
+    s.send_line("n").unwrap();
+    s.exp_string("Nothing moved.").unwrap();
+    s.exp_eof().unwrap();
+    assert_eq!(binding(&a, "pipeline")["path"], new.as_str());
     // Without a terminal, --move moves at once (as --yes would).
     let moved = a.json(&["allow", &third, "--mailbox", "pipeline", "--move"]);
     assert_eq!(moved["moved_from"], new.as_str(), "{moved}");

@@ -78,10 +78,10 @@ fn up_status_down_like_a_newcomer() {
     // init is idempotent: same identity, same name.
     let again = n.ok(&["init", "--name", "fresh"]);
     assert!(again.contains(json["peer_id"].as_str().unwrap()), "{again}");
-    // Running with flags not in config.toml: a restart would lose them.
+    // Running with flags config.toml lacks: a restart would lose them.
     let e = n.fails(&["init", "--name", "renamed"]);
     assert!(
-        e.contains("agentmesh down") && e.contains("not in config.toml"),
+        e.contains("agentmesh down") && e.contains("other than config.toml"),
         "{e}"
     );
     // With its settings saved, in no team: the daemon restarts under the
@@ -272,6 +272,7 @@ fn inbox_and_outbox_are_read_from_the_store_with_the_daemon_down() {
     );
     let text = a.ok(&["inbox"]);
     assert!(text.contains("read me later"), "{text}");
+    assert!(text.contains(" to @alpha"), "with its machine: {text}");
     let outbox = a.json(&["outbox"]);
     let sent = outbox
         .as_array()
@@ -280,7 +281,8 @@ fn inbox_and_outbox_are_read_from_the_store_with_the_daemon_down() {
         .find(|r| r["id"] == from_a.as_str())
         .unwrap_or_else(|| panic!("{outbox}"));
     assert_eq!(sent["status"], "delivered", "{sent}");
-    // Nothing was marked read, and the daemon starts as before.
+    // The read let go of the daemon's lock: it starts as before, and the
+    // message is still unread.
     a.start();
     let unread = a.json(&["inbox", "--unread"]);
     assert!(

@@ -53,9 +53,10 @@ pub struct PeerEntry {
     pub rtt: Option<Duration>,
     /// Last time it was connected, or answered a ping.
     pub last_seen: Option<SystemTime>,
-    /// When it was last heard from: a connection came up, or a ping was
-    /// answered.
-    pub heard: Option<Instant>,
+    /// When it was last heard from since this daemon started (a
+    /// connection came up, or a ping was answered), and that time on the
+    /// wall clock.
+    pub heard: Option<(Instant, SystemTime)>,
     /// Open connections: the remote address and kind of each.
     pub connections: HashMap<ConnectionId, Conn>,
     /// Whether it serves circuit relay.
@@ -417,23 +418,25 @@ impl PeerTable {
     /// answered).
     pub fn heard(&mut self, peer: PeerId, now: Instant) {
         let e = self.entry(peer);
-        e.heard = Some(now);
-        e.last_seen = Some(SystemTime::now());
+        let wall = SystemTime::now();
+        e.heard = Some((now, wall));
+        e.last_seen = Some(wall);
     }
 
     /// Whether `peer` is reachable `now` (connected, and heard from within
-    /// [`REACHABLE_WITHIN`]), and when it was last heard from.
+    /// [`REACHABLE_WITHIN`]), and when it was last heard from since this
+    /// daemon started (now while reachable).
     pub fn liveness(&self, peer: &PeerId, now: Instant) -> (bool, Option<SystemTime>) {
         let Some(e) = self.peers.get(peer) else {
             return (false, None);
         };
         let reachable = !e.connections.is_empty()
             && e.heard
-                .is_some_and(|h| now.saturating_duration_since(h) <= REACHABLE_WITHIN);
+                .is_some_and(|(h, _)| now.saturating_duration_since(h) <= REACHABLE_WITHIN);
         let seen = if reachable {
             Some(SystemTime::now())
         } else {
-            e.last_seen
+            e.heard.map(|(_, wall)| wall)
         };
         (reachable, seen)
     }
@@ -689,17 +692,26 @@ mod tests {
         // was last heard from is kept.
         let (reachable, seen) = t.liveness(&peer, t0 + REACHABLE_WITHIN + Duration::from_secs(1));
         assert!(!reachable);
-        assert!(seen.is_some());
+        let heard_at = t.get(&peer).unwrap().heard.unwrap().1;
+        assert_eq!(
+            seen,
+            Some(heard_at),
+            "last seen: when it was last heard from"
+        );
         // A ping answered: reachable again.
         t.heard(peer, t0 + Duration::from_secs(50));
         assert!(t.liveness(&peer, t0 + Duration::from_secs(51)).0);
-        // Its connection closed: unreachable at once.
+        // Its connection closed: unreachable at once, last seen when it
+        // last answered (not when the connection closed).
+        let answered = t.get(&peer).unwrap().heard.unwrap().1;
         t.closed(
             peer,
             ConnectionId::new_unchecked(1),
             t0 + Duration::from_secs(52),
         );
-        assert!(!t.liveness(&peer, t0 + Duration::from_secs(52)).0);
+        let (reachable, seen) = t.liveness(&peer, t0 + Duration::from_secs(52));
+        assert!(!reachable);
+        assert_eq!(seen, Some(answered));
     }
 
     #[test]

@@ -104,40 +104,27 @@ impl Contacts {
         self.another.as_ref()
     }
 
-    /// A record of this machine's own key from a member: a sign of a
-    /// second copy if this daemon did not make it. Logged once per record.
+    /// A record of this machine's own key from a member, numbered at or
+    /// above this daemon's newest and not it. Members prefer it, so this
+    /// daemon's next record goes above it (once a run: a home restored
+    /// from a backup is then found at its new addresses). Made after this
+    /// daemon's newest, it is another copy of this machine running now
+    /// (noted for `status`, logged once per record); made before, it may
+    /// be an earlier run's own (a crash can reuse a number), so it is no
+    /// proof.
     fn own(&mut self, core: &TeamCore, net: &dyn Network, contact: &SignedContact) {
         let Some(mine) = self.mine(core, net) else {
             return;
         };
         let theirs = contact.record();
-        let ours_seq = mine.record().seq;
-        let made_here = theirs.seq < ours_seq || contact.bytes() == mine.bytes();
-        if made_here {
+        let (ours_seq, ours_at) = (mine.record().seq, mine.record().at);
+        if theirs.seq < ours_seq || contact.bytes() == mine.bytes() {
             return;
         }
-        let known = self
-            .another
-            .as_ref()
-            .is_some_and(|a| a.seq == theirs.seq && a.addrs == theirs.addrs);
-        if !known {
-            let addrs: Vec<String> = theirs.addrs.iter().map(ToString::to_string).collect();
-            tracing::warn!(
-                seq = theirs.seq,
-                addrs = %addrs.join(" "),
-                "another daemon runs with this machine's key: a member passed on a contact record of it that this daemon did not make; each copy gets part of the mail and neither all of it. Stop one of them for good (docs/operations.md, \"Two copies of one machine\")"
-            );
-        }
         let seq = theirs.seq;
-        self.another = Some(AnotherCopy {
-            seen_at: core.wall(),
-            seq,
-            addrs: theirs.addrs.clone(),
-        });
-        // Members keep the higher number: a home restored from a backup
-        // (the original gone) would never be found at its new addresses.
-        // Its next record goes above the one seen, once a run.
-        if !self.raised && seq >= ours_seq {
+        let later = theirs.at > ours_at;
+        let addrs = theirs.addrs.clone();
+        if !self.raised {
             self.raised = true;
             match core.store.raise_contact_seq(seq) {
                 Ok(()) => self.mine = None,
@@ -146,6 +133,26 @@ impl Contacts {
                 }
             }
         }
+        if !later {
+            return;
+        }
+        let known = self
+            .another
+            .as_ref()
+            .is_some_and(|a| a.seq == seq && a.addrs == addrs);
+        if !known {
+            let shown: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+            tracing::warn!(
+                seq,
+                addrs = %shown.join(" "),
+                "another daemon runs with this machine's key: a member passed on a contact record of it that this daemon did not make; each copy gets part of the mail and neither all of it. Stop one of them for good (docs/operations.md, \"Two copies of one machine\")"
+            );
+        }
+        self.another = Some(AnotherCopy {
+            seen_at: core.wall(),
+            seq,
+            addrs,
+        });
     }
 
     /// Keeps the records that verify, name a member, and supersede what

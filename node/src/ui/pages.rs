@@ -305,6 +305,10 @@ struct Item {
 /// of two letters is one edit).
 fn nearest_address(typed: &str, known: &[String]) -> Option<String> {
     let typed = typed.trim();
+    // A known address was right: the send failed for another reason.
+    if known.iter().any(|k| k == typed) {
+        return None;
+    }
     let room = (typed.chars().count() / 3).max(1);
     known
         .iter()

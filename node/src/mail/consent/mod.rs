@@ -350,6 +350,11 @@ impl Consent {
         let not_set_up = match crate::config::try_fold_name(&base) {
             // Not this folder's nor an ancestor's (those were found above).
             Some(name) => match self.folders.get(name.as_str()) {
+                // A mailbox `deny` left without a folder: this one may
+                // take it.
+                Some(other) if other.path.is_empty() => format!(
+                    "{shown} is not set up for agentmesh: its name, {name}, is a mailbox with no folder now; a person gives it this one with `agentmesh allow {shown}`, or this folder its own with `agentmesh allow {shown} --mailbox NAME`"
+                ),
                 Some(other) => format!(
                     "{shown} is not set up for agentmesh: its name, {name}, is the mailbox of another folder ({}); a person gives this one its own with `agentmesh allow {shown} --mailbox NAME`",
                     other.path

@@ -525,9 +525,13 @@ pub fn init(home: &Home, name: &str, json: bool) -> anyhow::Result<ExitCode> {
                 // restart would lose (flags not saved).
                 let shown: ConfigShown = rt.block_on(c.call(ops::ConfigShow))?;
                 let file = Config::load(&home.config_file())?;
+                // The name is what changes: the daemon shows the one it
+                // took (the host's, when the file names none).
+                let mut running = shown.config;
+                running.name.clone_from(&file.name);
                 let why = if s.team.is_some() {
                     Some("")
-                } else if shown.config != file {
+                } else if running != file {
                     Some(
                         " with settings other than config.toml's (flags given to `up`, or settings saved since it started)",
                     )

@@ -49,7 +49,14 @@ impl Contacts {
         let now = (addrs, relays);
         if self.mine.is_none() || now != self.mine_addrs {
             let (addrs, relays) = now.clone();
-            let seq = match core.store.next_contact_seq() {
+            // Durable before the record leaves: a number is never used
+            // twice, even across a crash, so a record of this key that
+            // this daemon did not make is another copy's.
+            let seq = match core
+                .store
+                .next_contact_seq()
+                .and_then(|s| core.store.flush().map(|()| s))
+            {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot number a contact record");
@@ -105,24 +112,22 @@ impl Contacts {
     }
 
     /// A record of this machine's own key from a member, numbered at or
-    /// above this daemon's newest and not it. Members prefer it, so this
-    /// daemon's next record goes above it (once a run: a home restored
-    /// from a backup is then found at its new addresses). Made after this
-    /// daemon's newest, it is another copy of this machine running now
-    /// (noted for `status`, logged once per record); made before, it may
-    /// be an earlier run's own (a crash can reuse a number), so it is no
-    /// proof.
+    /// above this daemon's newest and not it: another copy of this
+    /// machine made it (numbers are durable before a record leaves, so
+    /// no run of this daemon made it), noted for `status` and logged once
+    /// per record. Members prefer it, so this daemon's next record goes
+    /// above it (once a run: a home restored from a backup is then found
+    /// at its new addresses).
     fn own(&mut self, core: &TeamCore, net: &dyn Network, contact: &SignedContact) {
         let Some(mine) = self.mine(core, net) else {
             return;
         };
         let theirs = contact.record();
-        let (ours_seq, ours_at) = (mine.record().seq, mine.record().at);
+        let ours_seq = mine.record().seq;
         if theirs.seq < ours_seq || contact.bytes() == mine.bytes() {
             return;
         }
         let seq = theirs.seq;
-        let later = theirs.at > ours_at;
         let addrs = theirs.addrs.clone();
         if !self.raised {
             self.raised = true;
@@ -132,9 +137,6 @@ impl Contacts {
                     tracing::warn!(error = %e, "cannot renumber this machine's contact record")
                 }
             }
-        }
-        if !later {
-            return;
         }
         let known = self
             .another

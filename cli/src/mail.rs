@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use agentmesh_node::api::{
     BindingView, InboxPage, MessageView, OutboxView, PausedView, Request, Resolution, ResolvedView,
-    SentView, Status, WakeView, ops,
+    Status, WakeView, ops,
 };
 use agentmesh_node::home::Home;
 
@@ -100,32 +100,9 @@ pub fn send(
             // says why it is refused.
             let _ = c.call(reset).await;
         }
-        let sent: SentView = c.call(op).await?;
-        let answer = if wait {
-            Some(crate::receipts::first_answer(&mut c, &sent.id).await?)
-        } else {
-            None
-        };
-        anyhow::Ok((sent, answer))
+        crate::receipts::send_waiting(&mut c, op, wait).await
     })?;
-    let failed = answer.as_ref().is_some_and(crate::receipts::failed);
-    if json {
-        term::json(&crate::receipts::SendOutput {
-            status: answer.as_ref().map(|a| a.status),
-            states: answer.map(|a| a.states),
-            sent,
-        })?;
-    } else {
-        crate::say!("{}", sent.id);
-        if let Some(a) = &answer {
-            crate::say!("{}", crate::receipts::answer_line(a));
-        }
-    }
-    Ok(if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    crate::receipts::print_sent(sent, answer, json)
 }
 
 /// `agentmesh reply ID TEXT`: to the sender of the received message ID,
@@ -153,33 +130,10 @@ pub fn reply(home: &Home, id: &str, text: &str, json: bool) -> anyhow::Result<Ex
                 let _ = c.call(reset_of(m.mailbox)).await;
             }
         }
-        let sent: SentView = c.call(op).await?;
         // At a terminal, the first answer, as `send` waits for it.
-        let answer = if person {
-            Some(crate::receipts::first_answer(&mut c, &sent.id).await?)
-        } else {
-            None
-        };
-        anyhow::Ok((sent, answer))
+        crate::receipts::send_waiting(&mut c, op, person).await
     })?;
-    let failed = answer.as_ref().is_some_and(crate::receipts::failed);
-    if json {
-        term::json(&crate::receipts::SendOutput {
-            status: answer.as_ref().map(|a| a.status),
-            states: answer.map(|a| a.states),
-            sent,
-        })?;
-    } else {
-        crate::say!("{}", sent.id);
-        if let Some(a) = &answer {
-            crate::say!("{}", crate::receipts::answer_line(a));
-        }
-    }
-    Ok(if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    crate::receipts::print_sent(sent, answer, json)
 }
 
 /// When a message was sent; with when it arrived too when that was over a

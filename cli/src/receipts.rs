@@ -32,6 +32,50 @@ pub struct SendOutput {
     pub states: Option<Vec<StateView>>,
 }
 
+/// Sends `op`; with the recipient's first answer when `wait` (a person
+/// at a terminal: `send` and `reply`).
+pub async fn send_waiting(
+    c: &mut Client,
+    op: ops::Send,
+    wait: bool,
+) -> anyhow::Result<(SentView, Option<OutboxView>)> {
+    let sent: SentView = c.call(op).await?;
+    let answer = if wait {
+        Some(first_answer(c, &sent.id).await?)
+    } else {
+        None
+    };
+    Ok((sent, answer))
+}
+
+/// Prints what `send` or `reply` did: the id, and the first answer if it
+/// waited for one (`--json`: [`SendOutput`]); a message refused, rejected
+/// or failed by then exits 1.
+pub fn print_sent(
+    sent: SentView,
+    answer: Option<OutboxView>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let failed = answer.as_ref().is_some_and(failed);
+    if json {
+        term::json(&SendOutput {
+            status: answer.as_ref().map(|a| a.status),
+            states: answer.map(|a| a.states),
+            sent,
+        })?;
+    } else {
+        crate::say!("{}", sent.id);
+        if let Some(a) = &answer {
+            crate::say!("{}", answer_line(a));
+        }
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
 /// Waits up to [`FIRST_ANSWER_WAIT`] for the recipient's first answer to
 /// `id`: returns as soon as the message is past `queued`, or the courier
 /// found the recipient offline; the view as it stands then.

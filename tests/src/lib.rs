@@ -118,17 +118,21 @@ pub struct Node {
     pub daemon_env: Vec<(String, String)>,
 }
 
+/// An empty temporary home, under `$AGENTMESH_TEST_TMPDIR` (or /tmp):
+/// short paths, since a Unix socket path must fit in 107 bytes.
+fn temp_home() -> tempfile::TempDir {
+    let base = std::env::var_os(TMPDIR_ENV).map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+    tempfile::Builder::new()
+        .prefix("am-")
+        .tempdir_in(base)
+        .unwrap()
+}
+
 impl Node {
     /// A new node named `name` with a fresh home (identity created by
     /// `agentmesh init`), not yet running.
     pub fn new(name: &str) -> Node {
-        // Short paths: a Unix socket path must fit in 107 bytes.
-        let base =
-            std::env::var_os(TMPDIR_ENV).map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
-        let home = tempfile::Builder::new()
-            .prefix("am-")
-            .tempdir_in(base)
-            .unwrap();
+        let home = temp_home();
         let node = Node {
             name: name.into(),
             home,
@@ -152,12 +156,7 @@ impl Node {
     /// of one machine, as a home copied to a new laptop and the old one
     /// started again). Not yet running.
     pub fn copy_of(other: &Node) -> Node {
-        let base =
-            std::env::var_os(TMPDIR_ENV).map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
-        let home = tempfile::Builder::new()
-            .prefix("am-")
-            .tempdir_in(base)
-            .unwrap();
+        let home = temp_home();
         let copied = Command::new("cp")
             .arg("-a")
             .arg(other.home.path().join("."))

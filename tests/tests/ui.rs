@@ -353,23 +353,7 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
 
     // A desktop window of 1,280 px: the audit view fits it, and names
     // machines (the PeerId on hover).
-    tab.call_method(Emulation::SetDeviceMetricsOverride {
-        width: 1280,
-        height: 800,
-        device_scale_factor: 1.0,
-        mobile: false,
-        scale: None,
-        screen_width: None,
-        screen_height: None,
-        position_x: None,
-        position_y: None,
-        dont_set_visible_size: None,
-        screen_orientation: None,
-        viewport: None,
-        display_feature: None,
-        device_posture: None,
-    })
-    .unwrap();
+    window(&tab, (1280, 800), 1.0, false);
     go(&tab, port, "/audit");
     assert_eq!(
         eval(
@@ -428,23 +412,7 @@ fn the_page_shows_the_team_approves_and_rejects_held_mail_and_runs_no_peer_scrip
     shots.take(&tab, "send-failed");
 
     // A phone-sized window in dark mode.
-    tab.call_method(Emulation::SetDeviceMetricsOverride {
-        width: 390,
-        height: 844,
-        device_scale_factor: 2.0,
-        mobile: true,
-        scale: None,
-        screen_width: None,
-        screen_height: None,
-        position_x: None,
-        position_y: None,
-        dont_set_visible_size: None,
-        screen_orientation: None,
-        viewport: None,
-        display_feature: None,
-        device_posture: None,
-    })
-    .unwrap();
+    window(&tab, (390, 844), 2.0, true);
     tab.call_method(Emulation::SetEmulatedMedia {
         media: None,
         features: Some(vec![Emulation::MediaFeature {
@@ -1124,6 +1092,28 @@ fn go(tab: &Tab, port: u16, path: &str) {
     tab.navigate_to(&format!("http://127.0.0.1:{port}{path}"))
         .unwrap();
     tab.wait_until_navigated().unwrap();
+}
+
+/// Makes the tab a window of `width` × `height` CSS pixels at `scale`
+/// device pixels each, a phone's if `mobile`.
+fn window(tab: &Tab, (width, height): (u32, u32), scale: f64, mobile: bool) {
+    tab.call_method(Emulation::SetDeviceMetricsOverride {
+        width,
+        height,
+        device_scale_factor: scale,
+        mobile,
+        scale: None,
+        screen_width: None,
+        screen_height: None,
+        position_x: None,
+        position_y: None,
+        dont_set_visible_size: None,
+        screen_orientation: None,
+        viewport: None,
+        display_feature: None,
+        device_posture: None,
+    })
+    .unwrap();
 }
 
 /// Types `text` into the field at `selector`.

@@ -211,18 +211,7 @@ impl Mail {
         reply: oneshot::Sender<Reply>,
     ) {
         wake::serve::acted(&who, mailbox.as_deref(), &op, parts!(self));
-        // A spent budget raised: the mail it deferred is decided again at
-        // once, not at midnight.
-        let rewake = match &op {
-            MailOp::Wake(crate::api::WakeOp::WakeSet(s))
-                if s.budget
-                    .is_some_and(|b| b > self.wake.wakes.budget(&s.mailbox))
-                    && self.wake.wakes.left(&s.mailbox, now()) == 0 =>
-            {
-                Some(s.mailbox.clone())
-            }
-            _ => None,
-        };
+        let rewake = wake::serve::rewakes(&op, &self.wake.wakes);
         let then = {
             let shared = &mut self.clerk.shared;
             let dir = shared.directory();

@@ -80,6 +80,21 @@ pub(in crate::mail) fn serve(
     }
 }
 
+/// The mailbox `op` raises a spent wake budget of, if it does: the mail
+/// that budget deferred is decided again once the op is carried out, not
+/// at midnight.
+pub(in crate::mail) fn rewakes(op: &MailOp, wakes: &wakes::Wakes) -> Option<String> {
+    match op {
+        MailOp::Wake(WakeOp::WakeSet(s))
+            if s.budget.is_some_and(|b| b > wakes.budget(&s.mailbox))
+                && wakes.left(&s.mailbox, crate::clock::now()) == 0 =>
+        {
+            Some(s.mailbox.clone())
+        }
+        _ => None,
+    }
+}
+
 /// A client's op, as the sessions' statuses count it: an agent's hook or
 /// tool call says its mailbox's session is working, and what a wake run's
 /// session did (sent, read, took, broadcast, noted) makes its run no

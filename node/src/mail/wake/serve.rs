@@ -84,15 +84,11 @@ pub(in crate::mail) fn serve(
 /// that budget deferred is decided again once the op is carried out, not
 /// at midnight.
 pub(in crate::mail) fn rewakes(op: &MailOp, wakes: &wakes::Wakes) -> Option<String> {
-    match op {
-        MailOp::Wake(WakeOp::WakeSet(s))
-            if s.budget.is_some_and(|b| b > wakes.budget(&s.mailbox))
-                && wakes.left(&s.mailbox, crate::clock::now()) == 0 =>
-        {
-            Some(s.mailbox.clone())
-        }
-        _ => None,
-    }
+    let MailOp::Wake(WakeOp::WakeSet(s)) = op else {
+        return None;
+    };
+    let raised = s.budget.is_some_and(|b| b > wakes.budget(&s.mailbox));
+    (raised && wakes.left(&s.mailbox, crate::clock::now()) == 0).then(|| s.mailbox.clone())
 }
 
 /// A client's op, as the sessions' statuses count it: an agent's hook or

@@ -159,7 +159,7 @@ fn differences(running: &Config, wanted: &Overrides) -> Vec<String> {
         out.push("mdns: it runs mDNS; --no-mdns asks for none".into());
     }
     for (field, flag, have, want) in [
-        ("relays", "--relay", &running.relays, &wanted.relays),
+        ("relays", "--relay", &running.relays.addrs, &wanted.relays),
         (
             "bootstrap",
             "--bootstrap",

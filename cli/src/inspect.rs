@@ -377,6 +377,64 @@ pub fn doctor(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Whether a relay holds a reservation, when one is known and this
+/// machine is not public: without one, machines on other networks can't
+/// reach it.
+fn check_relays(s: &Status, checks: &mut Checks) {
+    use agentmesh_node::api::{Reachability, ReservationState};
+    if s.reservations.is_empty() || s.reachability == Reachability::Public {
+        return;
+    }
+    let reserved = s
+        .reservations
+        .iter()
+        .filter(|r| r.state == ReservationState::Reserved)
+        .count();
+    if reserved > 0 {
+        checks.add(
+            "ok",
+            format!(
+                "{} of {} hold a reservation",
+                reserved,
+                term::count(s.reservations.len(), "relay")
+            ),
+            None,
+        );
+        return;
+    }
+    // A first try still under way is not yet a failure.
+    let first_try = s.reservations.iter().any(|r| {
+        r.error.is_none()
+            && matches!(
+                r.state,
+                ReservationState::Connecting | ReservationState::Reserving
+            )
+    });
+    let errors: Vec<String> = s
+        .reservations
+        .iter()
+        .filter_map(|r| {
+            r.error
+                .as_ref()
+                .map(|e| format!("{}: {}", r.relay_peer_id, term::clean(e)))
+        })
+        .collect();
+    checks.add(
+        if first_try { "warn" } else { "fail" },
+        format!(
+            "no relay holds a reservation ({} known{}): machines on other networks can't reach this one{}",
+            term::count(s.reservations.len(), "relay"),
+            if first_try { ", asking now" } else { "" },
+            if errors.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", errors.join("; "))
+            }
+        ),
+        Some("`agentmesh relays` shows each relay's state and last error; check that the relay runs and that this machine reaches its address and port".into()),
+    );
+}
+
 /// The checks `doctor` makes, in order.
 #[derive(Default)]
 struct Checks(Vec<Check>);
@@ -587,6 +645,7 @@ fn check_daemon(
                 },
                 (!ok).then(|| "check `listen` in config.toml and the daemon log".into()),
             );
+            check_relays(&s, checks);
             if s.paused {
                 checks.add(
                     "warn",

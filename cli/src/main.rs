@@ -19,6 +19,7 @@ mod inspect;
 mod judge;
 mod mail;
 mod receipts;
+mod relays;
 mod settings;
 mod setup;
 mod team;
@@ -118,6 +119,12 @@ enum Command {
     Peers,
     /// Check this node's setup and say what to fix. Never writes anything.
     Doctor,
+    /// List the relays this machine holds reservations on, and their state;
+    /// `relays forget PEER_ID` drops one adopted from a ticket.
+    Relays {
+        #[command(subcommand)]
+        command: Option<relays::RelaysCommand>,
+    },
     /// Show, check or change the configuration (config.toml).
     Config {
         #[command(subcommand)]
@@ -652,6 +659,7 @@ fn dispatch(
         Command::Status => inspect::status(home, json),
         Command::Peers => inspect::peers(home, json),
         Command::Doctor => inspect::doctor(home, json),
+        Command::Relays { command } => relays::run(home, command, json),
         Command::Config { command } => match command {
             ConfigCommand::Show => inspect::config_show(home, json),
             ConfigCommand::Set { key, value } => settings::set(home, &key, Some(&value), json),

@@ -227,14 +227,14 @@ impl Saved {
 
 /// Writes the settings the command line gave (`--listen` as `listen`,
 /// `--no-mdns` as `mdns = false`, `--relay` and `--bootstrap` added to
-/// `relays` and `bootstrap`, as the flags add to them) to config.toml,
+/// `relays.addrs` and `bootstrap`, as the flags add to them) to config.toml,
 /// checked first as the daemon checks it.
 pub fn save(home: &Home, given: &Overrides) -> anyhow::Result<Saved> {
     let mut file = ConfigFile::open(&home.config_file())?;
     let mut set = vec![];
     let mut put = |file: &mut ConfigFile, name: &str, value: toml_edit::Value| {
         let key = edit::key(name)?;
-        set.push(format!("{name} = {value}"));
+        set.push(format!("{} = {value}", key.name));
         file.set(&key, value)
     };
     if !given.listen.is_empty() {

@@ -197,6 +197,11 @@ error_codes! {
     EmptyText = "empty_text",
     /// `unknown_run`: `wake stop` named no wake run.
     UnknownRun = "unknown_run",
+    /// `unknown_relay`: `relays forget` named no relay this machine knows.
+    UnknownRelay = "unknown_relay",
+    /// `relay_configured`: `relays forget` named a relay config.toml (or
+    /// `--relay`) gives; it is removed there.
+    RelayConfigured = "relay_configured",
 }
 
 impl std::fmt::Display for ErrorCode {

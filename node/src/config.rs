@@ -11,11 +11,13 @@
 mod bus;
 mod carry;
 pub mod edit;
+mod relays;
 mod ui;
 mod wake;
 
 pub use bus::BusConfig;
 pub use carry::{CarrierConfig, CarryRules};
+pub use relays::{DEFAULT_RESERVATIONS, RelaysConfig};
 pub use ui::{DEFAULT_UI_PORT, UiConfig};
 pub use wake::{WakeConfig, WakeRules};
 
@@ -171,9 +173,9 @@ pub struct Config {
     pub listen: Vec<String>,
     /// Find machines on the local network with mDNS. Default: true.
     pub mdns: bool,
-    /// Relays to hold reservations on, each a multiaddr ending in
-    /// `/p2p/RELAY_PEER_ID` (docs/networking.md). Default: none.
-    pub relays: Vec<String>,
+    /// `[relays]`: the relays to hold reservations on, and on how many at
+    /// once.
+    pub relays: RelaysConfig,
     /// Kademlia bootstrap nodes (an agentmesh-relay is one), each ending in
     /// `/p2p/PEER_ID`. Default: none.
     pub bootstrap: Vec<String>,
@@ -362,7 +364,7 @@ impl Default for Config {
                 format!("/ip6/::/udp/{DEFAULT_PORT}/quic-v1"),
             ],
             mdns: true,
-            relays: vec![],
+            relays: RelaysConfig::default(),
             bootstrap: vec![],
             carry: false,
             store: StoreConfig::default(),
@@ -404,8 +406,11 @@ pub struct Settings {
     pub listen: Vec<Multiaddr>,
     /// Whether mDNS runs.
     pub mdns: bool,
-    /// Relays to reserve on, each ending in `/p2p/RELAY`.
+    /// Relays to reserve on, each ending in `/p2p/RELAY`, in the order
+    /// they are preferred.
     pub relays: Vec<Multiaddr>,
+    /// How many relays to hold reservations on at once.
+    pub reservations: usize,
     /// Kademlia bootstrap nodes, each ending in `/p2p/PEER`.
     pub bootstrap: Vec<Multiaddr>,
     /// sled's cache, bytes.
@@ -518,16 +523,7 @@ impl Config {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let relays = peer_addrs("relays", &self.relays)?;
-        if relays.len() > MAX_RELAYS {
-            return Err(invalid(
-                "relays",
-                format!(
-                    "lists {} relays; at most {MAX_RELAYS} are used (a contact record names at most that many)",
-                    relays.len()
-                ),
-            ));
-        }
+        let (relays, reservations) = self.relays.validate()?;
         let bootstrap = peer_addrs("bootstrap", &self.bootstrap)?;
         if self.store.cache_mib == 0 || self.store.cache_mib > 4096 {
             return Err(invalid("store.cache_mib", "must be from 1 to 4096"));
@@ -623,6 +619,7 @@ impl Config {
             listen,
             mdns: self.mdns,
             relays,
+            reservations,
             bootstrap,
             cache_bytes: self.store.cache_mib * 1024 * 1024,
             invite_ttl,

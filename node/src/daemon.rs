@@ -306,7 +306,7 @@ fn settings_with(mut settings: Settings, overrides: Overrides) -> Settings {
         (
             overrides.relays,
             &mut settings.relays,
-            &mut settings.config.relays,
+            &mut settings.config.relays.addrs,
         ),
         (
             overrides.bootstrap,

@@ -15,7 +15,7 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agentmesh_tests::natlab::{Host, Lab, Nat, RelayProc, lab_or_skip};
 use agentmesh_tests::{Node, join_ticket, wait_for, wait_for_within};
@@ -55,32 +55,33 @@ fn daemon(lab: &Lab, host: Host, name: &str, transport: Transport, args: &[Strin
     n
 }
 
-/// The founder (alpha, on host A, holding a reservation on the relay) and
-/// a joiner (bravo, on host B, given nothing but the ticket), joined.
-fn joined(lab: &Lab, relay: &RelayProc, transport: Transport) -> (Node, Node) {
-    let a = daemon(
-        lab,
-        Host::A,
-        "alpha",
-        transport,
-        &["--relay".into(), transport.relay(relay)],
-    );
+/// The founder (alpha, on host A, holding a reservation on each relay)
+/// and a joiner (bravo, on host B, given nothing but the ticket), joined.
+fn joined(lab: &Lab, relays: &[&RelayProc], transport: Transport) -> (Node, Node) {
+    let args: Vec<String> = relays
+        .iter()
+        .flat_map(|r| ["--relay".into(), transport.relay(r)])
+        .collect();
+    let a = daemon(lab, Host::A, "alpha", transport, &args);
     let a_id = a.peer_id();
-    let circuit = format!("{}/p2p-circuit/p2p/{a_id}", transport.relay(relay));
-    wait_for("alpha's reservation and circuit address", || {
+    let circuits: Vec<String> = relays
+        .iter()
+        .map(|r| format!("{}/p2p-circuit/p2p/{a_id}", transport.relay(r)))
+        .collect();
+    wait_for("alpha's reservations and circuit addresses", || {
         let s = a.status();
-        s["circuit_addrs"]
-            .as_array()
-            .unwrap()
+        let have = s["circuit_addrs"].as_array().unwrap();
+        circuits
             .iter()
-            .any(|c| c == circuit.as_str())
+            .all(|c| have.iter().any(|h| h == c.as_str()))
             .then_some(())
     });
+    let circuit = &circuits[0];
     a.ok(&["team", "create", "far", "--owner", "Ada"]);
     let ticket = a.json(&["invite"])["ticket"].as_str().unwrap().to_owned();
     let t = agentmesh_protocol::ticket::Ticket::decode(&ticket).unwrap();
     assert!(
-        t.addrs.iter().any(|x| x.to_string() == circuit),
+        t.addrs.iter().any(|x| x.to_string() == *circuit),
         "the ticket carries the circuit: {:?}",
         t.addrs
     );
@@ -91,14 +92,15 @@ fn joined(lab: &Lab, relay: &RelayProc, transport: Transport) -> (Node, Node) {
     // One person's two machines: mail between them is not held.
     join_ticket(&a, &b, &ticket, &["--name", "bravo", "--owner", "Ada"]);
     assert_eq!(b.json(&["team", "show"])["name"], "far");
-    // Bravo adopted the ticket's relay.
-    wait_for("bravo's reservation on the adopted relay", || {
-        b.status()["reservations"]
+    // Bravo adopted the ticket's relays.
+    wait_for("bravo's reservations on the adopted relays", || {
+        let adopted = b.status()["reservations"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|r| r["state"] == "reserved" && r["adopted"] == true)
-            .cloned()
+            .filter(|r| r["state"] == "reserved" && r["adopted"] == true)
+            .count();
+        (adopted == relays.len()).then_some(())
     });
     (a, b)
 }
@@ -145,7 +147,7 @@ fn both_behind_endpoint_independent_nats(test: &str, transport: Transport) {
         Transport::Tcp => RelayProc::start_on(&lab, true, false, &[]),
         Transport::Quic => RelayProc::start_on(&lab, false, true, &[]),
     };
-    let (a, b) = joined(&lab, &relay, transport);
+    let (a, b) = joined(&lab, &[&relay], transport);
     delivered(
         &b,
         "alpha",
@@ -214,7 +216,7 @@ fn behind_a_symmetric_nat_the_largest_messages_arrive_through_replaced_circuits(
     // The relay's default limits: circuits of 2 minutes and 128 KiB, so
     // two of the largest messages never fit one circuit.
     let relay = RelayProc::start_on(&lab, true, false, &[]);
-    let (a, b) = joined(&lab, &relay, Transport::Tcp);
+    let (a, b) = joined(&lab, &[&relay], Transport::Tcp);
     // The largest text a message takes: the body's limit less its
     // encoding (13 bytes and the sender's name, the login name here;
     // `send` refuses one byte more, saying so).
@@ -256,6 +258,186 @@ fn behind_a_symmetric_nat_the_largest_messages_arrive_through_replaced_circuits(
     assert_eq!(row["transport"], "tcp", "{row}");
     let never_direct = a.log().contains("hole punched: a direct connection");
     assert!(!never_direct, "a symmetric NAT can't be punched through");
+}
+
+/// `node`'s `relays --json` row of `relay`.
+fn relay_row(node: &Node, relay: &RelayProc) -> Value {
+    let view = node.json(&["relays"]);
+    view["relays"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["peer_id"] == relay.peer_id())
+        .cloned()
+        .unwrap_or_else(|| panic!("{} does not list the relay: {view}", node.name))
+}
+
+/// Waits (at most `within`) until `node` shows `relay` in `state`; how
+/// long that took.
+fn relay_state(node: &Node, relay: &RelayProc, state: &str, within: Duration) -> Duration {
+    let t = Instant::now();
+    wait_for_within(
+        &format!("{} to show the relay {state}", node.name),
+        within,
+        || (relay_row(node, relay)["state"] == state).then_some(()),
+    );
+    t.elapsed()
+}
+
+#[test]
+fn a_relay_killed_and_restarted_is_reserved_on_again_and_the_mail_queued_meanwhile_arrives() {
+    let test =
+        "a_relay_killed_and_restarted_is_reserved_on_again_and_the_mail_queued_meanwhile_arrives";
+    let Some(lab) = lab_or_skip(test, Nat::EndpointIndependent, Nat::Symmetric) else {
+        return;
+    };
+    // Bravo is behind a symmetric NAT: the relay is its only way to alpha.
+    let mut relay = RelayProc::start_on(&lab, true, false, &[]);
+    let (a, b) = joined(&lab, &[&relay], Transport::Tcp);
+    let dump = DumpOnPanic(vec![&a, &b]);
+    delivered(&b, "alpha", "before the restart", Duration::from_secs(60));
+    relay.kill9();
+    for n in [&a, &b] {
+        relay_state(n, &relay, "failing", Duration::from_secs(30));
+    }
+    let ids: Vec<String> = (1..=3)
+        .map(|i| b.send("@alpha", &format!("queued {i}")))
+        .collect();
+    for id in &ids {
+        let e = b.outbox_entry(id);
+        assert_ne!(e["status"], "delivered", "no way to alpha: {e}");
+    }
+    // The relay comes back with its key (an upgrade, a reboot).
+    let restarted = Instant::now();
+    relay.restart(&lab);
+    for n in [&a, &b] {
+        relay_state(n, &relay, "reserved", Duration::from_secs(30));
+        eprintln!(
+            "{} reserved on the restarted relay {:.1} s after it started",
+            n.name,
+            restarted.elapsed().as_secs_f64()
+        );
+    }
+    for id in &ids {
+        wait_for_within(
+            "the mail queued while the relay was down to be delivered",
+            Duration::from_secs(30),
+            || (b.outbox_entry(id)["status"] == "delivered").then_some(()),
+        );
+    }
+    eprintln!(
+        "the queued mail delivered {:.1} s after the relay started again",
+        restarted.elapsed().as_secs_f64()
+    );
+    let texts = inbox_texts(&a);
+    for i in 1..=3 {
+        let n = texts
+            .iter()
+            .filter(|t| **t == format!("queued {i}"))
+            .count();
+        assert_eq!(n, 1, "queued {i} arrived once: {texts:?}");
+    }
+    drop(dump);
+}
+
+#[test]
+fn with_two_relays_one_killed_for_good_the_other_carries_circuits_and_the_contact_record() {
+    let test =
+        "with_two_relays_one_killed_for_good_the_other_carries_circuits_and_the_contact_record";
+    let Some(lab) = lab_or_skip(test, Nat::EndpointIndependent, Nat::Symmetric) else {
+        return;
+    };
+    let mut first = RelayProc::start_at(&lab, None, 4001, (true, false), &[]);
+    let mut second = RelayProc::start_at(&lab, None, 4002, (true, false), &[]);
+    // Alpha is given both; bravo adopts both from the ticket. Both hold
+    // reservations on both (`relays.reservations` is 2 by default).
+    let (a, b) = joined(&lab, &[&first, &second], Transport::Tcp);
+    let dump = DumpOnPanic(vec![&a, &b]);
+    let a_id = a.peer_id();
+    for n in [&a, &b] {
+        for r in [&first, &second] {
+            relay_state(n, r, "reserved", Duration::from_secs(30));
+        }
+    }
+    let view = a.json(&["relays"]);
+    assert_eq!(view["reservations"], 2, "{view}");
+    let names_only = |want: &[&RelayProc]| {
+        let want: Vec<String> = want.iter().map(|r| r.tcp_addr()).collect();
+        move |row: Value| -> Option<()> {
+            let have: Vec<String> = row["contact_relays"]
+                .as_array()?
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect();
+            (have.len() == want.len() && want.iter().all(|w| have.contains(w))).then_some(())
+        }
+    };
+    let both = names_only(&[&first, &second]);
+    wait_for(
+        "bravo to hold alpha's contact record naming both relays",
+        || b.peer_row(&a_id).and_then(&both),
+    );
+    delivered(&b, "alpha", "through either", Duration::from_secs(60));
+    // One relay dies for good.
+    let killed = Instant::now();
+    first.kill9();
+    relay_state(&a, &first, "failing", Duration::from_secs(30));
+    relay_state(&a, &second, "reserved", Duration::from_secs(1));
+    eprintln!(
+        "alpha: the dead relay failing and the other reserved {:.1} s after the kill",
+        killed.elapsed().as_secs_f64()
+    );
+    let row = relay_row(&a, &first);
+    assert!(row["failing_since"].is_string(), "{row}");
+    assert!(row["last_error"].is_string(), "{row}");
+    assert!(row["reserved_since"].is_null(), "{row}");
+    let s = a.status();
+    for c in s["circuit_addrs"].as_array().unwrap() {
+        assert!(
+            c.as_str().unwrap().starts_with(&second.tcp_addr()),
+            "circuits only through the live relay: {s}"
+        );
+    }
+    // Alpha's members learn it: its new contact record names only the
+    // live relay.
+    let only_second = names_only(&[&second]);
+    wait_for_within(
+        "bravo to hold alpha's contact record naming only the live relay",
+        Duration::from_secs(30),
+        || b.peer_row(&a_id).and_then(&only_second),
+    );
+    eprintln!(
+        "bravo holds alpha's new contact record {:.1} s after the kill",
+        killed.elapsed().as_secs_f64()
+    );
+    // Mail goes through the other.
+    delivered(
+        &b,
+        "alpha",
+        "through the live relay",
+        Duration::from_secs(30),
+    );
+    let row = connection(&b, &a_id, "relayed", Duration::from_secs(30));
+    assert_eq!(row["relay"], second.peer_id(), "{row}");
+    // With both gone, `doctor` says no relay holds a reservation.
+    second.kill9();
+    relay_state(&a, &second, "failing", Duration::from_secs(30));
+    let out = a.run(&["doctor", "--json"]);
+    let doctor: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doctor["ok"], false, "{doctor}");
+    assert!(
+        doctor["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["status"] == "fail"
+                && c["what"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("no relay holds a reservation")),
+        "{doctor}"
+    );
+    drop(dump);
 }
 
 /// Writes the nodes' logs to /tmp when the test panics (debugging aid).

@@ -105,7 +105,11 @@ fn the_relay_is_reachable_through_both_nats_and_the_hosts_are_not() {
 
     // The routers are the NATs they should be: alpha's (endpoint
     // independent) kept its port 4001 for the relay, over TCP and UDP;
-    // bravo's (symmetric) chose other ports.
+    // bravo's (symmetric) chose other ports. This is also the regression
+    // test of libp2p's port reuse: alpha's outgoing TCP dial leaves from
+    // its listen port 4001 (`private.port() == 4001`), so what the relay
+    // observes is a port someone listens on; with port reuse off it would
+    // leave from an ephemeral port and DCUtR could never punch over TCP.
     let a_maps = lab.mappings(Host::A);
     let relay_ends = [
         ("tcp", SocketAddrV4::new(RELAY_IP, RELAY_PORT)),

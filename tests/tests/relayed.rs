@@ -252,12 +252,13 @@ fn a_relay_without_its_peer_id_is_refused_saying_what_to_write() {
     // In config.toml too, naming the field.
     let config = a.home().join("config.toml");
     let text = std::fs::read_to_string(&config).unwrap();
-    let text = text.replacen("relays = []", "relays = [\"/ip4/127.0.0.1/tcp/4001\"]", 1);
+    assert!(text.contains("[relays]\naddrs = []\n"), "{text}");
+    let text = text.replacen("addrs = []", "addrs = [\"/ip4/127.0.0.1/tcp/4001\"]", 1);
     std::fs::write(&config, text).unwrap();
     let out = a.run(&["daemon", "--no-mdns", "--json"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("relays[0]"), "{err}");
+    assert!(err.contains("relays.addrs[0]"), "{err}");
 }
 
 /// A stranger's circuit starts no hole punch (once, one made a daemon dial
@@ -366,4 +367,68 @@ fn a_relays_text_log_has_no_colour_codes_without_a_terminal() {
         !seen.contains('\u{1b}'),
         "colour codes in the log: {seen:?}"
     );
+}
+
+/// The error `args --json` fails with, as JSON.
+fn json_error(node: &Node, args: &[&str]) -> Value {
+    let mut args = args.to_vec();
+    args.push("--json");
+    let e = node.fails(&args);
+    serde_json::from_str::<Value>(e.lines().last().unwrap_or_default()).unwrap()
+}
+
+#[test]
+fn relays_lists_them_and_forgets_an_adopted_one_for_good_but_not_a_configured_one() {
+    let relay = Relay::start();
+    let mut a = Node::new("alpha");
+    a.daemon_args = vec!["--relay".into(), relay.addr()];
+    a.start();
+    reservation(&a, &relay, "reserved");
+    let view = a.json(&["relays"]);
+    assert_eq!(view["reservations"], 2, "the default: {view}");
+    let row = &view["relays"][0];
+    assert_eq!(row["peer_id"], relay.peer_id.as_str(), "{view}");
+    assert_eq!(row["addrs"], serde_json::json!([relay.addr()]), "{view}");
+    assert_eq!(row["adopted"], false, "{view}");
+    assert!(
+        row["expires_at"].is_null(),
+        "not reported by libp2p: {view}"
+    );
+    assert!(row["failing_since"].is_null(), "{view}");
+    let text = a.ok(&["relays"]);
+    assert!(
+        text.contains(&relay.peer_id) && text.contains(&relay.addr()),
+        "{text}"
+    );
+    // A configured relay is not forgotten here: config.toml names it.
+    let e = json_error(&a, &["relays", "forget", &relay.peer_id]);
+    assert_eq!(e["code"], "relay_configured", "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("relays.addrs"),
+        "{e}"
+    );
+    a.ok(&["team", "create", "far", "--owner", "Ada"]);
+    let ticket = a.json(&["invite"])["ticket"].as_str().unwrap().to_owned();
+    let mut b = Node::new("bravo");
+    b.start();
+    agentmesh_tests::join_ticket(&a, &b, &ticket, &["--name", "bravo", "--owner", "Bob"]);
+    wait_for("bravo to adopt the ticket's relay", || {
+        let view = b.json(&["relays"]);
+        (view["relays"][0]["adopted"] == true).then_some(())
+    });
+    let e = json_error(&b, &["relays", "forget", "12D3KooWNoSuchRelayAtAll"]);
+    assert_eq!(e["code"], "unknown_relay", "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains(&relay.peer_id),
+        "names the ones it knows: {e}"
+    );
+    let left = b.json(&["relays", "forget", &relay.peer_id]);
+    assert_eq!(left["relays"], serde_json::json!([]), "{left}");
+    assert!(b.status()["circuit_addrs"].as_array().unwrap().is_empty());
+    // Gone for good: not adopted again after a restart.
+    b.stop();
+    b.start();
+    assert_eq!(b.json(&["relays"])["relays"], serde_json::json!([]));
+    let text = b.ok(&["relays"]);
+    assert!(text.starts_with("No relays"), "{text}");
 }

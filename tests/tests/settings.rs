@@ -112,7 +112,7 @@ fn up_with_other_settings_changes_nothing_and_save_makes_them_stick() {
     // its settings until it restarts.
     let message = n.ok(&save);
     assert!(
-        message.starts_with(&format!("Saved to {}: listen = [\"/ip4/127.0.0.1/tcp/0\"], mdns = false, relays = [\"{relay}\"].", config.display())),
+        message.starts_with(&format!("Saved to {}: listen = [\"/ip4/127.0.0.1/tcp/0\"], mdns = false, relays.addrs = [\"{relay}\"].", config.display())),
         "{message}"
     );
     assert!(!message.contains("error"), "{message}");
@@ -133,7 +133,7 @@ fn up_with_other_settings_changes_nothing_and_save_makes_them_stick() {
     let saved = std::fs::read_to_string(&config).unwrap();
     assert!(saved.starts_with("# my machine\n"), "{saved}");
     assert!(
-        saved.contains(&format!("relays = [\"{relay}\"]")),
+        saved.contains(&format!("[relays]\naddrs = [\"{relay}\"]")),
         "{saved}"
     );
     assert!(saved.contains("mdns = false"), "{saved}");
@@ -151,7 +151,8 @@ fn up_with_other_settings_changes_nothing_and_save_makes_them_stick() {
     assert!(out.contains(&format!("relay      {relay}")), "{out}");
     assert_eq!(relays_in_use(&n), vec![relay.clone()]);
     let shown = n.json(&["config", "show"]);
-    assert_eq!(shown["config"]["relays"], json!([relay]));
+    assert_eq!(shown["config"]["relays"]["addrs"], json!([relay]));
+    assert_eq!(shown["config"]["relays"]["reservations"], 2);
     assert_eq!(shown["config"]["mdns"], false);
     // And so does every later `up` with them.
     n.ok(&with_relay);
@@ -227,7 +228,7 @@ fn config_set_and_unset_edit_in_place_and_check_like_the_daemon() {
     assert_eq!(e["code"], "unknown_key");
     assert_eq!(
         e["message"],
-        "no config key `no.such`; the keys are name, listen, mdns, relays, bootstrap, carry, store.cache_mib, join.invite_ttl, join.max_invite_ttl, join.request_ttl, join.max_pending, join.max_per_peer_per_minute, messages.lifetime, messages.audit_retention, messages.replies_per_ask, agents.max_hop, agents.pair_limit_per_hour, agents.hop_reset, agents.max_turns, agents.turn_asks, agents.turn_tells, agents.turn_broadcasts, bus.preset, bus.judge, bus.judge_command, bus.agent, bus.agent_model, bus.agent_codex_model, bus.agent_max_usd, bus.agent_calls_per_day, bus.agent_timeout, wake.claude, wake.codex, wake.claude_tools, wake.codex_sandbox, wake.max_runs, wake.run_limit, wake.budget, wake.max_budget_usd, carrier.handoff_after, carrier.per_sender, carrier.per_sender_mib, carrier.total_mib, ui.enabled, ui.port"
+        "no config key `no.such`; the keys are name, listen, mdns, bootstrap, carry, relays.addrs, relays.reservations, store.cache_mib, join.invite_ttl, join.max_invite_ttl, join.request_ttl, join.max_pending, join.max_per_peer_per_minute, messages.lifetime, messages.audit_retention, messages.replies_per_ask, agents.max_hop, agents.pair_limit_per_hour, agents.hop_reset, agents.max_turns, agents.turn_asks, agents.turn_tells, agents.turn_broadcasts, bus.preset, bus.judge, bus.judge_command, bus.agent, bus.agent_model, bus.agent_codex_model, bus.agent_max_usd, bus.agent_calls_per_day, bus.agent_timeout, wake.claude, wake.codex, wake.claude_tools, wake.codex_sandbox, wake.max_runs, wake.run_limit, wake.budget, wake.max_budget_usd, carrier.handoff_after, carrier.per_sender, carrier.per_sender_mib, carrier.total_mib, ui.enabled, ui.port"
     );
     assert_eq!(file(), before);
 

@@ -116,6 +116,48 @@ pub struct ReservationView {
     pub adopted: bool,
 }
 
+/// One relay this machine knows (configured, or adopted from the ticket
+/// it joined with), as `agentmesh relays` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelayView {
+    /// The relay's PeerId.
+    pub peer_id: String,
+    /// Its addresses, each ending in `/p2p/RELAY`.
+    pub addrs: Vec<String>,
+    /// `reserved`, `reserving`, `failing` or `idle`.
+    pub state: super::RelayState,
+    /// When the reservation lapses unless renewed. Null when not reserved,
+    /// and null while reserved too: libp2p's relay client renews the
+    /// reservation by itself (at three quarters of the time the relay
+    /// granted) and does not report the expiry, so it is not known here.
+    pub expires_at: Option<String>,
+    /// Since when it has been failing (its first failed try since it last
+    /// worked), RFC 3339; null unless `failing`.
+    pub failing_since: Option<String>,
+    /// Why its last try failed, kept after it works again; null if none
+    /// has failed since the daemon started.
+    pub last_error: Option<String>,
+    /// When the reservation it holds was granted, RFC 3339; null unless
+    /// `reserved`.
+    pub reserved_since: Option<String>,
+    /// Learnt from the ticket this machine joined with, not configured:
+    /// `agentmesh relays forget` can drop it.
+    pub adopted: bool,
+    /// This machine's circuit addresses through it.
+    pub circuit_addrs: Vec<String>,
+}
+
+/// `agentmesh relays`: every relay this machine knows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelaysView {
+    /// In the order they are preferred: configured first, then adopted.
+    pub relays: Vec<RelayView>,
+    /// How many it holds reservations on at once (`relays.reservations`).
+    pub reservations: usize,
+    /// What AutoNAT says: a `public` machine makes no new reservations.
+    pub reachability: super::Reachability,
+}
+
 /// A team, briefly.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TeamRef {
@@ -217,6 +259,11 @@ pub struct PeerRow {
     pub rtt_ms: Option<f64>,
     /// When last connected, RFC 3339; null if never.
     pub last_seen: Option<String>,
+    /// The relays its latest contact record names, each ending in
+    /// `/p2p/RELAY`: where it says it can be reached through now (empty
+    /// when it names none, or no record of it is held).
+    #[serde(default)]
+    pub contact_relays: Vec<String>,
 }
 
 /// `invite`.

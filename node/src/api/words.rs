@@ -151,6 +151,23 @@ words! {
 }
 
 words! {
+    /// How a relay stands, as `agentmesh relays` lists it.
+    RelayState {
+        /// Holding a reservation: others reach this machine through it.
+        Reserved = "reserved",
+        /// Dialling it or asking it for a reservation (its first try, or
+        /// a spare taking over).
+        Reserving = "reserving",
+        /// Its last try failed; tried again, backing off to 20 s.
+        Failing = "failing",
+        /// Not used now: enough others hold reservations
+        /// (`relays.reservations`), or AutoNAT says this machine is
+        /// public.
+        Idle = "idle",
+    }
+}
+
+words! {
     /// The transport of a connection.
     Transport {
         /// TCP (noise, yamux).

@@ -120,6 +120,13 @@ fn walk(table: &dyn TableLike, at: &mut Vec<String>, values: &toml::Value, out: 
 /// known one, or a table named where a key is meant.
 pub fn key(name: &str) -> Result<Key, ConfigError> {
     let all = keys();
+    // `relays` was a list before it was a table: the name still sets the
+    // list.
+    let name = if name == "relays" {
+        "relays.addrs"
+    } else {
+        name
+    };
     if let Some(k) = all.iter().find(|k| k.name == name) {
         return Ok(k.clone());
     }
@@ -259,10 +266,17 @@ impl ConfigFile {
         let path = key.path();
         let (leaf, parents) = path.split_last()?;
         let mut t: &dyn TableLike = self.doc.as_table();
-        for seg in parents {
-            t = t.get(seg)?.as_table_like()?;
-        }
-        let v = t.get(leaf)?.as_value()?;
+        let v = match self.doc.get(SHORT_LIST).and_then(Item::as_array) {
+            // The short form of `[relays]`: the list alone is `addrs`.
+            Some(list) if path == [SHORT_LIST, "addrs"] => &toml_edit::Value::Array(list.clone()),
+            Some(_) if parents.first() == Some(&SHORT_LIST) => return None,
+            _ => {
+                for seg in parents {
+                    t = t.get(seg)?.as_table_like()?;
+                }
+                t.get(leaf)?.as_value()?
+            }
+        };
         let mut v = v.clone();
         v.decor_mut().clear();
         toml::from_str::<toml::Table>(&format!("v = {v}"))
@@ -276,6 +290,9 @@ impl ConfigFile {
     pub fn set(&mut self, key: &Key, value: toml_edit::Value) -> Result<(), ConfigError> {
         let path = key.path();
         let (leaf, parents) = path.split_last().expect("a key has a name");
+        if parents.first() == Some(&SHORT_LIST) {
+            self.lift_short_list();
+        }
         let table = table_mut(&mut self.doc, parents, &key.name)?;
         match table.get_mut(leaf) {
             // Assigned in place: `insert` would reset the key's formatting,
@@ -303,8 +320,15 @@ impl ConfigFile {
         if let Err(e @ ConfigError::BadValue { .. }) = known {
             return Err(e);
         }
+        let name = match &known {
+            Ok(k) => k.name.as_str(),
+            Err(_) => name,
+        };
         let path: Vec<&str> = name.split('.').collect();
         let (leaf, parents) = path.split_last().expect("split gives one part");
+        if parents.first() == Some(&SHORT_LIST) {
+            self.lift_short_list();
+        }
         let mut t: Option<&mut dyn TableLike> = Some(self.doc.as_table_mut());
         for seg in parents {
             t = t
@@ -357,6 +381,36 @@ impl ConfigFile {
             let _ = std::fs::remove_file(&tmp);
             failed(e)
         })
+    }
+}
+
+/// The key that is a table now and may be written as a list, its short
+/// form (`relays = ["…"]` for `[relays] addrs = ["…"]`).
+const SHORT_LIST: &str = "relays";
+
+impl ConfigFile {
+    /// A file with `relays = [...]` gets `[relays]` with that list as
+    /// `addrs` instead (the comment above it kept), so a key of the table
+    /// can be set or removed.
+    fn lift_short_list(&mut self) {
+        let root = self.doc.as_table_mut();
+        let Some(list) = root.get(SHORT_LIST).and_then(Item::as_array).cloned() else {
+            return;
+        };
+        // The comment lines above it go with it.
+        let above = root
+            .key(SHORT_LIST)
+            .and_then(|k| k.leaf_decor().prefix())
+            .and_then(|p| p.as_str())
+            .unwrap_or_default()
+            .to_owned();
+        root.remove(SHORT_LIST);
+        let mut table = Table::new();
+        let mut list = list;
+        list.decor_mut().clear();
+        table.insert("addrs", Item::Value(toml_edit::Value::Array(list)));
+        table.decor_mut().set_prefix(above);
+        root.insert(SHORT_LIST, Item::Table(table));
     }
 }
 
@@ -466,7 +520,8 @@ mod tests {
             "name",
             "listen",
             "mdns",
-            "relays",
+            "relays.addrs",
+            "relays.reservations",
             "agents.max_hop",
             "join.max_pending",
         ] {
@@ -587,6 +642,41 @@ mod tests {
         assert!(f.unset("agents").is_err(), "a table is not removed whole");
         assert_eq!(f.text(), "[agents]\n");
         f.check().unwrap();
+    }
+
+    #[test]
+    fn relays_written_as_a_list_reads_and_becomes_the_table_when_a_key_of_it_is_set() {
+        let relay = "/ip4/1.2.3.4/tcp/1/p2p/12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN";
+        let (_dir, path) = file(&format!(
+            "# mine\nrelays = [\"{relay}\"] # the office\nmdns = false\n"
+        ));
+        let mut f = ConfigFile::open(&path).unwrap();
+        let addrs = key("relays.addrs").unwrap();
+        assert_eq!(key("relays").unwrap(), addrs, "the old name sets the list");
+        assert_eq!(
+            f.get(&addrs),
+            Some(toml::Value::Array(vec![toml::Value::String(relay.into())]))
+        );
+        let reservations = key("relays.reservations").unwrap();
+        assert_eq!(f.get(&reservations), None);
+        f.set(&reservations, value_for(&reservations, "3").unwrap())
+            .unwrap();
+        let settings = f.check().unwrap();
+        assert_eq!(settings.reservations, 3);
+        assert_eq!(settings.relays.len(), 1);
+        assert_eq!(
+            f.text(),
+            format!("mdns = false\n# mine\n[relays]\naddrs = [\"{relay}\"]\nreservations = 3\n"),
+            "the comment above the list stays above it"
+        );
+        // Out of range is refused, saying the range.
+        f.set(&reservations, value_for(&reservations, "9").unwrap())
+            .unwrap();
+        let e = f.check().unwrap_err().to_string();
+        assert!(
+            e.contains("`relays.reservations`: is 9; it must be from 1 to 8"),
+            "{e}"
+        );
     }
 
     #[test]

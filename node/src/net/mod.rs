@@ -31,6 +31,7 @@ pub mod peers;
 pub mod port;
 pub mod punch;
 pub mod reach;
+mod reservation;
 
 pub use behaviour::{
     Behaviour, BehaviourEvent, BuildError, CARRY_PROTOCOL, JOIN_PROTOCOL, KAD_PROTOCOL,

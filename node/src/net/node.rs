@@ -38,6 +38,7 @@ use super::{
 };
 
 mod team_events;
+mod views;
 
 /// How often the loop polls joins, expires requests and connects. A
 /// person is waiting on a join's answer, so this sets how long after the
@@ -140,7 +141,7 @@ impl Net {
         let mut reach = Reach::new(
             me_peer,
             settings.listen.clone(),
-            &settings.relays,
+            (&settings.relays, settings.reservations),
             &settings.bootstrap,
             store.clone(),
             now,
@@ -338,6 +339,12 @@ impl Net {
                     self.reach.on_disconnected(&peer_id, now);
                     self.save_peer(&peer_id);
                     send_all(self.connects.connection_closed(peer_id, connection_id));
+                    // A member's last connection went (its relay died, its
+                    // network changed): dialled again now, by its other
+                    // addresses, rather than at the next redial.
+                    if !self.stopping {
+                        self.with_team(now, |team, port| team.on_lost(port, peer_id));
+                    }
                 }
             }
             SwarmEvent::OutgoingConnectionError {
@@ -560,7 +567,11 @@ impl Net {
         let listening = self.reach.tick(&mut self.swarm, now, |p| {
             peers.get(p).is_some_and(|e| e.relay)
         });
-        if listening {
+        // A reservation just granted (a relay back after a restart, a
+        // spare taking over) gives members that could not reach this
+        // machine a way: they are dialled now, through theirs, rather
+        // than at the next redial.
+        if listening || self.reach.take_new_reservation() {
             self.with_team(now, |team, port| team.dial_members(port));
         }
         self.prefer_direct(now);
@@ -644,12 +655,18 @@ impl Net {
         };
         let answer = match op {
             NetOp::Status => answer::<ops::Status>(Ok(self.status())),
-            NetOp::Peers(ops::Peers { after, limit }) => answer::<ops::Peers>(Ok(self.peers.page(
-                self.swarm.local_peer_id(),
-                self.team.state(),
-                after.as_ref(),
-                limit,
-            ))),
+            NetOp::Peers(ops::Peers { after, limit }) => {
+                let mut page = self.peers.page(
+                    self.swarm.local_peer_id(),
+                    self.team.state(),
+                    after.as_ref(),
+                    limit,
+                );
+                for row in &mut page.peers {
+                    row.contact_relays = self.contact_relays(&row.peer_id);
+                }
+                answer::<ops::Peers>(Ok(page))
+            }
             NetOp::Connect(ops::Connect { addr }) => return self.connect(&addr, reply, now),
             NetOp::Shutdown => {
                 self.stopping = true;
@@ -657,6 +674,10 @@ impl Net {
             }
             NetOp::ConfigShow => {
                 answer::<ops::ConfigShow>(Ok(api::ConfigShown::of(&self.team.settings().config)))
+            }
+            NetOp::Relays => answer::<ops::Relays>(Ok(self.relays())),
+            NetOp::RelaysForget(ops::RelaysForget { peer_id }) => {
+                answer::<ops::RelaysForget>(self.forget_relay(&peer_id))
             }
             NetOp::Directory(ops::Directory { after, max_bytes }) => {
                 let mut page = self.team.directory_page(after.as_deref(), max_bytes);
@@ -689,45 +710,6 @@ impl Net {
                     b.status = api::MailboxStatus::Unreachable;
                 }
             }
-        }
-    }
-
-    fn status(&self) -> api::Status {
-        let own = self.team.own_standing();
-        api::Status {
-            peer_id: self.swarm.local_peer_id().to_string(),
-            name: own.name,
-            team: own.team,
-            team_standing: own.standing,
-            listen_addrs: port::listen_addrs(&self.swarm, self.reach.configured())
-                .iter()
-                .map(ToString::to_string)
-                .collect(),
-            external_addrs: self
-                .swarm
-                .external_addresses()
-                .filter(|a| peers::relay_of(a).is_none())
-                .map(ToString::to_string)
-                .collect(),
-            reachability: self.reach.reachability().word(),
-            reservations: self.reach.view(),
-            circuit_addrs: self
-                .reach
-                .circuit_addrs()
-                .iter()
-                .map(ToString::to_string)
-                .collect(),
-            pid: std::process::id(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            connected_peers: self.peers.connected().count(),
-            // The mailroom's part is filled in by the server.
-            paused: false,
-            held: 0,
-            outbox_waiting: 0,
-            carrying: 0,
-            wake: vec![],
-            another_copy: self.team.another_copy(),
-            test_build: crate::clock::TEST_BUILD,
         }
     }
 

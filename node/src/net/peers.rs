@@ -606,6 +606,8 @@ impl PeerTable {
                         .and_then(|e| e.rtt)
                         .map(|d| d.as_secs_f64() * 1000.0),
                     last_seen: last_seen.map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+                    // Filled in by the loop, which holds the store.
+                    contact_relays: vec![],
                 }
             })
             .collect();

@@ -6,12 +6,21 @@
 //! ([`super::Net`]) feeds it swarm events; it acts on the swarm it is
 //! handed, nothing else.
 //!
+//! It holds reservations on `relays.reservations` relays (two by default)
+//! at once: the first in order (configured, then adopted) that are not
+//! failing. A failing relay is tried again (backing off to 20 s) while
+//! the next one takes its place; once it works again, the last in order
+//! beyond the number is released, so the preferred relays are the ones
+//! used.
+//!
 //! ```text
-//!  relay: waiting ──(due, not known public)── dial ──> connecting
+//!  relay: idle ──(wanted)──> waiting
+//!         waiting ──(due, not known public)── dial ──> connecting
 //!         connecting ──(identify with the relay done)── listen on
 //!                     RELAY/p2p-circuit ──> reserving
 //!         reserving ──(reservation accepted, new listen address)──> reserved
-//!         any ──(dial failed, listener closed)──> waiting (5 s, doubling to 60 s)
+//!         any ──(dial failed, listener closed)──> waiting (5 s, doubling to 20 s)
+//!         any ──(not wanted: enough others reserved)──> idle
 //! ```
 //!
 //! It reserves at once, without waiting for AutoNAT: a machine behind NAT
@@ -27,6 +36,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::reservation::{Relay, State};
+
 use agentmesh_protocol::{Multiaddr, PeerId};
 use libp2p::core::transport::ListenerId;
 use libp2p::multiaddr::Protocol;
@@ -34,16 +45,9 @@ use libp2p::swarm::dial_opts::{DialOpts, PeerCondition};
 use libp2p::{Swarm, autonat, kad, relay};
 
 use super::behaviour::Behaviour;
-use crate::api::{ReservationState, ReservationView};
+use crate::api::{RelayView, ReservationView};
 use crate::config::MAX_RELAYS;
 use crate::store::Store;
-
-/// The first wait before a relay is tried again; it doubles up to
-/// [`MAX_RETRY`].
-pub const FIRST_RETRY: Duration = Duration::from_secs(5);
-
-/// The longest wait between tries of a relay.
-pub const MAX_RETRY: Duration = Duration::from_secs(60);
 
 /// How long one try may stay connecting or reserving before it counts as
 /// failed (a relay behind a silent firewall never answers).
@@ -79,77 +83,6 @@ impl Reachability {
             Reachability::Private => crate::api::Reachability::Private,
             Reachability::Public => crate::api::Reachability::Public,
         }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum State {
-    /// Not tried, or waiting to try again at the instant.
-    Waiting(Instant),
-    /// Dialled; waits for identify with the relay (since the instant).
-    Connecting(Instant),
-    /// Listening through it; waits for the reservation.
-    Reserving(Instant, ListenerId),
-    /// Holding a reservation through the listener.
-    Reserved(ListenerId),
-}
-
-/// One relay and this machine's reservation on it.
-#[derive(Debug)]
-struct Relay {
-    /// Its address, ending in `/p2p/RELAY`.
-    addr: Multiaddr,
-    peer: PeerId,
-    /// Learnt from a ticket rather than configured.
-    adopted: bool,
-    state: State,
-    /// This machine's circuit addresses through it, each ending in
-    /// `/p2p-circuit/p2p/SELF`.
-    circuits: Vec<Multiaddr>,
-    /// Why the last try failed.
-    error: Option<String>,
-    failures: u32,
-}
-
-impl Relay {
-    fn new(addr: Multiaddr, peer: PeerId, adopted: bool, now: Instant) -> Relay {
-        Relay {
-            addr,
-            peer,
-            adopted,
-            state: State::Waiting(now),
-            circuits: vec![],
-            error: None,
-            failures: 0,
-        }
-    }
-
-    fn listener(&self) -> Option<ListenerId> {
-        match self.state {
-            State::Reserving(_, l) | State::Reserved(l) => Some(l),
-            _ => None,
-        }
-    }
-
-    fn state_name(&self) -> ReservationState {
-        match self.state {
-            State::Waiting(_) => ReservationState::Waiting,
-            State::Connecting(_) => ReservationState::Connecting,
-            State::Reserving(..) => ReservationState::Reserving,
-            State::Reserved(_) => ReservationState::Reserved,
-        }
-    }
-
-    /// This try failed: wait, doubling from [`FIRST_RETRY`].
-    fn failed(&mut self, why: String, now: Instant) {
-        self.failures = self.failures.saturating_add(1);
-        let wait = FIRST_RETRY
-            .saturating_mul(1 << self.failures.saturating_sub(1).min(8))
-            .min(MAX_RETRY);
-        tracing::info!(relay = %self.addr, error = %why, retry_in = ?wait, "no reservation on the relay");
-        self.error = Some(why);
-        self.state = State::Waiting(now + wait);
-        self.circuits.clear();
     }
 }
 
@@ -238,7 +171,10 @@ pub struct Reach {
     /// The configured listen addresses: the order `status` and tickets
     /// list the swarm's in.
     listen: Vec<Multiaddr>,
+    /// In the order they are preferred: configured, then adopted.
     relays: Vec<Relay>,
+    /// How many relays hold reservations at once (`relays.reservations`).
+    reservations: usize,
     bootstrap: Vec<Multiaddr>,
     nat: Reachability,
     store: Arc<dyn Store>,
@@ -250,16 +186,29 @@ pub struct Reach {
     identified: HashSet<PeerId>,
     /// Whether the first dials went out (once listening).
     started: bool,
+    /// Whether a reservation was granted since [`Reach::take_new_reservation`]
+    /// last asked: members unreachable until now may be reached through it.
+    new_reservation: bool,
+}
+
+/// Why `relays forget` refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ForgetError {
+    /// No relay with that PeerId is known.
+    Unknown(String),
+    /// That relay is configured, not adopted.
+    Configured,
 }
 
 impl Reach {
     /// The relays and bootstrap nodes from the settings, and those adopted
     /// earlier (from the store), at most [`MAX_RELAYS`] relays; `listen`:
-    /// the configured listen addresses.
+    /// the configured listen addresses; `reservations`: on how many relays
+    /// to hold reservations at once.
     pub fn new(
         me: PeerId,
         listen: Vec<Multiaddr>,
-        configured: &[Multiaddr],
+        (configured, reservations): (&[Multiaddr], usize),
         bootstrap: &[Multiaddr],
         store: Arc<dyn Store>,
         now: Instant,
@@ -275,6 +224,7 @@ impl Reach {
             me,
             listen,
             relays: vec![],
+            reservations: reservations.max(1),
             bootstrap: bootstrap.to_vec(),
             nat: Reachability::Unknown,
             store,
@@ -282,6 +232,7 @@ impl Reach {
             lookups: HashMap::new(),
             identified: HashSet::new(),
             started: false,
+            new_reservation: false,
         };
         for a in configured {
             reach.add(a.clone(), false, now);
@@ -292,16 +243,20 @@ impl Reach {
         reach
     }
 
-    /// Adds a relay unless known, there are [`MAX_RELAYS`], or it is this
-    /// machine. Whether it was added.
+    /// Adds a relay unless there are [`MAX_RELAYS`] or it is this machine;
+    /// a known relay's other address is added to it. Whether anything was
+    /// added.
     fn add(&mut self, addr: Multiaddr, adopted: bool, now: Instant) -> bool {
         let Some(peer) = peer_of(&addr) else {
             return false;
         };
-        if peer == self.me
-            || self.relays.len() >= MAX_RELAYS
-            || self.relays.iter().any(|r| r.peer == peer)
-        {
+        if peer == self.me {
+            return false;
+        }
+        if let Some(r) = self.relays.iter_mut().find(|r| r.peer == peer) {
+            return r.add_addr(addr);
+        }
+        if self.relays.len() >= MAX_RELAYS {
             return false;
         }
         self.relays.push(Relay::new(addr, peer, adopted, now));
@@ -314,8 +269,8 @@ impl Reach {
         for a in &self.bootstrap {
             know(swarm, a, false);
         }
-        for r in &self.relays {
-            know(swarm, &r.addr, true);
+        for a in self.relays.iter().flat_map(|r| &r.addrs) {
+            know(swarm, a, true);
         }
     }
 
@@ -343,18 +298,48 @@ impl Reach {
             }
         }
         if added {
-            let list: Vec<String> = self
-                .relays
-                .iter()
-                .filter(|r| r.adopted)
-                .map(|r| r.addr.to_string())
-                .collect();
-            if let Err(e) = self.store.put_relays(&list) {
-                tracing::warn!(error = %e, "cannot remember the ticket's relays");
-            }
+            self.remember_adopted();
             // Tried at the next tick: the join's own circuit dial through
             // the relay goes first.
         }
+    }
+
+    /// Stores the adopted relays' addresses.
+    fn remember_adopted(&self) {
+        let list: Vec<String> = self
+            .relays
+            .iter()
+            .filter(|r| r.adopted)
+            .flat_map(|r| r.addrs.iter().map(ToString::to_string))
+            .collect();
+        if let Err(e) = self.store.put_relays(&list) {
+            tracing::warn!(error = %e, "cannot remember the ticket's relays");
+        }
+    }
+
+    /// Drops the adopted relay `peer`: its reservation is released, and it
+    /// is not used again after a restart.
+    pub fn forget(&mut self, swarm: &mut Swarm<Behaviour>, peer: &str) -> Result<(), ForgetError> {
+        let Some(i) = self.relays.iter().position(|r| r.peer.to_string() == peer) else {
+            return Err(ForgetError::Unknown(
+                self.relays
+                    .iter()
+                    .map(|r| r.peer.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ));
+        };
+        if !self.relays[i].adopted {
+            return Err(ForgetError::Configured);
+        }
+        let mut r = self.relays.remove(i);
+        if let Some(l) = r.release() {
+            swarm.remove_listener(l);
+        }
+        self.identified.remove(&r.peer);
+        tracing::info!(relay = %r.addr(), "forgot the relay adopted from the ticket");
+        self.remember_adopted();
+        Ok(())
     }
 
     /// The configured listen addresses.
@@ -367,8 +352,24 @@ impl Reach {
         self.relays.iter().any(|r| &r.peer == peer)
     }
 
-    /// Tries the relays that are due, and gives up on tries that took too
-    /// long.
+    /// Which relays are wanted now: every failing one (tried again, to
+    /// know when it is back), and the first `reservations` of the others.
+    fn wanted(&self) -> Vec<bool> {
+        let mut healthy = 0;
+        self.relays
+            .iter()
+            .map(|r| {
+                if r.failing() {
+                    return true;
+                }
+                healthy += 1;
+                healthy <= self.reservations
+            })
+            .collect()
+    }
+
+    /// Tries the relays that are due, gives up on tries that took too
+    /// long, and releases relays beyond the number held at once.
     /// `identified_relay`: whether identify said a peer serves circuit
     /// relay (a relay connected and identified before it was adopted).
     /// True the first time it finds the swarm listening: the moment other
@@ -392,9 +393,18 @@ impl Reach {
                 }
             }
         }
-        for i in 0..self.relays.len() {
+        let wanted = self.wanted();
+        for (i, wanted) in wanted.into_iter().enumerate() {
             let r = &mut self.relays[i];
             match r.state.clone() {
+                State::Idle if wanted => r.state = State::Waiting(now),
+                State::Idle => {}
+                _ if !wanted => {
+                    tracing::info!(relay = %r.addr(), "enough relays hold reservations; this one waits as a spare");
+                    if let Some(l) = r.release() {
+                        swarm.remove_listener(l);
+                    }
+                }
                 State::Waiting(at) if at <= now && self.nat != Reachability::Public => {
                     if self.identified.contains(&r.peer)
                         || (swarm.is_connected(&r.peer) && identified_relay(&r.peer))
@@ -409,7 +419,7 @@ impl Reach {
                     }
                     let opts = DialOpts::peer_id(r.peer)
                         .condition(PeerCondition::DisconnectedAndNotDialing)
-                        .addresses(vec![super::peers::without_peer(&r.addr)])
+                        .addresses(r.addrs.iter().map(super::peers::without_peer).collect())
                         .build();
                     match swarm.dial(opts) {
                         // Already being dialled (a circuit through it,
@@ -443,7 +453,7 @@ impl Reach {
     /// Asks relay `i` for a reservation by listening through it.
     fn reserve(&mut self, swarm: &mut Swarm<Behaviour>, i: usize, now: Instant) {
         let r = &mut self.relays[i];
-        match swarm.listen_on(through(&r.addr)) {
+        match swarm.listen_on(through(r.addr())) {
             Ok(l) => r.state = State::Reserving(now, l),
             Err(e) => r.failed(format!("cannot listen through the relay: {e}"), now),
         }
@@ -502,11 +512,10 @@ impl Reach {
             tracing::info!("reachable through the relay at {full}");
             r.circuits.push(full);
         }
-        if let State::Reserving(_, l) = r.state {
-            r.state = State::Reserved(l);
+        if !r.is_reserved() {
+            self.new_reservation = true;
         }
-        r.failures = 0;
-        r.error = None;
+        r.reserved(listener);
         true
     }
 
@@ -533,11 +542,15 @@ impl Reach {
             if let Some(r) = self.relays.iter_mut().find(|r| &r.peer == relay_peer_id)
                 && let State::Reserving(_, l) = r.state
             {
-                r.state = State::Reserved(l);
-                r.failures = 0;
-                r.error = None;
+                r.reserved(l);
+                self.new_reservation = true;
             }
         }
+    }
+
+    /// Whether a reservation was granted since this was last asked.
+    pub fn take_new_reservation(&mut self) -> bool {
+        std::mem::take(&mut self.new_reservation)
     }
 
     /// What AutoNAT concluded. A public machine serves Kademlia; any other
@@ -570,8 +583,8 @@ impl Reach {
     pub fn reserved_relays(&self) -> Vec<Multiaddr> {
         self.relays
             .iter()
-            .filter(|r| matches!(r.state, State::Reserved(_)))
-            .map(|r| r.addr.clone())
+            .filter(|r| r.is_reserved())
+            .map(|r| r.addr().clone())
             .collect()
     }
 
@@ -579,27 +592,29 @@ impl Reach {
     pub fn circuit_addrs(&self) -> Vec<Multiaddr> {
         self.relays
             .iter()
-            .filter(|r| matches!(r.state, State::Reserved(_)))
+            .filter(|r| r.is_reserved())
             .flat_map(|r| r.circuits.iter().cloned())
             .collect()
     }
 
     /// Each relay's reservation, as `status` shows it.
     pub fn view(&self) -> Vec<ReservationView> {
+        let public = self.nat == Reachability::Public;
         self.relays
             .iter()
-            .map(|r| ReservationView {
-                relay: r.addr.to_string(),
-                relay_peer_id: r.peer.to_string(),
-                state: match (&r.state, self.nat) {
-                    (State::Waiting(_), Reachability::Public) => ReservationState::NotNeeded,
-                    _ => r.state_name(),
-                },
-                circuit_addrs: r.circuits.iter().map(ToString::to_string).collect(),
-                error: r.error.clone(),
-                adopted: r.adopted,
-            })
+            .map(|r| r.reservation_view(public))
             .collect()
+    }
+
+    /// Each relay, as `agentmesh relays` shows it.
+    pub fn relays_view(&self) -> Vec<RelayView> {
+        let public = self.nat == Reachability::Public;
+        self.relays.iter().map(|r| r.view(public)).collect()
+    }
+
+    /// How many relays hold reservations at once.
+    pub fn reservations(&self) -> usize {
+        self.reservations
     }
 
     // ----- Kademlia -----------------------------------------------------------
@@ -689,6 +704,71 @@ mod tests {
         assert_eq!(held(&mut kad), before);
     }
 
+    /// A Reach of `n` configured relays, `reservations` held at once.
+    fn reach_of(n: usize, reservations: usize) -> (Reach, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::SledStore::open(dir.path(), 1 << 20).unwrap();
+        let relays: Vec<Multiaddr> = (0..n)
+            .map(|i| {
+                format!(
+                    "/ip4/198.51.100.{}/tcp/4001/p2p/{}",
+                    i + 1,
+                    PeerId::random()
+                )
+                .parse()
+                .unwrap()
+            })
+            .collect();
+        let reach = Reach::new(
+            PeerId::random(),
+            vec![],
+            (&relays, reservations),
+            &[],
+            Arc::new(store),
+            Instant::now(),
+        );
+        (reach, dir)
+    }
+
+    #[test]
+    fn the_first_relays_that_work_are_used_and_a_failing_one_is_replaced() {
+        let now = Instant::now();
+        let (mut reach, _dir) = reach_of(3, 2);
+        assert_eq!(reach.wanted(), [true, true, false], "two of three");
+        reach.relays[0].failed("down".into(), now);
+        assert_eq!(
+            reach.wanted(),
+            [true, true, true],
+            "the spare takes the failing one's place, which is still tried"
+        );
+        reach.relays[2].reserved(ListenerId::next());
+        reach.relays[0].reserved(ListenerId::next());
+        assert_eq!(
+            reach.wanted(),
+            [true, true, false],
+            "back: the last in order is the spare again"
+        );
+        // One at a time: the next that works.
+        let (mut one, _dir) = reach_of(3, 1);
+        assert_eq!(one.wanted(), [true, false, false]);
+        one.relays[0].failed("down".into(), now);
+        one.relays[1].failed("down".into(), now);
+        assert_eq!(one.wanted(), [true, true, true]);
+    }
+
+    #[test]
+    fn a_relays_second_address_joins_it() {
+        let (mut reach, _dir) = reach_of(1, 2);
+        let peer = reach.relays[0].peer;
+        let quic: Multiaddr = format!("/ip4/198.51.100.1/udp/4001/quic-v1/p2p/{peer}")
+            .parse()
+            .unwrap();
+        assert!(reach.add(quic.clone(), false, Instant::now()));
+        assert_eq!(reach.relays.len(), 1);
+        assert_eq!(reach.relays[0].addrs.len(), 2);
+        assert!(!reach.add(quic, false, Instant::now()), "once");
+    }
+
     #[test]
     fn a_circuit_address_names_its_relay() {
         let (relay, me) = (PeerId::random(), PeerId::random());
@@ -705,28 +785,5 @@ mod tests {
             through(&relay_addr_of(&c).unwrap()).to_string(),
             format!("/ip4/198.51.100.1/tcp/4001/p2p/{relay}/p2p-circuit")
         );
-    }
-
-    #[test]
-    fn retries_back_off_to_a_minute() {
-        let now = Instant::now();
-        let mut r = Relay::new(
-            format!("/ip4/1.2.3.4/tcp/1/p2p/{}", PeerId::random())
-                .parse()
-                .unwrap(),
-            PeerId::random(),
-            false,
-            now,
-        );
-        let mut waits = vec![];
-        for _ in 0..6 {
-            r.failed("no".into(), now);
-            let State::Waiting(at) = r.state else {
-                panic!("waits after a failure")
-            };
-            waits.push(at.duration_since(now).as_secs());
-        }
-        assert_eq!(waits, [5, 10, 20, 40, 60, 60]);
-        assert_eq!(r.error.as_deref(), Some("no"));
     }
 }

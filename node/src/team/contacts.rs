@@ -10,6 +10,15 @@ use super::network::Network;
 use super::state::TeamCore;
 use crate::wire::{MAX_CONTACT_BYTES_PER_SYNC, MAX_CONTACTS_PER_SYNC};
 
+/// The addresses and relays this machine's record would name now.
+fn current(net: &dyn Network) -> (Vec<Multiaddr>, Vec<Multiaddr>) {
+    let mut addrs = net.advertised_addrs();
+    addrs.truncate(agentmesh_protocol::contact::MAX_CONTACT_ADDRS);
+    let mut relays = net.relays();
+    relays.truncate(agentmesh_protocol::contact::MAX_CONTACT_RELAYS);
+    (addrs, relays)
+}
+
 /// This machine's record and where the next sync starts among the
 /// members' records.
 #[derive(Debug, Default)]
@@ -42,11 +51,7 @@ pub struct AnotherCopy {
 impl Contacts {
     /// This machine's contact record, remade when its addresses change.
     fn mine(&mut self, core: &TeamCore, net: &dyn Network) -> Option<&SignedContact> {
-        let mut addrs = net.advertised_addrs();
-        addrs.truncate(agentmesh_protocol::contact::MAX_CONTACT_ADDRS);
-        let mut relays = net.relays();
-        relays.truncate(agentmesh_protocol::contact::MAX_CONTACT_RELAYS);
-        let now = (addrs, relays);
+        let now = current(net);
         if self.mine.is_none() || now != self.mine_addrs {
             let (addrs, relays) = now.clone();
             // Durable before the record leaves: a number is never used
@@ -104,6 +109,13 @@ impl Contacts {
             }
         }
         out
+    }
+
+    /// Whether this machine's addresses or reserved relays differ from
+    /// those its last record named (once it made one): it moved, a relay
+    /// failed or another took over.
+    pub fn moved(&self, net: &dyn Network) -> bool {
+        self.mine.is_some() && current(net) != self.mine_addrs
     }
 
     /// The last sign of another copy of this machine, if any.

@@ -354,10 +354,19 @@ impl Team {
         self.settle(net);
     }
 
+    /// The last connection to `peer` closed: a member is dialled again at
+    /// once.
+    pub fn on_lost(&mut self, net: &mut dyn Network, peer: PeerId) {
+        if self.core.am_member() && self.core.is_member(&peer) && !net.is_connected(&peer) {
+            net.dial(peer);
+        }
+    }
+
     /// Join polls and expiries, every tick.
     pub fn tick(&mut self, net: &mut dyn Network, now: Instant) {
         self.founder.tick(&mut self.core, now);
         self.joiner.tick(&mut self.core, net, now);
+        self.sync.republish_if_moved(&mut self.core, net, now);
         self.settle(net);
     }
 

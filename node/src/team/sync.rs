@@ -154,7 +154,13 @@ pub struct Sync {
     /// The team's directory records, this machine's among them.
     pub directory: Published,
     newcomer_sync: Option<Instant>,
+    /// When this machine last told its members it moved.
+    republished: Option<Instant>,
 }
+
+/// The least time between two syncs told because this machine's
+/// addresses changed: a network coming up adds its addresses one by one.
+pub const REPUBLISH_GAP: Duration = Duration::from_secs(2);
 
 impl Sync {
     /// The last sign of another copy of this machine, if any.
@@ -171,7 +177,26 @@ impl Sync {
             contacts: Contacts::default(),
             directory,
             newcomer_sync: None,
+            republished: None,
         }
+    }
+
+    /// When this machine's addresses or relays changed (a new network, a
+    /// relay failed or came back), starts a sync with every connected
+    /// member: each takes the new contact record and passes it on; at
+    /// most once a [`REPUBLISH_GAP`].
+    pub fn republish_if_moved(&mut self, core: &mut TeamCore, net: &mut dyn Network, now: Instant) {
+        if !core.am_member()
+            || self
+                .republished
+                .is_some_and(|t| now.duration_since(t) < REPUBLISH_GAP)
+            || !self.contacts.moved(net)
+        {
+            return;
+        }
+        self.republished = Some(now);
+        tracing::info!("this machine's addresses or relays changed; telling the members connected");
+        self.announce(core, net);
     }
 
     /// Whether a sync with `peer` is in flight.

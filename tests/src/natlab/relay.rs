@@ -19,6 +19,11 @@ pub struct RelayProc {
     child: Option<Child>,
     peer_id: String,
     dir: tempfile::TempDir,
+    /// How it was started, to start it again ([`RelayProc::restart`]).
+    key: PathBuf,
+    port: u16,
+    on: (bool, bool),
+    extra: Vec<String>,
 }
 
 impl RelayProc {
@@ -49,6 +54,18 @@ impl RelayProc {
         quic_on: bool,
         extra: &[&str],
     ) -> RelayProc {
+        RelayProc::start_at(lab, key, RELAY_PORT, (tcp_on, quic_on), extra)
+    }
+
+    /// [`RelayProc::start_keyed`] on `port` (TCP and UDP) instead of
+    /// [`RELAY_PORT`]: a second relay on the relay host.
+    pub fn start_at(
+        lab: &Lab,
+        key: Option<&std::path::Path>,
+        port: u16,
+        (tcp_on, quic_on): (bool, bool),
+        extra: &[&str],
+    ) -> RelayProc {
         let dir = tempfile::Builder::new()
             .prefix("am-relay-")
             .tempdir_in("/tmp")
@@ -66,15 +83,45 @@ impl RelayProc {
             String::from_utf8_lossy(&out.stderr)
         );
         let peer_id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        let mut relay = RelayProc {
+            child: None,
+            peer_id,
+            dir,
+            key: PathBuf::from(key),
+            port,
+            on: (tcp_on, quic_on),
+            extra: extra.iter().map(|e| (*e).to_owned()).collect(),
+        };
+        relay.spawn(lab);
+        relay
+    }
+
+    /// Starts the relay again after [`RelayProc::kill9`] or
+    /// [`RelayProc::stop`]: the same key (so the same PeerId), port and
+    /// arguments, as an operator's restart does; its log goes on in the
+    /// same file.
+    pub fn restart(&mut self, lab: &Lab) {
+        assert!(self.child.is_none(), "the relay is still running");
+        self.spawn(lab);
+    }
+
+    fn spawn(&mut self, lab: &Lab) {
+        let (port, (tcp_on, quic_on), key) = (self.port, self.on, self.key.to_str().unwrap());
         let (tcp, quic) = (
-            format!("/ip4/{RELAY_IP}/tcp/{RELAY_PORT}"),
-            format!("/ip4/{RELAY_IP}/udp/{RELAY_PORT}/quic-v1"),
+            format!("/ip4/{RELAY_IP}/tcp/{port}"),
+            format!("/ip4/{RELAY_IP}/udp/{port}/quic-v1"),
         );
         let (tcp_any, quic_any) = (
-            format!("/ip4/0.0.0.0/tcp/{RELAY_PORT}"),
-            format!("/ip4/0.0.0.0/udp/{RELAY_PORT}/quic-v1"),
+            format!("/ip4/0.0.0.0/tcp/{port}"),
+            format!("/ip4/0.0.0.0/udp/{port}/quic-v1"),
         );
-        let log = std::fs::File::create(dir.path().join("relay.log")).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("relay.log"))
+            .unwrap();
+        // Only what this run logs counts as listening.
+        let from = log.metadata().unwrap().len() as usize;
         let mut command = lab.command(Netns::Relay, relay_bin().to_str().unwrap());
         command.args(["--identity", key]);
         if tcp_on {
@@ -86,35 +133,37 @@ impl RelayProc {
         crate::reaper::adopt(&mut command);
         let child = command
             .args(["--log-format", "json"])
-            .args(extra)
+            .args(&self.extra)
             .env("RUST_LOG", "info,libp2p_kad=error,agentmesh_relay=debug")
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .unwrap();
-        let mut relay = RelayProc {
-            child: Some(child),
-            peer_id,
-            dir,
-        };
-        let want: Vec<String> = [(tcp_on, relay.tcp_addr()), (quic_on, relay.quic_addr())]
+        self.child = Some(child);
+        let want: Vec<String> = [(tcp_on, self.tcp_addr()), (quic_on, self.quic_addr())]
             .into_iter()
             .filter_map(|(on, a)| on.then_some(a))
             .collect();
         wait_for("the relay to listen on TCP and QUIC", || {
-            if let Some(Ok(Some(status))) = relay.child.as_mut().map(Child::try_wait) {
-                panic!("the relay exited at start ({status}):\n{}", relay.log());
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                panic!("the relay exited at start ({status}):\n{}", self.log());
             }
-            let listening = relay.listening();
+            let listening = self.listening_since(from);
             want.iter().all(|w| listening.contains(w)).then_some(())
         });
-        relay
     }
 
     /// The addresses the relay's log says it listens on, with `/p2p/`.
     pub fn listening(&self) -> Vec<String> {
+        self.listening_since(0)
+    }
+
+    /// [`RelayProc::listening`], from byte `from` of the log on.
+    fn listening_since(&self, from: usize) -> Vec<String> {
         self.log()
+            .get(from..)
+            .unwrap_or_default()
             .lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .filter(|v| v["fields"]["message"] == "listening")
@@ -127,16 +176,16 @@ impl RelayProc {
         &self.peer_id
     }
 
-    /// `/ip4/198.51.100.1/tcp/4001/p2p/PEER`.
+    /// `/ip4/198.51.100.1/tcp/4001/p2p/PEER` (its port if not 4001).
     pub fn tcp_addr(&self) -> String {
-        format!("/ip4/{RELAY_IP}/tcp/{RELAY_PORT}/p2p/{}", self.peer_id)
+        format!("/ip4/{RELAY_IP}/tcp/{}/p2p/{}", self.port, self.peer_id)
     }
 
-    /// `/ip4/198.51.100.1/udp/4001/quic-v1/p2p/PEER`.
+    /// `/ip4/198.51.100.1/udp/4001/quic-v1/p2p/PEER` (its port if not 4001).
     pub fn quic_addr(&self) -> String {
         format!(
-            "/ip4/{RELAY_IP}/udp/{RELAY_PORT}/quic-v1/p2p/{}",
-            self.peer_id
+            "/ip4/{RELAY_IP}/udp/{}/quic-v1/p2p/{}",
+            self.port, self.peer_id
         )
     }
 

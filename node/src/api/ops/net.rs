@@ -21,6 +21,10 @@ pub enum NetOp {
     ConfigShow,
     /// [`Directory`].
     Directory(Directory),
+    /// [`Relays`].
+    Relays,
+    /// [`RelaysForget`].
+    RelaysForget(RelaysForget),
 }
 
 /// The socket server's own operations.
@@ -83,6 +87,21 @@ pub struct Directory {
     pub max_bytes: Option<usize>,
 }
 
+/// Every relay this machine knows and how its reservation stands
+/// ([`RelaysView`](api::RelaysView)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Relays;
+
+/// Drop a relay adopted from a ticket: no reservation on it any more, and
+/// not used again after a restart. A configured one is refused
+/// (`relay_configured`: it is removed from config.toml). Answers the
+/// relays left.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelaysForget {
+    /// The relay's PeerId.
+    pub peer_id: String,
+}
+
 requests! {
     Status => api::Status = |_| NetOp::Status;
     Peers => api::PeersPage = NetOp::Peers;
@@ -90,5 +109,7 @@ requests! {
     Connect => api::Connected = NetOp::Connect;
     Shutdown => api::Done = |_| NetOp::Shutdown;
     ConfigShow => api::ConfigShown = |_| NetOp::ConfigShow;
+    Relays => api::RelaysView = |_| NetOp::Relays;
+    RelaysForget => api::RelaysView = NetOp::RelaysForget;
     Ui => api::UiView = |_| SocketOp::Ui;
 }

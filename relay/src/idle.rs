@@ -21,6 +21,8 @@
 
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -38,17 +40,44 @@ pub const NEGOTIATION_BYTES: usize = 512;
 const HEADER: &[u8] = b"/multistream/1.0.0\n";
 const REFUSAL: &[u8] = b"na\n";
 
+/// How long a circuit may carry no byte; shared by every connection's
+/// [`Muxer`], so that a reload (SIGHUP) changes it for circuits open
+/// already as for new ones.
+#[derive(Debug, Clone)]
+pub struct IdleTimeout(Arc<AtomicU64>);
+
+impl IdleTimeout {
+    /// `timeout`, to be shared.
+    pub fn new(timeout: Duration) -> IdleTimeout {
+        IdleTimeout(Arc::new(AtomicU64::new(millis(timeout))))
+    }
+
+    /// The timeout now.
+    pub fn get(&self) -> Duration {
+        Duration::from_millis(self.0.load(Ordering::Relaxed))
+    }
+
+    /// From now on, `timeout`.
+    pub fn set(&self, timeout: Duration) {
+        self.0.store(millis(timeout), Ordering::Relaxed);
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// A connection's multiplexer whose circuit streams close after
 /// `timeout` without a byte.
 #[derive(Debug)]
 pub struct Muxer<M> {
     inner: M,
-    timeout: Duration,
+    timeout: IdleTimeout,
 }
 
 impl<M> Muxer<M> {
     /// Wraps `inner`.
-    pub fn new(inner: M, timeout: Duration) -> Muxer<M> {
+    pub fn new(inner: M, timeout: IdleTimeout) -> Muxer<M> {
         Muxer { inner, timeout }
     }
 }
@@ -65,7 +94,7 @@ where
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Self::Substream, Self::Error>> {
-        let timeout = self.timeout;
+        let timeout = self.timeout.clone();
         Pin::new(&mut self.inner)
             .poll_inbound(cx)
             .map_ok(|s| Substream::new(s, timeout))
@@ -75,7 +104,7 @@ where
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Self::Substream, Self::Error>> {
-        let timeout = self.timeout;
+        let timeout = self.timeout.clone();
         Pin::new(&mut self.inner)
             .poll_outbound(cx)
             .map_ok(|s| Substream::new(s, timeout))
@@ -111,12 +140,12 @@ enum Kind {
 #[derive(Debug)]
 pub struct Substream<S> {
     inner: S,
-    timeout: Duration,
+    timeout: IdleTimeout,
     kind: Kind,
 }
 
 impl<S> Substream<S> {
-    fn new(inner: S, timeout: Duration) -> Substream<S> {
+    fn new(inner: S, timeout: IdleTimeout) -> Substream<S> {
         Substream {
             inner,
             timeout,
@@ -143,7 +172,7 @@ impl<S> Substream<S> {
         let last = Instant::now();
         self.kind = Kind::Circuit {
             last,
-            timer: Box::pin(tokio::time::sleep_until(last + self.timeout)),
+            timer: Box::pin(tokio::time::sleep_until(last + self.timeout.get())),
         };
     }
 
@@ -161,7 +190,7 @@ impl<S> Substream<S> {
             return false;
         };
         loop {
-            let deadline = *last + self.timeout;
+            let deadline = *last + self.timeout.get();
             if Instant::now() >= deadline {
                 return true;
             }
@@ -179,7 +208,7 @@ impl<S> Substream<S> {
             io::ErrorKind::TimedOut,
             format!(
                 "relayed circuit idle for {}",
-                humantime::format_duration(self.timeout)
+                humantime::format_duration(self.timeout.get())
             ),
         )
     }

@@ -33,6 +33,7 @@
 pub mod idle;
 pub mod metrics;
 pub mod observed;
+pub mod reload;
 pub mod routing;
 pub mod server;
 
@@ -262,10 +263,11 @@ mod derived {
 pub fn build(
     key: identity::Keypair,
     config: &Config,
+    idle: &idle::IdleTimeout,
     registry: Option<&mut Registry>,
 ) -> Result<Swarm<Behaviour>, Error> {
     let start = |e: &dyn std::fmt::Display| Error::Start(e.to_string());
-    let idle = config.circuit_idle_timeout;
+    let idle = idle.clone();
     // TCP (Noise, yamux) and QUIC, as `with_tcp` and `with_quic` make
     // them, every connection's multiplexer wrapped so that idle circuits
     // close (idle.rs): the builder has no other place to wrap it.
@@ -280,7 +282,7 @@ pub fn build(
                 .map(|(peer, muxer), _| (peer, StreamMuxerBox::new(muxer)));
             Ok(tcp.or_transport(quic).map(move |either, _| {
                 let (peer, muxer) = either.into_inner();
-                (peer, idle::Muxer::new(muxer, idle))
+                (peer, idle::Muxer::new(muxer, idle.clone()))
             }))
         };
     let builder = libp2p::SwarmBuilder::with_existing_identity(key)
@@ -367,16 +369,7 @@ fn behaviour(key: &identity::Keypair, config: &Config) -> Behaviour {
                 .with_max_pending_incoming(Some(128))
                 .with_max_established_per_peer(Some(8)),
         ),
-        relay: server::Relay::new(
-            peer_id,
-            relay_config,
-            &config.allow,
-            server::SourceCaps {
-                connections: config.max_connections_per_ip,
-                reservations: config.max_reservations_per_ip,
-                circuits: config.max_circuits_per_ip,
-            },
-        ),
+        relay: server::Relay::new(peer_id, relay_config, &config.allow, reload::caps(config)),
         identify: observed::Identify::new(
             identify::Config::new(agentmesh_protocol::IDENTIFY_PROTOCOL.into(), key.public())
                 .with_agent_version(format!("agentmesh-relay/{VERSION}"))
@@ -391,19 +384,26 @@ fn behaviour(key: &identity::Keypair, config: &Config) -> Behaviour {
     }
 }
 
-/// Runs the relay until SIGTERM or Ctrl-C.
-pub async fn run(config: Config) -> Result<(), Error> {
+/// What the relay reads again on SIGHUP: the settings as they are now
+/// (the config file read again, the command line's flags still winning),
+/// or why they could not be read.
+pub type Reload = Box<dyn FnMut() -> Result<Config, String> + Send>;
+
+/// Runs the relay until SIGTERM or Ctrl-C; on SIGHUP, applies what
+/// `reload` gives ([`reload::apply`]).
+pub async fn run(mut config: Config, mut reload: Option<Reload>) -> Result<(), Error> {
     let key = load_or_create_identity(&config.identity)?;
     let me = key.public().to_peer_id();
+    let idle = idle::IdleTimeout::new(config.circuit_idle_timeout);
     let (mut swarm, metrics) = match config.metrics {
         Some(addr) => {
             let mut registry = Registry::default();
-            let swarm = build(key, &config, Some(&mut registry))?;
+            let swarm = build(key, &config, &idle, Some(&mut registry))?;
             let metrics = metrics::Metrics::new(&mut registry);
             metrics::serve(addr, registry).await?;
             (swarm, Some(metrics))
         }
-        None => (build(key, &config, None)?, None),
+        None => (build(key, &config, &idle, None)?, None),
     };
     for addr in &config.listen {
         swarm
@@ -416,8 +416,9 @@ pub async fn run(config: Config) -> Result<(), Error> {
         swarm.add_external_address(addr.clone());
         tracing::info!(address = %with_peer(addr, me), "announcing");
     }
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| Error::Start(e.to_string()))?;
+    let signal = |kind| tokio::signal::unix::signal(kind).map_err(|e| Error::Start(e.to_string()));
+    let mut term = signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut hup = signal(tokio::signal::unix::SignalKind::hangup())?;
     let mut routing = routing::Routing::default();
     // When identify updates that waited are made: within a second of being
     // due.
@@ -428,6 +429,20 @@ pub async fn run(config: Config) -> Result<(), Error> {
         tokio::select! {
             _ = term.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
+            _ = hup.recv() => match reload.as_mut() {
+                None => tracing::warn!(
+                    "SIGHUP: the relay was started without --config, so there is nothing to read again"
+                ),
+                Some(read) => match read() {
+                    Ok(new) => {
+                        reload::apply(&mut config, new, &mut swarm.behaviour_mut().relay, &idle);
+                    }
+                    Err(e) => tracing::error!(
+                        error = %e,
+                        "SIGHUP: cannot read the settings again; the relay goes on as it was"
+                    ),
+                },
+            },
             _ = tick.tick() => {
                 for update in routing.due(Instant::now()) {
                     routing::apply(&mut swarm.behaviour_mut().kad, update);

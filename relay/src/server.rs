@@ -195,6 +195,12 @@ struct Held {
     /// Requests the relay itself refused whose denial has not been reported
     /// yet, per peer; a peer's entry goes when its last connection closes.
     refused: HashMap<PeerId, VecDeque<Refusal>>,
+    /// Only these may reserve; empty: anyone.
+    allow: HashSet<PeerId>,
+    /// [`SourceCaps::reservations`], as the limiters read it.
+    reservation_cap: usize,
+    /// [`SourceCaps::circuits`], as the limiters read it.
+    circuit_cap: usize,
 }
 
 fn lock(held: &Mutex<Held>) -> MutexGuard<'_, Held> {
@@ -237,7 +243,8 @@ impl Held {
     /// The reservation cap, as libp2p-relay's last limiter: whether the
     /// current request may have a reservation. Admitted is accepted (no
     /// check follows).
-    fn admit_reservation(&mut self, cap: usize) -> bool {
+    fn admit_reservation(&mut self) -> bool {
+        let cap = self.reservation_cap;
         let Some(asking) = self.current else {
             return true;
         };
@@ -257,7 +264,8 @@ impl Held {
 
     /// The circuit cap, as libp2p-relay's last circuit limiter: whether the
     /// current request may go on to its destination.
-    fn admit_circuit(&mut self, cap: usize) -> bool {
+    fn admit_circuit(&mut self) -> bool {
+        let cap = self.circuit_cap;
         let Some(asking) = self.current else {
             return true;
         };
@@ -332,6 +340,7 @@ impl std::fmt::Debug for Relay {
 impl Relay {
     /// The relay server for `local` with `config`, each source held to
     /// `caps`; when `allow` is not empty, only those peers may reserve.
+    /// Both can change while it runs ([`Relay::reload`]).
     pub fn new(
         local: PeerId,
         mut config: relay::Config,
@@ -339,42 +348,50 @@ impl Relay {
         caps: SourceCaps,
     ) -> Relay {
         let held = Arc::new(Mutex::new(Held::default()));
-        if !allow.is_empty() {
-            let allowed: HashSet<PeerId> = allow.iter().copied().collect();
-            let held = Arc::clone(&held);
-            // First of the limiters, so that an unlisted peer does not use
-            // up the per-IP budget of a listed one behind the same address.
-            config.reservation_rate_limiters.insert(
-                0,
-                Box::new(move |peer: PeerId, _: &Multiaddr, _: Instant| {
-                    if allowed.contains(&peer) {
-                        return true;
-                    }
-                    lock(&held).refuse(peer, Refusal::NotOnAllowList);
-                    false
-                }),
-            );
-        }
+        // First of the limiters, so that an unlisted peer does not use up
+        // the per-IP budget of a listed one behind the same address.
+        let listed = Arc::clone(&held);
+        config.reservation_rate_limiters.insert(
+            0,
+            Box::new(move |peer: PeerId, _: &Multiaddr, _: Instant| {
+                let mut held = lock(&listed);
+                if held.allow.is_empty() || held.allow.contains(&peer) {
+                    return true;
+                }
+                held.refuse(peer, Refusal::NotOnAllowList);
+                false
+            }),
+        );
         // Last of the limiters: what they admit, libp2p-relay goes on with.
         let reservations = Arc::clone(&held);
         config.reservation_rate_limiters.push(Box::new(
-            move |_: PeerId, _: &Multiaddr, _: Instant| {
-                lock(&reservations).admit_reservation(caps.reservations)
-            },
+            move |_: PeerId, _: &Multiaddr, _: Instant| lock(&reservations).admit_reservation(),
         ));
         let circuits = Arc::clone(&held);
         config.circuit_src_rate_limiters.push(Box::new(
-            move |_: PeerId, _: &Multiaddr, _: Instant| {
-                lock(&circuits).admit_circuit(caps.circuits)
-            },
+            move |_: PeerId, _: &Multiaddr, _: Instant| lock(&circuits).admit_circuit(),
         ));
-        Relay {
+        let mut relay = Relay {
             inner: relay::Behaviour::new(local, config),
             held,
             caps,
             queue: VecDeque::new(),
             waker: None,
-        }
+        };
+        relay.reload(allow, caps);
+        relay
+    }
+
+    /// From now on, only the peers in `allow` may reserve (anyone when it
+    /// is empty), and each source is held to `caps`. What is held already
+    /// stays: a source over a lowered cap keeps its reservations and
+    /// circuits, and is refused new ones until it is under.
+    pub fn reload(&mut self, allow: &[PeerId], caps: SourceCaps) {
+        self.caps = caps;
+        let mut held = lock(&self.held);
+        held.allow = allow.iter().copied().collect();
+        held.reservation_cap = caps.reservations;
+        held.circuit_cap = caps.circuits;
     }
 
     /// Reservations held now (one per reserved connection; a renewal is

@@ -8,17 +8,16 @@
 )]
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
-use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 use std::time::Duration;
 
 use futures::StreamExt;
-use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
-use libp2p::{Multiaddr, identify, noise, relay, tcp, yamux};
+use libp2p::Multiaddr;
+use libp2p::swarm::SwarmEvent;
 
 mod common;
-use common::{DEADLINE, Relay, relay_bin};
+use common::{DEADLINE, Relay, client, http, relay_bin, reserve, until, value};
 
 #[test]
 fn peer_id_prints_only_the_peer_id_and_keeps_the_key_private() {
@@ -49,56 +48,6 @@ fn peer_id_prints_only_the_peer_id_and_keeps_the_key_private() {
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(e.contains("not an agentmesh-relay key"), "{e}");
     assert_eq!(std::fs::read(&key).unwrap(), b"not a key");
-}
-
-#[derive(NetworkBehaviour)]
-struct Client {
-    relay: relay::client::Behaviour,
-    identify: identify::Behaviour,
-}
-
-fn client(key: libp2p::identity::Keypair) -> libp2p::Swarm<Client> {
-    libp2p::SwarmBuilder::with_existing_identity(key)
-        .with_tokio()
-        .with_tcp(
-            tcp::Config::default(),
-            noise::Config::new,
-            yamux::Config::default,
-        )
-        .unwrap()
-        .with_relay_client(noise::Config::new, yamux::Config::default)
-        .unwrap()
-        .with_behaviour(|key, relay| Client {
-            relay,
-            identify: identify::Behaviour::new(identify::Config::new(
-                "/test/1.0.0".into(),
-                key.public(),
-            )),
-        })
-        .unwrap()
-        // A relayed connection carries nothing here: kept while a test
-        // looks at it, not closed once identify is done.
-        .with_swarm_config(|c| c.with_idle_connection_timeout(DEADLINE))
-        .build()
-}
-
-/// Asks `relay` for a reservation: whether it was accepted.
-async fn reserve(c: &mut libp2p::Swarm<Client>, relay: &Multiaddr) -> bool {
-    c.listen_on(relay.clone().with(libp2p::multiaddr::Protocol::P2pCircuit))
-        .unwrap();
-    tokio::time::timeout(DEADLINE, async {
-        loop {
-            match c.select_next_some().await {
-                SwarmEvent::Behaviour(ClientEvent::Relay(
-                    relay::client::Event::ReservationReqAccepted { .. },
-                )) => return true,
-                SwarmEvent::ListenerClosed { .. } => return false,
-                _ => {}
-            }
-        }
-    })
-    .await
-    .expect("an answer to the reservation within the deadline")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -207,50 +156,6 @@ async fn with_an_allow_list_only_listed_peers_reserve() {
         reserve(&mut friend, &relay.addr).await,
         "a listed peer was refused"
     );
-}
-
-/// `request_line` (`GET /metrics HTTP/1.1`, say) to `addr`, in plain
-/// HTTP/1.1: the answer's status line and body.
-async fn http(addr: SocketAddr, request_line: &str) -> (String, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(format!("{request_line}\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut answer = String::new();
-    tokio::time::timeout(DEADLINE, s.read_to_string(&mut answer))
-        .await
-        .expect("an answer within the deadline")
-        .unwrap();
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
-    (head.lines().next().unwrap().to_string(), body.to_string())
-}
-
-/// The value of `series` (a name, and its labels as scraped) in `text`.
-fn value(text: &str, series: &str) -> Option<f64> {
-    text.lines().find_map(|line| {
-        line.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .split(' ')
-            .next()?
-            .parse()
-            .ok()
-    })
-}
-
-/// Scrapes `addr` until `series` has a value `ok` accepts: that scrape.
-async fn until(addr: SocketAddr, series: &str, ok: impl Fn(f64) -> bool) -> String {
-    let start = std::time::Instant::now();
-    loop {
-        let (status, body) = http(addr, "GET /metrics HTTP/1.1").await;
-        assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
-        let v = value(&body, series);
-        if v.is_some_and(&ok) {
-            return body;
-        }
-        assert!(start.elapsed() < DEADLINE, "{series} stays {v:?}:\n{body}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 fn refusals(reason: &str) -> String {

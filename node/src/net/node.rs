@@ -37,6 +37,7 @@ use super::{
     port,
 };
 
+mod health;
 mod team_events;
 mod views;
 
@@ -47,6 +48,12 @@ const TICK: Duration = Duration::from_millis(100);
 
 /// How often a disconnected member is redialled and peer records saved.
 const MAINTENANCE_EVERY: Duration = Duration::from_secs(20);
+
+/// How old a relayed connection must be before a member coming in anew
+/// through a relay makes it count as dead: two dials crossing each other
+/// make two fresh connections, both live, within a round trip or two to
+/// the relay.
+const SUPERSEDED_AFTER: Duration = Duration::from_secs(5);
 
 /// The protocol a relay lists in identify.
 const RELAY_HOP: &str = "/libp2p/circuit/relay/0.2.0/hop";
@@ -268,7 +275,16 @@ impl Net {
                 let circuit = self.reach.on_new_listen_addr(listener_id, &address);
                 if !circuit {
                     tracing::info!("listening on {address}/p2p/{}", self.swarm.local_peer_id());
+                    if self.reach.started() {
+                        self.network_changed(false, now);
+                    }
                 }
+            }
+            SwarmEvent::ExpiredListenAddr { address, .. }
+                if peers::relay_of(&address).is_none() =>
+            {
+                tracing::info!("no longer listening on {address}: this machine's network changed");
+                self.network_changed(true, now);
             }
             SwarmEvent::ListenerClosed {
                 listener_id,
@@ -321,6 +337,11 @@ impl Net {
                 if num_established.get() == 1 && self.team.is_member(&peer_id) {
                     self.with_team(now, |team, port| team.on_connected(port, peer_id));
                     self.carriage.connected(peer_id);
+                } else if endpoint.is_relayed()
+                    && !endpoint.is_dialer()
+                    && self.team.is_member(&peer_id)
+                {
+                    self.close_superseded(peer_id, connection_id, now);
                 }
                 self.connection_up(peer_id, &remote, connection_id, now);
             }
@@ -496,6 +517,19 @@ impl Net {
                 self.peers.entry(peer).rtt = Some(rtt);
                 self.peers.heard(peer, Instant::now());
             }
+            // A connection that does not answer a ping within its timeout
+            // is dead (the machine slept, its network changed, a NAT
+            // forgot it) even if TCP has not noticed: closed, so the
+            // machine is dialled again by its other addresses and mail
+            // does not wait on it.
+            BehaviourEvent::Ping(ping::Event {
+                peer,
+                connection,
+                result: Err(ping::Failure::Timeout | ping::Failure::Other { .. }),
+            }) => {
+                tracing::info!(%peer, "a connection stopped answering pings; closing it");
+                self.swarm.close_connection(connection);
+            }
             BehaviourEvent::Mdns(mdns::Event::Discovered(found)) => {
                 for (peer, addr) in found {
                     if peer == *self.swarm.local_peer_id() {
@@ -523,6 +557,7 @@ impl Net {
     }
 
     fn on_mail(&mut self, event: Exchange, now: Instant) {
+        self.close_if_silent(&event);
         let team = &self.team;
         let sender = |p: &PeerId| Sender::of(team.is_member(p), team.is_revoked(p));
         if self
@@ -592,54 +627,6 @@ impl Net {
             self.with_team(now, |team, port| team.maintain(port));
             self.peers.expire(now, self.team.state());
             self.save_peers();
-        }
-    }
-
-    /// Closes relayed connections to machines a direct (or hole-punched)
-    /// connection has reached for [`PREFER_DIRECT_AFTER`]: the courier's
-    /// requests then all take the direct one. A request in flight on a
-    /// closed one fails and is sent again (mail is durable until
-    /// delivered; the receiver drops duplicates).
-    fn prefer_direct(&mut self, now: Instant) {
-        for (peer, id) in self.peers.redundant_relayed(now, PREFER_DIRECT_AFTER) {
-            tracing::debug!(%peer, "a direct connection is up; closing the relayed one");
-            self.swarm.close_connection(id);
-        }
-    }
-
-    /// Members reached only through relays for a while get a new circuit,
-    /// and with it a new DCUtR try ([`peers::Punch`]).
-    fn punch_again(&mut self, now: Instant) {
-        let team = &self.team;
-        // Only machines this one can dial through a relay itself: closing
-        // the circuit a member reached it by, with none to dial back, would
-        // cut it off.
-        let redialable: std::collections::HashSet<PeerId> = self
-            .peers
-            .connected()
-            .filter(|p| {
-                team.is_member(p)
-                    && self
-                        .peers
-                        .addrs(p)
-                        .iter()
-                        .any(|a| peers::relay_of(a).is_some())
-            })
-            .copied()
-            .collect();
-        let me = *self.swarm.local_peer_id();
-        for (peer, relayed) in self.peers.due_punches(&me, now, |p| redialable.contains(p)) {
-            tracing::info!(%peer, "reached only through a relay; trying hole punching again");
-            for id in relayed {
-                self.swarm.close_connection(id);
-            }
-            let opts = DialOpts::peer_id(peer)
-                .condition(libp2p::swarm::dial_opts::PeerCondition::Always)
-                .addresses(self.peers.addrs(&peer))
-                .build();
-            if let Err(e) = self.swarm.dial(opts) {
-                tracing::debug!(%peer, error = %e, "cannot dial again");
-            }
         }
     }
 

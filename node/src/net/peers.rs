@@ -402,6 +402,33 @@ impl PeerTable {
         close
     }
 
+    /// `peer` came in anew through a relay (connection `new`): it dials
+    /// through a relay only when it holds no connection to this machine
+    /// (or, punching again, no direct one), so this machine's connections
+    /// to it that are older than `after`, relayed or direct, are dead ends
+    /// (its address changed, or it slept, and neither the relay nor this
+    /// machine heard the old ones close). They are marked closing and
+    /// returned.
+    pub fn superseded(
+        &mut self,
+        peer: PeerId,
+        new: ConnectionId,
+        now: Instant,
+        after: Duration,
+    ) -> Vec<ConnectionId> {
+        let Some(e) = self.peers.get_mut(&peer) else {
+            return vec![];
+        };
+        let mut stale = vec![];
+        for (id, c) in &mut e.connections {
+            if *id != new && !c.closing && now.duration_since(c.since) >= after {
+                c.closing = true;
+                stale.push(*id);
+            }
+        }
+        stale
+    }
+
     /// `peer`'s connection `id` closed `now`.
     pub fn closed(&mut self, peer: PeerId, id: ConnectionId, now: Instant) {
         let e = self.entry(peer);
@@ -837,6 +864,44 @@ mod tests {
             vec![(peer, ConnectionId::new_unchecked(1))]
         );
         assert!(t.redundant_relayed(later, wait).is_empty());
+    }
+
+    #[test]
+    fn a_member_coming_in_anew_through_a_relay_supersedes_only_older_connections() {
+        let relay = PeerId::random();
+        let circuit: Multiaddr = format!("/ip4/198.51.100.1/tcp/4001/p2p/{relay}/p2p-circuit")
+            .parse()
+            .unwrap();
+        let direct: Multiaddr = "/ip4/198.51.100.3/tcp/4001".parse().unwrap();
+        let t0 = Instant::now();
+        let after = Duration::from_secs(5);
+        let mut t = PeerTable::default();
+        let peer = PeerId::random();
+        let id = ConnectionId::new_unchecked;
+        let e = t.entry(peer);
+        e.connections
+            .insert(id(1), Conn::new(circuit.clone(), false, t0));
+        e.connections.insert(id(2), Conn::new(direct, false, t0));
+        // Two dials crossing: the older one is seconds old, both live.
+        let crossing = t0 + Duration::from_secs(1);
+        t.entry(peer)
+            .connections
+            .insert(id(3), Conn::new(circuit.clone(), false, crossing));
+        assert!(t.superseded(peer, id(3), crossing, after).is_empty());
+        // Later, the member dials anew: everything older is a dead end,
+        // relayed or direct, and is returned once.
+        let later = t0 + Duration::from_secs(30);
+        t.entry(peer)
+            .connections
+            .insert(id(4), Conn::new(circuit, false, later));
+        let mut stale = t.superseded(peer, id(4), later, after);
+        stale.sort_by_key(|c| format!("{c:?}"));
+        assert_eq!(stale, vec![id(1), id(2), id(3)]);
+        assert!(t.superseded(peer, id(4), later, after).is_empty());
+        assert!(
+            t.superseded(PeerId::random(), id(5), later, after)
+                .is_empty()
+        );
     }
 
     #[test]

@@ -548,6 +548,34 @@ impl Reach {
         }
     }
 
+    /// Whether the first dials went out (the swarm listens).
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// This machine's addresses changed: every relay in use is tried again
+    /// now; when an address went away (`lost`), the reservations held are
+    /// given up first (their connections may ride on it), without counting
+    /// as failures.
+    pub fn network_changed(&mut self, swarm: &mut Swarm<Behaviour>, lost: bool, now: Instant) {
+        for r in &mut self.relays {
+            match r.state {
+                State::Idle => {}
+                State::Waiting(_) => r.state = State::Waiting(now),
+                _ if lost => {
+                    if let Some(l) = r.release() {
+                        swarm.remove_listener(l);
+                    }
+                    r.state = State::Waiting(now);
+                }
+                _ => {}
+            }
+        }
+        if lost {
+            self.identified.clear();
+        }
+    }
+
     /// Whether a reservation was granted since this was last asked.
     pub fn take_new_reservation(&mut self) -> bool {
         std::mem::take(&mut self.new_reservation)

@@ -6,9 +6,12 @@
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::time::Duration;
 
-use libp2p::Multiaddr;
+use futures::StreamExt;
+use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
+use libp2p::{Multiaddr, identify, noise, relay, tcp, yamux};
 
 /// How long anything here may take.
 pub const DEADLINE: Duration = Duration::from_secs(30);
@@ -38,6 +41,8 @@ pub struct Relay {
     pub metrics: Option<SocketAddr>,
     /// Its log up to that "listening" line.
     pub log: Vec<serde_json::Value>,
+    /// Its log's later lines, as they come.
+    pub later: mpsc::Receiver<serde_json::Value>,
     _dir: tempfile::TempDir,
 }
 
@@ -75,7 +80,14 @@ impl Relay {
                 break v["fields"]["address"].as_str().unwrap().parse().unwrap();
             }
         };
-        std::thread::spawn(move || for _ in stderr.lines() {});
+        let (tx, later) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str(&line) {
+                    let _ = tx.send(v);
+                }
+            }
+        });
         assert!(addr.to_string().starts_with(&listen), "{addr}");
         // The metrics endpoint is bound before the relay starts listening.
         let metrics = log
@@ -87,7 +99,25 @@ impl Relay {
             addr,
             metrics,
             log,
+            later,
             _dir: dir,
+        }
+    }
+
+    /// Waits (at most [`DEADLINE`]) for a later log line `ok` accepts.
+    pub fn log_line(
+        &self,
+        what: &str,
+        ok: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let start = std::time::Instant::now();
+        loop {
+            let left = DEADLINE.saturating_sub(start.elapsed());
+            match self.later.recv_timeout(left) {
+                Ok(v) if ok(&v) => return v,
+                Ok(_) => {}
+                Err(e) => panic!("no log line {what} within {DEADLINE:?}: {e}"),
+            }
         }
     }
 
@@ -101,5 +131,99 @@ impl Drop for Relay {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[derive(NetworkBehaviour)]
+pub struct Client {
+    relay: relay::client::Behaviour,
+    identify: identify::Behaviour,
+}
+
+pub fn client(key: libp2p::identity::Keypair) -> libp2p::Swarm<Client> {
+    libp2p::SwarmBuilder::with_existing_identity(key)
+        .with_tokio()
+        .with_tcp(
+            tcp::Config::default(),
+            noise::Config::new,
+            yamux::Config::default,
+        )
+        .unwrap()
+        .with_relay_client(noise::Config::new, yamux::Config::default)
+        .unwrap()
+        .with_behaviour(|key, relay| Client {
+            relay,
+            identify: identify::Behaviour::new(identify::Config::new(
+                "/test/1.0.0".into(),
+                key.public(),
+            )),
+        })
+        .unwrap()
+        // A relayed connection carries nothing here: kept while a test
+        // looks at it, not closed once identify is done.
+        .with_swarm_config(|c| c.with_idle_connection_timeout(DEADLINE))
+        .build()
+}
+
+/// Asks `relay` for a reservation: whether it was accepted.
+pub async fn reserve(c: &mut libp2p::Swarm<Client>, relay: &Multiaddr) -> bool {
+    c.listen_on(relay.clone().with(libp2p::multiaddr::Protocol::P2pCircuit))
+        .unwrap();
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            match c.select_next_some().await {
+                SwarmEvent::Behaviour(ClientEvent::Relay(
+                    relay::client::Event::ReservationReqAccepted { .. },
+                )) => return true,
+                SwarmEvent::ListenerClosed { .. } => return false,
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("an answer to the reservation within the deadline")
+}
+
+/// `request_line` (`GET /metrics HTTP/1.1`, say) to `addr`, in plain
+/// HTTP/1.1: the answer's status line and body.
+pub async fn http(addr: SocketAddr, request_line: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("{request_line}\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(DEADLINE, s.read_to_string(&mut answer))
+        .await
+        .expect("an answer within the deadline")
+        .unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+/// The value of `series` (a name, and its labels as scraped) in `text`.
+pub fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|line| {
+        line.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .split(' ')
+            .next()?
+            .parse()
+            .ok()
+    })
+}
+
+/// Scrapes `addr` until `series` has a value `ok` accepts: that scrape.
+pub async fn until(addr: SocketAddr, series: &str, ok: impl Fn(f64) -> bool) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        let (status, body) = http(addr, "GET /metrics HTTP/1.1").await;
+        assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+        let v = value(&body, series);
+        if v.is_some_and(&ok) {
+            return body;
+        }
+        assert!(start.elapsed() < DEADLINE, "{series} stays {v:?}:\n{body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

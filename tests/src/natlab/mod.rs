@@ -491,6 +491,41 @@ impl Lab {
         c
     }
 
+    /// Gives `host` the address `to` in place of `from` under whatever
+    /// runs there, as a laptop that wakes on another network: the old
+    /// address removed, the new one added, the default route through its
+    /// router again. The router's NAT follows (it masquerades whatever
+    /// leaves its WAN leg); what it tracked for the old address is left to
+    /// time out, as a home router's is. Panics for [`Host::Relay`].
+    pub fn renumber(&self, host: Host, from: Ipv4Addr, to: Ipv4Addr) -> Result<(), String> {
+        let ns = self.netns(Netns::of(host));
+        let gateway = match host {
+            Host::A => ROUTER_A_LAN_IP,
+            Host::B => ROUTER_B_LAN_IP,
+            Host::Relay => panic!("the relay is not renumbered"),
+        };
+        ip(&[
+            "-n",
+            ns,
+            "addr",
+            "del",
+            &format!("{from}/24"),
+            "dev",
+            "eth0",
+        ])?;
+        ip(&["-n", ns, "addr", "add", &format!("{to}/24"), "dev", "eth0"])?;
+        ip(&[
+            "-n",
+            ns,
+            "route",
+            "replace",
+            "default",
+            "via",
+            &gateway.to_string(),
+        ])
+        .map(drop)
+    }
+
     /// The relay's address, [`RELAY_IP`].
     pub fn relay_ip(&self) -> Ipv4Addr {
         RELAY_IP
@@ -624,5 +659,6 @@ pub fn lab_or_skip(test: &str, a: Nat, b: Nat) -> Option<Lab> {
 }
 
 mod relay;
+pub mod team;
 
 pub use relay::*;

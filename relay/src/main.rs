@@ -78,6 +78,10 @@ struct Cli {
     /// Reservations one IP address may ask for per minute.
     #[arg(long, value_name = "N", default_value_t = defaults().reservations_per_ip_per_minute)]
     reservations_per_ip_per_minute: std::num::NonZeroU32,
+    /// Connections at once, in and out, from everyone (each reservation
+    /// holds one).
+    #[arg(long, value_name = "N", default_value_t = defaults().max_connections)]
+    max_connections: u32,
     /// Inbound connections at once (handshakes included) from one IP
     /// address (for IPv6: one /64).
     #[arg(long, value_name = "N", default_value_t = agentmesh_relay::CONNECTIONS_PER_IP)]
@@ -207,6 +211,7 @@ fn config_of(cli: &Cli) -> Config {
     config.external.clone_from(&cli.external_addr);
     config.allow.clone_from(&cli.allow);
     config.metrics = cli.metrics;
+    config.max_connections = cli.max_connections;
     config.max_connections_per_ip = cli.max_connections_per_ip;
     config.max_reservations_per_ip = cli.max_reservations_per_ip;
     config.max_circuits_per_ip = cli.max_circuits_per_ip;
@@ -472,6 +477,7 @@ metrics = true
         let cli = Cli::try_parse_from(["agentmesh-relay"]).unwrap();
         let lib = defaults();
         assert_eq!(cli.max_reservations, lib.max_reservations);
+        assert_eq!(cli.max_connections, lib.max_connections);
         assert_eq!(cli.max_reservations_per_peer, lib.max_reservations_per_peer);
         assert_eq!(*cli.reservation_duration, lib.reservation_duration);
         assert_eq!(cli.max_circuits, lib.max_circuits);

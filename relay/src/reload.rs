@@ -81,6 +81,7 @@ pub fn settings(config: &Config) -> Vec<Setting> {
             "reservations_per_ip_per_minute",
             config.reservations_per_ip_per_minute.to_string(),
         ),
+        fixed("max_connections", config.max_connections.to_string()),
         reloads(
             "max_connections_per_ip",
             config.max_connections_per_ip.to_string(),

@@ -53,7 +53,7 @@ pub struct Pairing {
 }
 
 /// The pairings measured.
-pub const PAIRINGS: [Pairing; 3] = [
+pub const PAIRINGS: [Pairing; 4] = [
     Pairing {
         name: "endpoint-independent / endpoint-independent, TCP",
         a: Nat::EndpointIndependent,
@@ -71,6 +71,12 @@ pub const PAIRINGS: [Pairing; 3] = [
         a: Nat::EndpointIndependent,
         b: Nat::Symmetric,
         quic: false,
+    },
+    Pairing {
+        name: "endpoint-independent / symmetric, QUIC",
+        a: Nat::EndpointIndependent,
+        b: Nat::Symmetric,
+        quic: true,
     },
 ];
 
@@ -106,6 +112,8 @@ fn spread(mut v: Vec<f64>) -> Spread {
 pub struct PairingFigures {
     /// The pairing.
     pub pairing: String,
+    /// Its transport: `tcp` or `quic`.
+    pub transport: &'static str,
     /// Trials run.
     pub trials: usize,
     /// Trials whose connection became direct.
@@ -114,7 +122,11 @@ pub struct PairingFigures {
     pub upgraded_share: f64,
     /// From the first send to the direct connection, upgraded trials.
     pub upgrade_ms: Spread,
-    /// From the first send to its arrival, every trial.
+    /// From `join` finishing (fresh homes, in the trial's first lab) to
+    /// the first message in the founder's inbox.
+    pub join_first_message_ms: Spread,
+    /// From the first send after both daemons restarted (in a fresh lab,
+    /// each holding its reservation) to its arrival, every trial.
     pub first_message_ms: Spread,
     /// Later messages over a direct connection.
     pub direct_latency_ms: Spread,
@@ -155,19 +167,28 @@ fn relay(lab: &Lab, key: &Path, p: Pairing) -> (RelayProc, String) {
     (r, addr)
 }
 
-/// Alpha and bravo joined in one team (one person's two machines), then
-/// stopped: each trial starts them again in its own lab.
-fn team(p: Pairing, key: &Path) -> (Node, Node) {
+/// Alpha and bravo joined in one team (one person's two machines), the
+/// time from `join` finishing to bravo's first message in alpha's inbox,
+/// then both stopped: the trial starts them again in a fresh lab.
+fn team(p: Pairing, key: &Path) -> (Node, Node, Option<Duration>) {
     let lab = Lab::new(p.a, p.b).expect("network namespaces (run as root)");
     let (_relay, addr) = relay(&lab, key, p);
     let mut a = daemon(&lab, None, Host::A, "alpha", p, &addr);
     let mut b = daemon(&lab, None, Host::B, "bravo", p, &addr);
     a.ok(&["team", "create", "lab", "--owner", "Ada"]);
     let ticket = a.json(&["invite"])["ticket"].as_str().unwrap().to_owned();
+    let mut inbox = ApiClient::attach(&a, who(agentmesh_node::api::WhoKind::Human, "bench"), None);
     crate::join_ticket(&a, &b, &ticket, &["--name", "bravo", "--owner", "Ada"]);
+    let joined = Instant::now();
+    let mut out = ApiClient::attach(&b, who(agentmesh_node::api::WhoKind::Human, "bench"), None);
+    let first = out
+        .send("@alpha", "the first, right after join")
+        .ok()
+        .and_then(|id| arrival(&mut inbox, &id, joined));
+    drop((inbox, out));
     a.stop();
     b.stop();
-    (a, b)
+    (a, b, first)
 }
 
 /// Waits for the message `id` in `to`'s events; the time since `since`,
@@ -270,15 +291,17 @@ pub fn run(trials: usize, only: Option<&str>) -> Figures {
     {
         let keys = tempfile::tempdir().unwrap();
         let key = keys.path().join("relay.key");
-        let mut homes = team(p, &key);
         let mut all = vec![];
+        let mut after_join = vec![];
         for n in 0..trials {
-            let (t, h) = trial(p, &key, homes);
-            homes = h;
+            let (a, b, first) = team(p, &key);
+            after_join.push(first);
+            let (t, _) = trial(p, &key, (a, b));
             eprintln!(
-                "{}: trial {}/{trials}: {} ({} of {} delivered)",
+                "{}: trial {}/{trials}: first message {} after join; {} ({} of {} delivered)",
                 p.name,
                 n + 1,
+                first.map_or("never".to_owned(), |d| format!("{} ms", d.as_millis())),
                 t.upgrade.map_or("stayed relayed".to_owned(), |d| format!(
                     "direct after {} ms",
                     d.as_millis()
@@ -292,6 +315,7 @@ pub fn run(trials: usize, only: Option<&str>) -> Figures {
         let upgraded = all.iter().filter(|t| t.upgrade.is_some()).count();
         pairings.push(PairingFigures {
             pairing: p.name.into(),
+            transport: if p.quic { "quic" } else { "tcp" },
             trials,
             upgraded,
             upgraded_share: upgraded as f64 / trials.max(1) as f64,
@@ -300,6 +324,7 @@ pub fn run(trials: usize, only: Option<&str>) -> Figures {
                     .filter_map(|t| t.upgrade.as_ref().map(ms))
                     .collect(),
             ),
+            join_first_message_ms: spread(after_join.iter().flatten().map(ms).collect()),
             first_message_ms: spread(
                 all.iter()
                     .filter_map(|t| t.first.as_ref().map(ms))

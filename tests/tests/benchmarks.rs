@@ -118,9 +118,52 @@ fn carry_prints_the_drain_memory_and_receipt_figures() {
 }
 
 #[test]
+fn relay_holds_reservations_from_many_sources_and_counts_their_cost() {
+    let homes = tempfile::tempdir().unwrap();
+    let out = bench(
+        homes.path(),
+        &[
+            "relay",
+            "--reservations",
+            "40",
+            "--circuits",
+            "10",
+            "--json",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let f: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // 40 reservations, 8 a source: 5 sources, within the relay's per-IP
+    // cap, all granted.
+    assert_eq!(
+        (&f["reservations"], &f["sources"]),
+        (&40.into(), &5.into()),
+        "{f}"
+    );
+    assert_eq!(f["circuits"], 10, "{f}");
+    let num = |k: &str| f[k].as_f64().unwrap_or_else(|| panic!("{k} in {f}"));
+    assert!(num("rss_bytes_after") > num("rss_bytes_before"), "{f}");
+    assert!(num("rss_bytes_per_reservation") > 0.0, "{f}");
+    assert!(num("circuits_per_s") > 0.0, "{f}");
+    assert!(num("relay_cpu_percent") >= 0.0, "{f}");
+    assert!(num("open_file_limit") > 0.0, "{f}");
+}
+
+#[test]
 fn every_subcommands_help_prints_help_and_runs_nothing() {
     let homes = tempfile::tempdir().unwrap();
-    for sub in ["join", "messaging", "mcp", "natlab", "bus", "wake", "carry"] {
+    for sub in [
+        "join",
+        "messaging",
+        "mcp",
+        "natlab",
+        "relay",
+        "bus",
+        "wake",
+        "carry",
+    ] {
         let child = bench(homes.path(), &[sub, "--help"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

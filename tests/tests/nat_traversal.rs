@@ -33,11 +33,38 @@ fn both_behind_endpoint_independent_nats(test: &str, transport: Transport) {
         Transport::Quic => RelayProc::start_on(&lab, false, true, &[]),
     };
     let (a, b) = joined(&lab, &[&relay], transport);
+    let joined_at = Instant::now();
     delivered(
         &b,
         "alpha",
         "hello from the other network",
         Duration::from_secs(30),
+    );
+    eprintln!(
+        "{transport:?}: the first message delivered {:.0} ms after join",
+        joined_at.elapsed().as_secs_f64() * 1000.0
+    );
+    // Both restart: each dials the other at once, before its relay is
+    // connected, and that dial waits on the other's LAN address, whose
+    // packets go nowhere (a QUIC handshake gives up after 5 s, then the
+    // courier retries 1 s later: 6.4 s here before the fix). The dial
+    // through the relay made when its reservation is granted does not
+    // wait for it: the first message beats that handshake timeout.
+    let (mut a, mut b) = (a, b);
+    a.stop();
+    b.stop();
+    a.start();
+    b.start();
+    let restarted = Instant::now();
+    delivered(&b, "alpha", "after a restart", Duration::from_secs(30));
+    let took = restarted.elapsed();
+    eprintln!(
+        "{transport:?}: after both restarted, the first message delivered {:.0} ms after",
+        took.as_secs_f64() * 1000.0
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "the first message after a restart waited {took:?}: for the stuck direct dial"
     );
     delivered(
         &a,

@@ -607,6 +607,7 @@ impl Net {
         // machine a way: they are dialled now, through theirs, rather
         // than at the next redial.
         if listening || self.reach.take_new_reservation() {
+            self.dial_through_relays();
             self.with_team(now, |team, port| team.dial_members(port));
         }
         self.prefer_direct(now);

@@ -5,6 +5,7 @@
 //! agentmesh-bench messaging [--messages N] [--json]
 //! agentmesh-bench mcp [--sends N] [--json]
 //! agentmesh-bench natlab [--trials N] [--only TEXT] [--json]   (as root)
+//! agentmesh-bench relay [--reservations N] [--circuits N] [--json]
 //! agentmesh-bench bus [--rounds N] [--tune] [--json]
 //! agentmesh-bench smoke [--against docs/benchmarks.md] [--json]
 //! ```
@@ -152,6 +153,17 @@ enum Bench {
         #[arg(long, value_name = "TEXT")]
         only: Option<String>,
     },
+    /// One relay process: its memory per idle reservation (clients from
+    /// many 127.0.x.y sources, 8 each) and circuits opened a second.
+    /// Raises its own open-file limit.
+    Relay {
+        /// Idle reservations to hold.
+        #[arg(long, value_name = "N", default_value_t = 1000, value_parser = at_least_one())]
+        reservations: usize,
+        /// Circuits to open (each used by one ping, then closed).
+        #[arg(long, value_name = "N", default_value_t = 500, value_parser = at_least_one())]
+        circuits: usize,
+    },
     /// The broadcast judge: time per (broadcast, mailbox) pair, precision
     /// and recall per preset on the labelled set's held-out part.
     Bus {
@@ -228,6 +240,10 @@ fn main() {
             }
         }
         Bench::Natlab { trials, only } => natlab(trials, only.as_deref(), json),
+        Bench::Relay {
+            reservations,
+            circuits,
+        } => relay(reservations, circuits, json),
         Bench::Bus { tune: true, .. } => print!("{}", agentmesh_tests::bench_bus::tuned_weights()),
         Bench::Bus {
             rounds, broadcasts, ..
@@ -382,6 +398,34 @@ fn messaging(messages: usize, json: bool) {
     println!("sending daemon memory: {:.1} MiB", f.sender_rss_mib);
 }
 
+fn relay(reservations: usize, circuits: usize, json: bool) {
+    let f = agentmesh_tests::bench_relay::run(reservations, circuits);
+    if json {
+        println!("{}", serde_json::to_string(&f).unwrap());
+        return;
+    }
+    println!(
+        "agentmesh-relay: {} of {} idle reservations from {} sources, granted in {:.1} s",
+        f.reservations, f.asked, f.sources, f.reserve_s
+    );
+    println!(
+        "  memory {:.1} MiB before, {:.1} MiB holding them: {:.0} bytes a reservation ({:.1} KiB; target <= 16 KiB)",
+        f.rss_bytes_before as f64 / 1048576.0,
+        f.rss_bytes_after as f64 / 1048576.0,
+        f.rss_bytes_per_reservation,
+        f.rss_bytes_per_reservation / 1024.0
+    );
+    println!(
+        "  CPU holding them idle: {:.1}% of a core",
+        f.relay_cpu_percent
+    );
+    println!(
+        "  circuits: {} opened, used and closed, {:.0}/s, CPU {:.0}% of a core",
+        f.circuits, f.circuits_per_s, f.relay_cpu_percent_circuits
+    );
+    println!("  open-file limit: {}", f.open_file_limit);
+}
+
 fn natlab(trials: usize, only: Option<&str>, json: bool) {
     let f = agentmesh_tests::bench_natlab::run(trials, only);
     if json {
@@ -399,7 +443,11 @@ fn natlab(trials: usize, only: Option<&str>, json: bool) {
             p.upgrade_ms.p90
         );
         println!(
-            "  first message (dial through the relay): p50 {:.1} ms, p90 {:.1} ms",
+            "  first message after join: p50 {:.1} ms, p90 {:.1} ms, max {:.1} ms",
+            p.join_first_message_ms.p50, p.join_first_message_ms.p90, p.join_first_message_ms.max
+        );
+        println!(
+            "  first message after both restarted (dial through the relay): p50 {:.1} ms, p90 {:.1} ms",
             p.first_message_ms.p50, p.first_message_ms.p90
         );
         println!(

@@ -125,4 +125,43 @@ impl Net {
             }
         }
     }
+
+    /// A relay just became usable (a reservation granted, or the circuit
+    /// listener up): every member not connected is dialled through the
+    /// relays its addresses name, even while an earlier dial to it is
+    /// still under way. That one may be stuck on a direct address whose
+    /// packets are dropped (a QUIC handshake waits 5 s for it), and would
+    /// otherwise keep this dial, and the first message, waiting for it.
+    pub(super) fn dial_through_relays(&mut self) {
+        use agentmesh_protocol::team::Standing;
+        use libp2p::swarm::dial_opts::PeerCondition;
+        let me = *self.swarm.local_peer_id();
+        let members: Vec<PeerId> = self
+            .team
+            .state()
+            .into_iter()
+            .flat_map(|t| t.members())
+            .filter(|m| m.standing == Standing::Current && m.peer != me)
+            .map(|m| m.peer)
+            .filter(|p| self.peers.get(p).is_none_or(|e| e.connections.is_empty()))
+            .collect();
+        for peer in members {
+            let circuits: Vec<_> = self
+                .peers
+                .addrs(&peer)
+                .into_iter()
+                .filter(|a| peers::relay_of(a).is_some())
+                .collect();
+            if circuits.is_empty() {
+                continue;
+            }
+            let opts = DialOpts::peer_id(peer)
+                .condition(PeerCondition::Disconnected)
+                .addresses(circuits)
+                .build();
+            if let Err(e) = self.swarm.dial(opts) {
+                tracing::debug!(%peer, error = %e, "cannot dial through the relays");
+            }
+        }
+    }
 }

@@ -96,9 +96,19 @@ pub const CONNECTIONS_PER_IP: usize = 64;
 /// the relay's circuits) goes quiet for 30 s.
 pub const CIRCUIT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long one circuit may stay open: chat-like traffic (agents silent
+/// for minutes between messages) keeps one circuit for half an hour, not
+/// libp2p's 2 minutes.
+pub const CIRCUIT_DURATION: Duration = Duration::from_secs(30 * 60);
+
+/// Bytes one circuit may carry, both ways together: half an hour of
+/// chat (pings every 15 s take about 25 KiB of it) and sixteen of the
+/// largest messages, not libp2p's 128 KiB.
+pub const CIRCUIT_BYTES: u64 = 1024 * 1024;
+
 /// What the relay serves, and within which limits. The defaults are
-/// libp2p-relay's own, and the per-source caps above; docs/relay.md says
-/// why.
+/// libp2p-relay's own but for the circuits' length and bytes, and the
+/// per-source caps above; docs/relay.md says why.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The key file (libp2p's protobuf encoding of an ed25519 keypair).
@@ -157,8 +167,8 @@ impl Config {
             reservation_duration: relay.reservation_duration,
             max_circuits: relay.max_circuits,
             max_circuits_per_peer: relay.max_circuits_per_peer,
-            max_circuit_duration: relay.max_circuit_duration,
-            max_circuit_bytes: relay.max_circuit_bytes,
+            max_circuit_duration: CIRCUIT_DURATION,
+            max_circuit_bytes: CIRCUIT_BYTES,
             reservations_per_peer_per_minute: NonZeroU32::new(30).unwrap_or(NonZeroU32::MIN),
             reservations_per_ip_per_minute: NonZeroU32::new(60).unwrap_or(NonZeroU32::MIN),
             max_connections: 1024,

@@ -483,6 +483,10 @@ metrics = true
         assert_eq!(cli.max_circuits, lib.max_circuits);
         assert_eq!(cli.max_circuits_per_peer, lib.max_circuits_per_peer);
         assert_eq!(*cli.max_circuit_duration, lib.max_circuit_duration);
+        // Chat-like circuits last half an hour by default (issue 37), not
+        // libp2p's 2 minutes and 128 KiB.
+        assert!(*cli.max_circuit_duration >= std::time::Duration::from_secs(30 * 60));
+        assert!(cli.max_circuit_bytes >= 1024 * 1024);
         assert_eq!(cli.max_circuit_bytes, lib.max_circuit_bytes);
         assert_eq!(
             cli.reservations_per_peer_per_minute,

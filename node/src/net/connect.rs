@@ -44,6 +44,8 @@ struct ConnectWait {
     dial: ConnectionId,
     /// Whether that dial has connected.
     dial_up: bool,
+    /// Whether it is the second, from a fresh port.
+    fresh_port: bool,
     reply: oneshot::Sender<Reply>,
     deadline: Instant,
     syncing: bool,
@@ -103,6 +105,7 @@ impl Connects {
             peer,
             dial,
             dial_up: false,
+            fresh_port: false,
             reply,
             deadline: now + CONNECT_TIMEOUT,
             syncing: false,
@@ -198,6 +201,26 @@ impl Connects {
             |c| c.dial == connection || (c.peer == Some(peer) && !c.own_dial_pending()),
             "the peer closed the connection (if this machine was revoked, members refuse it)",
         )
+    }
+
+    /// The address of the connect whose own dial is `dial`, if there is
+    /// one still waiting that was not dialled again already.
+    pub fn dialled(&self, dial: ConnectionId) -> Option<&Multiaddr> {
+        self.waits
+            .iter()
+            .find(|c| c.dial == dial && !c.fresh_port)
+            .map(|c| &c.addr)
+    }
+
+    /// The connect whose own dial was `old` waits for `new` instead (the
+    /// same address, dialled again).
+    pub fn redialled(&mut self, old: ConnectionId, new: ConnectionId) {
+        for c in &mut self.waits {
+            if c.dial == old {
+                c.dial = new;
+                c.fresh_port = true;
+            }
+        }
     }
 
     /// The dial `connection` failed (`why`). `reached`: it reached the
@@ -490,6 +513,27 @@ mod tests {
         let done = c.sync_finished(peer, 0, api::Membership::Member, &Ok(()));
         assert_eq!(done.len(), 1);
         assert!(done[0].1.is_ok());
+    }
+
+    #[test]
+    fn a_connect_dialled_again_from_a_fresh_port_waits_for_that_dial_once() {
+        let mut c = Connects::default();
+        let peer = PeerId::random();
+        let (first, again) = (
+            ConnectionId::new_unchecked(1),
+            ConnectionId::new_unchecked(2),
+        );
+        let (tx, _rx) = oneshot::channel();
+        c.push(addr(&peer), Some(peer), first, tx, Instant::now());
+        assert_eq!(c.dialled(first), Some(&addr(&peer)));
+        assert_eq!(c.dialled(again), None);
+        c.redialled(first, again);
+        // Once only: the second dial failing fails the connect.
+        assert_eq!(c.dialled(first), None);
+        assert_eq!(c.dialled(again), None);
+        let (_, answers) = c.dial_failed(again, false, |_| false, "refused");
+        assert_eq!(answers.len(), 1);
+        assert_eq!(code(&answers[0]), "connect_failed");
     }
 
     #[test]

@@ -425,6 +425,9 @@ impl Net {
         now: Instant,
     ) {
         tracing::debug!(?peer_id, %error, "dial failed");
+        if self.connect_from_new_port(connection_id, error) {
+            return;
+        }
         let why = connect::dial_reason(error);
         if let Some(p) = peer_id.filter(|p| !self.swarm.is_connected(p)) {
             self.reach.on_dial_failed(&p, &why, now);

@@ -164,4 +164,49 @@ impl Net {
             }
         }
     }
+
+    /// A `connect`'s dial from this machine's listen port found that
+    /// port pair taken (`EADDRINUSE`: the last connection between the two
+    /// ports, closed by this side moments ago, lingers in TIME_WAIT after a
+    /// restart; libp2p-tcp tries a fresh port only for `EADDRNOTAVAIL`).
+    /// It is dialled once more from a fresh port, the connect waiting for
+    /// that one; whether it did.
+    pub(super) fn connect_from_new_port(
+        &mut self,
+        dial: ConnectionId,
+        error: &libp2p::swarm::DialError,
+    ) -> bool {
+        use libp2p::TransportError;
+        use libp2p::swarm::DialError;
+        let DialError::Transport(tried) = error else {
+            return false;
+        };
+        let in_use = !tried.is_empty()
+            && tried.iter().all(|(_, e)| {
+                matches!(e, TransportError::Other(e)
+                    if e.kind() == std::io::ErrorKind::AddrInUse
+                        || e.to_string().contains("Address already in use"))
+            });
+        let Some(addr) = self.connects.dialled(dial).cloned().filter(|_| in_use) else {
+            return false;
+        };
+        let opts = match addr.iter().last() {
+            Some(libp2p::multiaddr::Protocol::P2p(p)) => DialOpts::peer_id(p)
+                .condition(libp2p::swarm::dial_opts::PeerCondition::Always)
+                .addresses(vec![super::without_peer(&addr)])
+                .allocate_new_port()
+                .build(),
+            _ => DialOpts::unknown_peer_id()
+                .address(addr.clone())
+                .allocate_new_port()
+                .build(),
+        };
+        let again = opts.connection_id();
+        if self.swarm.dial(opts).is_err() {
+            return false;
+        }
+        tracing::info!(%addr, "the port pair was taken; connecting from a fresh port");
+        self.connects.redialled(dial, again);
+        true
+    }
 }

@@ -21,13 +21,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use futures::{AsyncReadExt as _, AsyncWriteExt as _, StreamExt};
-use libp2p::core::muxing::StreamMuxerBox;
-use libp2p::core::upgrade::Version;
 use libp2p::multiaddr::Protocol;
 use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
 use libp2p::{
-    Multiaddr, PeerId, StreamProtocol, Swarm, Transport, identify, identity, kad, noise, ping,
-    relay, request_response, tcp, yamux,
+    Multiaddr, PeerId, StreamProtocol, Swarm, identify, identity, kad, noise, ping, relay,
+    request_response, tcp, yamux,
 };
 
 mod common;
@@ -38,7 +36,6 @@ use common::{DEADLINE, Relay};
 
 #[path = "../../tests/src/from_ip.rs"]
 mod from_ip;
-use from_ip::FromIp;
 
 #[derive(NetworkBehaviour)]
 struct Client {
@@ -53,15 +50,7 @@ fn client(ip: &str, ping: Duration) -> Swarm<Client> {
     let ip: IpAddr = ip.parse().unwrap();
     libp2p::SwarmBuilder::with_new_identity()
         .with_tokio()
-        .with_other_transport(|key| {
-            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(
-                FromIp(ip)
-                    .upgrade(Version::V1Lazy)
-                    .authenticate(noise::Config::new(key)?)
-                    .multiplex(yamux::Config::default())
-                    .map(|(peer, muxer), _| (peer, StreamMuxerBox::new(muxer))),
-            )
-        })
+        .with_other_transport(|key| from_ip::upgraded(ip, key))
         .unwrap()
         .with_relay_client(noise::Config::new, yamux::Config::default)
         .unwrap()

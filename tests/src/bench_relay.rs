@@ -197,20 +197,9 @@ fn source(n: usize) -> Ipv4Addr {
 }
 
 fn client_swarm(from: Ipv4Addr) -> Swarm<Client> {
-    use libp2p::core::Transport as _;
-    use libp2p::core::muxing::StreamMuxerBox;
-    use libp2p::core::upgrade::Version;
     libp2p::SwarmBuilder::with_new_identity()
         .with_tokio()
-        .with_other_transport(|key| {
-            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(
-                crate::from_ip::FromIp(from.into())
-                    .upgrade(Version::V1Lazy)
-                    .authenticate(noise::Config::new(key)?)
-                    .multiplex(yamux::Config::default())
-                    .map(|(peer, muxer), _| (peer, StreamMuxerBox::new(muxer))),
-            )
-        })
+        .with_other_transport(|key| crate::from_ip::upgraded(from.into(), key))
         .unwrap()
         .with_relay_client(noise::Config::new, yamux::Config::default)
         .unwrap()

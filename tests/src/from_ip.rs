@@ -12,9 +12,25 @@ use std::task::{Context, Poll};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use libp2p::core::Transport;
-use libp2p::core::transport::{DialOpts, ListenerId, TransportError, TransportEvent};
+use libp2p::core::muxing::StreamMuxerBox;
+use libp2p::core::transport::{Boxed, DialOpts, ListenerId, TransportError, TransportEvent};
+use libp2p::core::upgrade::Version;
 use libp2p::multiaddr::Protocol;
-use libp2p::{Multiaddr, tcp};
+use libp2p::{Multiaddr, PeerId, identity, noise, tcp, yamux};
+
+/// [`FromIp`] upgraded as libp2p's TCP transport is (Noise, yamux), for
+/// `SwarmBuilder::with_other_transport`.
+pub fn upgraded(
+    ip: IpAddr,
+    key: &identity::Keypair,
+) -> Result<Boxed<(PeerId, StreamMuxerBox)>, Box<dyn std::error::Error + Send + Sync>> {
+    Ok(FromIp(ip)
+        .upgrade(Version::V1Lazy)
+        .authenticate(noise::Config::new(key)?)
+        .multiplex(yamux::Config::default())
+        .map(|(peer, muxer), _| (peer, StreamMuxerBox::new(muxer)))
+        .boxed())
+}
 
 /// A TCP transport that dials from `ip` (127.0.0.2, say), so that the relay
 /// sees the connection come from that address; it does not listen.

@@ -13,7 +13,7 @@
 //!  main.rs: the command line ──> Config ──> run()
 //!  run: identity (created 0600 if missing) ── swarm: connection limits
 //!       first (rust-libp2p #4870), relay, identify, ping, kad (server),
-//!       autonat ── listen, announce the external addresses ── log the
+//!       autonat, each connection's handler boxed (boxed.rs) ── listen, announce the external addresses ── log the
 //!       dialable addresses ── events until SIGTERM or Ctrl-C
 //!  --metrics ADDR: a Prometheus registry (libp2p's families and the
 //!       relay's, metrics.rs) fed by those events, served on
@@ -30,6 +30,7 @@
 
 #![deny(missing_docs)]
 
+pub mod boxed;
 pub mod idle;
 pub mod metrics;
 pub mod observed;
@@ -47,6 +48,8 @@ use libp2p::core::muxing::StreamMuxerBox;
 use libp2p::core::transport::Transport as _;
 use libp2p::core::upgrade::Version;
 use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
+
+use crate::boxed::Boxed;
 use libp2p::{
     Multiaddr, PeerId, StreamProtocol, Swarm, autonat, connection_limits, identify, identity, kad,
     noise, ping, quic, relay, tcp, yamux,
@@ -275,7 +278,7 @@ pub fn build(
     config: &Config,
     idle: &idle::IdleTimeout,
     registry: Option<&mut Registry>,
-) -> Result<Swarm<Behaviour>, Error> {
+) -> Result<Swarm<Boxed<Behaviour>>, Error> {
     let start = |e: &dyn std::fmt::Display| Error::Start(e.to_string());
     let idle = idle.clone();
     // TCP (Noise, yamux) and QUIC, as `with_tcp` and `with_quic` make
@@ -299,7 +302,7 @@ pub fn build(
         .with_tokio()
         .with_other_transport(transport)
         .map_err(|e| start(&e))?;
-    let make = |key: &identity::Keypair| behaviour(key, config);
+    let make = |key: &identity::Keypair| Boxed(behaviour(key, config));
     let swarm_config =
         |c: libp2p::swarm::Config| c.with_idle_connection_timeout(Duration::from_secs(60));
     Ok(match registry {
@@ -369,6 +372,14 @@ fn behaviour(key: &identity::Keypair, config: &Config) -> Behaviour {
         autonat::Config {
             // Lab and LAN addresses count (NATLAB.md).
             only_global_ips: false,
+            // The relay serves AutoNAT and never probes its own
+            // reachability: its addresses are the ones it is given
+            // (`--external-addr`). libp2p's probe picks a server by
+            // checking every connected peer against every one asked in
+            // the last 90 s, and a probe that fails (a client that does
+            // not speak AutoNAT) starts the next at once: 10,000 idle
+            // clients of a plain libp2p relay kept a core busy (107 %).
+            use_connected: false,
             ..autonat::Config::default()
         },
     );
@@ -478,7 +489,7 @@ fn with_peer(addr: &Multiaddr, me: PeerId) -> Multiaddr {
 }
 
 fn on_event(
-    swarm: &mut Swarm<Behaviour>,
+    swarm: &mut Swarm<Boxed<Behaviour>>,
     routing: &mut routing::Routing,
     me: PeerId,
     event: SwarmEvent<BehaviourEvent>,

@@ -41,6 +41,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::boxed::Boxed;
 use crate::routing::Routing;
 use crate::server::{Refusal, SourceLimit};
 use crate::{Behaviour, BehaviourEvent, Error};
@@ -226,7 +227,7 @@ impl Metrics {
 
     /// Sets the gauges from what `swarm` holds now, and the counts
     /// `routing` keeps.
-    pub fn refresh(&self, swarm: &Swarm<Behaviour>, routing: &Routing) {
+    pub fn refresh(&self, swarm: &Swarm<Boxed<Behaviour>>, routing: &Routing) {
         let rate_limited = routing.rate_limited();
         let counted = self.identify_rate_limited.get();
         if rate_limited > counted {

@@ -4,7 +4,8 @@
 //! the relay's reservations, circuits or connections (clients bound to
 //! 127.0.0.2, 127.0.0.3, …, all loopback on Linux), circuits held open and
 //! idle, peers claiming protocols and addresses the metrics would label
-//! series by, and half-sent requests to the metrics endpoint.
+//! series by, half-sent requests to the metrics endpoint, and clients that
+//! are served AutoNAT and never asked for it.
 //!
 //! Each test prints its figures (`--nocapture` shows them).
 
@@ -1178,4 +1179,75 @@ async fn half_sent_requests_do_not_delay_a_scrape() {
         );
     }
     drop(stalled);
+}
+
+// ---------------------------------------------------------------------------
+// AutoNAT: served to clients, never asked of them
+
+#[derive(NetworkBehaviour)]
+struct Prober {
+    autonat: libp2p::autonat::Behaviour,
+    identify: identify::Behaviour,
+}
+
+/// When libp2p's AutoNAT client starts probing: its boot delay, as the
+/// relay would use it.
+const AUTONAT_BOOT_DELAY: Duration = Duration::from_secs(15);
+
+/// What a client is sent: the relay answers its AutoNAT probe (dials it
+/// back) and sends it none of its own. The relay's addresses are the ones
+/// it is given; libp2p's probing checked every connected peer against every
+/// one asked lately, and a probe a client refused started the next at once:
+/// a core busy at 10,000 idle clients (`agentmesh-bench relay`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relay_answers_autonat_probes_and_asks_clients_none() {
+    use libp2p::autonat;
+    let relay = Relay::start(&[]);
+    let relay_peer = relay_id(&relay);
+    let mut c = libp2p::SwarmBuilder::with_new_identity()
+        .with_tokio()
+        .with_tcp(
+            tcp::Config::default(),
+            noise::Config::new,
+            yamux::Config::default,
+        )
+        .unwrap()
+        .with_behaviour(|key| Prober {
+            autonat: autonat::Behaviour::new(
+                key.public().to_peer_id(),
+                autonat::Config {
+                    boot_delay: Duration::from_millis(500),
+                    only_global_ips: false,
+                    ..autonat::Config::default()
+                },
+            ),
+            identify: identify::Behaviour::new(identify::Config::new(
+                "/test/1.0.0".into(),
+                key.public(),
+            )),
+        })
+        .unwrap()
+        .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(120)))
+        .build();
+    c.listen_on("/ip4/127.0.0.1/tcp/0".parse().unwrap())
+        .unwrap();
+    c.dial(relay.addr.clone()).unwrap();
+    // Watched past the relay's boot delay, counted from its start.
+    let until = tokio::time::Instant::now() + AUTONAT_BOOT_DELAY + Duration::from_secs(5);
+    let (mut answered, mut asked) = (None, 0);
+    while let Ok(event) = tokio::time::timeout_at(until, c.select_next_some()).await {
+        match event {
+            SwarmEvent::Behaviour(ProberEvent::Autonat(autonat::Event::OutboundProbe(
+                autonat::OutboundProbeEvent::Response { peer, address, .. },
+            ))) if peer == relay_peer => answered = Some(address),
+            SwarmEvent::Behaviour(ProberEvent::Autonat(autonat::Event::InboundProbe(e))) => {
+                println!("the relay asked for a dial-back: {e:?}");
+                asked += 1;
+            }
+            _ => {}
+        }
+    }
+    let answered = answered.expect("the relay dials a client back when it asks (AutoNAT server)");
+    println!("the relay dialed the client back at {answered}");
+    assert_eq!(asked, 0, "the relay asked a client to dial it back");
 }

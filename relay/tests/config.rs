@@ -224,3 +224,41 @@ async fn sighup_reloads_the_allow_list_and_caps_keeping_held_reservations() {
     drop(a);
     until(metrics, "agentmesh_relay_reservations", |v| v == 1.0).await;
 }
+
+/// The text log, read by a journal or a file (not a terminal), carries no
+/// colour codes; it names the relay's dialable address as the JSON one.
+#[test]
+fn the_text_log_has_no_colour_codes_off_a_terminal() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("relay.key");
+    let listen = format!("/ip4/127.0.0.1/tcp/{}", common::free_port());
+    let mut child = Command::new(relay_bin())
+        .args(["--identity", key.to_str().unwrap(), "--listen", &listen])
+        .args(["--external-addr", &listen, "--log-format", "text"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut log = String::new();
+    // Up to the line naming the dialable address (the relay logs it once
+    // it listens), or the end of the log if the relay stops first.
+    while !log.contains(&format!("{listen}/p2p/")) {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        log.push_str(&line);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        log.contains(&format!("{listen}/p2p/")),
+        "the text log names the dialable address:\n{log}"
+    );
+    assert!(
+        !log.contains('\u{1b}'),
+        "the text log carries terminal escape codes off a terminal:\n{log:?}"
+    );
+}

@@ -377,28 +377,50 @@ pub fn start(
 /// with one running: either way, afterwards it is down.
 pub fn down(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
-    let c = match rt.block_on(term::client(home)) {
-        Ok(c) => c,
+    let pid = match rt.block_on(term::client(home)) {
+        Ok(c) => Some(stop_running(home, &rt, c)?),
         Err(e) if term::not_running(&e).is_some() => {
             home.record_stopped_by_down(None)?;
-            if json {
-                term::json(&serde_json::json!({ "stopped": false, "pid": null }))?;
-            } else {
-                crate::say!(
-                    "agentmesh is not running, so there is nothing to stop; agent sessions won't start it until `agentmesh up`."
-                );
-            }
-            return Ok(ExitCode::SUCCESS);
+            None
         }
         Err(e) => return Err(e),
     };
-    let pid = stop_running(home, &rt, c)?;
+    // A service installed to start it at login will, whatever `down`
+    // recorded: the person is told, with the way to stop that.
+    let service = crate::service::starts_at_login();
+    let starts_at_login = service.and_then(|(_, enabled)| enabled);
     if json {
-        term::json(&serde_json::json!({ "stopped": true, "pid": pid }))?;
+        term::json(&serde_json::json!({
+            "stopped": pid.is_some(),
+            "pid": pid,
+            "service_installed": service.is_some(),
+            "starts_at_login": if service.is_some() { starts_at_login } else { Some(false) },
+        }))?;
     } else {
-        crate::say!(
-            "agentmesh stopped (pid {pid}); agent sessions won't start it again until `agentmesh up`."
-        );
+        match pid {
+            Some(pid) => crate::say!(
+                "agentmesh stopped (pid {pid}); agent sessions won't start it again until `agentmesh up`."
+            ),
+            None => crate::say!(
+                "agentmesh is not running, so there is nothing to stop; agent sessions won't start it until `agentmesh up`."
+            ),
+        }
+        match service {
+            Some((manager, Some(false))) => crate::say!(
+                "The {} is installed but not enabled: it won't start the daemon at login.",
+                manager.name()
+            ),
+            Some((manager, enabled)) => crate::say!(
+                "The {} {} at your next login: `agentmesh service stop` keeps it stopped, `agentmesh service uninstall` removes it.",
+                manager.name(),
+                if enabled.is_some() {
+                    "starts the daemon again"
+                } else {
+                    "may start the daemon again"
+                }
+            ),
+            None => {}
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -18,8 +18,10 @@ mod demo;
 mod inspect;
 mod judge;
 mod mail;
+mod manual;
 mod receipts;
 mod relays;
+mod service;
 mod settings;
 mod setup;
 mod team;
@@ -359,14 +361,29 @@ enum Command {
     /// Show the whole job on loopback: two temporary daemons, a team, an
     /// ask and its reply, the peer table, inboxes and audit trail.
     Demo,
+    /// Start the daemon at login with the user's service manager (a
+    /// systemd user unit, a launchd agent): install, uninstall, status,
+    /// start, stop.
+    Service {
+        #[command(subcommand)]
+        command: service::ServiceCommand,
+    },
+    /// Print the shell completion script for SHELL, e.g.
+    /// `agentmesh completions bash > ~/.local/share/bash-completion/completions/agentmesh`.
+    Completions {
+        /// The shell (bash, zsh, fish, elvish, powershell).
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `agentmesh man | man -l -`.
+    Man,
     /// Judge broadcasts as the daemon does (the built-in relevance judge,
     /// or `[bus] judge_command`), no daemon needed: JSON lines on stdin,
     /// each {"broadcast", "profile", "goal", "status", "notes"?}; one {"p",
     /// "deliver"} line out for each. See docs/agents.md.
     Judge {
         /// The threshold `deliver` is judged at.
-        #[arg(long, value_enum, default_value_t = PresetArg::Balanced)]
-        preset: PresetArg,
+        #[arg(long, value_enum, default_value_t = bus::PresetArg::Balanced)]
+        preset: bus::PresetArg,
         /// The built-in judge, even when config.toml sets
         /// `[bus] judge_command`.
         #[arg(long)]
@@ -553,28 +570,6 @@ enum TeamCommand {
     },
 }
 
-/// A broadcast preset on the command line.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum PresetArg {
-    /// Only what is clearly about the mailbox's work.
-    Strict,
-    /// The default: what is likely to matter.
-    Balanced,
-    /// Anything that might matter.
-    Loose,
-}
-
-impl From<PresetArg> for agentmesh_node::api::Preset {
-    fn from(p: PresetArg) -> Self {
-        use agentmesh_node::api::Preset;
-        match p {
-            PresetArg::Strict => Preset::Strict,
-            PresetArg::Balanced => Preset::Balanced,
-            PresetArg::Loose => Preset::Loose,
-        }
-    }
-}
-
 /// `invite --ttl`'s help: the default and the longest a ticket may
 /// last, as a fresh config.toml has them.
 fn invite_ttl_help() -> String {
@@ -605,14 +600,19 @@ fn version() -> &'static str {
     Box::leak(v.into_boxed_str())
 }
 
-fn main() -> ExitCode {
-    let json = std::env::args().any(|a| a == "--json");
-    let command = Cli::command()
+/// The command line as the parser, the completions and the manual page
+/// read it.
+fn cli_command() -> clap::Command {
+    Cli::command()
         .version(version())
         .mut_subcommand("config", |c| {
             c.mut_subcommand("set", |s| s.after_help(settings::keys_help()))
-        });
-    let matches = match command.try_get_matches() {
+        })
+}
+
+fn main() -> ExitCode {
+    let json = std::env::args().any(|a| a == "--json");
+    let matches = match cli_command().try_get_matches() {
         Ok(m) => m,
         Err(e) => return term::usage_error(e, json),
     };
@@ -681,6 +681,9 @@ fn dispatch(
         Command::Revoke { name, yes } => team::revoke(home, &name, yes, json),
         Command::Connect { addr } => team::connect(home, &addr, json),
         Command::Demo => demo::demo(json),
+        Command::Service { command } => service::run(home, agent_home, command, json),
+        Command::Completions { shell } => manual::completions(cli_command(), shell, json),
+        Command::Man => manual::man(cli_command(), json),
         Command::Ui { no_open } => ui::run(home, no_open, json),
         Command::Judge {
             preset,

@@ -191,7 +191,18 @@ impl Node {
         let mut c = Command::new(bin());
         c.arg("--home").arg(self.home.path()).args(args);
         c.env_remove("AGENTMESH_HOME").env("NO_COLOR", "1");
+        // The user's services are this node's own (`agentmesh service`
+        // writes under XDG_CONFIG_HOME), and no user service manager
+        // answers it: not the one of the person running the tests.
+        c.env("XDG_CONFIG_HOME", self.xdg_config())
+            .env("XDG_RUNTIME_DIR", self.home.path().join("xdg-runtime"))
+            .env_remove("DBUS_SESSION_BUS_ADDRESS");
         c
+    }
+
+    /// The `XDG_CONFIG_HOME` its commands run with (not created).
+    pub fn xdg_config(&self) -> PathBuf {
+        self.home.path().join("xdg-config")
     }
 
     /// Runs `agentmesh hook AGENT EVENT` as the agent would, for session

@@ -351,7 +351,10 @@ fn status_without_a_daemon_fails_saying_why_and_down_agrees_with_up() {
         out,
         "agentmesh is not running, so there is nothing to stop; agent sessions won't start it until `agentmesh up`.\n"
     );
-    assert_eq!(n.json(&["down"]), json!({"stopped": false, "pid": null}));
+    assert_eq!(
+        n.json(&["down"]),
+        json!({"stopped": false, "pid": null, "service_installed": false, "starts_at_login": false})
+    );
     let e = json_error(&n, &["status"]);
     assert_eq!(e["code"], "stopped_by_down", "{e}");
     assert_eq!(e["message"], format!("agentmesh is not running: {STOPPED}"));
@@ -368,7 +371,10 @@ fn status_without_a_daemon_fails_saying_why_and_down_agrees_with_up() {
     assert!(!n.home().join("run/stopped-by-down").exists());
     let pid = n.pid();
     let v = n.json(&["down"]);
-    assert_eq!(v, json!({"stopped": true, "pid": pid}));
+    assert_eq!(
+        v,
+        json!({"stopped": true, "pid": pid, "service_installed": false, "starts_at_login": false})
+    );
     // A home that does not exist is not made by `down`.
     let typo = n.home().join("no-such-home");
     let out = agentmesh_tests::bin();

@@ -1,0 +1,734 @@
+//! `agentmesh service install | uninstall | status | start | stop`: the
+//! daemon started at login, and again after a failure, by the user's own
+//! service manager.
+//!
+//! ```text
+//!  systemd (Linux): $XDG_CONFIG_HOME/systemd/user/agentmesh.service
+//!                   (default ~/.config/…), `systemctl --user …`
+//!  launchd (macOS): ~/Library/LaunchAgents/dev.agentmesh.daemon.plist,
+//!                   `launchctl bootstrap|bootout gui/UID …`
+//!  both run `agentmesh [--home DIR] daemon`, this very binary, at login
+//!  and restart it when it fails (not when it stops cleanly: `down`,
+//!  SIGTERM)
+//! ```
+//!
+//! Where no user manager answers (a container, a CI machine, an SSH
+//! session without one), `install` writes the file, exits 0, and says the
+//! command that enables it; `status` reads what the files say (a unit is
+//! enabled when its link in `default.target.wants/` exists) and says what
+//! it cannot know. One unit per user: a unit that runs another home is
+//! not replaced (uninstall it first).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+use agentmesh_node::home::Home;
+use serde::Serialize;
+
+use crate::term;
+
+/// The unit's file name (systemd).
+pub const UNIT: &str = "agentmesh.service";
+/// The agent's label (launchd).
+pub const LABEL: &str = "dev.agentmesh.daemon";
+
+/// `agentmesh service`'s subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum ServiceCommand {
+    /// Write the user service that runs `agentmesh daemon` at login and
+    /// restarts it when it fails, enable it, and start it now.
+    Install {
+        /// Write and enable it, but start nothing now.
+        #[arg(long)]
+        no_start: bool,
+        #[command(flatten)]
+        manager: ManagerArg,
+    },
+    /// Stop the service, disable it, and remove its file.
+    Uninstall {
+        #[command(flatten)]
+        manager: ManagerArg,
+    },
+    /// Whether the service is installed, enabled and running.
+    Status {
+        #[command(flatten)]
+        manager: ManagerArg,
+    },
+    /// Start the service now, and at every login.
+    Start {
+        #[command(flatten)]
+        manager: ManagerArg,
+    },
+    /// Stop the service now, and keep it from starting at login (until
+    /// `service start`).
+    Stop {
+        #[command(flatten)]
+        manager: ManagerArg,
+    },
+}
+
+/// `--manager`: which service manager's file to write.
+#[derive(Debug, clap::Args)]
+pub struct ManagerArg {
+    /// The service manager. Default: the platform's (systemd on Linux,
+    /// launchd on macOS).
+    #[arg(long, value_enum)]
+    manager: Option<Manager>,
+}
+
+/// A user service manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Manager {
+    /// systemd's user instance (`systemctl --user`).
+    Systemd,
+    /// launchd's per-user agents (`launchctl … gui/UID`).
+    Launchd,
+}
+
+impl Manager {
+    fn of(arg: &ManagerArg) -> Manager {
+        arg.manager.unwrap_or(if cfg!(target_os = "macos") {
+            Manager::Launchd
+        } else {
+            Manager::Systemd
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Manager::Systemd => "systemd user unit",
+            Manager::Launchd => "launchd agent",
+        }
+    }
+}
+
+/// What `service status` (and every other subcommand, after its work)
+/// reports. `null` where it can't be known: no manager answered.
+#[derive(Debug, Serialize)]
+pub struct ServiceView {
+    /// The manager the file is for.
+    pub manager: Manager,
+    /// The service's file.
+    pub path: PathBuf,
+    /// Whether the file exists.
+    pub installed: bool,
+    /// Whether it starts at login.
+    pub enabled: Option<bool>,
+    /// Whether the manager runs it now.
+    pub active: Option<bool>,
+    /// Whether the manager answered.
+    pub manager_answers: bool,
+    /// The command it runs, as written in its file.
+    pub command: Option<Vec<String>>,
+    /// What was done, in order (`written`, `enabled`, `started`,
+    /// `stopped`, `disabled`, `removed`); empty for `status`.
+    pub done: Vec<&'static str>,
+    /// The command that finishes the job where no manager answered.
+    pub next: Option<String>,
+}
+
+/// `agentmesh service …`.
+pub fn run(
+    home: &Home,
+    agent_home: Option<&Path>,
+    command: ServiceCommand,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let (manager, view) = match command {
+        ServiceCommand::Install { no_start, manager } => {
+            let m = Manager::of(&manager);
+            (m, install(home, agent_home, m, no_start)?)
+        }
+        ServiceCommand::Uninstall { manager } => {
+            let m = Manager::of(&manager);
+            (m, uninstall(m)?)
+        }
+        ServiceCommand::Status { manager } => {
+            let m = Manager::of(&manager);
+            (m, status(m, vec![])?)
+        }
+        ServiceCommand::Start { manager } => {
+            let m = Manager::of(&manager);
+            (m, start_stop(m, true)?)
+        }
+        ServiceCommand::Stop { manager } => {
+            let m = Manager::of(&manager);
+            (m, start_stop(m, false)?)
+        }
+    };
+    if json {
+        term::json(&view)?;
+    } else {
+        print(manager, &view);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print(manager: Manager, view: &ServiceView) {
+    let what = manager.name();
+    let path = view.path.display();
+    for step in &view.done {
+        match *step {
+            "written" => crate::say!("Wrote the {what} {path}."),
+            "enabled" => crate::say!("Enabled it: it starts `agentmesh daemon` at every login."),
+            "started" => crate::say!("Started it."),
+            "stopped" => crate::say!("Stopped it."),
+            "disabled" => crate::say!("Disabled it: it no longer starts at login."),
+            "removed" => crate::say!("Removed {path}."),
+            _ => {}
+        }
+    }
+    if !view.installed {
+        if view.done.is_empty() {
+            crate::say!(
+                "No {what} is installed ({path}); `agentmesh service install` writes one that starts the daemon at login."
+            );
+        }
+        return;
+    }
+    if let Some(command) = &view.command {
+        crate::say!("It runs: {}", command.join(" "));
+    }
+    let yes_no_unknown = |v: Option<bool>, yes: &str, no: &str, unknown: &str| match v {
+        Some(true) => yes.to_owned(),
+        Some(false) => no.to_owned(),
+        None => unknown.to_owned(),
+    };
+    crate::say!(
+        "Installed: {path}; {}; {}.",
+        yes_no_unknown(
+            view.enabled,
+            "starts at login",
+            "does not start at login",
+            "whether it starts at login is unknown"
+        ),
+        yes_no_unknown(
+            view.active,
+            "running now",
+            "not running now",
+            "whether it runs now is unknown (no service manager answered)"
+        )
+    );
+    if let Some(next) = &view.next {
+        crate::say!(
+            "No {} answered here (a container or a machine without a login session?); {next}",
+            match manager {
+                Manager::Systemd => "systemd user manager",
+                Manager::Launchd => "launchd",
+            }
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Files
+
+/// `$XDG_CONFIG_HOME`, else `~/.config` (the XDG base directory rule;
+/// root included).
+fn config_dir() -> anyhow::Result<PathBuf> {
+    match std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from) {
+        Some(dir) if dir.is_absolute() => Ok(dir),
+        _ => Ok(user_home()?.join(".config")),
+    }
+}
+
+fn user_home() -> anyhow::Result<PathBuf> {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .ok_or_else(|| {
+            term::cli_error(
+                "no_home",
+                "HOME is not set to an absolute path, so there is no place for the user's services; set it and run this again",
+            )
+        })
+}
+
+/// The service's file for `manager`.
+pub fn path(manager: Manager) -> anyhow::Result<PathBuf> {
+    Ok(match manager {
+        Manager::Systemd => config_dir()?.join("systemd/user").join(UNIT),
+        Manager::Launchd => user_home()?
+            .join("Library/LaunchAgents")
+            .join(format!("{LABEL}.plist")),
+    })
+}
+
+/// systemd's record that the unit starts at login: its link in the
+/// target it is wanted by.
+fn wants_link(unit: &Path) -> Option<PathBuf> {
+    Some(unit.parent()?.join("default.target.wants").join(UNIT))
+}
+
+/// The command the service runs: this binary, the home when it is not
+/// the default, `daemon`.
+fn command(agent_home: Option<&Path>) -> anyhow::Result<Vec<String>> {
+    let exe = std::env::current_exe()?;
+    let mut c = vec![exe.to_string_lossy().into_owned()];
+    if let Some(home) = agent_home {
+        c.push("--home".into());
+        c.push(home.to_string_lossy().into_owned());
+    }
+    c.push("daemon".into());
+    Ok(c)
+}
+
+/// One argument of a unit's `ExecStart`, quoted as systemd reads it: in
+/// double quotes, `\` and `"` escaped, `%` (a specifier) and `$` (a
+/// variable) doubled.
+fn systemd_arg(arg: &str) -> String {
+    let mut out = String::from("\"");
+    for c in arg.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '%' => out.push_str("%%"),
+            '$' => out.push_str("$$"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The systemd unit running `command`.
+pub fn unit_text(command: &[String]) -> String {
+    let exec: Vec<String> = command.iter().map(|a| systemd_arg(a)).collect();
+    format!(
+        "# Written by `agentmesh service install`; `agentmesh service uninstall` removes it.
+[Unit]
+Description=agentmesh daemon (messages between coding agents across machines)
+
+[Service]
+# In the foreground; its log goes to the journal (journalctl --user -u agentmesh).
+ExecStart={}
+# A clean stop (`agentmesh down`, SIGTERM) exits 0 and stays stopped.
+Restart=on-failure
+RestartSec=5
+
+[Install]
+WantedBy=default.target
+",
+        exec.join(" ")
+    )
+}
+
+fn xml(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The launchd agent running `command`, its output to `log`.
+pub fn plist_text(command: &[String], log: &Path) -> String {
+    let args: String = command
+        .iter()
+        .map(|a| format!("    <string>{}</string>\n", xml(a)))
+        .collect();
+    let log = xml(&log.to_string_lossy());
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+<!-- Written by `agentmesh service install`; `agentmesh service uninstall` removes it. -->
+<plist version="1.0">
+<dict>
+  <key>Label</key>
+  <string>{LABEL}</string>
+  <key>ProgramArguments</key>
+  <array>
+{args}  </array>
+  <key>RunAtLoad</key>
+  <true/>
+  <!-- Started again when it fails, not after a clean stop (`agentmesh down`). -->
+  <key>KeepAlive</key>
+  <dict>
+    <key>SuccessfulExit</key>
+    <false/>
+  </dict>
+  <key>ThrottleInterval</key>
+  <integer>5</integer>
+  <key>StandardOutPath</key>
+  <string>{log}</string>
+  <key>StandardErrorPath</key>
+  <string>{log}</string>
+</dict>
+</plist>
+"#
+    )
+}
+
+/// The command a written file runs, read back (`None`: not ours, or not
+/// readable).
+fn written_command(manager: Manager, text: &str) -> Option<Vec<String>> {
+    match manager {
+        Manager::Systemd => {
+            let line = text.lines().find_map(|l| l.strip_prefix("ExecStart="))?;
+            unquote_systemd(line)
+        }
+        Manager::Launchd => {
+            let array = text.split_once("<key>ProgramArguments</key>")?.1;
+            let array = array.split_once("</array>")?.0;
+            Some(
+                array
+                    .split("<string>")
+                    .skip(1)
+                    .filter_map(|s| s.split_once("</string>"))
+                    .map(|(s, _)| {
+                        s.replace("&quot;", "\"")
+                            .replace("&lt;", "<")
+                            .replace("&gt;", ">")
+                            .replace("&amp;", "&")
+                    })
+                    .collect(),
+            )
+        }
+    }
+}
+
+/// The arguments of an `ExecStart` line as [`systemd_arg`] writes them.
+fn unquote_systemd(line: &str) -> Option<Vec<String>> {
+    let mut args = vec![];
+    let mut chars = line.trim().chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' => continue,
+            '"' => {
+                let mut arg = String::new();
+                loop {
+                    match chars.next()? {
+                        '"' => break,
+                        '\\' => arg.push(chars.next()?),
+                        '%' if chars.peek() == Some(&'%') => {
+                            chars.next();
+                            arg.push('%');
+                        }
+                        '$' if chars.peek() == Some(&'$') => {
+                            chars.next();
+                            arg.push('$');
+                        }
+                        c => arg.push(c),
+                    }
+                }
+                args.push(arg);
+            }
+            _ => return None,
+        }
+    }
+    Some(args)
+}
+
+/// The home a written command runs (`None`: the default one).
+fn home_of(command: &[String]) -> Option<&str> {
+    let at = command.iter().position(|a| a == "--home")?;
+    command.get(at + 1).map(String::as_str)
+}
+
+/// Writes `text` to `path` by a rename, so a unit is never read half
+/// written.
+fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| anyhow::anyhow!("{} has no folder", path.display()))?;
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.tmp",
+        path.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// The managers
+
+/// Runs a manager's command; whether it succeeded (false when it is not
+/// installed or does not answer), and what it printed.
+fn manage(program: &str, args: &[&str]) -> (bool, String) {
+    match Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+    {
+        Ok(out) => (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+                + String::from_utf8_lossy(&out.stderr).trim(),
+        ),
+        Err(e) => (false, e.to_string()),
+    }
+}
+
+fn gui_domain() -> String {
+    format!("gui/{}", rustix::process::getuid().as_raw())
+}
+
+/// Whether the user's manager answers here.
+fn answers(manager: Manager) -> bool {
+    match manager {
+        Manager::Systemd => manage("systemctl", &["--user", "show-environment"]).0,
+        Manager::Launchd => manage("launchctl", &["print", &gui_domain()]).0,
+    }
+}
+
+/// The command that enables and starts the written file, for a person to
+/// run where a manager answers.
+fn enable_hint(manager: Manager, path: &Path) -> String {
+    match manager {
+        Manager::Systemd => "in a login session, run `systemctl --user daemon-reload && systemctl --user enable --now agentmesh` (and `loginctl enable-linger $USER` to start it at boot)".to_owned(),
+        Manager::Launchd => format!(
+            "in a login session, run `launchctl bootstrap gui/$(id -u) {}`",
+            path.display()
+        ),
+    }
+}
+
+fn failed(what: &str, output: &str) -> anyhow::Error {
+    term::cli_error(
+        "service_manager_failed",
+        format!("the service manager refused to {what}: {output}"),
+    )
+}
+
+fn install(
+    home: &Home,
+    agent_home: Option<&Path>,
+    manager: Manager,
+    no_start: bool,
+) -> anyhow::Result<ServiceView> {
+    let path = path(manager)?;
+    let command = command(agent_home)?;
+    if let Some(old) = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| written_command(manager, &t))
+        && home_of(&old) != home_of(&command)
+    {
+        let theirs = home_of(&old).unwrap_or("the default home");
+        return Err(term::cli_error(
+            "service_other_home",
+            format!(
+                "{} already runs the daemon of {theirs}; one service per user: `agentmesh service uninstall` first (it stops that daemon), then install again",
+                path.display()
+            ),
+        ));
+    }
+    let text = match manager {
+        Manager::Systemd => unit_text(&command),
+        Manager::Launchd => plist_text(&command, &home.root().join("daemon.log")),
+    };
+    write_atomically(&path, &text)?;
+    let mut done = vec!["written"];
+    if !answers(manager) {
+        let mut view = status(manager, done)?;
+        view.next = Some(enable_hint(manager, &path));
+        return Ok(view);
+    }
+    match manager {
+        Manager::Systemd => {
+            let (ok, out) = manage("systemctl", &["--user", "daemon-reload"]);
+            if !ok {
+                return Err(failed("reload its units", &out));
+            }
+            let mut args = vec!["--user", "enable"];
+            if !no_start {
+                args.push("--now");
+            }
+            args.push(UNIT);
+            let (ok, out) = manage("systemctl", &args);
+            if !ok {
+                return Err(failed("enable agentmesh.service", &out));
+            }
+            done.push("enabled");
+        }
+        Manager::Launchd => {
+            // Loaded is enabled (RunAtLoad); a loaded agent starts at once.
+            if !no_start {
+                let path = path.to_string_lossy();
+                let (ok, out) = manage("launchctl", &["bootstrap", &gui_domain(), &path]);
+                if !ok {
+                    return Err(failed("load the agent", &out));
+                }
+                done.push("enabled");
+            }
+        }
+    }
+    if !no_start {
+        done.push("started");
+    }
+    status(manager, done)
+}
+
+fn uninstall(manager: Manager) -> anyhow::Result<ServiceView> {
+    let path = path(manager)?;
+    let mut done = vec![];
+    if !path.exists() {
+        return status(manager, done);
+    }
+    if answers(manager) {
+        let (ok, out) = match manager {
+            Manager::Systemd => manage("systemctl", &["--user", "disable", "--now", UNIT]),
+            Manager::Launchd => manage(
+                "launchctl",
+                &["bootout", &format!("{}/{LABEL}", gui_domain())],
+            ),
+        };
+        // An agent not loaded can't be booted out: nothing runs it.
+        if !ok && manager == Manager::Systemd {
+            return Err(failed("disable agentmesh.service", &out));
+        }
+        done.extend(["stopped", "disabled"]);
+    } else if let Some(link) = wants_link(&path).filter(|l| l.symlink_metadata().is_ok()) {
+        // What `systemctl disable` removes, so no login starts a unit
+        // that is gone.
+        std::fs::remove_file(link)?;
+        done.push("disabled");
+    }
+    std::fs::remove_file(&path)?;
+    done.push("removed");
+    if manager == Manager::Systemd && answers(manager) {
+        let _ = manage("systemctl", &["--user", "daemon-reload"]);
+    }
+    status(manager, done)
+}
+
+fn start_stop(manager: Manager, start: bool) -> anyhow::Result<ServiceView> {
+    let path = path(manager)?;
+    if !path.exists() {
+        return Err(term::cli_error(
+            "service_not_installed",
+            format!(
+                "no {} is installed ({}); `agentmesh service install` writes one",
+                manager.name(),
+                path.display()
+            ),
+        ));
+    }
+    if !answers(manager) {
+        return Err(term::cli_error(
+            "no_service_manager",
+            format!(
+                "no {} manager answered here, so nothing can be {}; {}",
+                match manager {
+                    Manager::Systemd => "systemd user",
+                    Manager::Launchd => "launchd",
+                },
+                if start { "started" } else { "stopped" },
+                if start {
+                    enable_hint(manager, &path)
+                } else {
+                    "`agentmesh down` stops the daemon, and `agentmesh service uninstall` removes the file".to_owned()
+                }
+            ),
+        ));
+    }
+    let domain_label = format!("{}/{LABEL}", gui_domain());
+    let path_text = path.to_string_lossy();
+    let (ok, out) = match (manager, start) {
+        (Manager::Systemd, true) => manage("systemctl", &["--user", "enable", "--now", UNIT]),
+        (Manager::Systemd, false) => manage("systemctl", &["--user", "disable", "--now", UNIT]),
+        (Manager::Launchd, true) => manage("launchctl", &["bootstrap", &gui_domain(), &path_text]),
+        (Manager::Launchd, false) => manage("launchctl", &["bootout", &domain_label]),
+    };
+    if !ok {
+        return Err(failed(if start { "start it" } else { "stop it" }, &out));
+    }
+    let done = if start {
+        vec!["enabled", "started"]
+    } else {
+        vec!["stopped", "disabled"]
+    };
+    status(manager, done)
+}
+
+/// What the files (and the manager, if it answers) say now.
+pub fn status(manager: Manager, done: Vec<&'static str>) -> anyhow::Result<ServiceView> {
+    let path = path(manager)?;
+    let text = std::fs::read_to_string(&path).ok();
+    let installed = text.is_some();
+    let command = text.as_deref().and_then(|t| written_command(manager, t));
+    let manager_answers = answers(manager);
+    let (enabled, active) = match (manager, installed, manager_answers) {
+        (_, false, _) => (Some(false), Some(false)),
+        (Manager::Systemd, true, true) => (
+            Some(manage("systemctl", &["--user", "is-enabled", UNIT]).0),
+            Some(manage("systemctl", &["--user", "is-active", UNIT]).0),
+        ),
+        (Manager::Systemd, true, false) => (
+            Some(wants_link(&path).is_some_and(|l| l.symlink_metadata().is_ok())),
+            None,
+        ),
+        (Manager::Launchd, true, true) => {
+            let (loaded, printed) = manage(
+                "launchctl",
+                &["print", &format!("{}/{LABEL}", gui_domain())],
+            );
+            (
+                Some(loaded),
+                Some(loaded && printed.contains("state = running")),
+            )
+        }
+        (Manager::Launchd, true, false) => (None, None),
+    };
+    Ok(ServiceView {
+        manager,
+        path,
+        installed,
+        enabled,
+        active,
+        manager_answers,
+        command,
+        done,
+        next: None,
+    })
+}
+
+/// For `down`: whether an installed service will start the daemon again
+/// at login (`None`: no service installed).
+pub fn starts_at_login() -> Option<(Manager, Option<bool>)> {
+    let manager = if cfg!(target_os = "macos") {
+        Manager::Launchd
+    } else {
+        Manager::Systemd
+    };
+    let view = status(manager, vec![]).ok()?;
+    view.installed.then_some((manager, view.enabled))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exec_start_reads_back_as_written() {
+        let command: Vec<String> = [
+            "/opt/my tools/agentmesh",
+            "--home",
+            "/home/a \"b\"/50%$HOME\\x",
+            "daemon",
+        ]
+        .map(String::from)
+        .to_vec();
+        let unit = unit_text(&command);
+        assert!(unit.contains("%%$$HOME"), "{unit}");
+        assert_eq!(written_command(Manager::Systemd, &unit), Some(command));
+    }
+
+    #[test]
+    fn a_plist_reads_back_as_written() {
+        let command: Vec<String> = ["/Applications/a&b/<agentmesh>", "daemon"]
+            .map(String::from)
+            .to_vec();
+        let plist = plist_text(&command, Path::new("/tmp/log"));
+        assert!(plist.contains("a&amp;b/&lt;agentmesh&gt;"), "{plist}");
+        assert_eq!(written_command(Manager::Launchd, &plist), Some(command));
+    }
+
+    #[test]
+    fn the_default_home_is_no_home_flag() {
+        let with = ["x", "--home", "/h", "daemon"].map(String::from);
+        assert_eq!(home_of(&with), Some("/h"));
+        assert_eq!(home_of(&["x".into(), "daemon".into()]), None);
+    }
+}

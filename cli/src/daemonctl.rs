@@ -114,9 +114,21 @@ pub fn daemon(home: &Home, args: &StartArgs, json: bool) -> anyhow::Result<ExitC
         .worker_threads(2)
         .enable_all()
         .build()?;
-    rt.block_on(daemon::run(home, overrides))?;
-    Ok(ExitCode::SUCCESS)
+    match rt.block_on(daemon::run(home, overrides)) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        // Its own status, so that a service manager does not start it
+        // again and again beside the daemon that runs.
+        Err(e @ daemon::DaemonError::AlreadyRunning { .. }) => {
+            term::fail(&e.into(), json);
+            Ok(ExitCode::from(ALREADY_RUNNING_EXIT))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
+
+/// `agentmesh daemon`'s exit status when another daemon holds its home
+/// (`RestartPreventExitStatus=` in the unit `service install` writes).
+pub const ALREADY_RUNNING_EXIT: u8 = 3;
 
 /// `agentmesh up`: starts the daemon in the background, or reports the one
 /// already running; then, with a person at the terminal, offers to set up
@@ -375,7 +387,7 @@ pub fn start(
 /// (`run/stopped-by-down`), so agent sessions start none until `agentmesh
 /// up`. With none running it records the same and exits 0, as `up` does
 /// with one running: either way, afterwards it is down.
-pub fn down(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
+pub fn down(home: &Home, agent_home: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
     let pid = match rt.block_on(term::client(home)) {
         Ok(c) => Some(stop_running(home, &rt, c)?),
@@ -387,7 +399,7 @@ pub fn down(home: &Home, json: bool) -> anyhow::Result<ExitCode> {
     };
     // A service installed to start it at login will, whatever `down`
     // recorded: the person is told, with the way to stop that.
-    let service = crate::service::starts_at_login();
+    let service = crate::service::starts_at_login(agent_home);
     let starts_at_login = service.and_then(|(_, enabled)| enabled);
     if json {
         term::json(&serde_json::json!({

@@ -647,7 +647,7 @@ fn dispatch(
     match command {
         Command::Daemon(args) => daemonctl::daemon(home, &args, json),
         Command::Up(args) => daemonctl::up(home, agent_home, &args, json),
-        Command::Down => daemonctl::down(home, json),
+        Command::Down => daemonctl::down(home, agent_home, json),
         Command::Init {
             name,
             new_identity: true,

@@ -122,7 +122,8 @@ pub struct ServiceView {
     /// The command it runs, as written in its file.
     pub command: Option<Vec<String>>,
     /// What was done, in order (`written`, `enabled`, `started`,
-    /// `stopped`, `disabled`, `removed`); empty for `status`.
+    /// `restarted`, `stopped`, `disabled`, `removed`); empty for
+    /// `status`.
     pub done: Vec<&'static str>,
     /// The command that finishes the job where no manager answered.
     pub next: Option<String>,
@@ -150,11 +151,11 @@ pub fn run(
         }
         ServiceCommand::Start { manager } => {
             let m = Manager::of(&manager);
-            (m, start_stop(m, true)?)
+            (m, start_stop(home, m, true)?)
         }
         ServiceCommand::Stop { manager } => {
             let m = Manager::of(&manager);
-            (m, start_stop(m, false)?)
+            (m, start_stop(home, m, false)?)
         }
     };
     if json {
@@ -173,6 +174,7 @@ fn print(manager: Manager, view: &ServiceView) {
             "written" => crate::say!("Wrote the {what} {path}."),
             "enabled" => crate::say!("Enabled it: it starts `agentmesh daemon` at every login."),
             "started" => crate::say!("Started it."),
+            "restarted" => crate::say!("Restarted it: it runs what the new unit says."),
             "stopped" => crate::say!("Stopped it."),
             "disabled" => crate::say!("Disabled it: it no longer starts at login."),
             "removed" => crate::say!("Removed {path}."),
@@ -210,14 +212,16 @@ fn print(manager: Manager, view: &ServiceView) {
             "whether it runs now is unknown (no service manager answered)"
         )
     );
-    if let Some(next) = &view.next {
-        crate::say!(
+    match (&view.next, view.manager_answers) {
+        (Some(next), false) => crate::say!(
             "No {} answered here (a container or a machine without a login session?); {next}",
             match manager {
                 Manager::Systemd => "systemd user manager",
                 Manager::Launchd => "launchd",
             }
-        );
+        ),
+        (Some(next), true) => crate::say!("{next}"),
+        (None, _) => {}
     }
 }
 
@@ -292,6 +296,20 @@ fn systemd_arg(arg: &str) -> String {
     out
 }
 
+/// Refuses a command a unit or property list could not hold as one line
+/// of arguments: a control character (a newline would end `ExecStart`).
+fn check_command(command: &[String]) -> anyhow::Result<()> {
+    match command.iter().find(|a| a.chars().any(char::is_control)) {
+        Some(arg) => Err(term::cli_error(
+            "bad_service_path",
+            format!(
+                "{arg:?} has a control character, which a service file can't hold; move the binary or the home to a plain path and install again"
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The systemd unit running `command`.
 pub fn unit_text(command: &[String]) -> String {
     let exec: Vec<String> = command.iter().map(|a| systemd_arg(a)).collect();
@@ -303,14 +321,18 @@ Description=agentmesh daemon (messages between coding agents across machines)
 [Service]
 # In the foreground; its log goes to the journal (journalctl --user -u agentmesh).
 ExecStart={}
-# A clean stop (`agentmesh down`, SIGTERM) exits 0 and stays stopped.
+# A clean stop (`agentmesh down`, SIGTERM) exits 0 and stays stopped; so
+# does a daemon that finds another running on its home (status {}).
 Restart=on-failure
+RestartPreventExitStatus={}
 RestartSec=5
 
 [Install]
 WantedBy=default.target
 ",
-        exec.join(" ")
+        exec.join(" "),
+        crate::daemonctl::ALREADY_RUNNING_EXIT,
+        crate::daemonctl::ALREADY_RUNNING_EXIT,
     )
 }
 
@@ -485,10 +507,45 @@ fn enable_hint(manager: Manager, path: &Path) -> String {
     }
 }
 
-fn failed(what: &str, output: &str) -> anyhow::Error {
+fn failed(manager: Manager, what: &str, output: &str) -> anyhow::Error {
+    let look = match manager {
+        Manager::Systemd => {
+            "`systemctl --user status agentmesh` and `journalctl --user -u agentmesh` say more"
+                .to_owned()
+        }
+        Manager::Launchd => format!("`launchctl print {}/{LABEL}` says more", gui_domain()),
+    };
     term::cli_error(
         "service_manager_failed",
-        format!("the service manager refused to {what}: {output}"),
+        format!("the service manager refused to {what}: {output}; {look}"),
+    )
+}
+
+/// The pid of the daemon running on `home`, if one answers.
+fn running_daemon(home: &Home) -> Option<u32> {
+    let rt = term::runtime().ok()?;
+    rt.block_on(async {
+        let mut c = term::client(home).await.ok()?;
+        c.status().await.ok().map(|s| s.pid)
+    })
+}
+
+fn target(manager: Manager) -> String {
+    match manager {
+        Manager::Systemd => UNIT.to_owned(),
+        Manager::Launchd => format!("{}/{LABEL}", gui_domain()),
+    }
+}
+
+/// launchd: the agent allowed to load at login, then loaded (which
+/// starts it: `RunAtLoad`). One already loaded is booted out first, as
+/// `bootstrap` refuses a loaded agent.
+fn launchd_load(path: &Path) -> (bool, String) {
+    let _ = manage("launchctl", &["enable", &target(Manager::Launchd)]);
+    let _ = manage("launchctl", &["bootout", &target(Manager::Launchd)]);
+    manage(
+        "launchctl",
+        &["bootstrap", &gui_domain(), &path.to_string_lossy()],
     )
 }
 
@@ -500,6 +557,7 @@ fn install(
 ) -> anyhow::Result<ServiceView> {
     let path = path(manager)?;
     let command = command(agent_home)?;
+    check_command(&command)?;
     if let Some(old) = std::fs::read_to_string(&path)
         .ok()
         .and_then(|t| written_command(manager, &t))
@@ -518,6 +576,8 @@ fn install(
         Manager::Systemd => unit_text(&command),
         Manager::Launchd => plist_text(&command, &home.root().join("daemon.log")),
     };
+    let changed = std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str());
+    let service_active = status(manager, vec![])?.active == Some(true);
     write_atomically(&path, &text)?;
     let mut done = vec!["written"];
     if !answers(manager) {
@@ -525,39 +585,63 @@ fn install(
         view.next = Some(enable_hint(manager, &path));
         return Ok(view);
     }
+    // A daemon started by `up` or an agent session holds the home: the
+    // service's would exit at once. It starts at the next login instead.
+    let running = if service_active {
+        None
+    } else {
+        running_daemon(home)
+    };
+    let start_now = !no_start && running.is_none();
     match manager {
         Manager::Systemd => {
             let (ok, out) = manage("systemctl", &["--user", "daemon-reload"]);
             if !ok {
-                return Err(failed("reload its units", &out));
+                return Err(failed(manager, "reload its units", &out));
             }
             let mut args = vec!["--user", "enable"];
-            if !no_start {
+            if start_now {
                 args.push("--now");
             }
             args.push(UNIT);
             let (ok, out) = manage("systemctl", &args);
             if !ok {
-                return Err(failed("enable agentmesh.service", &out));
+                return Err(failed(manager, "enable agentmesh.service", &out));
             }
             done.push("enabled");
+            if start_now && service_active && changed {
+                // The unit running an older file runs the new one.
+                let (ok, out) = manage("systemctl", &["--user", "try-restart", UNIT]);
+                if !ok {
+                    return Err(failed(manager, "restart agentmesh.service", &out));
+                }
+                done.push("restarted");
+            } else if start_now && !service_active {
+                done.push("started");
+            }
         }
         Manager::Launchd => {
-            // Loaded is enabled (RunAtLoad); a loaded agent starts at once.
-            if !no_start {
-                let path = path.to_string_lossy();
-                let (ok, out) = manage("launchctl", &["bootstrap", &gui_domain(), &path]);
+            // Loading starts it (RunAtLoad); not loaded, it loads at the
+            // next login.
+            if start_now {
+                let (ok, out) = launchd_load(&path);
                 if !ok {
-                    return Err(failed("load the agent", &out));
+                    return Err(failed(manager, "load the agent", &out));
                 }
+                done.extend(["enabled", "started"]);
+            } else {
+                let _ = manage("launchctl", &["enable", &target(manager)]);
                 done.push("enabled");
             }
         }
     }
-    if !no_start {
-        done.push("started");
+    let mut view = status(manager, done)?;
+    if let (false, Some(pid)) = (no_start, running) {
+        view.next = Some(format!(
+            "not started now: a daemon already runs on this home (pid {pid}, started by `agentmesh up` or an agent session); the service starts it at your next login, or now: `agentmesh down && agentmesh service start`"
+        ));
     }
-    status(manager, done)
+    Ok(view)
 }
 
 fn uninstall(manager: Manager) -> anyhow::Result<ServiceView> {
@@ -567,25 +651,30 @@ fn uninstall(manager: Manager) -> anyhow::Result<ServiceView> {
         return status(manager, done);
     }
     if answers(manager) {
-        let (ok, out) = match manager {
-            Manager::Systemd => manage("systemctl", &["--user", "disable", "--now", UNIT]),
-            Manager::Launchd => manage(
-                "launchctl",
-                &["bootout", &format!("{}/{LABEL}", gui_domain())],
-            ),
-        };
-        // An agent not loaded can't be booted out: nothing runs it.
-        if !ok && manager == Manager::Systemd {
-            return Err(failed("disable agentmesh.service", &out));
+        match manager {
+            Manager::Systemd => {
+                let (ok, out) = manage("systemctl", &["--user", "disable", "--now", UNIT]);
+                if !ok {
+                    return Err(failed(manager, "disable agentmesh.service", &out));
+                }
+                done.extend(["stopped", "disabled"]);
+            }
+            Manager::Launchd => {
+                // An agent not loaded can't be booted out: nothing runs it.
+                if manage("launchctl", &["bootout", &target(manager)]).0 {
+                    done.push("stopped");
+                }
+            }
         }
-        done.extend(["stopped", "disabled"]);
     } else if let Some(link) = wants_link(&path).filter(|l| l.symlink_metadata().is_ok()) {
         // What `systemctl disable` removes, so no login starts a unit
         // that is gone.
-        std::fs::remove_file(link)?;
+        std::fs::remove_file(&link)
+            .map_err(|e| anyhow::anyhow!("could not remove {}: {e}", link.display()))?;
         done.push("disabled");
     }
-    std::fs::remove_file(&path)?;
+    std::fs::remove_file(&path)
+        .map_err(|e| anyhow::anyhow!("could not remove {}: {e}", path.display()))?;
     done.push("removed");
     if manager == Manager::Systemd && answers(manager) {
         let _ = manage("systemctl", &["--user", "daemon-reload"]);
@@ -593,7 +682,7 @@ fn uninstall(manager: Manager) -> anyhow::Result<ServiceView> {
     status(manager, done)
 }
 
-fn start_stop(manager: Manager, start: bool) -> anyhow::Result<ServiceView> {
+fn start_stop(home: &Home, manager: Manager, start: bool) -> anyhow::Result<ServiceView> {
     let path = path(manager)?;
     if !path.exists() {
         return Err(term::cli_error(
@@ -623,16 +712,34 @@ fn start_stop(manager: Manager, start: bool) -> anyhow::Result<ServiceView> {
             ),
         ));
     }
-    let domain_label = format!("{}/{LABEL}", gui_domain());
-    let path_text = path.to_string_lossy();
+    if start
+        && let Some(pid) = running_daemon(home)
+        && status(manager, vec![])?.active != Some(true)
+    {
+        return Err(term::cli_error(
+            "already_running",
+            format!(
+                "a daemon already runs on this home (pid {pid}, started by `agentmesh up` or an agent session), so the service's would exit at once; `agentmesh down` first, then `agentmesh service start`"
+            ),
+        ));
+    }
     let (ok, out) = match (manager, start) {
         (Manager::Systemd, true) => manage("systemctl", &["--user", "enable", "--now", UNIT]),
         (Manager::Systemd, false) => manage("systemctl", &["--user", "disable", "--now", UNIT]),
-        (Manager::Launchd, true) => manage("launchctl", &["bootstrap", &gui_domain(), &path_text]),
-        (Manager::Launchd, false) => manage("launchctl", &["bootout", &domain_label]),
+        (Manager::Launchd, true) => launchd_load(&path),
+        (Manager::Launchd, false) => {
+            // Kept from loading at the next login, then stopped.
+            let _ = manage("launchctl", &["disable", &target(manager)]);
+            let _ = manage("launchctl", &["bootout", &target(manager)]);
+            (true, String::new())
+        }
     };
     if !ok {
-        return Err(failed(if start { "start it" } else { "stop it" }, &out));
+        return Err(failed(
+            manager,
+            if start { "start it" } else { "stop it" },
+            &out,
+        ));
     }
     let done = if start {
         vec!["enabled", "started"]
@@ -652,7 +759,8 @@ pub fn status(manager: Manager, done: Vec<&'static str>) -> anyhow::Result<Servi
     let (enabled, active) = match (manager, installed, manager_answers) {
         (_, false, _) => (Some(false), Some(false)),
         (Manager::Systemd, true, true) => (
-            Some(manage("systemctl", &["--user", "is-enabled", UNIT]).0),
+            // `enabled-runtime` does not outlive a reboot.
+            Some(manage("systemctl", &["--user", "is-enabled", UNIT]).1 == "enabled"),
             Some(manage("systemctl", &["--user", "is-active", UNIT]).0),
         ),
         (Manager::Systemd, true, false) => (
@@ -660,12 +768,15 @@ pub fn status(manager: Manager, done: Vec<&'static str>) -> anyhow::Result<Servi
             None,
         ),
         (Manager::Launchd, true, true) => {
-            let (loaded, printed) = manage(
-                "launchctl",
-                &["print", &format!("{}/{LABEL}", gui_domain())],
-            );
+            // An installed agent loads at login unless it was disabled.
+            let (_, disabled) = manage("launchctl", &["print-disabled", &gui_domain()]);
+            let off = disabled.lines().any(|l| {
+                l.contains(&format!("\"{LABEL}\""))
+                    && (l.contains("=> disabled") || l.contains("=> true"))
+            });
+            let (loaded, printed) = manage("launchctl", &["print", &target(manager)]);
             (
-                Some(loaded),
+                Some(!off),
                 Some(loaded && printed.contains("state = running")),
             )
         }
@@ -684,16 +795,20 @@ pub fn status(manager: Manager, done: Vec<&'static str>) -> anyhow::Result<Servi
     })
 }
 
-/// For `down`: whether an installed service will start the daemon again
-/// at login (`None`: no service installed).
-pub fn starts_at_login() -> Option<(Manager, Option<bool>)> {
+/// For `down` on `home`: whether an installed service will start this
+/// home's daemon again at login (`None`: no service installed for it).
+pub fn starts_at_login(agent_home: Option<&Path>) -> Option<(Manager, Option<bool>)> {
     let manager = if cfg!(target_os = "macos") {
         Manager::Launchd
     } else {
         Manager::Systemd
     };
     let view = status(manager, vec![]).ok()?;
-    view.installed.then_some((manager, view.enabled))
+    let ours = view
+        .command
+        .as_deref()
+        .is_some_and(|c| home_of(c).map(Path::new) == agent_home);
+    (view.installed && ours).then_some((manager, view.enabled))
 }
 
 #[cfg(test)]

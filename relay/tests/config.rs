@@ -233,14 +233,25 @@ fn the_text_log_has_no_colour_codes_off_a_terminal() {
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("relay.key");
     let listen = format!("/ip4/127.0.0.1/tcp/{}", common::free_port());
-    let mut child = Command::new(relay_bin())
-        .args(["--identity", key.to_str().unwrap(), "--listen", &listen])
-        .args(["--external-addr", &listen, "--log-format", "text"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    /// Killed however the test ends.
+    struct Child(std::process::Child);
+    impl Drop for Child {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Child(
+        Command::new(relay_bin())
+            .args(["--identity", key.to_str().unwrap(), "--listen", &listen])
+            .args(["--external-addr", &listen, "--log-format", "text"])
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stderr = BufReader::new(child.0.stderr.take().unwrap());
     let mut log = String::new();
     // Up to the line naming the dialable address (the relay logs it once
     // it listens), or the end of the log if the relay stops first.
@@ -251,8 +262,7 @@ fn the_text_log_has_no_colour_codes_off_a_terminal() {
         }
         log.push_str(&line);
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     assert!(
         log.contains(&format!("{listen}/p2p/")),
         "the text log names the dialable address:\n{log}"

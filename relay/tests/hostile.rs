@@ -1217,6 +1217,9 @@ async fn the_relay_answers_autonat_probes_and_asks_clients_none() {
                 key.public().to_peer_id(),
                 autonat::Config {
                     boot_delay: Duration::from_millis(500),
+                    // A probe made before the connection is up finds no
+                    // server; the next is a second later, not 90 s.
+                    retry_interval: Duration::from_secs(1),
                     only_global_ips: false,
                     ..autonat::Config::default()
                 },

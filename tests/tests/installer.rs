@@ -1,5 +1,5 @@
-//! `install.sh` (issue 38, point 3), run by `sh` (Debian's dash, a POSIX
-//! shell) against a release made here: an archive of this build's
+//! `install.sh` (issue 38, point 3), run by dash (a POSIX shell, Debian's
+//! `sh`) against a release made here: an archive of this build's
 //! binaries and its SHA256SUMS, served on loopback by Python's
 //! `http.server`. A checked archive is installed; a tampered one, or one
 //! SHA256SUMS does not name, is refused with nothing installed; the
@@ -88,7 +88,7 @@ fn serve(dir: &Path) -> Option<Server> {
 fn install(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     std::fs::create_dir_all(dir.join("home")).unwrap();
     std::fs::create_dir_all(dir.join("tmp")).unwrap();
-    let mut c = Command::new("sh");
+    let mut c = Command::new("dash");
     c.arg(script())
         .args(args)
         .env("HOME", dir.join("home"))
@@ -156,7 +156,7 @@ fn the_installer_installs_a_checked_archive_and_refuses_a_tampered_one() {
     // Installed, checked: the very binaries, executable, nothing left
     // beside them or in the temporary folder.
     let ok = dir.path().join("ok");
-    let prefix = ok.join("prefix");
+    let prefix = ok.join("a prefix with spaces");
     let out = install(
         &ok,
         &[
@@ -189,6 +189,54 @@ fn the_installer_installs_a_checked_archive_and_refuses_a_tampered_one() {
         assert_eq!(mode, 0o755, "{name}");
     }
     assert_eq!(entries(&ok.join("tmp")), Vec::<String>::new());
+
+    // An archive whose agentmesh does not run here replaces nothing.
+    let broken = dir.path().join("broken-stage");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(broken.join("agentmesh"), "#!/bin/sh\nexit 1\n").unwrap();
+    std::fs::copy(relay_bin(), broken.join("agentmesh-relay")).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let exec = std::fs::Permissions::from_mode(0o755);
+        std::fs::set_permissions(broken.join("agentmesh"), exec).unwrap();
+    }
+    let tar = Command::new("tar")
+        .args(["--use-compress-program=gzip -1", "-cf"])
+        .arg(&archive)
+        .arg("-C")
+        .arg(&broken)
+        .args(["agentmesh", "agentmesh-relay"])
+        .status()
+        .unwrap();
+    assert!(tar.success());
+    let not_running = std::fs::read(&archive).unwrap();
+    std::fs::write(
+        site.join("SHA256SUMS"),
+        format!("{}  {}\n", sha256_hex(&not_running), archive_name()),
+    )
+    .unwrap();
+    let out = install(
+        &ok,
+        &[
+            "--base",
+            &server.base,
+            "--prefix",
+            prefix.to_str().unwrap(),
+            "--no-setup",
+        ],
+        &[],
+    );
+    let text = said(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("does not run on this machine"), "{text}");
+    assert_eq!(entries(&installed), ["agentmesh", "agentmesh-relay"]);
+    assert!(
+        std::fs::read(installed.join("agentmesh")).unwrap() == std::fs::read(bin()).unwrap(),
+        "the installed agentmesh was replaced by one that does not run"
+    );
+    assert_eq!(entries(&ok.join("tmp")), Vec::<String>::new());
+    std::fs::write(&archive, &good).unwrap();
+    std::fs::write(site.join("SHA256SUMS"), &sums).unwrap();
 
     // Tampered with after SHA256SUMS was made: refused, nothing written,
     // nothing left.
@@ -249,7 +297,12 @@ fn the_installer_says_what_it_takes_and_refuses_what_it_does_not() {
     assert!(said(&out).contains("unknown option --frobnicate"));
     let out = install(dir.path(), &["--help"], &[]);
     assert!(out.status.success());
-    for flag in ["--base URL", "--prefix DIR", "--no-setup", "AGENTMESH_INSTALL_BASE"] {
+    for flag in [
+        "--base URL",
+        "--prefix DIR",
+        "--no-setup",
+        "AGENTMESH_INSTALL_BASE",
+    ] {
         assert!(said(&out).contains(flag), "--help lacks {flag}");
     }
     // Nothing to download from: a clear failure, nothing left behind.

@@ -120,15 +120,11 @@ pub fn daemon(home: &Home, args: &StartArgs, json: bool) -> anyhow::Result<ExitC
         // again and again beside the daemon that runs.
         Err(e @ daemon::DaemonError::AlreadyRunning { .. }) => {
             term::fail(&e.into(), json);
-            Ok(ExitCode::from(ALREADY_RUNNING_EXIT))
+            Ok(ExitCode::from(crate::service::ALREADY_RUNNING_EXIT))
         }
         Err(e) => Err(e.into()),
     }
 }
-
-/// `agentmesh daemon`'s exit status when another daemon holds its home
-/// (`RestartPreventExitStatus=` in the unit `service install` writes).
-pub const ALREADY_RUNNING_EXIT: u8 = 3;
 
 /// `agentmesh up`: starts the daemon in the background, or reports the one
 /// already running; then, with a person at the terminal, offers to set up

@@ -396,13 +396,12 @@ pub fn down(home: &Home, agent_home: Option<&Path>, json: bool) -> anyhow::Resul
     // A service installed to start it at login will, whatever `down`
     // recorded: the person is told, with the way to stop that.
     let service = crate::service::starts_at_login(agent_home);
-    let starts_at_login = service.and_then(|(_, enabled)| enabled);
     if json {
         term::json(&serde_json::json!({
             "stopped": pid.is_some(),
             "pid": pid,
             "service_installed": service.is_some(),
-            "starts_at_login": if service.is_some() { starts_at_login } else { Some(false) },
+            "starts_at_login": service.map_or(Some(false), |(_, enabled)| enabled),
         }))?;
     } else {
         match pid {

@@ -13,8 +13,9 @@
 //!  main.rs: the command line ──> Config ──> run()
 //!  run: identity (created 0600 if missing) ── swarm: connection limits
 //!       first (rust-libp2p #4870), relay, identify, ping, kad (server),
-//!       autonat, each connection's handler boxed (boxed.rs) ── listen, announce the external addresses ── log the
-//!       dialable addresses ── events until SIGTERM or Ctrl-C
+//!       autonat, each connection's handler boxed (boxed.rs) ── listen,
+//!       announce the external addresses ── log the dialable addresses ──
+//!       events until SIGTERM or Ctrl-C
 //!  --metrics ADDR: a Prometheus registry (libp2p's families and the
 //!       relay's, metrics.rs) fed by those events, served on
 //!       GET http://ADDR/metrics; no registry and no listener without it

@@ -84,6 +84,35 @@ fn serve(dir: &Path) -> Option<Server> {
     Some(server)
 }
 
+/// The release's archive at `archive`: both binaries of `stage` at its
+/// top, as the release workflow packs them.
+fn pack(archive: &Path, stage: &Path) {
+    let tar = Command::new("tar")
+        .args(["--use-compress-program=gzip -1", "-cf"])
+        .arg(archive)
+        .arg("-C")
+        .arg(stage)
+        .args(["agentmesh", "agentmesh-relay"])
+        .status()
+        .unwrap();
+    assert!(tar.success());
+}
+
+/// Installs from `base` into `prefix`, not offering `setup`.
+fn install_from(dir: &Path, base: &str, prefix: &Path) -> Output {
+    install(
+        dir,
+        &[
+            "--base",
+            base,
+            "--prefix",
+            prefix.to_str().unwrap(),
+            "--no-setup",
+        ],
+        &[],
+    )
+}
+
 /// Runs the installer with `args`, its HOME and TMPDIR in `dir`.
 fn install(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     std::fs::create_dir_all(dir.join("home")).unwrap();
@@ -132,15 +161,7 @@ fn the_installer_installs_a_checked_archive_and_refuses_a_tampered_one() {
     std::fs::copy(bin(), stage.join("agentmesh")).unwrap();
     std::fs::copy(relay_bin(), stage.join("agentmesh-relay")).unwrap();
     let archive = site.join(archive_name());
-    let tar = Command::new("tar")
-        .args(["--use-compress-program=gzip -1", "-cf"])
-        .arg(&archive)
-        .arg("-C")
-        .arg(&stage)
-        .args(["agentmesh", "agentmesh-relay"])
-        .status()
-        .unwrap();
-    assert!(tar.success());
+    pack(&archive, &stage);
     let good = std::fs::read(&archive).unwrap();
     let sums = format!(
         "{}  agentmesh-riscv64-unknown-linux-gnu.tar.gz\n{}  {}\n",
@@ -157,17 +178,7 @@ fn the_installer_installs_a_checked_archive_and_refuses_a_tampered_one() {
     // beside them or in the temporary folder.
     let ok = dir.path().join("ok");
     let prefix = ok.join("a prefix with spaces");
-    let out = install(
-        &ok,
-        &[
-            "--base",
-            &server.base,
-            "--prefix",
-            prefix.to_str().unwrap(),
-            "--no-setup",
-        ],
-        &[],
-    );
+    let out = install_from(&ok, &server.base, &prefix);
     let text = said(&out);
     assert!(out.status.success(), "{text}");
     assert!(
@@ -200,32 +211,14 @@ fn the_installer_installs_a_checked_archive_and_refuses_a_tampered_one() {
         let exec = std::fs::Permissions::from_mode(0o755);
         std::fs::set_permissions(broken.join("agentmesh"), exec).unwrap();
     }
-    let tar = Command::new("tar")
-        .args(["--use-compress-program=gzip -1", "-cf"])
-        .arg(&archive)
-        .arg("-C")
-        .arg(&broken)
-        .args(["agentmesh", "agentmesh-relay"])
-        .status()
-        .unwrap();
-    assert!(tar.success());
+    pack(&archive, &broken);
     let not_running = std::fs::read(&archive).unwrap();
     std::fs::write(
         site.join("SHA256SUMS"),
         format!("{}  {}\n", sha256_hex(&not_running), archive_name()),
     )
     .unwrap();
-    let out = install(
-        &ok,
-        &[
-            "--base",
-            &server.base,
-            "--prefix",
-            prefix.to_str().unwrap(),
-            "--no-setup",
-        ],
-        &[],
-    );
+    let out = install_from(&ok, &server.base, &prefix);
     let text = said(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("does not run on this machine"), "{text}");
@@ -246,17 +239,7 @@ fn the_installer_installs_a_checked_archive_and_refuses_a_tampered_one() {
     std::fs::write(&archive, &bad).unwrap();
     let tampered = dir.path().join("tampered");
     let prefix = tampered.join("prefix");
-    let out = install(
-        &tampered,
-        &[
-            "--base",
-            &server.base,
-            "--prefix",
-            prefix.to_str().unwrap(),
-            "--no-setup",
-        ],
-        &[],
-    );
+    let out = install_from(&tampered, &server.base, &prefix);
     let text = said(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("does not match SHA256SUMS"), "{text}");

@@ -38,6 +38,15 @@ impl Manager {
         }
     }
 
+    /// The manager itself, as a message names it.
+    pub fn manager_name(self) -> &'static str {
+        match self {
+            Manager::Systemd => "systemd user manager",
+            Manager::Launchd => "launchd",
+        }
+    }
+
+    /// What it runs, as a message names it.
     pub fn name(self) -> &'static str {
         match self {
             Manager::Systemd => "systemd user unit",

@@ -79,6 +79,33 @@ pub struct ManagerArg {
     manager: Option<Manager>,
 }
 
+impl ManagerArg {
+    /// The one asked for, else the platform's.
+    fn chosen(&self) -> Manager {
+        self.manager.unwrap_or_else(Manager::platform)
+    }
+}
+
+/// A step a subcommand took, as `done` lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Step {
+    /// The file was written.
+    Written,
+    /// It starts at login.
+    Enabled,
+    /// The manager started it.
+    Started,
+    /// The manager restarted it, running a changed file.
+    Restarted,
+    /// The manager stopped it.
+    Stopped,
+    /// It no longer starts at login.
+    Disabled,
+    /// The file was removed.
+    Removed,
+}
+
 /// What `service status` (and every other subcommand, after its work)
 /// reports. `null` where it can't be known: no manager answered.
 #[derive(Debug, Serialize)]
@@ -100,7 +127,7 @@ pub struct ServiceView {
     /// What was done, in order (`written`, `enabled`, `started`,
     /// `restarted`, `stopped`, `disabled`, `removed`); empty for
     /// `status`.
-    pub done: Vec<&'static str>,
+    pub done: Vec<Step>,
     /// The command that finishes the job where no manager answered.
     pub next: Option<String>,
 }
@@ -112,49 +139,38 @@ pub fn run(
     command: ServiceCommand,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let (manager, view) = match command {
+    let view = match command {
         ServiceCommand::Install { no_start, manager } => {
-            let m = manager.manager.unwrap_or_else(Manager::platform);
-            (m, install(home, agent_home, m, no_start)?)
+            install(home, agent_home, manager.chosen(), no_start)?
         }
-        ServiceCommand::Uninstall { manager } => {
-            let m = manager.manager.unwrap_or_else(Manager::platform);
-            (m, uninstall(m)?)
-        }
-        ServiceCommand::Status { manager } => {
-            let m = manager.manager.unwrap_or_else(Manager::platform);
-            (m, status(m, vec![])?)
-        }
-        ServiceCommand::Start { manager } => {
-            let m = manager.manager.unwrap_or_else(Manager::platform);
-            (m, start_stop(home, m, true)?)
-        }
-        ServiceCommand::Stop { manager } => {
-            let m = manager.manager.unwrap_or_else(Manager::platform);
-            (m, start_stop(home, m, false)?)
-        }
+        ServiceCommand::Uninstall { manager } => uninstall(manager.chosen())?,
+        ServiceCommand::Status { manager } => status(manager.chosen(), vec![])?,
+        ServiceCommand::Start { manager } => start_stop(home, manager.chosen(), true)?,
+        ServiceCommand::Stop { manager } => start_stop(home, manager.chosen(), false)?,
     };
     if json {
         term::json(&view)?;
     } else {
-        print(manager, &view);
+        print(&view);
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print(manager: Manager, view: &ServiceView) {
+fn print(view: &ServiceView) {
+    let manager = view.manager;
     let what = manager.name();
     let path = view.path.display();
     for step in &view.done {
-        match *step {
-            "written" => crate::say!("Wrote the {what} {path}."),
-            "enabled" => crate::say!("Enabled it: it starts `agentmesh daemon` at every login."),
-            "started" => crate::say!("Started it."),
-            "restarted" => crate::say!("Restarted it: it runs what the new unit says."),
-            "stopped" => crate::say!("Stopped it."),
-            "disabled" => crate::say!("Disabled it: it no longer starts at login."),
-            "removed" => crate::say!("Removed {path}."),
-            _ => {}
+        match step {
+            Step::Written => crate::say!("Wrote the {what} {path}."),
+            Step::Enabled => {
+                crate::say!("Enabled it: it starts `agentmesh daemon` at every login.")
+            }
+            Step::Started => crate::say!("Started it."),
+            Step::Restarted => crate::say!("Restarted it: it runs what the new unit says."),
+            Step::Stopped => crate::say!("Stopped it."),
+            Step::Disabled => crate::say!("Disabled it: it no longer starts at login."),
+            Step::Removed => crate::say!("Removed {path}."),
         }
     }
     if !view.installed {
@@ -191,10 +207,7 @@ fn print(manager: Manager, view: &ServiceView) {
     match (&view.next, view.manager_answers) {
         (Some(next), false) => crate::say!(
             "No {} answered here (a container or a machine without a login session?); {next}",
-            match manager {
-                Manager::Systemd => "systemd user manager",
-                Manager::Launchd => "launchd",
-            }
+            manager.manager_name()
         ),
         (Some(next), true) => crate::say!("{next}"),
         (None, _) => {}
@@ -317,7 +330,7 @@ fn install(
     let changed = std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str());
     let service_active = status(manager, vec![])?.active == Some(true);
     write_atomically(&path, &text)?;
-    let mut done = vec!["written"];
+    let mut done = vec![Step::Written];
     if !answers(manager) {
         let mut view = status(manager, done)?;
         view.next = Some(enable_hint(manager, &path));
@@ -346,16 +359,16 @@ fn install(
             if !ok {
                 return Err(failed(manager, "enable agentmesh.service", &out));
             }
-            done.push("enabled");
+            done.push(Step::Enabled);
             if start_now && service_active && changed {
                 // The unit running an older file runs the new one.
                 let (ok, out) = manage("systemctl", &["--user", "try-restart", UNIT]);
                 if !ok {
                     return Err(failed(manager, "restart agentmesh.service", &out));
                 }
-                done.push("restarted");
+                done.push(Step::Restarted);
             } else if start_now && !service_active {
-                done.push("started");
+                done.push(Step::Started);
             }
         }
         Manager::Launchd => {
@@ -366,10 +379,10 @@ fn install(
                 if !ok {
                     return Err(failed(manager, "load the agent", &out));
                 }
-                done.extend(["enabled", "started"]);
+                done.extend([Step::Enabled, Step::Started]);
             } else {
                 let _ = manage("launchctl", &["enable", &target(manager)]);
-                done.push("enabled");
+                done.push(Step::Enabled);
             }
         }
     }
@@ -395,12 +408,12 @@ fn uninstall(manager: Manager) -> anyhow::Result<ServiceView> {
                 if !ok {
                     return Err(failed(manager, "disable agentmesh.service", &out));
                 }
-                done.extend(["stopped", "disabled"]);
+                done.extend([Step::Stopped, Step::Disabled]);
             }
             Manager::Launchd => {
                 // An agent not loaded can't be booted out: nothing runs it.
                 if manage("launchctl", &["bootout", &target(manager)]).0 {
-                    done.push("stopped");
+                    done.push(Step::Stopped);
                 }
             }
         }
@@ -409,11 +422,11 @@ fn uninstall(manager: Manager) -> anyhow::Result<ServiceView> {
         // that is gone.
         std::fs::remove_file(&link)
             .map_err(|e| anyhow::anyhow!("could not remove {}: {e}", link.display()))?;
-        done.push("disabled");
+        done.push(Step::Disabled);
     }
     std::fs::remove_file(&path)
         .map_err(|e| anyhow::anyhow!("could not remove {}: {e}", path.display()))?;
-    done.push("removed");
+    done.push(Step::Removed);
     if manager == Manager::Systemd && answers(manager) {
         let _ = manage("systemctl", &["--user", "daemon-reload"]);
     }
@@ -436,11 +449,8 @@ fn start_stop(home: &Home, manager: Manager, start: bool) -> anyhow::Result<Serv
         return Err(term::cli_error(
             "no_service_manager",
             format!(
-                "no {} manager answered here, so nothing can be {}; {}",
-                match manager {
-                    Manager::Systemd => "systemd user",
-                    Manager::Launchd => "launchd",
-                },
+                "no {} answered here, so nothing can be {}; {}",
+                manager.manager_name(),
                 if start { "started" } else { "stopped" },
                 if start {
                     enable_hint(manager, &path)
@@ -480,15 +490,15 @@ fn start_stop(home: &Home, manager: Manager, start: bool) -> anyhow::Result<Serv
         ));
     }
     let done = if start {
-        vec!["enabled", "started"]
+        vec![Step::Enabled, Step::Started]
     } else {
-        vec!["stopped", "disabled"]
+        vec![Step::Stopped, Step::Disabled]
     };
     status(manager, done)
 }
 
 /// What the files (and the manager, if it answers) say now.
-pub fn status(manager: Manager, done: Vec<&'static str>) -> anyhow::Result<ServiceView> {
+pub fn status(manager: Manager, done: Vec<Step>) -> anyhow::Result<ServiceView> {
     let path = path(manager)?;
     let text = std::fs::read_to_string(&path).ok();
     let installed = text.is_some();

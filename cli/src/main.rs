@@ -11,6 +11,7 @@
 //! JSON object, `{"code": …, "message": …}`, with the stable code.
 
 mod agents;
+mod backup;
 mod bus;
 mod call;
 mod daemonctl;
@@ -361,6 +362,9 @@ enum Command {
     /// Show the whole job on loopback: two temporary daemons, a team, an
     /// ask and its reply, the peer table, inboxes and audit trail.
     Demo,
+    /// Write this machine to an encrypted file, or restore one (a new laptop).
+    #[command(subcommand)]
+    Backup(backup::BackupCommand),
     /// Start the daemon at login with the user's service manager (a
     /// systemd user unit, a launchd agent): install, uninstall, status,
     /// start, stop.
@@ -682,6 +686,7 @@ fn dispatch(
         Command::Connect { addr } => team::connect(home, &addr, json),
         Command::Demo => demo::demo(json),
         Command::Service { command } => service::run(home, agent_home, command, json),
+        Command::Backup(command) => backup::run(home, command, json),
         Command::Completions { shell } => manual::completions(cli_command(), shell, json),
         Command::Man => manual::man(cli_command(), json),
         Command::Ui { no_open } => ui::run(home, no_open, json),

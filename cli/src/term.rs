@@ -99,6 +99,12 @@ pub fn error_code(e: &anyhow::Error) -> String {
         if cause.downcast_ref::<NotRunning>().is_some() {
             return "daemon_not_running".into();
         }
+        if let Some(b) = cause.downcast_ref::<agentmesh_node::backup::BackupError>() {
+            return b.code().to_string();
+        }
+        if let Some(a) = cause.downcast_ref::<agentmesh_node::api::ApiError>() {
+            return a.code.to_string();
+        }
         if let Some(c) = cause.downcast_ref::<ClientError>() {
             return match c {
                 ClientError::NotRunning { .. } => "daemon_not_running".into(),

@@ -202,6 +202,26 @@ error_codes! {
     /// `relay_configured`: `relays forget` named a relay config.toml (or
     /// `--relay`) gives; it is removed there.
     RelayConfigured = "relay_configured",
+    /// `empty_passphrase`: `backup` was given an empty passphrase.
+    EmptyPassphrase = "empty_passphrase",
+    /// `wrong_passphrase`: the passphrase does not open the backup.
+    WrongPassphrase = "wrong_passphrase",
+    /// `backup_truncated`: the backup file is shorter than it says.
+    BackupTruncated = "backup_truncated",
+    /// `backup_tampered`: the backup file was changed since it was made.
+    BackupTampered = "backup_tampered",
+    /// `not_a_backup`: the file is not an agentmesh backup.
+    NotABackup = "not_a_backup",
+    /// `backup_too_new`: the backup's store is newer than this build reads.
+    BackupTooNew = "backup_too_new",
+    /// `home_has_key`: `backup import` into a home that has a key.
+    HomeHasKey = "home_has_key",
+    /// `home_not_empty`: `backup import` into a home that holds files.
+    HomeNotEmpty = "home_not_empty",
+    /// `backup_failed`: reading or writing a backup failed (the disk).
+    BackupFailed = "backup_failed",
+    /// `already_running`: a daemon runs on this home already.
+    AlreadyRunning = "already_running",
 }
 
 impl std::fmt::Display for ErrorCode {

@@ -191,6 +191,37 @@ fn with_stored<T>(
         .map_err(|e| DaemonError::Store(StoreError::Corrupt(e.message)))
 }
 
+/// Takes the daemon lock of a home for `agentmesh backup`.
+fn backup_lock(home: &Home) -> Result<fs::File, crate::backup::BackupError> {
+    lock_home(home).map_err(|e| crate::backup::BackupError::Locked {
+        running: matches!(e, DaemonError::AlreadyRunning { .. }),
+        message: e.to_string(),
+    })
+}
+
+/// `agentmesh backup export` of a home whose daemon is not running (the
+/// command reads the store, holding the daemon lock meanwhile).
+pub fn backup_stopped(
+    home: &Home,
+    to: &std::path::Path,
+    passphrase: &crate::api::Passphrase,
+    with_mail: bool,
+) -> Result<crate::api::BackupMade, crate::backup::BackupError> {
+    let now = crate::clock::now();
+    crate::backup::export_stopped(home, to, passphrase, with_mail, (now, &backup_lock))
+}
+
+/// `agentmesh backup import`: the backup `from` restored into `home` (new
+/// or empty), holding its daemon lock meanwhile.
+pub fn restore_backup(
+    home: &Home,
+    from: &std::path::Path,
+    passphrase: &crate::api::Passphrase,
+) -> Result<crate::backup::Restored, crate::backup::BackupError> {
+    let now = crate::clock::now();
+    crate::backup::import(home, from, passphrase, (now, &backup_lock))
+}
+
 /// What `init --new-identity` did.
 #[derive(Debug)]
 pub struct NewIdentity {
@@ -457,7 +488,10 @@ pub async fn run(home: &Home, overrides: Overrides) -> Result<(), DaemonError> {
         handle,
         mail,
         (name, peer_id),
-        door,
+        (
+            door,
+            crate::backup::Source::new(home.clone(), store.clone()),
+        ),
         cancel.child_token(),
     ));
     tasks.spawn(stop_on_signal(cancel.clone()));

@@ -360,9 +360,16 @@ impl Home {
         }
         fs::create_dir_all(&self.root).map_err(io_err("cannot create", &self.root))?;
         let id = Identity::generate(&mut rand::rng());
+        self.write_identity(&id)?;
+        Ok((id, true))
+    }
+
+    /// Writes `id` as this home's key file (`agentmesh backup import`
+    /// restores one): to a temporary file with mode 0600 from the start,
+    /// then renamed, so the key is never briefly readable and never
+    /// half-written.
+    pub fn write_identity(&self, id: &Identity) -> Result<(), HomeError> {
         let path = self.key_file();
-        // Written to a temporary file with mode 0600 from the start, then
-        // renamed, so the key is never briefly readable and never half-written.
         let tmp = self.root.join("identity.key.tmp");
         let mut f = fs::OpenOptions::new()
             .write(true)
@@ -375,7 +382,7 @@ impl Home {
             .and_then(|()| f.sync_all())
             .map_err(io_err("cannot write", &tmp))?;
         fs::rename(&tmp, &path).map_err(io_err("cannot write", &path))?;
-        Ok((id, true))
+        Ok(())
     }
 
     /// Replaces the identity with a fresh one (`init --new-identity`): the

@@ -31,12 +31,15 @@
 //! - [`ui`]: the local web page, a client of the socket like any other.
 //! - [`home`], [`config`], [`clock`]: where a node keeps its files, its
 //!   settings, and the calendar clock test builds can move.
+//! - [`backup`]: this machine in one encrypted file, and a new home made
+//!   from one.
 
 #![deny(missing_docs)]
 
 pub mod agents;
 pub mod api;
 pub mod audit;
+pub mod backup;
 pub mod client;
 pub mod clock;
 pub mod codes;

@@ -148,10 +148,10 @@ pub async fn serve(
     node: Handle,
     mail: MailHandle,
     (name, peer_id): (String, String),
-    ui: crate::ui::Door,
+    (ui, backups): (crate::ui::Door, crate::backup::Source),
     cancel: CancellationToken,
 ) {
-    let ui = Arc::new(ui);
+    let own = Arc::new(Own { ui, backups });
     let uid = nix::unistd::geteuid().as_raw();
     let slots = Slots {
         all: Arc::new(Semaphore::new(MAX_CLIENTS)),
@@ -197,13 +197,13 @@ pub async fn serve(
                 evicted,
             }
         };
-        let (node, mail, name, peer_id, slots, ui) = (
+        let (node, mail, name, peer_id, slots, own) = (
             node.clone(),
             mail.clone(),
             name.clone(),
             peer_id.clone(),
             slots.clone(),
-            ui.clone(),
+            own.clone(),
         );
         clients.spawn(async move {
             match stream.peer_cred() {
@@ -219,7 +219,7 @@ pub async fn serve(
                         slot: None,
                         event_slot: None,
                         session: None,
-                        ui,
+                        own,
                         later: None,
                     };
                     client.serve(stream, waiting).await;
@@ -264,6 +264,14 @@ struct Attached {
     folders: bool,
 }
 
+/// What the socket server answers itself, not its owners.
+struct Own {
+    /// Where the web page is, and its sign-in tickets (`ui`).
+    ui: crate::ui::Door,
+    /// The home and store a backup is made of (`backup_export`).
+    backups: crate::backup::Source,
+}
+
 /// One client connection.
 struct Client {
     node: Handle,
@@ -282,8 +290,8 @@ struct Client {
     /// An agent's session attached for events to a mailbox: the directory
     /// shows the mailbox attached while it lives.
     session: Option<crate::mail::SessionGuard>,
-    /// Where the web page is, and its sign-in tickets (`ui`).
-    ui: Arc<crate::ui::Door>,
+    /// What the server answers itself.
+    own: Arc<Own>,
     /// A request whose answer waits (see [`Op::waits`]), handed to the
     /// mail actor by the last frame: answered when it comes, while later
     /// requests are.
@@ -630,7 +638,8 @@ impl Client {
                     unreachable!("a request before attach is answered above")
                 };
                 let answer = match op {
-                    Op::Socket(SocketOp::Ui) => answer::<ops::Ui>(Ok(self.ui.view())),
+                    Op::Socket(SocketOp::Ui) => answer::<ops::Ui>(Ok(self.own.ui.view())),
+                    Op::Socket(SocketOp::BackupExport(op)) => self.own.backups.export(op).await,
                     Op::Mail(op) if may_defer && op.waits() => {
                         let answer = self.mail.submit(a.who.clone(), a.mailbox.clone(), op);
                         self.later = Some((id, Box::pin(answer.await)));

@@ -153,6 +153,26 @@ impl Node {
         node
     }
 
+    /// A node named `name` whose home is an empty folder (no `init`): the
+    /// new home `backup import` restores into. Not yet running.
+    pub fn empty(name: &str) -> Node {
+        let home = temp_home();
+        reaper::track_home(home.path());
+        Node {
+            name: name.into(),
+            home,
+            daemon: None,
+            listen: vec![
+                "/ip4/127.0.0.1/tcp/0".into(),
+                "/ip4/127.0.0.1/udp/0/quic-v1".into(),
+            ],
+            mdns: false,
+            wrapper: vec![],
+            daemon_args: vec![],
+            daemon_env: vec![],
+        }
+    }
+
     /// A second node whose home is a copy of `other`'s, taken while its
     /// daemon is stopped: the same key, name and membership (two copies
     /// of one machine, as a home copied to a new laptop and the old one

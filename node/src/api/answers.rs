@@ -132,3 +132,66 @@ pub struct ClockView {
     /// Seconds ahead of the real clock.
     pub offset_secs: u64,
 }
+
+/// A backup's passphrase: never empty, never printed (its `Debug` hides
+/// it, so a logged request does not show it).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Passphrase(String);
+
+impl Passphrase {
+    /// `text` as a passphrase; refused if empty.
+    pub fn new(text: String) -> Result<Self, crate::api::ApiError> {
+        if text.is_empty() {
+            return Err(crate::api::ApiError::new(
+                crate::codes::ErrorCode::EmptyPassphrase,
+                "the passphrase is empty; give one (typed when asked, or in $AGENTMESH_PASSPHRASE for scripts)",
+            ));
+        }
+        Ok(Passphrase(text))
+    }
+
+    /// The text itself.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for Passphrase {
+    type Error = crate::api::ApiError;
+    fn try_from(text: String) -> Result<Self, crate::api::ApiError> {
+        Passphrase::new(text)
+    }
+}
+
+impl From<Passphrase> for String {
+    fn from(p: Passphrase) -> String {
+        p.0
+    }
+}
+
+impl std::fmt::Debug for Passphrase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Passphrase(…)")
+    }
+}
+
+/// What `backup export` made (the daemon, or the command with the daemon
+/// stopped).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackupMade {
+    /// The file written.
+    pub file: std::path::PathBuf,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// The store entries in it.
+    pub entries: u64,
+    /// Whether the mail is in it.
+    pub with_mail: bool,
+    /// The machine.
+    pub name: String,
+    /// Its PeerId.
+    pub peer_id: String,
+    /// Its team, if any.
+    pub team: Option<String>,
+}

@@ -34,6 +34,7 @@ pub use records::{
     TaintRecord, WakeAgent, WakeRecord,
 };
 pub use sled_store::SledStore;
+pub use sled_store::backup::Restoring;
 
 /// The format this build writes. Bump it, and add a step to
 /// `MIGRATIONS` (in `sled_store.rs`), whenever the layout of any tree changes.

@@ -1,6 +1,7 @@
 //! The sled implementation of the store (its migrations are in
 //! [`super::migrations`]).
 
+pub(super) mod backup;
 mod bus;
 mod carry;
 mod outbox;

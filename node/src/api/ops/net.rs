@@ -33,6 +33,8 @@ pub enum NetOp {
 pub enum SocketOp {
     /// [`Ui`].
     Ui,
+    /// [`BackupExport`].
+    BackupExport(BackupExport),
 }
 
 /// The daemon's identity, team and addresses.
@@ -102,6 +104,20 @@ pub struct RelaysForget {
     pub peer_id: String,
 }
 
+/// Write a backup of this machine to `file`, encrypted with `passphrase`
+/// (`agentmesh backup export` while the daemon runs: it holds the
+/// store). Served by the socket server beside the daemon's other work.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackupExport {
+    /// Where to write it: an absolute path (replaced if it exists).
+    pub file: std::path::PathBuf,
+    /// What it is encrypted with.
+    pub passphrase: api::Passphrase,
+    /// Whether the mail goes in too.
+    #[serde(default)]
+    pub with_mail: bool,
+}
+
 requests! {
     Status => api::Status = |_| NetOp::Status;
     Peers => api::PeersPage = NetOp::Peers;
@@ -112,4 +128,5 @@ requests! {
     Relays => api::RelaysView = |_| NetOp::Relays;
     RelaysForget => api::RelaysView = NetOp::RelaysForget;
     Ui => api::UiView = |_| SocketOp::Ui;
+    BackupExport => api::BackupMade = SocketOp::BackupExport;
 }

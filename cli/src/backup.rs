@@ -24,7 +24,8 @@ pub enum BackupCommand {
         /// The file to write (replaced if it exists).
         file: PathBuf,
         /// Put the mail in too: inbox, outbox, held mail, the audit log,
-        /// what this machine carries for others.
+        /// what this machine carries for others (with the daemon stopped:
+        /// `agentmesh down` first).
         #[arg(long)]
         with_mail: bool,
     },

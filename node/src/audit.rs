@@ -95,6 +95,10 @@ pub enum AuditEvent {
     TurnLimit,
     /// A machine was moved to another person (a Person block).
     Person,
+    /// A machine's membership was given a term or renewed (a Term block).
+    Renewed,
+    /// A machine's membership lapsed: past its expiry, not renewed.
+    Lapsed,
     /// A reply from another person's machine was delivered unheld: it
     /// answers an ask this mailbox sent to that machine.
     ReplyToOwn,
@@ -181,6 +185,8 @@ impl AuditEvent {
             AuditEvent::RateLimited => "rate_limited",
             AuditEvent::TurnLimit => "turn_limit",
             AuditEvent::Person => "person",
+            AuditEvent::Renewed => "renewed",
+            AuditEvent::Lapsed => "lapsed",
             AuditEvent::ReplyToOwn => "reply_to_own",
             AuditEvent::DirectoryRefused => "directory_refused",
             AuditEvent::Profile => "profile",
@@ -375,6 +381,8 @@ mod tests {
             RateLimited,
             TurnLimit,
             Person,
+            Renewed,
+            Lapsed,
             ReplyToOwn,
             DirectoryRefused,
             Profile,

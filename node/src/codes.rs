@@ -222,6 +222,10 @@ error_codes! {
     BackupFailed = "backup_failed",
     /// `already_running`: a daemon runs on this home already.
     AlreadyRunning = "already_running",
+    /// `no_identity`: the home has no key (no `agentmesh init`).
+    NoIdentity = "no_identity",
+    /// `daemon_running`: this needs the daemon stopped (`agentmesh down`).
+    DaemonRunning = "daemon_running",
 }
 
 impl std::fmt::Display for ErrorCode {

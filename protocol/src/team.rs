@@ -27,7 +27,12 @@
 //!   name beats any Admit;
 //! - a machine's person is the one its Admit (the Genesis, for the founder)
 //!   names, until an admin's Person block names another: among a machine's
-//!   Person blocks the highest sequence number wins, ties the lowest hash.
+//!   Person blocks the highest sequence number wins, ties the lowest hash;
+//! - a machine's membership lasts until the latest `expires_at` of its
+//!   admins' [`Term`] blocks (none: it does not expire; the founder never
+//!   does); past it the machine is not a member (lapsed) until a Term
+//!   extends it. Only this rule reads a clock: the time a state is
+//!   judged at, given to it ([`TeamState::set_now`]).
 //!
 //! Because validity never depends on arrival order, [`TeamState`] is a pure
 //! function of the *set* of blocks it has seen: any order, any duplication,
@@ -37,7 +42,7 @@
 //! never reach, does order matter.
 
 mod state;
-pub use state::{Applied, BlockRejected, Member, Standing, TeamState};
+pub use state::{Applied, BlockRejected, Member, MemberTerm, Standing, TeamState};
 
 use std::fmt;
 
@@ -172,6 +177,26 @@ pub struct Person {
     pub at: Timestamp,
 }
 
+/// A block that sets when a machine's membership ends unless renewed
+/// (type 4): written with its Admit and again at each renewal. Among a
+/// machine's Term blocks the latest `expires_at` counts; a machine with
+/// none does not expire (it was admitted before terms, or by a build
+/// without them). The founder's membership never expires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term {
+    /// The team.
+    pub team: TeamId,
+    /// The admin who admits or renews; signs the block.
+    pub by: PeerId,
+    /// The machine.
+    pub peer: PeerId,
+    /// When its membership lapses, unless a later Term extends it.
+    pub expires_at: Timestamp,
+    /// When the term was given (its start: a member asks for renewal two
+    /// thirds of the way from here to `expires_at`).
+    pub at: Timestamp,
+}
+
 /// A block of a type this build does not know (a later version's): every
 /// type from [`FIRST_EXTENSIBLE_TYPE`] on starts `[version, type, team,
 /// signer, …]`, so its team and signer can be read and its signature
@@ -202,6 +227,8 @@ pub enum BlockBody {
     Revoke(Revoke),
     /// Says which person runs a machine.
     Person(Person),
+    /// Says until when a machine is a member.
+    Term(Term),
     /// A later version's type: kept, not understood.
     Unknown(Unknown),
 }
@@ -214,6 +241,7 @@ impl BlockBody {
             BlockBody::Admit(a) => a.admitted_by,
             BlockBody::Revoke(r) => r.revoked_by,
             BlockBody::Person(p) => p.by,
+            BlockBody::Term(t) => t.by,
             BlockBody::Unknown(u) => u.signer,
         }
     }
@@ -262,6 +290,15 @@ impl BlockBody {
                 cbor::uint(p.seq),
                 cbor::uint(p.at.as_unix_millis()),
             ],
+            BlockBody::Term(t) => vec![
+                v,
+                cbor::uint(4),
+                Value::Bytes(t.team.0.to_vec()),
+                peer_value(&t.by),
+                peer_value(&t.peer),
+                cbor::uint(t.expires_at.as_unix_millis()),
+                cbor::uint(t.at.as_unix_millis()),
+            ],
             // Never signed here: an unknown block only ever comes from its
             // bytes, which are kept as they came.
             BlockBody::Unknown(u) => vec![
@@ -287,7 +324,8 @@ impl BlockBody {
             Some(1) => 9,
             Some(2) => 6,
             Some(3) => 8,
-            Some(t) if t > 3 => {
+            Some(4) => 7,
+            Some(t) if t > 4 => {
                 // A later type: its common start, the rest kept unread.
                 let mut f = Fields::versioned_prefix(WHAT, value, 4)?;
                 f.uint("type", u64::MAX)?;
@@ -309,7 +347,7 @@ impl BlockBody {
             }
         };
         let mut f = Fields::versioned(WHAT, value, count)?;
-        f.uint("type", 3)?;
+        f.uint("type", 4)?;
         let ts = |f: &mut Fields, field| f.uint(field, u64::MAX).map(Timestamp::from_unix_millis);
         Ok(match block_type {
             Some(0) => {
@@ -350,6 +388,13 @@ impl BlockBody {
                 team: TeamId(f.array("team")?),
                 peer: peer_field(&mut f, "peer")?,
                 revoked_by: peer_field(&mut f, "revoked_by")?,
+                at: ts(&mut f, "at")?,
+            }),
+            Some(4) => BlockBody::Term(Term {
+                team: TeamId(f.array("team")?),
+                by: peer_field(&mut f, "by")?,
+                peer: peer_field(&mut f, "peer")?,
+                expires_at: ts(&mut f, "expires_at")?,
                 at: ts(&mut f, "at")?,
             }),
             _ => BlockBody::Person(Person {
@@ -481,6 +526,7 @@ impl Block {
             BlockBody::Admit(a) => a.team,
             BlockBody::Revoke(r) => r.team,
             BlockBody::Person(p) => p.team,
+            BlockBody::Term(t) => t.team,
             BlockBody::Unknown(u) => u.team,
         }
     }

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use agentmesh_protocol::cbor::encode;
 use agentmesh_protocol::team::{
-    Admit, BLOCK_SIGNATURE_DST, Block, BlockBody, Genesis, Person, Revoke, TeamId, TeamState,
+    Admit, BLOCK_SIGNATURE_DST, Block, BlockBody, Genesis, Person, Revoke, TeamId, TeamState, Term,
 };
 use agentmesh_protocol::{Identity, Name, Owner, Timestamp};
 use ciborium::Value;
@@ -64,6 +64,10 @@ struct Case {
     standings: BTreeMap<String, String>,
     /// Block label → the refusal `apply` gives it (its Rust name).
     refused: BTreeMap<String, String>,
+    /// Machine label → when its membership lapses (Unix ms) and the
+    /// admin whose Term says so, for machines with a Term (type 4).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    expires: BTreeMap<String, (u64, String)>,
     /// The set digest after it all (§6.5).
     digest: String,
 }
@@ -154,6 +158,21 @@ fn blocks() -> Vec<(&'static str, &'static str, Block)> {
             by,
         )
     };
+    let term = |by: &Identity, who: &Identity, days: u64, from_day: u64| {
+        let day = 86_400_000;
+        signed(
+            BlockBody::Term(Term {
+                team,
+                by: by.peer_id(),
+                peer: who.peer_id(),
+                expires_at: Timestamp::from_unix_millis(
+                    T.as_unix_millis() + (from_day + days) * day,
+                ),
+                at: Timestamp::from_unix_millis(T.as_unix_millis() + from_day * day),
+            }),
+            by,
+        )
+    };
     // A block of a later version's type 9, as it would be written.
     let later = |by: &Identity| {
         let payload = encode(&Value::Array(vec![
@@ -222,6 +241,26 @@ fn blocks() -> Vec<(&'static str, &'static str, Block)> {
             later(&bob),
         ),
         (
+            "term_bob",
+            "bob-laptop's membership lasts 180 days from its admission (a Term, type 4).",
+            term(&ada, &bob, 180, 0),
+        ),
+        (
+            "term_bob_renewed",
+            "Renewed on day 120 for another 180 days: the latest expiry counts, in any order.",
+            term(&ada, &bob, 180, 120),
+        ),
+        (
+            "term_by_member",
+            "cleo-box gives bob-laptop a term: not an admin, refused (NotAnAdmin).",
+            term(&cleo, &bob, 999, 0),
+        ),
+        (
+            "term_for_founder",
+            "A term for the founder: refused (TermForAdmin); its membership never expires.",
+            term(&ada, &ada, 30, 0),
+        ),
+        (
             "leave_cleo",
             "cleo-box leaves (a Revoke it signs itself): left, not revoked.",
             signed(
@@ -250,13 +289,16 @@ fn standing(m: &agentmesh_protocol::team::Member) -> &'static str {
 /// Label → word: persons, standings or refusals.
 type Words = BTreeMap<String, String>;
 
+/// Machine label → expiry (ms) and the renewing admin's label.
+type Expiries = BTreeMap<String, (u64, String)>;
+
 /// Applies `labels` from `blocks` (decoding each from its bytes): the
 /// persons, standings, refusals and digest that result.
 fn run(
     labels: &[String],
     blocks: &BTreeMap<String, Vec<u8>>,
     peers: &BTreeMap<String, Vec<u8>>,
-) -> (Words, Words, Words, String) {
+) -> (Words, Words, Words, Expiries, String) {
     let mut state: Option<TeamState> = None;
     let mut refused = BTreeMap::new();
     for l in labels {
@@ -271,15 +313,29 @@ fn run(
         }
     }
     let s = state.unwrap();
-    let (mut persons, mut standings) = (BTreeMap::new(), BTreeMap::new());
+    let (mut persons, mut standings, mut expires) =
+        (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+    let label_of = |p: &agentmesh_protocol::PeerId| {
+        peers
+            .iter()
+            .find(|(_, b)| **b == p.to_bytes())
+            .map(|(l, _)| l.clone())
+            .unwrap_or_default()
+    };
     for (label, peer) in peers {
         let peer = agentmesh_protocol::PeerId::from_bytes(peer).unwrap();
         if let Some(m) = s.member(&peer) {
             persons.insert(label.clone(), m.owner.to_string());
             standings.insert(label.clone(), standing(m).to_owned());
+            if let Some(t) = m.term {
+                expires.insert(
+                    label.clone(),
+                    (t.expires_at.as_unix_millis(), label_of(&t.by)),
+                );
+            }
         }
     }
-    (persons, standings, refused, hex(&s.digest()))
+    (persons, standings, refused, expires, hex(&s.digest()))
 }
 
 fn generate() -> Vectors {
@@ -307,7 +363,7 @@ fn generate() -> Vectors {
         .collect();
     let case = |name: &str, description: &str, apply: &[&str]| {
         let apply: Vec<String> = apply.iter().map(|s| (*s).to_owned()).collect();
-        let (persons, standings, refused, digest) = run(&apply, &bytes, &peers);
+        let (persons, standings, refused, expires, digest) = run(&apply, &bytes, &peers);
         Case {
             name: name.into(),
             description: description.into(),
@@ -315,6 +371,7 @@ fn generate() -> Vectors {
             persons,
             standings,
             refused,
+            expires,
             digest,
         }
     };
@@ -371,6 +428,16 @@ fn generate() -> Vectors {
                 &reversed,
             ),
             case(
+                "terms",
+                "Term blocks: the latest expiry counts; a member's Term and one for the founder are refused.",
+                &["genesis", "admit_bob", "admit_cleo", "term_bob", "term_bob_renewed", "term_by_member", "term_for_founder"],
+            ),
+            case(
+                "terms_reversed",
+                "The same Terms the other way round: the same expiry.",
+                &["genesis", "term_for_founder", "term_by_member", "term_bob_renewed", "term_bob", "admit_cleo", "admit_bob"],
+            ),
+            case(
                 "left",
                 "cleo-box leaves: left, its person still named.",
                 &with_leave,
@@ -417,7 +484,8 @@ fn every_committed_case_gives_its_persons_from_the_bytes_alone() {
         .collect();
     assert!(v.cases.len() >= 4);
     for c in &v.cases {
-        let (persons, standings, refused, digest) = run(&c.apply, &bytes, &peers);
+        let (persons, standings, refused, expires, digest) = run(&c.apply, &bytes, &peers);
+        assert_eq!(expires, c.expires, "{}", c.name);
         assert_eq!(persons, c.persons, "{}", c.name);
         assert_eq!(standings, c.standings, "{}", c.name);
         assert_eq!(refused, c.refused, "{}", c.name);
@@ -432,6 +500,41 @@ fn every_committed_case_gives_its_persons_from_the_bytes_alone() {
         .persons;
     assert_eq!(persons["bob-laptop"], "Bob");
     assert_eq!(persons["ada-desk"], "root");
+    let terms = v.cases.iter().find(|c| c.name == "terms").unwrap();
+    assert_eq!(
+        terms.expires["bob-laptop"],
+        (T.as_unix_millis() + 300 * 86_400_000, "ada-desk".into()),
+        "renewed on day 120 for 180 days"
+    );
+    assert!(
+        !terms.expires.contains_key("ada-desk"),
+        "the founder's never expires"
+    );
+    assert_eq!(terms.refused["term_for_founder"], "TermForAdmin");
+}
+
+#[test]
+fn a_member_past_its_expiry_is_not_a_member_until_renewed() {
+    let v: Vectors = serde_json::from_str(&std::fs::read_to_string(PATH).unwrap()).unwrap();
+    let block = |l: &str| Block::from_bytes(&unhex(&v.blocks[l].block)).unwrap();
+    let bob = machine("bob-laptop").peer_id();
+    let ada = machine("ada-desk").peer_id();
+    let day = |d: u64| Timestamp::from_unix_millis(T.as_unix_millis() + d * 86_400_000);
+    let mut s = TeamState::from_genesis(block("genesis")).unwrap();
+    for l in ["admit_bob", "term_bob"] {
+        s.apply(block(l)).unwrap();
+    }
+    s.set_now(day(179));
+    assert!(s.is_member(&bob) && !s.lapsed(&bob));
+    s.set_now(day(180));
+    assert!(!s.is_member(&bob) && s.lapsed(&bob) && !s.is_revoked(&bob));
+    s.set_now(day(10_000));
+    assert!(s.is_member(&ada), "the founder never lapses");
+    s.set_now(day(180));
+    s.apply(block("term_bob_renewed")).unwrap();
+    assert!(s.is_member(&bob), "a renewal lets it back");
+    s.set_now(day(300));
+    assert!(s.lapsed(&bob));
 }
 
 #[test]

@@ -80,11 +80,40 @@ fn a_machine_restored_on_a_new_address_receives_its_teams_mail() {
     let file = dir.path().join("beta.agentmesh");
     let file = file.to_str().unwrap();
     let made = ok(with_pass(&beta, &["backup", "export", file], PASS));
-    let size = std::fs::metadata(file).unwrap().len();
+    let meta = std::fs::metadata(file).unwrap();
+    let size = meta.len();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            meta.permissions().mode() & 0o777,
+            0o600,
+            "the file is its user's alone"
+        );
+    }
+    assert_eq!(
+        contents(dir.path()),
+        vec!["beta.agentmesh"],
+        "no .partial left behind"
+    );
     assert_eq!(made["bytes"], size, "{made}");
     assert_eq!(made["name"], "beta");
     assert_eq!(made["team"], "core");
     assert_eq!(made["with_mail"], false);
+    // With the mail, only with the daemon stopped (mail moves between the
+    // store's parts while it runs).
+    let dir_path = dir.path().join("refused.agentmesh");
+    let refused = with_pass(
+        &beta,
+        &[
+            "backup",
+            "export",
+            dir_path.to_str().unwrap(),
+            "--with-mail",
+        ],
+        PASS,
+    );
+    assert_eq!(code(&refused), "daemon_running");
+    assert!(!dir_path.exists());
     let peer_id = beta.peer_id();
     // The old laptop runs on a while after its backup (a new address, so
     // a new contact record numbered above the backup's), then is put away.
@@ -139,6 +168,18 @@ fn a_machine_restored_on_a_new_address_receives_its_teams_mail() {
         texts(&laptop).is_empty(),
         "mail stays out without --with-mail"
     );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(laptop.home().join("data"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(
+            mode & 0o077,
+            0,
+            "the restored store is its user's alone: {mode:o}"
+        );
+    }
 
     // Its team's mail reaches it at the new address.
     let after = alpha.send("@beta", "after the move");

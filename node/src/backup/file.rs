@@ -30,6 +30,11 @@ const LENGTH: &[u8] = b"bytes ";
 const DIGITS: usize = 20;
 /// Both lines.
 const PREFIX: usize = MAGIC.len() + LENGTH.len() + DIGITS + 1;
+/// scrypt's work factor for a backup (N = 2^18).
+const WORK_FACTOR: u8 = 18;
+/// The most an import accepts (2^20: 1 GiB and some seconds): more is not
+/// a file agentmesh made.
+const WORK_FACTOR_MAX: u8 = 20;
 
 /// One item of the plaintext.
 #[derive(Debug, Serialize, Deserialize)]
@@ -98,10 +103,15 @@ fn write_partial(
         path: partial.to_owned(),
         source,
     };
+    // A new file of this user's alone (never one left there, nor what a
+    // link there points at).
+    match fs::remove_file(partial) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(io_err(e)),
+        _ => {}
+    }
     let mut file = fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o600)
         .open(partial)
         .map_err(io_err)?;
@@ -109,7 +119,13 @@ fn write_partial(
     file.write_all(LENGTH).map_err(io_err)?;
     file.write_all(&[b'0'; DIGITS]).map_err(io_err)?;
     file.write_all(b"\n").map_err(io_err)?;
-    let encryptor = age::Encryptor::with_user_passphrase(super::secret(passphrase));
+    // A fixed work factor (2^18: about a second, 256 MiB): one a slower
+    // machine importing it accepts too (up to 2^WORK_FACTOR_MAX).
+    let mut recipient = age::scrypt::Recipient::new(super::secret(passphrase));
+    recipient.set_work_factor(WORK_FACTOR);
+    let encryptor =
+        age::Encryptor::with_recipients(std::iter::once(&recipient as &dyn age::Recipient))
+            .map_err(|e| io_err(io::Error::other(e.to_string())))?;
     let mut out = encryptor
         .wrap_output(BufWriter::new(file))
         .map_err(io_err)?;
@@ -155,13 +171,14 @@ fn item(out: &mut dyn Write, i: &Item) -> io::Result<()> {
     })
 }
 
-/// Reads the backup `from`: each entry to `each(tree, key, value)` (an
-/// `Err(why)` from it refuses the file as changed), then its header and
-/// the entries read.
+/// Reads the backup `from`: its header to `header_ok`, each entry to
+/// `each(tree, key, value)` (either may refuse it); its header and the
+/// entries read.
 pub(super) fn read(
     from: &Path,
     passphrase: &Passphrase,
-    mut each: impl FnMut(&str, &[u8], &[u8]) -> Result<(), String>,
+    mut header_ok: impl FnMut(&Header) -> Result<(), BackupError>,
+    mut each: impl FnMut(&str, &[u8], &[u8]) -> Result<(), BackupError>,
 ) -> Result<(Header, u64), BackupError> {
     let path = from.to_owned();
     let not_a_backup = |why: &str| BackupError::NotABackup {
@@ -221,7 +238,8 @@ pub(super) fn read(
     }
     let decryptor =
         age::Decryptor::new_buffered(BufReader::new(file)).map_err(|e| age_error(e, &path))?;
-    let identity = age::scrypt::Identity::new(super::secret(passphrase));
+    let mut identity = age::scrypt::Identity::new(super::secret(passphrase));
+    identity.set_max_work_factor(WORK_FACTOR_MAX);
     let mut plain = BufReader::new(
         decryptor
             .decrypt(std::iter::once(&identity as &dyn age::Identity))
@@ -236,6 +254,7 @@ pub(super) fn read(
     let Item::Header(header) = next()? else {
         return Err(tampered("it does not start with its header".into()));
     };
+    header_ok(&header)?;
     let mut tree = None;
     let mut count = 0u64;
     loop {
@@ -245,7 +264,7 @@ pub(super) fn read(
                 let Some(t) = &tree else {
                     return Err(tampered("an entry comes before its tree".into()));
                 };
-                each(t, &k, &v).map_err(tampered)?;
+                each(t, &k, &v)?;
                 count += 1;
             }
             Item::End(n) if n == count => break,
@@ -263,9 +282,11 @@ fn age_error(e: age::DecryptError, file: &Path) -> BackupError {
     use age::DecryptError as D;
     let file = file.to_owned();
     match e {
-        D::DecryptionFailed | D::NoMatchingKeys | D::KeyDecryptionFailed => {
-            BackupError::WrongPassphrase { file }
-        }
+        D::DecryptionFailed | D::KeyDecryptionFailed => BackupError::WrongPassphrase { file },
+        D::NoMatchingKeys => BackupError::NotABackup {
+            file,
+            why: "it is encrypted to a key, not to a passphrase".into(),
+        },
         D::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof => BackupError::Tampered {
             file,
             why: "its encrypted part ends early".into(),

@@ -99,6 +99,24 @@ pub enum BackupError {
         /// What it holds.
         found: String,
     },
+    /// The home to back up has no key: there is no machine to back up.
+    #[error(
+        "{home} has no key, so there is no machine to back up; run `agentmesh init --name NAME` first"
+    )]
+    NoKey {
+        /// The home.
+        home: PathBuf,
+    },
+    /// `--with-mail` while the daemon runs: mail moves between the store's
+    /// trees as it works, so a copy of them made meanwhile may not hold
+    /// together.
+    #[error(
+        "a backup with the mail is made with the daemon stopped (mail moves between the store's parts while it runs): run `agentmesh down`, then this again"
+    )]
+    MailWhileRunning,
+    /// Another backup is being made.
+    #[error("another backup of this machine is being made; wait for it, then try again")]
+    Busy,
     /// Reading or writing a file failed.
     #[error("cannot {what} {path}: {source}")]
     Io {
@@ -135,6 +153,9 @@ impl BackupError {
             BackupError::NotABackup { .. } => ErrorCode::NotABackup,
             BackupError::HomeHasKey { .. } => ErrorCode::HomeHasKey,
             BackupError::HomeNotEmpty { .. } => ErrorCode::HomeNotEmpty,
+            BackupError::NoKey { .. } => ErrorCode::NoIdentity,
+            BackupError::MailWhileRunning => ErrorCode::DaemonRunning,
+            BackupError::Busy => ErrorCode::Busy,
             BackupError::Store(StoreError::TooNew { .. }) => ErrorCode::BackupTooNew,
             BackupError::Locked { running: true, .. } => ErrorCode::AlreadyRunning,
             _ => ErrorCode::BackupFailed,
@@ -197,12 +218,18 @@ pub struct Restored {
 pub struct Source {
     home: Home,
     store: std::sync::Arc<SledStore>,
+    /// One export at a time (scrypt alone takes 256 MiB).
+    one: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl Source {
     /// The backups of `home`, whose open store is `store`.
     pub fn new(home: Home, store: std::sync::Arc<SledStore>) -> Self {
-        Source { home, store }
+        Source {
+            home,
+            store,
+            one: std::sync::Arc::new(tokio::sync::Semaphore::new(1)),
+        }
     }
 
     /// Serves `backup_export`: the work (scrypt, reading the store,
@@ -216,9 +243,16 @@ impl Source {
                 format!("{} is not an absolute path", op.file.display()),
             );
         }
+        if op.with_mail {
+            return Err(BackupError::MailWhileRunning.to_api());
+        }
+        let Ok(permit) = self.one.clone().try_acquire_owned() else {
+            return Err(BackupError::Busy.to_api());
+        };
         let this = self.clone();
         let now = crate::clock::now();
         let made = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
             export(
                 &this.home,
                 &this.store,
@@ -249,12 +283,9 @@ pub fn export(
         let path = path.to_owned();
         move |source| BackupError::Io { what, path, source }
     };
-    let identity = home
-        .read_identity()?
-        .ok_or_else(|| BackupError::HomeNotEmpty {
-            home: home.root().to_owned(),
-            found: "no key".into(),
-        })?;
+    let identity = home.read_identity()?.ok_or_else(|| BackupError::NoKey {
+        home: home.root().to_owned(),
+    })?;
     let config = match std::fs::read_to_string(home.config_file()) {
         Ok(t) => Some(t),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -299,9 +330,8 @@ pub fn export_stopped(
 ) -> Result<Made, BackupError> {
     let _lock = lock(home)?;
     if home.read_identity()?.is_none() {
-        return Err(BackupError::HomeNotEmpty {
+        return Err(BackupError::NoKey {
             home: home.root().to_owned(),
-            found: "no key: nothing to back up; run `agentmesh init` first".into(),
         });
     }
     let store = SledStore::open(&home.data_dir(), 1024 * 1024)?;
@@ -356,6 +386,10 @@ fn check_empty(home: &Home) -> Result<(), BackupError> {
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| !EMPTY_HOME_HOLDS.contains(&n.as_str()))
+        // The empty store folder `Home::create` makes.
+        .filter(|n| {
+            n != "data" || std::fs::read_dir(home.data_dir()).is_ok_and(|mut d| d.next().is_some())
+        })
         .collect();
     if found.is_empty() {
         return Ok(());
@@ -378,12 +412,10 @@ pub fn import(
     check_empty(home)?;
     let (existed, had_run) = (home.root().exists(), home.run_dir().exists());
     home.create()?;
-    let lock = lock(home)?;
     let restoring = home.root().join("data.restoring");
-    let result = restore(home, from, passphrase, now, &restoring);
-    drop(lock);
-    if result.is_err() {
-        // Nothing stays: what this made is taken away again.
+    // Nothing stays of a failed import: what it made is taken away again
+    // (before the lock is let go).
+    let undo = || {
         let _ = std::fs::remove_dir_all(&restoring);
         let _ = std::fs::remove_file(home.config_file());
         let _ = std::fs::remove_dir_all(home.data_dir());
@@ -392,7 +424,22 @@ pub fn import(
         } else if !had_run {
             let _ = std::fs::remove_dir_all(home.run_dir());
         }
+    };
+    let guard = match lock(home) {
+        Ok(g) => g,
+        Err(e) => {
+            undo();
+            return Err(e);
+        }
+    };
+    // Checked again under the lock: another import may have finished
+    // meanwhile, and its home stays as it is.
+    check_empty(home)?;
+    let result = restore(home, from, passphrase, now, &restoring);
+    if result.is_err() {
+        undo();
     }
+    drop(guard);
     result
 }
 
@@ -408,12 +455,32 @@ fn restore(
         move |source| BackupError::Io { what, path, source }
     };
     let _ = std::fs::remove_dir_all(restoring);
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(restoring)
+            .map_err(io("create", restoring))?;
+    }
     let mut store = Restoring::create(restoring)?;
-    let (header, entries) = file::read(from, passphrase, |tree, k, v| {
-        if !Restoring::known(tree) {
-            return Err(format!("it names a tree no agentmesh writes ({tree:?})"));
+    let too_new = |h: &Header| {
+        if h.store_format > crate::store::FORMAT_VERSION {
+            return Err(BackupError::Store(StoreError::TooNew {
+                path: from.display().to_string(),
+                found: h.store_format,
+                supported: crate::store::FORMAT_VERSION,
+            }));
         }
-        store.put(tree, k, v).map_err(|e| e.to_string())
+        Ok(())
+    };
+    let (header, entries) = file::read(from, passphrase, too_new, |tree, k, v| {
+        if !Restoring::known(tree) {
+            return Err(BackupError::Tampered {
+                file: from.to_owned(),
+                why: format!("it names a tree no agentmesh writes ({tree:?})"),
+            });
+        }
+        Ok(store.put(tree, k, v)?)
     })?;
     let identity = Identity::from_key_file(&header.key).map_err(|e| BackupError::Tampered {
         file: from.to_owned(),

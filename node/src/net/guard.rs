@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use agentmesh_protocol::PeerId;
-use agentmesh_protocol::team::{Standing, TeamState};
+use agentmesh_protocol::team::TeamState;
 use libp2p::Swarm;
 
 use super::behaviour::{Behaviour, stranger_score};
@@ -57,7 +57,7 @@ impl Guard {
         let standings: Vec<(PeerId, bool)> = team
             .iter()
             .flat_map(|t| t.members())
-            .map(|m| (m.peer, m.standing == Standing::Current))
+            .map(|m| (m.peer, t_is_member(team, &m.peer)))
             .collect();
         for (peer, current) in standings {
             let b = swarm.behaviour_mut();
@@ -86,7 +86,8 @@ impl Guard {
     ) {
         let me = *swarm.local_peer_id();
         let member = team.is_some_and(|t| t.is_member(peer) && t.is_member(&me));
-        let revoked = team.is_some_and(|t| t.is_revoked(peer));
+        // A lapsed member is closed out like a revoked one, until renewed.
+        let revoked = team.is_some_and(|t| t.is_revoked(peer) || t.lapsed(peer));
         let gossip = &mut swarm.behaviour_mut().gossipsub;
         if member {
             gossip.set_application_score(peer, 0.0);
@@ -119,7 +120,7 @@ impl Guard {
             .collect();
         self.disconnecting.retain(|(_, at)| *at > now);
         for p in due {
-            if team.is_some_and(|t| t.is_revoked(&p)) {
+            if team.is_some_and(|t| t.is_revoked(&p) || t.lapsed(&p)) {
                 let _ = swarm.disconnect_peer_id(p);
             }
         }
@@ -129,4 +130,9 @@ impl Guard {
     pub fn maintain(&mut self, now: Instant) {
         self.graces.closed(now.duration_since(self.started));
     }
+}
+
+/// Whether `peer` is a member of `team` now (not lapsed).
+fn t_is_member(team: Option<&TeamState>, peer: &PeerId) -> bool {
+    team.is_some_and(|t| t.is_member(peer))
 }

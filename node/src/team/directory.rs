@@ -37,6 +37,9 @@ pub struct Machine {
     pub standing: Standing,
     /// Whether it left (revoked by itself) rather than being revoked.
     pub left: bool,
+    /// Whether its membership lapsed (past its expiry, not renewed): its
+    /// mail waits until it is renewed.
+    pub lapsed: bool,
 }
 
 impl Directory {
@@ -60,13 +63,14 @@ impl Directory {
                     x25519: m.x25519,
                     standing: m.standing,
                     left: m.left,
+                    lapsed: team.lapsed(&m.peer),
                 },
             );
         }
         if let Some(mine) = d.machines.get(&me) {
             d.my_name = mine.name.clone();
             d.my_owner = mine.owner.clone();
-            d.member = mine.standing == Standing::Current;
+            d.member = mine.standing == Standing::Current && !mine.lapsed;
         }
         d
     }

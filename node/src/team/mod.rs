@@ -367,6 +367,7 @@ impl Team {
         self.founder.tick(&mut self.core, now);
         self.joiner.tick(&mut self.core, net, now);
         self.sync.republish_if_moved(&mut self.core, net, now);
+        self.core.check_lapses(net);
         self.settle(net);
     }
 

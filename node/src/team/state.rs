@@ -110,6 +110,8 @@ pub struct TeamCore {
     /// Answers of earlier rounds whose entries found the group commit's
     /// queue full, sent once they are durable.
     waiting: Vec<crate::store::Done>,
+    /// The members whose membership had lapsed at the last look.
+    lapsed: std::collections::BTreeSet<PeerId>,
 }
 
 impl std::fmt::Debug for TeamCore {
@@ -141,6 +143,7 @@ impl TeamCore {
             now: crate::clock::now(),
             replies: vec![],
             waiting: vec![],
+            lapsed: Default::default(),
         };
         core.publish_directory();
         Ok(core)
@@ -156,9 +159,36 @@ impl TeamCore {
         self.now
     }
 
-    /// Starts a round at calendar time `now`.
+    /// Starts a round at calendar time `now` (memberships are judged at
+    /// it: a member past its expiry is not one).
     pub fn at(&mut self, now: Timestamp) {
         self.now = now;
+        if let Some(t) = &mut self.state {
+            t.set_now(now);
+        }
+    }
+
+    /// Members whose membership lapsed, or came back, since the last look:
+    /// audited, and the network (which closes a lapsed member's
+    /// connections) and the directory (whose mail then waits) are told.
+    pub fn check_lapses(&mut self, net: &mut dyn Network) {
+        let lapsed: std::collections::BTreeSet<PeerId> = self
+            .state
+            .iter()
+            .flat_map(|t| t.members().map(|m| m.peer).filter(|p| t.lapsed(p)))
+            .collect();
+        if lapsed == self.lapsed {
+            return;
+        }
+        for p in lapsed.difference(&self.lapsed).copied().collect::<Vec<_>>() {
+            self.audit(
+                AuditEvent::Lapsed,
+                Some(&p),
+                "its membership passed its expiry: not a member until an admin renews it (`agentmesh team renew`)",
+            );
+        }
+        self.lapsed = lapsed;
+        self.apply_membership(net);
     }
 
     /// The directory every part reads.
@@ -205,7 +235,7 @@ impl TeamCore {
         self.state
             .iter()
             .flat_map(|t| t.members())
-            .filter(|m| m.standing == Standing::Current && m.peer != me)
+            .filter(|m| m.peer != me && self.is_member(&m.peer))
             .map(|m| (m.peer, m.admin))
             .collect()
     }
@@ -339,6 +369,11 @@ impl TeamCore {
                     Some(&p.peer),
                     format!("learned; now {}'s machine (sequence {})", p.person, p.seq),
                 ),
+                BlockBody::Term(t) => self.audit(
+                    AuditEvent::Renewed,
+                    Some(&t.peer),
+                    format!("learned; a member until {}", t.expires_at),
+                ),
                 BlockBody::Genesis(_) | BlockBody::Unknown(_) => {}
             }
         }
@@ -359,6 +394,7 @@ impl TeamCore {
             .as_ref()
             .ok_or_else(|| ApiError::new(ErrorCode::NotInTeam, NOT_IN_TEAM))?;
         let mut next = team.clone();
+        next.set_now(self.now);
         next.apply(block.clone())
             .map_err(|e| ApiError::new(ErrorCode::Refused, e.to_string()))?;
         self.store

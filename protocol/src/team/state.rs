@@ -39,6 +39,12 @@ pub enum BlockRejected {
         /// The admin.
         peer: PeerId,
     },
+    /// A Term for an admin, whose membership never expires.
+    #[error("{peer} is an admin: its membership does not expire")]
+    TermForAdmin {
+        /// The admin.
+        peer: PeerId,
+    },
     /// A Revoke of an admin.
     #[error(
         "{peer} is an admin and cannot be revoked; a lost founder key means founding a new team"
@@ -118,6 +124,28 @@ pub struct Member {
     /// Whether it left: revoked by Revokes of its own only (none by an
     /// admin). Revoked either way.
     pub left: bool,
+    /// Its term: the Term block with the latest expiry (`None`: it does
+    /// not expire).
+    pub term: Option<MemberTerm>,
+}
+
+/// A member's term, as its latest-expiring Term block gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemberTerm {
+    /// When its membership lapses unless renewed.
+    pub expires_at: Timestamp,
+    /// The admin who gave it.
+    pub by: PeerId,
+    /// When it was given (the Term's `at`).
+    pub from: Timestamp,
+}
+
+impl Member {
+    /// Whether its membership has lapsed at `now` (past its expiry, not
+    /// renewed).
+    pub fn lapsed(&self, now: Timestamp) -> bool {
+        self.term.is_some_and(|t| now >= t.expires_at)
+    }
 }
 
 /// The state of one team: the blocks it has seen and the members they make.
@@ -132,6 +160,8 @@ pub struct TeamState {
     revoked_only: BTreeSet<PeerId>,
     /// Every PeerId some Admit in `blocks` names.
     admitted: BTreeSet<PeerId>,
+    /// The time memberships are judged at (`None`: none lapses).
+    now: Option<Timestamp>,
 }
 
 /// Whether a block can join the team now.
@@ -153,6 +183,7 @@ impl TeamState {
             members: BTreeMap::new(),
             revoked_only: BTreeSet::new(),
             admitted: BTreeSet::new(),
+            now: None,
         }
     }
 
@@ -254,6 +285,14 @@ impl TeamState {
                     }
                 }
             }
+            BlockBody::Term(t) => {
+                if !is_admin(&t.by) {
+                    return Err(BlockRejected::NotAnAdmin { signer: t.by });
+                }
+                if is_admin(&t.peer) {
+                    return Err(BlockRejected::TermForAdmin { peer: t.peer });
+                }
+            }
             // A machine's person, or a later type, is an admin's to say.
             BlockBody::Person(Person { by: signer, .. })
             | BlockBody::Unknown(Unknown { signer, .. }) => {
@@ -310,6 +349,7 @@ impl TeamState {
         let mut revoked: BTreeMap<PeerId, (PeerId, Timestamp)> = BTreeMap::new();
         let mut admits: BTreeMap<PeerId, (&BlockHash, &Admit)> = BTreeMap::new();
         let mut persons: BTreeMap<PeerId, &Person> = BTreeMap::new();
+        let mut terms: BTreeMap<PeerId, &Term> = BTreeMap::new();
         // Machines an admin revoked: never "left", whatever Revokes of its
         // own they sign (whose hashes they could grind below the admin's).
         let mut by_admin: BTreeSet<PeerId> = BTreeSet::new();
@@ -337,6 +377,17 @@ impl TeamState {
                         })
                         .or_insert(p);
                 }
+                BlockBody::Term(t) => {
+                    // Hash order: of two with one expiry, the lower hash.
+                    terms
+                        .entry(t.peer)
+                        .and_modify(|held| {
+                            if t.expires_at > held.expires_at {
+                                *held = t;
+                            }
+                        })
+                        .or_insert(t);
+                }
                 BlockBody::Genesis(_) | BlockBody::Unknown(_) => {}
             }
         }
@@ -359,6 +410,7 @@ impl TeamState {
                 revoked: None,
                 person_seq: 0,
                 left: false,
+                term: None,
             },
         );
         for (peer, (hash, a)) in &admits {
@@ -393,6 +445,7 @@ impl TeamState {
                     revoked: revocation,
                     person_seq: 0,
                     left: false,
+                    term: None,
                 },
             );
         }
@@ -407,6 +460,11 @@ impl TeamState {
             }
             // Left: revoked by itself, and by no admin.
             m.left = m.revoked.is_some() && !by_admin.contains(&m.peer);
+            m.term = terms.get(&m.peer).filter(|_| !m.admin).map(|t| MemberTerm {
+                expires_at: t.expires_at,
+                by: t.by,
+                from: t.at,
+            });
         }
         // A revocation of a key that was never admitted still sticks: keep it
         // so `is_revoked` answers for it.
@@ -428,10 +486,27 @@ impl TeamState {
         self.members.get(peer)
     }
 
-    /// Whether `peer` is a current member.
+    /// Judges memberships at `now` from here on: a member past its
+    /// expiry is not a member ([`TeamState::lapsed`]).
+    pub fn set_now(&mut self, now: Timestamp) {
+        self.now = Some(now);
+    }
+
+    /// Whether `peer` is a current member whose membership lapsed (past
+    /// its expiry at the time the state is judged at, not renewed): not a
+    /// member until a Term extends it.
+    pub fn lapsed(&self, peer: &PeerId) -> bool {
+        self.member(peer).is_some_and(|m| {
+            m.standing == Standing::Current && self.now.is_some_and(|n| m.lapsed(n))
+        })
+    }
+
+    /// Whether `peer` is a current member (admitted, not revoked, holding
+    /// its name, not lapsed).
     pub fn is_member(&self, peer: &PeerId) -> bool {
         self.member(peer)
             .is_some_and(|m| m.standing == Standing::Current)
+            && !self.lapsed(peer)
     }
 
     /// Whether `peer` has been revoked (or left).

@@ -350,6 +350,11 @@ impl Courier {
             self.fail_queued(peer, &reason, ctx);
             return false;
         }
+        if ctx.dir.machines.get(&peer).is_some_and(|m| m.lapsed) || !ctx.dir.member {
+            // Its membership (or this machine's) lapsed: the mail waits
+            // for a renewal, or its own expiry.
+            return false;
+        }
         let Some(q) = self.queues.get_mut(&peer) else {
             return false;
         };

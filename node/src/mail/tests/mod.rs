@@ -72,6 +72,7 @@ fn machine(name: &str, owner: &str, id: &Identity) -> Machine {
         x25519: id.x25519_public(),
         standing: Standing::Current,
         left: false,
+        lapsed: false,
     }
 }
 

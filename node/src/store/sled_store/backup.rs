@@ -130,6 +130,19 @@ impl Restoring {
     /// opens the result as a store.
     pub fn finish(self, at_least: u64, dir: &Path) -> Result<SledStore, StoreError> {
         let meta = self.db.open_tree(META)?;
+        // The inbox numbers on from its last message, whatever `meta`
+        // says (a message is never numbered over another).
+        if let Some((last, _)) = self.db.open_tree("inbox")?.last()?
+            && let Ok(seq) = <[u8; 8]>::try_from(last.as_ref())
+        {
+            let last = u64::from_be_bytes(seq);
+            meta.update_and_fetch(super::INBOX_SEQ_KEY, |old| {
+                let n = old
+                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                    .map_or(0, u64::from_be_bytes);
+                Some(n.max(last).to_be_bytes().to_vec())
+            })?;
+        }
         for key in [CONTACT_SEQ_KEY, DIRECTORY_SEQ_KEY] {
             meta.update_and_fetch(key, |old| {
                 let n = old

@@ -160,6 +160,7 @@ async fn pair_up(a: &mut Client, b: &mut Client) -> anyhow::Result<()> {
     a.call(ops::TeamCreate {
         name: "demo".into(),
         owner: "Alice".into(),
+        member_days: None,
     })
     .await?;
     let invite: agentmesh_node::api::Invite = a.call(ops::Invite { ttl_secs: None }).await?;
@@ -201,6 +202,7 @@ async fn pair_up(a: &mut Client, b: &mut Client) -> anyhow::Result<()> {
             request_id: request.request_id,
             person: "Bob".into(),
             existing: false,
+            days: None,
         })
         .await?;
     say!("demo-alice shows the team code      {}", approved.team_code);

@@ -20,7 +20,23 @@ pub fn print_status(s: &Status) {
     let me = term::login_name();
     match (&s.team, s.team_standing) {
         (Some(t), Some(Standing::Current)) => {
-            crate::say!("team       {} ({})", t.name, &t.team_id[..12])
+            crate::say!("team       {} ({})", t.name, &t.team_id[..12]);
+            if let Some(until) = &s.member_until {
+                crate::say!(
+                    "           a member until {until} ({}; renewed by {}: it asks again two thirds of the way)",
+                    term::ago(until),
+                    s.renewed_by.as_deref().unwrap_or("an admin")
+                );
+            }
+        }
+        (Some(t), Some(Standing::Lapsed)) => {
+            crate::say!(
+                "team       {} ({}): its membership lapsed {} and was not renewed: not a member (its mail waits at its senders)",
+                t.name,
+                &t.team_id[..12],
+                s.member_until.as_deref().map(term::ago).unwrap_or_default()
+            );
+            crate::say!("           ask the founder to run: agentmesh team renew {}", s.name);
         }
         (Some(t), Some(Standing::NameTaken)) => {
             crate::say!(

@@ -136,7 +136,7 @@ enum Command {
     /// Create, show or leave the team.
     Team {
         #[command(subcommand)]
-        command: TeamCommand,
+        command: team::TeamCommand,
     },
     /// Print a single-use ticket another machine can join with.
     Invite {
@@ -163,6 +163,10 @@ enum Command {
         /// machines is never held), or a new person's name.
         #[arg(long, value_name = "NAME")]
         person: Option<String>,
+        /// Days its membership lasts unless renewed (default: the team's
+        /// --member-days, else 180).
+        #[arg(long, value_name = "N")]
+        days: Option<u32>,
     },
     /// Revoke a member of the team, by machine name.
     Revoke {
@@ -546,34 +550,6 @@ enum ConfigCommand {
     },
 }
 
-#[derive(Debug, Subcommand)]
-enum TeamCommand {
-    /// Found a team, with this machine as its admin.
-    Create {
-        /// The team's name.
-        name: String,
-        /// The person who runs this machine. Default: the login name.
-        #[arg(long)]
-        owner: Option<String>,
-    },
-    /// Show the team and its members.
-    Show,
-    /// Move a machine to another person: whose machine it is decides
-    /// which mail is held (founder only).
-    Person {
-        /// The machine's name.
-        machine: String,
-        /// The person who runs it from now on (an existing one, or new).
-        person: String,
-    },
-    /// Leave the team (this machine revokes itself).
-    Leave {
-        /// Do not ask for confirmation.
-        #[arg(long)]
-        yes: bool,
-    },
-}
-
 /// `invite --ttl`'s help: the default and the longest a ticket may
 /// last, as a fresh config.toml has them.
 fn invite_ttl_help() -> String {
@@ -669,19 +645,14 @@ fn dispatch(
             ConfigCommand::Set { key, value } => settings::set(home, &key, Some(&value), json),
             ConfigCommand::Unset { key } => settings::set(home, &key, None, json),
         },
-        Command::Team { command } => match command {
-            TeamCommand::Create { name, owner } => team::create(home, &name, owner, json),
-            TeamCommand::Show => team::show(home, json),
-            TeamCommand::Leave { yes } => team::leave(home, yes, json),
-            TeamCommand::Person { machine, person } => team::person(home, &machine, &person, json),
-        },
+        Command::Team { command } => team::run(home, command, json),
         Command::Invite { ttl } => team::invite(home, ttl.as_deref(), json),
         Command::Join {
             ticket,
             name,
             owner,
         } => team::join(home, &ticket, name, owner, json),
-        Command::Admit { person } => team::admit(home, person.as_deref(), json),
+        Command::Admit { person, days } => team::admit(home, person.as_deref(), days, json),
         Command::Revoke { name, yes } => team::revoke(home, &name, yes, json),
         Command::Connect { addr } => team::connect(home, &addr, json),
         Command::Demo => demo::demo(json),

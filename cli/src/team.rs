@@ -49,10 +49,102 @@ fn print_team(t: &TeamView) {
                 } else {
                     m.standing.as_str().replace('_', " ")
                 },
+                match (&m.expires_at, &m.renewed_by) {
+                    (Some(until), Some(by)) => format!("{} (by {by})", term::ago(until)),
+                    (Some(until), None) => term::ago(until),
+                    _ => "never".into(),
+                },
             ]
         })
         .collect();
-    term::table(&["MACHINE", "OWNER", "PEER", "ADMITTED", "STATUS"], &rows);
+    term::table(
+        &["MACHINE", "OWNER", "PEER", "ADMITTED", "STATUS", "EXPIRES"],
+        &rows,
+    );
+}
+
+/// `agentmesh team`'s subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum TeamCommand {
+    /// Found a team, with this machine as its admin.
+    Create {
+        /// The team's name.
+        name: String,
+        /// The person who runs this machine. Default: the login name.
+        #[arg(long)]
+        owner: Option<String>,
+        /// Days a membership lasts unless renewed (default 180; a member
+        /// asks to be renewed two thirds of the way through). The
+        /// founder's own never expires.
+        #[arg(long, value_name = "N")]
+        member_days: Option<u32>,
+    },
+    /// Show the team and its members.
+    Show,
+    /// Move a machine to another person: whose machine it is decides
+    /// which mail is held (founder only).
+    Person {
+        /// The machine's name.
+        machine: String,
+        /// The person who runs it from now on (an existing one, or new).
+        person: String,
+    },
+    /// Extend a member's membership from now, one that lapsed too (founder
+    /// only; members ask on their own before it ends).
+    Renew {
+        /// The machine's name.
+        machine: String,
+        /// For how many days (default: the team's --member-days, else 180).
+        #[arg(long, value_name = "N")]
+        days: Option<u32>,
+    },
+    /// Leave the team (this machine revokes itself).
+    Leave {
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+/// `agentmesh team …`.
+pub fn run(home: &Home, command: TeamCommand, json: bool) -> anyhow::Result<ExitCode> {
+    match command {
+        TeamCommand::Create {
+            name,
+            owner,
+            member_days,
+        } => create(home, &name, owner, member_days, json),
+        TeamCommand::Show => show(home, json),
+        TeamCommand::Leave { yes } => leave(home, yes, json),
+        TeamCommand::Person { machine, person: p } => person(home, &machine, &p, json),
+        TeamCommand::Renew { machine, days } => renew(home, &machine, days, json),
+    }
+}
+
+/// `agentmesh team renew MACHINE [--days N]`.
+fn renew(home: &Home, machine: &str, days: Option<u32>, json: bool) -> anyhow::Result<ExitCode> {
+    let rt = term::runtime()?;
+    let r = rt.block_on(async {
+        let mut c = term::client(home).await?;
+        anyhow::Ok(
+            c.call(ops::TeamRenew {
+                machine: machine.into(),
+                days,
+            })
+            .await?,
+        )
+    })?;
+    if json {
+        term::json(&r)?;
+    } else {
+        crate::say!(
+            "Renewed {}: a member until {} ({}). Its team hears of it at the next sync.",
+            r.machine,
+            r.expires_at,
+            term::ago(&r.expires_at)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `agentmesh team create`.
@@ -60,6 +152,7 @@ pub fn create(
     home: &Home,
     name: &str,
     owner: Option<String>,
+    member_days: Option<u32>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let owner = owner.unwrap_or_else(term::login_name);
@@ -70,6 +163,7 @@ pub fn create(
             c.call(ops::TeamCreate {
                 name: name.into(),
                 owner,
+                member_days,
             })
             .await?,
         )
@@ -430,7 +524,12 @@ fn whose(
 
 /// `agentmesh admit`. With `--json`, what a person reads goes to stderr
 /// and the result to stdout.
-pub fn admit(home: &Home, person: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
+pub fn admit(
+    home: &Home,
+    person: Option<&str>,
+    days: Option<u32>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let rt = term::runtime()?;
     let say = |text: &str| {
         if json {
@@ -497,6 +596,7 @@ pub fn admit(home: &Home, person: Option<&str>, json: bool) -> anyhow::Result<Ex
                     request_id: r.request_id,
                     person: chosen,
                     existing,
+                    days,
                 })
                 .await
             {

@@ -168,6 +168,7 @@ fn a_claim_equal_to_a_person_is_never_merged_without_a_yes() {
             request_id: 999,
             person: "root".into(),
             existing: false,
+            days: None,
         })
         .unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::PersonExists), "{e}");
@@ -176,6 +177,7 @@ fn a_claim_equal_to_a_person_is_never_merged_without_a_yes() {
             request_id: 999,
             person: "Nobody".into(),
             existing: true,
+            days: None,
         })
         .unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::UnknownPerson), "{e}");

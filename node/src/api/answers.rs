@@ -195,3 +195,16 @@ pub struct BackupMade {
     /// Its team, if any.
     pub team: Option<String>,
 }
+
+/// `team renew`: the member renewed, until when, and by whom.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Renewed {
+    /// Its machine name.
+    pub machine: String,
+    /// Its PeerId.
+    pub peer_id: String,
+    /// When its membership now lapses, RFC 3339.
+    pub expires_at: String,
+    /// The admin machine that renewed it.
+    pub renewed_by: String,
+}

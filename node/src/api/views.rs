@@ -18,6 +18,13 @@ pub struct Status {
     /// or left), or `name_taken`.
     #[serde(default, with = "super::team_standing")]
     pub team_standing: Option<super::Standing>,
+    /// When its membership lapses unless renewed (RFC 3339; `null`: it
+    /// does not, as the founder's), and which admin gave that term.
+    #[serde(default)]
+    pub member_until: Option<String>,
+    /// The admin machine whose term it holds.
+    #[serde(default)]
+    pub renewed_by: Option<String>,
     /// Addresses it listens on.
     pub listen_addrs: Vec<String>,
     /// Addresses others observed or confirmed for it.
@@ -205,6 +212,13 @@ pub struct MemberView {
     /// are offline), as its directory record says.
     #[serde(default)]
     pub always_on: bool,
+    /// When its membership lapses unless renewed, RFC 3339; `null` for
+    /// the founder (whose does not) and a machine given no term.
+    #[serde(default)]
+    pub expires_at: Option<String>,
+    /// The admin machine whose term it holds (`null` without one).
+    #[serde(default)]
+    pub renewed_by: Option<String>,
 }
 
 /// Where a page of `peers` ends: the sort key of its last row.

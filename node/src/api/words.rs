@@ -84,6 +84,9 @@ words! {
         Revoked = "revoked",
         /// Its name was taken by an earlier member; it is not one.
         NameTaken = "name_taken",
+        /// Its membership passed its expiry and was not renewed: not a
+        /// member until an admin renews it.
+        Lapsed = "lapsed",
     }
 }
 

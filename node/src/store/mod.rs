@@ -127,6 +127,11 @@ pub trait TeamStore: Send + Sync + std::fmt::Debug {
     fn relays(&self) -> Result<Vec<String>, StoreError>;
     /// Replaces the adopted relays. Durable on return.
     fn put_relays(&self, relays: &[String]) -> Result<(), StoreError>;
+    /// How many days a membership this admin gives lasts, if its founder
+    /// said (`team create --member-days`).
+    fn member_days(&self) -> Result<Option<u32>, StoreError>;
+    /// Records it. Durable on return.
+    fn set_member_days(&self, days: u32) -> Result<(), StoreError>;
 }
 
 /// The audit log's records (written only by [`crate::audit::AuditLog`]

@@ -181,6 +181,8 @@ pub(super) const INBOX_SEQ_KEY: &[u8] = b"inbox_seq";
 const PAUSED_KEY: &[u8] = b"paused";
 /// The relays adopted from a ticket (a CBOR list of multiaddr strings).
 const RELAYS_KEY: &[u8] = b"relays";
+/// How long memberships this founder gives last, in days (u32, BE).
+const MEMBER_DAYS_KEY: &[u8] = b"member_days";
 const FOLDER_PREFIX: &[u8] = b"folder/";
 const TRUSTED_PREFIX: &[u8] = b"trusted/";
 const PROFILE_PREFIX: &[u8] = b"profile/";
@@ -347,6 +349,19 @@ impl TeamStore for SledStore {
 
     fn put_relays(&self, relays: &[String]) -> Result<(), StoreError> {
         self.meta.insert(RELAYS_KEY, to_record(&relays))?;
+        self.sync()
+    }
+
+    fn member_days(&self) -> Result<Option<u32>, StoreError> {
+        Ok(self
+            .meta
+            .get(MEMBER_DAYS_KEY)?
+            .and_then(|v| <[u8; 4]>::try_from(v.as_ref()).ok())
+            .map(u32::from_be_bytes))
+    }
+
+    fn set_member_days(&self, days: u32) -> Result<(), StoreError> {
+        self.meta.insert(MEMBER_DAYS_KEY, &days.to_be_bytes())?;
         self.sync()
     }
 }

@@ -141,6 +141,14 @@ impl TeamStore for Flaky {
     fn put_relays(&self, relays: &[String]) -> Result<(), StoreError> {
         self.inner.put_relays(relays)
     }
+
+    fn member_days(&self) -> Result<Option<u32>, StoreError> {
+        self.inner.member_days()
+    }
+
+    fn set_member_days(&self, days: u32) -> Result<(), StoreError> {
+        self.inner.set_member_days(days)
+    }
 }
 
 impl AuditStore for Flaky {

@@ -94,6 +94,9 @@ pub struct PendingJoin {
     pub attempts_left: u32,
     /// The person it is admitted as, once chosen.
     pub person: Option<agentmesh_protocol::Owner>,
+    /// How many days its membership lasts, as the founder said then
+    /// (`admit --days`; `None`: the team's default).
+    pub days: Option<u32>,
     /// Where it stands.
     pub state: DeskState,
 }
@@ -172,6 +175,7 @@ impl Desk {
                 settled: None,
                 attempts_left: MAX_CODE_ATTEMPTS,
                 person: None,
+                days: None,
                 state: DeskState::Waiting,
             },
         );
@@ -243,12 +247,18 @@ impl Desk {
     /// Request `id`, whose code matched, is `person`'s machine: approved;
     /// the team code to read to the joiner. `None` unless its code matched
     /// and it is still open.
-    pub fn choose_person(&mut self, id: u64, person: agentmesh_protocol::Owner) -> Option<Code> {
+    pub fn choose_person(
+        &mut self,
+        id: u64,
+        person: agentmesh_protocol::Owner,
+        days: Option<u32>,
+    ) -> Option<Code> {
         let r = self
             .requests
             .get_mut(&id)
             .filter(|r| r.state == DeskState::Matched)?;
         r.person = Some(person);
+        r.days = days;
         r.state = DeskState::Approved;
         Some(r.codes.team)
     }
@@ -368,11 +378,11 @@ mod tests {
         assert_eq!(desk.views(now)[0].state, api::RequestPhase::Matched);
         // The team code only once whose machine it is was said.
         let ada = Owner::parse("Ada").unwrap();
-        assert_eq!(desk.choose_person(rid, ada.clone()), Some(c.team));
+        assert_eq!(desk.choose_person(rid, ada.clone(), None), Some(c.team));
         assert_eq!(desk.views(now)[0].state, api::RequestPhase::Approved);
         assert_eq!(desk.get(rid).unwrap().person, Some(ada.clone()));
         // Once: a second choice changes nothing.
-        assert_eq!(desk.choose_person(rid, ada), None);
+        assert_eq!(desk.choose_person(rid, ada, None), None);
     }
 
     #[test]

@@ -83,6 +83,14 @@ impl Directory {
             .map(|(p, m)| (*p, m))
     }
 
+    /// Whether this machine's own membership lapsed (it waits for a
+    /// renewal: mail for it is answered "busy", not refused).
+    pub fn lapsed_me(&self) -> bool {
+        self.me
+            .and_then(|me| self.machines.get(&me))
+            .is_some_and(|m| m.lapsed)
+    }
+
     /// The name of `peer`, or its PeerId if the team does not know it.
     pub fn name_of(&self, peer: &PeerId) -> String {
         self.machines

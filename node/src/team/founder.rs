@@ -246,6 +246,8 @@ impl Founder {
         // The person the founder chose, never the joiner's claim (an
         // approved request always has one).
         let person = r.person.clone().unwrap_or_else(|| request.owner.clone());
+        let days = super::terms::days_or_default(core, r.days)
+            .unwrap_or(super::terms::DEFAULT_MEMBER_DAYS);
         let body = BlockBody::Admit(Admit {
             team: team.id(),
             peer,
@@ -255,7 +257,11 @@ impl Founder {
             admitted_by: core.me.peer_id(),
             at: core.wall(),
         });
-        match core.add_own_block(net, body) {
+        // With its term: a member for `days` from now, unless renewed.
+        let admitted = core
+            .add_own_block(net, body)
+            .and_then(|_| super::terms::give(core, net, peer, days));
+        match admitted {
             Ok(_) => {
                 self.desk.settle(id, DeskState::Admitted, at);
                 core.audit(
@@ -432,9 +438,12 @@ impl Founder {
         &mut self,
         core: &mut TeamCore,
         id: u64,
-        person: &str,
-        existing: bool,
+        (person, existing): (&str, bool),
+        days: Option<u32>,
     ) -> Result<api::AdmitApproved, ApiError> {
+        if let Some(d) = days {
+            super::terms::check_days(d)?;
+        }
         if !core.am_admin() {
             return err(
                 ErrorCode::NotAdmin,
@@ -475,7 +484,7 @@ impl Founder {
                 format!("the request ended: {why}"),
             );
         }
-        match self.desk.choose_person(id, person.clone()) {
+        match self.desk.choose_person(id, person.clone(), days) {
             Some(team) => Ok(api::AdmitApproved {
                 team_code: team.to_string(),
                 person: person.to_string(),

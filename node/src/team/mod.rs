@@ -23,6 +23,7 @@ pub mod network;
 pub mod records;
 pub mod state;
 pub mod sync;
+pub mod terms;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -66,6 +67,8 @@ pub struct Team {
     sync: Sync,
     joiner: Joiner,
     founder: Founder,
+    /// When this machine last asked an admin to renew its term.
+    asked: Option<Instant>,
 }
 
 /// What this machine's own standing is, for `status`.
@@ -75,8 +78,11 @@ pub struct OwnStanding {
     pub name: String,
     /// The team.
     pub team: Option<api::TeamRef>,
-    /// `member`, `left`, `revoked`, `name_taken`, if it is in a team.
+    /// `member`, `left`, `revoked`, `name_taken`, `lapsed`, if it is in a
+    /// team.
     pub standing: Option<api::Standing>,
+    /// Its term: until when (RFC 3339), and the admin machine that gave it.
+    pub term: Option<(String, String)>,
 }
 
 impl Team {
@@ -94,6 +100,7 @@ impl Team {
             sync: Sync::new(records::Published::new(local, always_on)),
             joiner: Joiner::default(),
             founder: Founder::default(),
+            asked: None,
         })
     }
 
@@ -184,7 +191,14 @@ impl Team {
                 |m| m.name.to_string(),
             ),
             team: self.core.team_ref(),
-            standing: member.map(state::standing_word),
+            standing: member.map(|m| state::standing_word(m, self.core.wall())),
+            term: member.and_then(|m| m.term).map(|t| {
+                let by = self.core.state().and_then(|s| s.member(&t.by));
+                (
+                    t.expires_at.to_string(),
+                    by.map_or_else(|| t.by.to_string(), |a| a.name.to_string()),
+                )
+            }),
         }
     }
 
@@ -285,6 +299,8 @@ impl Team {
         request: SyncRequest,
         now: Instant,
     ) -> SyncReply {
+        // An admin renews a member it hears from once its term is due.
+        terms::on_heard_from(&mut self.core, net, peer);
         let reply = self
             .sync
             .on_request(&mut self.core, net, peer, request, now);
@@ -368,6 +384,9 @@ impl Team {
         self.joiner.tick(&mut self.core, net, now);
         self.sync.republish_if_moved(&mut self.core, net, now);
         self.core.check_lapses(net);
+        if let Some(admin) = terms::ask_if_due(&self.core, net, &mut self.asked, now) {
+            self.sync_with(net, admin);
+        }
         self.settle(net);
     }
 
@@ -401,8 +420,13 @@ impl Team {
     ) {
         let answer = match op {
             TeamOp::TeamShow => answer::<ops::TeamShow>(self.core.team_view()),
-            TeamOp::TeamCreate(ops::TeamCreate { name, owner }) => {
-                answer::<ops::TeamCreate>(self.team_create(net, &name, &owner))
+            TeamOp::TeamCreate(ops::TeamCreate {
+                name,
+                owner,
+                member_days,
+            }) => answer::<ops::TeamCreate>(self.team_create(net, &name, &owner, member_days)),
+            TeamOp::TeamRenew(ops::TeamRenew { machine, days }) => {
+                answer::<ops::TeamRenew>(terms::renew(&mut self.core, net, &machine, days))
             }
             TeamOp::TeamLeave => answer::<ops::TeamLeave>(self.team_leave(net)),
             TeamOp::Invite(ops::Invite { ttl_secs }) => {
@@ -441,11 +465,12 @@ impl Team {
                 request_id,
                 person,
                 existing,
+                days,
             }) => answer::<ops::AdmitPerson>(self.founder.person(
                 &mut self.core,
                 request_id,
-                &person,
-                existing,
+                (&person, existing),
+                days,
             )),
             TeamOp::TeamPerson(ops::TeamPerson { machine, person }) => {
                 answer::<ops::TeamPerson>(self.team_person(net, &machine, &person))
@@ -467,8 +492,12 @@ impl Team {
         net: &mut dyn Network,
         name: &str,
         owner: &str,
+        member_days: Option<u32>,
     ) -> Result<api::TeamView, ApiError> {
         let core = &mut self.core;
+        if let Some(d) = member_days {
+            terms::check_days(d)?;
+        }
         if core.am_member() {
             return err(
                 ErrorCode::AlreadyInTeam,
@@ -496,6 +525,9 @@ impl Team {
         let state = TeamState::from_genesis(genesis)
             .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?;
         core.replace_team(net, state)?;
+        if let Some(d) = member_days {
+            core.store.set_member_days(d)?;
+        }
         core.audit(AuditEvent::TeamCreated, None, format!("team {name}"));
         core.team_view()
     }

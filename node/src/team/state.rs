@@ -61,9 +61,10 @@ impl Membership {
 /// A member's standing as `team show` words it: `left` for a machine
 /// that revoked itself, `revoked` for one an admin revoked (both are out
 /// for good, and `revoked: true` in `team show --json` for both).
-pub fn standing_word(m: &Member) -> api::Standing {
+pub fn standing_word(m: &Member, now: Timestamp) -> api::Standing {
     use api::Standing as W;
     match m.standing {
+        Standing::Current if m.lapsed(now) => W::Lapsed,
         Standing::Current => W::Current,
         Standing::Revoked if m.left => W::Left,
         Standing::Revoked => W::Revoked,
@@ -469,13 +470,18 @@ impl TeamCore {
                 admitted_at: rfc3339(m.admitted_at),
                 revoked: m.standing == Standing::Revoked,
                 admin: m.admin,
-                standing: standing_word(m),
+                standing: standing_word(m, self.now),
                 this_machine: m.peer == me,
                 always_on: if m.peer == me {
                     self.settings.carry.carry
                 } else {
                     carriers.contains(&m.peer)
                 },
+                expires_at: m.term.map(|t| t.expires_at.to_string()),
+                renewed_by: m.term.map(|t| {
+                    team.member(&t.by)
+                        .map_or_else(|| t.by.to_string(), |a| a.name.to_string())
+                }),
             })
             .collect();
         members.sort_by(|a, b| (!a.admin, &a.name).cmp(&(!b.admin, &b.name)));

@@ -146,6 +146,7 @@ fn nothing_team_derived_is_sent_to_a_stranger() {
         ops::TeamCreate {
             name: "ward".into(),
             owner: "ada".into(),
+            member_days: None,
         },
     )
     .unwrap();
@@ -181,6 +182,7 @@ fn a_member_missing_more_than_a_fetch_syncs_again_until_it_has_every_block() {
         ops::TeamCreate {
             name: "ward".into(),
             owner: "ada".into(),
+            member_days: None,
         },
     )
     .unwrap();
@@ -236,6 +238,7 @@ fn directory_records_travel_a_page_of_64_kib_at_a_time_and_only_members_are_kept
         ops::TeamCreate {
             name: "ward".into(),
             owner: "ada".into(),
+            member_days: None,
         },
     )
     .unwrap();
@@ -326,6 +329,7 @@ fn a_sync_on_a_closed_connection_is_tried_again_while_another_is_up() {
         ops::TeamCreate {
             name: "ward".into(),
             owner: "ada".into(),
+            member_days: None,
         },
     )
     .unwrap();
@@ -356,6 +360,7 @@ fn a_join_runs_from_ticket_to_member_without_a_swarm() {
         ops::TeamCreate {
             name: "ward".into(),
             owner: "ada".into(),
+            member_days: None,
         },
     )
     .unwrap();
@@ -413,6 +418,7 @@ fn a_join_runs_from_ticket_to_member_without_a_swarm() {
             request_id,
             person: "Bea".into(),
             existing: false,
+            days: None,
         },
     )
     .unwrap();
@@ -471,6 +477,7 @@ fn a_full_group_commit_queue_delays_answers_without_blocking() {
     let create = ops::TeamCreate {
         name: "ward".into(),
         owner: "ada".into(),
+        member_days: None,
     };
     team.op(&mut net, team_op(create), tx, Instant::now());
     assert!(

@@ -36,6 +36,8 @@ pub enum TeamOp {
     AdmitReject(AdmitReject),
     /// [`TeamPerson`].
     TeamPerson(TeamPerson),
+    /// [`TeamRenew`].
+    TeamRenew(TeamRenew),
     /// [`Revoke`].
     Revoke(Revoke),
 }
@@ -51,6 +53,10 @@ pub struct TeamCreate {
     pub name: String,
     /// The person who runs this machine.
     pub owner: String,
+    /// How many days the memberships this founder gives last (default
+    /// 180): `team create --member-days`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member_days: Option<u32>,
 }
 
 /// Leave the team (revoke this machine).
@@ -118,6 +124,10 @@ pub struct AdmitPerson {
     /// never held). A name that is (or is not) one already is refused
     /// when this says otherwise, so a claim is never merged silently.
     pub existing: bool,
+    /// How many days its membership lasts (default: the team's
+    /// `--member-days`, else 180): `admit --days`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub days: Option<u32>,
 }
 
 /// Where an approved request stands.
@@ -150,6 +160,17 @@ pub struct Revoke {
     pub name: String,
 }
 
+/// Extend a member's membership from now (one that lapsed included):
+/// `team renew MACHINE [--days N]` (founder only).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TeamRenew {
+    /// The machine's name.
+    pub machine: String,
+    /// For how many days (default: the team's `--member-days`, else 180).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub days: Option<u32>,
+}
+
 requests! {
     TeamShow => api::TeamView = |_| TeamOp::TeamShow;
     TeamCreate => api::TeamView = TeamOp::TeamCreate;
@@ -164,5 +185,6 @@ requests! {
     AdmitStatus => api::AdmitState = TeamOp::AdmitStatus;
     AdmitReject => api::Done = TeamOp::AdmitReject;
     TeamPerson => api::PersonMoved = TeamOp::TeamPerson;
+    TeamRenew => api::Renewed = TeamOp::TeamRenew;
     Revoke => api::RevokedView = TeamOp::Revoke;
 }

@@ -240,6 +240,9 @@ impl Carrying {
                 "a carrier holds only the asking machine's own envelopes",
             ));
         }
+        if dir.lapsed_me() && dir.team == Some(h.team) {
+            return Err(MailOutcome::Busy);
+        }
         if !dir.member || dir.team != Some(h.team) {
             return Err(MailOutcome::refused(
                 "not_a_member",

@@ -336,6 +336,11 @@ fn sealed_by(from: Sender, h: &Header, dir: &Directory, now: Timestamp) -> Resul
             Some(&id),
         ));
     }
+    if dir.lapsed_me() && dir.team == Some(h.team) {
+        // This machine's membership lapsed: its sender tries again (the
+        // renewal comes with the next sync), nothing is refused for good.
+        return Err(Verdict::Busy);
+    }
     if !dir.member || dir.team != Some(h.team) {
         return Err(refused(
             "not_a_member",

@@ -38,6 +38,8 @@ impl Net {
             name: own.name,
             team: own.team,
             team_standing: own.standing,
+            member_until: own.term.as_ref().map(|(until, _)| until.clone()),
+            renewed_by: own.term.map(|(_, by)| by),
             listen_addrs: port::listen_addrs(&self.swarm, self.reach.configured())
                 .iter()
                 .map(ToString::to_string)

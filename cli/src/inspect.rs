@@ -13,30 +13,40 @@ use serde::Serialize;
 
 use crate::term;
 
+/// The team line of a member's status, with its term.
+fn print_term(s: &Status, t: &agentmesh_node::api::TeamRef, lapsed: bool) {
+    let until = s.member_until.as_deref();
+    if lapsed {
+        crate::say!(
+            "team       {} ({}): its membership lapsed {} and was not renewed: not a member (its mail waits at its senders)",
+            t.name,
+            &t.team_id[..12],
+            until.map(term::ago).unwrap_or_default()
+        );
+        crate::say!(
+            "           ask the founder to run: agentmesh team renew {}",
+            s.name
+        );
+        return;
+    }
+    crate::say!("team       {} ({})", t.name, &t.team_id[..12]);
+    if let Some(until) = until {
+        crate::say!(
+            "           a member until {until} ({}; renewed by {}: it asks again two thirds of the way)",
+            term::ago(until),
+            s.renewed_by.as_deref().unwrap_or("an admin")
+        );
+    }
+}
+
 /// Prints a status for people.
 pub fn print_status(s: &Status) {
     crate::say!("machine    {}", s.name);
     crate::say!("peer id    {}", s.peer_id);
     let me = term::login_name();
     match (&s.team, s.team_standing) {
-        (Some(t), Some(Standing::Current)) => {
-            crate::say!("team       {} ({})", t.name, &t.team_id[..12]);
-            if let Some(until) = &s.member_until {
-                crate::say!(
-                    "           a member until {until} ({}; renewed by {}: it asks again two thirds of the way)",
-                    term::ago(until),
-                    s.renewed_by.as_deref().unwrap_or("an admin")
-                );
-            }
-        }
-        (Some(t), Some(Standing::Lapsed)) => {
-            crate::say!(
-                "team       {} ({}): its membership lapsed {} and was not renewed: not a member (its mail waits at its senders)",
-                t.name,
-                &t.team_id[..12],
-                s.member_until.as_deref().map(term::ago).unwrap_or_default()
-            );
-            crate::say!("           ask the founder to run: agentmesh team renew {}", s.name);
+        (Some(t), Some(standing @ (Standing::Current | Standing::Lapsed))) => {
+            print_term(s, t, standing == Standing::Lapsed);
         }
         (Some(t), Some(Standing::NameTaken)) => {
             crate::say!(

@@ -109,15 +109,15 @@ fn a_member_two_thirds_through_its_term_is_renewed_on_its_own() {
         "--owner",
         "ann",
         "--member-days",
-        "3",
+        "7",
     ]);
     join(&alpha, &beta, "bob");
     let before = row(&alpha, "beta");
     let (admitted, until) = (secs(&before["admitted_at"]), secs(&before["expires_at"]));
-    assert!((until - admitted).abs_diff(3 * DAY) < 60, "{before}");
-    // Past two thirds (2 days), before the end (3).
-    alpha.advance_clock(Duration::from_secs(DAY * 22 / 10));
-    beta.advance_clock(Duration::from_secs(DAY * 22 / 10));
+    assert!((until - admitted).abs_diff(7 * DAY) < 60, "{before}");
+    // Past two thirds (4.7 days), before the end (7).
+    alpha.advance_clock(Duration::from_secs(5 * DAY));
+    beta.advance_clock(Duration::from_secs(5 * DAY));
     let after = wait_for_within("beta's term to be renewed", Duration::from_secs(90), || {
         let r = row(&alpha, "beta");
         (secs(&r["expires_at"]) > until).then_some(r)
@@ -125,14 +125,23 @@ fn a_member_two_thirds_through_its_term_is_renewed_on_its_own() {
     // Renewed for another term of the same length, from then.
     let renewed_until = secs(&after["expires_at"]);
     assert!(
-        renewed_until.abs_diff(admitted + DAY * 22 / 10 + 3 * DAY) < 120,
+        renewed_until.abs_diff(admitted + 5 * DAY + 7 * DAY) < 120,
         "{after}"
     );
     assert_eq!(after["renewed_by"], "alpha");
     assert_eq!(after["standing"], "current");
     // Out-of-range terms are refused, saying the range.
-    let e = alpha.fails(&["team", "renew", "beta", "--days", "0"]);
-    assert!(e.contains("1 to 3650 days"), "{e}");
+    let e = alpha.fails(&["team", "renew", "beta", "--days", "3"]);
+    assert!(e.contains("7 to 3650 days"), "{e}");
+    // A shorter term changes nothing, and the answer says the one that
+    // counts.
+    let long = alpha.json(&["team", "renew", "beta", "--days", "30"]);
+    let short = alpha.json(&["team", "renew", "beta", "--days", "7"]);
+    assert_eq!(
+        short["expires_at"], long["expires_at"],
+        "{short} after {long}"
+    );
+    assert_eq!(row(&alpha, "beta")["expires_at"], long["expires_at"]);
     let e = alpha.fails(&["team", "renew", "alpha"]);
     assert!(e.contains("does not expire"), "{e}");
 }

@@ -257,7 +257,11 @@ impl Founder {
             admitted_by: core.me.peer_id(),
             at: core.wall(),
         });
-        // With its term: a member for `days` from now, unless renewed.
+        // With its term: a member for `days` from now, unless renewed;
+        // both blocks, or neither (the team has room for two).
+        if team.blocks().count() + 2 > agentmesh_protocol::team::MAX_TEAM_BLOCKS {
+            return JoinReply::Refused("the team holds as many blocks as it can".into());
+        }
         let admitted = core
             .add_own_block(net, body)
             .and_then(|_| super::terms::give(core, net, peer, days));

@@ -172,7 +172,7 @@ impl Joiner {
             }
             Err(e) => return core.reply(reply, err(ErrorCode::BadTicket, e.to_string())),
         };
-        if core.am_member() {
+        if core.am_in_team() {
             return core.reply(
                 reply,
                 err(

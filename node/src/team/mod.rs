@@ -195,7 +195,7 @@ impl Team {
             term: member.and_then(|m| m.term).map(|t| {
                 let by = self.core.state().and_then(|s| s.member(&t.by));
                 (
-                    t.expires_at.to_string(),
+                    api::rfc3339(t.expires_at),
                     by.map_or_else(|| t.by.to_string(), |a| a.name.to_string()),
                 )
             }),
@@ -378,6 +378,17 @@ impl Team {
         }
     }
 
+    /// A lapsed machine dials its admins (every redial, 20 s): once the
+    /// founder renews it, the first connection's sync brings the renewal,
+    /// whichever side can dial the other.
+    fn dial_admins(&mut self, net: &mut dyn Network) {
+        for (p, admin) in self.core.other_members() {
+            if admin && !net.is_connected(&p) {
+                net.dial(p);
+            }
+        }
+    }
+
     /// Join polls and expiries, every tick.
     pub fn tick(&mut self, net: &mut dyn Network, now: Instant) {
         self.founder.tick(&mut self.core, now);
@@ -397,6 +408,9 @@ impl Team {
     }
 
     fn redial(&mut self, net: &mut dyn Network) {
+        if self.core.lapsed_me() {
+            return self.dial_admins(net);
+        }
         if !self.core.am_member() {
             return;
         }
@@ -498,7 +512,7 @@ impl Team {
         if let Some(d) = member_days {
             terms::check_days(d)?;
         }
-        if core.am_member() {
+        if core.am_in_team() {
             return err(
                 ErrorCode::AlreadyInTeam,
                 "this machine is already in a team; a machine belongs to one team",
@@ -534,7 +548,7 @@ impl Team {
 
     fn team_leave(&mut self, net: &mut dyn Network) -> Result<LeftView, ApiError> {
         let core = &mut self.core;
-        if !core.am_member() {
+        if !core.am_in_team() {
             return err(ErrorCode::NotInTeam, NOT_IN_TEAM);
         }
         if core.am_admin() {

@@ -131,7 +131,11 @@ impl TeamCore {
         store: Arc<dyn Store>,
         audit: AuditLog,
     ) -> Result<TeamCore, StoreError> {
-        let state = load_team(store.as_ref())?;
+        let mut state = load_team(store.as_ref())?;
+        let now = crate::clock::now();
+        if let Some(t) = &mut state {
+            t.set_now(now);
+        }
         let (directory, _) = watch::channel(Arc::new(Directory::default()));
         let core = TeamCore {
             me,
@@ -141,7 +145,7 @@ impl TeamCore {
             directory,
             audit,
             announce: false,
-            now: crate::clock::now(),
+            now,
             replies: vec![],
             waiting: vec![],
             lapsed: Default::default(),
@@ -219,6 +223,22 @@ impl TeamCore {
     /// Whether this machine is a current member.
     pub fn am_member(&self) -> bool {
         self.is_member(&self.me.peer_id())
+    }
+
+    /// Whether this machine is in its team, lapsed or not (a lapsed
+    /// machine is still in it: its founder may renew it).
+    pub fn am_in_team(&self) -> bool {
+        let me = self.me.peer_id();
+        self.state
+            .as_ref()
+            .and_then(|t| t.member(&me))
+            .is_some_and(|m| m.standing == Standing::Current)
+    }
+
+    /// Whether this machine's own membership lapsed.
+    pub fn lapsed_me(&self) -> bool {
+        let me = self.me.peer_id();
+        self.state.as_ref().is_some_and(|t| t.lapsed(&me))
     }
 
     /// Whether this machine is a current admin (the founder).
@@ -414,6 +434,8 @@ impl TeamCore {
         net: &mut dyn Network,
         state: TeamState,
     ) -> Result<(), ApiError> {
+        let mut state = state;
+        state.set_now(self.now);
         let pairs: Vec<(BlockHash, &[u8])> =
             state.blocks().map(|b| (b.hash(), b.bytes())).collect();
         self.store
@@ -477,7 +499,7 @@ impl TeamCore {
                 } else {
                     carriers.contains(&m.peer)
                 },
-                expires_at: m.term.map(|t| t.expires_at.to_string()),
+                expires_at: m.term.map(|t| rfc3339(t.expires_at)),
                 renewed_by: m.term.map(|t| {
                     team.member(&t.by)
                         .map_or_else(|| t.by.to_string(), |a| a.name.to_string())

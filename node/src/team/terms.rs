@@ -29,6 +29,16 @@ pub const DEFAULT_MEMBER_DAYS: u32 = 180;
 /// The longest term an admin gives at once: ten years.
 pub const MAX_MEMBER_DAYS: u32 = 3650;
 
+/// The shortest: a week. Every renewal is a block the team keeps for
+/// ever, so terms bound how fast a team grows toward its cap of
+/// `MAX_TEAM_BLOCKS` (4 096): a renewal every 2/3 of 7 days is 78 blocks
+/// a member a year; of 180 days, 3.
+pub const MIN_MEMBER_DAYS: u32 = 7;
+
+/// Blocks kept free for admissions and revocations: near the cap, no
+/// renewal is given on its own (`team renew` still is).
+const HEADROOM: usize = 256;
+
 /// How often a member that is due asks again (syncs with an admin).
 const ASK_EVERY: Duration = Duration::from_secs(60);
 
@@ -52,11 +62,11 @@ pub fn days_or_default(core: &TeamCore, days: Option<u32>) -> Result<u32, ApiErr
 
 /// Refuses a term of 0 days or over [`MAX_MEMBER_DAYS`].
 pub fn check_days(days: u32) -> Result<(), ApiError> {
-    if days == 0 || days > MAX_MEMBER_DAYS {
+    if !(MIN_MEMBER_DAYS..=MAX_MEMBER_DAYS).contains(&days) {
         return err(
             ErrorCode::BadInput,
             format!(
-                "a membership lasts 1 to {MAX_MEMBER_DAYS} days; {days} is not that (the default is {DEFAULT_MEMBER_DAYS})"
+                "a membership lasts {MIN_MEMBER_DAYS} to {MAX_MEMBER_DAYS} days; {days} is not that (the default is {DEFAULT_MEMBER_DAYS})"
             ),
         );
     }
@@ -74,7 +84,10 @@ pub fn give(
         return err(ErrorCode::NotInTeam, super::NOT_IN_TEAM);
     };
     let now = core.wall();
-    let expires_at = Timestamp::from_unix_millis(now.as_unix_millis() + u64::from(days) * DAY_MS);
+    let expires_at = Timestamp::from_unix_millis(
+        now.as_unix_millis()
+            .saturating_add(u64::from(days) * DAY_MS),
+    );
     let body = BlockBody::Term(Term {
         team: team.id(),
         by: core.me.peer_id(),
@@ -130,12 +143,25 @@ pub fn renew(
         );
     }
     let peer = member.peer;
-    let expires_at = give(core, net, peer, days)?;
+    give(core, net, peer, days)?;
+    // What counts is the latest expiry of its terms: a shorter one given
+    // now changes nothing, and the answer says the one that counts.
+    let Some(term) = core
+        .state()
+        .and_then(|t| t.member(&peer))
+        .and_then(|m| m.term)
+    else {
+        return err(ErrorCode::Internal, "the term given is not in the team");
+    };
+    let by = core
+        .state()
+        .and_then(|t| t.member(&term.by))
+        .map_or_else(|| term.by.to_string(), |a| a.name.to_string());
     Ok(api::Renewed {
         machine: machine.to_owned(),
         peer_id: peer.to_string(),
-        expires_at: expires_at.to_string(),
-        renewed_by: core.settings.name.to_string(),
+        expires_at: api::rfc3339(term.expires_at),
+        renewed_by: by,
     })
 }
 
@@ -167,13 +193,22 @@ pub fn on_heard_from(core: &mut TeamCore, net: &mut dyn Network, peer: PeerId) {
     if m.standing != Standing::Current || m.admin || !due(m, now) {
         return;
     }
+    let held = core.state().map_or(0, |t| t.blocks().count());
+    if held + HEADROOM >= agentmesh_protocol::team::MAX_TEAM_BLOCKS {
+        tracing::warn!(
+            %peer,
+            held,
+            "the team is near its block cap: no renewal is given on its own (`team renew` still works)"
+        );
+        return;
+    }
     let Some(t) = m.term else { return };
     let days = (t
         .expires_at
         .as_unix_millis()
         .saturating_sub(t.from.as_unix_millis())
         / DAY_MS)
-        .clamp(1, u64::from(MAX_MEMBER_DAYS)) as u32;
+        .clamp(u64::from(MIN_MEMBER_DAYS), u64::from(MAX_MEMBER_DAYS)) as u32;
     if let Err(e) = give(core, net, peer, days) {
         tracing::warn!(%peer, error = %e, "cannot renew a member's term");
     }

@@ -392,7 +392,10 @@ impl Carrying {
         for (k, r) in &self.held {
             if r.expires_at.saturating_add(skew) < now_ms {
                 expired.push(k.clone());
-            } else if !ctx.dir.member || revoked(&r.sender) || revoked(&r.recipient) {
+            } else if (!ctx.dir.member && !ctx.dir.lapsed_me())
+                || revoked(&r.sender)
+                || revoked(&r.recipient)
+            {
                 gone.push(k.clone());
             }
         }

@@ -350,7 +350,7 @@ impl Courier {
             self.fail_queued(peer, &reason, ctx);
             return false;
         }
-        if ctx.dir.machines.get(&peer).is_some_and(|m| m.lapsed) || !ctx.dir.member {
+        if ctx.dir.machines.get(&peer).is_some_and(|m| m.lapsed) || ctx.dir.lapsed_me() {
             // Its membership (or this machine's) lapsed: the mail waits
             // for a renewal, or its own expiry.
             return false;

@@ -541,7 +541,8 @@ pub(in crate::mail) fn remote_target(
     waiting: usize,
     dir: &crate::team::Directory,
 ) -> Result<(agentmesh_protocol::PeerId, Target), ApiError> {
-    let Some(team) = dir.team.filter(|_| dir.member) else {
+    // A lapsed machine is still in its team: its mail waits for renewal.
+    let Some(team) = dir.team.filter(|_| dir.member || dir.lapsed_me()) else {
         return err(
             ErrorCode::NotInTeam,
             format!(

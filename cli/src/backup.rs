@@ -78,10 +78,15 @@ fn passphrase(twice: bool) -> anyhow::Result<Passphrase> {
 
 fn export(home: &Home, file: &Path, with_mail: bool, json: bool) -> anyhow::Result<ExitCode> {
     let file = std::path::absolute(file)?;
+    let rt = term::runtime()?;
+    // Said before a passphrase is asked for: with the mail, only a
+    // stopped daemon will do.
+    if with_mail && rt.block_on(term::client(home)).is_ok() {
+        return Err(agentmesh_node::backup::BackupError::MailWhileRunning.into());
+    }
     let passphrase = passphrase(true)?;
     let spinner = (!json && std::io::stderr().is_terminal())
         .then(|| term::spinner("Encrypting the backup (scrypt takes a second)…"));
-    let rt = term::runtime()?;
     let op = ops::BackupExport {
         file: file.clone(),
         passphrase: passphrase.clone(),

@@ -440,8 +440,8 @@ impl Home {
     }
 }
 
-/// Writes `bytes` to `path`, readable by this user only.
-fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// Writes `bytes` to `path`, readable by this user only, durably.
+pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut f = fs::OpenOptions::new()
         .write(true)
         .create(true)

@@ -134,21 +134,7 @@ impl Node {
     /// A new node named `name` with a fresh home (identity created by
     /// `agentmesh init`), not yet running.
     pub fn new(name: &str) -> Node {
-        let home = temp_home();
-        let node = Node {
-            name: name.into(),
-            home,
-            daemon: None,
-            listen: vec![
-                "/ip4/127.0.0.1/tcp/0".into(),
-                "/ip4/127.0.0.1/udp/0/quic-v1".into(),
-            ],
-            mdns: false,
-            wrapper: vec![],
-            daemon_args: vec![],
-            daemon_env: vec![],
-        };
-        reaper::track_home(node.home.path());
+        let node = Node::empty(name);
         node.ok(&["init", "--name", name]);
         node
     }

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
+use agentmesh_tests::natlab::team::inbox_texts as texts;
 use agentmesh_tests::{Node, team, wait_for_within};
 use serde_json::Value;
 
@@ -41,16 +42,6 @@ fn code(out: &Output) -> String {
     let last = err.lines().last().unwrap_or_default();
     let v: Value = serde_json::from_str(last).unwrap_or_else(|_| panic!("not JSON: {err}"));
     v["code"].as_str().unwrap().to_owned()
-}
-
-/// The texts of `node`'s inbox (`inbox --json`, daemon running or not).
-fn texts(node: &Node) -> Vec<String> {
-    node.json(&["inbox"])
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| m["text"].as_str().map(str::to_owned))
-        .collect()
 }
 
 /// Everything under `dir`, as relative paths (nothing if it is missing).

@@ -501,7 +501,7 @@ fn restore(
     std::fs::remove_dir(home.data_dir()).map_err(io("replace", &home.data_dir()))?;
     std::fs::rename(restoring, home.data_dir()).map_err(io("write", &home.data_dir()))?;
     if let Some(config) = &header.config {
-        write_file(&home.config_file(), config.as_bytes())
+        crate::home::write_private(&home.config_file(), config.as_bytes())
             .map_err(io("write", &home.config_file()))?;
     }
     home.write_identity(&identity)?;
@@ -518,18 +518,4 @@ fn restore(
         made_at: Timestamp::from_unix_millis(header.made_at).to_string(),
         contact_seq,
     })
-}
-
-/// Writes `bytes` to `path` (0600), durably.
-fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
 }

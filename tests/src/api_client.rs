@@ -45,20 +45,46 @@ impl ApiClient {
         mailbox: Option<&str>,
         after_seq: Option<u64>,
     ) -> ApiClient {
+        let mailbox = mailbox.map(str::to_owned);
+        ApiClient::open(home, |home| async move {
+            agentmesh_node::client::Client::attach(&home, who, mailbox, after_seq).await
+        })
+    }
+
+    /// Connects to the daemon of the home `home` as `who`, without
+    /// attaching (no events): a command's connection, for asking only.
+    pub fn connect_at(home: &std::path::Path, who: agentmesh_node::api::Who) -> ApiClient {
+        ApiClient::open(home, |home| async move {
+            agentmesh_node::client::Client::connect(&home, who).await
+        })
+    }
+
+    /// A client `open` makes for the home `home`, on a runtime of its own.
+    fn open<F>(
+        home: &std::path::Path,
+        open: impl FnOnce(agentmesh_node::home::Home) -> F,
+    ) -> ApiClient
+    where
+        F: Future<
+            Output = Result<agentmesh_node::client::Client, agentmesh_node::client::ClientError>,
+        >,
+    {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        let home = agentmesh_node::home::Home::at(home);
         let client = rt
-            .block_on(agentmesh_node::client::Client::attach(
-                &home,
-                who,
-                mailbox.map(str::to_owned),
-                after_seq,
-            ))
+            .block_on(open(agentmesh_node::home::Home::at(home)))
             .unwrap();
         ApiClient { rt, client }
+    }
+
+    /// Makes a request; its typed answer, or why not.
+    pub fn ask<R: agentmesh_node::api::Request>(
+        &mut self,
+        r: R,
+    ) -> Result<R::Answer, agentmesh_node::client::ClientError> {
+        self.rt.block_on(self.client.call(r))
     }
 
     /// Makes a request; its answer as the socket carries it.

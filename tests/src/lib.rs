@@ -14,6 +14,8 @@
 pub mod api_client;
 pub mod bench_bus;
 pub mod bench_carry;
+pub mod bench_convergence;
+pub mod bench_idle;
 pub mod bench_mcp;
 pub mod bench_messaging;
 pub mod bench_natlab;
@@ -291,6 +293,57 @@ impl Node {
     /// Starts the daemon in the foreground as a child process, and waits
     /// until its socket answers.
     pub fn start(&mut self) {
+        self.spawn_daemon();
+        let name = self.name.clone();
+        wait_for(&format!("{name}'s daemon to answer"), || {
+            self.exited_at_start();
+            self.run(&["status"]).status.success().then_some(())
+        });
+    }
+
+    /// [`Node::start`], asking the socket every millisecond: the time
+    /// from starting the process to its first `status` answer.
+    pub fn start_timed(&mut self) -> Duration {
+        let began = Instant::now();
+        self.spawn_daemon();
+        let home = agentmesh_node::home::Home::at(self.home.path());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let answers = || {
+            rt.block_on(async {
+                let who = who(agentmesh_node::api::WhoKind::Human, "start");
+                match agentmesh_node::client::Client::connect(&home, who).await {
+                    Ok(mut c) => c.status().await.is_ok(),
+                    Err(_) => false,
+                }
+            })
+        };
+        let deadline = began + DEADLINE;
+        while !answers() {
+            self.exited_at_start();
+            assert!(
+                Instant::now() < deadline,
+                "{}'s daemon never answered",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(1)); // polling, with a deadline
+        }
+        began.elapsed()
+    }
+
+    fn exited_at_start(&mut self) {
+        if let Some(Ok(Some(status))) = self.daemon.as_mut().map(Child::try_wait) {
+            panic!(
+                "{}'s daemon exited at start ({status}):\n{}",
+                self.name,
+                self.log()
+            );
+        }
+    }
+
+    fn spawn_daemon(&mut self) {
         assert!(self.daemon.is_none(), "{} is already running", self.name);
         let mut args = vec!["daemon"];
         if !self.mdns {
@@ -331,16 +384,6 @@ impl Node {
             .spawn()
             .unwrap();
         self.daemon = Some(child);
-        let name = self.name.clone();
-        wait_for(&format!("{name}'s daemon to answer"), || {
-            if let Some(Ok(Some(status))) = self.daemon.as_mut().map(Child::try_wait) {
-                panic!(
-                    "{name}'s daemon exited at start ({status}):\n{}",
-                    self.log()
-                );
-            }
-            self.run(&["status"]).status.success().then_some(())
-        });
     }
 
     /// The daemon's log so far.
@@ -523,14 +566,29 @@ pub fn join_with(
         .as_str()
         .unwrap()
         .to_owned();
-    join_ticket_with(founder, joiner, &ticket, args, at_join, at_admit)
+    let (pairing, team_code, _) =
+        join_ticket_with(founder, joiner, &ticket, args, at_join, at_admit);
+    (pairing, team_code)
+}
+
+/// [`join`], returning when the joiner confirmed the team code: the
+/// moment its admission is decided (the founder writes it on hearing the
+/// confirmation).
+pub fn join_confirmed_at(founder: &Node, joiner: &Node, owner: &str) -> Instant {
+    let ticket = founder.json(&["invite"])["ticket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let args = ["--name", &joiner.name, "--owner", owner];
+    join_ticket_with(founder, joiner, &ticket, &args, |_| {}, |_| {}).2
 }
 
 /// `joiner` joins `founder`'s team with `ticket` (which may be one a test
 /// made or cut down), `args` after it, the people's typing done as in
 /// [`join`].
 pub fn join_ticket(founder: &Node, joiner: &Node, ticket: &str, args: &[&str]) -> (String, String) {
-    join_ticket_with(founder, joiner, ticket, args, |_| {}, |_| {})
+    let (pairing, team_code, _) = join_ticket_with(founder, joiner, ticket, args, |_| {}, |_| {});
+    (pairing, team_code)
 }
 
 fn join_ticket_with(
@@ -540,7 +598,7 @@ fn join_ticket_with(
     args: &[&str],
     at_join: impl FnOnce(&mut PtySession),
     at_admit: impl FnOnce(&mut PtySession),
-) -> (String, String) {
+) -> (String, String, Instant) {
     let mut command = vec!["join", ticket];
     command.extend_from_slice(args);
     let mut j = joiner.pty(&command);
@@ -563,6 +621,7 @@ fn join_ticket_with(
     let shown = read_code(&mut j, "Team code");
     assert_eq!(team_code, shown, "both machines derive the same team code");
     j.exp_string("[y/N]").unwrap();
+    let confirmed = Instant::now();
     j.send_line("y").unwrap();
     j.exp_string("Joined team").unwrap();
     a.exp_string("is now a member").unwrap();
@@ -570,7 +629,7 @@ fn join_ticket_with(
     a.exp_eof().unwrap();
     assert_eq!(exit_code(&j), Some(0), "join exits 0");
     assert_eq!(exit_code(&a), Some(0), "admit exits 0");
-    (pairing, team_code)
+    (pairing, team_code, confirmed)
 }
 
 /// The owner a joiner claims when not told one: the login name, as the

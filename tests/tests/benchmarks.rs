@@ -118,6 +118,62 @@ fn carry_prints_the_drain_memory_and_receipt_figures() {
 }
 
 #[test]
+fn convergence_times_a_revocation_and_an_admission_across_a_team() {
+    let homes = tempfile::tempdir().unwrap();
+    let out = bench(homes.path(), &["convergence", "--nodes", "4", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let f: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(f["nodes"], 4, "{f}");
+    assert_eq!(f["nodes_asked"], 4, "{f}");
+    assert!(f["reduced"].is_null(), "{f}");
+    let num = |k: &str| f[k].as_f64().unwrap_or_else(|| panic!("{k} in {f}"));
+    for change in ["revocation", "admission"] {
+        let (p50, p99, max) = (
+            num(&format!("{change}_p50_s")),
+            num(&format!("{change}_p99_s")),
+            num(&format!("{change}_max_s")),
+        );
+        // Measured, in order, and within the minute a watch waits.
+        assert!(p50 > 0.0 && p50 <= p99 && p99 <= max && max < 60.0, "{f}");
+    }
+    assert!(num("poll_round_ms") > 0.0, "{f}");
+    let rss = f["rss_mib"].as_array().unwrap();
+    assert!(rss[0].as_f64().unwrap() > 1.0, "{f}");
+}
+
+#[test]
+fn idle_reports_a_teams_ready_time_cpu_and_memory() {
+    let homes = tempfile::tempdir().unwrap();
+    let out = bench(
+        homes.path(),
+        &["idle", "--nodes", "3", "--seconds", "2", "--json"],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let f: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(f["nodes"], 3, "{f}");
+    assert_eq!(f["seconds"], 2, "{f}");
+    let num = |k: &str| f[k].as_f64().unwrap_or_else(|| panic!("{k} in {f}"));
+    assert!(
+        num("ready_ms") > 0.0 && num("ready_ms") <= num("ready_max_ms"),
+        "{f}"
+    );
+    assert!(num("meshed_ms") >= num("ready_ms"), "{f}");
+    assert!(
+        num("rss_mib") > 1.0 && num("rss_mib") <= num("rss_max_mib"),
+        "{f}"
+    );
+    // The daemon's own memory and its mapped files make up its resident set.
+    let parts = num("rss_anon_mib") + num("rss_file_mib");
+    assert!((parts - num("rss_mib")).abs() < 2.0, "{f}");
+    assert!((0.0..100.0).contains(&num("cpu_percent")), "{f}");
+    assert!(num("cpu_percent") <= num("cpu_max_percent"), "{f}");
+}
+
+#[test]
 fn relay_holds_reservations_from_many_sources_and_counts_their_cost() {
     let homes = tempfile::tempdir().unwrap();
     let out = bench(
@@ -163,6 +219,8 @@ fn every_subcommands_help_prints_help_and_runs_nothing() {
         "bus",
         "wake",
         "carry",
+        "convergence",
+        "idle",
     ] {
         let child = bench(homes.path(), &[sub, "--help"])
             .stdout(Stdio::piped())

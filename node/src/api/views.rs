@@ -273,6 +273,10 @@ pub struct PeerRow {
     pub rtt_ms: Option<f64>,
     /// When last connected, RFC 3339; null if never.
     pub last_seen: Option<String>,
+    /// How long the connection in use has been up, ms; null when not
+    /// connected. A connection that closed and opened again starts at 0.
+    #[serde(default)]
+    pub connected_for_ms: Option<u64>,
     /// The relays its latest contact record names, each ending in
     /// `/p2p/RELAY`: where it says it can be reached through now (empty
     /// when it names none, or no record of it is held).

@@ -1,8 +1,8 @@
-//! What membership means on the wire: members score 0, are explicit
-//! gossip peers and bypass the limits on strangers' connections; everyone
-//! else scores as a stranger, is not an explicit peer and counts against
-//! those limits (connected or not); revoked machines are disconnected,
-//! after one short grace per [`REVOKED_GRACE_EVERY`].
+//! What membership means on the wire: members score 0 in gossip and
+//! bypass the limits on strangers' connections; everyone else scores as a
+//! stranger and counts against those limits (connected or not); a machine connected when it is
+//! revoked is disconnected at once, and one that connects later after one
+//! short grace per [`REVOKED_GRACE_EVERY`].
 
 use std::time::{Duration, Instant};
 
@@ -52,7 +52,6 @@ impl Guard {
         swarm: &mut Swarm<Behaviour>,
         team: Option<&TeamState>,
         connected: &[PeerId],
-        now: Instant,
     ) {
         let standings: Vec<(PeerId, bool)> = team
             .iter()
@@ -67,43 +66,44 @@ impl Guard {
             } else {
                 b.limits.remove_peer_id(&peer);
                 b.dcutr.forbid(&peer);
-                b.gossipsub.remove_explicit_peer(&peer);
             }
         }
         for peer in connected {
-            self.apply_to(swarm, team, peer, true, now);
+            score(swarm, team, peer);
+            // Revoked (or lapsed) while connected: closed at once, so the
+            // team refuses it everywhere as soon as each member learns it.
+            // Its grace is for when it connects again (its queued mail is
+            // then refused with the reason); one in its grace now keeps it.
+            if closed_out(team, peer) && !self.in_grace(peer) {
+                tracing::debug!(%peer, "disconnecting a machine revoked while connected");
+                let _ = swarm.disconnect_peer_id(*peer);
+            }
         }
     }
 
-    /// Applies the team to one peer (connected or not).
+    fn in_grace(&self, peer: &PeerId) -> bool {
+        self.disconnecting.iter().any(|(p, _)| p == peer)
+    }
+
+    /// Applies the team to one connected peer: a revoked (or lapsed)
+    /// machine that connects has its grace, once per
+    /// [`REVOKED_GRACE_EVERY`], and is then disconnected.
     pub fn apply_to(
         &mut self,
         swarm: &mut Swarm<Behaviour>,
         team: Option<&TeamState>,
         peer: &PeerId,
-        connected: bool,
         now: Instant,
     ) {
-        let me = *swarm.local_peer_id();
-        let member = team.is_some_and(|t| t.is_member(peer) && t.is_member(&me));
-        // A lapsed member is closed out like a revoked one, until renewed.
-        let revoked = team.is_some_and(|t| t.is_revoked(peer) || t.lapsed(peer));
-        let gossip = &mut swarm.behaviour_mut().gossipsub;
-        if member {
-            gossip.set_application_score(peer, 0.0);
-            gossip.add_explicit_peer(peer);
-        } else {
-            gossip.set_application_score(peer, stranger_score());
-            gossip.remove_explicit_peer(peer);
-        }
-        if revoked && !self.disconnecting.iter().any(|(p, _)| p == peer) {
+        score(swarm, team, peer);
+        if closed_out(team, peer) && !self.in_grace(peer) {
             if self.graces.check(peer, now.duration_since(self.started)) {
                 // Not at once: for a moment it is answered on every
                 // protocol with why it is refused, so its queued mail fails
                 // with a reason instead of retrying until it expires.
                 tracing::debug!(%peer, "disconnecting a revoked machine after its grace");
                 self.disconnecting.push((*peer, now + REVOKED_GRACE));
-            } else if connected {
+            } else {
                 // It had its grace moments ago: no second one.
                 let _ = swarm.disconnect_peer_id(*peer);
             }
@@ -120,7 +120,7 @@ impl Guard {
             .collect();
         self.disconnecting.retain(|(_, at)| *at > now);
         for p in due {
-            if team.is_some_and(|t| t.is_revoked(&p) || t.lapsed(&p)) {
+            if closed_out(team, &p) {
                 let _ = swarm.disconnect_peer_id(p);
             }
         }
@@ -130,6 +130,28 @@ impl Guard {
     pub fn maintain(&mut self, now: Instant) {
         self.graces.closed(now.duration_since(self.started));
     }
+}
+
+/// Members score 0; anyone else scores as a stranger. Members are not
+/// explicit gossip peers: every explicit peer is sent every message, so a
+/// block reached each of N members N - 1 times, each copy's signature
+/// checked (gossipsub verifies before it looks for duplicates). A block's
+/// maker sends it to every member (flood publishing), and the members
+/// pass it on along gossipsub's mesh of about six each.
+fn score(swarm: &mut Swarm<Behaviour>, team: Option<&TeamState>, peer: &PeerId) {
+    let me = *swarm.local_peer_id();
+    let member = team.is_some_and(|t| t.is_member(peer) && t.is_member(&me));
+    let score = if member { 0.0 } else { stranger_score() };
+    swarm
+        .behaviour_mut()
+        .gossipsub
+        .set_application_score(peer, score);
+}
+
+/// Whether `peer` is kept out: revoked, or a lapsed member (until it is
+/// renewed).
+fn closed_out(team: Option<&TeamState>, peer: &PeerId) -> bool {
+    team.is_some_and(|t| t.is_revoked(peer) || t.lapsed(peer))
 }
 
 /// Whether `peer` is a member of `team` now (not lapsed).

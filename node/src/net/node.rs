@@ -48,6 +48,10 @@ const TICK: Duration = Duration::from_millis(100);
 
 /// How often a disconnected member is redialled and peer records saved.
 const MAINTENANCE_EVERY: Duration = Duration::from_secs(20);
+/// A connection that closes this soon after it came up is not dialled
+/// again at once, only at the next redial ([`MAINTENANCE_EVERY`]): longer
+/// than a revoked machine's grace, so its reconnections stay one a redial.
+const QUICK_CLOSE: Duration = Duration::from_secs(3);
 
 /// How old a relayed connection must be before a member coming in anew
 /// through a relay makes it count as dead: two dials crossing each other
@@ -89,8 +93,16 @@ pub struct Net {
     guard: Guard,
     reach: Reach,
     inbox: Inbox,
-    last_maintenance: Instant,
+    rounds: Rounds,
     stopping: bool,
+}
+
+/// When housekeeping's slower rounds last ran: the ones that look at
+/// every peer need not run every tick.
+#[derive(Debug)]
+struct Rounds {
+    second: Instant,
+    maintenance: Instant,
 }
 
 impl std::fmt::Debug for Net {
@@ -161,7 +173,7 @@ impl Net {
         // request takes its addresses from it (the swarm keeps none).
         let mut peers = load_peers(store.as_ref(), team.state())?;
         for (peer, bytes) in store.contacts()? {
-            if let Ok(c) = SignedContact::from_bytes(&bytes) {
+            if let Ok(c) = SignedContact::from_bytes_unverified(&bytes) {
                 for a in crate::team::contacts::reach_addrs(c.record()) {
                     peers.add_addr(peer, &a);
                 }
@@ -180,7 +192,10 @@ impl Net {
             guard: Guard::new(now),
             reach,
             inbox,
-            last_maintenance: now,
+            rounds: Rounds {
+                second: now,
+                maintenance: now,
+            },
             stopping: false,
         };
         net.with_team(now, |team, port| team.start(port));
@@ -332,8 +347,7 @@ impl Net {
                 let me = *self.swarm.local_peer_id();
                 self.peers.schedule_punch(&me, peer_id, now);
                 let team = self.team.state();
-                self.guard
-                    .apply_to(&mut self.swarm, team, &peer_id, true, now);
+                self.guard.apply_to(&mut self.swarm, team, &peer_id, now);
                 if num_established.get() == 1 && self.team.is_member(&peer_id) {
                     self.with_team(now, |team, port| team.on_connected(port, peer_id));
                     self.carriage.connected(peer_id);
@@ -351,7 +365,7 @@ impl Net {
                 num_established,
                 ..
             } => {
-                self.peers.closed(peer_id, connection_id, now);
+                let lived = self.peers.closed(peer_id, connection_id, now);
                 self.tell_route(peer_id);
                 let me = *self.swarm.local_peer_id();
                 self.peers.schedule_punch(&me, peer_id, now);
@@ -362,8 +376,12 @@ impl Net {
                     send_all(self.connects.connection_closed(peer_id, connection_id));
                     // A member's last connection went (its relay died, its
                     // network changed): dialled again now, by its other
-                    // addresses, rather than at the next redial.
-                    if !self.stopping {
+                    // addresses, rather than at the next redial. Not one
+                    // that lasted under [`QUICK_CLOSE`]: the other side
+                    // refuses this machine (revoked and not told yet, or
+                    // over a limit), and dialling back at once would loop.
+                    let refused = lived.is_some_and(|d| d < QUICK_CLOSE);
+                    if !self.stopping && !refused {
                         self.with_team(now, |team, port| team.on_lost(port, peer_id));
                     }
                 }
@@ -613,8 +631,11 @@ impl Net {
             self.dial_through_relays();
             self.with_team(now, |team, port| team.dial_members(port));
         }
-        self.prefer_direct(now);
-        self.punch_again(now);
+        if now.duration_since(self.rounds.second) >= Duration::from_secs(1) {
+            self.rounds.second = now;
+            self.prefer_direct(now);
+            self.punch_again(now);
+        }
         // A machine admitted while connected (a joiner over a circuit)
         // had no route told; nor had one whose telling found the mail
         // actor's queue full.
@@ -624,8 +645,8 @@ impl Net {
         }
         self.with_team(now, |team, port| team.tick(port, now));
         send_all(self.connects.expire(now));
-        if now.duration_since(self.last_maintenance) >= MAINTENANCE_EVERY {
-            self.last_maintenance = now;
+        if now.duration_since(self.rounds.maintenance) >= MAINTENANCE_EVERY {
+            self.rounds.maintenance = now;
             self.guard.maintain(now);
             self.reach.maintain(now);
             self.with_team(now, |team, port| team.maintain(port));

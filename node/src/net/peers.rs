@@ -430,15 +430,15 @@ impl PeerTable {
     }
 
     /// `peer`'s connection `id` closed `now`.
-    pub fn closed(&mut self, peer: PeerId, id: ConnectionId, now: Instant) {
+    /// How long it was up, if it was known.
+    pub fn closed(&mut self, peer: PeerId, id: ConnectionId, now: Instant) -> Option<Duration> {
         let e = self.entry(peer);
-        if e.connections
-            .remove(&id)
-            .is_some_and(|c| c.kind == ConnKind::Relayed)
-        {
+        let conn = e.connections.remove(&id);
+        if conn.as_ref().is_some_and(|c| c.kind == ConnKind::Relayed) {
             e.relayed_closed = Some(now);
         }
         e.last_seen = Some(SystemTime::now());
+        conn.map(|c| now.saturating_duration_since(c.since))
     }
 
     /// `peer` was heard from `now` (a connection came up, a ping was
@@ -502,19 +502,21 @@ impl PeerTable {
         }
     }
 
-    /// The machines among `wanted` due for another punching try, each with
-    /// the relayed connections to close first; their schedules move on.
+    /// The machines `wanted` says yes to (given each one's addresses) due
+    /// for another punching try, each with the relayed connections to
+    /// close first; their schedules move on. `wanted` is asked only of
+    /// machines reached through relays alone and due.
     pub fn due_punches(
         &mut self,
         me: &PeerId,
         now: Instant,
-        wanted: impl Fn(&PeerId) -> bool,
+        wanted: impl Fn(&PeerId, &[Multiaddr]) -> bool,
     ) -> Vec<(PeerId, Vec<ConnectionId>)> {
         let mut due = vec![];
         for (peer, e) in &mut self.peers {
             let relayed_only = !e.connections.is_empty()
                 && e.connections.values().all(|c| c.kind == ConnKind::Relayed);
-            if !relayed_only || e.punch.next.is_none_or(|t| t > now) || !wanted(peer) {
+            if !relayed_only || e.punch.next.is_none_or(|t| t > now) || !wanted(peer, &e.addrs) {
                 continue;
             }
             e.punch.tries = e.punch.tries.saturating_add(1);
@@ -633,6 +635,9 @@ impl PeerTable {
                         .and_then(|e| e.rtt)
                         .map(|d| d.as_secs_f64() * 1000.0),
                     last_seen: last_seen.map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+                    connected_for_ms: in_use
+                        .as_ref()
+                        .map(|c| Instant::now().duration_since(c.since).as_millis() as u64),
                     // Filled in by the loop, which holds the store.
                     contact_relays: vec![],
                 }
@@ -790,10 +795,10 @@ mod tests {
         at_lo.punch_failed(&lo, hi, t0);
         at_hi.punch_failed(&hi, lo, t0);
         let soon = t0 + Duration::from_secs(2);
-        assert_eq!(at_lo.due_punches(&lo, soon, |_| true).len(), 1);
-        assert!(at_hi.due_punches(&hi, soon, |_| true).is_empty());
+        assert_eq!(at_lo.due_punches(&lo, soon, |_, _| true).len(), 1);
+        assert!(at_hi.due_punches(&hi, soon, |_, _| true).is_empty());
         let later = soon + PUNCH_STAGGER;
-        assert_eq!(at_hi.due_punches(&hi, later, |_| true).len(), 1);
+        assert_eq!(at_hi.due_punches(&hi, later, |_, _| true).len(), 1);
         assert_eq!(
             at_lo.get(&hi).unwrap().punch.next,
             Some(soon + punch_wait(1))

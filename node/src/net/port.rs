@@ -209,7 +209,7 @@ impl Network for Port<'_> {
 
     fn membership_changed(&mut self, team: Option<&TeamState>) {
         let connected: Vec<PeerId> = self.peers.connected().copied().collect();
-        self.guard.apply(self.swarm, team, &connected, self.now);
+        self.guard.apply(self.swarm, team, &connected);
     }
 
     fn add_addresses(&mut self, peer: PeerId, addrs: &[Multiaddr]) {

@@ -175,26 +175,34 @@ impl Contacts {
     /// of this machine runs).
     pub fn take(&mut self, core: &TeamCore, net: &mut dyn Network, contacts: &[ByteBuf]) {
         for bytes in contacts.iter().take(MAX_CONTACTS_PER_SYNC) {
+            // Every sync carries every record its sender holds, mostly the
+            // ones held here already: what a record claims is read first,
+            // and only one that would be kept is verified.
+            let Ok(claim) = SignedContact::from_bytes_unverified(bytes) else {
+                tracing::debug!("ignoring a contact record that does not decode");
+                continue;
+            };
+            let peer = claim.record().peer;
+            let own = peer == core.me.peer_id();
+            if !own && !core.is_member(&peer) {
+                continue;
+            }
+            let held = core.store.contact(&peer).ok().flatten();
+            if held.as_deref() == Some(&bytes[..]) {
+                continue;
+            }
+            let newer = held
+                .and_then(|b| SignedContact::from_bytes_unverified(&b).ok())
+                .is_none_or(|old| claim.supersedes(&old));
+            if !own && !newer {
+                continue;
+            }
             let Ok(contact) = SignedContact::from_bytes(bytes) else {
                 tracing::debug!("ignoring a contact record that does not verify");
                 continue;
             };
-            let peer = contact.record().peer;
-            if peer == core.me.peer_id() {
+            if own {
                 self.own(core, net, &contact);
-                continue;
-            }
-            if !core.is_member(&peer) {
-                continue;
-            }
-            let newer = core
-                .store
-                .contact(&peer)
-                .ok()
-                .flatten()
-                .and_then(|b| SignedContact::from_bytes(&b).ok())
-                .is_none_or(|old| contact.supersedes(&old));
-            if !newer {
                 continue;
             }
             if let Err(e) = core.store.put_contact(&peer, contact.bytes()) {

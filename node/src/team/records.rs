@@ -207,7 +207,7 @@ impl Published {
         all.into_iter()
             .filter(|(p, _)| core.is_member(p))
             .filter_map(|(p, b)| {
-                let s = SignedDirectory::from_bytes(&b).ok()?;
+                let s = SignedDirectory::from_bytes_unverified(&b).ok()?;
                 Some(RecordHave {
                     peer: p.to_bytes(),
                     seq: s.record().seq,
@@ -241,7 +241,7 @@ impl Published {
         let mut bytes = 0;
         let mut more = false;
         for (peer, record) in ordered {
-            let Ok(s) = SignedDirectory::from_bytes(&record) else {
+            let Ok(s) = SignedDirectory::from_bytes_unverified(&record) else {
                 continue;
             };
             if have
@@ -372,7 +372,7 @@ impl Published {
             .directory_records()
             .unwrap_or_default()
             .into_iter()
-            .filter_map(|(p, b)| Some((p, SignedDirectory::from_bytes(&b).ok()?)))
+            .filter_map(|(p, b)| Some((p, SignedDirectory::from_bytes_unverified(&b).ok()?)))
             .collect();
         let local = self.local();
         let mut machines: Vec<(String, String, PeerId)> = match team {
@@ -497,7 +497,7 @@ fn held(core: &TeamCore, peer: &PeerId) -> Option<SignedDirectory> {
         .directory_record(peer)
         .ok()
         .flatten()
-        .and_then(|b| SignedDirectory::from_bytes(&b).ok())
+        .and_then(|b| SignedDirectory::from_bytes_unverified(&b).ok())
 }
 
 /// One of this machine's mailboxes, as the mail actor publishes it.

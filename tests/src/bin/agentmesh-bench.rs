@@ -8,7 +8,13 @@
 //! agentmesh-bench relay [--reservations N] [--circuits N] [--json]
 //! agentmesh-bench bus [--rounds N] [--tune] [--json]
 //! agentmesh-bench smoke [--against docs/benchmarks.md] [--json]
+//! agentmesh-bench convergence [--nodes 100] [--json]
+//! agentmesh-bench idle [--nodes 50] [--seconds 60] [--json]
 //! ```
+//!
+//! `convergence`: a revocation and an admission across a team of N
+//! daemons; see `agentmesh_tests::bench_convergence`. `idle`: a team of
+//! N doing nothing; see `agentmesh_tests::bench_idle`.
 //!
 //! `smoke`: messaging, the MCP send and the judge briefly, each as a ratio
 //! to a floor measured in the same run; with `--against`, exits 1 when a
@@ -198,6 +204,24 @@ enum Bench {
         #[arg(long, value_name = "N", default_value_t = 200, value_parser = at_least_one())]
         receipts: usize,
     },
+    /// N daemons on loopback in one team: the time until a revocation
+    /// is refused, with connections closed, by every member, and until
+    /// an admission reaches every member.
+    Convergence {
+        /// How many daemons (50 when memory forbids more; said so).
+        #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(3..))]
+        nodes: usize,
+    },
+    /// A team of N on loopback, idle: a daemon's start to ready, its CPU
+    /// and its memory.
+    Idle {
+        /// How many daemons in the team.
+        #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..))]
+        nodes: usize,
+        /// Idle seconds measured.
+        #[arg(long, value_name = "S", default_value_t = 60, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..))]
+        seconds: u64,
+    },
     /// Messaging, the MCP send and the judge, briefly (about a minute),
     /// each as a ratio to a floor measured in the same run.
     Smoke {
@@ -276,6 +300,22 @@ fn main() {
                     "receipts: {} sends on loopback, send to `delivered` in the sender's outbox p50 {:.1} ms, p99 {:.1} ms",
                     f.receipts, f.receipt_p50_ms, f.receipt_p99_ms
                 );
+            }
+        }
+        Bench::Convergence { nodes } => {
+            let f = agentmesh_tests::bench_convergence::run(nodes);
+            if json {
+                println!("{}", serde_json::to_string(&f).unwrap());
+            } else {
+                agentmesh_tests::bench_convergence::print(&f);
+            }
+        }
+        Bench::Idle { nodes, seconds } => {
+            let f = agentmesh_tests::bench_idle::run(nodes, seconds);
+            if json {
+                println!("{}", serde_json::to_string(&f).unwrap());
+            } else {
+                agentmesh_tests::bench_idle::print(&f);
             }
         }
         Bench::Smoke { against } => smoke(against.as_deref(), json),

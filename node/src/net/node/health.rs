@@ -6,6 +6,7 @@
 use std::time::Instant;
 
 use agentmesh_protocol::PeerId;
+use libp2p::Multiaddr;
 use libp2p::swarm::ConnectionId;
 use libp2p::swarm::dial_opts::DialOpts;
 
@@ -94,24 +95,14 @@ impl Net {
     /// and with it a new DCUtR try ([`peers::Punch`]).
     pub(super) fn punch_again(&mut self, now: Instant) {
         let team = &self.team;
+        let me = *self.swarm.local_peer_id();
         // Only machines this one can dial through a relay itself: closing
         // the circuit a member reached it by, with none to dial back, would
         // cut it off.
-        let redialable: std::collections::HashSet<PeerId> = self
-            .peers
-            .connected()
-            .filter(|p| {
-                team.is_member(p)
-                    && self
-                        .peers
-                        .addrs(p)
-                        .iter()
-                        .any(|a| peers::relay_of(a).is_some())
-            })
-            .copied()
-            .collect();
-        let me = *self.swarm.local_peer_id();
-        for (peer, relayed) in self.peers.due_punches(&me, now, |p| redialable.contains(p)) {
+        let redialable = |p: &PeerId, addrs: &[Multiaddr]| {
+            team.is_member(p) && addrs.iter().any(|a| peers::relay_of(a).is_some())
+        };
+        for (peer, relayed) in self.peers.due_punches(&me, now, redialable) {
             tracing::info!(%peer, "reached only through a relay; trying hole punching again");
             for id in relayed {
                 self.swarm.close_connection(id);

@@ -364,10 +364,7 @@ pub fn run(asked: usize) -> Figures {
     let mut late = Node::new(&format!("n{n:03}"));
     late.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
     late.start();
-    let late_target = Target {
-        name: late.name.clone(),
-        peer_id: late.peer_id(),
-    };
+    let late_target = Target::of(&late);
     let watch = Watch::start(
         homes.clone(),
         &late_target,

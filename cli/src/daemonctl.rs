@@ -58,6 +58,8 @@ fn overrides(net: &NetArgs) -> anyhow::Result<Overrides> {
 /// `--json`, logs JSON lines. With `--save`, writes the flags' settings
 /// to config.toml first (refused while a daemon runs: nothing is saved).
 pub fn daemon(home: &Home, args: &StartArgs, json: bool) -> anyhow::Result<ExitCode> {
+    // Before any thread: the --save check below starts a runtime.
+    let allocator = crate::allocator::one_arena();
     let mut overrides = overrides(&args.net)?;
     let saved = if args.save {
         let rt = term::runtime()?;
@@ -107,6 +109,7 @@ pub fn daemon(home: &Home, args: &StartArgs, json: bool) -> anyhow::Result<ExitC
         logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init();
     }
+    tracing::debug!(allocator, "malloc settings");
     if let Some(saved) = saved {
         tracing::info!(file = %saved.file.display(), set = ?saved.set, written = saved.written, "saved the command line's settings");
     }

@@ -11,6 +11,7 @@
 //! JSON object, `{"code": …, "message": …}`, with the stable code.
 
 mod agents;
+mod allocator;
 mod backup;
 mod bus;
 mod call;

@@ -52,17 +52,22 @@ pub struct Figures {
 }
 
 /// A process's CPU time so far (user + system), seconds.
+///
+/// # Panics
+/// If the process is gone: a dead daemon must not read as an idle one.
 pub fn cpu_seconds(pid: i32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_else(|e| panic!("process {pid} is gone (its CPU time can't be read): {e}"));
     // Fields after the command name, which is in parentheses and may
     // hold spaces: utime and stime are the 14th and 15th of the line.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<u64> = rest
-        .split_whitespace()
-        .map(|v| v.parse().unwrap_or(0))
-        .collect();
-    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
-    ticks as f64 / clock_ticks()
+    let field = |i: usize| -> u64 {
+        rest.split_whitespace()
+            .nth(i)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("/proc/{pid}/stat has no field {}: {stat}", i + 3))
+    };
+    (field(11) + field(12)) as f64 / clock_ticks()
 }
 
 /// Clock ticks a second (`getconf CLK_TCK`; 100 on Linux).

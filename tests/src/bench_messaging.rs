@@ -4,6 +4,8 @@
 //! With `AGENTMESH_BENCH_SENDER_RESTART` set, the sending daemon is also
 //! restarted after the throughput phase and its memory measured again (a
 //! diagnostic: how much of its memory is state that survives a restart).
+//! `AGENTMESH_BENCH_CACHE_MIB=N` runs both daemons with `store.cache_mib`
+//! N (another diagnostic: what sled's cache costs and buys).
 
 #![allow(
     clippy::disallowed_methods,
@@ -46,27 +48,69 @@ pub struct Figures {
     pub p50_ms: f64,
     /// ... and 99th percentile.
     pub p99_ms: f64,
-    /// The receiving daemon's resident memory after the run, a restart and
-    /// a full read of its inbox (the largest of the three), MiB.
+    /// The receiving daemon's resident memory after the run, a full read
+    /// of its inbox and a restart (the largest of the three), MiB.
     pub daemon_rss_mib: f64,
     /// The sending daemon's resident memory after the run, MiB.
     pub sender_rss_mib: f64,
+    /// The receiver's memory at each step.
+    #[serde(flatten)]
+    pub receiver: ReceiverMemory,
 }
 
-/// A process's resident memory (VmRSS), MiB; 0 if it can't be read.
+/// The receiving daemon's resident memory, MiB, at each step after the
+/// throughput phase.
+#[derive(Debug, serde::Serialize)]
+pub struct ReceiverMemory {
+    /// Once every message is in its inbox.
+    pub receiver_rss_mib_after_run: f64,
+    /// After `agentmesh inbox --json` read every message (marking each
+    /// read), the daemon still running.
+    pub receiver_rss_mib_after_read: f64,
+    /// After that, stopped and started again: what survives in the store.
+    pub receiver_rss_mib_after_restart: f64,
+    /// How many messages the read returned.
+    pub messages_read: usize,
+}
+
+/// `messaging --memory`: the throughput phase alone, then the receiver's
+/// full inbox read.
+#[derive(Debug, serde::Serialize)]
+pub struct Memory {
+    /// Messages in the throughput phase.
+    pub messages: usize,
+    /// Their send-to-inbox throughput, messages/s.
+    pub throughput_per_s: f64,
+    /// The sending daemon's resident memory once all were delivered, MiB.
+    pub sender_rss_mib: f64,
+    /// The receiver's.
+    #[serde(flatten)]
+    pub receiver: ReceiverMemory,
+}
+
+/// A process's resident memory (VmRSS), MiB.
+///
+/// # Panics
+/// If the process is gone: a figure of 0 would read as a daemon that
+/// holds nothing.
 pub fn rss_mib(pid: i32) -> f64 {
     proc_status_mib(pid, "VmRSS")
 }
 
 /// A memory figure of `/proc/PID/status` (`VmRSS`, `VmHWM`…), MiB.
+///
+/// # Panics
+/// If the process is gone or has no such field.
 pub fn proc_status_mib(pid: i32, field: &str) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("process {pid} is gone (its memory can't be read): {e}"));
     status
         .lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse::<f64>().ok())
-        .map_or(0.0, |kib| kib / 1024.0)
+        .map(|kib| kib / 1024.0)
+        .unwrap_or_else(|| panic!("/proc/{pid}/status has no {field}"))
 }
 
 /// Counts the messages arriving at `node` and when each did.
@@ -247,6 +291,12 @@ pub(crate) fn pair() -> (Node, Node) {
     let mut b = Node::new("receiver");
     a.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
     b.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
+    // Diagnostic: both daemons with another sled cache (`store.cache_mib`).
+    if let Ok(mib) = std::env::var("AGENTMESH_BENCH_CACHE_MIB") {
+        for n in [&a, &b] {
+            n.ok(&["config", "set", "store.cache_mib", &mib]);
+        }
+    }
     a.start();
     b.start();
     a.ok(&["team", "create", "bench", "--owner", "Ada"]);
@@ -341,21 +391,11 @@ pub fn run(messages: usize) -> Figures {
     let pct = |p: f64| sorted[((sorted.len() as f64 - 1.0) * p).round() as usize];
     let (p50_ms, p99_ms) = (pct(0.50), pct(0.99));
 
-    // Memory: after the run, after a restart, after reading every message.
-    let after_run = rss_mib(b.pid());
-    b.stop();
-    b.start();
-    let after_restart = rss_mib(b.pid());
-    let read = b.inbox_all().len();
-    assert!(
-        read >= total,
-        "the receiver's inbox holds {read} of {total}"
-    );
-    let after_read = rss_mib(b.pid());
-    eprintln!(
-        "(receiver memory: {after_run:.1} MiB after the run, {after_restart:.1} MiB after a restart, {after_read:.1} MiB after reading {read} messages)"
-    );
-    let rss = after_run.max(after_restart).max(after_read);
+    let receiver = receiver_memory(&mut b, total);
+    let rss = receiver
+        .receiver_rss_mib_after_run
+        .max(receiver.receiver_rss_mib_after_read)
+        .max(receiver.receiver_rss_mib_after_restart);
 
     Figures {
         messages: total,
@@ -366,5 +406,64 @@ pub fn run(messages: usize) -> Figures {
         p99_ms,
         daemon_rss_mib: rss,
         sender_rss_mib,
+        receiver,
+    }
+}
+
+/// `messaging --memory`: `messages` through the throughput phase, the
+/// sender's memory once all are delivered, then the receiver's after the
+/// run, a full inbox read and a restart.
+///
+/// With `AGENTMESH_BENCH_HOLD` set to a path, the daemons are left
+/// running after the read (pids printed) until that file is removed: a
+/// diagnostic, for a heap profiler or gdb to look at them.
+pub fn memory(messages: usize) -> Memory {
+    let (a, mut b) = pair();
+    let observer = Observer::start(&b);
+    let (throughput_per_s, total) = throughput(&a, &observer, messages);
+    let sender_rss_mib = rss_mib(a.pid());
+    let receiver = receiver_memory(&mut b, total);
+    Memory {
+        messages: total,
+        throughput_per_s,
+        sender_rss_mib,
+        receiver,
+    }
+}
+
+/// The receiver's memory after the run, after reading its whole inbox
+/// (`total` messages at least) and after a restart.
+fn receiver_memory(b: &mut Node, total: usize) -> ReceiverMemory {
+    let after_run = rss_mib(b.pid());
+    let read = b.inbox_all().len();
+    assert!(
+        read >= total,
+        "the receiver's inbox holds {read} of {total}"
+    );
+    let after_read = rss_mib(b.pid());
+    if let Some(hold) = std::env::var_os("AGENTMESH_BENCH_HOLD") {
+        let hold = std::path::PathBuf::from(hold);
+        std::fs::write(&hold, b.pid().to_string()).expect("the hold file is written");
+        eprintln!(
+            "(holding: receiver pid {} in {}; remove {} to go on)",
+            b.pid(),
+            b.home().display(),
+            hold.display()
+        );
+        while hold.exists() {
+            std::thread::sleep(Duration::from_millis(200)); // a person's pace, not synchronisation
+        }
+    }
+    b.stop();
+    b.start();
+    let after_restart = rss_mib(b.pid());
+    eprintln!(
+        "(receiver memory: {after_run:.1} MiB after the run, {after_read:.1} MiB after reading {read} messages, {after_restart:.1} MiB after a restart)"
+    );
+    ReceiverMemory {
+        receiver_rss_mib_after_run: after_run,
+        receiver_rss_mib_after_read: after_read,
+        receiver_rss_mib_after_restart: after_restart,
+        messages_read: read,
     }
 }

@@ -14,7 +14,7 @@
 //! Only an outside process can act after a SIGKILL, and a pipe's end is
 //! the one thing the kernel is sure to close when the bench goes.
 //! `PR_SET_PDEATHSIG` would need `unsafe` (`pre_exec`), which the
-//! workspace forbids, and fires when the spawning *thread* ends, not the
+//! workspace denies, and fires when the spawning *thread* ends, not the
 //! process. Tests never start a reaper: their daemons stay in the test's
 //! own process group, as before, and `Node`'s drop ends them.
 

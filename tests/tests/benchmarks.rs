@@ -118,6 +118,32 @@ fn carry_prints_the_drain_memory_and_receipt_figures() {
 }
 
 #[test]
+fn messaging_memory_reads_the_whole_inbox_and_reports_both_daemons() {
+    let homes = tempfile::tempdir().unwrap();
+    let out = bench(
+        homes.path(),
+        &["messaging", "--memory", "--messages", "300", "--json"],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let f: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // 128 senders, each the same share: 300 rounds up to 384.
+    assert_eq!(f["messages"], 384, "{f}");
+    assert_eq!(f["messages_read"], 384, "{f}");
+    let num = |k: &str| f[k].as_f64().unwrap_or_else(|| panic!("{k} in {f}"));
+    assert!(num("throughput_per_s") > 0.0, "{f}");
+    for k in [
+        "sender_rss_mib",
+        "receiver_rss_mib_after_run",
+        "receiver_rss_mib_after_read",
+        "receiver_rss_mib_after_restart",
+    ] {
+        assert!(num(k) > 1.0, "{k} in {f}");
+    }
+}
+
+#[test]
 fn convergence_times_a_revocation_and_an_admission_across_a_team() {
     let homes = tempfile::tempdir().unwrap();
     let out = bench(homes.path(), &["convergence", "--nodes", "4", "--json"])

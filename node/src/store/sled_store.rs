@@ -14,7 +14,7 @@ use agentmesh_protocol::{PeerId, Timestamp};
 
 use super::migrations::MIGRATIONS;
 use super::sled_codec::{
-    SEEN_BY_UNTIL, UNREAD, from_record, is_unread, to_record, tx_error, unread_value,
+    SEEN_BY_UNTIL, UNREAD, counted, from_record, is_unread, to_record, tx_error, unread_value,
 };
 use super::*;
 
@@ -390,13 +390,14 @@ impl AuditStore for SledStore {
     }
 
     fn audit_since(&self, since: Timestamp, limit: usize) -> Result<Vec<AuditEntry>, StoreError> {
-        let mut out = self
-            .audit
-            .range(since.as_unix_millis().to_be_bytes()..)
-            .rev()
-            .take(limit)
-            .map(|kv| from_record(&kv?.1))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut out = counted(
+            &self.audit,
+            self.audit.range(since.as_unix_millis().to_be_bytes()..),
+        )
+        .rev()
+        .take(limit)
+        .map(|kv| from_record(&kv?.1))
+        .collect::<Result<Vec<_>, _>>()?;
         out.reverse();
         Ok(out)
     }
@@ -567,8 +568,7 @@ impl MailStore for SledStore {
     }
 
     fn held_index(&self) -> Result<Vec<(u64, String)>, StoreError> {
-        self.held
-            .iter()
+        counted(&self.held, self.held.iter())
             .map(|kv| {
                 let (k, v) = kv?;
                 let seq = <[u8; 8]>::try_from(k.as_ref()).map_or(0, u64::from_be_bytes);
@@ -578,8 +578,7 @@ impl MailStore for SledStore {
     }
 
     fn unread_index(&self) -> Result<Vec<(u64, Option<String>)>, StoreError> {
-        self.unread
-            .iter()
+        counted(&self.unread, self.unread.iter())
             .map(|kv| {
                 let (k, v) = kv?;
                 let seq = <[u8; 8]>::try_from(k.as_ref()).map_or(0, u64::from_be_bytes);
@@ -590,13 +589,15 @@ impl MailStore for SledStore {
     }
 
     fn read_before(&self, before: Timestamp) -> Result<Vec<u64>, StoreError> {
-        self.read
-            .range(..before.as_unix_millis().to_be_bytes())
-            .map(|kv| {
-                let (k, _) = kv?;
-                Ok(<[u8; 8]>::try_from(&k[8..16]).map_or(0, u64::from_be_bytes))
-            })
-            .collect()
+        counted(
+            &self.read,
+            self.read.range(..before.as_unix_millis().to_be_bytes()),
+        )
+        .map(|kv| {
+            let (k, _) = kv?;
+            Ok(<[u8; 8]>::try_from(&k[8..16]).map_or(0, u64::from_be_bytes))
+        })
+        .collect()
     }
 
     fn inbox_at(&self, seq: u64) -> Result<Option<InboxRecord>, StoreError> {
@@ -610,8 +611,7 @@ impl MailStore for SledStore {
         let Some(start) = after.checked_add(1) else {
             return Ok(vec![]);
         };
-        self.inbox
-            .range(start.to_be_bytes()..)
+        counted(&self.inbox, self.inbox.range(start.to_be_bytes()..))
             .take(limit)
             .map(|kv| from_record(&kv?.1))
             .collect()

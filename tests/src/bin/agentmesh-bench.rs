@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! agentmesh-bench join [--runs N] [--json]
-//! agentmesh-bench messaging [--messages N] [--json]
+//! agentmesh-bench messaging [--messages N] [--memory] [--json]
 //! agentmesh-bench mcp [--sends N] [--json]
 //! agentmesh-bench natlab [--trials N] [--only TEXT] [--json]   (as root)
 //! agentmesh-bench relay [--reservations N] [--circuits N] [--json]
@@ -142,6 +142,10 @@ enum Bench {
         /// How many messages.
         #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = at_least_one())]
         messages: usize,
+        /// Memory only: the throughput phase, then the receiver's full
+        /// inbox read (`receiver_rss_mib_after_read`, `sender_rss_mib`).
+        #[arg(long)]
+        memory: bool,
     },
     /// Two `agentmesh mcp` servers driven by an MCP client: send_message
     /// calls per second, call to channel notification, memory.
@@ -254,7 +258,11 @@ fn main() {
     let json = cli.json;
     match cli.command {
         Bench::Join { runs } => join(runs, json),
-        Bench::Messaging { messages } => messaging(messages, json),
+        Bench::Messaging {
+            messages,
+            memory: true,
+        } => messaging_memory(messages, json),
+        Bench::Messaging { messages, .. } => messaging(messages, json),
         Bench::Mcp { sends } => {
             let f = agentmesh_tests::bench_mcp::run(sends);
             if json {
@@ -431,11 +439,35 @@ fn messaging(messages: usize, json: bool) {
         "latency at 100 messages/s: p50 {:.2} ms, p99 {:.2} ms",
         f.p50_ms, f.p99_ms
     );
-    println!(
-        "receiving daemon memory (after the run, a restart and a full inbox read): {:.1} MiB",
-        f.daemon_rss_mib
-    );
+    print_receiver(&f.receiver);
     println!("sending daemon memory: {:.1} MiB", f.sender_rss_mib);
+}
+
+fn messaging_memory(messages: usize, json: bool) {
+    let f = agentmesh_tests::bench_messaging::memory(messages);
+    if json {
+        println!("{}", serde_json::to_string(&f).unwrap());
+        return;
+    }
+    println!(
+        "messages: {} of 1 KiB, two daemons on loopback, {:.0} messages/s",
+        f.messages, f.throughput_per_s
+    );
+    println!(
+        "sending daemon memory once all were delivered: {:.1} MiB",
+        f.sender_rss_mib
+    );
+    print_receiver(&f.receiver);
+}
+
+fn print_receiver(r: &agentmesh_tests::bench_messaging::ReceiverMemory) {
+    println!(
+        "receiving daemon memory: {:.1} MiB after the run, {:.1} MiB after reading its {} messages, {:.1} MiB after a restart",
+        r.receiver_rss_mib_after_run,
+        r.receiver_rss_mib_after_read,
+        r.messages_read,
+        r.receiver_rss_mib_after_restart
+    );
 }
 
 fn relay(reservations: usize, circuits: usize, json: bool) {

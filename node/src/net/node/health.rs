@@ -64,9 +64,10 @@ impl Net {
     /// This machine's addresses changed: one appeared (`lost` false: a
     /// network came up) or went away (`lost`: the laptop moved, the
     /// interface went down). Every connection may ride on the address
-    /// that went, so all are closed (members are dialled again at once as
-    /// each closes); relays are tried again now rather than at their next
-    /// retry; members not connected are dialled. The new contact record
+    /// that went, so all are closed (a member is dialled again at once as
+    /// its connection closes, unless that connection lasted under
+    /// `QUICK_CLOSE`: then at the next redial); relays are tried again now
+    /// rather than at their next retry; members not connected are dialled. The new contact record
     /// is told by the team's next tick.
     pub(super) fn network_changed(&mut self, lost: bool, now: Instant) {
         self.reach.network_changed(&mut self.swarm, lost, now);

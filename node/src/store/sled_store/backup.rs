@@ -9,6 +9,7 @@ use std::path::Path;
 
 use super::{CONTACT_SEQ_KEY, DIRECTORY_SEQ_KEY, META, SledStore};
 use crate::store::StoreError;
+use crate::store::sled_codec::counted;
 
 /// What every backup carries: the team (its blocks, every member's
 /// contact and directory record), this machine's settings (the `meta`
@@ -66,7 +67,7 @@ impl SledStore {
         let mail: &[&str] = if with_mail { MAIL } else { &[] };
         for name in SETTINGS.iter().chain(mail) {
             let tree = self.db.open_tree(name).map_err(StoreError::from)?;
-            for kv in tree.iter() {
+            for kv in counted(&tree, tree.iter()) {
                 let (k, v) = kv.map_err(StoreError::from)?;
                 each(name, &k, &v)?;
             }

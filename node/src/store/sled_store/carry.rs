@@ -3,7 +3,7 @@
 //! the records, so a carrier holding 256 MiB starts without reading it.
 
 use super::SledStore;
-use crate::store::sled_codec::{from_record, to_record, tx_error};
+use crate::store::sled_codec::{counted, from_record, to_record, tx_error};
 use crate::store::{CarriedRecord, CarryStore, StoreError};
 
 /// Carried envelopes deleted in one transaction, at most (64 KiB
@@ -21,7 +21,9 @@ impl CarryStore for SledStore {
     }
 
     fn carried(&self) -> Result<Vec<CarriedRecord>, StoreError> {
-        self.carried.iter().map(|kv| from_record(&kv?.1)).collect()
+        counted(&self.carried, self.carried.iter())
+            .map(|kv| from_record(&kv?.1))
+            .collect()
     }
 
     fn carried_envelope(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {

@@ -5,7 +5,7 @@
 use agentmesh_protocol::Timestamp;
 
 use super::SledStore;
-use crate::store::sled_codec::{from_record, to_record};
+use crate::store::sled_codec::{counted, from_record, to_record};
 use crate::store::{OutboxRecord, OutboxStatus, StoreError};
 
 fn done_key(r: &OutboxRecord) -> Vec<u8> {
@@ -54,8 +54,7 @@ impl SledStore {
     }
 
     pub(super) fn outbox_live(&self) -> Result<Vec<OutboxRecord>, StoreError> {
-        self.outbox
-            .iter()
+        counted(&self.outbox, self.outbox.iter())
             .map(|kv| {
                 let r: OutboxRecord = from_record(&kv?.1)?;
                 Ok(OutboxRecord {
@@ -84,7 +83,7 @@ impl SledStore {
             )
         };
         let mut out = vec![];
-        for kv in self.outbox_done.iter().rev() {
+        for kv in counted(&self.outbox_done, self.outbox_done.iter()).rev() {
             let r: OutboxRecord = from_record(&kv?.1)?;
             if !report(&r) {
                 out.push(r);

@@ -21,6 +21,7 @@
 //! The weights and the presets' thresholds are in `weights.rs`, written by
 //! [`tune`] from the tuning part of the labelled set
 //! (`judge/labelled/`); a test checks they are what [`tune`] computes.
+#![forbid(unsafe_code)] // the workspace only denies it: the daemon's allocator setting (cli) is the one exception
 
 pub mod agent;
 pub mod command;

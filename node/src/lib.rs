@@ -35,6 +35,7 @@
 //!   from one.
 
 #![deny(missing_docs)]
+#![forbid(unsafe_code)] // the workspace only denies it: the daemon's allocator setting (cli) is the one exception
 
 pub mod agents;
 pub mod api;

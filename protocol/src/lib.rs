@@ -30,6 +30,7 @@
 //! - [`time`]: timestamps and the clock rules envelopes are judged by.
 
 #![deny(missing_docs)]
+#![forbid(unsafe_code)] // the workspace only denies it: the daemon's allocator setting (cli) is the one exception
 
 pub mod cbor;
 pub mod contact;

@@ -30,6 +30,7 @@
 //! (observed.rs).
 
 #![deny(missing_docs)]
+#![forbid(unsafe_code)] // the workspace only denies it: the daemon's allocator setting (cli) is the one exception
 
 pub mod boxed;
 pub mod idle;

@@ -1,4 +1,5 @@
 //! `agentmesh-relay`: parses its arguments and runs the relay library.
+#![forbid(unsafe_code)] // the workspace only denies it: the daemon's allocator setting (cli) is the one exception
 
 use std::ffi::OsString;
 use std::net::SocketAddr;

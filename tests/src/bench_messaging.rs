@@ -415,7 +415,7 @@ pub fn run(messages: usize) -> Figures {
 /// run, a full inbox read and a restart.
 ///
 /// With `AGENTMESH_BENCH_HOLD` set to a path, the daemons are left
-/// running after the read (pids printed) until that file is removed: a
+/// running after the read (the receiver's pid and home printed) until that file is removed: a
 /// diagnostic, for a heap profiler or gdb to look at them.
 pub fn memory(messages: usize) -> Memory {
     let (a, mut b) = pair();
@@ -445,7 +445,7 @@ fn receiver_memory(b: &mut Node, total: usize) -> ReceiverMemory {
         let hold = std::path::PathBuf::from(hold);
         std::fs::write(&hold, b.pid().to_string()).expect("the hold file is written");
         eprintln!(
-            "(holding: receiver pid {} in {}; remove {} to go on)",
+            "(holding: receiver pid {} in {}, the sender beside it; remove {} to go on)",
             b.pid(),
             b.home().display(),
             hold.display()

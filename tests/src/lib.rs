@@ -10,6 +10,7 @@
 //! the target directory next to the test executables.
 
 #![allow(clippy::unwrap_used)] // a harness that cannot unwrap has failed
+#![forbid(unsafe_code)] // the workspace only denies it: the daemon's allocator setting (cli) is the one exception
 
 pub mod api_client;
 pub mod bench_bus;

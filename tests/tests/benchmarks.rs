@@ -165,6 +165,7 @@ fn convergence_times_a_revocation_and_an_admission_across_a_team() {
         assert!(p50 > 0.0 && p50 <= p99 && p99 <= max && max < 60.0, "{f}");
     }
     assert!(num("poll_round_ms") > 0.0, "{f}");
+    assert!(num("poll_round_ms") <= num("poll_round_max_ms"), "{f}");
     let rss = f["rss_mib"].as_array().unwrap();
     assert!(rss[0].as_f64().unwrap() > 1.0, "{f}");
 }

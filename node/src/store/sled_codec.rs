@@ -135,17 +135,37 @@ mod tests {
         assert_eq!(scan.next().unwrap().unwrap().0.as_ref(), 2u32.to_be_bytes());
     }
 
+    /// Set in the process [`a_full_scan_leaves_the_cache_bounded`] starts
+    /// to measure in.
+    const SCAN_CHILD: &str = "AGENTMESH_TEST_SCAN_CHILD";
+
     /// A full scan of a large tree leaves sled's cache near its capacity:
     /// the process grows by well under what the tree holds. A plain
     /// iterator grew it by about the whole tree (45 MB here), kept until
     /// the store closed.
     ///
-    /// Resident memory is the process's: this relies on each test running
-    /// in a process of its own, as `cargo nextest` (the README's test
-    /// command) runs them.
+    /// Resident memory is the process's: the scan runs in a process of
+    /// its own (this test binary again, running this test alone), so no
+    /// other test's memory counts, under `cargo test` as under nextest.
     #[test]
     fn a_full_scan_leaves_the_cache_bounded() {
         const RECORDS: u32 = 30_000;
+        if std::env::var_os(SCAN_CHILD).is_none() {
+            let name = "store::sled_codec::tests::a_full_scan_leaves_the_cache_bounded";
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", name, "--nocapture", "--test-threads", "1"])
+                .env(SCAN_CHILD, "1")
+                .output()
+                .unwrap();
+            let said = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(out.status.success(), "{said}");
+            assert!(said.contains("1 passed"), "the scan did not run: {said}");
+            return;
+        }
         let dir = tempfile::tempdir().unwrap();
         {
             let (db, t) = tree(1 << 20, dir.path());

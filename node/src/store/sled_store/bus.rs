@@ -4,7 +4,7 @@ use sled::Transactional;
 use sled::transaction::{TransactionError, TransactionalTree};
 
 use super::{INBOX_SEQ_KEY, insert_inbox};
-use crate::store::sled_codec::{from_record, to_record};
+use crate::store::sled_codec::{counted, from_record, to_record};
 use agentmesh_protocol::Timestamp;
 
 use super::SledStore;
@@ -107,7 +107,7 @@ impl BusStore for SledStore {
     fn prune_counts(&self, before: Timestamp) -> Result<usize, StoreError> {
         let mut gone = sled::Batch::default();
         let mut n = 0;
-        for kv in self.counts.iter() {
+        for kv in counted(&self.counts, self.counts.iter()) {
             let (k, v) = kv?;
             let c: CountsRecord = from_record(&v)?;
             if c.created_at < before.as_unix_millis() {

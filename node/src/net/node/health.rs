@@ -67,8 +67,8 @@ impl Net {
     /// that went, so all are closed (a member is dialled again at once as
     /// its connection closes, unless that connection lasted under
     /// `QUICK_CLOSE`: then at the next redial); relays are tried again now
-    /// rather than at their next retry; members not connected are dialled. The new contact record
-    /// is told by the team's next tick.
+    /// rather than at their next retry; members not connected are
+    /// dialled. The new contact record is told by the team's next tick.
     pub(super) fn network_changed(&mut self, lost: bool, now: Instant) {
         self.reach.network_changed(&mut self.swarm, lost, now);
         if lost {

@@ -28,6 +28,8 @@ pub mod hostile;
 pub mod mcp;
 pub mod natlab;
 pub mod reaper;
+pub mod relay;
+pub mod soak;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -413,6 +415,12 @@ impl Node {
             c.kill().unwrap();
             c.wait().unwrap();
         }
+    }
+
+    /// The daemon's process id, if this node started it and it runs;
+    /// asks nothing of the daemon (one that is stopped answers nothing).
+    pub fn daemon_pid(&self) -> Option<u32> {
+        self.daemon.as_ref().map(Child::id)
     }
 
     /// `status --json`.

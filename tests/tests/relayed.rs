@@ -8,83 +8,11 @@
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
+use agentmesh_tests::relay::{Relay, relay_bin};
 use agentmesh_tests::{Node, wait_for};
 use serde_json::Value;
-
-/// A relay process on a loopback port.
-struct Relay {
-    child: Child,
-    key: tempfile::TempDir,
-    port: u16,
-    peer_id: String,
-}
-
-fn relay_bin() -> std::path::PathBuf {
-    agentmesh_tests::built_bin("agentmesh-relay")
-}
-
-impl Relay {
-    fn start() -> Relay {
-        let key = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut r = Relay {
-            child: Command::new("true").spawn().unwrap(),
-            key,
-            port,
-            peer_id: String::new(),
-        };
-        r.run();
-        r
-    }
-
-    fn run(&mut self) {
-        let _ = self.child.wait();
-        let key = self.key.path().join("relay.key");
-        let listen = format!("/ip4/127.0.0.1/tcp/{}", self.port);
-        let mut child = Command::new(relay_bin())
-            .args(["--identity", key.to_str().unwrap()])
-            .args(["--listen", &listen, "--external-addr", &listen])
-            .args(["--log-format", "json"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut log = BufReader::new(child.stderr.take().unwrap());
-        loop {
-            let mut line = String::new();
-            assert!(log.read_line(&mut line).unwrap() > 0, "the relay exited");
-            let v: Value = serde_json::from_str(&line).unwrap();
-            if v["fields"]["message"] == "listening" {
-                let addr = v["fields"]["address"].as_str().unwrap();
-                self.peer_id = addr.rsplit('/').next().unwrap().to_owned();
-                break;
-            }
-        }
-        std::thread::spawn(move || for _ in log.lines() {});
-        self.child = child;
-    }
-
-    fn addr(&self) -> String {
-        format!("/ip4/127.0.0.1/tcp/{}/p2p/{}", self.port, self.peer_id)
-    }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
 
 /// The node's reservation on `relay`, once `state` is what it shows.
 fn reservation(node: &Node, relay: &Relay, state: &str) -> Value {

@@ -262,3 +262,33 @@ fn a_second_copy_of_a_machine_is_named_in_status_doctor_and_the_log() {
         warned.log()
     );
 }
+
+/// The first request of a join is tried again, a second apart, when the
+/// founder's machine cannot be reached: a founder whose daemon comes up
+/// just after the joiner starts (or one dial that fails on a busy
+/// machine) does not end the join.
+#[test]
+fn a_join_reaches_a_founder_that_comes_up_after_its_first_try() {
+    let mut a = Node::new("alpha");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    a.listen = vec![format!("/ip4/127.0.0.1/tcp/{port}")];
+    a.start();
+    a.ok(&["team", "create", "core", "--owner", "Ada"]);
+    let ticket = a.json(&["invite"])["ticket"].as_str().unwrap().to_owned();
+    a.stop();
+    let mut b = Node::new("bravo");
+    b.start();
+    let mut j = b.pty(&["join", &ticket, "--name", "bravo", "--owner", "Bob"]);
+    wait_for("bravo's first try to fail", || {
+        b.log()
+            .contains("the founder was not reached; trying again in a second")
+            .then_some(())
+    });
+    a.start();
+    let pairing = agentmesh_tests::read_code(&mut j, "Pairing code");
+    assert_eq!(pairing.len(), 14, "{pairing}");
+}

@@ -53,7 +53,7 @@ mod wake;
 
 pub use address::{address, parse_address};
 use bus::profiles;
-pub use bus::{MAX_WAITING_BROADCASTS, MAX_WAITING_PER_SENDER};
+pub use bus::{MAX_WAITING_BROADCASTS, MAX_WAITING_PER_SENDER, copy_id as broadcast_copy_id};
 pub use carrying::MAX_CARRIED;
 use clerk::Clerk;
 pub use consent::MAX_HELD_PER_SENDER;

@@ -607,7 +607,7 @@ impl Net {
         for waiter in self.waiting.join.overdue(now) {
             let why = format!("the founder gave {late}");
             self.with_team(now, |team, port| {
-                team.on_join_failed(port, waiter, why, now)
+                team.on_join_failed(port, waiter, (why, false), now)
             });
         }
     }

@@ -39,6 +39,12 @@ pub const MAX_POLL_FAILURES: u32 = 10;
 /// (the founder answers a repeated Confirm with the same blocks).
 pub const MAX_CONFIRM_TRIES: u32 = 5;
 
+/// Times the first request of a join is sent before the ticket's
+/// addresses count as failed, a second apart: one failed dial (a busy
+/// machine, a network still coming up) does not end a join, as one failed
+/// poll or confirm does not.
+pub const MAX_START_TRIES: u32 = 5;
+
 /// How long a join whose ticket addresses failed waits for mDNS to find
 /// the founder on the local network.
 pub const MDNS_JOIN_WAIT: Duration = Duration::from_secs(10);
@@ -81,13 +87,16 @@ struct Session {
     codes: Option<Codes>,
     state: JoinPhase,
     in_flight: bool,
+    /// When the next poll (or the first request, sent again) is due.
     next_poll: Instant,
+    /// Failed tries in a row of the step under way: the first request's,
+    /// then the polls'.
     poll_failures: u32,
     confirm_tries: u32,
     started: Instant,
     /// The `join` call still waiting for the founder's first answer, kept
-    /// while mDNS may yet find the founder after the ticket's addresses
-    /// failed.
+    /// while the first request waits to be sent again, or mDNS may yet
+    /// find the founder after the ticket's addresses failed.
     awaiting_mdns: Option<oneshot::Sender<Reply>>,
 }
 
@@ -314,12 +323,26 @@ impl Joiner {
                 let poll = JoinMsg::Poll(s.request.nonce.to_vec());
                 net.send_join(s.founder, s.addrs.clone(), poll, JoinWaiter::Poll(*join));
             }
+            // The first request again, while it has tries left.
+            if s.state == JoinPhase::Offering
+                && !s.in_flight
+                && s.next_poll <= now
+                && s.poll_failures < MAX_START_TRIES
+                && let Some(reply) = s.awaiting_mdns.take()
+            {
+                s.in_flight = true;
+                let request = JoinMsg::Request(s.request.to_bytes());
+                let waiter = JoinWaiter::Start(*join, reply);
+                net.send_join(s.founder, s.addrs.clone(), request, waiter);
+            }
         }
         let lost: Vec<u64> = self
             .joins
             .iter()
             .filter(|(_, s)| {
-                s.awaiting_mdns.is_some() && now.duration_since(s.started) >= MDNS_JOIN_WAIT
+                s.awaiting_mdns.is_some()
+                    && s.poll_failures >= MAX_START_TRIES
+                    && now.duration_since(s.started) >= MDNS_JOIN_WAIT
             })
             .map(|(id, _)| *id)
             .collect();
@@ -351,18 +374,29 @@ impl Joiner {
         }
     }
 
-    /// A join message got no answer (`why`): retry, wait for mDNS, or
+    /// A join message got no answer (`why`; `again`: the founder was not
+    /// reached, so another try may reach it): retry, wait for mDNS, or
     /// give up, as its step allows.
     pub fn on_failed(
         &mut self,
         core: &mut TeamCore,
         net: &mut dyn Network,
         waiter: JoinWaiter,
-        why: String,
+        (why, again): (String, bool),
         now: Instant,
     ) {
         match waiter {
             JoinWaiter::Start(join, reply) => {
+                if again && let Some(s) = self.joins.get_mut(&join) {
+                    s.poll_failures += 1;
+                    if s.poll_failures < MAX_START_TRIES {
+                        tracing::info!(%why, tries = s.poll_failures, "the founder was not reached; trying again in a second");
+                        s.in_flight = false;
+                        s.next_poll = now + Duration::from_secs(1);
+                        s.awaiting_mdns = Some(reply);
+                        return;
+                    }
+                }
                 let wait = core.settings.mdns
                     && self
                         .joins
@@ -533,6 +567,7 @@ impl Joiner {
         s.codes = Some(codes);
         s.state = JoinPhase::Waiting;
         s.in_flight = false;
+        s.poll_failures = 0;
         let started = api::JoinStarted {
             join_id: join,
             pairing_code: codes.pairing.to_string(),

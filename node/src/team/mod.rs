@@ -349,15 +349,17 @@ impl Team {
         self.settle(net);
     }
 
-    /// One of this machine's join messages got no answer.
+    /// One of this machine's join messages got no answer: why, and
+    /// whether another try may reach the founder (the dial failed).
     pub fn on_join_failed(
         &mut self,
         net: &mut dyn Network,
         waiter: JoinWaiter,
-        why: String,
+        failure: (String, bool),
         now: Instant,
     ) {
-        self.joiner.on_failed(&mut self.core, net, waiter, why, now);
+        self.joiner
+            .on_failed(&mut self.core, net, waiter, failure, now);
         self.settle(net);
     }
 

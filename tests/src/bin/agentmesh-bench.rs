@@ -10,6 +10,7 @@
 //! agentmesh-bench smoke [--against docs/benchmarks.md] [--json]
 //! agentmesh-bench convergence [--nodes 100] [--json]
 //! agentmesh-bench idle [--nodes 50] [--seconds 60] [--json]
+//! agentmesh-bench soak [--seconds 120] [--seed N] [--json]
 //! ```
 //!
 //! `convergence`: a revocation and an admission across a team of N
@@ -226,6 +227,18 @@ enum Bench {
         #[arg(long, value_name = "S", default_value_t = 60, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..))]
         seconds: u64,
     },
+    /// A crash soak: five daemons (one a carrier) and a relay, an agent
+    /// on each, while a seeded schedule kills and suspends them and
+    /// revokes one; then the invariant checker. Exits 1 on any breach.
+    Soak {
+        /// How long the traffic and the faults last.
+        #[arg(long, value_name = "S", default_value_t = 120, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(30..))]
+        seconds: u64,
+        /// The schedule's and the agents' seed (default: from the clock,
+        /// printed so that a failing run can be replayed).
+        #[arg(long, value_name = "N")]
+        seed: Option<u64>,
+    },
     /// Messaging, the MCP send and the judge, briefly (about a minute),
     /// each as a ratio to a floor measured in the same run.
     Smoke {
@@ -327,6 +340,7 @@ fn main() {
             }
         }
         Bench::Smoke { against } => smoke(against.as_deref(), json),
+        Bench::Soak { seconds, seed } => soak(seconds, seed, json),
         Bench::Reap => unreachable!("handled above"),
     }
 }
@@ -578,5 +592,25 @@ fn join(runs: usize, json: bool) {
             "idle daemon resident memory: founder {:.1} MiB, member {:.1} MiB",
             a_rss, b_rss
         );
+    }
+}
+
+fn soak(seconds: u64, seed: Option<u64>, json: bool) {
+    let seed = seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_secs())
+    });
+    let f = agentmesh_tests::soak::run(seconds, seed);
+    if json {
+        println!("{}", serde_json::to_string(&f).unwrap());
+    } else {
+        agentmesh_tests::soak::print(&f);
+    }
+    if !f.verdict.clean() {
+        eprintln!(
+            "the soak broke an invariant; replay it with: agentmesh-bench soak --seconds {seconds} --seed {seed}"
+        );
+        std::process::exit(1);
     }
 }

@@ -73,8 +73,9 @@ pub(super) struct Judgments {
     agent_calls: u32,
 }
 
-/// The id of the copy of broadcast `id` delivered to `mailbox`.
-fn copy_id(id: &str, mailbox: Option<&str>) -> String {
+/// The id of the copy of broadcast `id` delivered to `mailbox` (its name;
+/// `None` for the owner's): the id that mailbox's inbox holds it under.
+pub fn copy_id(id: &str, mailbox: Option<&str>) -> String {
     let mut h = Sha256::new();
     h.update(b"agentmesh/v1 broadcast copy\0");
     h.update(id.as_bytes());

@@ -251,6 +251,44 @@ fn the_checker_holds_a_revoked_machine_to_the_moment_each_member_knew() {
     // revoked): a breach.
     let v = check(&run(9, Some(false)));
     assert_eq!(v.revocation_breaches, 1, "{v:?}");
+
+    // A broadcast of bravo's, its copy judged at alpha: held to the time
+    // its broadcast (the copy's thread) began.
+    let broadcast = |started: u64| {
+        let mut r = run(started, Some(true));
+        let mut copy = sent("c1", "@alpha", &["queued", "delivered"]);
+        copy.kind = MessageKind::Broadcast;
+        copy.thread = Some("r1".into());
+        r.machines[1].outbox = vec![copy];
+        r.machines[0].inbox.clear();
+        r.machines[0].judgments = vec![Judgment {
+            at: "2026-12-07T00:00:00Z".into(),
+            id: "c1".into(),
+            mailbox: "agent@alpha".into(),
+            delivered: false,
+        }];
+        r.accepted[0].broadcast = true;
+        check(&r)
+    };
+    assert!(broadcast(9).clean(), "{:?}", broadcast(9));
+    assert_eq!(broadcast(11).revocation_breaches, 1, "{:?}", broadcast(11));
+
+    // Alpha accepted a message to bravo after it counted bravo revoked.
+    let to_revoked = |started: u64| {
+        let mut r = run(started, Some(true));
+        r.machines[0].inbox.clear();
+        r.machines[1].outbox.clear();
+        r.machines[0].outbox = vec![sent("t1", "agent@bravo", &["queued"])];
+        r.accepted = vec![Accepted {
+            id: "t1".into(),
+            from: 0,
+            started: Duration::from_secs(started),
+            broadcast: false,
+        }];
+        check(&r)
+    };
+    assert!(to_revoked(9).clean(), "{:?}", to_revoked(9));
+    assert_eq!(to_revoked(11).revocation_breaches, 1);
 }
 
 /// The short soak: 40 s of agents' traffic under the seed's faults, with

@@ -39,11 +39,13 @@ pub const MAX_POLL_FAILURES: u32 = 10;
 /// (the founder answers a repeated Confirm with the same blocks).
 pub const MAX_CONFIRM_TRIES: u32 = 5;
 
-/// Times the first request of a join is sent before the ticket's
-/// addresses count as failed, a second apart: one failed dial (a busy
-/// machine, a network still coming up) does not end a join, as one failed
-/// poll or confirm does not.
-pub const MAX_START_TRIES: u32 = 5;
+/// For how long after a join starts its first request is sent again, a
+/// second after each dial that failed: one failed dial (a busy machine, a
+/// network still coming up, a founder's daemon starting) does not end a
+/// join, as one failed poll or confirm does not. Only a dial that failed
+/// is retried: a request that reached the founder and timed out may have
+/// used the ticket, which is good for one join.
+pub const START_RETRY_WITHIN: Duration = Duration::from_secs(10);
 
 /// How long a join whose ticket addresses failed waits for mDNS to find
 /// the founder on the local network.
@@ -323,11 +325,12 @@ impl Joiner {
                 let poll = JoinMsg::Poll(s.request.nonce.to_vec());
                 net.send_join(s.founder, s.addrs.clone(), poll, JoinWaiter::Poll(*join));
             }
-            // The first request again, while it has tries left.
+            // The first request again, while its time is not up (a join
+            // only waiting for mDNS has its next try at that time).
             if s.state == JoinPhase::Offering
                 && !s.in_flight
                 && s.next_poll <= now
-                && s.poll_failures < MAX_START_TRIES
+                && now.duration_since(s.started) < START_RETRY_WITHIN
                 && let Some(reply) = s.awaiting_mdns.take()
             {
                 s.in_flight = true;
@@ -341,20 +344,23 @@ impl Joiner {
             .iter()
             .filter(|(_, s)| {
                 s.awaiting_mdns.is_some()
-                    && s.poll_failures >= MAX_START_TRIES
-                    && now.duration_since(s.started) >= MDNS_JOIN_WAIT
+                    && now.duration_since(s.started) >= MDNS_JOIN_WAIT.max(START_RETRY_WITHIN)
             })
             .map(|(id, _)| *id)
             .collect();
         for join in lost {
             if let Some(reply) = self.joins.remove(&join).and_then(|s| s.awaiting_mdns) {
-                core.reply(
-                    reply,
-                    founder_unreachable(&format!(
-                        "could not reach the founder at the ticket's addresses, nor find it on the local network within {}s",
-                        MDNS_JOIN_WAIT.as_secs()
-                    )),
-                );
+                let within = MDNS_JOIN_WAIT.max(START_RETRY_WITHIN).as_secs();
+                let why = if core.settings.mdns {
+                    format!(
+                        "could not reach the founder at the ticket's addresses, nor find it on the local network within {within}s"
+                    )
+                } else {
+                    format!(
+                        "could not reach the founder at the ticket's addresses within {within}s"
+                    )
+                };
+                core.reply(reply, founder_unreachable(&why));
             }
         }
     }
@@ -387,15 +393,16 @@ impl Joiner {
     ) {
         match waiter {
             JoinWaiter::Start(join, reply) => {
-                if again && let Some(s) = self.joins.get_mut(&join) {
+                if again
+                    && let Some(s) = self.joins.get_mut(&join)
+                    && now.duration_since(s.started) < START_RETRY_WITHIN
+                {
                     s.poll_failures += 1;
-                    if s.poll_failures < MAX_START_TRIES {
-                        tracing::info!(%why, tries = s.poll_failures, "the founder was not reached; trying again in a second");
-                        s.in_flight = false;
-                        s.next_poll = now + Duration::from_secs(1);
-                        s.awaiting_mdns = Some(reply);
-                        return;
-                    }
+                    tracing::info!(%why, tries = s.poll_failures, "the founder was not reached; trying again in a second");
+                    s.in_flight = false;
+                    s.next_poll = now + Duration::from_secs(1);
+                    s.awaiting_mdns = Some(reply);
+                    return;
                 }
                 let wait = core.settings.mdns
                     && self
@@ -410,6 +417,8 @@ impl Joiner {
                     );
                     s.in_flight = false;
                     s.awaiting_mdns = Some(reply);
+                    // No more tries at the ticket's addresses.
+                    s.next_poll = s.started + MDNS_JOIN_WAIT.max(START_RETRY_WITHIN);
                 } else {
                     self.joins.remove(&join);
                     core.reply(reply, founder_unreachable(&why));

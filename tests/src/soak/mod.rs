@@ -217,6 +217,7 @@ pub fn run(seconds: u64, seed: u64) -> SoakFigures {
         out
     });
     let settling = Instant::now();
+    faults.until_known(&nodes);
     settle(&nodes);
     let settle_s = settling.elapsed().as_secs_f64();
     let mut traffic = Traffic::default();
@@ -275,6 +276,9 @@ fn setup(relay: &Relay) -> Vec<Node> {
     nodes[CARRIER].ok(&["config", "set", "carry", "true"]);
     for n in &mut nodes {
         n.ok(&["config", "set", "carrier.handoff_after", "1s"]);
+        // Every delivery to a mailbox spends its day's budget; the soak's
+        // agents get far more mail than a day's default.
+        n.ok(&["config", "set", "wake.budget", "10000"]);
         let dir = n.home().join("work").join(MAILBOX);
         std::fs::create_dir_all(&dir).unwrap();
         n.ok(&["allow", dir.to_str().unwrap(), "--mailbox", MAILBOX]);
@@ -333,7 +337,18 @@ impl Seen {
             self.outboxes.resize_with(i + 1, BTreeMap::new);
             self.judgments.resize_with(i + 1, BTreeSet::new);
         }
-        for e in outbox(n) {
+        for mut e in outbox(n) {
+            // Every state any read showed is kept: what the outbox ever
+            // said is what the checker holds it to.
+            if let Some(old) = self.outboxes[i].remove(&e.id) {
+                let mut states = old.states;
+                for st in e.states {
+                    if !states.iter().any(|o| o.state == st.state) {
+                        states.push(st);
+                    }
+                }
+                e.states = states;
+            }
             self.outboxes[i].insert(e.id.clone(), e);
         }
         self.judgments[i].extend(judgments(n));
@@ -395,6 +410,25 @@ impl Faults {
         }
     }
 
+    /// After the traffic: watches the revocation until every member
+    /// was seen counting it (a daemon resumed or started late learns it
+    /// from the others), for up to a minute; the checker names one that
+    /// never did.
+    fn until_known(&mut self, nodes: &[Node]) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while let Some(rv) = &self.revocation
+            && rv
+                .known_at
+                .iter()
+                .enumerate()
+                .any(|(i, k)| i != REVOKED && k.is_none())
+            && Instant::now() < deadline
+        {
+            self.watch_revocation(nodes);
+            std::thread::sleep(Duration::from_millis(100)); // polling, with a deadline
+        }
+    }
+
     /// Each machine's person speaks to its agent (what a prompt's hook
     /// says): what the agent sends next is hop 0 again. Without it the
     /// loop guard soon stops agents that only answer one another.
@@ -433,6 +467,12 @@ impl Faults {
         eprintln!("({:5.1} s: {fault:?})", self.t0.elapsed().as_secs_f64());
         match fault {
             Fault::Kill { node, down } => {
+                // Its suspension ends first, if it is the suspended one
+                // (the schedule's window and the real one differ by the
+                // time a fault takes).
+                if self.suspended.map(|(pid, _)| pid) == nodes[node].daemon_pid() {
+                    self.resume();
+                }
                 nodes[node].kill9();
                 std::thread::sleep(down); // the fault's length, as scheduled
                 nodes[node].start();
@@ -470,7 +510,8 @@ impl Faults {
     /// SIGCONT for the suspended daemon, if any.
     fn resume(&mut self) {
         if let Some((pid, _)) = self.suspended.take() {
-            kill(Pid::from_raw(pid as i32), Signal::SIGCONT).unwrap();
+            // Gone already (killed since) is as good as resumed.
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
         }
     }
 }
@@ -485,8 +526,12 @@ fn on_its_way(from: usize, e: &OutboxView, judged: &[Vec<String>]) -> bool {
     if from == REVOKED || r == REVOKED || e.kind == agentmesh_node::api::MessageKind::Counts {
         return false;
     }
+    // A broadcast copy stored there waits for its judgment too.
+    let stored = matches!(e.status, MessageState::Delivered | MessageState::Read);
     matches!(e.status, MessageState::Queued | MessageState::Carried)
-        || (e.kind == agentmesh_node::api::MessageKind::Broadcast && !judged[r].contains(&e.id))
+        || (e.kind == agentmesh_node::api::MessageKind::Broadcast
+            && stored
+            && !judged[r].contains(&e.id))
 }
 
 /// Waits, up to [`SETTLE_WITHIN`], until no message to a member in good

@@ -113,15 +113,10 @@ impl Net {
                 request_id, error, ..
             } => {
                 if let Some(w) = self.waiting.join.remove(&request_id) {
-                    // Not reached (another try may reach it), as opposed
-                    // to reached and answered with what breaks the
-                    // protocol.
-                    let again = matches!(
-                        error,
-                        request_response::OutboundFailure::DialFailure
-                            | request_response::OutboundFailure::Timeout
-                            | request_response::OutboundFailure::ConnectionClosed
-                    );
+                    // Not reached: another try may reach it. (A request
+                    // that timed out or lost its connection may have
+                    // reached the founder and used the ticket.)
+                    let again = matches!(error, request_response::OutboundFailure::DialFailure);
                     let why = format!("could not reach the founder: {error}");
                     self.with_team(now, |team, port| {
                         team.on_join_failed(port, w, (why, again), now)

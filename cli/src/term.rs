@@ -495,6 +495,8 @@ pub fn out_raw(text: &str) {
 }
 
 /// `println!` through [`out`]: a closed pipe ends the command quietly.
+// Exported for `crate::outln!` paths; not the library's API.
+#[doc(hidden)]
 #[macro_export]
 macro_rules! outln {
     () => { $crate::term::out(format_args!("")) };
@@ -505,6 +507,8 @@ macro_rules! outln {
 /// from the mesh printed in it (an address, a name, a reason) can act on
 /// the terminal. JSON output is printed as it is: serde_json escapes
 /// control characters. Through [`out`].
+// Exported for `crate::say!` paths; not the library's API.
+#[doc(hidden)]
 #[macro_export]
 macro_rules! say {
     () => { $crate::outln!() };

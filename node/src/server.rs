@@ -338,8 +338,9 @@ fn frame_error(code: ErrorCode, message: impl Into<String>) -> DaemonFrame {
     }
 }
 
-/// Reads one line into a frame, or says exactly what is wrong with it.
-fn parse(line: &str) -> Result<ClientFrame, DaemonFrame> {
+/// Reads one line into a frame, or says exactly what is wrong with it
+/// (the error frame the client is sent).
+pub fn parse_frame(line: &str) -> Result<ClientFrame, DaemonFrame> {
     let value: serde_json::Value = parse_strict(line).map_err(|e| {
         frame_error(
             ErrorCode::MalformedFrame,
@@ -540,7 +541,7 @@ impl Client {
         events: &mut Option<broadcast::Receiver<Event>>,
         may_defer: bool,
     ) -> Result<Option<DaemonFrame>, Closing> {
-        Ok(match parse(line) {
+        Ok(match parse_frame(line) {
             Err(frame) => Some(frame),
             Ok(ClientFrame::Attach {
                 version,
@@ -783,7 +784,7 @@ mod tests {
 
     #[test]
     fn bad_frames_are_named() {
-        let code = |line: &str| match parse(line) {
+        let code = |line: &str| match parse_frame(line) {
             Err(DaemonFrame::Error { code, .. }) => code.as_str(),
             other => panic!("{line}: {other:?}"),
         };
@@ -803,6 +804,6 @@ mod tests {
             code(r#"{"type":"attach","version":1,"who":{"kind":"robot","name":"r"}}"#),
             "malformed_frame"
         );
-        assert!(parse(r#"{"type":"request","id":1,"op":"status"}"#).is_ok());
+        assert!(parse_frame(r#"{"type":"request","id":1,"op":"status"}"#).is_ok());
     }
 }

@@ -131,17 +131,56 @@ pub fn run(home: &Home, args: McpArgs) -> anyhow::Result<ExitCode> {
     rt.block_on(async {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
         let mesh = Mesh::new(home.clone(), args, cwd, notice);
-        let (transport, written) = super::stdio::filtered();
-        let running = mesh.serve(transport).await?;
-        running.waiting().await?;
-        // What rmcp answered last is written before the process exits.
-        let _ = written.await;
-        anyhow::Ok(())
+        serve(mesh, super::stdio::filtered()).await
     })?;
     // A read of stdin still pending (the client left its end open) must
     // not keep the process.
     rt.shutdown_background();
     Ok(ExitCode::SUCCESS)
+}
+
+/// Serves `mesh` through the line filter's end until the client goes,
+/// then waits for what rmcp answered last to be written.
+async fn serve(
+    mesh: Mesh,
+    (transport, written): (tokio::io::DuplexStream, tokio::task::JoinHandle<()>),
+) -> anyhow::Result<()> {
+    let running = mesh.serve(transport).await?;
+    running.waiting().await?;
+    let _ = written.await;
+    Ok(())
+}
+
+/// What the MCP server writes when an agent sends it `input` (its lines,
+/// as on stdin), serving `home`'s mailboxes from `cwd` with no daemon
+/// started: the fuzz target's run (fuzz/fuzz_targets/mcp_input.rs). Tools
+/// get as far as the daemon, which is not running, and say so. Fails only
+/// if no runtime could be built.
+pub fn transcript(home: &Home, cwd: PathBuf, input: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let input = input.to_vec();
+    let written = rt.block_on(async {
+        let (out, mut read_out) = tokio::io::duplex(64 * 1024);
+        let mesh = Mesh::new(home.clone(), McpArgs::default(), cwd, None);
+        let reading = async {
+            let mut all = Vec::new();
+            tokio::io::AsyncReadExt::read_to_end(&mut read_out, &mut all).await?;
+            anyhow::Ok(all)
+        };
+        let serving = serve(
+            mesh,
+            super::stdio::filtered_on(std::io::Cursor::new(input), out),
+        );
+        // A session that ends in an error (a client that does not begin
+        // with `initialize` is dropped: rmcp's choice) still wrote what
+        // it wrote.
+        let (_, all) = tokio::join!(serving, reading);
+        all
+    })?;
+    rt.shutdown_background();
+    Ok(written)
 }
 
 /// The MCP server.
@@ -554,4 +593,48 @@ impl ServerHandler for Mesh {
 /// daemon sets the marker for the agent it asks).
 pub fn in_judgment() -> bool {
     std::env::var_os(agentmesh_node::judge::agent::JUDGE_CALL_MARKER).is_some_and(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fuzz target's run is the server's: a handshake is answered, a
+    /// line that is not JSON gets a parse error, and a tool with no
+    /// daemon says the daemon is not there.
+    #[test]
+    fn a_transcript_is_the_servers_answers_line_by_line() {
+        let dir = std::env::temp_dir().join(format!("agentmesh-transcript-{}", std::process::id()));
+        let home = Home::at(dir.join("home"));
+        let input = concat!(
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            "\nnot json\n",
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"check_inbox","arguments":{}}}"#,
+            "\n",
+        );
+        let out = transcript(&home, dir.clone(), input.as_bytes()).expect("a runtime");
+        let lines: Vec<serde_json::Value> = String::from_utf8(out)
+            .expect("UTF-8")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("every line is JSON"))
+            .collect();
+        let answer = |id: i64| lines.iter().find(|l| l["id"] == id);
+        assert_eq!(
+            answer(0).map(|a| &a["result"]["serverInfo"]["name"]),
+            Some(&serde_json::json!("agentmesh")),
+            "{lines:#?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l["error"]["code"] == super::super::stdio::PARSE_ERROR),
+            "{lines:#?}"
+        );
+        let inbox = answer(1).expect("the tool call is answered");
+        assert_eq!(inbox["result"]["isError"], true, "{inbox}");
+        assert!(inbox.to_string().contains("daemon"), "{inbox}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

@@ -16,7 +16,7 @@
 
 use agentmesh_node::frames::{Line, LineCodec};
 use futures::StreamExt;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::codec::FramedRead;
@@ -41,12 +41,21 @@ pub const PARSE_ERROR: i64 = -32700;
 /// Starts the filter on this process's standard input and output; gives
 /// the end rmcp serves on, and the task that writes stdout (done once rmcp
 /// is, and all it and the filter wrote is flushed).
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the stdin filter lives as long as the MCP process (it ends at stdin's end); the stdout writer's handle is the caller's"
-)]
 pub fn filtered() -> (DuplexStream, JoinHandle<()>) {
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    filtered_on(stdin, stdout)
+}
+
+/// The filter between `stdin` and `stdout`, which need not be the
+/// process's own (the fuzz target gives it bytes and reads what it wrote).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the filter lives as long as the MCP session (it ends at its input's end); the writer's handle is the caller's"
+)]
+pub fn filtered_on(
+    stdin: impl AsyncRead + Unpin + Send + 'static,
+    stdout: impl AsyncWrite + Unpin + Send + 'static,
+) -> (DuplexStream, JoinHandle<()>) {
     let (rmcp_side, ours) = tokio::io::duplex(PIPE);
     let (from_rmcp, mut to_rmcp) = tokio::io::split(ours);
     let (errors_tx, mut errors) = mpsc::channel::<String>(ERRORS_QUEUE);

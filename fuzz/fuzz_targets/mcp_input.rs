@@ -12,7 +12,8 @@ use libfuzzer_sys::fuzz_target;
 
 /// An empty home: no configuration, no daemon, no mailboxes.
 static HOME: LazyLock<PathBuf> = LazyLock::new(|| {
-    let dir = std::env::temp_dir().join(format!("agentmesh-fuzz-mcp-{}", std::process::id()));
+    // One folder for every run: nothing is written in it (no daemon).
+    let dir = std::env::temp_dir().join("agentmesh-fuzz-mcp");
     std::fs::create_dir_all(&dir).expect("a temporary folder");
     dir
 });

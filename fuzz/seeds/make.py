@@ -128,7 +128,7 @@ frames = [
     {"type": "request", "id": 1, "op": "status"},
     {"type": "request", "id": 2, "op": "peers", "args": {}},
     {"type": "request", "id": 3, "op": "send",
-     "args": {"to": "api@laptop", "text": "hello", "kind": "ask"}},
+     "args": {"to": "api@laptop", "text": "hello", "ask": True}},
     {"type": "request", "id": 4, "op": "inbox", "args": {"mailbox": "web", "limit": 10}},
     {"type": "request", "id": 5, "op": "revoke", "args": {"name": "x"}},
 ]
@@ -156,6 +156,6 @@ write("mcp_input", "send", session(("send_message", {"to": "api@laptop", "text":
 write("mcp_input", "reply", session(("reply", {"id": "00" * 16, "text": "yes"})))
 write("mcp_input", "inbox", session(("check_inbox", {"limit": 5}), ("message_status", {"id": "ab" * 16})))
 write("mcp_input", "broadcast", session(("broadcast", {"text": "who knows sled?"}), ("not_for_me", {"id": "cd" * 16, "note": "not mine"})))
-write("mcp_input", "profile", session(("set_profile", {"profile": "rust", "goal": "ship", "status": "working"})))
+write("mcp_input", "profile", session(("set_profile", {"profile": "rust", "goal": "ship"})))
 write("mcp_input", "tools-list", session() + b'{"jsonrpc":"2.0","id":9,"method":"tools/list"}\n')
 write("mcp_input", "garbage", session() + b"not json\n{\"jsonrpc\":\"2.0\",\"id\":1}\n[1,2]\n\xff\n")

@@ -293,3 +293,38 @@ fn the_docs_do_not_say_a_built_feature_is_missing() {
         "docs that say a feature is missing: {found:#?}"
     );
 }
+
+/// Every fuzz target is in docs/fuzzing.md's tables and has a committed
+/// corpus with inputs in it, so a campaign starts where the last one
+/// stopped and a new decoder's target is not left out of the campaigns.
+#[test]
+fn every_fuzz_target_is_documented_and_has_a_corpus() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let docs = std::fs::read_to_string(format!("{root}/docs/fuzzing.md")).unwrap();
+    let mut seen = 0;
+    for krate in ["protocol/fuzz", "fuzz"] {
+        let manifest = std::fs::read_to_string(format!("{root}/{krate}/Cargo.toml")).unwrap();
+        let manifest: toml::Table = manifest.parse().unwrap();
+        let bins = manifest["bin"].as_array().unwrap();
+        for bin in bins {
+            let name = bin["name"].as_str().unwrap();
+            let path = bin["path"].as_str().unwrap();
+            assert!(
+                std::path::Path::new(&format!("{root}/{krate}/{path}")).is_file(),
+                "{krate}: target {name}'s file {path} is missing"
+            );
+            assert!(
+                docs.contains(&format!("| `{name}` |")),
+                "docs/fuzzing.md has no row for {krate}'s target {name}"
+            );
+            let corpus = format!("{root}/{krate}/corpus/{name}");
+            let inputs = std::fs::read_dir(&corpus).map_or(0, |d| d.count());
+            assert!(
+                inputs > 0,
+                "{corpus} is empty or missing: run a campaign (docs/fuzzing.md) and commit its corpus"
+            );
+            seen += 1;
+        }
+    }
+    assert!(seen >= 15, "only {seen} fuzz targets found");
+}

@@ -144,6 +144,18 @@ struct HookInput {
     session_id: Option<String>,
 }
 
+/// The session id an agent's hook input names, as the daemon takes one:
+/// cut to the protocol's limit in bytes at a character boundary, and none
+/// if it is not one line of printable text (then the hook still works,
+/// for a session it cannot name).
+fn session_id(id: &str) -> Option<String> {
+    use agentmesh_protocol::envelope::MAX_SESSION_ID;
+    let id = super::cut(id, MAX_SESSION_ID);
+    agentmesh_protocol::names::one_line_problem(&id)
+        .is_none()
+        .then_some(id)
+}
+
 /// What the hook prints for `input`, if anything.
 fn answer(
     home: &Home,
@@ -158,7 +170,7 @@ fn answer(
         .cwd
         .map(PathBuf::from)
         .or_else(|| std::env::current_dir().ok())?;
-    let session: Option<String> = input.session_id.map(|s| s.chars().take(128).collect());
+    let session = input.session_id.as_deref().and_then(session_id);
     let who = Who {
         kind: WhoKind::Agent,
         name: agent.who_name().into(),
@@ -298,4 +310,39 @@ async fn mail(
         let _ = tokio::time::timeout(REACH, reset).await;
     }
     Ok(Some(taken))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session id the daemon would refuse must not cost the hook its
+    /// attach: an id of 128 characters but 256 bytes once failed it.
+    #[test]
+    fn a_hooks_session_id_is_one_the_daemon_takes() {
+        let who = |session_id: Option<String>| Who {
+            kind: WhoKind::Agent,
+            name: "claude".into(),
+            session_id,
+            task: None,
+        };
+        let long = "é".repeat(128);
+        let id = session_id(&long);
+        assert!(
+            id.as_ref()
+                .is_some_and(|id| id.len() <= 128 && id.starts_with('é'))
+        );
+        assert!(who(id).check().is_ok());
+        assert!(
+            who(Some(long)).check().is_err(),
+            "the daemon's own limit is in bytes"
+        );
+        // Not one line of printable text: no session, rather than no hook.
+        assert_eq!(session_id("two\nlines"), None);
+        assert_eq!(session_id("bell\u{7}"), None);
+        assert_eq!(
+            session_id("0199c2a4-7d1e-7c3b-9f52-3c1e0f6b2a11").as_deref(),
+            Some("0199c2a4-7d1e-7c3b-9f52-3c1e0f6b2a11")
+        );
+    }
 }

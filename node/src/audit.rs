@@ -322,6 +322,7 @@ pub fn list(
         .into_iter()
         .map(|e| AuditView {
             at: crate::api::rfc3339_ms(e.at),
+            at_ms: e.at,
             event: e.event,
             peer: e.peer,
             sender: e.sender,

@@ -12,10 +12,18 @@
 //!   counts it a member. From the joiner's confirmation (when the founder
 //!   signs the admission) to each member's first such answer.
 //!
+//! Each figure is from the daemons' own clocks (one machine, one clock):
+//! when a member refused the machine is when its audit log says it learned
+//! the revocation (`at_ms`), and when its connection closed is what its
+//! `peers` row says (`disconnected_for_ms`); a member's figure is the later
+//! of the two. Admission: the member's audit entry for the admission.
+//!
 //! "Watched": each member's own `peers` answer for the one row, asked as
 //! a page of one row after a cursor just before it, by four (`WATCHERS`)
-//! threads in turn; a figure is late by at most one round of theirs
-//! (`poll_round_ms`).
+//! threads in turn, until each answers as wanted; the `*_seen_*` figures
+//! are those answers' times, late by at most one round of theirs
+//! (`poll_round_ms`). The watchers connect before the change is made, and
+//! pause between rounds, so they load the daemons as little as they can.
 
 #![allow(
     clippy::disallowed_methods,
@@ -23,8 +31,9 @@
 )]
 
 use std::path::PathBuf;
+use std::sync::{Arc, Barrier};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use agentmesh_node::api::{Connection, Membership, PeerCursor, PeerRow, WhoKind, ops};
 
@@ -34,8 +43,9 @@ use crate::{ApiClient, Node, join_confirmed_at, wait_for_within, who};
 /// Threads asking the members' daemons, in turn.
 const WATCHERS: usize = 4;
 /// A watcher's pause between rounds: it asks each of its members once a
-/// round, so the daemons are not kept from their work.
-const ROUND_PAUSE: Duration = Duration::from_millis(2);
+/// round, so the daemons are not kept from their work (the figures come
+/// from the daemons' clocks; the watchers only confirm).
+const ROUND_PAUSE: Duration = Duration::from_millis(100);
 /// A change not seen everywhere by then has failed to converge.
 const CONVERGED_WITHIN: Duration = Duration::from_secs(60);
 /// Every member connected to every other, by then.
@@ -58,24 +68,33 @@ pub struct Figures {
     /// Seconds from the first daemon's start to every member connected
     /// to every other.
     pub setup_s: f64,
-    /// A watcher's round, ms (median): about how late a figure is.
+    /// A watcher's round, ms (median): about how late a `*_seen_*`
+    /// figure is.
     pub poll_round_ms: f64,
-    /// The longest round, ms: how late a figure can be.
+    /// The longest round, ms: how late a `*_seen_*` figure can be.
     pub poll_round_max_ms: f64,
     /// From `revoke` to a member refusing the machine with its connection
-    /// to it closed: median, 99th percentile, slowest; s.
+    /// to it closed, by the daemons' clocks: median, 99th percentile,
+    /// slowest; s.
     pub revocation_p50_s: f64,
     /// ... 99th percentile.
     pub revocation_p99_s: f64,
     /// ... the slowest member.
     pub revocation_max_s: f64,
-    /// From the joiner's confirmation to a member counting it a member:
-    /// median, 99th percentile, slowest; s.
+    /// The same, as the watchers saw it (their answers' times: later by up
+    /// to a round): 99th percentile and slowest; s.
+    pub revocation_seen_p99_s: f64,
+    /// ... the slowest member.
+    pub revocation_seen_max_s: f64,
+    /// From the joiner's confirmation to a member counting it a member, by
+    /// the daemons' clocks: median, 99th percentile, slowest; s.
     pub admission_p50_s: f64,
     /// ... 99th percentile.
     pub admission_p99_s: f64,
     /// ... the slowest member.
     pub admission_max_s: f64,
+    /// The same, as the watchers saw it: 99th percentile; s.
+    pub admission_seen_p99_s: f64,
     /// The members' daemons after the run: median and largest VmRSS, MiB.
     pub rss_mib: [f64; 2],
 }
@@ -181,7 +200,11 @@ pub fn wait_meshed(nodes: &[Node]) {
 }
 
 fn asker(node: &Node) -> ApiClient {
-    ApiClient::connect_at(&node.home(), who(WhoKind::Human, "bench"))
+    asker_at(&node.home())
+}
+
+fn asker_at(home: &std::path::Path) -> ApiClient {
+    ApiClient::connect_at(home, who(WhoKind::Human, "bench"))
 }
 
 /// The machine a watch is about: its name and PeerId.
@@ -210,48 +233,61 @@ impl Target {
     }
 }
 
-/// What one watcher saw: when each of its daemons (by index) first
-/// answered as wanted, and how long its rounds took.
-type Seen = (Vec<(usize, Instant)>, Vec<Duration>);
+/// A daemon's first answer as wanted: its index, when it came (the
+/// watcher's clock, and the wall clock in Unix ms), and the row it gave.
+struct Sighting {
+    index: usize,
+    at: Instant,
+    wall_ms: u64,
+    row: PeerRow,
+}
 
-/// Watchers under way: when each daemon first answered as wanted.
+/// What one watcher saw, and how long its rounds took.
+type Seen = (Vec<Sighting>, Vec<Duration>);
+
+/// Watchers under way, each connected to its daemons.
 struct Watch {
     threads: Vec<JoinHandle<Seen>>,
 }
 
 impl Watch {
-    /// Starts watching `homes` until each answers `target`'s row of
-    /// `rank` as `wanted` says.
+    /// Connects watchers to `homes`, and returns once every one is
+    /// connected and watching until each daemon answers `target`'s row of
+    /// `rank` as `wanted` says (given the time since the watch began).
     fn start(
         homes: Vec<PathBuf>,
         target: &Target,
         rank: u8,
         wanted: fn(&PeerRow, Duration) -> bool,
-        since: Instant,
     ) -> Watch {
         let mut shares: Vec<Vec<(usize, PathBuf)>> = vec![vec![]; WATCHERS];
         for (i, h) in homes.into_iter().enumerate() {
             shares[i % WATCHERS].push((i, h));
         }
+        let connected = Arc::new(Barrier::new(WATCHERS + 1));
         let threads = shares
             .into_iter()
             .map(|share| {
                 let target = target.clone();
-                std::thread::spawn(move || watch(share, &target, rank, wanted, since))
+                let connected = Arc::clone(&connected);
+                std::thread::spawn(move || watch(share, &target, rank, wanted, &connected))
             })
             .collect();
+        connected.wait();
         Watch { threads }
     }
 
-    /// When each daemon first answered as wanted, by index; panics on one
-    /// that did not within [`CONVERGED_WITHIN`]. And the rounds' lengths.
-    fn finish(self, count: usize) -> (Vec<Instant>, Vec<Duration>) {
-        let mut seen: Vec<Option<Instant>> = vec![None; count];
+    /// Each daemon's first answer as wanted, by index; panics on one that
+    /// did not answer so within [`CONVERGED_WITHIN`]. And the rounds'
+    /// lengths.
+    fn finish(self, count: usize) -> (Vec<Sighting>, Vec<Duration>) {
+        let mut seen: Vec<Option<Sighting>> = (0..count).map(|_| None).collect();
         let mut rounds = vec![];
         for t in self.threads {
             let (got, r) = t.join().expect("a watcher");
-            for (i, at) in got {
-                seen[i] = Some(at);
+            for s in got {
+                let i = s.index;
+                seen[i] = Some(s);
             }
             rounds.extend(r);
         }
@@ -265,14 +301,27 @@ impl Watch {
     }
 }
 
-/// One watcher: asks each of its daemons in turn, pausing between rounds,
-/// until all answered as wanted or the time is up.
+/// Now on the wall clock, Unix ms.
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// `at` (on this process's clock) on the wall clock, Unix ms.
+fn wall_ms_of(at: Instant) -> u64 {
+    wall_ms().saturating_sub(at.elapsed().as_millis() as u64)
+}
+
+/// One watcher: connects to each of its daemons, waits at `connected`
+/// for the others, then asks each in turn, pausing between rounds, until
+/// all answered as wanted or the time is up.
 fn watch(
     share: Vec<(usize, PathBuf)>,
     target: &Target,
     rank: u8,
     wanted: fn(&PeerRow, Duration) -> bool,
-    since: Instant,
+    connected: &Barrier,
 ) -> Seen {
     let mut pending: Vec<(usize, ApiClient)> = share
         .into_iter()
@@ -283,9 +332,11 @@ fn watch(
             )
         })
         .collect();
+    connected.wait();
+    let since = Instant::now();
     let mut seen = vec![];
     let mut rounds = vec![];
-    let deadline = Instant::now() + CONVERGED_WITHIN + since.elapsed();
+    let deadline = since + CONVERGED_WITHIN;
     while !pending.is_empty() && Instant::now() < deadline {
         let round = Instant::now();
         pending.retain_mut(|(i, c)| {
@@ -296,18 +347,40 @@ fn watch(
                 })
                 .expect("peers answers");
             let at = Instant::now();
-            let hit = page.peers.first().is_some_and(|r| {
+            let row = page.peers.into_iter().next().filter(|r| {
                 r.peer_id == target.peer_id && wanted(r, at.saturating_duration_since(since))
             });
-            if hit {
-                seen.push((*i, at));
+            match row {
+                Some(row) => {
+                    seen.push(Sighting {
+                        index: *i,
+                        at,
+                        wall_ms: wall_ms(),
+                        row,
+                    });
+                    false
+                }
+                None => true,
             }
-            !hit
         });
         rounds.push(round.elapsed());
         std::thread::sleep(ROUND_PAUSE); // pacing the questions, not synchronisation
     }
     (seen, rounds)
+}
+
+/// When the daemon at `home` audited `event` about `peer` (its latest such
+/// entry), Unix ms.
+fn audited_at_ms(home: &std::path::Path, event: &str, peer: &str) -> Option<u64> {
+    let mut c = asker_at(home);
+    c.ask(ops::Audit {
+        since_secs: Some(3600),
+    })
+    .expect("audit answers")
+    .into_iter()
+    .filter(|e| e.event == event && e.peer.as_deref() == Some(peer))
+    .map(|e| e.at_ms)
+    .max()
 }
 
 /// Revoked, and the connection this member had to it closed: none now, or
@@ -325,10 +398,15 @@ fn counted_member(r: &PeerRow, _: Duration) -> bool {
 
 /// Seconds from `t0` to each instant: (p50, p99, max).
 fn spread(t0: Instant, at: &[Instant]) -> (f64, f64, f64) {
-    let mut s: Vec<f64> = at
-        .iter()
-        .map(|t| t.saturating_duration_since(t0).as_secs_f64())
-        .collect();
+    percentiles(
+        at.iter()
+            .map(|t| t.saturating_duration_since(t0).as_secs_f64())
+            .collect(),
+    )
+}
+
+/// (p50, p99, max) of `s`.
+fn percentiles(mut s: Vec<f64>) -> (f64, f64, f64) {
     s.sort_by(f64::total_cmp);
     let pct = |p: f64| s[((s.len() as f64 - 1.0) * p).round() as usize];
     (pct(0.5), pct(0.99), pct(1.0))
@@ -351,33 +429,56 @@ pub fn run(asked: usize) -> Figures {
     let revoked = nodes.pop().expect("a member to revoke");
     let target = Target::of(&revoked);
     let homes: Vec<PathBuf> = nodes.iter().map(Node::home).collect();
+    let watch = Watch::start(homes.clone(), &target, 1, refused_and_closed);
     let mut founder = asker(&nodes[0]);
     let t0 = Instant::now();
-    let watch = Watch::start(homes.clone(), &target, 1, refused_and_closed, t0);
+    let t0_ms = wall_ms();
     founder
         .ask(ops::Revoke {
             name: target.name.clone(),
         })
         .expect("the founder revokes");
-    let (at, mut rounds) = watch.finish(homes.len());
-    let (revocation_p50_s, revocation_p99_s, revocation_max_s) = spread(t0, &at);
+    let (seen, mut rounds) = watch.finish(homes.len());
+    let seen_at: Vec<Instant> = seen.iter().map(|s| s.at).collect();
+    let (_, revocation_seen_p99_s, revocation_seen_max_s) = spread(t0, &seen_at);
+    // By the daemons' clocks: the later of when each learned it (its
+    // audit) and when its connection closed (its row); a member that was
+    // seen with a newer connection counts from when it was seen.
+    let by_clock: Vec<f64> = seen
+        .iter()
+        .map(|s| {
+            let refused =
+                audited_at_ms(&homes[s.index], "revoked", &target.peer_id).unwrap_or(s.wall_ms);
+            let closed = match (s.row.connection, s.row.disconnected_for_ms) {
+                (Connection::None, Some(ago)) => s.wall_ms.saturating_sub(ago),
+                _ => s.wall_ms,
+            };
+            refused.max(closed).saturating_sub(t0_ms) as f64 / 1000.0
+        })
+        .collect();
+    let (revocation_p50_s, revocation_p99_s, revocation_max_s) = percentiles(by_clock);
 
     // Admission: a new machine joins.
     let mut late = Node::new(&format!("n{n:03}"));
     late.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
     late.start();
     let late_target = Target::of(&late);
-    let watch = Watch::start(
-        homes.clone(),
-        &late_target,
-        0,
-        counted_member,
-        Instant::now(),
-    );
+    let watch = Watch::start(homes.clone(), &late_target, 0, counted_member);
     let confirmed = join_confirmed_at(&nodes[0], &late, OWNER);
-    let (at, more) = watch.finish(homes.len());
+    let confirmed_ms = wall_ms_of(confirmed);
+    let (seen, more) = watch.finish(homes.len());
     rounds.extend(more);
-    let (admission_p50_s, admission_p99_s, admission_max_s) = spread(confirmed, &at);
+    let seen_at: Vec<Instant> = seen.iter().map(|s| s.at).collect();
+    let (_, admission_seen_p99_s, _) = spread(confirmed, &seen_at);
+    let by_clock: Vec<f64> = seen
+        .iter()
+        .map(|s| {
+            let counted = audited_at_ms(&homes[s.index], "admitted", &late_target.peer_id)
+                .unwrap_or(s.wall_ms);
+            counted.saturating_sub(confirmed_ms) as f64 / 1000.0
+        })
+        .collect();
+    let (admission_p50_s, admission_p99_s, admission_max_s) = percentiles(by_clock);
 
     let mut rss: Vec<f64> = nodes.iter().map(|n| rss_mib(n.pid())).collect();
     rss.sort_by(f64::total_cmp);
@@ -393,9 +494,12 @@ pub fn run(asked: usize) -> Figures {
         revocation_p50_s,
         revocation_p99_s,
         revocation_max_s,
+        revocation_seen_p99_s,
+        revocation_seen_max_s,
         admission_p50_s,
         admission_p99_s,
         admission_max_s,
+        admission_seen_p99_s,
         rss_mib: [rss[rss.len() / 2], rss[rss.len() - 1]],
     }
 }
@@ -403,19 +507,23 @@ pub fn run(asked: usize) -> Figures {
 /// The figures as lines, each beside its target.
 pub fn print(f: &Figures) {
     println!(
-        "convergence: {} daemons on loopback in one team (asked for {}; meshed after {:.0} s; a figure is late by at most one watch round: median {:.1} ms, longest {:.1} ms)",
+        "convergence: {} daemons on loopback in one team (asked for {}; meshed after {:.0} s; figures by the daemons' clocks; a watcher's round, median {:.1} ms, longest {:.1} ms)",
         f.nodes, f.nodes_asked, f.setup_s, f.poll_round_ms, f.poll_round_max_ms
     );
     if let Some(why) = &f.reduced {
         println!("  {why}");
     }
     println!(
-        "  revocation, until each member refuses it with its connection closed: p50 {:.3} s, p99 {:.3} s (target <= 1), max {:.3} s",
-        f.revocation_p50_s, f.revocation_p99_s, f.revocation_max_s
+        "  revocation, until each member refuses it with its connection closed: p50 {:.3} s, p99 {:.3} s (target <= 1), max {:.3} s; as the watchers saw it: p99 {:.3} s, max {:.3} s",
+        f.revocation_p50_s,
+        f.revocation_p99_s,
+        f.revocation_max_s,
+        f.revocation_seen_p99_s,
+        f.revocation_seen_max_s
     );
     println!(
-        "  admission, until each member counts the new machine a member: p50 {:.3} s, p99 {:.3} s, max {:.3} s",
-        f.admission_p50_s, f.admission_p99_s, f.admission_max_s
+        "  admission, until each member counts the new machine a member: p50 {:.3} s, p99 {:.3} s, max {:.3} s; as the watchers saw it: p99 {:.3} s",
+        f.admission_p50_s, f.admission_p99_s, f.admission_max_s, f.admission_seen_p99_s
     );
     println!(
         "  members' daemons after the run: median {:.1} MiB, largest {:.1} MiB",

@@ -21,6 +21,7 @@ pub mod bench_mcp;
 pub mod bench_messaging;
 pub mod bench_natlab;
 pub mod bench_relay;
+pub mod bench_rr_floor;
 pub mod bench_smoke;
 pub mod bench_wake;
 pub mod from_ip;

@@ -163,11 +163,55 @@ fn convergence_times_a_revocation_and_an_admission_across_a_team() {
         );
         // Measured, in order, and within the minute a watch waits.
         assert!(p50 > 0.0 && p50 <= p99 && p99 <= max && max < 60.0, "{f}");
+        // The daemons' clocks put each change no later than a watcher saw
+        // it (each figure is truncated to the millisecond).
+        let seen = num(&format!("{change}_seen_p99_s"));
+        assert!(
+            p99 <= seen + 0.002,
+            "{change}: p99 {p99} s, seen {seen} s: {f}"
+        );
     }
+    assert!(
+        num("revocation_max_s") <= num("revocation_seen_max_s") + 0.002,
+        "{f}"
+    );
     assert!(num("poll_round_ms") > 0.0, "{f}");
     assert!(num("poll_round_ms") <= num("poll_round_max_ms"), "{f}");
     let rss = f["rss_mib"].as_array().unwrap();
     assert!(rss[0].as_f64().unwrap() > 1.0, "{f}");
+}
+
+#[test]
+fn rr_floor_measures_libp2p_request_response_alone() {
+    let homes = tempfile::tempdir().unwrap();
+    let out = bench(
+        homes.path(),
+        &[
+            "rr-floor",
+            "--messages",
+            "2000",
+            "--latency-messages",
+            "20",
+            "--json",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let f: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(f["messages"], 2000, "{f}");
+    assert_eq!(f["in_flight"], 128, "{f}");
+    assert_eq!(f["latency_messages"], 20, "{f}");
+    let num = |k: &str| f[k].as_f64().unwrap_or_else(|| panic!("{k} in {f}"));
+    // A sealed, signed 1 KiB message's mail request: the text and more.
+    assert!(num("request_bytes") > 1024.0, "{f}");
+    assert!(num("throughput_per_s") > 0.0, "{f}");
+    assert!(
+        num("latency_p50_ms") > 0.0 && num("latency_p50_ms") <= num("latency_p99_ms"),
+        "{f}"
+    );
+    // Nothing of agentmesh's ran: no home was made.
+    assert_eq!(entries(homes.path()), Vec::<String>::new(), "{f}");
 }
 
 #[test]
@@ -248,6 +292,7 @@ fn every_subcommands_help_prints_help_and_runs_nothing() {
         "carry",
         "convergence",
         "idle",
+        "rr-floor",
     ] {
         let child = bench(homes.path(), &[sub, "--help"])
             .stdout(Stdio::piped())

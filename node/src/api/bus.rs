@@ -218,6 +218,10 @@ pub struct BusLogView {
 pub struct AuditView {
     /// When, RFC 3339.
     pub at: String,
+    /// When, as Unix milliseconds: the time recorded, to the millisecond
+    /// (`at` is to the second).
+    #[serde(default)]
+    pub at_ms: u64,
     /// What happened.
     pub event: String,
     /// The other machine, if any.

@@ -277,6 +277,11 @@ pub struct PeerRow {
     /// connected. A connection that closed and opened again starts at 0.
     #[serde(default)]
     pub connected_for_ms: Option<u64>,
+    /// How long ago its last connection closed, ms, while none is open;
+    /// null while connected, or when no connection to it closed since this
+    /// daemon started.
+    #[serde(default)]
+    pub disconnected_for_ms: Option<u64>,
     /// The relays its latest contact record names, each ending in
     /// `/p2p/RELAY`: where it says it can be reached through now (empty
     /// when it names none, or no record of it is held).

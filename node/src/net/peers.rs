@@ -59,6 +59,8 @@ pub struct PeerEntry {
     pub heard: Option<(Instant, SystemTime)>,
     /// Open connections: the remote address and kind of each.
     pub connections: HashMap<ConnectionId, Conn>,
+    /// When its last connection closed, since this daemon started.
+    pub closed_at: Option<Instant>,
     /// Whether it serves circuit relay.
     pub relay: bool,
     /// Whether identify ran on one of its open connections.
@@ -438,6 +440,7 @@ impl PeerTable {
             e.relayed_closed = Some(now);
         }
         e.last_seen = Some(SystemTime::now());
+        e.closed_at = Some(now);
         conn.map(|c| now.saturating_duration_since(c.since))
     }
 
@@ -638,6 +641,10 @@ impl PeerTable {
                     connected_for_ms: in_use
                         .as_ref()
                         .map(|c| Instant::now().duration_since(c.since).as_millis() as u64),
+                    disconnected_for_ms: entry
+                        .filter(|_| conns.is_empty())
+                        .and_then(|e| e.closed_at)
+                        .map(|t| Instant::now().saturating_duration_since(t).as_millis() as u64),
                     // Filled in by the loop, which holds the store.
                     contact_relays: vec![],
                 }
@@ -746,6 +753,46 @@ mod tests {
         let (reachable, seen) = t.liveness(&peer, t0 + Duration::from_secs(52));
         assert!(!reachable);
         assert_eq!(seen, Some(answered));
+    }
+
+    #[test]
+    fn a_row_says_how_long_ago_the_last_connection_closed() {
+        let (me, peer) = (PeerId::random(), PeerId::random());
+        let mut t = PeerTable::default();
+        let addr: Multiaddr = "/ip4/10.0.0.2/tcp/7650".parse().unwrap();
+        let row = |t: &PeerTable| t.page(&me, None, None, None).peers.remove(0);
+        let t0 = Instant::now();
+        t.entry(peer).connections.insert(
+            ConnectionId::new_unchecked(1),
+            Conn::new(addr.clone(), false, t0),
+        );
+        t.entry(peer).connections.insert(
+            ConnectionId::new_unchecked(2),
+            Conn::new(addr.clone(), false, t0),
+        );
+        let open = row(&t);
+        assert!(open.connected_for_ms.is_some());
+        assert_eq!(open.disconnected_for_ms, None, "connected: nothing closed");
+        // One of two closes: still connected, so nothing to say.
+        t.closed(peer, ConnectionId::new_unchecked(1), Instant::now());
+        assert_eq!(row(&t).disconnected_for_ms, None, "one is still open");
+        let closed_at = Instant::now();
+        t.closed(peer, ConnectionId::new_unchecked(2), closed_at);
+        let shut = row(&t);
+        assert_eq!(shut.connection, Connection::None);
+        assert_eq!(shut.connected_for_ms, None);
+        let ago = shut.disconnected_for_ms.expect("closed: since when");
+        assert!(
+            u128::from(ago) <= closed_at.elapsed().as_millis(),
+            "{ago} ms ago, but it closed {:?} ago",
+            closed_at.elapsed()
+        );
+        // Connected again: the figure goes.
+        t.entry(peer).connections.insert(
+            ConnectionId::new_unchecked(3),
+            Conn::new(addr, false, Instant::now()),
+        );
+        assert_eq!(row(&t).disconnected_for_ms, None);
     }
 
     #[test]

@@ -11,7 +11,13 @@
 //! agentmesh-bench convergence [--nodes 100] [--json]
 //! agentmesh-bench idle [--nodes 50] [--seconds 60] [--json]
 //! agentmesh-bench soak [--seconds 120] [--seed N] [--json]
+//! agentmesh-bench rr-floor [--messages N] [--latency-messages M] [--json]
 //! ```
+//!
+//! `rr-floor`: libp2p's request-response alone, two swarms in this
+//! process with the daemon's transport stack, 1 KiB messages' worth of
+//! bytes per request: the floor `messaging` is compared with; see
+//! `agentmesh_tests::bench_rr_floor`.
 //!
 //! `convergence`: a revocation and an admission across a team of N
 //! daemons; see `agentmesh_tests::bench_convergence`. `idle`: a team of
@@ -239,6 +245,18 @@ enum Bench {
         #[arg(long, value_name = "N")]
         seed: Option<u64>,
     },
+    /// libp2p request-response alone on loopback, with the daemon's
+    /// transport stack and no agentmesh work: requests the size of a
+    /// 1 KiB message's, 128 in flight, then latency at 100 requests/s.
+    /// The floor `messaging` is compared with.
+    RrFloor {
+        /// How many requests in the throughput phase.
+        #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = at_least_one())]
+        messages: usize,
+        /// How many requests in the latency phase, one at a time.
+        #[arg(long, value_name = "M", default_value_t = 1000, value_parser = at_least_one())]
+        latency_messages: usize,
+    },
     /// Messaging, the MCP send and the judge, briefly (about a minute),
     /// each as a ratio to a floor measured in the same run.
     Smoke {
@@ -337,6 +355,17 @@ fn main() {
                 println!("{}", serde_json::to_string(&f).unwrap());
             } else {
                 agentmesh_tests::bench_idle::print(&f);
+            }
+        }
+        Bench::RrFloor {
+            messages,
+            latency_messages,
+        } => {
+            let f = agentmesh_tests::bench_rr_floor::run(messages, latency_messages);
+            if json {
+                println!("{}", serde_json::to_string(&f).unwrap());
+            } else {
+                agentmesh_tests::bench_rr_floor::print(&f);
             }
         }
         Bench::Smoke { against } => smoke(against.as_deref(), json),

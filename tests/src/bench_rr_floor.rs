@@ -39,7 +39,7 @@ use std::pin::Pin;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use agentmesh_node::wire::MailRequest;
-use agentmesh_protocol::{Body, Header, Identity, Kind, MessageId, TeamId, Timestamp, Who};
+use agentmesh_protocol::{Identity, TeamId, Timestamp};
 use futures::StreamExt;
 use libp2p::request_response::{self, Codec as _, OutboundRequestId, ProtocolSupport};
 use libp2p::swarm::SwarmEvent;
@@ -154,37 +154,18 @@ fn one_message_envelope() -> Vec<u8> {
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let now = Timestamp::from_unix_millis(now_ms);
-    let id = MessageId::random(&mut rng);
-    let header = Header {
-        id,
-        team: TeamId([2; 32]),
-        from: from.peer_id(),
-        to: to.peer_id(),
-        kind: Kind::Tell,
-        in_reply_to: None,
-        thread: id,
-        hop: 0,
-        taint: false,
-        sent_at: now,
-        expires_at: now.saturating_add(agentmesh_protocol::time::DEFAULT_ENVELOPE_LIFETIME),
-    };
-    let body = Body {
-        who: Who {
-            kind: agentmesh_protocol::WhoKind::Agent,
-            name: "s0".into(),
-            session_id: None,
-            task: None,
-        },
-        from_mailbox: None,
-        to_mailbox: None,
-        text: crate::bench_messaging::text_1k(0),
-        attachments: vec![],
-    };
-    assert_eq!(body.text.len(), 1024, "a 1 KiB text");
-    agentmesh_protocol::seal(&from, &to.x25519_public(), &header, &body, &mut rng)
-        .expect("seals")
-        .to_wire()
+    let text = crate::bench_messaging::text_1k(0);
+    assert_eq!(text.len(), 1024, "a 1 KiB text");
+    crate::hostile::envelope_by(
+        "s0",
+        &from,
+        &to,
+        TeamId([2; 32]),
+        &text,
+        Timestamp::from_unix_millis(now_ms),
+        agentmesh_protocol::time::DEFAULT_ENVELOPE_LIFETIME,
+    )
+    .to_wire()
 }
 
 /// The floor's request template: (the wire size of the daemon's mail

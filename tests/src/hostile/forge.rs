@@ -31,8 +31,22 @@ pub fn identity_of(home: &std::path::Path) -> Identity {
 }
 
 /// An envelope from `from` to the owner's mailbox of `to`, as a courier
-/// seals it, sent at `sent_at` and valid for `lifetime`.
+/// seals it, sent at `sent_at` and valid for `lifetime`, by an agent
+/// called mallory.
 pub fn envelope(
+    from: &Identity,
+    to: &Identity,
+    team: TeamId,
+    text: &str,
+    sent_at: Timestamp,
+    lifetime: Duration,
+) -> Envelope {
+    envelope_by("mallory", from, to, team, text, sent_at, lifetime)
+}
+
+/// [`envelope`], by the agent called `agent`.
+pub fn envelope_by(
+    agent: &str,
     from: &Identity,
     to: &Identity,
     team: TeamId,
@@ -57,7 +71,7 @@ pub fn envelope(
     let body = Body {
         who: Who {
             kind: WhoKind::Agent,
-            name: "mallory".into(),
+            name: agent.into(),
             session_id: None,
             task: None,
         },

@@ -17,21 +17,27 @@
 //! One arena still keeps what the daemon freed: glibc gives memory back
 //! to the system only from the top of its heap, so the pages of a burst's
 //! freed buffers (a sender's batches, a carrier's intake) stay resident
-//! among live ones. [`give_back`] looks once a second at how much is free
-//! (`mallinfo2`) and, when 2 MiB more is free than after its last trim,
-//! asks glibc to release the free pages (`malloc_trim`): after 100,000
-//! messages the sender held 79 MiB, and 62 MiB once trimmed.
+//! among live ones. [`start_giving_back`] starts a thread that looks once
+//! a second at how much is free (`mallinfo2`) and, when 2 MiB more is free
+//! than the least it saw since its last trim, asks glibc to release the
+//! free pages (`malloc_trim`): after 100,000 messages the sender held 79
+//! MiB, and 62 MiB once trimmed. Its own thread, not the runtime's: both
+//! calls walk glibc's free lists, and the network loop must not wait for
+//! them.
 //!
 //! These are the workspace's only `unsafe` calls: glibc functions with no
 //! preconditions (`mallopt` made before the daemon starts any thread).
 //! Elsewhere (musl, macOS) they are not made.
 
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 use std::time::Duration;
 
 /// How often the daemon looks at what its allocator holds free.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 const LOOK_EVERY: Duration = Duration::from_secs(1);
-/// Free bytes beyond what was free after the last trim that make a trim
+/// Free bytes beyond the least free since the last trim that make a trim
 /// worth its cost (it walks the free lists and releases their pages).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 const TRIM_ABOVE: usize = 2 * 1024 * 1024;
 
 /// Sets glibc's arena count to one, unless the environment already set it
@@ -60,41 +66,52 @@ pub fn one_arena() -> &'static str {
     "the system's"
 }
 
-/// Gives freed memory back to the system while the daemon runs: never
-/// returns (the daemon drops it when it stops). See the module's notes.
-pub async fn give_back() {
-    let mut every = tokio::time::interval(LOOK_EVERY);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut trimmer = Trimmer::new();
-    loop {
-        every.tick().await;
-        trimmer.look();
+/// Starts the thread that gives freed memory back while the daemon runs
+/// (see the module's notes); it lives as long as the process. Elsewhere
+/// than glibc it starts nothing.
+pub fn start_giving_back() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let looks = std::thread::Builder::new()
+            .name("agentmesh-trim".into())
+            .spawn(|| {
+                let mut trimmer = Trimmer::new();
+                loop {
+                    std::thread::sleep(LOOK_EVERY); // the period between looks
+                    trimmer.look();
+                }
+            });
+        if let Err(e) = looks {
+            tracing::warn!(error = %e, "cannot start the thread that gives freed memory back; the daemon runs without it");
+        }
     }
 }
 
-/// What was free after the last trim.
+/// The least free since the last trim.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 struct Trimmer {
-    free_after_trim: usize,
+    least_free: usize,
 }
 
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 impl Trimmer {
     fn new() -> Self {
         Trimmer {
-            free_after_trim: free_bytes(),
+            least_free: free_bytes(),
         }
     }
 
-    /// One look: trims when [`TRIM_ABOVE`] more is free than after the
-    /// last trim. Whether it trimmed.
+    /// One look: trims when [`TRIM_ABOVE`] more is free than the least
+    /// free since the last trim. Whether it trimmed.
     fn look(&mut self) -> bool {
         let free = free_bytes();
-        if free <= self.free_after_trim.saturating_add(TRIM_ABOVE) {
+        if free <= self.least_free.saturating_add(TRIM_ABOVE) {
             // Memory reused since: the next rise is measured from here.
-            self.free_after_trim = self.free_after_trim.min(free);
+            self.least_free = self.least_free.min(free);
             return false;
         }
         let released = trim();
-        self.free_after_trim = free_bytes();
+        self.least_free = free_bytes();
         tracing::trace!(free, released, "trimmed the heap");
         true
     }
@@ -109,11 +126,6 @@ fn free_bytes() -> usize {
     info.fordblks
 }
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn free_bytes() -> usize {
-    0
-}
-
 /// Releases the free pages of glibc's heap; whether any were released.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn trim() -> bool {
@@ -125,11 +137,6 @@ fn trim() -> bool {
     // glibc's own heap; it touches no memory of ours.
     let released = unsafe { libc::malloc_trim(0) };
     released == 1
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim() -> bool {
-    false
 }
 
 #[cfg(all(test, target_os = "linux", target_env = "gnu"))]

@@ -117,13 +117,8 @@ pub fn daemon(home: &Home, args: &StartArgs, json: bool) -> anyhow::Result<ExitC
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let run = async {
-        tokio::select! {
-            ended = daemon::run(home, overrides) => ended,
-            () = crate::allocator::give_back() => unreachable!("give_back never returns"),
-        }
-    };
-    match rt.block_on(run) {
+    crate::allocator::start_giving_back();
+    match rt.block_on(daemon::run(home, overrides)) {
         Ok(()) => Ok(ExitCode::SUCCESS),
         // Its own status, so that a service manager does not start it
         // again and again beside the daemon that runs.

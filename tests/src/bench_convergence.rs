@@ -31,7 +31,6 @@
 )]
 
 use std::path::PathBuf;
-use std::sync::{Arc, Barrier};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -86,6 +85,9 @@ pub struct Figures {
     pub revocation_seen_p99_s: f64,
     /// ... the slowest member.
     pub revocation_seen_max_s: f64,
+    /// Members whose audit had no entry for the revocation, counted from
+    /// a watcher's answer instead (0 when every daemon's log says).
+    pub revocation_from_watch: usize,
     /// From the joiner's confirmation to a member counting it a member, by
     /// the daemons' clocks: median, 99th percentile, slowest; s.
     pub admission_p50_s: f64,
@@ -95,6 +97,9 @@ pub struct Figures {
     pub admission_max_s: f64,
     /// The same, as the watchers saw it: 99th percentile; s.
     pub admission_seen_p99_s: f64,
+    /// Members whose audit had no entry for the admission, counted from
+    /// a watcher's answer instead.
+    pub admission_from_watch: usize,
     /// The members' daemons after the run: median and largest VmRSS, MiB.
     pub rss_mib: [f64; 2],
 }
@@ -251,29 +256,28 @@ struct Watch {
 }
 
 impl Watch {
-    /// Connects watchers to `homes`, and returns once every one is
-    /// connected and watching until each daemon answers `target`'s row of
-    /// `rank` as `wanted` says (given the time since the watch began).
+    /// Connects to `homes` (here, so that a daemon that can't be reached
+    /// fails the run at once), then starts the watchers, which ask until
+    /// each daemon answers `target`'s row of `rank` as `wanted` says
+    /// (given the time since the watch began).
     fn start(
-        homes: Vec<PathBuf>,
+        homes: &[PathBuf],
         target: &Target,
         rank: u8,
         wanted: fn(&PeerRow, Duration) -> bool,
     ) -> Watch {
-        let mut shares: Vec<Vec<(usize, PathBuf)>> = vec![vec![]; WATCHERS];
-        for (i, h) in homes.into_iter().enumerate() {
-            shares[i % WATCHERS].push((i, h));
+        let mut shares: Vec<Vec<(usize, ApiClient)>> = (0..WATCHERS).map(|_| vec![]).collect();
+        for (i, h) in homes.iter().enumerate() {
+            shares[i % WATCHERS].push((i, ApiClient::connect_at(h, who(WhoKind::Human, "watch"))));
         }
-        let connected = Arc::new(Barrier::new(WATCHERS + 1));
+        let since = Instant::now();
         let threads = shares
             .into_iter()
             .map(|share| {
                 let target = target.clone();
-                let connected = Arc::clone(&connected);
-                std::thread::spawn(move || watch(share, &target, rank, wanted, &connected))
+                std::thread::spawn(move || watch(share, &target, rank, wanted, since))
             })
             .collect();
-        connected.wait();
         Watch { threads }
     }
 
@@ -313,27 +317,15 @@ fn wall_ms_of(at: Instant) -> u64 {
     wall_ms().saturating_sub(at.elapsed().as_millis() as u64)
 }
 
-/// One watcher: connects to each of its daemons, waits at `connected`
-/// for the others, then asks each in turn, pausing between rounds, until
-/// all answered as wanted or the time is up.
+/// One watcher: asks each of its daemons in turn, pausing between
+/// rounds, until all answered as wanted or the time is up.
 fn watch(
-    share: Vec<(usize, PathBuf)>,
+    mut pending: Vec<(usize, ApiClient)>,
     target: &Target,
     rank: u8,
     wanted: fn(&PeerRow, Duration) -> bool,
-    connected: &Barrier,
+    since: Instant,
 ) -> Seen {
-    let mut pending: Vec<(usize, ApiClient)> = share
-        .into_iter()
-        .map(|(i, home)| {
-            (
-                i,
-                ApiClient::connect_at(&home, who(WhoKind::Human, "watch")),
-            )
-        })
-        .collect();
-    connected.wait();
-    let since = Instant::now();
     let mut seen = vec![];
     let mut rounds = vec![];
     let deadline = since + CONVERGED_WITHIN;
@@ -369,18 +361,18 @@ fn watch(
     (seen, rounds)
 }
 
-/// When the daemon at `home` audited `event` about `peer` (its latest such
-/// entry), Unix ms.
-fn audited_at_ms(home: &std::path::Path, event: &str, peer: &str) -> Option<u64> {
+/// When the daemon at `home` audited `event` about `peer` at `not_before`
+/// (Unix ms) or later: its first such entry, Unix ms.
+fn audited_at_ms(home: &std::path::Path, event: &str, peer: &str, not_before: u64) -> Option<u64> {
     let mut c = asker_at(home);
     c.ask(ops::Audit {
         since_secs: Some(3600),
     })
     .expect("audit answers")
     .into_iter()
-    .filter(|e| e.event == event && e.peer.as_deref() == Some(peer))
+    .filter(|e| e.event == event && e.peer.as_deref() == Some(peer) && e.at_ms >= not_before)
     .map(|e| e.at_ms)
-    .max()
+    .min()
 }
 
 /// Revoked, and the connection this member had to it closed: none now, or
@@ -429,8 +421,8 @@ pub fn run(asked: usize) -> Figures {
     let revoked = nodes.pop().expect("a member to revoke");
     let target = Target::of(&revoked);
     let homes: Vec<PathBuf> = nodes.iter().map(Node::home).collect();
-    let watch = Watch::start(homes.clone(), &target, 1, refused_and_closed);
     let mut founder = asker(&nodes[0]);
+    let watch = Watch::start(&homes, &target, 1, refused_and_closed);
     let t0 = Instant::now();
     let t0_ms = wall_ms();
     founder
@@ -443,12 +435,17 @@ pub fn run(asked: usize) -> Figures {
     let (_, revocation_seen_p99_s, revocation_seen_max_s) = spread(t0, &seen_at);
     // By the daemons' clocks: the later of when each learned it (its
     // audit) and when its connection closed (its row); a member that was
-    // seen with a newer connection counts from when it was seen.
+    // seen with a newer connection counts from when it was seen, and one
+    // whose audit has no entry (counted) from when it was seen revoked.
+    let mut revocation_from_watch = 0;
     let by_clock: Vec<f64> = seen
         .iter()
         .map(|s| {
-            let refused =
-                audited_at_ms(&homes[s.index], "revoked", &target.peer_id).unwrap_or(s.wall_ms);
+            let refused = audited_at_ms(&homes[s.index], "revoked", &target.peer_id, t0_ms)
+                .unwrap_or_else(|| {
+                    revocation_from_watch += 1;
+                    s.wall_ms
+                });
             let closed = match (s.row.connection, s.row.disconnected_for_ms) {
                 (Connection::None, Some(ago)) => s.wall_ms.saturating_sub(ago),
                 _ => s.wall_ms,
@@ -463,18 +460,24 @@ pub fn run(asked: usize) -> Figures {
     late.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
     late.start();
     let late_target = Target::of(&late);
-    let watch = Watch::start(homes.clone(), &late_target, 0, counted_member);
+    let watch = Watch::start(&homes, &late_target, 0, counted_member);
     let confirmed = join_confirmed_at(&nodes[0], &late, OWNER);
     let confirmed_ms = wall_ms_of(confirmed);
     let (seen, more) = watch.finish(homes.len());
     rounds.extend(more);
     let seen_at: Vec<Instant> = seen.iter().map(|s| s.at).collect();
     let (_, admission_seen_p99_s, _) = spread(confirmed, &seen_at);
+    // Any entry for the new machine is this admission's (its PeerId is
+    // new); one whose audit has none counts from when it was seen.
+    let mut admission_from_watch = 0;
     let by_clock: Vec<f64> = seen
         .iter()
         .map(|s| {
-            let counted = audited_at_ms(&homes[s.index], "admitted", &late_target.peer_id)
-                .unwrap_or(s.wall_ms);
+            let counted = audited_at_ms(&homes[s.index], "admitted", &late_target.peer_id, 1)
+                .unwrap_or_else(|| {
+                    admission_from_watch += 1;
+                    s.wall_ms
+                });
             counted.saturating_sub(confirmed_ms) as f64 / 1000.0
         })
         .collect();
@@ -496,10 +499,12 @@ pub fn run(asked: usize) -> Figures {
         revocation_max_s,
         revocation_seen_p99_s,
         revocation_seen_max_s,
+        revocation_from_watch,
         admission_p50_s,
         admission_p99_s,
         admission_max_s,
         admission_seen_p99_s,
+        admission_from_watch,
         rss_mib: [rss[rss.len() / 2], rss[rss.len() - 1]],
     }
 }
@@ -525,6 +530,12 @@ pub fn print(f: &Figures) {
         "  admission, until each member counts the new machine a member: p50 {:.3} s, p99 {:.3} s, max {:.3} s; as the watchers saw it: p99 {:.3} s",
         f.admission_p50_s, f.admission_p99_s, f.admission_max_s, f.admission_seen_p99_s
     );
+    if f.revocation_from_watch + f.admission_from_watch > 0 {
+        println!(
+            "  members whose audit log had no entry, counted from a watcher's answer: {} for the revocation, {} for the admission",
+            f.revocation_from_watch, f.admission_from_watch
+        );
+    }
     println!(
         "  members' daemons after the run: median {:.1} MiB, largest {:.1} MiB",
         f.rss_mib[0], f.rss_mib[1]

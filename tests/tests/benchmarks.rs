@@ -175,6 +175,9 @@ fn convergence_times_a_revocation_and_an_admission_across_a_team() {
         num("revocation_max_s") <= num("revocation_seen_max_s") + 0.002,
         "{f}"
     );
+    // Every member's own log gave its figure.
+    assert_eq!(f["revocation_from_watch"], 0, "{f}");
+    assert_eq!(f["admission_from_watch"], 0, "{f}");
     assert!(num("poll_round_ms") > 0.0, "{f}");
     assert!(num("poll_round_ms") <= num("poll_round_max_ms"), "{f}");
     let rss = f["rss_mib"].as_array().unwrap();

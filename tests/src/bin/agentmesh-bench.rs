@@ -207,8 +207,9 @@ enum Bench {
     /// reconnects (time until all are in its inbox, the carrier's
     /// memory), and the time from a send to the sender's `delivered`.
     Carry {
-        /// How many messages the carrier holds.
-        #[arg(long, value_name = "N", default_value_t = 1000, value_parser = at_least_one())]
+        /// How many messages the carrier holds (at most 100,000, the most
+        /// `carrier.per_sender` allows).
+        #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
         messages: usize,
         /// How many sends, one at a time, to time to `delivered` (both
         /// machines online).

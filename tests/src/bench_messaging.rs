@@ -44,6 +44,10 @@ pub struct Figures {
     pub raw_transport_per_s: f64,
     /// seal+sign and verify+open in-process, per second, one core.
     pub crypto_floor_per_s: f64,
+    /// The same loop on two threads at once, their rates summed: what
+    /// both cores of a 2-core machine allow (the headroom above the
+    /// one-core floor).
+    pub crypto_floor_2core_per_s: f64,
     /// Send-to-inbox latency at 100 messages/s: median.
     pub p50_ms: f64,
     /// ... and 99th percentile.
@@ -210,6 +214,16 @@ pub(crate) fn crypto_floor() -> f64 {
     rounds as f64 / start.elapsed().as_secs_f64()
 }
 
+/// [`crypto_floor`] on two threads at once, their rates summed.
+pub(crate) fn crypto_floor_2core() -> f64 {
+    std::thread::scope(|s| {
+        let both = [s.spawn(crypto_floor), s.spawn(crypto_floor)];
+        both.into_iter()
+            .map(|t| t.join().expect("a crypto floor thread"))
+            .sum()
+    })
+}
+
 /// The raw transport: the daemon's own swarm, in-process, carrying batches
 /// of 1 KiB blobs over loopback TCP to a peer that answers at once.
 fn raw_transport(messages: usize) -> f64 {
@@ -345,6 +359,7 @@ pub(crate) fn throughput(a: &Node, observer: &Observer, messages: usize) -> (f64
 /// Runs the whole benchmark with `messages` in the throughput phase.
 pub fn run(messages: usize) -> Figures {
     let crypto_floor_per_s = crypto_floor();
+    let crypto_floor_2core_per_s = crypto_floor_2core();
     let raw_transport_per_s = raw_transport(messages.clamp(10_000, 50_000));
 
     let (mut a, mut b) = pair();
@@ -402,6 +417,7 @@ pub fn run(messages: usize) -> Figures {
         throughput_per_s,
         raw_transport_per_s,
         crypto_floor_per_s,
+        crypto_floor_2core_per_s,
         p50_ms,
         p99_ms,
         daemon_rss_mib: rss,

@@ -118,6 +118,26 @@ fn carry_prints_the_drain_memory_and_receipt_figures() {
 }
 
 #[test]
+fn messaging_reports_throughput_beside_both_crypto_floors() {
+    let homes = tempfile::tempdir().unwrap();
+    let out = bench(homes.path(), &["messaging", "--messages", "300", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let f: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let num = |k: &str| f[k].as_f64().unwrap_or_else(|| panic!("{k} in {f}"));
+    for k in [
+        "throughput_per_s",
+        "raw_transport_per_s",
+        "crypto_floor_per_s",
+        "crypto_floor_2core_per_s",
+    ] {
+        assert!(num(k) > 0.0, "{k} in {f}");
+    }
+    assert!(num("p50_ms") > 0.0 && num("p50_ms") <= num("p99_ms"), "{f}");
+}
+
+#[test]
 fn messaging_memory_reads_the_whole_inbox_and_reports_both_daemons() {
     let homes = tempfile::tempdir().unwrap();
     let out = bench(

@@ -471,8 +471,8 @@ fn messaging(messages: usize, json: bool) {
         f.raw_transport_per_s
     );
     println!(
-        "crypto floor (seal+sign, verify+open, one core): {:.0} messages/s",
-        f.crypto_floor_per_s
+        "crypto floor (seal+sign, verify+open, one core): {:.0} messages/s; two threads at once: {:.0} messages/s",
+        f.crypto_floor_per_s, f.crypto_floor_2core_per_s
     );
     let floor = f.raw_transport_per_s.min(f.crypto_floor_per_s);
     println!(

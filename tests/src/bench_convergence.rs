@@ -32,10 +32,11 @@
 
 use std::path::PathBuf;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use agentmesh_node::api::{Connection, Membership, PeerCursor, PeerRow, WhoKind, ops};
 
+use crate::bench_mcp::percentile;
 use crate::bench_messaging::rss_mib;
 use crate::{ApiClient, Node, join_confirmed_at, wait_for_within, who};
 
@@ -305,11 +306,10 @@ impl Watch {
     }
 }
 
-/// Now on the wall clock, Unix ms.
+/// Now on the wall clock, Unix ms (the daemons' clock; nothing moves it
+/// in this process).
 fn wall_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    agentmesh_node::clock::now().as_unix_millis()
 }
 
 /// `at` (on this process's clock) on the wall clock, Unix ms.
@@ -375,6 +375,21 @@ fn audited_at_ms(home: &std::path::Path, event: &str, peer: &str, not_before: u6
     .min()
 }
 
+/// When the member seen in `s` audited `event` about `peer` at
+/// `not_before` or later (Unix ms); without such an entry, when it was
+/// seen, and `fallbacks` counts it.
+fn audited_or_seen(
+    homes: &[PathBuf],
+    s: &Sighting,
+    (event, peer, not_before): (&str, &str, u64),
+    fallbacks: &mut usize,
+) -> u64 {
+    audited_at_ms(&homes[s.index], event, peer, not_before).unwrap_or_else(|| {
+        *fallbacks += 1;
+        s.wall_ms
+    })
+}
+
 /// Revoked, and the connection this member had to it closed: none now, or
 /// one younger than the revocation (the revoked machine dialled again).
 fn refused_and_closed(r: &PeerRow, since_revoke: Duration) -> bool {
@@ -400,7 +415,7 @@ fn spread(t0: Instant, at: &[Instant]) -> (f64, f64, f64) {
 /// (p50, p99, max) of `s`.
 fn percentiles(mut s: Vec<f64>) -> (f64, f64, f64) {
     s.sort_by(f64::total_cmp);
-    let pct = |p: f64| s[((s.len() as f64 - 1.0) * p).round() as usize];
+    let pct = |p: f64| percentile(&s, p);
     (pct(0.5), pct(0.99), pct(1.0))
 }
 
@@ -441,11 +456,8 @@ pub fn run(asked: usize) -> Figures {
     let by_clock: Vec<f64> = seen
         .iter()
         .map(|s| {
-            let refused = audited_at_ms(&homes[s.index], "revoked", &target.peer_id, t0_ms)
-                .unwrap_or_else(|| {
-                    revocation_from_watch += 1;
-                    s.wall_ms
-                });
+            let about = ("revoked", target.peer_id.as_str(), t0_ms);
+            let refused = audited_or_seen(&homes, s, about, &mut revocation_from_watch);
             let closed = match (s.row.connection, s.row.disconnected_for_ms) {
                 (Connection::None, Some(ago)) => s.wall_ms.saturating_sub(ago),
                 _ => s.wall_ms,
@@ -473,11 +485,8 @@ pub fn run(asked: usize) -> Figures {
     let by_clock: Vec<f64> = seen
         .iter()
         .map(|s| {
-            let counted = audited_at_ms(&homes[s.index], "admitted", &late_target.peer_id, 1)
-                .unwrap_or_else(|| {
-                    admission_from_watch += 1;
-                    s.wall_ms
-                });
+            let about = ("admitted", late_target.peer_id.as_str(), 1);
+            let counted = audited_or_seen(&homes, s, about, &mut admission_from_watch);
             counted.saturating_sub(confirmed_ms) as f64 / 1000.0
         })
         .collect();

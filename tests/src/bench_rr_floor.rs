@@ -36,10 +36,10 @@
 
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use agentmesh_node::wire::MailRequest;
-use agentmesh_protocol::{Identity, TeamId, Timestamp};
+use agentmesh_protocol::{Identity, TeamId};
 use futures::StreamExt;
 use libp2p::request_response::{self, Codec as _, OutboundRequestId, ProtocolSupport};
 use libp2p::swarm::SwarmEvent;
@@ -47,6 +47,8 @@ use libp2p::swarm::dial_opts::DialOpts;
 use libp2p::{Multiaddr, PeerId, StreamProtocol, Swarm, noise, tcp, yamux};
 use tokio::sync::oneshot;
 use tokio::task::{JoinError, JoinSet};
+
+use crate::bench_mcp::percentile;
 
 /// Requests outstanding at once in the throughput phase: the messaging
 /// benchmark's 128 concurrent clients.
@@ -151,9 +153,6 @@ where
 fn one_message_envelope() -> Vec<u8> {
     let mut rng = rand::rng();
     let (from, to) = (Identity::generate(&mut rng), Identity::generate(&mut rng));
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
     let text = crate::bench_messaging::text_1k(0);
     assert_eq!(text.len(), 1024, "a 1 KiB text");
     crate::hostile::envelope_by(
@@ -162,7 +161,7 @@ fn one_message_envelope() -> Vec<u8> {
         &to,
         TeamId([2; 32]),
         &text,
-        Timestamp::from_unix_millis(now_ms),
+        agentmesh_node::clock::now(),
         agentmesh_protocol::time::DEFAULT_ENVELOPE_LIFETIME,
     )
     .to_wire()
@@ -314,8 +313,7 @@ impl Client {
 /// (p50, p99) of `s`.
 fn percentiles(mut s: Vec<f64>) -> (f64, f64) {
     s.sort_by(f64::total_cmp);
-    let pct = |p: f64| s[((s.len() as f64 - 1.0) * p).round() as usize];
-    (pct(0.5), pct(0.99))
+    (percentile(&s, 0.5), percentile(&s, 0.99))
 }
 
 /// Runs the benchmark: `messages` requests with [`IN_FLIGHT`]

@@ -277,9 +277,10 @@ pub struct PeerRow {
     /// connected. A connection that closed and opened again starts at 0.
     #[serde(default)]
     pub connected_for_ms: Option<u64>,
-    /// How long ago its last connection closed, ms, while none is open;
-    /// null while connected, or when no connection to it closed since this
-    /// daemon started.
+    /// How long ago it was last seen, ms, while no connection is open:
+    /// when its last connection closed (or, across a restart of this
+    /// daemon, when it last answered); null while connected or if never
+    /// seen. `last_seen` to the millisecond.
     #[serde(default)]
     pub disconnected_for_ms: Option<u64>,
     /// The relays its latest contact record names, each ending in

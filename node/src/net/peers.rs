@@ -59,8 +59,6 @@ pub struct PeerEntry {
     pub heard: Option<(Instant, SystemTime)>,
     /// Open connections: the remote address and kind of each.
     pub connections: HashMap<ConnectionId, Conn>,
-    /// When its last connection closed, since this daemon started.
-    pub closed_at: Option<Instant>,
     /// Whether it serves circuit relay.
     pub relay: bool,
     /// Whether identify ran on one of its open connections.
@@ -440,7 +438,6 @@ impl PeerTable {
             e.relayed_closed = Some(now);
         }
         e.last_seen = Some(SystemTime::now());
-        e.closed_at = Some(now);
         conn.map(|c| now.saturating_duration_since(c.since))
     }
 
@@ -641,10 +638,10 @@ impl PeerTable {
                     connected_for_ms: in_use
                         .as_ref()
                         .map(|c| Instant::now().duration_since(c.since).as_millis() as u64),
-                    disconnected_for_ms: entry
+                    disconnected_for_ms: last_seen
                         .filter(|_| conns.is_empty())
-                        .and_then(|e| e.closed_at)
-                        .map(|t| Instant::now().saturating_duration_since(t).as_millis() as u64),
+                        .and_then(|t| SystemTime::now().duration_since(t).ok())
+                        .map(|d| d.as_millis() as u64),
                     // Filled in by the loop, which holds the store.
                     contact_relays: vec![],
                 }

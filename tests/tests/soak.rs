@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use agentmesh_node::api::{MessageKind, MessageState, MessageView, OutboxView};
 use agentmesh_node::mail::broadcast_copy_id;
-use agentmesh_tests::soak::check::{Accepted, Judgment, MachineEnd, Revocation, Run, check};
+use agentmesh_tests::soak::check::{
+    Accepted, Judgment, Kill, MachineEnd, Revocation, Run, UNRECORDED_WITHIN, check,
+};
 use agentmesh_tests::soak::{self, Fault, NAMES, SUSPEND_FOR, schedule};
 use serde_json::json;
 
@@ -99,6 +101,7 @@ fn clean_run() -> Run {
             broadcast: false,
         }],
         revocation: None,
+        kills: vec![],
     }
 }
 
@@ -170,6 +173,66 @@ fn the_checker_passes_a_clean_run_and_names_each_kind_of_breach() {
     );
 }
 
+/// A send leaves while its outbox write is flushed and is answered once
+/// the flush ends: a SIGKILL of its sender in between leaves a copy at
+/// the recipient, no record at the sender, and no tool result with its
+/// id. The checker allows exactly that and nothing near it.
+#[test]
+fn the_checker_allows_a_copy_with_no_record_only_from_a_sender_killed_as_it_sent() {
+    let sent_at = "2026-12-07T10:00:00Z";
+    let t = humantime::parse_rfc3339(sent_at).unwrap();
+    // Bravo holds m1 from alpha, sent at `sent_at`; alpha's outbox has no
+    // record of it; `killed`: (machine, seconds after sent_at).
+    let run = |killed: Option<(usize, u64)>, accepted: bool| {
+        let mut r = clean_run();
+        r.machines[0].outbox.clear();
+        r.machines[1].inbox[0].sent_at = Some(sent_at.into());
+        if !accepted {
+            r.accepted.clear();
+        }
+        r.kills = killed
+            .map(|(node, after)| Kill {
+                node,
+                at: t + Duration::from_secs(after),
+            })
+            .into_iter()
+            .collect();
+        r
+    };
+    let v = check(&run(Some((0, 1)), false));
+    assert!(v.clean(), "{v:?}");
+    assert_eq!((v.unrecorded, v.lost), (1, 0), "{v:?}");
+    // The margin's edge: killed within the second sent_at names, plus
+    // the margin.
+    let edge = 1 + UNRECORDED_WITHIN.as_secs();
+    assert!(check(&run(Some((0, edge)), false)).clean());
+    // Killed long after: the record was durable by then, so it was lost.
+    let v = check(&run(Some((0, edge + 1)), false));
+    assert_eq!((v.unrecorded, v.lost), (0, 1), "{v:?}");
+    // Not killed at all, or only the recipient was.
+    assert_eq!(check(&run(None, false)).lost, 1);
+    let v = check(&run(Some((1, 1)), false));
+    assert_eq!((v.unrecorded, v.lost), (0, 1), "{v:?}");
+    assert!(
+        v.violations[0].contains("no SIGKILL of its sender"),
+        "{v:?}"
+    );
+    // A tool said accepted: durable, kill or not (and counted twice: the
+    // accepted id and the copy with no record).
+    let v = check(&run(Some((0, 1)), true));
+    assert_eq!((v.unrecorded, v.lost), (0, 2), "{v:?}");
+    assert!(
+        v.violations
+            .iter()
+            .any(|b| b.contains("a tool result gave its id")),
+        "{v:?}"
+    );
+    // No time of sending: nothing to hold a kill to.
+    let mut r = run(Some((0, 1)), false);
+    r.machines[1].inbox[0].sent_at = None;
+    assert_eq!(check(&r).lost, 1);
+}
+
 #[test]
 fn the_checker_finds_a_broadcast_copy_under_its_mailboxs_id_once() {
     // Alpha's broadcast copy b1 went to bravo, whose judge delivered it
@@ -239,6 +302,7 @@ fn the_checker_holds_a_revoked_machine_to_the_moment_each_member_knew() {
             node: 1,
             known_at: vec![Some(Duration::from_secs(10)), None],
         }),
+        kills: vec![],
     };
     // Sent before alpha knew: allowed.
     let v = check(&run(9, Some(true)));

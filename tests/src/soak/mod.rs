@@ -240,6 +240,7 @@ pub fn run(seconds: u64, seed: u64) -> SoakFigures {
         machines,
         accepted,
         revocation: faults.revocation.clone(),
+        kills: std::mem::take(&mut faults.kills),
     });
     drop(rt);
     SoakFigures {
@@ -313,6 +314,8 @@ struct Faults {
     suspended: Option<(u32, Instant)>,
     counts: FaultCounts,
     revocation: Option<Revocation>,
+    /// Every SIGKILL of a daemon, by the machine's clock.
+    kills: Vec<check::Kill>,
     /// When the people last spoke to their agents.
     spoke: Instant,
     /// When the founder's revoke returned, from the start.
@@ -377,6 +380,7 @@ impl Faults {
             suspended: None,
             counts: FaultCounts::default(),
             revocation: None,
+            kills: vec![],
             spoke: t0,
             revoked_at: None,
             seen: Seen::default(),
@@ -473,6 +477,10 @@ impl Faults {
                 if self.suspended.map(|(pid, _)| pid) == nodes[node].daemon_pid() {
                     self.resume();
                 }
+                self.kills.push(check::Kill {
+                    node,
+                    at: std::time::SystemTime::now(),
+                });
                 nodes[node].kill9();
                 std::thread::sleep(down); // the fault's length, as scheduled
                 nodes[node].start();
@@ -675,10 +683,11 @@ pub fn print(f: &SoakFigures) {
         f.settle_s
     );
     println!(
-        "checked {} messages: {} delivered exactly once, {} involving the revoked machine; {} duplicates, {} lost, {} false receipts, {} revocation breaches",
+        "checked {} messages: {} delivered exactly once, {} involving the revoked machine, {} held with no record at a sender killed as it sent them; {} duplicates, {} lost, {} false receipts, {} revocation breaches",
         v.messages,
         v.delivered_once,
         v.involving_revoked,
+        v.unrecorded,
         v.duplicates,
         v.lost,
         v.false_receipts,

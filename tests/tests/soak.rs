@@ -209,6 +209,19 @@ fn the_checker_allows_a_copy_with_no_record_only_from_a_sender_killed_as_it_sent
     // Killed long after: the record was durable by then, so it was lost.
     let v = check(&run(Some((0, edge + 1)), false));
     assert_eq!((v.unrecorded, v.lost), (0, 1), "{v:?}");
+    // Killed before it was sent (the second before sent_at names).
+    let mut r = run(None, false);
+    r.kills = vec![Kill {
+        node: 0,
+        at: t - Duration::from_millis(500),
+    }];
+    assert_eq!(check(&r).lost, 1);
+    // A broadcast copy leaves only once durable: no window for it.
+    let mut r = run(Some((0, 1)), false);
+    r.machines[1].inbox[0].kind = MessageKind::Broadcast;
+    let v = check(&r);
+    assert_eq!((v.unrecorded, v.lost), (0, 1), "{v:?}");
+    assert!(v.violations[0].contains("only once durable"), "{v:?}");
     // Not killed at all, or only the recipient was.
     assert_eq!(check(&run(None, false)).lost, 1);
     let v = check(&run(Some((1, 1)), false));

@@ -103,16 +103,18 @@ pub struct Kill {
     pub at: SystemTime,
 }
 
-/// A message a recipient holds and its sender has no record of is not a
-/// loss if no tool result gave its id and its sender was killed within
-/// this long after sending it. A send to another machine leaves while its
+/// A tell, ask or reply a recipient holds and its sender has no record
+/// of is not a loss if no tool result gave its id and its sender was
+/// killed within this long after the second its `sent_at` names (which
+/// is in whole seconds). A send to another machine leaves while its
 /// outbox write is flushed (the trip overlaps the sender's fsync, issue
-/// 35) and is answered only once that flush ends: a SIGKILL in between
+/// 35) and is not answered before that flush ends: a SIGKILL in between
 /// leaves the copy at the recipient and no record at the sender, whose
 /// agent was told "may or may not have been done" (docs/architecture.md,
 /// the path of a message). The flush takes milliseconds; the rest is a
-/// loaded machine's margin.
-pub const UNRECORDED_WITHIN: Duration = Duration::from_secs(5);
+/// loaded machine's margin. Broadcast copies, receipts and counts leave
+/// only once durable, so for them there is no such window.
+pub const UNRECORDED_WITHIN: Duration = Duration::from_secs(2);
 
 /// What a soak left, for [`check`].
 #[derive(Debug, Clone, Default)]
@@ -417,8 +419,12 @@ fn held_are_in_outboxes(v: &mut Verdict, run: &Run, index: &HashMap<&str, usize>
                     got.sent_at.as_deref().unwrap_or("at an unknown time"),
                     if accepted {
                         " (a tool result gave its id)".to_string()
+                    } else if leaves_early(got.kind) {
+                        format!(
+                            " (no SIGKILL of its sender followed within {UNRECORDED_WITHIN:?} of its second)"
+                        )
                     } else {
-                        format!(" (no SIGKILL of its sender followed within {UNRECORDED_WITHIN:?})")
+                        " (it leaves only once durable)".to_string()
                     }
                 ));
             }
@@ -426,10 +432,24 @@ fn held_are_in_outboxes(v: &mut Verdict, run: &Run, index: &HashMap<&str, usize>
     }
 }
 
-/// Whether machine `s` was killed within [`UNRECORDED_WITHIN`] after it
-/// sent `got` (its `sent_at` is in whole seconds: the send was within the
-/// second after it).
+/// Whether a message of `kind` leaves before its outbox write is durable
+/// (a tell, ask or reply; broadcast copies, receipts and counts leave
+/// once durable).
+fn leaves_early(kind: MessageKind) -> bool {
+    matches!(
+        kind,
+        MessageKind::Tell | MessageKind::Ask | MessageKind::Reply
+    )
+}
+
+/// Whether `got` is a send that leaves before it is durable and machine
+/// `s` was killed within [`UNRECORDED_WITHIN`] after it sent it (its
+/// `sent_at` is in whole seconds: the send was within the second after
+/// it).
 fn killed_after_sending(run: &Run, s: usize, got: &MessageView) -> bool {
+    if !leaves_early(got.kind) {
+        return false;
+    }
     let Some(sent) = got
         .sent_at
         .as_deref()

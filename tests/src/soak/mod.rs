@@ -477,11 +477,12 @@ impl Faults {
                 if self.suspended.map(|(pid, _)| pid) == nodes[node].daemon_pid() {
                     self.resume();
                 }
+                nodes[node].kill9();
+                // After the kill: whatever it sent came before this.
                 self.kills.push(check::Kill {
                     node,
                     at: std::time::SystemTime::now(),
                 });
-                nodes[node].kill9();
                 std::thread::sleep(down); // the fault's length, as scheduled
                 nodes[node].start();
                 self.counts.kills += 1;

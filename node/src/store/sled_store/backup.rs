@@ -99,7 +99,10 @@ impl Restoring {
     /// A new, empty store in `dir`.
     pub fn create(dir: &Path) -> Result<Self, StoreError> {
         Ok(Restoring {
-            db: sled::Config::new().path(dir).open()?,
+            // No background flusher: `finish` flushes, and a flusher
+            // thread would hold the store's lock a moment after the last
+            // handle is dropped.
+            db: sled::Config::new().path(dir).flush_every_ms(None).open()?,
             tree: None,
         })
     }
@@ -156,7 +159,18 @@ impl Restoring {
         drop(meta);
         drop(self.tree);
         drop(self.db);
-        SledStore::open(dir, 1024 * 1024)
+        // sled's io threads may still hold the store's lock for a moment
+        // after the last handle is gone: the lock is this process's own,
+        // so wait for it (briefly) rather than fail the import.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            match SledStore::open(dir, 1024 * 1024) {
+                Err(StoreError::Locked { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(10)); // polling, with a deadline
+                }
+                opened => return opened,
+            }
+        }
     }
 }
 
@@ -217,5 +231,26 @@ mod tests {
             .unwrap();
         let restored = to.finish(0, &dir.path().join("c")).unwrap();
         assert_eq!(restored.next_contact_seq().unwrap(), 7);
+    }
+
+    /// `finish` opens the store it just closed: sled's own threads
+    /// letting go of its lock a moment late never fails a restore (CI
+    /// once saw "in use by another process" here, from the import). A
+    /// second handle, dropped 200 ms later by another thread, stands for
+    /// them.
+    #[test]
+    fn a_restore_waits_for_the_stores_lock_to_be_let_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = dir.path().join("r");
+        let mut to = Restoring::create(&at).unwrap();
+        to.put("relays", b"k", b"v").unwrap();
+        let late = to.db.clone();
+        let holder = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200)); // the late thread's hold
+            drop(late);
+        });
+        let restored = to.finish(0, &at);
+        holder.join().unwrap();
+        assert!(restored.is_ok(), "{:?}", restored.err());
     }
 }

@@ -120,9 +120,19 @@ fn carry_prints_the_drain_memory_and_receipt_figures() {
 #[test]
 fn messaging_reports_throughput_beside_both_crypto_floors() {
     let homes = tempfile::tempdir().unwrap();
-    let out = bench(homes.path(), &["messaging", "--messages", "300", "--json"])
-        .output()
-        .unwrap();
+    let out = bench(
+        homes.path(),
+        &[
+            "messaging",
+            "--messages",
+            "300",
+            "--latency-messages",
+            "100",
+            "--json",
+        ],
+    )
+    .output()
+    .unwrap();
     assert!(out.status.success(), "{out:?}");
     let f: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let num = |k: &str| f[k].as_f64().unwrap_or_else(|| panic!("{k} in {f}"));

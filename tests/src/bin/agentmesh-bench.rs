@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! agentmesh-bench join [--runs N] [--json]
-//! agentmesh-bench messaging [--messages N] [--memory] [--json]
+//! agentmesh-bench messaging [--messages N] [--latency-messages M] [--memory] [--json]
 //! agentmesh-bench mcp [--sends N] [--json]
 //! agentmesh-bench natlab [--trials N] [--only TEXT] [--json]   (as root)
 //! agentmesh-bench relay [--reservations N] [--circuits N] [--json]
@@ -149,6 +149,9 @@ enum Bench {
         /// How many messages.
         #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = at_least_one())]
         messages: usize,
+        /// How many messages in the latency phase, at 100 a second.
+        #[arg(long, value_name = "M", default_value_t = 1000, value_parser = at_least_one())]
+        latency_messages: usize,
         /// Memory only: the throughput phase, then the receiver's full
         /// inbox read (`receiver_rss_mib_after_read`, `sender_rss_mib`).
         #[arg(long)]
@@ -293,8 +296,13 @@ fn main() {
         Bench::Messaging {
             messages,
             memory: true,
+            ..
         } => messaging_memory(messages, json),
-        Bench::Messaging { messages, .. } => messaging(messages, json),
+        Bench::Messaging {
+            messages,
+            latency_messages,
+            ..
+        } => messaging(messages, latency_messages, json),
         Bench::Mcp { sends } => {
             let f = agentmesh_tests::bench_mcp::run(sends);
             if json {
@@ -458,8 +466,8 @@ fn bus(rounds: usize, broadcasts: usize, json: bool) {
     );
 }
 
-fn messaging(messages: usize, json: bool) {
-    let f = agentmesh_tests::bench_messaging::run(messages);
+fn messaging(messages: usize, latency_messages: usize, json: bool) {
+    let f = agentmesh_tests::bench_messaging::run(messages, latency_messages);
     if json {
         println!("{}", serde_json::to_string(&f).unwrap());
         return;

@@ -145,6 +145,7 @@ fn messaging_reports_throughput_beside_both_crypto_floors() {
         assert!(num(k) > 0.0, "{k} in {f}");
     }
     assert!(num("p50_ms") > 0.0 && num("p50_ms") <= num("p99_ms"), "{f}");
+    assert_eq!(f["latency_messages"], 100, "{f}");
 }
 
 #[test]

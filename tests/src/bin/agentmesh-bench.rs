@@ -150,7 +150,7 @@ enum Bench {
         #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = at_least_one())]
         messages: usize,
         /// How many messages in the latency phase, at 100 a second.
-        #[arg(long, value_name = "M", default_value_t = 1000, value_parser = at_least_one())]
+        #[arg(long, value_name = "M", default_value_t = 1000, value_parser = at_least_one(), conflicts_with = "memory")]
         latency_messages: usize,
         /// Memory only: the throughput phase, then the receiver's full
         /// inbox read (`receiver_rss_mib_after_read`, `sender_rss_mib`).

@@ -1,5 +1,5 @@
 //! `agentmesh-bench smoke`: messaging, the MCP send and the judge, briefly
-//! (about a minute in all), each figure beside a floor measured in the
+//! (about ten seconds in all), each figure beside a floor measured in the
 //! same run on the same machine, as a ratio. A ratio holds from one
 //! machine to another where a raw figure does not, so CI can compare it
 //! with the one recorded in docs/benchmarks.md and fail on a regression

@@ -261,7 +261,7 @@ enum Bench {
         #[arg(long, value_name = "M", default_value_t = 1000, value_parser = at_least_one())]
         latency_messages: usize,
     },
-    /// Messaging, the MCP send and the judge, briefly (about a minute),
+    /// Messaging, the MCP send and the judge, briefly (about ten seconds),
     /// each as a ratio to a floor measured in the same run.
     Smoke {
         /// Fail (exit 1) when a ratio is under half of the one this file

@@ -13,9 +13,17 @@ type Migration = fn(&sled::Db) -> Result<(), StoreError>;
 /// spells out as numbers, and faster to write). Format 3 adds an index of
 /// dedup records by the end of their window, so forgetting them reads only
 /// the expired ones. Format 4 adds an index of unread messages by mailbox,
-/// so an agent's unread count never reads the whole inbox.
-pub(super) const MIGRATIONS: [Migration; 4] =
-    [|_db| Ok(()), json_to_cbor, index_seen, index_unread];
+/// so an agent's unread count never reads the whole inbox. Format 5 keeps
+/// no dedup record for a message the inbox holds (its inbox record refuses
+/// it again; one is written when the inbox forgets it), so the records
+/// format 4 kept for them are dropped.
+pub(super) const MIGRATIONS: [Migration; 5] = [
+    |_db| Ok(()),
+    json_to_cbor,
+    index_seen,
+    index_unread,
+    drop_inbox_dedup,
+];
 
 /// The trees whose values are serde records.
 const RECORD_TREES: [&str; 6] = [
@@ -62,6 +70,24 @@ fn index_unread(db: &sled::Db) -> Result<(), StoreError> {
         let r: InboxRecord = from_record(&v)?;
         if is_unread(&r) {
             unread.insert(k, unread_value(&r))?;
+        }
+    }
+    Ok(())
+}
+
+fn drop_inbox_dedup(db: &sled::Db) -> Result<(), StoreError> {
+    let inbox = db.open_tree("inbox")?;
+    let seen = db.open_tree("seen")?;
+    let by_until = db.open_tree(SEEN_BY_UNTIL)?;
+    for kv in inbox.iter() {
+        let r: InboxRecord = from_record(&kv?.1)?;
+        // Any time: the key is wanted, whatever its window.
+        let Some((key, _)) = r.dedup_after(agentmesh_protocol::Timestamp::from_unix_millis(0))
+        else {
+            continue;
+        };
+        if let Some(until) = seen.remove(&key)? {
+            by_until.remove([until.as_ref(), &key].concat())?;
         }
     }
     Ok(())

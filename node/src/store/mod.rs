@@ -26,19 +26,19 @@ pub(crate) mod testing;
 #[cfg(test)]
 pub(crate) use flush::stalled;
 pub use flush::{Done, GroupCommit, Writes};
-pub use records::carried_key;
 pub use records::{
     AskRecord, AuditEntry, CarriedRecord, Caught, CountsRecord, FolderBinding, InboxRecord, Judged,
     MAX_STATES, MessageState, NoteRecord, OutboxRecord, OutboxStatus, PeerRecord, ProfileRecord,
     Reported, RunRecord, RunStatus, SentCopy, SessionRecord, Skipped, SpentRecord, StateRecord,
     TaintRecord, WakeAgent, WakeRecord,
 };
+pub use records::{carried_key, dedup_key, dedup_until};
 pub use sled_store::SledStore;
 pub use sled_store::backup::Restoring;
 
 /// The format this build writes. Bump it, and add a step to
 /// `MIGRATIONS` (in `sled_store.rs`), whenever the layout of any tree changes.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
@@ -170,16 +170,13 @@ pub trait MailStore: Send + Sync + std::fmt::Debug {
     fn outbox_done(&self, limit: usize) -> Result<Vec<OutboxRecord>, StoreError>;
     /// Forgets delivered and failed records sent before `before`.
     fn prune_outbox_done(&self, before: Timestamp) -> Result<usize, StoreError>;
-    /// Stores received messages, their dedup records and the ask records
-    /// whose counts they moved atomically: after a crash, all are there or
-    /// none (not durable until the next flush). `seen` pairs are (sender
-    /// PeerId bytes ‖ message id, until).
-    fn put_inbox(
-        &self,
-        records: &[InboxRecord],
-        seen: &[(Vec<u8>, u64)],
-        asks: &[AskRecord],
-    ) -> Result<(), StoreError>;
+    /// Stores received messages and the ask records whose counts they
+    /// moved atomically: after a crash, all are there or none (not durable
+    /// until the next flush). A message in the inbox needs no dedup record:
+    /// its inbox record (found by id, with its sender) refuses it again.
+    /// [`MailStore::delete_inbox`] leaves the record behind when it forgets
+    /// a message whose window is still open.
+    fn put_inbox(&self, records: &[InboxRecord], asks: &[AskRecord]) -> Result<(), StoreError>;
     /// Writes ask records (not durable until the next flush); `put_inbox`
     /// updates their counts with the replies they let pass.
     fn put_asks(&self, asks: &[AskRecord]) -> Result<(), StoreError>;
@@ -194,8 +191,11 @@ pub trait MailStore: Send + Sync + std::fmt::Debug {
     fn update_inbox(&self, records: &[InboxRecord]) -> Result<(), StoreError>;
     /// At most `limit` inbox records with a seq after `after`, in order.
     fn inbox_after(&self, after: u64, limit: usize) -> Result<Vec<InboxRecord>, StoreError>;
-    /// Forgets inbox records.
-    fn delete_inbox(&self, seqs: &[u64]) -> Result<(), StoreError>;
+    /// Forgets inbox records. A message whose dedup window is still open
+    /// at `now` leaves its dedup record (sender ‖ id, until) in their
+    /// place, written before the message is removed, so that no crash
+    /// between the two lets it in again.
+    fn delete_inbox(&self, seqs: &[u64], now: Timestamp) -> Result<(), StoreError>;
     /// The inbox record of a message id.
     fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>, StoreError>;
     /// Whether an inbox message has id `id`, without reading it.
@@ -214,7 +214,9 @@ pub trait MailStore: Send + Sync + std::fmt::Debug {
     fn read_before(&self, before: Timestamp) -> Result<Vec<u64>, StoreError>;
     /// The highest inbox seq ever stored.
     fn last_inbox_seq(&self) -> Result<u64, StoreError>;
-    /// Whether (sender ‖ id) was received and is still remembered.
+    /// Whether (sender ‖ id) has a dedup record: a broadcast received, or
+    /// a message the inbox held and forgot within its window. (A message
+    /// the inbox still holds is found there.)
     fn seen(&self, key: &[u8]) -> Result<bool, StoreError>;
     /// Forgets dedup records whose window ended before `now`.
     fn prune_seen(&self, now: Timestamp) -> Result<usize, StoreError>;

@@ -1,6 +1,21 @@
 //! The records the store keeps, as serde types (CBOR on disk).
 
+use agentmesh_protocol::envelope::MessageId;
+use agentmesh_protocol::time::MAX_CLOCK_SKEW;
+use agentmesh_protocol::{PeerId, Timestamp};
 use serde::{Deserialize, Serialize};
+
+/// A message's dedup record's key: its sender's PeerId bytes ‖ its id.
+pub fn dedup_key(sender: &PeerId, id: &MessageId) -> Vec<u8> {
+    [sender.to_bytes(), id.0.to_vec()].concat()
+}
+
+/// When a message's dedup record may be forgotten (Unix ms): its
+/// envelope's expiry and the clock skew allowed. After it, the envelope is
+/// refused as expired, so no record is needed to refuse it again.
+pub fn dedup_until(expires_at: Timestamp) -> u64 {
+    expires_at.saturating_add(MAX_CLOCK_SKEW).as_unix_millis()
+}
 
 /// What the daemon remembers about a peer between runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -364,6 +379,18 @@ pub struct InboxRecord {
     /// carrier may bring it much later. Absent in records kept before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent_at: Option<u64>,
+}
+
+impl InboxRecord {
+    /// The dedup record this message needs once the inbox no longer holds
+    /// it, if its window is still open at `now`: (key, until). While the
+    /// inbox holds it, its record is what refuses it again.
+    pub fn dedup_after(&self, now: Timestamp) -> Option<(Vec<u8>, u64)> {
+        let until = dedup_until(Timestamp::from_unix_millis(self.expires_at));
+        let sender = self.from_peer.parse::<PeerId>().ok()?;
+        let id = MessageId::parse(&self.id)?;
+        (until > now.as_unix_millis()).then(|| (dedup_key(&sender, &id), until))
+    }
 }
 
 /// What a mailbox says of itself in the team's directory, and the preset

@@ -35,6 +35,11 @@ pub(super) fn insert_inbox(
     Ok(())
 }
 
+/// A dedup record's key in the expiry index: until (BE) ‖ its key.
+pub(super) fn by_until_key(key: &[u8], until: u64) -> Vec<u8> {
+    [&until.to_be_bytes()[..], key].concat()
+}
+
 const META: &str = "meta";
 const FORMAT_KEY: &[u8] = b"format_version";
 const TEAM_KEY: &[u8] = b"team";
@@ -473,42 +478,29 @@ impl MailStore for SledStore {
         self.prune_outbox_before(before)
     }
 
-    fn put_inbox(
-        &self,
-        records: &[InboxRecord],
-        seen: &[(Vec<u8>, u64)],
-        asks: &[AskRecord],
-    ) -> Result<(), StoreError> {
+    fn put_inbox(&self, records: &[InboxRecord], asks: &[AskRecord]) -> Result<(), StoreError> {
         use sled::Transactional;
         let last = records.iter().map(|r| r.seq).max();
         (
             &self.inbox,
             &self.inbox_ids,
-            &self.seen,
-            &self.seen_by_until,
             &self.meta,
             &self.held,
             &self.unread,
             &self.asks,
         )
-            .transaction(
-                |(inbox, ids, seen_tree, by_until, meta, held, unread, asks_tree)| {
-                    for a in asks {
-                        asks_tree.insert(a.id.as_bytes(), to_record(a))?;
-                    }
-                    for r in records {
-                        insert_inbox([inbox, ids, held, unread], r)?;
-                    }
-                    for (key, until) in seen {
-                        seen_tree.insert(key.as_slice(), &until.to_be_bytes())?;
-                        by_until.insert([&until.to_be_bytes()[..], key].concat(), &[])?;
-                    }
-                    if let Some(last) = last {
-                        meta.insert(INBOX_SEQ_KEY, &last.to_be_bytes())?;
-                    }
-                    Ok(())
-                },
-            )
+            .transaction(|(inbox, ids, meta, held, unread, asks_tree)| {
+                for a in asks {
+                    asks_tree.insert(a.id.as_bytes(), to_record(a))?;
+                }
+                for r in records {
+                    insert_inbox([inbox, ids, held, unread], r)?;
+                }
+                if let Some(last) = last {
+                    meta.insert(INBOX_SEQ_KEY, &last.to_be_bytes())?;
+                }
+                Ok(())
+            })
             .map_err(tx_error)
     }
 
@@ -617,12 +609,19 @@ impl MailStore for SledStore {
             .collect()
     }
 
-    fn delete_inbox(&self, seqs: &[u64]) -> Result<(), StoreError> {
+    fn delete_inbox(&self, seqs: &[u64], now: Timestamp) -> Result<(), StoreError> {
         for s in seqs {
             self.held.remove(s.to_be_bytes())?;
             self.unread.remove(s.to_be_bytes())?;
-            if let Some(old) = self.inbox.remove(s.to_be_bytes())? {
+            if let Some(old) = self.inbox.get(s.to_be_bytes())? {
                 let r: InboxRecord = from_record(&old)?;
+                // Its dedup record first: a crash between the two leaves
+                // both, never neither.
+                if let Some((key, until)) = r.dedup_after(now) {
+                    self.seen.insert(&key, &until.to_be_bytes())?;
+                    self.seen_by_until.insert(by_until_key(&key, until), &[])?;
+                }
+                self.inbox.remove(s.to_be_bytes())?;
                 self.inbox_ids.remove(r.id.as_bytes())?;
                 if let Some(at) = r.read_at {
                     self.read
@@ -901,6 +900,35 @@ mod tests {
     }
 
     #[test]
+    fn format_5_drops_the_dedup_records_of_messages_the_inbox_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let peer = agentmesh_protocol::Identity::generate(&mut rand::rng()).peer_id();
+        let mut r = inbox_record(1, None, false, false);
+        r.from_peer = peer.to_string();
+        r.expires_at = 5_000;
+        let (key, until) = r.dedup_after(Timestamp::from_unix_millis(0)).unwrap();
+        {
+            // A format-4 store: the message and its dedup record, and a
+            // broadcast's record, which stays.
+            let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+            s.put_inbox(&[r], &[]).unwrap();
+            s.put_broadcasts(&[], &[(key.clone(), until), (b"broadcast".to_vec(), 9)])
+                .unwrap();
+            s.meta.insert(FORMAT_KEY, &4u32.to_be_bytes()).unwrap();
+            s.flush().unwrap();
+        }
+        let s = reopen(dir.path()).unwrap();
+        assert_eq!(s.format_version().unwrap(), FORMAT_VERSION);
+        assert!(!s.seen(&key).unwrap(), "the inbox record stands for it");
+        assert!(s.seen(b"broadcast").unwrap());
+        // Its index entry went with it: pruning finds only the other.
+        assert_eq!(
+            s.prune_seen(Timestamp::from_unix_millis(u64::MAX)).unwrap(),
+            1
+        );
+    }
+
+    #[test]
     fn dedup_records_are_forgotten_when_their_window_ends() {
         let dir = tempfile::tempdir().unwrap();
         let s = reopen(dir.path()).unwrap();
@@ -909,7 +937,7 @@ mod tests {
             (b"b".to_vec(), 200),
             (b"c".to_vec(), 300),
         ];
-        s.put_inbox(&[], &seen, &[]).unwrap();
+        s.put_broadcasts(&[], &seen).unwrap();
         assert_eq!(s.prune_seen(Timestamp::from_unix_millis(50)).unwrap(), 0);
         assert_eq!(s.prune_seen(Timestamp::from_unix_millis(250)).unwrap(), 2);
         assert!(!s.seen(b"a").unwrap() && !s.seen(b"b").unwrap());
@@ -954,7 +982,7 @@ mod tests {
             answers: 1,
             ..ask("b", 2_000)
         };
-        s.put_inbox(&[inbox_record(1, None, false, false)], &[], &[counted])
+        s.put_inbox(&[inbox_record(1, None, false, false)], &[counted])
             .unwrap();
         assert_eq!(s.ask("b").unwrap().unwrap().answers, 1);
         assert_eq!(s.prune_asks(Timestamp::from_unix_millis(2_001)).unwrap(), 2);
@@ -976,7 +1004,6 @@ mod tests {
                     inbox_record(4, Some("coder"), false, true),
                 ],
                 &[],
-                &[],
             )
             .unwrap();
             assert_eq!(
@@ -988,7 +1015,8 @@ mod tests {
                 .unwrap();
             s.move_inbox(4, &inbox_record(5, Some("coder"), false, false))
                 .unwrap();
-            s.delete_inbox(&[1]).unwrap();
+            s.delete_inbox(&[1], Timestamp::from_unix_millis(0))
+                .unwrap();
             assert_eq!(s.unread_index().unwrap(), vec![(5, Some("coder".into()))]);
             // A format-3 store had no index: drop it and say so.
             s.unread.clear().unwrap();

@@ -9,12 +9,13 @@ use agentmesh_protocol::{PeerId, Timestamp};
 
 use super::*;
 
-/// A sled store whose `seen` and `put_inbox` fail while their flag is set.
+/// A sled store whose dedup lookups (`seen`, `inbox_has`) and `put_inbox`
+/// fail while their flag is set.
 #[derive(Debug)]
 pub struct Flaky {
     /// The real store.
     pub inner: SledStore,
-    /// `seen` fails.
+    /// `seen` and `inbox_has` fail.
     pub fail_seen: AtomicBool,
     /// `put_inbox` fails.
     pub fail_put_inbox: AtomicBool,
@@ -30,7 +31,7 @@ impl Flaky {
         }
     }
 
-    /// Sets whether `seen` fails.
+    /// Sets whether `seen` and `inbox_has` fail.
     pub fn fail_seen(&self, fail: bool) {
         self.fail_seen.store(fail, Ordering::SeqCst);
     }
@@ -194,16 +195,11 @@ impl MailStore for Flaky {
         self.inner.prune_outbox_done(before)
     }
 
-    fn put_inbox(
-        &self,
-        records: &[InboxRecord],
-        seen: &[(Vec<u8>, u64)],
-        asks: &[AskRecord],
-    ) -> Result<(), StoreError> {
+    fn put_inbox(&self, records: &[InboxRecord], asks: &[AskRecord]) -> Result<(), StoreError> {
         if self.fail_put_inbox.load(Ordering::SeqCst) {
             return Err(injected());
         }
-        self.inner.put_inbox(records, seen, asks)
+        self.inner.put_inbox(records, asks)
     }
 
     fn put_asks(&self, asks: &[AskRecord]) -> Result<(), StoreError> {
@@ -230,8 +226,8 @@ impl MailStore for Flaky {
         self.inner.inbox_after(after, limit)
     }
 
-    fn delete_inbox(&self, seqs: &[u64]) -> Result<(), StoreError> {
-        self.inner.delete_inbox(seqs)
+    fn delete_inbox(&self, seqs: &[u64], now: Timestamp) -> Result<(), StoreError> {
+        self.inner.delete_inbox(seqs, now)
     }
 
     fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>, StoreError> {
@@ -239,6 +235,9 @@ impl MailStore for Flaky {
     }
 
     fn inbox_has(&self, id: &str) -> Result<bool, StoreError> {
+        if self.fail_seen.load(Ordering::SeqCst) {
+            return Err(injected());
+        }
         self.inner.inbox_has(id)
     }
 

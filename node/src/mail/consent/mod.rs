@@ -280,7 +280,7 @@ impl Consent {
         reason: &str,
         ctx: &mut Ctx<'_>,
     ) -> Result<Vec<Event>, StoreError> {
-        ctx.store.delete_inbox(&[record.seq])?;
+        ctx.store.delete_inbox(&[record.seq], ctx.now.wall)?;
         self.uncount(record);
         let by = format!("held message rejected by {}", who_label(who));
         let detail = match reason.trim() {

@@ -117,7 +117,7 @@ impl Retention {
                 .read_before(now.saturating_sub(READ_EXPIRY))
                 .unwrap_or_default(),
         );
-        if let Err(e) = store.delete_inbox(&gone) {
+        if let Err(e) = store.delete_inbox(&gone, now) {
             tracing::warn!(error = %e, "cannot drop expired mail");
         }
         if let Err(e) = store.prune_seen(now) {

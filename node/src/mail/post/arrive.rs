@@ -128,7 +128,7 @@ pub(in crate::mail) fn here(
     } = local;
     record.seq = p.post.inbox.seqs().take();
     let outbox_mailbox = record.mailbox.clone();
-    if let Err(e) = ctx.store.put_inbox(std::slice::from_ref(&record), &[], &[]) {
+    if let Err(e) = ctx.store.put_inbox(std::slice::from_ref(&record), &[]) {
         tracing::error!(error = %e, "cannot store a message for this machine");
         return Then::Now(Err(e.into()));
     }

@@ -9,7 +9,8 @@
 //!     in its team? ── not expired? ── new (batch, dedup records)? ── id
 //!     free? ── opens? ── consent: deliver / hold / refuse
 //!     ── held for another person, but a reply to our own ask? (answers.rs)
-//!  ── put_inbox(accepted, dedup, asks answered) ── audit, events, held counts
+//!  ── put_inbox(accepted, asks answered) / put_broadcasts(accepted, dedup)
+//!  ── audit, events, held counts
 //!  ── AfterFlush::Received: answer the batch, tell clients
 //! ```
 //!
@@ -448,19 +449,18 @@ fn calendar(now: Timestamp) -> Duration {
 /// Stores what `verdicts` accepted, messages and broadcasts apart:
 /// whether each write worked (nothing stored: the senders try again).
 fn store(verdicts: &[Verdict], ctx: &Ctx<'_>) -> (bool, bool) {
-    let accepted = |broadcast: bool| -> (Vec<InboxRecord>, Vec<(Vec<u8>, u64)>) {
-        verdicts
-            .iter()
-            .filter_map(|v| match v {
-                Verdict::Accepted(a) if a.broadcast == broadcast => {
-                    Some((a.record.clone(), a.seen.clone()))
-                }
-                _ => None,
-            })
-            .unzip()
+    let accepted = |broadcast: bool| {
+        verdicts.iter().filter_map(move |v| match v {
+            Verdict::Accepted(a) if a.broadcast == broadcast => Some(a),
+            _ => None,
+        })
     };
-    let (records, seen) = accepted(false);
-    let (broadcasts, broadcasts_seen) = accepted(true);
+    // A message's inbox record is its dedup record while the inbox holds
+    // it; a broadcast, forgotten once judged, keeps one.
+    let records: Vec<InboxRecord> = accepted(false).map(|a| a.record.clone()).collect();
+    let (broadcasts, broadcasts_seen): (Vec<InboxRecord>, Vec<(Vec<u8>, u64)>) = accepted(true)
+        .map(|a| (a.record.clone(), a.seen.clone()))
+        .unzip();
     let stored_broadcasts = broadcasts.is_empty()
         || match ctx.store.put_broadcasts(&broadcasts, &broadcasts_seen) {
             Ok(()) => true,
@@ -479,7 +479,7 @@ fn store(verdicts: &[Verdict], ctx: &Ctx<'_>) -> (bool, bool) {
         })
         .collect();
     let stored = records.is_empty()
-        || match ctx.store.put_inbox(&records, &seen, &asks) {
+        || match ctx.store.put_inbox(&records, &asks) {
             Ok(()) => true,
             Err(e) => {
                 tracing::error!(error = %e, "cannot store received mail");

@@ -18,7 +18,7 @@ use crate::mail::address::address;
 use crate::mail::consent::{Consent, Decision, HeldReason, NoRoom};
 use crate::mail::ctx::{Ctx, hex};
 use crate::mail::guard::answers::Answers;
-use crate::store::{AskRecord, InboxRecord};
+use crate::store::{AskRecord, InboxRecord, dedup_key, dedup_until};
 use crate::team::Directory;
 
 /// The sender of an inbound batch, as the network authenticated and
@@ -51,7 +51,8 @@ pub(in crate::mail) struct Refusal {
 pub(in crate::mail) struct Accepted {
     /// Its inbox record (its seq given when the batch is written).
     pub record: InboxRecord,
-    /// Its dedup key (sender ‖ id) and how long it is kept, Unix ms.
+    /// Its dedup key (sender ‖ id) and how long it is kept, Unix ms
+    /// (written for a broadcast; a message's inbox record stands for it).
     pub seen: (Vec<u8>, u64),
     /// The receiving address, for the audit log.
     pub recipient: String,
@@ -166,10 +167,7 @@ impl Checks<'_> {
         }
         let (held, answered) = self.held(peer, &header, &body, ctx)?;
         let recipient = address(body.to_mailbox.as_ref().map(Name::as_str), &ctx.dir.my_name);
-        let until = header
-            .expires_at
-            .saturating_add(MAX_CLOCK_SKEW)
-            .as_unix_millis();
+        let until = dedup_until(header.expires_at);
         Ok(Verdict::Accepted(Box::new(Accepted {
             record: record(peer, &header, body, held, ctx),
             seen: (key, until),
@@ -180,31 +178,37 @@ impl Checks<'_> {
         })))
     }
 
-    /// Its dedup key (sender ‖ id) when it is new here: not seen before
-    /// (or seen and still held: its first answer was lost), nor earlier
-    /// in the batch, and its id not another message's.
+    /// Its dedup key (sender ‖ id) when it is new here: not in the inbox
+    /// (where it is its own dedup record; still held there, its first
+    /// answer was lost), nor remembered by a dedup record (a broadcast, or
+    /// a message the inbox forgot within its window), nor earlier in the
+    /// batch, and its id not another message's.
     fn fresh(&self, peer: PeerId, h: &Header, ctx: &Ctx<'_>) -> Result<Vec<u8>, Verdict> {
         let id = h.id.to_string();
-        let key = [peer.to_bytes(), h.id.0.to_vec()].concat();
+        let key = dedup_key(&peer, &h.id);
         // A store that cannot answer is not an answer of "new": the sender
         // tries again later.
-        let seen_before = ctx.store.seen(&key).map_err(|_| Verdict::Busy)?;
-        if seen_before
-            && let Ok(Some(r)) = ctx.store.inbox_get(&id)
-            && r.held.is_some()
+        let busy = |_| Verdict::Busy;
+        let in_inbox = match ctx.store.inbox_has(&id).map_err(busy)? {
+            true => ctx.store.inbox_get(&id).map_err(busy)?,
+            false => None,
+        };
+        if let Some(r) = &in_inbox
             && r.from_peer == peer.to_string()
         {
-            // Its first answer was lost: the sender learns again that it
-            // is held, not that it was delivered.
-            return Err(Verdict::StillHeld);
+            return Err(match r.held {
+                // Its first answer was lost: the sender learns again that
+                // it is held, not that it was delivered.
+                Some(_) => Verdict::StillHeld,
+                None => Verdict::Duplicate,
+            });
         }
-        if self.batch.keys.contains(&key) || seen_before {
+        if self.batch.keys.contains(&key) || ctx.store.seen(&key).map_err(busy)? {
             return Err(Verdict::Duplicate);
         }
-        let id_in_inbox = ctx.store.inbox_has(&id).map_err(|_| Verdict::Busy)?;
         // Ids are random; one another sender already used would make
         // `read ID` ambiguous, so it is refused (the sender makes a new one).
-        if self.batch.ids.contains(&id) || id_in_inbox {
+        if self.batch.ids.contains(&id) || in_inbox.is_some() {
             return Err(refused(
                 "id_taken",
                 "another message here already has this id",

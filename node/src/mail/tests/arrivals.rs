@@ -10,7 +10,7 @@ fn inbox_pages_go_on_past_a_bounded_scan_and_miss_nothing() {
     let records: Vec<InboxRecord> = (1..=12_345)
         .map(|seq| record(seq, seq % 1000 == 0))
         .collect();
-    store.put_inbox(&records, &[], &[]).unwrap();
+    store.put_inbox(&records, &[]).unwrap();
     // A filter that matches little: each call looks at no more than
     // 5,000 messages, answers what it found and where to go on, and
     // nothing is missed or repeated.
@@ -119,6 +119,69 @@ fn a_duplicate_is_answered_as_such_within_a_batch_and_across_batches() {
     assert!(events.is_empty());
     assert_eq!(d.store.inbox_after(0, 10).unwrap().len(), 1, "stored once");
     assert_eq!(events_named(&d.log, "received"), 1);
+}
+
+#[test]
+fn the_inbox_record_is_the_dedup_record_until_the_inbox_forgets_it() {
+    let t = team();
+    let now = at(T0, Instant::now());
+    let mut d = desk();
+    let mut inbox = Inbox::new(t.me.clone(), 0);
+    let mut consent = Consent::default();
+    let e = plain(&t.alpha, &t.me, now.wall);
+    let mut ctx = Ctx {
+        store: d.store.as_ref(),
+        dir: &t.dir,
+        log: &mut d.log,
+        now,
+    };
+    let from = member(t.alpha.peer_id());
+    let (first, _) = inbox.receive(from, &batch(&[&e]), &mut consent, &mut ctx);
+    assert_eq!(first.outcomes, [MailOutcome::accepted(false)]);
+    let stored = ctx.store.inbox_after(0, 10).unwrap();
+    let (key, until) = stored[0].dedup_after(now.wall).expect("its window is open");
+    // Accepting it wrote no dedup record: the inbox refuses it again.
+    assert!(
+        !ctx.store.seen(&key).unwrap(),
+        "no dedup record while in the inbox"
+    );
+    let (again, _) = inbox.receive(from, &batch(&[&e]), &mut consent, &mut ctx);
+    assert_eq!(again.outcomes, [MailOutcome::Duplicate]);
+    // Forgotten within its window (rejected, or read and expired): its
+    // dedup record is left behind, and it is still a duplicate.
+    ctx.store.delete_inbox(&[stored[0].seq], now.wall).unwrap();
+    assert!(ctx.store.seen(&key).unwrap(), "the dedup record is written");
+    let (later, events) = inbox.receive(from, &batch(&[&e]), &mut consent, &mut ctx);
+    assert_eq!(later.outcomes, [MailOutcome::Duplicate]);
+    assert!(events.is_empty());
+    assert!(
+        ctx.store.inbox_after(0, 10).unwrap().is_empty(),
+        "not stored again"
+    );
+    // Once the window is over, the record goes with the others.
+    let after = Timestamp::from_unix_millis(until + 1);
+    assert_eq!(ctx.store.prune_seen(after).unwrap(), 1);
+    assert!(!ctx.store.seen(&key).unwrap());
+}
+
+#[test]
+fn a_message_forgotten_after_its_window_leaves_no_dedup_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path(), 1 << 20).unwrap();
+    let t = team();
+    let mut r = record(1, true);
+    r.from_peer = t.alpha.peer_id().to_string();
+    r.id = format!("{:032x}", 7);
+    r.expires_at = 1_000;
+    store.put_inbox(&[r.clone()], &[]).unwrap();
+    let (key, until) = r.dedup_after(Timestamp::from_unix_millis(0)).unwrap();
+    // Past its window (and the skew allowed): an envelope that old is
+    // refused as expired, so nothing is kept.
+    store
+        .delete_inbox(&[1], Timestamp::from_unix_millis(until))
+        .unwrap();
+    assert!(!store.seen(&key).unwrap());
+    assert!(store.inbox_at(1).unwrap().is_none());
 }
 
 #[test]

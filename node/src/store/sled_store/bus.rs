@@ -3,7 +3,7 @@
 use sled::Transactional;
 use sled::transaction::{TransactionError, TransactionalTree};
 
-use super::{INBOX_SEQ_KEY, insert_inbox};
+use super::{INBOX_SEQ_KEY, by_until_key, insert_inbox};
 use crate::store::sled_codec::{counted, from_record, to_record};
 use agentmesh_protocol::Timestamp;
 
@@ -33,7 +33,7 @@ impl BusStore for SledStore {
                 }
                 for (key, until) in seen {
                     seen_tree.insert(key.as_slice(), &until.to_be_bytes())?;
-                    by_until.insert([&until.to_be_bytes()[..], key].concat(), &[])?;
+                    by_until.insert(by_until_key(key, *until), &[])?;
                 }
                 Ok(())
             })

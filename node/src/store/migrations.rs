@@ -16,7 +16,9 @@ type Migration = fn(&sled::Db) -> Result<(), StoreError>;
 /// so an agent's unread count never reads the whole inbox. Format 5 keeps
 /// no dedup record for a message the inbox holds (its inbox record refuses
 /// it again; one is written when the inbox forgets it), so the records
-/// format 4 kept for them are dropped.
+/// format 4 kept for them are dropped; and it writes the audit entries of
+/// one flush as one record (a list), reading the single entries older
+/// formats wrote as they are.
 pub(super) const MIGRATIONS: [Migration; 5] = [
     |_db| Ok(()),
     json_to_cbor,

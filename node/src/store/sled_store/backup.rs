@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::{CONTACT_SEQ_KEY, DIRECTORY_SEQ_KEY, META, SledStore};
 use crate::store::StoreError;
-use crate::store::sled_codec::counted;
+use crate::store::sled_codec::{counted, from_record};
 
 /// What every backup carries: the team (its blocks, every member's
 /// contact and directory record), this machine's settings (the `meta`
@@ -70,6 +70,33 @@ impl SledStore {
             for kv in counted(&tree, tree.iter()) {
                 let (k, v) = kv.map_err(StoreError::from)?;
                 each(name, &k, &v)?;
+            }
+            // A message the inbox holds is its own dedup record. A backup
+            // without the inbox carries one for it instead (retention
+            // forgets those whose window is over).
+            if !with_mail && *name == super::SEEN_BY_UNTIL {
+                self.inbox_dedup(|key, until| {
+                    each("seen", key, &until.to_be_bytes())?;
+                    each(name, &super::by_until_key(key, until), &[])
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `each(key, until)` with the dedup record of every message the
+    /// inbox holds.
+    fn inbox_dedup<E: From<StoreError>>(
+        &self,
+        mut each: impl FnMut(&[u8], u64) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for kv in counted(&self.inbox, self.inbox.iter()) {
+            let (_, v) = kv.map_err(StoreError::from)?;
+            let r: crate::store::InboxRecord = from_record(&v)?;
+            if let Some((key, until)) =
+                r.dedup_after(agentmesh_protocol::Timestamp::from_unix_millis(0))
+            {
+                each(&key, until)?;
             }
         }
         Ok(())
@@ -200,6 +227,33 @@ mod tests {
         for n in SETTINGS.iter().chain(MAIL) {
             assert!(names.contains(&(*n).to_owned()), "{n} is not a tree");
         }
+    }
+
+    #[test]
+    fn a_backup_without_mail_carries_the_dedup_records_of_inbox_messages() {
+        use crate::store::{MailStore, testing::inbox_record};
+        let dir = tempfile::tempdir().unwrap();
+        let from = SledStore::open(&dir.path().join("a"), 1024 * 1024).unwrap();
+        let mut r = inbox_record(1, None, false, false);
+        r.from_peer = agentmesh_protocol::Identity::generate(&mut rand::rng())
+            .peer_id()
+            .to_string();
+        r.expires_at = 5_000;
+        from.put_inbox(&[r.clone()], &[]).unwrap();
+        let (key, until) = r
+            .dedup_after(agentmesh_protocol::Timestamp::from_unix_millis(0))
+            .unwrap();
+        assert!(!from.seen(&key).unwrap(), "the inbox stands for it here");
+        let mut to = Restoring::create(&dir.path().join("b")).unwrap();
+        from.backup_entries::<StoreError>(false, |t, k, v| to.put(t, k, v))
+            .unwrap();
+        let restored = to.finish(0, &dir.path().join("b")).unwrap();
+        assert!(restored.inbox_after(0, 10).unwrap().is_empty(), "no mail");
+        assert!(restored.seen(&key).unwrap(), "but its dedup record");
+        // With its place in the expiry index: retention forgets it.
+        let after = agentmesh_protocol::Timestamp::from_unix_millis(until + 1);
+        assert_eq!(restored.prune_seen(after).unwrap(), 1);
+        assert!(!restored.seen(&key).unwrap());
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The sled store's migrations, one per format version.
 
-use super::sled_codec::{SEEN_BY_UNTIL, UNREAD, from_record, is_unread, to_record, unread_value};
+use super::sled_codec::{
+    SEEN_BY_UNTIL, UNREAD, from_record, id_key, is_unread, to_record, unread_value,
+};
 use super::{InboxRecord, StoreError};
 
 /// A migration from format `i` to `i + 1` is `MIGRATIONS[i]`.
@@ -16,15 +18,16 @@ type Migration = fn(&sled::Db) -> Result<(), StoreError>;
 /// so an agent's unread count never reads the whole inbox. Format 5 keeps
 /// no dedup record for a message the inbox holds (its inbox record refuses
 /// it again; one is written when the inbox forgets it), so the records
-/// format 4 kept for them are dropped; and it writes the audit entries of
-/// one flush as one record (a list), reading the single entries older
-/// formats wrote as they are.
+/// format 4 kept for them are dropped; it keys the id indices by an id's
+/// 16 bytes (the outbox's index keeps only when its record was made); and
+/// it writes the audit entries of one flush as one record (a list),
+/// reading the single entries older formats wrote as they are.
 pub(super) const MIGRATIONS: [Migration; 5] = [
     |_db| Ok(()),
     json_to_cbor,
     index_seen,
     index_unread,
-    drop_inbox_dedup,
+    format_5,
 ];
 
 /// The trees whose values are serde records.
@@ -74,6 +77,35 @@ fn index_unread(db: &sled::Db) -> Result<(), StoreError> {
             unread.insert(k, unread_value(&r))?;
         }
     }
+    Ok(())
+}
+
+fn format_5(db: &sled::Db) -> Result<(), StoreError> {
+    drop_inbox_dedup(db)?;
+    // The inbox's index: hex id -> seq becomes id bytes -> seq.
+    rekey_ids(&db.open_tree("inbox_ids")?, |v| v.to_vec())?;
+    // The outbox's: hex id -> (created_at ‖ hex id) becomes id bytes ->
+    // created_at.
+    rekey_ids(&db.open_tree("outbox_done_ids")?, |v| {
+        v.get(..8).unwrap_or(v).to_vec()
+    })
+}
+
+/// Rewrites the entries of an index keyed by hex ids to [`id_key`]s, their
+/// values through `value`. The keys are read first: the new ones sort
+/// among the old.
+fn rekey_ids(tree: &sled::Tree, value: impl Fn(&[u8]) -> Vec<u8>) -> Result<(), StoreError> {
+    let mut batch = sled::Batch::default();
+    for kv in tree.iter() {
+        let (k, v) = kv?;
+        let text = String::from_utf8_lossy(&k);
+        let new = id_key(&text);
+        if new.as_slice() != k.as_ref() {
+            batch.remove(k.clone());
+            batch.insert(new, value(&v));
+        }
+    }
+    tree.apply_batch(batch)?;
     Ok(())
 }
 

@@ -21,6 +21,59 @@ pub(super) fn unread_value(r: &InboxRecord) -> &[u8] {
     r.mailbox.as_deref().unwrap_or("").as_bytes()
 }
 
+/// A message id's key in the id indices (`inbox_ids`,
+/// `outbox_done_ids`): its 16 bytes, not its 32 hex characters. sled keeps
+/// a key of 22 bytes or less inside its node, with no allocation of its
+/// own, and an index of random ids has every leaf in use. An id that is
+/// not a message id's hex keeps its text.
+pub(super) fn id_key(id: &str) -> Vec<u8> {
+    match agentmesh_protocol::envelope::MessageId::parse(id) {
+        Some(m) => m.0.to_vec(),
+        None => id.as_bytes().to_vec(),
+    }
+}
+
+/// The id an [`id_key`] stands for.
+pub(super) fn key_id(key: &[u8]) -> String {
+    match <[u8; 16]>::try_from(key) {
+        Ok(bytes) => agentmesh_protocol::envelope::MessageId(bytes).to_string(),
+        Err(_) => String::from_utf8_lossy(key).into_owned(),
+    }
+}
+
+/// The id keys starting with the lowercase hex `prefix` (4 to 31
+/// characters), at most `limit`: its whole bytes as a prefix, and an odd
+/// last character as a range of the next byte.
+pub(super) fn id_keys_starting(
+    tree: &sled::Tree,
+    prefix: &str,
+    limit: usize,
+) -> sled::Result<Vec<String>> {
+    let whole = prefix.len() / 2 * 2;
+    let Ok(bytes) = data_encoding::HEXLOWER.decode(&prefix.as_bytes()[..whole]) else {
+        return Ok(vec![]);
+    };
+    let last = prefix[whole..]
+        .chars()
+        .next()
+        .and_then(|c| c.to_digit(16))
+        .map(|n| n as u8);
+    let from = [&bytes[..], last.map(|n| n << 4).as_slice()].concat();
+    let mut out = vec![];
+    for key in tree.range(from..).keys() {
+        let key = key?;
+        let within = key.starts_with(&bytes)
+            && last.is_none_or(|n| key.get(bytes.len()).is_some_and(|b| b >> 4 == n));
+        if !within || out.len() == limit {
+            break;
+        }
+        if key.len() == 16 {
+            out.push(key_id(&key));
+        }
+    }
+    Ok(out)
+}
+
 /// A transaction's error as the store's (none of ours aborts).
 pub(super) fn tx_error(e: sled::transaction::TransactionError<()>) -> StoreError {
     match e {
@@ -64,6 +117,38 @@ mod tests {
     use super::*;
     use crate::api::{HeldReason, MessageKind};
     use crate::store::InboxRecord;
+
+    #[test]
+    fn id_keys_are_the_ids_bytes_and_found_by_any_hex_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path()).unwrap();
+        let tree = db.open_tree("ids").unwrap();
+        let ids = [
+            "abcd1000000000000000000000000000",
+            "abcd2000000000000000000000000000",
+            "abce0000000000000000000000000000",
+            "abcf0000000000000000000000000000",
+            "fff00000000000000000000000000000",
+        ];
+        for id in ids {
+            assert_eq!(id_key(id).len(), 16);
+            assert_eq!(key_id(&id_key(id)), id);
+            tree.insert(id_key(id), &[]).unwrap();
+        }
+        // Not a message id: its text, and never found by a hex prefix.
+        tree.insert(id_key("abcd-not-hex"), &[]).unwrap();
+        assert_eq!(id_key("abcd-not-hex"), b"abcd-not-hex");
+        let found = |p: &str, limit| id_keys_starting(&tree, p, limit).unwrap();
+        assert_eq!(found("abcd", 6), ids[..2]);
+        assert_eq!(found("abcd2", 6), ids[1..2]);
+        assert_eq!(found("abc", 6), ids[..4]);
+        assert_eq!(found("abc", 3), ids[..3]);
+        assert_eq!(found("abce0", 6), ids[2..3]);
+        assert_eq!(found("f", 6), ids[4..]);
+        assert_eq!(found("fff0000", 6), ids[4..]);
+        assert!(found("abcd3", 6).is_empty());
+        assert!(found("0", 6).is_empty());
+    }
 
     /// A message's kind and held reason are enums in the code and the
     /// same words on disk: a record written when they were strings reads

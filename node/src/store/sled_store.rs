@@ -14,7 +14,8 @@ use agentmesh_protocol::{PeerId, Timestamp};
 
 use super::migrations::MIGRATIONS;
 use super::sled_codec::{
-    SEEN_BY_UNTIL, UNREAD, counted, from_record, is_unread, to_record, tx_error, unread_value,
+    SEEN_BY_UNTIL, UNREAD, counted, from_record, id_key, id_keys_starting, is_unread, to_record,
+    tx_error, unread_value,
 };
 use super::*;
 
@@ -25,7 +26,7 @@ pub(super) fn insert_inbox(
     r: &InboxRecord,
 ) -> Result<(), sled::transaction::UnabortableTransactionError> {
     inbox.insert(&r.seq.to_be_bytes(), to_record(r))?;
-    ids.insert(r.id.as_bytes(), &r.seq.to_be_bytes())?;
+    ids.insert(id_key(&r.id), &r.seq.to_be_bytes())?;
     if r.held.is_some() {
         held.insert(&r.seq.to_be_bytes(), r.from_peer.as_bytes())?;
     }
@@ -570,7 +571,7 @@ impl MailStore for SledStore {
                     unread.insert(&record.seq.to_be_bytes(), unread_value(record))?;
                 }
                 inbox.insert(&record.seq.to_be_bytes(), to_record(record))?;
-                ids.insert(record.id.as_bytes(), &record.seq.to_be_bytes())?;
+                ids.insert(id_key(&record.id), &record.seq.to_be_bytes())?;
                 meta.insert(INBOX_SEQ_KEY, &record.seq.to_be_bytes())?;
                 Ok(())
             })
@@ -668,7 +669,7 @@ impl MailStore for SledStore {
                     self.seen_by_until.insert(by_until_key(&key, until), &[])?;
                 }
                 self.inbox.remove(s.to_be_bytes())?;
-                self.inbox_ids.remove(r.id.as_bytes())?;
+                self.inbox_ids.remove(id_key(&r.id))?;
                 if let Some(at) = r.read_at {
                     self.read
                         .remove([at.to_be_bytes(), s.to_be_bytes()].concat())?;
@@ -679,7 +680,7 @@ impl MailStore for SledStore {
     }
 
     fn inbox_get(&self, id: &str) -> Result<Option<InboxRecord>, StoreError> {
-        let Some(seq) = self.inbox_ids.get(id.as_bytes())? else {
+        let Some(seq) = self.inbox_ids.get(id_key(id))? else {
             return Ok(None);
         };
         match self.inbox.get(&seq)? {
@@ -689,16 +690,11 @@ impl MailStore for SledStore {
     }
 
     fn inbox_ids_starting(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StoreError> {
-        self.inbox_ids
-            .scan_prefix(prefix.as_bytes())
-            .keys()
-            .take(limit)
-            .map(|k| Ok(String::from_utf8_lossy(&k?).into_owned()))
-            .collect()
+        Ok(id_keys_starting(&self.inbox_ids, prefix, limit)?)
     }
 
     fn inbox_has(&self, id: &str) -> Result<bool, StoreError> {
-        Ok(self.inbox_ids.contains_key(id.as_bytes())?)
+        Ok(self.inbox_ids.contains_key(id_key(id))?)
     }
 
     fn last_inbox_seq(&self) -> Result<u64, StoreError> {
@@ -953,12 +949,43 @@ mod tests {
         r.from_peer = peer.to_string();
         r.expires_at = 5_000;
         let (key, until) = r.dedup_after(Timestamp::from_unix_millis(0)).unwrap();
+        let sent = OutboxRecord {
+            id: format!("{:032x}", 99),
+            to_peer: peer.to_string(),
+            to: "@alpha".into(),
+            kind: crate::api::MessageKind::Tell,
+            envelope: vec![],
+            status: OutboxStatus::Delivered,
+            reason: None,
+            attempts: 1,
+            created_at: 1_234,
+            expires_at: 5_000,
+            held: false,
+            body_sha256: String::new(),
+            deferred_until: None,
+            states: vec![],
+            carrier: None,
+            copy: None,
+        };
         {
             // A format-4 store: the message and its dedup record, and a
-            // broadcast's record, which stays.
+            // broadcast's record, which stays; the id indices keyed by hex
+            // ids, the outbox's naming its record's key.
             let s = SledStore::open(dir.path(), 1 << 20).unwrap();
-            s.put_inbox(&[r], &[]).unwrap();
+            s.put_inbox(&[r.clone()], &[]).unwrap();
+            s.put_outbox(std::slice::from_ref(&sent)).unwrap();
             s.put_broadcasts(&[], &[(key.clone(), until), (b"broadcast".to_vec(), 9)])
+                .unwrap();
+            s.inbox_ids.clear().unwrap();
+            s.inbox_ids
+                .insert(r.id.as_bytes(), &r.seq.to_be_bytes())
+                .unwrap();
+            s.outbox_done_ids.clear().unwrap();
+            s.outbox_done_ids
+                .insert(
+                    sent.id.as_bytes(),
+                    [&sent.created_at.to_be_bytes()[..], sent.id.as_bytes()].concat(),
+                )
                 .unwrap();
             s.meta.insert(FORMAT_KEY, &4u32.to_be_bytes()).unwrap();
             s.flush().unwrap();
@@ -967,6 +994,16 @@ mod tests {
         assert_eq!(s.format_version().unwrap(), FORMAT_VERSION);
         assert!(!s.seen(&key).unwrap(), "the inbox record stands for it");
         assert!(s.seen(b"broadcast").unwrap());
+        // Both indices keyed by the ids' 16 bytes, and each finds its record.
+        assert_eq!(s.inbox_ids.len(), 1);
+        assert_eq!(s.inbox_ids.first().unwrap().unwrap().0.len(), 16);
+        assert_eq!(s.inbox_get(&r.id).unwrap(), Some(r.clone()));
+        assert_eq!(
+            s.inbox_ids_starting(&r.id[..5], 6).unwrap(),
+            vec![r.id.clone()]
+        );
+        assert_eq!(s.outbox_done_ids.first().unwrap().unwrap().0.len(), 16);
+        assert_eq!(s.outbox_get(&sent.id).unwrap(), Some(sent.clone()));
         // Its index entry went with it: pruning finds only the other.
         assert_eq!(
             s.prune_seen(Timestamp::from_unix_millis(u64::MAX)).unwrap(),

@@ -1,15 +1,15 @@
 //! The outbox in sled: records on their way by id; delivered and failed
 //! ones by when they were sent (created_at ‖ id), with an index from id
-//! to that key, so a receipt finds its message.
+//! (its 16 bytes) to its created_at, so a receipt finds its message.
 
 use agentmesh_protocol::Timestamp;
 
 use super::SledStore;
-use crate::store::sled_codec::{counted, from_record, to_record};
+use crate::store::sled_codec::{counted, from_record, id_key, to_record};
 use crate::store::{OutboxRecord, OutboxStatus, StoreError};
 
-fn done_key(r: &OutboxRecord) -> Vec<u8> {
-    [&r.created_at.to_be_bytes()[..], r.id.as_bytes()].concat()
+fn done_key(created_at: u64, id: &str) -> Vec<u8> {
+    [&created_at.to_be_bytes()[..], id.as_bytes()].concat()
 }
 
 impl SledStore {
@@ -22,9 +22,8 @@ impl SledStore {
         for r in records {
             if matches!(r.status, OutboxStatus::Delivered | OutboxStatus::Failed) {
                 live.remove(r.id.as_bytes());
-                let key = done_key(r);
-                ids.insert(r.id.as_bytes(), key.clone());
-                done.insert(key, to_record(r));
+                ids.insert(id_key(&r.id), &r.created_at.to_be_bytes());
+                done.insert(done_key(r.created_at, &r.id), to_record(r));
             } else {
                 live.insert(r.id.as_bytes(), to_record(r));
             }
@@ -44,11 +43,15 @@ impl SledStore {
         if let Some(v) = self.outbox.get(id.as_bytes())? {
             return from_record(&v).map(Some);
         }
-        let Some(key) = self.outbox_done_ids.get(id.as_bytes())? else {
+        let Some(created_at) = self
+            .outbox_done_ids
+            .get(id_key(id))?
+            .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+        else {
             return Ok(None);
         };
         self.outbox_done
-            .get(key)?
+            .get(done_key(u64::from_be_bytes(created_at), id))?
             .map(|v| from_record(&v))
             .transpose()
     }
@@ -103,7 +106,8 @@ impl SledStore {
         {
             let key = kv?.0;
             // The id follows the 8 bytes of created_at.
-            self.outbox_done_ids.remove(&key[8..])?;
+            self.outbox_done_ids
+                .remove(id_key(&String::from_utf8_lossy(&key[8..])))?;
             self.outbox_done.remove(key)?;
             gone += 1;
         }

@@ -331,10 +331,12 @@ impl Default for MessagesConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
     /// sled's page cache, in MiB (as sled counts it: pages' sizes on
-    /// disk). Default: 4. The store's working set is small: at 30,000
-    /// messages a 4 MiB cache kept the receiving daemon 12 MiB smaller
-    /// than 16 did, with no throughput difference the paired runs could
-    /// see (docs/benchmarks.md, "Bounded memory").
+    /// disk, rounded up to a power of two). Default: 1. The store's
+    /// working set is small: at 30,000 messages a 4 MiB cache kept the
+    /// receiving daemon 12 MiB smaller than 16 did, and at 100,000 a 1 MiB
+    /// cache kept a restarted receiver 1-9 MiB smaller than 4 did, with no
+    /// throughput difference the paired runs could see (docs/benchmarks.md,
+    /// "Bounded memory").
     pub cache_mib: u64,
 }
 
@@ -384,7 +386,7 @@ impl Default for Config {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { cache_mib: 4 }
+        StoreConfig { cache_mib: 1 }
     }
 }
 

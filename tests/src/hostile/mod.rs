@@ -289,7 +289,8 @@ impl Peer {
         let peer_id = keypair.public().to_peer_id();
         rt.spawn(async move {
             let mut swarm = agentmesh_node::net::build(keypair, false).expect("a swarm");
-            let mut dials: Vec<(Multiaddr, Answer<PeerId>)> = vec![];
+            // Each dial, and whether it was made again from a fresh port.
+            let mut dials: Vec<(Multiaddr, Answer<PeerId>, bool)> = vec![];
             let mut listens: Vec<Answer<Multiaddr>> = vec![];
             let mut mail: HashMap<OutboundRequestId, Answer<MailReply>> = HashMap::new();
             let mut carried: HashMap<OutboundRequestId, Answer<MailReply>> = HashMap::new();
@@ -307,7 +308,7 @@ impl Peer {
                             }
                         }
                         Some(Cmd::Dial(addr, answer)) => match swarm.dial(addr.clone()) {
-                            Ok(()) => dials.push((addr, answer)),
+                            Ok(()) => dials.push((addr, answer, false)),
                             Err(e) => { let _ = answer.send(Err(e.to_string())); }
                         },
                         Some(Cmd::Mail(to, req, answer)) => {
@@ -344,7 +345,7 @@ impl Peer {
                     event = swarm.select_next_some() => match event {
                         SwarmEvent::ConnectionEstablished { peer_id, .. } => {
                             // The tests dial one daemon at a time.
-                            for (_, answer) in dials.drain(..) {
+                            for (_, answer, _) in dials.drain(..) {
                                 let _ = answer.send(Ok(peer_id));
                             }
                         }
@@ -355,8 +356,22 @@ impl Peer {
                             }
                         }
                         SwarmEvent::OutgoingConnectionError { error, .. } => {
-                            for (_, answer) in dials.drain(..) {
-                                let _ = answer.send(Err(error.to_string()));
+                            // The last connection between this listen port
+                            // and a daemon restarted on its own may linger
+                            // in TIME_WAIT: dialled from the listen port,
+                            // the dial fails "address in use". Once more
+                            // from a fresh port, as the daemon's `connect`.
+                            let error = error.to_string();
+                            for (addr, answer, again) in std::mem::take(&mut dials) {
+                                let fresh = libp2p::swarm::dial_opts::DialOpts::unknown_peer_id()
+                                    .address(addr.clone())
+                                    .allocate_new_port()
+                                    .build();
+                                if !again && error.contains("Address already in use") && swarm.dial(fresh).is_ok() {
+                                    dials.push((addr, answer, true));
+                                } else {
+                                    let _ = answer.send(Err(error.clone()));
+                                }
                             }
                         }
                         SwarmEvent::Behaviour(BehaviourEvent::Mail(e)) => match e {

@@ -1,0 +1,161 @@
+//! The audit log in sled: the entries one flush writes share a record.
+
+use agentmesh_protocol::Timestamp;
+
+use super::SledStore;
+use crate::store::sled_codec::{counted, from_record, to_record};
+use crate::store::{AuditEntry, AuditStore, StoreError};
+
+/// Audit entries one flush writes share a record, this many at most: the
+/// key of the first (time ‖ sled's monotonic id), the entries in time
+/// order. A sled record costs the daemon memory as long as it is kept,
+/// and a busy machine writes several entries a message. Records much
+/// larger than a message's make larger pages, which sled keeps and
+/// rewrites whole: 256 entries a record (about 75 KiB) held 4 MiB more on
+/// a receiver of 100,000 messages than 8 (about 2.4 KiB, a message's size).
+const AUDIT_PER_RECORD: usize = 8;
+
+/// The entries of an audit record: a list (format 5), or one entry (as
+/// format 4 and older wrote them).
+fn audit_entries(bytes: &[u8]) -> Result<Vec<AuditEntry>, StoreError> {
+    // CBOR's major type 4 is an array; an entry is a map (type 5).
+    match bytes.first() {
+        Some(b) if b >> 5 == 4 => from_record(bytes),
+        _ => Ok(vec![from_record(bytes)?]),
+    }
+}
+
+/// The time of an audit record's first entry, from its key.
+fn audit_key_at(key: &[u8]) -> u64 {
+    key.get(..8)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map_or(0, u64::from_be_bytes)
+}
+
+impl AuditStore for SledStore {
+    fn audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+        self.audit_many(std::slice::from_ref(entry))
+    }
+
+    fn audit_many(&self, entries: &[AuditEntry]) -> Result<(), StoreError> {
+        let mut sorted: Vec<&AuditEntry> = entries.iter().collect();
+        sorted.sort_by_key(|e| e.at);
+        let mut batch = sled::Batch::default();
+        for chunk in sorted.chunks(AUDIT_PER_RECORD) {
+            // The id after the time: two records of one millisecond never
+            // collide.
+            let id = self.db.generate_id()?;
+            batch.insert(
+                [chunk[0].at.to_be_bytes(), id.to_be_bytes()].concat(),
+                to_record(&chunk),
+            );
+        }
+        self.audit.apply_batch(batch)?;
+        Ok(())
+    }
+
+    fn audit_since(&self, since: Timestamp, limit: usize) -> Result<Vec<AuditEntry>, StoreError> {
+        let since = since.as_unix_millis();
+        // Newest records first, until `limit` entries are found or a
+        // record began before `since` (records of flushes apart overlap by
+        // no more than the entries of one flush waited).
+        let mut out = vec![];
+        for kv in counted(&self.audit, self.audit.iter()).rev() {
+            let (k, v) = kv?;
+            out.extend(
+                audit_entries(&v)?
+                    .into_iter()
+                    .rev()
+                    .filter(|e| e.at >= since),
+            );
+            if out.len() >= limit || audit_key_at(&k) < since {
+                break;
+            }
+        }
+        out.reverse();
+        out.sort_by_key(|e| e.at);
+        out.drain(..out.len().saturating_sub(limit));
+        Ok(out)
+    }
+
+    fn prune_audit(&self, before: Timestamp) -> Result<usize, StoreError> {
+        let mut gone = 0;
+        for kv in self.audit.range(..before.as_unix_millis().to_be_bytes()) {
+            let (k, v) = kv?;
+            let entries = audit_entries(&v)?;
+            let all = entries.len();
+            let keep: Vec<AuditEntry> = entries
+                .into_iter()
+                .filter(|e| e.at >= before.as_unix_millis())
+                .collect();
+            gone += all - keep.len();
+            // Kept entries go into a record of their own, keyed at or
+            // after `before`: past the range this walks. Written first: a
+            // crash between the two shows them twice, never loses them.
+            if !keep.is_empty() {
+                self.audit_many(&keep)?;
+            }
+            self.audit.remove(k)?;
+        }
+        Ok(gone)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testing::reopen;
+
+    #[test]
+    fn the_audit_entries_of_a_flush_share_records_and_read_and_prune_as_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = reopen(dir.path()).unwrap();
+        let entry = |at: u64| AuditEntry {
+            at,
+            event: "sent".into(),
+            detail: format!("entry {at}"),
+            ..AuditEntry::default()
+        };
+        // A record as format 4 wrote it: one entry, not a list.
+        s.audit
+            .insert(
+                [5u64.to_be_bytes(), 0u64.to_be_bytes()].concat(),
+                to_record(&entry(5)),
+            )
+            .unwrap();
+        // One flush's 300 entries, out of order: records of
+        // AUDIT_PER_RECORD, the last one shorter.
+        let flush: Vec<AuditEntry> = (0..300).rev().map(|i| entry(1_000 + i)).collect();
+        s.audit_many(&flush).unwrap();
+        assert_eq!(s.audit.len(), 1 + 300usize.div_ceil(AUDIT_PER_RECORD));
+        let at = |v: &[AuditEntry]| v.iter().map(|e| e.at).collect::<Vec<_>>();
+        let all = s
+            .audit_since(Timestamp::from_unix_millis(0), 1_000)
+            .unwrap();
+        assert_eq!(
+            at(&all),
+            std::iter::once(5).chain(1_000..1_300).collect::<Vec<_>>()
+        );
+        // The newest, in order, across the records' boundary.
+        let newest = s.audit_since(Timestamp::from_unix_millis(0), 50).unwrap();
+        assert_eq!(at(&newest), (1_250..1_300).collect::<Vec<_>>());
+        let since = s
+            .audit_since(Timestamp::from_unix_millis(1_290), 100)
+            .unwrap();
+        assert_eq!(at(&since), (1_290..1_300).collect::<Vec<_>>());
+        // Pruning counts entries, splitting the record it cuts through.
+        assert_eq!(
+            s.prune_audit(Timestamp::from_unix_millis(1_100)).unwrap(),
+            101
+        );
+        let left = s
+            .audit_since(Timestamp::from_unix_millis(0), 1_000)
+            .unwrap();
+        assert_eq!(at(&left), (1_100..1_300).collect::<Vec<_>>());
+        assert_eq!(left[0].detail, "entry 1100");
+        assert_eq!(
+            s.prune_audit(Timestamp::from_unix_millis(1_100)).unwrap(),
+            0
+        );
+    }
+}

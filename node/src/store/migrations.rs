@@ -91,18 +91,21 @@ fn format_5(db: &sled::Db) -> Result<(), StoreError> {
     })
 }
 
-/// Rewrites the entries of an index keyed by hex ids to [`id_key`]s, their
-/// values through `value`. The keys are read first: the new ones sort
-/// among the old.
+/// Rewrites the entries of an index keyed by hex ids (32 characters) to
+/// [`id_key`]s, their values through `value`, in one batch after reading
+/// them all (the new keys sort among the old). Keys already rewritten (16
+/// bytes) are left: the version is recorded only after every step, so a
+/// crash can make a store run this step again.
 fn rekey_ids(tree: &sled::Tree, value: impl Fn(&[u8]) -> Vec<u8>) -> Result<(), StoreError> {
     let mut batch = sled::Batch::default();
     for kv in tree.iter() {
         let (k, v) = kv?;
-        let text = String::from_utf8_lossy(&k);
-        let new = id_key(&text);
-        if new.as_slice() != k.as_ref() {
+        let Ok(text) = std::str::from_utf8(&k) else {
+            continue;
+        };
+        if text.len() == 32 && agentmesh_protocol::envelope::MessageId::parse(text).is_some() {
             batch.remove(k.clone());
-            batch.insert(new, value(&v));
+            batch.insert(id_key(text), value(&v));
         }
     }
     tree.apply_batch(batch)?;

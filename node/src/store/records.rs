@@ -383,13 +383,18 @@ pub struct InboxRecord {
 
 impl InboxRecord {
     /// The dedup record this message needs once the inbox no longer holds
-    /// it, if its window is still open at `now`: (key, until). While the
-    /// inbox holds it, its record is what refuses it again.
+    /// it, if its window is still open at `now` (an envelope is refused as
+    /// expired only after `until`): (key, until). While the inbox holds
+    /// it, its record is what refuses it again. A broadcast's copy needs
+    /// none: the broadcast kept its own.
     pub fn dedup_after(&self, now: Timestamp) -> Option<(Vec<u8>, u64)> {
+        if self.kind == crate::api::MessageKind::Broadcast {
+            return None;
+        }
         let until = dedup_until(Timestamp::from_unix_millis(self.expires_at));
         let sender = self.from_peer.parse::<PeerId>().ok()?;
         let id = MessageId::parse(&self.id)?;
-        (until > now.as_unix_millis()).then(|| (dedup_key(&sender, &id), until))
+        (until >= now.as_unix_millis()).then(|| (dedup_key(&sender, &id), until))
     }
 }
 

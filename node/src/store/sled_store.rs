@@ -913,6 +913,16 @@ mod tests {
         );
         assert_eq!(s.outbox_done_ids.first().unwrap().unwrap().0.len(), 16);
         assert_eq!(s.outbox_get(&sent.id).unwrap(), Some(sent.clone()));
+        // A crash before the version is recorded runs the step again: it
+        // leaves what it already rewrote as it is.
+        s.meta.insert(FORMAT_KEY, &4u32.to_be_bytes()).unwrap();
+        s.flush().unwrap();
+        drop(s);
+        let s = reopen(dir.path()).unwrap();
+        assert_eq!(s.format_version().unwrap(), FORMAT_VERSION);
+        assert_eq!(s.inbox_get(&r.id).unwrap(), Some(r.clone()));
+        assert_eq!(s.outbox_get(&sent.id).unwrap(), Some(sent.clone()));
+        assert_eq!((s.inbox_ids.len(), s.outbox_done_ids.len()), (1, 1));
         // Its index entry went with it: pruning finds only the other.
         assert_eq!(
             s.prune_seen(Timestamp::from_unix_millis(u64::MAX)).unwrap(),

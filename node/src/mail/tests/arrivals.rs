@@ -175,13 +175,24 @@ fn a_message_forgotten_after_its_window_leaves_no_dedup_record() {
     r.expires_at = 1_000;
     store.put_inbox(&[r.clone()], &[]).unwrap();
     let (key, until) = r.dedup_after(Timestamp::from_unix_millis(0)).unwrap();
-    // Past its window (and the skew allowed): an envelope that old is
-    // refused as expired, so nothing is kept.
+    // At the window's last millisecond an envelope is still taken: its
+    // record is kept.
     store
         .delete_inbox(&[1], Timestamp::from_unix_millis(until))
         .unwrap();
+    assert!(store.seen(&key).unwrap());
+    // Past its window (and the skew allowed): an envelope that old is
+    // refused as expired, so nothing is kept.
+    let mut again = r.clone();
+    again.seq = 2;
+    again.id = format!("{:032x}", 8);
+    store.put_inbox(&[again.clone()], &[]).unwrap();
+    let (key, _) = again.dedup_after(Timestamp::from_unix_millis(0)).unwrap();
+    store
+        .delete_inbox(&[2], Timestamp::from_unix_millis(until + 1))
+        .unwrap();
     assert!(!store.seen(&key).unwrap());
-    assert!(store.inbox_at(1).unwrap().is_none());
+    assert!(store.inbox_at(2).unwrap().is_none());
 }
 
 #[test]

@@ -15,6 +15,13 @@ use crate::store::{AuditEntry, AuditStore, StoreError};
 /// a receiver of 100,000 messages than 8 (about 2.4 KiB, a message's size).
 const AUDIT_PER_RECORD: usize = 8;
 
+/// The entries of one record span this long at most (from the first's
+/// time, ms): a flush's entries further apart (entries kept while the
+/// group commit's queue was full) go into records of their own. So a
+/// record keyed before `t - AUDIT_SPAN_MS` holds nothing at `t` or after,
+/// and a read by time looks that far past its bound, no further.
+const AUDIT_SPAN_MS: u64 = 1_000;
+
 /// The entries of an audit record: a list (format 5), or one entry (as
 /// format 4 and older wrote them).
 fn audit_entries(bytes: &[u8]) -> Result<Vec<AuditEntry>, StoreError> {
@@ -41,14 +48,24 @@ impl AuditStore for SledStore {
         let mut sorted: Vec<&AuditEntry> = entries.iter().collect();
         sorted.sort_by_key(|e| e.at);
         let mut batch = sled::Batch::default();
-        for chunk in sorted.chunks(AUDIT_PER_RECORD) {
+        // Records of AUDIT_PER_RECORD entries at most, spanning
+        // AUDIT_SPAN_MS at most.
+        let mut rest = &sorted[..];
+        while let Some(first) = rest.first() {
+            let n = rest
+                .iter()
+                .take(AUDIT_PER_RECORD)
+                .take_while(|e| e.at - first.at <= AUDIT_SPAN_MS)
+                .count();
+            let (record, after) = rest.split_at(n);
             // The id after the time: two records of one millisecond never
             // collide.
             let id = self.db.generate_id()?;
             batch.insert(
-                [chunk[0].at.to_be_bytes(), id.to_be_bytes()].concat(),
-                to_record(&chunk),
+                [first.at.to_be_bytes(), id.to_be_bytes()].concat(),
+                to_record(&record),
             );
+            rest = after;
         }
         self.audit.apply_batch(batch)?;
         Ok(())
@@ -56,23 +73,28 @@ impl AuditStore for SledStore {
 
     fn audit_since(&self, since: Timestamp, limit: usize) -> Result<Vec<AuditEntry>, StoreError> {
         let since = since.as_unix_millis();
-        // Newest records first, until `limit` entries are found or a
-        // record began before `since` (records of flushes apart overlap by
-        // no more than the entries of one flush waited).
-        let mut out = vec![];
+        // Newest records first. A record and every one keyed before it
+        // hold nothing later than its key's time and the span: past
+        // `since`, or past the `limit`-th newest entry found, the rest
+        // cannot change the answer.
+        let mut out: Vec<AuditEntry> = vec![];
+        let mut times: Vec<u64> = vec![];
         for kv in counted(&self.audit, self.audit.iter()).rev() {
             let (k, v) = kv?;
-            out.extend(
-                audit_entries(&v)?
-                    .into_iter()
-                    .rev()
-                    .filter(|e| e.at >= since),
-            );
-            if out.len() >= limit || audit_key_at(&k) < since {
+            let horizon = audit_key_at(&k).saturating_add(AUDIT_SPAN_MS);
+            if horizon < since {
                 break;
             }
+            if limit > 0 && out.len() >= limit {
+                times.clear();
+                times.extend(out.iter().map(|e| e.at));
+                let (_, nth, _) = times.select_nth_unstable_by(limit - 1, |a, b| b.cmp(a));
+                if horizon < *nth {
+                    break;
+                }
+            }
+            out.extend(audit_entries(&v)?.into_iter().filter(|e| e.at >= since));
         }
-        out.reverse();
         out.sort_by_key(|e| e.at);
         out.drain(..out.len().saturating_sub(limit));
         Ok(out)
@@ -157,5 +179,39 @@ mod tests {
             s.prune_audit(Timestamp::from_unix_millis(1_100)).unwrap(),
             0
         );
+    }
+
+    /// Records of flushes apart overlap in time (a flush's entries are
+    /// stamped when they happened, and may wait): a read by time misses
+    /// none of them, whatever record they are in.
+    #[test]
+    fn records_that_overlap_in_time_are_read_whole_at_every_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = reopen(dir.path()).unwrap();
+        let entry = |at: u64| AuditEntry {
+            at,
+            event: "sent".into(),
+            ..AuditEntry::default()
+        };
+        // One flush: 100 and 900 (one record, keyed at 100); a second: 500
+        // to 510 (keyed at 500); a third, 5,000 apart: two records.
+        s.audit_many(&[entry(100), entry(900)]).unwrap();
+        s.audit_many(&(500..=510).map(entry).collect::<Vec<_>>())
+            .unwrap();
+        s.audit_many(&[entry(2_000), entry(7_000)]).unwrap();
+        assert_eq!(s.audit.len(), 1 + 2 + 2, "a record spans a second at most");
+        let at = |since: u64, limit: usize| {
+            s.audit_since(Timestamp::from_unix_millis(since), limit)
+                .unwrap()
+                .iter()
+                .map(|e| e.at)
+                .collect::<Vec<_>>()
+        };
+        // 900 sits in a record keyed before 600 and before 510.
+        assert_eq!(at(600, 10), [900, 2_000, 7_000]);
+        assert_eq!(at(0, 3), [900, 2_000, 7_000]);
+        assert_eq!(at(0, 4), [510, 900, 2_000, 7_000]);
+        assert_eq!(at(0, 100).len(), 15);
+        assert_eq!(at(7_001, 10), Vec::<u64>::new());
     }
 }

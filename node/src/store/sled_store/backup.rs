@@ -65,41 +65,43 @@ impl SledStore {
         mut each: impl FnMut(&str, &[u8], &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
         let mail: &[&str] = if with_mail { MAIL } else { &[] };
+        // A message the inbox holds is its own dedup record. A backup
+        // without the inbox carries one for it instead (retention forgets
+        // those whose window is over). The inbox is read before the dedup
+        // trees: a message forgotten meanwhile has its record there by
+        // then (`delete_inbox` writes it first).
+        let inbox_dedup = match with_mail {
+            true => vec![],
+            false => self.inbox_dedup()?,
+        };
         for name in SETTINGS.iter().chain(mail) {
+            if *name == "seen" {
+                for (key, until) in &inbox_dedup {
+                    each(name, key, &until.to_be_bytes())?;
+                }
+            }
+            if *name == super::SEEN_BY_UNTIL {
+                for (key, until) in &inbox_dedup {
+                    each(name, &super::by_until_key(key, *until), &[])?;
+                }
+            }
             let tree = self.db.open_tree(name).map_err(StoreError::from)?;
             for kv in counted(&tree, tree.iter()) {
                 let (k, v) = kv.map_err(StoreError::from)?;
                 each(name, &k, &v)?;
             }
-            // A message the inbox holds is its own dedup record. A backup
-            // without the inbox carries one for it instead (retention
-            // forgets those whose window is over).
-            if !with_mail && *name == super::SEEN_BY_UNTIL {
-                self.inbox_dedup(|key, until| {
-                    each("seen", key, &until.to_be_bytes())?;
-                    each(name, &super::by_until_key(key, until), &[])
-                })?;
-            }
         }
         Ok(())
     }
 
-    /// Calls `each(key, until)` with the dedup record of every message the
-    /// inbox holds.
-    fn inbox_dedup<E: From<StoreError>>(
-        &self,
-        mut each: impl FnMut(&[u8], u64) -> Result<(), E>,
-    ) -> Result<(), E> {
+    /// The dedup record of every message the inbox holds.
+    fn inbox_dedup(&self) -> Result<Vec<(Vec<u8>, u64)>, StoreError> {
+        let mut out = vec![];
         for kv in counted(&self.inbox, self.inbox.iter()) {
-            let (_, v) = kv.map_err(StoreError::from)?;
-            let r: crate::store::InboxRecord = from_record(&v)?;
-            if let Some((key, until)) =
-                r.dedup_after(agentmesh_protocol::Timestamp::from_unix_millis(0))
-            {
-                each(&key, until)?;
-            }
+            let r: crate::store::InboxRecord = from_record(&kv?.1)?;
+            out.extend(r.dedup_after(agentmesh_protocol::Timestamp::from_unix_millis(0)));
         }
-        Ok(())
+        Ok(out)
     }
 
     /// The number this machine's next contact record will carry.

@@ -1,7 +1,7 @@
 //! The sled store's migrations, one per format version.
 
 use super::sled_codec::{
-    SEEN_BY_UNTIL, UNREAD, from_record, id_key, is_unread, to_record, unread_value,
+    SEEN_BY_UNTIL, UNREAD, from_record, id_key, inbox_dedup, is_unread, to_record, unread_value,
 };
 use super::{InboxRecord, StoreError};
 
@@ -113,16 +113,10 @@ fn rekey_ids(tree: &sled::Tree, value: impl Fn(&[u8]) -> Vec<u8>) -> Result<(), 
 }
 
 fn drop_inbox_dedup(db: &sled::Db) -> Result<(), StoreError> {
-    let inbox = db.open_tree("inbox")?;
     let seen = db.open_tree("seen")?;
     let by_until = db.open_tree(SEEN_BY_UNTIL)?;
-    for kv in inbox.iter() {
-        let r: InboxRecord = from_record(&kv?.1)?;
-        // Any time: the key is wanted, whatever its window.
-        let Some((key, _)) = r.dedup_after(agentmesh_protocol::Timestamp::from_unix_millis(0))
-        else {
-            continue;
-        };
+    for (key, _) in inbox_dedup(&db.open_tree("inbox")?)? {
+        // The until it was written with, whatever the record says now.
         if let Some(until) = seen.remove(&key)? {
             by_until.remove([until.as_ref(), &key].concat())?;
         }

@@ -21,6 +21,23 @@ pub(super) fn unread_value(r: &InboxRecord) -> &[u8] {
     r.mailbox.as_deref().unwrap_or("").as_bytes()
 }
 
+/// A dedup record's key in the expiry index: until (BE) ‖ its key.
+pub(super) fn by_until_key(key: &[u8], until: u64) -> Vec<u8> {
+    [&until.to_be_bytes()[..], key].concat()
+}
+
+/// The dedup record (key, until) of every message `inbox` holds, whatever
+/// its window: the records format 4 kept, and a backup without mail
+/// carries.
+pub(super) fn inbox_dedup(inbox: &sled::Tree) -> Result<Vec<(Vec<u8>, u64)>, StoreError> {
+    let mut out = vec![];
+    for kv in counted(inbox, inbox.iter()) {
+        let r: InboxRecord = from_record(&kv?.1)?;
+        out.extend(r.dedup_after(agentmesh_protocol::Timestamp::from_unix_millis(0)));
+    }
+    Ok(out)
+}
+
 /// A message id's key in the id indices (`inbox_ids`,
 /// `outbox_done_ids`): its 16 bytes, not its 32 hex characters. sled keeps
 /// a key of 22 bytes or less inside its node, with no allocation of its

@@ -15,8 +15,8 @@ use agentmesh_protocol::{PeerId, Timestamp};
 
 use super::migrations::MIGRATIONS;
 use super::sled_codec::{
-    SEEN_BY_UNTIL, UNREAD, counted, from_record, id_key, id_keys_starting, is_unread, to_record,
-    tx_error, unread_value,
+    SEEN_BY_UNTIL, UNREAD, by_until_key, counted, from_record, id_key, id_keys_starting, is_unread,
+    to_record, tx_error, unread_value,
 };
 use super::*;
 
@@ -35,11 +35,6 @@ pub(super) fn insert_inbox(
         unread.insert(&r.seq.to_be_bytes(), unread_value(r))?;
     }
     Ok(())
-}
-
-/// A dedup record's key in the expiry index: until (BE) ‖ its key.
-pub(super) fn by_until_key(key: &[u8], until: u64) -> Vec<u8> {
-    [&until.to_be_bytes()[..], key].concat()
 }
 
 const META: &str = "meta";

@@ -128,16 +128,19 @@ mod tests {
     use super::*;
     use crate::store::testing::reopen;
 
-    #[test]
-    fn the_audit_entries_of_a_flush_share_records_and_read_and_prune_as_entries() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = reopen(dir.path()).unwrap();
-        let entry = |at: u64| AuditEntry {
+    fn entry(at: u64) -> AuditEntry {
+        AuditEntry {
             at,
             event: "sent".into(),
             detail: format!("entry {at}"),
             ..AuditEntry::default()
-        };
+        }
+    }
+
+    #[test]
+    fn the_audit_entries_of_a_flush_share_records_and_read_and_prune_as_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = reopen(dir.path()).unwrap();
         // A record as format 4 wrote it: one entry, not a list.
         s.audit
             .insert(
@@ -188,11 +191,6 @@ mod tests {
     fn records_that_overlap_in_time_are_read_whole_at_every_bound() {
         let dir = tempfile::tempdir().unwrap();
         let s = reopen(dir.path()).unwrap();
-        let entry = |at: u64| AuditEntry {
-            at,
-            event: "sent".into(),
-            ..AuditEntry::default()
-        };
         // One flush: 100 and 900 (one record, keyed at 100); a second: 500
         // to 510 (keyed at 500); a third, 5,000 apart: two records.
         s.audit_many(&[entry(100), entry(900)]).unwrap();

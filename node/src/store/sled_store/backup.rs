@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::{CONTACT_SEQ_KEY, DIRECTORY_SEQ_KEY, META, SledStore};
 use crate::store::StoreError;
-use crate::store::sled_codec::{counted, from_record};
+use crate::store::sled_codec::{by_until_key, counted, inbox_dedup};
 
 /// What every backup carries: the team (its blocks, every member's
 /// contact and directory record), this machine's settings (the `meta`
@@ -72,7 +72,7 @@ impl SledStore {
         // then (`delete_inbox` writes it first).
         let inbox_dedup = match with_mail {
             true => vec![],
-            false => self.inbox_dedup()?,
+            false => inbox_dedup(&self.inbox)?,
         };
         for name in SETTINGS.iter().chain(mail) {
             if *name == "seen" {
@@ -82,7 +82,7 @@ impl SledStore {
             }
             if *name == super::SEEN_BY_UNTIL {
                 for (key, until) in &inbox_dedup {
-                    each(name, &super::by_until_key(key, *until), &[])?;
+                    each(name, &by_until_key(key, *until), &[])?;
                 }
             }
             let tree = self.db.open_tree(name).map_err(StoreError::from)?;
@@ -92,16 +92,6 @@ impl SledStore {
             }
         }
         Ok(())
-    }
-
-    /// The dedup record of every message the inbox holds.
-    fn inbox_dedup(&self) -> Result<Vec<(Vec<u8>, u64)>, StoreError> {
-        let mut out = vec![];
-        for kv in counted(&self.inbox, self.inbox.iter()) {
-            let r: crate::store::InboxRecord = from_record(&kv?.1)?;
-            out.extend(r.dedup_after(agentmesh_protocol::Timestamp::from_unix_millis(0)));
-        }
-        Ok(out)
     }
 
     /// The number this machine's next contact record will carry.

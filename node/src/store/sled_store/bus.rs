@@ -3,8 +3,8 @@
 use sled::Transactional;
 use sled::transaction::{TransactionError, TransactionalTree};
 
-use super::{INBOX_SEQ_KEY, by_until_key, insert_inbox};
-use crate::store::sled_codec::{counted, from_record, to_record};
+use super::{INBOX_SEQ_KEY, insert_inbox};
+use crate::store::sled_codec::{by_until_key, counted, from_record, to_record};
 use agentmesh_protocol::Timestamp;
 
 use super::SledStore;
